@@ -1,0 +1,212 @@
+#include "sim/allocator/simulate.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "sim/allocator/ideal_packing.h"
+
+namespace memsim {
+namespace {
+
+Status BadEvent(size_t i, const std::string& what) {
+  return Status::InvalidArgument("events[" + std::to_string(i) + "]: " + what);
+}
+
+// The ideal packer over the whole stream: peak arena bytes and peak live bytes.
+Result<std::pair<int64_t, int64_t>> RunIdeal(const EventStream& es, size_t limit) {
+  IdealPacker packer;
+  std::vector<int64_t> offset(es.buffers.size(), -1);
+  for (size_t i = 0; i < limit; ++i) {
+    const MemEvent& e = es.events[i];
+    if (e.buffer >= es.buffers.size()) return BadEvent(i, "buffer index out of range");
+    const int64_t bytes = es.buffers[e.buffer].bytes;
+    if (e.kind == EventKind::kAlloc) {
+      if (offset[e.buffer] >= 0) return BadEvent(i, "buffer allocated twice");
+      offset[e.buffer] = bytes > 0 ? packer.Allocate(bytes) : -2;
+    } else {
+      if (offset[e.buffer] == -1) return BadEvent(i, "free of a buffer that is not allocated");
+      if (offset[e.buffer] >= 0) packer.Free(offset[e.buffer], bytes);
+      offset[e.buffer] = -1;
+    }
+  }
+  return std::make_pair(packer.peak_arena_bytes(), packer.peak_live_bytes());
+}
+
+}  // namespace
+
+std::string_view AllocatorModelName(AllocatorModel m) {
+  switch (m) {
+    case AllocatorModel::kCaching: return "caching";
+    case AllocatorModel::kExpandable: return "expandable";
+    case AllocatorModel::kIdeal: return "ideal";
+  }
+  return "?";
+}
+
+Result<AllocatorModel> ParseAllocatorModel(std::string_view name) {
+  if (name == "caching") return AllocatorModel::kCaching;
+  if (name == "expandable") return AllocatorModel::kExpandable;
+  if (name == "ideal") return AllocatorModel::kIdeal;
+  return Status::InvalidArgument("allocator model '" + std::string(name) +
+                                 "' is not one of caching, expandable, ideal");
+}
+
+Result<AllocatorReport> SimulateAllocator(const EventStream& es, const AllocatorOptions& opt) {
+  MEMSIM_ASSIGN_OR_RETURN(AllocatorConfig cfg, ParseAllocConf(opt.alloc_conf));
+  if (opt.model == AllocatorModel::kExpandable) cfg.expandable_segments = true;
+  if (opt.capacity_bytes < 0) return Status::InvalidArgument("capacity_bytes must be >= 0");
+  AllocatorReport rep;
+  rep.model = opt.model;
+  rep.alloc_conf = cfg.ToString();
+  rep.capacity_bytes = opt.capacity_bytes;
+
+  if (opt.model == AllocatorModel::kIdeal) {
+    MEMSIM_ASSIGN_OR_RETURN(auto ideal, RunIdeal(es, es.events.size()));
+    rep.peak_reserved_bytes = rep.ideal_peak_bytes = ideal.first;
+    rep.peak_allocated_bytes = ideal.second;
+    int64_t live = 0;
+    for (const MemEvent& e : es.events) {
+      live += (e.kind == EventKind::kAlloc ? 1 : -1) * es.buffers[e.buffer].bytes;
+      rep.peak_requested_bytes = std::max(rep.peak_requested_bytes, live);
+    }
+    rep.events_simulated = static_cast<int64_t>(es.events.size());
+    return rep;
+  }
+
+  CachingAllocator alloc(cfg, DeviceOptions{opt.capacity_bytes, opt.address_order, 0});
+  std::vector<BlockId> block(es.buffers.size(), kNoBlock);
+  std::vector<uint8_t> live(es.buffers.size(), 0);
+  const DeviceStats& st = alloc.stats();
+  int64_t frag_reserved = -1;
+  size_t i = 0;
+  for (; i < es.events.size(); ++i) {
+    const MemEvent& e = es.events[i];
+    if (e.buffer >= es.buffers.size()) return BadEvent(i, "buffer index out of range");
+    const int64_t bytes = es.buffers[e.buffer].bytes;
+    if (e.kind == EventKind::kAlloc) {
+      if (live[e.buffer]) return BadEvent(i, "buffer allocated twice");
+      live[e.buffer] = 1;
+      if (bytes <= 0) continue;  // a zero-byte tensor never reaches the allocator
+      const BlockId b = alloc.Malloc(bytes);
+      if (b == kNoBlock) {
+        OomRecord o;
+        o.info = *alloc.last_oom();
+        o.buffer = e.buffer;
+        o.op = e.op;
+        o.phase = e.phase;
+        o.event_index = static_cast<int64_t>(i);
+        rep.oom = std::move(o);
+        break;
+      }
+      block[e.buffer] = b;
+      if (st.reserved_bytes.all().current > frag_reserved) {
+        // See Note [Fragmentation]: sampled when reserved first reaches a new peak.
+        frag_reserved = st.reserved_bytes.all().current;
+        Fragmentation& f = rep.fragmentation;
+        f.event_index = static_cast<int64_t>(i);
+        f.reserved_bytes = frag_reserved;
+        f.allocated_bytes = st.allocated_bytes.all().current;
+        f.requested_bytes = st.requested_bytes.all().current;
+        f.internal_bytes = f.allocated_bytes - f.requested_bytes;
+        f.internal_rounding_bytes = alloc.rounding_waste_bytes();
+        f.internal_unsplit_bytes = alloc.unsplit_waste_bytes();
+        f.external_bytes = f.reserved_bytes - f.allocated_bytes;
+        f.inactive_split_bytes = st.inactive_split_bytes.all().current;
+        f.largest_free_block_bytes = alloc.LargestFreeBlock();
+      }
+    } else {
+      if (!live[e.buffer]) return BadEvent(i, "free of a buffer that is not allocated");
+      live[e.buffer] = 0;
+      if (block[e.buffer] != kNoBlock) alloc.Free(block[e.buffer]);
+      block[e.buffer] = kNoBlock;
+    }
+  }
+  rep.events_simulated = static_cast<int64_t>(i);
+  rep.stats = st;
+  rep.peak_allocated_bytes = st.allocated_bytes.all().peak;
+  rep.peak_reserved_bytes = st.reserved_bytes.all().peak;
+  rep.peak_requested_bytes = st.requested_bytes.all().peak;
+  if (opt.compute_ideal) {
+    MEMSIM_ASSIGN_OR_RETURN(auto ideal, RunIdeal(es, i));
+    rep.ideal_peak_bytes = ideal.first;
+  }
+  return rep;
+}
+
+nlohmann::ordered_json DeviceStatsToJson(const DeviceStats& s) {
+  using nlohmann::ordered_json;
+  auto arr = [](const StatArray& a) {
+    ordered_json j;
+    const char* names[3] = {"all", "small_pool", "large_pool"};
+    for (int k = 0; k < 3; ++k) {
+      j[names[k]] = ordered_json{{"current", a.s[k].current}, {"peak", a.s[k].peak}};
+    }
+    return j;
+  };
+  ordered_json j;
+  j["allocated_bytes"] = arr(s.allocated_bytes);
+  j["reserved_bytes"] = arr(s.reserved_bytes);
+  j["active_bytes"] = arr(s.active_bytes);
+  j["requested_bytes"] = arr(s.requested_bytes);
+  j["inactive_split_bytes"] = arr(s.inactive_split_bytes);
+  j["allocation"] = arr(s.allocation);
+  j["segment"] = arr(s.segment);
+  j["active"] = arr(s.active);
+  j["inactive_split"] = arr(s.inactive_split);
+  j["num_alloc_retries"] = s.num_alloc_retries;
+  j["num_ooms"] = s.num_ooms;
+  j["num_device_alloc"] = s.num_device_alloc;
+  j["num_device_free"] = s.num_device_free;
+  j["oversize_allocations"] = ordered_json{{"current", s.oversize_allocations.current},
+                                           {"peak", s.oversize_allocations.peak}};
+  j["oversize_segments"] = ordered_json{{"current", s.oversize_segments.current},
+                                        {"peak", s.oversize_segments.peak}};
+  return j;
+}
+
+nlohmann::ordered_json AllocatorReportToJson(const AllocatorReport& r) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["model"] = std::string(AllocatorModelName(r.model));
+  j["alloc_conf"] = r.alloc_conf;
+  j["capacity_bytes"] = r.capacity_bytes > 0 ? ordered_json(r.capacity_bytes) : ordered_json(nullptr);
+  j["peak_allocated_bytes"] = r.peak_allocated_bytes;
+  j["peak_reserved_bytes"] = r.peak_reserved_bytes;
+  j["peak_requested_bytes"] = r.peak_requested_bytes;
+  j["ideal_peak_bytes"] = r.ideal_peak_bytes;
+  j["events_simulated"] = r.events_simulated;
+  const Fragmentation& f = r.fragmentation;
+  j["fragmentation"] = ordered_json{
+      {"at_event", f.event_index},
+      {"reserved_bytes", f.reserved_bytes},
+      {"allocated_bytes", f.allocated_bytes},
+      {"requested_bytes", f.requested_bytes},
+      {"internal_bytes", f.internal_bytes},
+      {"internal_rounding_bytes", f.internal_rounding_bytes},
+      {"internal_unsplit_bytes", f.internal_unsplit_bytes},
+      {"external_bytes", f.external_bytes},
+      {"inactive_split_bytes", f.inactive_split_bytes},
+      {"largest_free_block_bytes", f.largest_free_block_bytes}};
+  j["stats"] = DeviceStatsToJson(r.stats);
+  if (r.oom) {
+    const OomInfo& o = r.oom->info;
+    j["oom"] = ordered_json{{"buffer", r.oom->buffer},
+                            {"op", r.oom->op == kNoOp ? ordered_json(nullptr) : ordered_json(r.oom->op)},
+                            {"phase", std::string(PhaseName(r.oom->phase))},
+                            {"event_index", r.oom->event_index},
+                            {"requested_bytes", o.requested_bytes},
+                            {"tried_to_allocate_bytes", o.tried_to_allocate_bytes},
+                            {"capacity_bytes", o.capacity_bytes},
+                            {"free_bytes", o.free_bytes},
+                            {"allocated_bytes", o.allocated_bytes},
+                            {"reserved_bytes", o.reserved_bytes},
+                            {"reserved_unallocated_bytes", o.reserved_unallocated_bytes},
+                            {"message", o.message}};
+  } else {
+    j["oom"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace memsim

@@ -1,0 +1,166 @@
+#include "sim/allocator/simulate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/allocator/ideal_packing.h"
+
+namespace memsim {
+namespace {
+
+constexpr int64_t MiB = kMiB;
+
+// A tiny builder: A(bytes) allocates a new buffer, F(i) frees buffer i.
+struct StreamBuilder {
+  EventStream es;
+  uint32_t A(int64_t bytes, uint32_t op = 0) {
+    const uint32_t id = static_cast<uint32_t>(es.buffers.size());
+    es.buffers.push_back(Buffer{"b" + std::to_string(id), bytes, Category::kActivation, op, ""});
+    es.events.push_back(MemEvent{EventKind::kAlloc, Phase::kForward, id, op});
+    return id;
+  }
+  void F(uint32_t id) { es.events.push_back(MemEvent{EventKind::kFree, Phase::kForward, id, kNoOp}); }
+};
+
+TEST(IdealPackerTest, BestFitReusesSmallestGap) {
+  IdealPacker p;
+  int64_t a = p.Allocate(3000);  // 3072
+  int64_t b = p.Allocate(512);
+  int64_t c = p.Allocate(1024);
+  int64_t d = p.Allocate(512);
+  p.Free(a, 3000);
+  p.Free(c, 1024);
+  EXPECT_EQ(p.Allocate(1000), c);  // 1024 gap beats the 3072 gap
+  EXPECT_EQ(p.Allocate(2000), a);
+  EXPECT_EQ(p.peak_arena_bytes(), 3072 + 512 + 1024 + 512);
+  (void)b;
+  (void)d;
+}
+
+TEST(IdealPackerTest, MergesGapsAndShrinksTop) {
+  IdealPacker p;
+  int64_t a = p.Allocate(512), b = p.Allocate(512), c = p.Allocate(512);
+  p.Free(a, 512);
+  p.Free(b, 512);
+  EXPECT_EQ(p.Allocate(1024), 0);  // a and b merged
+  p.Free(c, 512);
+  EXPECT_EQ(p.arena_bytes(), 1024);
+  EXPECT_EQ(p.Allocate(2048), 1024);  // extends from the (shrunk) top
+  EXPECT_EQ(p.peak_arena_bytes(), 3072);
+}
+
+TEST(SimulateAllocatorTest, CachingModelMatchesExample1Peaks) {
+  StreamBuilder s;
+  uint32_t A = s.A(1000), B = s.A(3 * MiB), C = s.A(15 * MiB), D = s.A(2621440);
+  s.F(B);
+  s.F(C);
+  uint32_t E = s.A(25 * MiB), F = s.A(20447232);
+  s.F(E);
+  s.F(F);
+  AllocatorOptions opt;
+  opt.address_order = AddressOrder::kIncreasing;
+  auto r = SimulateAllocator(s.es, opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->peak_allocated_bytes, 50856960);
+  EXPECT_EQ(r->peak_reserved_bytes, 71303168);
+  EXPECT_FALSE(r->oom.has_value());
+  EXPECT_EQ(r->events_simulated, 10);
+  // Fragmentation at the reserved peak (after E): E has 1 MiB unsplit slack.
+  EXPECT_EQ(r->fragmentation.event_index, 6);
+  EXPECT_EQ(r->fragmentation.internal_unsplit_bytes, MiB);
+  EXPECT_EQ(r->fragmentation.internal_rounding_bytes, 24);
+  EXPECT_EQ(r->fragmentation.external_bytes, 71303168 - 29885440);
+  EXPECT_LE(r->ideal_peak_bytes, r->peak_reserved_bytes);
+  EXPECT_GE(r->ideal_peak_bytes, r->peak_requested_bytes);
+  (void)A;
+  (void)D;
+}
+
+TEST(SimulateAllocatorTest, ExpandableAndIdealModelsReserveLess) {
+  StreamBuilder s;
+  uint32_t a = s.A(3 * MiB), b = s.A(30 * MiB);
+  s.A(5 * MiB);
+  s.F(a);
+  s.F(b);
+  s.A(25 * MiB);
+  AllocatorOptions opt;
+  auto caching = SimulateAllocator(s.es, opt);
+  opt.model = AllocatorModel::kExpandable;
+  auto exp = SimulateAllocator(s.es, opt);
+  opt.model = AllocatorModel::kIdeal;
+  auto ideal = SimulateAllocator(s.es, opt);
+  ASSERT_TRUE(caching.ok() && exp.ok() && ideal.ok());
+  EXPECT_EQ(caching->peak_reserved_bytes, 50 * MiB);  // 20 + 30; the 25 MiB reuses the 30
+  EXPECT_EQ(exp->peak_reserved_bytes, 40 * MiB);
+  EXPECT_EQ(exp->alloc_conf, "expandable_segments:True");
+  EXPECT_EQ(ideal->peak_reserved_bytes, 38 * MiB);  // 3 + 30 + 5, then 25 fits the 33 MiB hole
+}
+
+TEST(SimulateAllocatorTest, OomStopsTheStepAndNamesTheBuffer) {
+  StreamBuilder s;
+  s.A(25 * MiB, /*op=*/3);
+  s.A(1000, 4);
+  uint32_t bad = s.A(5 * MiB, 7);
+  s.A(MiB, 8);
+  AllocatorOptions opt;
+  opt.capacity_bytes = 30 * MiB;
+  auto r = SimulateAllocator(s.es, opt);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->oom.has_value());
+  EXPECT_EQ(r->oom->buffer, bad);
+  EXPECT_EQ(r->oom->op, 7u);
+  EXPECT_EQ(r->oom->event_index, 2);
+  EXPECT_EQ(r->events_simulated, 2);
+  EXPECT_EQ(r->oom->info.tried_to_allocate_bytes, 20 * MiB);
+  EXPECT_EQ(r->stats.num_ooms, 1);
+  EXPECT_EQ(r->stats.num_alloc_retries, 1);
+  auto j = AllocatorReportToJson(*r);
+  EXPECT_EQ(j["oom"]["buffer"], bad);
+  EXPECT_THAT(j["oom"]["message"].get<std::string>(), ::testing::HasSubstr("Tried to allocate"));
+}
+
+TEST(SimulateAllocatorTest, RejectsBadConfAndBadStreams) {
+  StreamBuilder s;
+  uint32_t a = s.A(100);
+  AllocatorOptions opt;
+  opt.alloc_conf = "max_split_size_mb:5";
+  auto r = SimulateAllocator(s.es, opt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("max_split_size_mb"));
+  opt.alloc_conf = "";
+  s.F(a);
+  s.F(a);
+  r = SimulateAllocator(s.es, opt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("events[2]"));
+}
+
+TEST(SimulateAllocatorTest, ZeroByteBuffersNeverReachTheAllocator) {
+  StreamBuilder s;
+  uint32_t z = s.A(0);
+  s.F(z);
+  auto r = SimulateAllocator(s.es, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->peak_reserved_bytes, 0);
+}
+
+TEST(SimulateAllocatorTest, JsonHasStableKeyOrder) {
+  StreamBuilder s;
+  s.A(1000);
+  auto r = SimulateAllocator(s.es, {});
+  ASSERT_TRUE(r.ok());
+  auto j = AllocatorReportToJson(*r);
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_THAT(keys, ::testing::ElementsAre("model", "alloc_conf", "capacity_bytes",
+                                           "peak_allocated_bytes", "peak_reserved_bytes",
+                                           "peak_requested_bytes", "ideal_peak_bytes",
+                                           "events_simulated", "fragmentation", "stats", "oom"));
+  EXPECT_EQ(j["stats"]["reserved_bytes"]["small_pool"]["peak"], 2 * MiB);
+  EXPECT_EQ(j.dump(), AllocatorReportToJson(*SimulateAllocator(s.es, {})).dump());
+}
+
+}  // namespace
+}  // namespace memsim
