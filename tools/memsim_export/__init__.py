@@ -1,0 +1,10 @@
+"""memsim_export: turn a PyTorch nn.Module into a memsim graph (docs/graph-format.md).
+
+Entry points: ``python3 -m memsim_export`` (with ``tools/`` on PYTHONPATH), ``tools/export_torch.py``,
+or :func:`export_model` from Python.  See docs/exporter.md.
+"""
+from .errors import ExportError, UnsupportedError
+from .exporter import export_model, InputSpec, parse_input_spec, write_graph, graph_to_json
+
+__all__ = ["ExportError", "UnsupportedError", "export_model", "InputSpec", "parse_input_spec",
+           "write_graph", "graph_to_json"]

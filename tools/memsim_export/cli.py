@@ -1,0 +1,144 @@
+"""Command line: export a PyTorch model to a memsim graph (see docs/exporter.md)."""
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+
+from .errors import ExportError, UnsupportedError
+
+USAGE_EXAMPLES = """examples:
+  export_torch.py torchvision:resnet50 --input "batch,3,224,224" -o graphs/resnet50.json
+  export_torch.py --module my_model.py:build --input "int64:batch,128@0:30522" --loss cross_entropy -o m.json
+  export_torch.py graphs/models.py:bert_small --input "ids=int64:batch,128@0:30522" -o graphs/bert_small.json
+"""
+
+
+def load_builder(spec):
+    """'torchvision:NAME', 'path/to/file.py:fn' or 'package.module:fn' → (callable, default name)."""
+    if ":" not in spec:
+        raise ExportError("model spec %r: expected torchvision:NAME, FILE.py:FUNCTION or MODULE:FUNCTION" % spec)
+    where, fn = spec.rsplit(":", 1)
+    if where == "torchvision":
+        import torchvision
+        builder = getattr(torchvision.models, fn, None)
+        if builder is None or not callable(builder):
+            raise ExportError("torchvision.models has no model %r" % fn)
+        return (lambda: build_torchvision(builder)), fn
+    if where.endswith(".py"):
+        if not os.path.exists(where):
+            raise ExportError("no such file: %s" % where)
+        name = "memsim_user_" + os.path.splitext(os.path.basename(where))[0]
+        mspec = importlib.util.spec_from_file_location(name, where)
+        mod = importlib.util.module_from_spec(mspec)
+        sys.modules[name] = mod
+        sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+        try:
+            mspec.loader.exec_module(mod)
+        finally:
+            sys.path.pop(0)
+    else:
+        try:
+            mod = importlib.import_module(where)
+        except ImportError as e:
+            raise ExportError("cannot import %s: %s" % (where, e))
+    builder = getattr(mod, fn, None)
+    if builder is None:
+        raise ExportError("%s has no attribute %r" % (where, fn))
+    return builder, fn
+
+
+def build_torchvision(builder):
+    """Random-init torchvision model (weights=None; pretrained=False on very old torchvision)."""
+    try:
+        return builder(weights=None)
+    except TypeError:
+        return builder(pretrained=False)
+
+
+def split_built(obj):
+    """A builder may return a module or (module, input spec(s)[, ...])."""
+    import torch.nn as nn
+    if isinstance(obj, nn.Module):
+        return obj, None
+    if isinstance(obj, (tuple, list)) and obj and isinstance(obj[0], nn.Module):
+        specs = obj[1] if len(obj) > 1 else None
+        if isinstance(specs, str):
+            specs = [specs]
+        if specs is not None and not (isinstance(specs, (list, tuple)) and all(isinstance(s, str) for s in specs)):
+            specs = None  # e.g. trace_step.py's (model, shape tuple, classes): not an input spec
+        return obj[0], specs
+    raise ExportError("the builder returned %s, not an nn.Module" % type(obj).__name__)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="export_torch.py", description=__doc__, epilog=USAGE_EXAMPLES,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", nargs="?", help="torchvision:NAME | FILE.py:FUNCTION | MODULE:FUNCTION")
+    ap.add_argument("--module", dest="module_spec", help="FILE.py:FUNCTION returning an nn.Module "
+                    "(or (module, input spec list))")
+    ap.add_argument("--input", action="append", default=[], metavar="SPEC",
+                    help='[name=][dtype:]d0,d1,...[@low:high], e.g. "batch,3,224,224" or "int64:batch,128@0:30522"; '
+                         "repeat for several inputs (forward argument order)")
+    ap.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse", "none"])
+    ap.add_argument("--set", action="append", default=[], metavar="SYM=V", help="default value of a symbol")
+    ap.add_argument("--name", help="graph name (default: the model/function name)")
+    ap.add_argument("--provenance", help="provenance text stored in the graph")
+    ap.add_argument("--device", default="auto", choices=["auto", "meta", "cpu"],
+                    help="where shape propagation runs (auto: meta tensors, CPU if that fails)")
+    ap.add_argument("--probe-batch", default="2,3", help="two batch sizes used to detect batch-dependent sizes")
+    ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    a = ap.parse_args(argv)
+    spec = a.module_spec or a.model
+    if not spec:
+        ap.error("give a model (torchvision:NAME, FILE.py:FUNCTION) or --module")
+    try:
+        from .exporter import export_model, write_graph
+        builder, default_name = load_builder(spec)
+        model, built_specs = split_built(builder())
+        inputs = a.input or built_specs
+        if not inputs:
+            if spec.startswith("torchvision:"):
+                inputs = ["batch,3,224,224"]
+            else:
+                raise ExportError("no --input given and the builder returned no input spec")
+        symbols = {}
+        for kv in a.set:
+            if "=" not in kv:
+                raise ExportError("--set expects SYM=VALUE, got %r" % kv)
+            k, v = kv.split("=", 1)
+            try:
+                symbols[k.strip()] = int(v)
+            except ValueError:
+                raise ExportError("--set %s: %r is not an integer" % (k, v))
+        try:
+            pb = tuple(int(x) for x in a.probe_batch.split(","))
+            assert len(pb) == 2 and pb[0] != pb[1] and min(pb) >= 2
+        except (ValueError, AssertionError):
+            raise ExportError("--probe-batch expects two different integers >= 2, e.g. 2,3")
+        name = a.name or default_name
+        prov = a.provenance
+        if prov is None:
+            prov = "tools/export_torch.py %s %s --loss %s" % (
+                spec, " ".join("--input %s" % s for s in inputs), a.loss)
+        g = export_model(model, inputs, loss=a.loss, symbols=symbols, name=name, provenance=prov,
+                         probe_batch=pb, device=a.device)
+        write_graph(g, a.output)
+    except UnsupportedError as e:
+        sys.stderr.write("export_torch.py: %s\n" % e)
+        return 2
+    except ExportError as e:
+        sys.stderr.write("export_torch.py: %s\n" % e)
+        return 2
+    if a.output not in (None, "-"):
+        n_params = sum(_numel(p["shape"]) for p in g["parameters"])
+        sys.stderr.write("wrote %s: %d ops, %d parameter tensors (%d elements)\n" % (
+            a.output, len(g["ops"]), len(g["parameters"]), n_params))
+    return 0
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n

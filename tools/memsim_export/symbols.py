@@ -1,0 +1,92 @@
+"""Merge the op lists of several probes (same model, different symbol values) into one symbolic list.
+
+A probe is a dict {symbol: value}.  Probe 0 is the base; probe i (i ≥ 1) changes exactly one symbol.
+Every integer that differs between probes is written as a product ``"batch*12"`` of symbols and an
+integer factor: for each symbol s the exponent e ∈ {0..3} is the one with
+``v_base * alt_s**e == v_s * base_s**e``; the remaining factor must be a positive integer.
+A size in a view/reshape ``shape`` that is no such product becomes -1 (if the list has no -1 yet).
+"""
+from .errors import ExportError
+
+
+def symbolize_int(values, probes, symbols):
+    """values[i] is the integer seen in probe i; returns an int or a product string."""
+    v0 = values[0]
+    if all(v == v0 for v in values):
+        return v0
+    if v0 <= 0:
+        return None
+    base = probes[0]
+    exps = {}
+    for i, s in enumerate(symbols, start=1):
+        b, a, v = base[s], probes[i][s], values[i]
+        for e in range(0, 4):
+            if v0 * a ** e == v * b ** e:
+                exps[s] = e
+                break
+        else:
+            return None
+    denom = 1
+    for s, e in exps.items():
+        denom *= base[s] ** e
+    if v0 % denom:
+        return None
+    c = v0 // denom
+    factors = []
+    for s in symbols:
+        factors += [s] * exps[s]
+    if c != 1 or not factors:
+        factors.append(str(c))
+    return "*".join(factors)
+
+
+def merge(structs, probes, symbols, where=""):
+    """Merge parallel JSON-like structures from each probe."""
+    s0 = structs[0]
+    if isinstance(s0, dict):
+        for s in structs[1:]:
+            if not isinstance(s, dict) or list(s.keys()) != list(s0.keys()):
+                raise ExportError("graph structure depends on the symbol values at %s (data-dependent code?)" % where)
+        return {k: merge([s[k] for s in structs], probes, symbols, "%s/%s" % (where, k)) for k in s0}
+    if isinstance(s0, list):
+        for s in structs[1:]:
+            if not isinstance(s, list) or len(s) != len(s0):
+                raise ExportError("graph structure depends on the symbol values at %s (data-dependent code?)" % where)
+        out = [merge([s[i] for s in structs], probes, symbols, "%s/%d" % (where, i)) for i in range(len(s0))]
+        if where.endswith("/attrs/shape") and any(x is _FAIL for x in out):
+            if out.count(_FAIL) == 1 and -1 not in out:
+                return [-1 if x is _FAIL else x for x in out]
+        if any(x is _FAIL for x in out):
+            i = next(i for i, x in enumerate(out) if x is _FAIL)
+            raise ExportError("value at %s/%d is %s for symbol values %s: not a product of symbols" % (
+                where, i, [s[i] for s in structs], probes))
+        return out
+    if isinstance(s0, bool) or s0 is None or isinstance(s0, str):
+        for s in structs[1:]:
+            if s != s0:
+                raise ExportError("value at %s depends on the symbol values: %s" % (where, structs))
+        return s0
+    if isinstance(s0, int):
+        if any(isinstance(s, bool) or not isinstance(s, int) for s in structs):
+            raise ExportError("value at %s changes type between probes: %s" % (where, structs))
+        r = symbolize_int(structs, probes, symbols)
+        if r is None:
+            if where.split("/")[-2:-1] == ["shape"]:
+                return _FAIL
+            raise ExportError("value at %s is %s for symbol values %s: not a product of symbols" % (
+                where, structs, probes))
+        return r
+    if isinstance(s0, float):
+        for s in structs[1:]:
+            if s != s0:
+                raise ExportError("value at %s depends on the symbol values: %s" % (where, structs))
+        return s0
+    raise ExportError("unexpected value at %s: %r" % (where, s0))
+
+
+class _Fail:
+    def __repr__(self):
+        return "<not a product>"
+
+
+_FAIL = _Fail()

@@ -1,0 +1,109 @@
+"""torch.fx tracing with module scopes and in-place operator recording.
+
+* Every fx node gets ``node.meta["memsim_module"]``: the dotted path of the nn.Module whose forward
+  created it ("" for the root).
+* ``a += b`` on a Proxy is recorded as ``operator.iadd`` (1.13's Proxy has no ``__iadd__``, so
+  Python falls back to ``a = a + b`` and the in-place-ness is lost). Same for ``-=``, ``*=``, ``/=``.
+"""
+import dis
+import inspect
+import operator
+
+import torch
+import torch.fx as fx
+
+from .errors import ExportError
+
+
+class MemsimProxy(fx.Proxy):
+    def __getattr__(self, k):
+        return MemsimAttribute(self, k)
+
+    def __iter__(self):
+        # fx 1.13 finds the calling instruction with f_lasti // 2, which is wrong on Python 3.11
+        # (inline caches); look it up by byte offset instead.
+        frame = inspect.currentframe().f_back
+        for inst in dis.get_instructions(frame.f_code):
+            if inst.offset == frame.f_lasti:
+                if inst.opname == "UNPACK_SEQUENCE":
+                    return (self[i] for i in range(inst.argval))
+                break
+        return self.tracer.iter(self)
+
+    def __iadd__(self, other):
+        return self.tracer.create_proxy("call_function", operator.iadd, (self, other), {})
+
+    def __isub__(self, other):
+        return self.tracer.create_proxy("call_function", operator.isub, (self, other), {})
+
+    def __imul__(self, other):
+        return self.tracer.create_proxy("call_function", operator.imul, (self, other), {})
+
+    def __itruediv__(self, other):
+        return self.tracer.create_proxy("call_function", operator.itruediv, (self, other), {})
+
+
+class MemsimAttribute(MemsimProxy, fx.proxy.Attribute):
+    pass
+
+
+class MemsimTracer(fx.Tracer):
+    """fx.Tracer that records module scopes and in-place operators.
+
+    Leaf modules: fx's default (every ``torch.nn`` module except Sequential) — the converter maps
+    them, and expands the ones whose forward is functional code (MultiheadAttention,
+    TransformerEncoderLayer, TransformerEncoder).  ``extra_leaves`` adds module classes.
+    """
+
+    def __init__(self, extra_leaves=()):
+        super().__init__()
+        self.scope = [""]
+        self.extra_leaves = tuple(extra_leaves)
+
+    def is_leaf_module(self, m, qualname):
+        if self.extra_leaves and isinstance(m, self.extra_leaves):
+            return True
+        return super().is_leaf_module(m, qualname)
+
+    def proxy(self, node):
+        return MemsimProxy(node, self)
+
+    def call_module(self, m, forward, args, kwargs):
+        try:
+            path = self.path_of_module(m)
+        except NameError:
+            path = self.scope[-1]
+        self.scope.append(path)
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        finally:
+            self.scope.pop()
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        node.meta["memsim_module"] = target if kind == "call_module" else self.scope[-1]
+        return node
+
+
+def trace(model, concrete_args=None, extra_leaves=()):
+    """Symbolically trace ``model``; returns a GraphModule sharing ``model``'s submodules."""
+    tracer = MemsimTracer(extra_leaves)
+    try:
+        graph = tracer.trace(model, concrete_args=concrete_args)
+    except Exception as e:  # fx raises TraceError, TypeError, AttributeError, ... on untraceable code
+        raise ExportError("cannot trace %s with torch.fx: %s: %s%s" % (
+            type(model).__name__, type(e).__name__, e, _user_frame(e))) from e
+    name = model.__class__.__name__
+    return fx.GraphModule(tracer.root, graph, name)
+
+
+def _user_frame(exc):
+    """' (at file:line in func)' for the innermost traceback frame outside torch/fx."""
+    import traceback
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        f = fr.filename.replace("\\", "/")
+        if "/torch/fx/" in f or "/memsim_export/" in f:
+            continue
+        return " (at %s:%d in %s: %s)" % (fr.filename, fr.lineno, fr.name, (fr.line or "").strip())
+    return ""
