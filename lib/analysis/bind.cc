@@ -1,0 +1,71 @@
+#include "lib/analysis/bind.h"
+
+#include "lib/ops/op_rules.h"
+
+namespace memsim {
+
+Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOptions& opt) {
+  BoundGraph out;
+  out.bindings = b;
+  out.metas.resize(g.tensors.size());
+  out.owner.resize(g.tensors.size());
+  out.last_use.assign(g.tensors.size(), kNone);
+  for (uint32_t s = 0; s < g.symbols.size(); ++s)
+    if (s >= b.size() || !b[s])
+      return Status::InvalidArgument(g.source + ": symbol \"" + g.symbols[s] +
+                                     "\" has no value (give it with --set " + g.symbols[s] +
+                                     "=N or in the file's \"symbols\")");
+  for (TensorId t = 0; t < g.tensors.size(); ++t) {
+    const Tensor& tensor = g.tensors[t];
+    out.owner[t] = t;
+    if (tensor.role == TensorRole::kActivation) continue;
+    std::vector<int64_t> sizes;
+    for (const DimExpr& d : tensor.shape) {
+      auto v = d.Eval(b);
+      if (!v || *v < 0)
+        return Status::InvalidArgument(g.source + ": " + tensor.pointer + ": shape of \"" + tensor.name +
+                                       "\" is negative or overflows after binding symbols");
+      sizes.push_back(*v);
+    }
+    auto m = TensorMeta::Contiguous(tensor.dtype, sizes);
+    if (!m)
+      return Status::InvalidArgument(g.source + ": " + tensor.pointer + ": \"" + tensor.name +
+                                     "\" is too large (its byte size overflows 64 bits)");
+    out.metas[t] = std::move(*m);
+  }
+  for (OpId o = 0; o < g.ops.size(); ++o) {
+    const Op& op = g.ops[o];
+    const OpRule& rule = RuleFor(op.kind);
+    RuleCtx ctx{op, b, *opt.profile, {}, {}, 0, opt.inplace_override};
+    if (static_cast<int>(op.inputs.size()) < rule.min_inputs ||
+        static_cast<int>(op.inputs.size()) > rule.max_inputs)
+      return Status::InvalidArgument(g.source + ": " + op.pointer + "/inputs: " +
+                                     std::string(OpKindName(op.kind)) + " takes " +
+                                     std::to_string(rule.min_inputs) + (rule.min_inputs == rule.max_inputs ? "" : " to " + std::to_string(rule.max_inputs)) +
+                                     " inputs, got " + std::to_string(op.inputs.size()));
+    for (TensorId in : op.inputs) {
+      ctx.in.push_back(&out.metas[in]);
+      out.last_use[in] = o;
+    }
+    InferOut inferred;
+    Status st = rule.infer(ctx, &inferred);
+    if (!st.ok()) return st.WithPrefix(g.source);
+    if (inferred.metas.size() != op.outputs.size())
+      return Status::InvalidArgument(g.source + ": " + op.pointer + "/outputs: " +
+                                     std::string(OpKindName(op.kind)) + " produces " +
+                                     std::to_string(inferred.metas.size()) + " output(s), the op lists " +
+                                     std::to_string(op.outputs.size()));
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      TensorId t = op.outputs[j];
+      if (!TensorMeta::Contiguous(inferred.metas[j].dtype, inferred.metas[j].sizes))
+        return Status::InvalidArgument(g.source + ": " + op.pointer + ": output \"" + g.tensors[t].name +
+                                       "\" is too large (its byte size overflows 64 bits)");
+      out.metas[t] = std::move(inferred.metas[j]);
+      int a = inferred.alias_of[j];
+      out.owner[t] = a < 0 ? t : out.owner[op.inputs[a]];
+    }
+  }
+  return out;
+}
+
+}  // namespace memsim

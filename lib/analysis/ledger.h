@@ -1,0 +1,43 @@
+// Ledger: reference-counted storages, the way PyTorch frees a tensor's memory when its last
+// holder (a Python name, an autograd node, a grad buffer, optimizer state) lets go. Every
+// allocation and final release is appended to an EventStream tagged with the current phase and
+// op. One Ledger per simulated step; not shared between threads.
+#ifndef MEMSIM_LIB_ANALYSIS_LEDGER_H_
+#define MEMSIM_LIB_ANALYSIS_LEDGER_H_
+
+#include <string>
+#include <vector>
+
+#include "lib/analysis/events.h"
+
+namespace memsim {
+
+class Ledger {
+ public:
+  using StorageId = uint32_t;
+
+  /// Allocates a storage with one reference. Zero-byte storages are tracked but emit nothing
+  /// (PyTorch's allocators are not called for them).
+  StorageId Alloc(int64_t bytes, std::string name, Category category, std::string module = {});
+  void Ref(StorageId s) { ++refs_[s]; }
+  /// Drops one reference; the storage is freed when none remain.
+  void Unref(StorageId s);
+  int refs(StorageId s) const { return refs_[s]; }
+  int64_t bytes(StorageId s) const { return stream_.buffers[s].bytes; }
+
+  void set_phase(Phase p) { phase_ = p; }
+  void set_op(uint32_t op) { op_ = op; }
+  uint32_t op() const { return op_; }
+
+  EventStream Finish() && { return std::move(stream_); }
+
+ private:
+  EventStream stream_;
+  std::vector<int> refs_;
+  Phase phase_ = Phase::kSetup;
+  uint32_t op_ = kNoOp;
+};
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_ANALYSIS_LEDGER_H_

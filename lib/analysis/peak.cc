@@ -1,0 +1,45 @@
+#include "lib/analysis/peak.h"
+
+#include <algorithm>
+
+namespace memsim {
+
+PeakReport AnalyzePeak(const EventStream& s) {
+  PeakReport r;
+  int64_t live = 0;
+  bool any_phase_seen[kNumPhases] = {};
+  std::vector<bool> alive(s.buffers.size(), false);
+  // First pass: the peak and phase peaks.
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const MemEvent& e = s.events[i];
+    int ph = static_cast<int>(e.phase);
+    if (!any_phase_seen[ph]) {
+      any_phase_seen[ph] = true;
+      r.phase_peaks[ph] = std::max(r.phase_peaks[ph], live);
+    }
+    live += e.kind == EventKind::kAlloc ? s.bytes(e) : -s.bytes(e);
+    if (e.phase == Phase::kSetup) r.setup_bytes = live;
+    r.phase_peaks[ph] = std::max(r.phase_peaks[ph], live);
+    if (live > r.peak_live_bytes) {
+      r.peak_live_bytes = live;
+      r.peak_event = i;
+      r.peak_phase = e.phase;
+      r.peak_op = e.op;
+    }
+  }
+  // Phases with no event of their own start (and end) at the live bytes of the previous one.
+  r.final_bytes = live;
+  // Second pass: what is alive at the peak.
+  for (size_t i = 0; i < s.events.size() && i <= r.peak_event; ++i)
+    alive[s.events[i].buffer] = s.events[i].kind == EventKind::kAlloc;
+  for (uint32_t b = 0; b < alive.size(); ++b) {
+    if (!alive[b]) continue;
+    r.live_at_peak.push_back(b);
+    r.breakdown_at_peak[static_cast<int>(s.buffers[b].category)] += s.buffers[b].bytes;
+  }
+  std::stable_sort(r.live_at_peak.begin(), r.live_at_peak.end(),
+                   [&](uint32_t a, uint32_t b) { return s.buffers[a].bytes > s.buffers[b].bytes; });
+  return r;
+}
+
+}  // namespace memsim

@@ -1,0 +1,54 @@
+// Optimizers: which per-parameter state each keeps, when it is created (lazily at the first
+// step(), or eagerly in the constructor), and what one step() allocates temporarily, for the
+// for-loop (PyTorch 1.13 default, CPU) and the multi-tensor `foreach` (2.x default on CUDA)
+// implementations. See ../shared/reference/autograd_saved.md §6.
+#ifndef MEMSIM_LIB_AUTODIFF_OPTIMIZER_H_
+#define MEMSIM_LIB_AUTODIFF_OPTIMIZER_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lib/analysis/ledger.h"
+#include "lib/ops/profile.h"
+
+namespace memsim {
+
+struct OptimizerRule {
+  std::string_view name;
+  int states;           ///< parameter-sized state tensors per parameter
+  bool step_tensor;     ///< a 0-dim fp32 `step` tensor per parameter (host memory on CUDA)
+  bool eager;           ///< state created in the constructor (Adagrad), not at the first step
+  bool state_is_clone;  ///< the first state is a clone of the grad, made inside the update loop
+  int loop_temps;       ///< parameter-sized temporaries per parameter in the update
+  bool denom_outlives;  ///< the for-loop's temporary lives until the next parameter's is made
+};
+
+/// The optimizer named |name| (none, sgd, momentum, nesterov, adam, adamw, adam_amsgrad,
+/// adamw_amsgrad, adagrad, rmsprop, rmsprop_momentum, rmsprop_centered).
+std::optional<OptimizerRule> FindOptimizer(std::string_view name);
+/// All accepted names, comma-separated, for help and error messages.
+std::string OptimizerNames();
+
+/// One trainable parameter as the optimizer sees it.
+struct OptParam {
+  std::string name;
+  int64_t bytes;
+  Ledger::StorageId grad;  ///< its .grad, or UINT32_MAX if it got none this step
+};
+
+/// Creates the state that exists before a step: all of it for a steady step, the eager part
+/// for a first step. Appends the state storages to |states|.
+void CreateResidentState(const OptimizerRule& r, const Profile& p, bool first_step,
+                         const std::vector<OptParam>& params, Ledger* ledger,
+                         std::vector<Ledger::StorageId>* states);
+
+/// Runs optimizer.step(): lazy state creation (first step) and the update's temporaries.
+void RunOptimizerStep(const OptimizerRule& r, const Profile& p, bool first_step,
+                      const std::vector<OptParam>& params, Ledger* ledger,
+                      std::vector<Ledger::StorageId>* states);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_AUTODIFF_OPTIMIZER_H_

@@ -1,0 +1,37 @@
+// SimulateStep: runs one training step symbolically — forward in graph order, backward in
+// PyTorch autograd-engine order, optimizer.step(), zero_grad(set_to_none=True) — and returns
+// the allocate/free stream PyTorch would issue. Storages are reference-counted like PyTorch's:
+// Python names hold activations until their last forward use, autograd nodes hold what they
+// save until their backward has run, grad buffers accumulate as in the engine's InputBuffer.
+// Pure function of its arguments; safe to call concurrently on a shared Graph.
+#ifndef MEMSIM_LIB_AUTODIFF_STEP_H_
+#define MEMSIM_LIB_AUTODIFF_STEP_H_
+
+#include <vector>
+
+#include "lib/analysis/bind.h"
+#include "lib/analysis/events.h"
+#include "lib/autodiff/optimizer.h"
+#include "lib/ir/graph.h"
+#include "lib/util/status.h"
+
+namespace memsim {
+
+struct StepConfig {
+  const Profile* profile = nullptr;
+  OptimizerRule optimizer = *FindOptimizer("sgd");
+  bool first_step = true;        ///< --step first: optimizer state is created during this step
+  std::vector<bool> frozen;      ///< per entry of Graph::parameters; empty = none frozen
+  std::optional<bool> inplace_override;  ///< must match the BindOptions used for |bound|
+};
+
+/// Requires-grad of every tensor: parameters unless frozen; activations whose op has an
+/// autograd node (some differentiable input requires grad).
+std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
+                                        const std::vector<bool>& frozen);
+
+Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_AUTODIFF_STEP_H_

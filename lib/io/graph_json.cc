@@ -1,0 +1,326 @@
+#include "lib/io/graph_json.h"
+
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lib/ir/topo.h"
+
+namespace memsim {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxDim = int64_t{1} << 40;  // elements; larger is surely a mistake
+
+/// Builds a Graph from a parsed document, tracking the JSON pointer for every message.
+class GraphReader {
+ public:
+  explicit GraphReader(const std::string& source) { g_.source = source; }
+
+  Result<Graph> Read(const json& doc) {
+    if (!doc.is_object()) return Err("", "the document must be a JSON object");
+    if (auto it = doc.find("format"); it == doc.end() || *it != "memsim-graph")
+      return Err("/format", "expected \"memsim-graph\"");
+    if (auto it = doc.find("version"); it == doc.end() || *it != 1)
+      return Err("/version", "expected 1");
+    MEMSIM_ASSIGN_OR_RETURN(g_.name, String(doc, "name", "", true));
+    MEMSIM_ASSIGN_OR_RETURN(g_.provenance, String(doc, "provenance", "", false));
+    if (auto it = doc.find("symbols"); it != doc.end()) {
+      if (!it->is_object()) return Err("/symbols", "expected an object of symbol: integer");
+      for (auto& [k, v] : it->items()) {
+        if (!IsSymbolName(k)) return Err("/symbols/" + k, "not a valid symbol name");
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+            (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxDim)))
+          return Err("/symbols/" + k, "expected a non-negative integer");
+        g_.symbol_defaults[Symbol(k)] = v.get<int64_t>();
+      }
+    }
+    MEMSIM_RETURN_IF_ERROR(Leaves(doc, "inputs", TensorRole::kInput, &g_.inputs, true));
+    MEMSIM_RETURN_IF_ERROR(Leaves(doc, "parameters", TensorRole::kParameter, &g_.parameters, false));
+    MEMSIM_RETURN_IF_ERROR(Leaves(doc, "buffers", TensorRole::kBuffer, &g_.buffers, false));
+    MEMSIM_RETURN_IF_ERROR(Ops(doc));
+    if (auto it = doc.find("outputs"); it != doc.end()) {
+      if (!it->is_array()) return Err("/outputs", "expected an array of tensor names");
+      for (size_t i = 0; i < it->size(); ++i) {
+        MEMSIM_ASSIGN_OR_RETURN(TensorId t, Ref((*it)[i], "/outputs/" + std::to_string(i)));
+        g_.outputs.push_back(t);
+      }
+    }
+    if (auto it = doc.find("loss"); it != doc.end() && !it->is_null()) {
+      MEMSIM_ASSIGN_OR_RETURN(g_.loss, Ref(*it, "/loss"));
+    }
+    MEMSIM_ASSIGN_OR_RETURN(std::vector<OpId> order, TopologicalOrder(g_));
+    Reorder(order);
+    return std::move(g_);
+  }
+
+ private:
+  Status Err(const std::string& ptr, const std::string& msg) const {
+    return Status::ParseError(g_.source + ": " + (ptr.empty() ? "/" : ptr) + ": " + msg);
+  }
+
+  static bool IsSymbolName(const std::string& s) {
+    if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+    for (char c : s)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    return true;
+  }
+
+  uint32_t Symbol(const std::string& name) {
+    uint32_t id = g_.FindSymbol(name);
+    if (id != kNone) return id;
+    g_.symbols.push_back(name);
+    g_.symbol_defaults.push_back(std::nullopt);
+    return uint32_t(g_.symbols.size() - 1);
+  }
+
+  Result<std::string> String(const json& obj, const char* key, const std::string& dflt,
+                             bool required) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required) return Err(std::string("/") + key, "missing");
+      return dflt;
+    }
+    if (!it->is_string()) return Err(std::string("/") + key, "expected a string");
+    return it->get<std::string>();
+  }
+
+  /// A dimension: a non-negative integer, -1 if |allow_infer|, or "sym", "sym*4", "a*b".
+  Result<DimExpr> Dim(const json& v, const std::string& ptr, bool allow_infer) {
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxDim))
+        return Err(ptr, "dimension " + v.dump() + " is too large");
+      int64_t x = v.get<int64_t>();
+      if (x > kMaxDim) return Err(ptr, "dimension " + v.dump() + " is too large");
+      if (x < 0 && !(allow_infer && x == -1))
+        return Err(ptr, "negative dimension " + v.dump());
+      return DimExpr::Const(x);
+    }
+    if (v.is_string()) {
+      DimExpr d;
+      std::string s = v.get<std::string>();
+      std::stringstream ss(s);
+      std::string factor;
+      bool any = false;
+      while (std::getline(ss, factor, '*')) {
+        any = true;
+        if (!factor.empty() && std::all_of(factor.begin(), factor.end(), ::isdigit)) {
+          if (factor.size() > 12) return Err(ptr, "dimension \"" + s + "\" is too large");
+          d.coeff *= std::stoll(factor);
+        } else if (IsSymbolName(factor)) {
+          d.symbols.push_back(Symbol(factor));
+        } else {
+          return Err(ptr, "bad dimension \"" + s + "\" (expected an integer, a symbol or a product such as \"batch*12\")");
+        }
+      }
+      if (!any) return Err(ptr, "empty dimension");
+      return d;
+    }
+    return Err(ptr, "expected a dimension (integer or symbol), got " + v.dump());
+  }
+
+  Result<SymShape> Shape(const json& v, const std::string& ptr) {
+    if (!v.is_array()) return Err(ptr, "expected an array of dimensions");
+    if (v.size() > 16) return Err(ptr, "more than 16 dimensions");
+    SymShape s;
+    for (size_t i = 0; i < v.size(); ++i) {
+      MEMSIM_ASSIGN_OR_RETURN(DimExpr d, Dim(v[i], ptr + "/" + std::to_string(i), false));
+      s.push_back(d);
+    }
+    return s;
+  }
+
+  Result<TensorId> NewTensor(const json& name, const std::string& ptr, Tensor t) {
+    if (!name.is_string() || name.get<std::string>().empty())
+      return Err(ptr, "expected a non-empty tensor name");
+    t.name = name.get<std::string>();
+    if (names_.count(t.name)) return Err(ptr, "duplicate tensor name \"" + t.name + "\"");
+    t.pointer = ptr;
+    names_[t.name] = TensorId(g_.tensors.size());
+    g_.tensors.push_back(std::move(t));
+    return TensorId(g_.tensors.size() - 1);
+  }
+
+  Result<TensorId> Ref(const json& name, const std::string& ptr) {
+    if (!name.is_string()) return Err(ptr, "expected a tensor name");
+    auto it = names_.find(name.get<std::string>());
+    if (it == names_.end()) return Err(ptr, "unknown tensor \"" + name.get<std::string>() + "\"");
+    return it->second;
+  }
+
+  Status Leaves(const json& doc, const char* key, TensorRole role, std::vector<TensorId>* out,
+                bool required) {
+    const std::string base = std::string("/") + key;
+    auto it = doc.find(key);
+    if (it == doc.end()) return required ? Err(base, "missing") : Status::OK();
+    if (!it->is_array()) return Err(base, "expected an array of tensors");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& e = (*it)[i];
+      const std::string ptr = base + "/" + std::to_string(i);
+      if (!e.is_object()) return Err(ptr, "expected a tensor object {name, shape, dtype}");
+      Tensor t;
+      t.role = role;
+      auto sh = e.find("shape");
+      if (sh == e.end()) return Err(ptr + "/shape", "missing");
+      MEMSIM_ASSIGN_OR_RETURN(t.shape, Shape(*sh, ptr + "/shape"));
+      if (auto dt = e.find("dtype"); dt != e.end()) {
+        auto d = dt->is_string() ? ParseDtype(dt->get<std::string>()) : std::nullopt;
+        if (!d) return Err(ptr + "/dtype", "unknown dtype " + dt->dump());
+        t.dtype = *d;
+      }
+      t.requires_grad = role == TensorRole::kParameter;
+      if (auto rg = e.find("requires_grad"); rg != e.end()) {
+        if (!rg->is_boolean()) return Err(ptr + "/requires_grad", "expected true or false");
+        if (role != TensorRole::kParameter && rg->get<bool>())
+          return Err(ptr + "/requires_grad", "only parameters may require grad");
+        t.requires_grad = rg->get<bool>();
+      }
+      auto name = e.find("name");
+      MEMSIM_ASSIGN_OR_RETURN(TensorId id,
+                              NewTensor(name == e.end() ? json() : *name, ptr + "/name", t));
+      out->push_back(id);
+    }
+    return Status::OK();
+  }
+
+  Result<AttrValue> Attr(const json& v, const std::string& ptr) {
+    if (v.is_null()) return AttrValue(AttrNull{});
+    if (v.is_boolean()) return AttrValue(v.get<bool>());
+    if (v.is_number_float()) return AttrValue(v.get<double>());
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxDim))
+        return Err(ptr, "integer " + v.dump() + " is too large");
+      int64_t x = v.get<int64_t>();
+      if (x > kMaxDim || x < -kMaxDim) return Err(ptr, "integer " + v.dump() + " is out of range");
+      return AttrValue(DimExpr::Const(x));
+    }
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      // A string made of symbols/integers joined by '*' that names a known or new symbol is a
+      // size only where the rule reads it as one; keep the text and a parsed form both.
+      return AttrValue(s);
+    }
+    if (v.is_array()) {
+      std::vector<DimExpr> list;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i].is_number_integer() && v[i].get<int64_t>() < 0 && v[i].get<int64_t>() >= -kMaxDim) {
+          list.push_back(DimExpr::Const(v[i].get<int64_t>()));
+          continue;
+        }
+        MEMSIM_ASSIGN_OR_RETURN(DimExpr d, Dim(v[i], ptr + "/" + std::to_string(i), true));
+        list.push_back(d);
+      }
+      return AttrValue(list);
+    }
+    return Err(ptr, "unsupported attribute value " + v.dump());
+  }
+
+  Status Ops(const json& doc) {
+    auto it = doc.find("ops");
+    if (it == doc.end()) return Err("/ops", "missing");
+    if (!it->is_array()) return Err("/ops", "expected an array of ops");
+    // Pass 1: declare every output so an op may name a tensor produced by a later-listed op
+    // (the order is then fixed by TopologicalOrder, and a cycle is reported there).
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& e = (*it)[i];
+      const std::string ptr = "/ops/" + std::to_string(i);
+      if (!e.is_object()) return Err(ptr, "expected an op object");
+      auto kind_it = e.find("op");
+      if (kind_it == e.end() || !kind_it->is_string()) return Err(ptr + "/op", "missing op kind");
+      auto kind = ParseOpKind(kind_it->get<std::string>());
+      if (!kind) return Err(ptr + "/op", "unknown op \"" + kind_it->get<std::string>() + "\"");
+      Op op;
+      op.kind = *kind;
+      op.pointer = ptr;
+      auto outs = e.find("outputs");
+      if (outs == e.end() || !outs->is_array() || outs->empty())
+        return Err(ptr + "/outputs", "expected a non-empty array of tensor names");
+      for (size_t j = 0; j < outs->size(); ++j) {
+        Tensor t;
+        t.producer = OpId(g_.ops.size());
+        MEMSIM_ASSIGN_OR_RETURN(TensorId id,
+                                NewTensor((*outs)[j], ptr + "/outputs/" + std::to_string(j), t));
+        op.outputs.push_back(id);
+      }
+      g_.ops.push_back(std::move(op));
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& e = (*it)[i];
+      Op& op = g_.ops[i];
+      const std::string& ptr = op.pointer;
+      if (auto ins = e.find("inputs"); ins != e.end()) {
+        if (!ins->is_array()) return Err(ptr + "/inputs", "expected an array of tensor names");
+        for (size_t j = 0; j < ins->size(); ++j) {
+          MEMSIM_ASSIGN_OR_RETURN(TensorId t, Ref((*ins)[j], ptr + "/inputs/" + std::to_string(j)));
+          if (std::find(op.outputs.begin(), op.outputs.end(), t) != op.outputs.end())
+            return Err(ptr + "/inputs/" + std::to_string(j),
+                       "op consumes its own output \"" + g_.tensors[t].name + "\" (a cycle)");
+          op.inputs.push_back(t);
+        }
+      }
+      if (auto a = e.find("attrs"); a != e.end()) {
+        if (!a->is_object()) return Err(ptr + "/attrs", "expected an object");
+        for (auto& [k, v] : a->items()) {
+          MEMSIM_ASSIGN_OR_RETURN(AttrValue av, Attr(v, ptr + "/attrs/" + k));
+          op.attrs.Set(k, std::move(av));
+        }
+      }
+      MEMSIM_ASSIGN_OR_RETURN(op.module, String(e, "module", "", false));
+      MEMSIM_ASSIGN_OR_RETURN(op.name, String(e, "name", g_.tensors[op.outputs[0]].name, false));
+    }
+    return Status::OK();
+  }
+
+  /// Puts the ops in |order| and renumbers producers.
+  void Reorder(const std::vector<OpId>& order) {
+    bool identity = true;
+    for (OpId i = 0; i < order.size(); ++i) identity &= order[i] == i;
+    if (identity) return;
+    std::vector<Op> ops;
+    ops.reserve(order.size());
+    for (OpId o : order) ops.push_back(std::move(g_.ops[o]));
+    g_.ops = std::move(ops);
+    for (OpId o = 0; o < g_.ops.size(); ++o)
+      for (TensorId t : g_.ops[o].outputs) g_.tensors[t].producer = o;
+  }
+
+  Graph g_;
+  std::map<std::string, TensorId> names_;
+};
+
+}  // namespace
+
+Result<Graph> ParseGraph(const std::string& text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based offset of the error; turn it into line:column.
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    std::string what = e.what();
+    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+    return Status::ParseError(source + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                              ": invalid JSON: " + what);
+  }
+  try {
+    return GraphReader(source).Read(doc);
+  } catch (const json::exception& e) {
+    return Status::ParseError(source + ": " + e.what());
+  }
+}
+
+Result<Graph> LoadGraph(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseGraph(ss.str(), path);
+}
+
+}  // namespace memsim

@@ -1,0 +1,72 @@
+// The graph IR: one model's forward pass plus its loss, as parsed from a graph file.
+// Tensors and ops are value types in vectors; ids are insertion indices. A Graph is immutable
+// once built and is shared by const& across every configuration of a sweep: analyses keep their
+// results in side tables indexed by id, never in the graph. Start here: docs/README.md.
+#ifndef MEMSIM_LIB_IR_GRAPH_H_
+#define MEMSIM_LIB_IR_GRAPH_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/ir/attrs.h"
+#include "lib/ir/dim.h"
+#include "lib/ir/dtype.h"
+#include "lib/ir/op_kind.h"
+
+namespace memsim {
+
+using TensorId = uint32_t;
+using OpId = uint32_t;
+inline constexpr uint32_t kNone = UINT32_MAX;
+
+/// What a tensor is. Inputs, parameters and buffers exist before the step; activations are
+/// produced by ops.
+enum class TensorRole : uint8_t { kInput, kParameter, kBuffer, kActivation };
+
+struct Tensor {
+  std::string name;
+  TensorRole role = TensorRole::kActivation;
+  Dtype dtype = Dtype::kFloat32;   ///< declared dtype (leaf tensors); inferred for activations
+  SymShape shape;                  ///< declared shape (leaf tensors only)
+  bool requires_grad = false;      ///< declared (parameters); activations get it from autodiff
+  OpId producer = kNone;           ///< op that produces it (activations)
+  std::string pointer;             ///< JSON pointer of its declaration, for messages
+};
+
+struct Op {
+  OpKind kind;
+  std::string name;     ///< unique label (defaults to the first output's name)
+  std::string module;   ///< dotted nn.Module path, e.g. "layer3.1.conv2"
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  Attrs attrs;
+  std::string pointer;  ///< JSON pointer of the op ("/ops/17"), for messages
+};
+
+struct Graph {
+  std::string name;
+  std::string provenance;
+  std::string source;                       ///< file it came from (messages)
+  std::vector<std::string> symbols;         ///< symbol id → name
+  std::vector<std::optional<int64_t>> symbol_defaults;
+  std::vector<Tensor> tensors;
+  std::vector<Op> ops;                      ///< in execution order (topologically sorted)
+  std::vector<TensorId> inputs;             ///< in file order
+  std::vector<TensorId> parameters;         ///< model.parameters() registration order
+  std::vector<TensorId> buffers;            ///< model.buffers() order
+  std::vector<TensorId> outputs;            ///< held by the caller until after backward
+  TensorId loss = kNone;
+
+  /// Id of the tensor named |name|, or kNone.
+  TensorId FindTensor(const std::string& name) const;
+  /// Id of the symbol named |name|, or kNone.
+  uint32_t FindSymbol(const std::string& name) const;
+  /// The symbol values given in the file (unbound symbols are nullopt).
+  Bindings DefaultBindings() const { return symbol_defaults; }
+};
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_IR_GRAPH_H_

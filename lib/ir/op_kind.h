@@ -1,0 +1,42 @@
+// The op vocabulary of graph files (docs/graph-format.md). Each kind has one row of rules in
+// lib/ops/ (shape inference and memory behaviour).
+#ifndef MEMSIM_LIB_IR_OP_KIND_H_
+#define MEMSIM_LIB_IR_OP_KIND_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace memsim {
+
+// X(enumerator, graph-file name)
+#define MEMSIM_OP_KINDS(X)                                                                  \
+  X(kConv1d, "conv1d") X(kConv2d, "conv2d") X(kLinear, "linear") X(kMatmul, "matmul")       \
+  X(kMm, "mm") X(kBmm, "bmm") X(kBaddbmm, "baddbmm") X(kEmbedding, "embedding")             \
+  X(kRelu, "relu") X(kRelu6, "relu6") X(kLeakyRelu, "leaky_relu") X(kGelu, "gelu")          \
+  X(kSilu, "silu") X(kSigmoid, "sigmoid") X(kTanh, "tanh") X(kHardswish, "hardswish")       \
+  X(kHardsigmoid, "hardsigmoid") X(kSoftmax, "softmax") X(kLogSoftmax, "log_softmax")       \
+  X(kDropout, "dropout") X(kBatchNorm, "batch_norm") X(kLayerNorm, "layer_norm")            \
+  X(kGroupNorm, "group_norm") X(kRmsNorm, "rms_norm") X(kMaxPool2d, "max_pool2d")           \
+  X(kAvgPool2d, "avg_pool2d") X(kAdaptiveAvgPool2d, "adaptive_avg_pool2d")                  \
+  X(kAdd, "add") X(kSub, "sub") X(kMul, "mul") X(kDiv, "div") X(kCat, "cat")                \
+  X(kStack, "stack") X(kSplit, "split") X(kChunk, "chunk") X(kSlice, "slice")               \
+  X(kSelect, "select") X(kIndexSelect, "index_select") X(kView, "view")                     \
+  X(kReshape, "reshape") X(kFlatten, "flatten") X(kTranspose, "transpose")                  \
+  X(kPermute, "permute") X(kExpand, "expand") X(kUnsqueeze, "unsqueeze")                    \
+  X(kSqueeze, "squeeze") X(kContiguous, "contiguous") X(kMean, "mean") X(kSum, "sum")       \
+  X(kSdpa, "scaled_dot_product_attention") X(kCrossEntropy, "cross_entropy")                \
+  X(kNllLoss, "nll_loss") X(kMseLoss, "mse_loss") X(kArange, "arange")
+
+enum class OpKind : uint8_t {
+#define MEMSIM_OP_ENUM_(e, n) e,
+  MEMSIM_OP_KINDS(MEMSIM_OP_ENUM_)
+#undef MEMSIM_OP_ENUM_
+};
+
+std::string_view OpKindName(OpKind k);
+std::optional<OpKind> ParseOpKind(std::string_view name);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_IR_OP_KIND_H_

@@ -1,0 +1,130 @@
+// Op rules: for each OpKind, one row saying how PyTorch runs it — output shapes (and whether an
+// output aliases an input: views, in-place ops), what the forward allocates and which tensors
+// autograd saves given which inputs require grad, and what its backward allocates.
+// Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc). The
+// reference is ../shared/reference/autograd_saved.md; docs/op-rules.md summarises the table.
+// All functions are pure: safe to call concurrently.
+#ifndef MEMSIM_LIB_OPS_OP_RULES_H_
+#define MEMSIM_LIB_OPS_OP_RULES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "lib/ir/graph.h"
+#include "lib/ops/profile.h"
+#include "lib/ops/tensor_meta.h"
+#include "lib/util/status.h"
+
+namespace memsim {
+
+/// What a rule sees of one op in one configuration.
+struct RuleCtx {
+  const Op& op;
+  const Bindings& bindings;
+  const Profile& profile;
+  std::vector<const TensorMeta*> in;   ///< input metas
+  std::vector<const TensorMeta*> out;  ///< output metas (empty during shape inference)
+  uint32_t rg = 0;                     ///< bit i set: input i requires grad
+  std::optional<bool> inplace_override;  ///< --inplace-activations on|off (unset = keep)
+
+  bool rg_in(size_t i) const { return i < 32 && (rg >> i) & 1u; }
+  int64_t num_in() const { return static_cast<int64_t>(in.size()); }
+  /// The op's `inplace` attribute, after --inplace-activations.
+  bool inplace() const;
+};
+
+/// Shape inference result: one meta per output, and for each output the input whose storage
+/// it shares (-1: fresh storage).
+struct InferOut {
+  std::vector<TensorMeta> metas;
+  std::vector<int> alias_of;
+  void Fresh(TensorMeta m) { metas.push_back(std::move(m)); alias_of.push_back(-1); }
+  void Alias(TensorMeta m, int input) { metas.push_back(std::move(m)); alias_of.push_back(input); }
+};
+
+/// A tensor a node keeps for backward.
+struct SavedRef {
+  enum Kind : uint8_t { kInput, kOutput, kExtra } kind;
+  int index;
+};
+
+/// What the forward of one op does to memory, in order. New outputs that no action allocates
+/// are allocated first; extras (hidden outputs such as max-pool indices, dropout noise,
+/// norm statistics, and scratch buffers) that are neither saved nor freed are freed at the end.
+struct FwdPlan {
+  struct Action {
+    enum Kind : uint8_t { kAllocOutput, kAllocExtra, kFreeExtra } kind;
+    int index;
+  };
+  struct Extra {
+    int64_t bytes;
+    std::string_view label;
+  };
+  std::vector<Action> actions;
+  std::vector<Extra> extras;
+  std::vector<SavedRef> saved;
+
+  void AllocOutput(int j) { actions.push_back({Action::kAllocOutput, j}); }
+  int AddExtra(int64_t bytes, std::string_view label);
+  void FreeExtra(int k) { actions.push_back({Action::kFreeExtra, k}); }
+  void Save(SavedRef::Kind kind, int index) { saved.push_back({kind, index}); }
+};
+
+/// What the backward node of one op does, in order. The engine then reduces broadcast grads
+/// (validate_outputs), drops the incoming grads and releases the saved tensors.
+struct BwdPlan {
+  struct Action {
+    enum Kind : uint8_t {
+      kGradNew,       ///< a new contiguous grad for input |index| (input-sized)
+      kGradAlias,     ///< grad of input |index| = incoming grad of output 0, reshaped/permuted
+      kTemp,          ///< scratch of |bytes|, freed by kFreeTemp or at the node's end
+      kFreeTemp,      ///< frees temp number |index|
+      kReleaseSaved,  ///< drops saved tensor number |index| early (composite ops)
+    } kind;
+    int index;
+    int64_t bytes = 0;
+    std::string_view label;
+  };
+  std::vector<Action> actions;
+  int num_temps = 0;
+
+  void GradNew(int input) { actions.push_back({Action::kGradNew, input}); }
+  void GradAlias(int input) { actions.push_back({Action::kGradAlias, input}); }
+  int Temp(int64_t bytes, std::string_view label) {
+    actions.push_back({Action::kTemp, num_temps, bytes, label});
+    return num_temps++;
+  }
+  void FreeTemp(int k) { actions.push_back({Action::kFreeTemp, k}); }
+  void ReleaseSaved(int k) { actions.push_back({Action::kReleaseSaved, k}); }
+};
+
+using InferFn = Status (*)(const RuleCtx&, InferOut*);
+using FwdFn = void (*)(const RuleCtx&, FwdPlan*);
+using BwdFn = void (*)(const RuleCtx&, BwdPlan*);
+
+struct OpRule {
+  OpKind kind;
+  int min_inputs, max_inputs;
+  uint32_t diff_inputs;  ///< bit i: input i is differentiable (indices, targets, stats are not)
+  InferFn infer;
+  FwdFn forward;         ///< null: new outputs, nothing saved
+  BwdFn backward;        ///< null: a new grad for every input that requires grad
+};
+
+/// The rule row of |kind|.
+const OpRule& RuleFor(OpKind kind);
+
+// Family tables, assembled by RuleFor.
+extern const std::vector<OpRule> kNnRules;
+extern const std::vector<OpRule> kPointwiseRules;
+extern const std::vector<OpRule> kShapeRules;
+
+/// Shared helpers for rule implementations.
+Status RuleError(const RuleCtx& c, const std::string& msg);
+int64_t Bytes(const TensorMeta& m);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_OPS_OP_RULES_H_

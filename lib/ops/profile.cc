@@ -1,0 +1,21 @@
+#include "lib/ops/profile.h"
+
+namespace memsim {
+
+std::optional<Profile> FindProfile(std::string_view name) {
+  Profile p;
+  p.name = std::string(name);
+  if (name == "cuda") return p;
+  if (name == "cpu") {
+    p.cuda = false;
+    p.dropout_keeps_noise = true;
+    p.mean_keeps_input = true;
+    p.linear_nd_addmm = false;
+    p.optimizer_foreach = false;
+    p.record_function_scratch = true;
+    return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace memsim

@@ -1,0 +1,417 @@
+// Layers: convolution, linear and the matmul family, embedding, normalisation, pooling and
+// fused attention. Ops whose derivatives.yaml entry has one line per input (mm, addmm, bmm,
+// baddbmm) keep an operand only if the other operand needs a grad; ops with one combined line
+// (convolution, the norms, fused attention) keep everything whenever the node exists
+// (../shared/reference/autograd_saved.md §1.3, §2.1–2.6, §2.9).
+#include "lib/ops/op_rules.h"
+
+namespace memsim {
+namespace {
+
+Status Need(const RuleCtx& c, size_t lo, size_t hi) {
+  if (c.in.size() < lo || c.in.size() > hi)
+    return RuleError(c, "expected " + std::to_string(lo) + (lo == hi ? "" : "-" + std::to_string(hi)) +
+                            " inputs, got " + std::to_string(c.in.size()));
+  return Status::OK();
+}
+
+/// Reads an int-or-list attribute expanded to |n| spatial values.
+std::optional<std::vector<int64_t>> Spatial(const RuleCtx& c, const char* name, size_t n,
+                                            std::optional<std::vector<int64_t>> dflt) {
+  auto v = c.op.attrs.GetInts(name, c.bindings);
+  if (!v) v = dflt;
+  if (!v) return std::nullopt;
+  if (v->size() == 1) v->resize(n, (*v)[0]);
+  if (v->size() != n) return std::nullopt;
+  return v;
+}
+
+int64_t PoolOut(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil) {
+  int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceil ? (span + s - 1) / s : span / s) + 1;
+  // PyTorch: the last window must start inside the input or the left padding.
+  if (ceil && (out - 1) * s >= in + pad) --out;
+  return out;
+}
+
+Status InferConv(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 2, 3));
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  size_t nsp = c.op.kind == OpKind::kConv1d ? 1 : 2;
+  bool batched = x.dim() == static_cast<int64_t>(nsp) + 2;
+  if (!batched && x.dim() != static_cast<int64_t>(nsp) + 1)
+    return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
+  if (w.dim() != static_cast<int64_t>(nsp) + 2) return RuleError(c, "weight " + w.ShapeString() + " has the wrong rank");
+  auto stride = Spatial(c, "stride", nsp, std::vector<int64_t>{1});
+  auto pad = Spatial(c, "padding", nsp, std::vector<int64_t>{0});
+  auto dil = Spatial(c, "dilation", nsp, std::vector<int64_t>{1});
+  int64_t groups = c.op.attrs.GetInt("groups", c.bindings).value_or(1);
+  if (!stride || !pad || !dil) return RuleError(c, "stride/padding/dilation must be an int or a list of " + std::to_string(nsp));
+  int64_t off = batched ? 1 : 0;
+  if (groups <= 0 || x.sizes[off] != w.sizes[1] * groups || w.sizes[0] % groups != 0)
+    return RuleError(c, "input channels " + std::to_string(x.sizes[off]) + " do not match weight " +
+                            w.ShapeString() + " with groups=" + std::to_string(groups));
+  if (c.in.size() == 3 && c.in[2]->numel() != w.sizes[0]) return RuleError(c, "bias size does not match");
+  std::vector<int64_t> sizes;
+  if (batched) sizes.push_back(x.sizes[0]);
+  sizes.push_back(w.sizes[0]);
+  for (size_t i = 0; i < nsp; ++i) {
+    if ((*stride)[i] <= 0 || (*dil)[i] <= 0 || (*pad)[i] < 0) return RuleError(c, "bad stride/dilation/padding");
+    int64_t out = PoolOut(x.sizes[off + 1 + i], w.sizes[2 + i], (*stride)[i], (*pad)[i], (*dil)[i], false);
+    if (out <= 0) return RuleError(c, "kernel is larger than the padded input " + x.ShapeString());
+    sizes.push_back(out);
+  }
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdConv(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+}
+
+void BwdConv(const RuleCtx& c, BwdPlan* p) {
+  for (int i = 0; i < c.num_in(); ++i)
+    if (c.rg_in(i)) p->GradNew(i);
+}
+
+// linear: X[..., in] × W[out, in]ᵀ (+ b).
+Status InferLinear(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 2, 3));
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  if (x.dim() < 1 || w.dim() != 2 || x.sizes.back() != w.sizes[1])
+    return RuleError(c, "input " + x.ShapeString() + " does not match weight " + w.ShapeString());
+  if (c.in.size() == 3 && c.in[2]->numel() != w.sizes[0]) return RuleError(c, "bias size does not match");
+  auto sizes = x.sizes;
+  sizes.back() = w.sizes[0];
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+/// True when a ≥3-D linear input must be copied to fold it into 2-D.
+bool LinearFoldCopies(const TensorMeta& x) {
+  if (x.dim() <= 2) return false;
+  return !ViewStrides(x.sizes, x.strides, {x.numel() / x.sizes.back(), x.sizes.back()});
+}
+
+void FwdLinear(const RuleCtx& c, FwdPlan* p) {
+  if (c.rg_in(1)) {
+    if (LinearFoldCopies(*c.in[0])) p->Save(SavedRef::kExtra, p->AddExtra(Bytes(*c.in[0]), "folded input copy"));
+    else p->Save(SavedRef::kInput, 0);
+  }
+  // W (as Wᵀ, a view of the parameter) is kept iff X needs a grad: no new memory.
+  if (c.rg_in(0)) p->Save(SavedRef::kInput, 1);
+}
+
+void BwdLinear(const RuleCtx& c, BwdPlan* p) {
+  // 2-D (addmm): dX, dW, then the bias grad reduced in validate_outputs. ≥3-D on 1.13 (matmul
+  // + in-place bias add): the AddBackward node runs first, so the bias grad comes first.
+  bool bias_first = c.in[0]->dim() > 2 && !c.profile.linear_nd_addmm;
+  if (bias_first && c.num_in() == 3 && c.rg_in(2)) p->GradAlias(2);
+  if (c.rg_in(0)) p->GradNew(0);
+  if (c.rg_in(1)) p->GradNew(1);
+  if (!bias_first && c.num_in() == 3 && c.rg_in(2)) p->GradAlias(2);
+}
+
+// mm / bmm / matmul: operand kept iff the other needs a grad.
+Status InferMatmul(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 2, 2));
+  const TensorMeta& a = *c.in[0];
+  const TensorMeta& b = *c.in[1];
+  if (c.op.kind == OpKind::kMm && (a.dim() != 2 || b.dim() != 2))
+    return RuleError(c, "mm needs 2-D inputs");
+  if (c.op.kind == OpKind::kBmm && (a.dim() != 3 || b.dim() != 3 || a.sizes[0] != b.sizes[0]))
+    return RuleError(c, "bmm needs 3-D inputs with equal batch");
+  if (a.dim() == 0 || b.dim() == 0) return RuleError(c, "matmul needs at least 1-D inputs");
+  int64_t k_a = a.sizes.back();
+  int64_t k_b = b.dim() == 1 ? b.sizes[0] : b.sizes[b.dim() - 2];
+  if (k_a != k_b) return RuleError(c, "inner dimensions differ: " + a.ShapeString() + " @ " + b.ShapeString());
+  std::vector<int64_t> ba(a.sizes.begin(), a.sizes.end() - std::min<int64_t>(a.dim(), 2));
+  std::vector<int64_t> bb(b.sizes.begin(), b.sizes.end() - std::min<int64_t>(b.dim(), 2));
+  auto batch = BroadcastShapes(ba, bb);
+  if (!batch) return RuleError(c, "batch dimensions do not broadcast");
+  std::vector<int64_t> sizes = *batch;
+  if (a.dim() >= 2) sizes.push_back(a.sizes[a.dim() - 2]);
+  if (b.dim() >= 2) sizes.push_back(b.sizes.back());
+  o->Fresh(*TensorMeta::Contiguous(a.dtype, sizes));
+  return Status::OK();
+}
+
+/// For matmul of two ≥3-D operands PyTorch expands and reshapes each to [batch, n, m]; an
+/// operand whose batch dims cannot be flattened as a view is copied, and the copy is saved.
+bool MatmulOperandCopies(const RuleCtx& c, int i) {
+  if (c.op.kind != OpKind::kMatmul) return false;
+  const TensorMeta& a = *c.in[0];
+  const TensorMeta& b = *c.in[1];
+  if (a.dim() < 3 || b.dim() < 3) return false;  // folded to mm (or mv/dot)
+  const TensorMeta& x = *c.in[i];
+  int64_t rows = x.sizes[x.dim() - 2], cols = x.sizes.back();
+  return !ViewStrides(x.sizes, x.strides, {x.numel() / (rows * cols), rows, cols});
+}
+
+void FwdMatmul(const RuleCtx& c, FwdPlan* p) {
+  int copy[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i)
+    if (MatmulOperandCopies(c, i)) copy[i] = p->AddExtra(Bytes(*c.in[i]), "matmul operand copy");
+  p->AllocOutput(0);
+  for (int i = 0; i < 2; ++i) {
+    if (!c.rg_in(1 - i)) continue;  // operand i is needed only for the other's grad
+    if (copy[i] >= 0) p->Save(SavedRef::kExtra, copy[i]);
+    else p->Save(SavedRef::kInput, i);
+  }
+}
+
+void BwdMatmul(const RuleCtx& c, BwdPlan* p) {
+  for (int i = 0; i < 2; ++i)
+    if (c.rg_in(i)) p->GradNew(i);
+}
+
+Status InferBaddbmm(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 3, 3));
+  const TensorMeta& b1 = *c.in[1];
+  const TensorMeta& b2 = *c.in[2];
+  if (b1.dim() != 3 || b2.dim() != 3 || b1.sizes[0] != b2.sizes[0] || b1.sizes[2] != b2.sizes[1])
+    return RuleError(c, "batch1 " + b1.ShapeString() + " and batch2 " + b2.ShapeString() + " do not match");
+  std::vector<int64_t> sizes = {b1.sizes[0], b1.sizes[1], b2.sizes[2]};
+  if (!BroadcastShapes(c.in[0]->sizes, sizes)) return RuleError(c, "self does not broadcast to the result");
+  o->Fresh(*TensorMeta::Contiguous(b1.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdBaddbmm(const RuleCtx& c, FwdPlan* p) {
+  if (c.rg_in(2)) p->Save(SavedRef::kInput, 1);
+  if (c.rg_in(1)) p->Save(SavedRef::kInput, 2);
+}
+
+void BwdBaddbmm(const RuleCtx& c, BwdPlan* p) {
+  if (c.rg_in(0)) {
+    if (c.op.attrs.GetFloat("beta", 1.0) == 1.0) p->GradAlias(0);
+    else p->GradNew(0);
+  }
+  if (c.rg_in(1)) p->GradNew(1);
+  if (c.rg_in(2)) p->GradNew(2);
+}
+
+// embedding(indices, weight): keeps the indices; the dense backward builds a zero [V, D] grad.
+Status InferEmbedding(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 2, 2));
+  const TensorMeta& idx = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  if (IsFloating(idx.dtype)) return RuleError(c, "indices must be an integer tensor");
+  if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
+  auto sizes = idx.sizes;
+  sizes.push_back(w.sizes[1]);
+  o->Fresh(*TensorMeta::Contiguous(w.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdEmbedding(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 0); }
+
+void BwdEmbedding(const RuleCtx& c, BwdPlan* p) { p->GradNew(1); }
+
+// Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);
+// layer_norm / group_norm (X, [weight], [bias]); rms_norm (X, [weight]).
+Status InferNorm(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 1, c.op.kind == OpKind::kBatchNorm ? 5 : 3));
+  const TensorMeta& x = *c.in[0];
+  if (c.op.kind == OpKind::kBatchNorm && x.dim() < 2) return RuleError(c, "input needs a channel dimension");
+  if (c.op.kind == OpKind::kGroupNorm) {
+    auto g = c.op.attrs.GetInt("num_groups", c.bindings);
+    if (!g || *g <= 0 || x.dim() < 2 || x.sizes[1] % *g != 0)
+      return RuleError(c, "num_groups must divide the channel count of " + x.ShapeString());
+  }
+  if (c.op.kind == OpKind::kLayerNorm || c.op.kind == OpKind::kRmsNorm) {
+    auto ns = c.op.attrs.GetInts("normalized_shape", c.bindings);
+    if (!ns) {
+      if (c.in.size() < 2) return RuleError(c, "needs \"normalized_shape\"");
+      ns = c.in[1]->sizes;
+    }
+    if (static_cast<int64_t>(ns->size()) > x.dim() ||
+        !std::equal(ns->begin(), ns->end(), x.sizes.end() - ns->size()))
+      return RuleError(c, "normalized_shape does not match the trailing dims of " + x.ShapeString());
+  }
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, x.sizes));
+  return Status::OK();
+}
+
+/// Number of statistics rows (one mean and one rstd each).
+int64_t NormStatRows(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  switch (c.op.kind) {
+    case OpKind::kBatchNorm: return x.sizes[1];
+    case OpKind::kGroupNorm: return x.sizes[0] * c.op.attrs.GetInt("num_groups", c.bindings).value_or(1);
+    default: {
+      auto ns = c.op.attrs.GetInts("normalized_shape", c.bindings);
+      int64_t inner = 1;
+      for (int64_t s : ns ? *ns : c.in[1]->sizes) inner *= s;
+      return inner ? x.numel() / inner : 0;
+    }
+  }
+}
+
+void FwdNorm(const RuleCtx& c, FwdPlan* p) {
+  const TensorMeta& x = *c.in[0];
+  // Statistics are fp32 for low-precision inputs (the accumulate type), else the input dtype.
+  int64_t stat_elem = std::max<int64_t>(ElementSize(x.dtype), 4);
+  int64_t rows = NormStatRows(c);
+  bool training = c.op.attrs.GetBool("training", true);
+  if (c.op.kind == OpKind::kBatchNorm && !training) rows = 0;
+  p->Save(SavedRef::kInput, 0);
+  // Affine parameters and running stats are kept too; they are existing tensors.
+  for (int i = 1; i < c.num_in(); ++i)
+    if (!(c.op.kind == OpKind::kGroupNorm && i == 2)) p->Save(SavedRef::kInput, i);
+  if (c.op.kind == OpKind::kRmsNorm) {
+    p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "rstd"));
+    if (c.num_in() > 1 && c.rg_in(1)) p->Save(SavedRef::kExtra, p->AddExtra(x.bytes(), "normalized input"));
+    return;
+  }
+  p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "mean"));
+  p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "rstd"));
+}
+
+void BwdNorm(const RuleCtx& c, BwdPlan* p) {
+  int n = c.op.kind == OpKind::kBatchNorm ? std::min<int>(3, c.num_in()) : c.num_in();
+  for (int i = 0; i < n; ++i)
+    if (c.rg_in(i)) p->GradNew(i);
+}
+
+// Pooling.
+Status InferPool(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 1, 1));
+  const TensorMeta& x = *c.in[0];
+  if (x.dim() != 3 && x.dim() != 4) return RuleError(c, "input " + x.ShapeString() + " must be 3-D or 4-D");
+  auto sizes = x.sizes;
+  int64_t h = x.dim() - 2;
+  if (c.op.kind == OpKind::kAdaptiveAvgPool2d) {
+    auto os = Spatial(c, "output_size", 2, std::nullopt);
+    if (!os) return RuleError(c, "needs \"output_size\"");
+    for (int i = 0; i < 2; ++i) sizes[h + i] = (*os)[i] < 0 ? x.sizes[h + i] : (*os)[i];
+  } else {
+    auto k = Spatial(c, "kernel_size", 2, std::nullopt);
+    if (!k) return RuleError(c, "needs \"kernel_size\"");
+    auto s = Spatial(c, "stride", 2, k);
+    if (s && s->empty()) s = k;
+    auto pad = Spatial(c, "padding", 2, std::vector<int64_t>{0});
+    auto dil = Spatial(c, "dilation", 2, std::vector<int64_t>{1});
+    if (!s || !pad || !dil) return RuleError(c, "bad stride/padding/dilation");
+    bool ceil = c.op.attrs.GetBool("ceil_mode", false);
+    for (int i = 0; i < 2; ++i) {
+      if ((*s)[i] <= 0 || (*k)[i] <= 0) return RuleError(c, "kernel and stride must be positive");
+      sizes[h + i] = PoolOut(x.sizes[h + i], (*k)[i], (*s)[i], (*pad)[i], (*dil)[i], ceil);
+      if (sizes[h + i] <= 0) return RuleError(c, "output would be empty for " + x.ShapeString());
+    }
+  }
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+bool IsGlobalAvg(const RuleCtx& c) {
+  return c.op.kind == OpKind::kAdaptiveAvgPool2d && c.out.size() == 1 &&
+         c.out[0]->sizes[c.out[0]->dim() - 1] == 1 && c.out[0]->sizes[c.out[0]->dim() - 2] == 1;
+}
+
+void FwdPool(const RuleCtx& c, FwdPlan* p) {
+  if (c.op.kind == OpKind::kMaxPool2d) {
+    p->AllocOutput(0);
+    int idx = p->AddExtra(c.out[0]->numel() * c.profile.maxpool_index_bytes, "max_pool indices");
+    p->Save(SavedRef::kInput, 0);
+    p->Save(SavedRef::kExtra, idx);
+    return;
+  }
+  // adaptive_avg_pool2d to 1×1 is a mean over H, W (MeanBackward: sizes only in 2.x).
+  if (IsGlobalAvg(c) && !c.profile.mean_keeps_input) return;
+  p->Save(SavedRef::kInput, 0);
+}
+
+// Fused attention (q, k, v, [mask]): keeps q, k, v, the output and an fp32 logsumexp.
+Status InferSdpa(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Need(c, 3, 4));
+  const TensorMeta& q = *c.in[0];
+  const TensorMeta& k = *c.in[1];
+  const TensorMeta& v = *c.in[2];
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() || q.sizes.back() != k.sizes.back() ||
+      k.sizes[k.dim() - 2] != v.sizes[v.dim() - 2])
+    return RuleError(c, "q " + q.ShapeString() + ", k " + k.ShapeString() + ", v " + v.ShapeString() + " do not match");
+  auto sizes = q.sizes;
+  sizes.back() = v.sizes.back();
+  o->Fresh(*TensorMeta::Contiguous(q.dtype, sizes));
+  return Status::OK();
+}
+
+std::string SdpaBackend(const RuleCtx& c) {
+  std::string b = c.op.attrs.GetString("backend", "auto");
+  if (b != "auto") return b;
+  if (!c.profile.cuda) return "math";
+  bool low = c.in[0]->dtype == Dtype::kFloat16 || c.in[0]->dtype == Dtype::kBFloat16;
+  if (low && c.num_in() == 3) return "flash";
+  return "efficient";
+}
+
+void FwdSdpa(const RuleCtx& c, FwdPlan* p) {
+  const TensorMeta& q = *c.in[0];
+  int64_t s_q = q.sizes[q.dim() - 2];
+  int64_t s_k = c.in[1]->sizes[c.in[1]->dim() - 2];
+  int64_t bh = q.numel() / (s_q * q.sizes.back());
+  std::string backend = SdpaBackend(c);
+  for (int i = 0; i < c.num_in(); ++i) p->Save(SavedRef::kInput, i);
+  p->Save(SavedRef::kOutput, 0);
+  if (backend == "math") {
+    // Explicit softmax(q kᵀ) v: the S² probabilities are kept (and dropped-out copy + mask).
+    int64_t elems = bh * s_q * s_k;
+    p->AllocOutput(0);
+    int scores = p->AddExtra(elems * ElementSize(q.dtype), "attention scores");
+    int probs = p->AddExtra(elems * ElementSize(q.dtype), "attention probs");
+    p->FreeExtra(scores);
+    p->Save(SavedRef::kExtra, probs);
+    if (c.op.attrs.GetFloat("dropout_p", 0.0) > 0) {
+      p->Save(SavedRef::kExtra, p->AddExtra(elems * (c.profile.dropout_keeps_noise ? ElementSize(q.dtype) : 1), "dropout mask"));
+      p->Save(SavedRef::kExtra, p->AddExtra(elems * ElementSize(q.dtype), "dropped probs"));
+    }
+    return;
+  }
+  int64_t rows = backend == "efficient" ? (s_q + 31) / 32 * 32 : s_q;
+  p->AllocOutput(0);
+  p->Save(SavedRef::kExtra, p->AddExtra(bh * rows * 4, "logsumexp"));
+}
+
+void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
+  const TensorMeta& q = *c.in[0];
+  int64_t s_q = q.sizes[q.dim() - 2];
+  int64_t bh = q.numel() / (s_q * q.sizes.back());
+  int t = -1;
+  if (SdpaBackend(c) == "flash")
+    t = p->Temp(bh * ((s_q + 127) / 128 * 128) * 4 + bh * ((s_q + 127) / 128 * 128) * ((q.sizes.back() + 31) / 32 * 32) * 4,
+                "flash softmax_d + dq_accum");
+  for (int i = 0; i < 3; ++i)
+    if (c.rg_in(i)) p->GradNew(i);
+  if (t >= 0) p->FreeTemp(t);
+}
+
+constexpr uint32_t kConvDiff = 7u;      // X, weight, bias
+constexpr uint32_t kNormDiff = 7u;      // X, weight, bias (running stats are not)
+
+}  // namespace
+
+const std::vector<OpRule> kNnRules = {
+    {OpKind::kConv1d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
+    {OpKind::kConv2d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
+    {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear},
+    {OpKind::kMatmul, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul},
+    {OpKind::kMm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul},
+    {OpKind::kBmm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul},
+    {OpKind::kBaddbmm, 3, 3, 7u, InferBaddbmm, FwdBaddbmm, BwdBaddbmm},
+    {OpKind::kEmbedding, 2, 2, 2u, InferEmbedding, FwdEmbedding, BwdEmbedding},
+    {OpKind::kBatchNorm, 1, 5, kNormDiff, InferNorm, FwdNorm, BwdNorm},
+    {OpKind::kLayerNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
+    {OpKind::kGroupNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
+    {OpKind::kRmsNorm, 1, 2, 3u, InferNorm, FwdNorm, BwdNorm},
+    {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kSdpa, 3, 4, 7u, InferSdpa, FwdSdpa, BwdSdpa},
+};
+
+}  // namespace memsim

@@ -1,0 +1,265 @@
+// Elementwise ops, softmax, dropout, reductions and losses. What each saves follows
+// derivatives.yaml (see ../shared/reference/autograd_saved.md §2.3, §2.4, §2.8, §2.10):
+// outputs for relu/sigmoid/tanh/softmax; inputs for gelu/silu/leaky_relu/hardtanh/hardswish;
+// in-place variants whose formula needs the pre-mutation input save a clone.
+#include "lib/ops/op_rules.h"
+
+namespace memsim {
+namespace {
+
+Status InferUnary(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 1) return RuleError(c, "expected 1 input");
+  const TensorMeta& x = *c.in[0];
+  if (c.inplace()) {
+    o->Alias(x, 0);
+  } else {
+    o->Fresh(*TensorMeta::Contiguous(x.dtype, x.sizes));
+  }
+  return Status::OK();
+}
+
+Status InferSoftmax(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 1) return RuleError(c, "expected 1 input");
+  if (!WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(-1), c.in[0]->dim()))
+    return RuleError(c, "dim out of range for " + c.in[0]->ShapeString());
+  return InferUnary(c, o);
+}
+
+/// Which activation keeps what: its output (result), or its input (self); and whether the
+/// in-place variant has its own formula on the result (no copy) or must clone the input.
+enum class Keeps { kResult, kSelf };
+struct ActivationRow {
+  OpKind kind;
+  Keeps keeps;
+  bool inplace_needs_clone;
+};
+constexpr ActivationRow kActivations[] = {
+    {OpKind::kRelu, Keeps::kResult, false},      {OpKind::kSigmoid, Keeps::kResult, false},
+    {OpKind::kTanh, Keeps::kResult, false},      {OpKind::kLeakyRelu, Keeps::kSelf, false},
+    {OpKind::kRelu6, Keeps::kSelf, true},        {OpKind::kGelu, Keeps::kSelf, true},
+    {OpKind::kSilu, Keeps::kSelf, true},         {OpKind::kHardswish, Keeps::kSelf, true},
+    {OpKind::kHardsigmoid, Keeps::kSelf, true},  {OpKind::kSoftmax, Keeps::kResult, false},
+    {OpKind::kLogSoftmax, Keeps::kResult, false},
+};
+
+const ActivationRow& Activation(OpKind k) {
+  for (const ActivationRow& r : kActivations)
+    if (r.kind == k) return r;
+  return kActivations[0];
+}
+
+void FwdActivation(const RuleCtx& c, FwdPlan* p) {
+  const ActivationRow& r = Activation(c.op.kind);
+  if (r.keeps == Keeps::kResult) {
+    p->Save(SavedRef::kOutput, 0);
+  } else if (c.inplace() && r.inplace_needs_clone) {
+    // leaky_relu_ has its own entry on the result; the others clone self before mutating.
+    p->Save(SavedRef::kExtra, p->AddExtra(Bytes(*c.in[0]), "pre-inplace clone"));
+  } else if (c.inplace()) {
+    p->Save(SavedRef::kOutput, 0);
+  } else {
+    p->Save(SavedRef::kInput, 0);
+  }
+}
+
+bool DropoutActive(const RuleCtx& c) {
+  double prob = c.op.attrs.GetFloat("p", 0.5);
+  return c.op.attrs.GetBool("training", true) && prob > 0 && c.in[0]->numel() > 0;
+}
+
+Status InferDropout(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 1) return RuleError(c, "expected 1 input");
+  double prob = c.op.attrs.GetFloat("p", 0.5);
+  if (prob < 0 || prob > 1) return RuleError(c, "p must be in [0, 1]");
+  // Eval mode or p = 0: F.dropout returns its input.
+  if (!DropoutActive(c) || c.inplace()) o->Alias(*c.in[0], 0);
+  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  return Status::OK();
+}
+
+void FwdDropout(const RuleCtx& c, FwdPlan* p) {
+  if (!DropoutActive(c)) return;
+  const TensorMeta& x = *c.in[0];
+  int k;
+  if (c.profile.dropout_keeps_noise || c.inplace()) {
+    // _dropout / dropout_: noise = bernoulli(1-p) / (1-p) in the input dtype, then x * noise.
+    k = p->AddExtra(x.bytes(), "dropout noise");
+    if (!c.inplace()) p->AllocOutput(0);
+  } else {
+    // native_dropout: output and a bool mask.
+    p->AllocOutput(0);
+    k = p->AddExtra(x.numel(), "dropout mask");
+  }
+  p->Save(SavedRef::kExtra, k);
+}
+
+// Arithmetic. `scalar` (no second input) saves nothing.
+Status InferBinary(const RuleCtx& c, InferOut* o) {
+  if (c.in.empty() || c.in.size() > 2) return RuleError(c, "expected 1 or 2 inputs");
+  const TensorMeta& a = *c.in[0];
+  std::vector<int64_t> sizes = a.sizes;
+  Dtype dt = a.dtype;
+  if (c.in.size() == 2) {
+    auto b = BroadcastShapes(a.sizes, c.in[1]->sizes);
+    if (!b) return RuleError(c, "cannot broadcast " + a.ShapeString() + " with " + c.in[1]->ShapeString());
+    sizes = *b;
+    if (!IsFloating(dt) && IsFloating(c.in[1]->dtype)) dt = c.in[1]->dtype;
+  } else if (!c.op.attrs.Has("scalar")) {
+    return RuleError(c, "needs a second input or a \"scalar\" attribute");
+  }
+  if (c.inplace()) {
+    if (sizes != a.sizes) return RuleError(c, "in-place result would change the shape of the first input");
+    o->Alias(a, 0);
+  } else {
+    o->Fresh(*TensorMeta::Contiguous(dt, sizes));
+  }
+  return Status::OK();
+}
+
+void FwdMul(const RuleCtx& c, FwdPlan* p) {
+  if (c.in.size() < 2) return;
+  if (c.rg_in(1)) {
+    if (c.inplace()) p->Save(SavedRef::kExtra, p->AddExtra(Bytes(*c.in[0]), "pre-inplace clone"));
+    else p->Save(SavedRef::kInput, 0);
+  }
+  if (c.rg_in(0)) p->Save(SavedRef::kInput, 1);
+}
+
+void FwdDiv(const RuleCtx& c, FwdPlan* p) {
+  if (c.in.size() < 2) return;
+  p->Save(SavedRef::kInput, 1);
+  if (c.rg_in(1)) p->Save(SavedRef::kInput, 0);
+}
+
+void BwdAddSub(const RuleCtx& c, BwdPlan* p) {
+  if (c.rg_in(0)) p->GradAlias(0);
+  // sub's second grad is -grad, a new tensor; add's is the grad itself (maybe * alpha).
+  double alpha = c.op.attrs.GetFloat("alpha", 1.0);
+  if (c.num_in() > 1 && c.rg_in(1)) {
+    if (c.op.kind == OpKind::kSub || alpha != 1.0) p->GradNew(1);
+    else p->GradAlias(1);
+  }
+}
+
+void BwdScaled(const RuleCtx& c, BwdPlan* p) {
+  for (int i = 0; i < c.num_in(); ++i)
+    if (c.rg_in(i)) p->GradNew(i);
+}
+
+// Reductions.
+Status InferReduce(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 1) return RuleError(c, "expected 1 input");
+  const TensorMeta& x = *c.in[0];
+  bool keep = c.op.attrs.GetBool("keepdim", false);
+  auto dims = c.op.attrs.GetInts("dim", c.bindings);
+  std::vector<bool> reduce(x.dim(), !dims.has_value());
+  if (dims)
+    for (int64_t d : *dims) {
+      auto w = WrapDim(d, x.dim());
+      if (!w) return RuleError(c, "dim out of range for " + x.ShapeString());
+      if (x.dim() > 0) reduce[*w] = true;
+    }
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (!reduce[i]) sizes.push_back(x.sizes[i]);
+    else if (keep) sizes.push_back(1);
+  }
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdMean(const RuleCtx& c, FwdPlan* p) {
+  if (c.profile.mean_keeps_input) p->Save(SavedRef::kInput, 0);
+}
+
+void BwdSum(const RuleCtx& c, BwdPlan* p) { p->GradAlias(0); }  // grad.expand(sizes): a view
+
+// Losses: a scalar (reduction mean/sum) or per-element output.
+Status InferLoss(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 2) return RuleError(c, "expected (input, target)");
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& t = *c.in[1];
+  std::string red = c.op.attrs.GetString("reduction", "mean");
+  if (red != "mean" && red != "sum" && red != "none") return RuleError(c, "unknown reduction " + red);
+  if (c.op.kind == OpKind::kMseLoss) {
+    if (!BroadcastShapes(x.sizes, t.sizes)) return RuleError(c, "target shape does not match");
+    o->Fresh(*TensorMeta::Contiguous(x.dtype, red == "none" ? x.sizes : std::vector<int64_t>{}));
+    return Status::OK();
+  }
+  if (x.dim() < 1) return RuleError(c, "input must have a class dimension");
+  bool probs = t.sizes == x.sizes && IsFloating(t.dtype);
+  if (!probs) {
+    std::vector<int64_t> expect = x.sizes;
+    if (x.dim() >= 2) expect.erase(expect.begin() + 1);
+    else expect.clear();
+    if (t.sizes != expect) return RuleError(c, "target " + t.ShapeString() + " does not match input " + x.ShapeString());
+  }
+  std::vector<int64_t> sizes;
+  if (red == "none") {
+    sizes = x.sizes;
+    if (x.dim() >= 2) sizes.erase(sizes.begin() + 1);
+    else sizes.clear();
+  }
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+// cross_entropy = log_softmax (saves its result L) then nll_loss (saves L, target, and a
+// 0-dim total_weight).
+void FwdCrossEntropy(const RuleCtx& c, FwdPlan* p) {
+  int L = p->AddExtra(Bytes(*c.in[0]), "log_softmax");
+  p->AllocOutput(0);
+  int tw = p->AddExtra(ElementSize(c.in[0]->dtype), "total_weight");
+  p->Save(SavedRef::kExtra, L);
+  p->Save(SavedRef::kExtra, tw);
+}
+
+// NllLossBackward: a zero-filled [N, C] grad; then LogSoftmaxBackward: the input grad.
+void BwdCrossEntropy(const RuleCtx& c, BwdPlan* p) {
+  int nll_grad = p->Temp(Bytes(*c.in[0]), "nll_loss grad");
+  p->ReleaseSaved(1);  // total_weight, when NllLossBackward finishes
+  p->GradNew(0);
+  p->FreeTemp(nll_grad);
+}
+
+void FwdNllLoss(const RuleCtx& c, FwdPlan* p) {
+  p->AllocOutput(0);
+  p->Save(SavedRef::kExtra, p->AddExtra(ElementSize(c.in[0]->dtype), "total_weight"));
+  p->Save(SavedRef::kInput, 0);
+}
+
+void FwdMseLoss(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+}
+
+constexpr uint32_t kFirst = 1u;
+constexpr uint32_t kBoth = 3u;
+
+}  // namespace
+
+const std::vector<OpRule> kPointwiseRules = {
+    {OpKind::kRelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kRelu6, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kLeakyRelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kGelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kSilu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kSigmoid, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kTanh, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kHardswish, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kHardsigmoid, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
+    {OpKind::kLogSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
+    {OpKind::kDropout, 1, 1, kFirst, InferDropout, FwdDropout, nullptr},
+    {OpKind::kAdd, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub},
+    {OpKind::kSub, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub},
+    {OpKind::kMul, 1, 2, kBoth, InferBinary, FwdMul, BwdScaled},
+    {OpKind::kDiv, 1, 2, kBoth, InferBinary, FwdDiv, BwdScaled},
+    {OpKind::kMean, 1, 1, kFirst, InferReduce, FwdMean, nullptr},
+    {OpKind::kSum, 1, 1, kFirst, InferReduce, nullptr, BwdSum},
+    {OpKind::kCrossEntropy, 2, 2, kFirst, InferLoss, FwdCrossEntropy, BwdCrossEntropy},
+    {OpKind::kNllLoss, 2, 2, kFirst, InferLoss, FwdNllLoss, nullptr},
+    {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},
+};
+
+}  // namespace memsim

@@ -1,0 +1,327 @@
+// Shape and view ops: views share their input's storage and save nothing (autograd keeps only
+// sizes); reshape/flatten/contiguous copy only when a view is impossible; cat/stack/index_select
+// make new tensors. Backward: views pass the grad through (reshaped or permuted), narrowing
+// views (select, slice, split) and expand build a new input-sized grad.
+#include <algorithm>
+#include <numeric>
+
+#include "lib/ops/op_rules.h"
+
+namespace memsim {
+namespace {
+
+Status Arity(const RuleCtx& c, size_t n) {
+  return c.in.size() == n ? Status::OK()
+                          : RuleError(c, "expected " + std::to_string(n) + " input(s)");
+}
+
+/// A view of input 0 with |sizes| and |strides|.
+void View(const RuleCtx& c, InferOut* o, std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+  TensorMeta m;
+  m.dtype = c.in[0]->dtype;
+  m.sizes = std::move(sizes);
+  m.strides = std::move(strides);
+  o->Alias(std::move(m), 0);
+}
+
+/// reshape/view/flatten to |sizes|: a view when strides allow, else (|may_copy|) a copy.
+Status ReshapeTo(const RuleCtx& c, InferOut* o, std::vector<int64_t> sizes, bool may_copy) {
+  const TensorMeta& x = *c.in[0];
+  int64_t infer = -1, known = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1) {
+      if (infer >= 0) return RuleError(c, "only one dimension can be -1");
+      infer = static_cast<int64_t>(i);
+    } else if (sizes[i] < 0) {
+      return RuleError(c, "negative size " + std::to_string(sizes[i]));
+    } else {
+      known *= sizes[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.numel() % known != 0)
+      return RuleError(c, "cannot infer the -1 dimension for input " + x.ShapeString());
+    sizes[infer] = x.numel() / known;
+  }
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  if (n != x.numel())
+    return RuleError(c, "shape does not match input " + x.ShapeString() + " (" +
+                            std::to_string(x.numel()) + " elements)");
+  if (auto st = ViewStrides(x.sizes, x.strides, sizes)) {
+    View(c, o, std::move(sizes), std::move(*st));
+    return Status::OK();
+  }
+  if (!may_copy) return RuleError(c, "view is not possible on a non-contiguous input; use reshape");
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, std::move(sizes)));
+  return Status::OK();
+}
+
+Status InferReshape(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  auto shape = c.op.attrs.GetInts("shape", c.bindings);
+  if (!shape) return RuleError(c, "attribute \"shape\" is missing or has an unbound symbol");
+  return ReshapeTo(c, o, *shape, c.op.kind != OpKind::kView);
+}
+
+Status InferFlatten(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto s = WrapDim(c.op.attrs.GetInt("start_dim", c.bindings).value_or(0), x.dim());
+  auto e = WrapDim(c.op.attrs.GetInt("end_dim", c.bindings).value_or(-1), x.dim());
+  if (!s || !e || *s > *e) return RuleError(c, "bad start_dim/end_dim for " + x.ShapeString());
+  std::vector<int64_t> sizes;
+  if (x.dim() == 0) return ReshapeTo(c, o, {1}, true);
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i > *s && i <= *e) sizes.back() *= x.sizes[i];
+    else sizes.push_back(x.sizes[i]);
+  }
+  return ReshapeTo(c, o, sizes, true);
+}
+
+Status InferTranspose(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto a = WrapDim(c.op.attrs.GetInt("dim0", c.bindings).value_or(0), x.dim());
+  auto b = WrapDim(c.op.attrs.GetInt("dim1", c.bindings).value_or(1), x.dim());
+  if (!a || !b) return RuleError(c, "dim0/dim1 out of range for " + x.ShapeString());
+  auto sizes = x.sizes, strides = x.strides;
+  if (x.dim() > 0) {
+    std::swap(sizes[*a], sizes[*b]);
+    std::swap(strides[*a], strides[*b]);
+  }
+  View(c, o, sizes, strides);
+  return Status::OK();
+}
+
+Status InferPermute(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto dims = c.op.attrs.GetInts("dims", c.bindings);
+  if (!dims || static_cast<int64_t>(dims->size()) != x.dim())
+    return RuleError(c, "\"dims\" must list every dimension of " + x.ShapeString());
+  std::vector<int64_t> sizes, strides;
+  std::vector<bool> seen(x.dim(), false);
+  for (int64_t d : *dims) {
+    auto w = WrapDim(d, x.dim());
+    if (!w || seen[*w]) return RuleError(c, "\"dims\" is not a permutation");
+    seen[*w] = true;
+    sizes.push_back(x.sizes[*w]);
+    strides.push_back(x.strides[*w]);
+  }
+  View(c, o, sizes, strides);
+  return Status::OK();
+}
+
+Status InferExpand(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto sizes = c.op.attrs.GetInts("sizes", c.bindings);
+  if (!sizes || static_cast<int64_t>(sizes->size()) < x.dim())
+    return RuleError(c, "\"sizes\" is missing or shorter than the input's rank");
+  size_t lead = sizes->size() - x.sizes.size();
+  std::vector<int64_t> strides(sizes->size(), 0);
+  for (size_t i = 0; i < sizes->size(); ++i) {
+    if (i < lead) {
+      if ((*sizes)[i] < 0) return RuleError(c, "-1 is not allowed for a new leading dimension");
+      continue;
+    }
+    int64_t xs = x.sizes[i - lead];
+    int64_t& s = (*sizes)[i];
+    if (s == -1) s = xs;
+    if (s != xs && xs != 1) return RuleError(c, "cannot expand " + x.ShapeString());
+    strides[i] = s == xs ? x.strides[i - lead] : 0;
+  }
+  View(c, o, *sizes, strides);
+  return Status::OK();
+}
+
+Status InferUnsqueeze(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), x.dim() + 1);
+  if (!d) return RuleError(c, "dim out of range");
+  auto sizes = x.sizes, strides = x.strides;
+  int64_t st = *d < x.dim() ? sizes[*d] * strides[*d] : 1;
+  sizes.insert(sizes.begin() + *d, 1);
+  strides.insert(strides.begin() + *d, st);
+  View(c, o, sizes, strides);
+  return Status::OK();
+}
+
+Status InferSqueeze(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  std::vector<int64_t> sizes, strides;
+  auto dim = c.op.attrs.GetInt("dim", c.bindings);
+  std::optional<int64_t> d;
+  if (dim) {
+    d = WrapDim(*dim, x.dim());
+    if (!d) return RuleError(c, "dim out of range");
+  }
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    bool drop = x.sizes[i] == 1 && (!d || *d == i);
+    if (!drop) {
+      sizes.push_back(x.sizes[i]);
+      strides.push_back(x.strides[i]);
+    }
+  }
+  View(c, o, sizes, strides);
+  return Status::OK();
+}
+
+Status InferContiguous(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  if (x.is_contiguous()) View(c, o, x.sizes, x.strides);
+  else o->Fresh(*TensorMeta::Contiguous(x.dtype, x.sizes));
+  return Status::OK();
+}
+
+Status InferSelect(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), x.dim());
+  auto idx = c.op.attrs.GetInt("index", c.bindings);
+  if (!d || x.dim() == 0 || !idx) return RuleError(c, "bad dim/index for " + x.ShapeString());
+  if (*idx < -x.sizes[*d] || *idx >= x.sizes[*d]) return RuleError(c, "index out of range");
+  auto sizes = x.sizes, strides = x.strides;
+  sizes.erase(sizes.begin() + *d);
+  strides.erase(strides.begin() + *d);
+  View(c, o, sizes, strides);
+  return Status::OK();
+}
+
+Status InferSlice(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), x.dim());
+  if (!d || x.dim() == 0) return RuleError(c, "dim out of range for " + x.ShapeString());
+  int64_t n = x.sizes[*d];
+  int64_t start = c.op.attrs.GetInt("start", c.bindings).value_or(0);
+  int64_t end = c.op.attrs.GetInt("end", c.bindings).value_or(n);
+  int64_t step = c.op.attrs.GetInt("step", c.bindings).value_or(1);
+  if (step <= 0) return RuleError(c, "step must be positive");
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  auto sizes = x.sizes, strides = x.strides;
+  sizes[*d] = (end - start + step - 1) / step;
+  strides[*d] *= step;
+  View(c, o, sizes, strides);
+  return Status::OK();
+}
+
+Status InferSplit(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
+  const TensorMeta& x = *c.in[0];
+  auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), x.dim());
+  if (!d || x.dim() == 0) return RuleError(c, "dim out of range for " + x.ShapeString());
+  int64_t n = x.sizes[*d];
+  std::vector<int64_t> parts;
+  if (c.op.kind == OpKind::kChunk) {
+    auto chunks = c.op.attrs.GetInt("chunks", c.bindings);
+    if (!chunks || *chunks <= 0) return RuleError(c, "\"chunks\" must be positive");
+    int64_t each = (n + *chunks - 1) / *chunks;
+    for (int64_t s = 0; s < n; s += each) parts.push_back(std::min(each, n - s));
+  } else if (auto sections = c.op.attrs.GetInts("sections", c.bindings)) {
+    parts = *sections;
+  } else {
+    auto each = c.op.attrs.GetInt("split_size", c.bindings);
+    if (!each || *each <= 0) return RuleError(c, "\"split_size\" must be positive");
+    for (int64_t s = 0; s < n; s += *each) parts.push_back(std::min(*each, n - s));
+  }
+  if (std::accumulate(parts.begin(), parts.end(), int64_t{0}) != n)
+    return RuleError(c, "split sizes do not add up to " + std::to_string(n));
+  if (parts.size() != c.op.outputs.size())
+    return RuleError(c, "the split makes " + std::to_string(parts.size()) + " pieces but the op lists " +
+                            std::to_string(c.op.outputs.size()) + " outputs");
+  for (int64_t p : parts) {
+    auto sizes = x.sizes;
+    sizes[*d] = p;
+    View(c, o, sizes, x.strides);
+  }
+  return Status::OK();
+}
+
+Status InferCat(const RuleCtx& c, InferOut* o) {
+  if (c.in.empty()) return RuleError(c, "needs at least one input");
+  const TensorMeta& x = *c.in[0];
+  bool stack = c.op.kind == OpKind::kStack;
+  int64_t rank = x.dim() + (stack ? 1 : 0);
+  auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), rank);
+  if (!d) return RuleError(c, "dim out of range");
+  std::vector<int64_t> sizes = x.sizes;
+  if (stack) sizes.insert(sizes.begin() + *d, 0);
+  for (const TensorMeta* t : c.in) {
+    if (t->dim() != x.dim()) return RuleError(c, "inputs have different ranks");
+    for (int64_t i = 0; i < x.dim(); ++i) {
+      int64_t j = stack && i >= *d ? i + 1 : i;
+      if (j != *d && t->sizes[i] != x.sizes[i])
+        return RuleError(c, "input sizes differ outside dim: " + t->ShapeString() + " vs " + x.ShapeString());
+    }
+    sizes[*d] += stack ? 1 : t->sizes[*d];
+  }
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+Status InferIndexSelect(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 2));
+  const TensorMeta& x = *c.in[0];
+  auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), x.dim());
+  if (!d || c.in[1]->dim() > 1) return RuleError(c, "bad dim or index rank");
+  auto sizes = x.sizes;
+  if (!sizes.empty()) sizes[*d] = c.in[1]->numel();
+  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+Status InferArange(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 0));
+  auto end = c.op.attrs.GetInt("end", c.bindings);
+  int64_t start = c.op.attrs.GetInt("start", c.bindings).value_or(0);
+  if (!end || *end < start) return RuleError(c, "\"end\" is missing or below \"start\"");
+  auto dt = ParseDtype(c.op.attrs.GetString("dtype", "int64"));
+  if (!dt) return RuleError(c, "unknown dtype");
+  o->Fresh(*TensorMeta::Contiguous(*dt, {*end - start}));
+  return Status::OK();
+}
+
+// index_select saves the index; its backward scatters into a zero-filled input-sized grad.
+void FwdIndexSelect(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1); }
+
+void BwdNarrowing(const RuleCtx& c, BwdPlan* p) { p->GradNew(0); }
+
+void BwdPassThrough(const RuleCtx& c, BwdPlan* p) {
+  for (int i = 0; i < c.num_in(); ++i)
+    if (c.rg_in(i)) p->GradAlias(i);
+}
+
+constexpr uint32_t kFirst = 1u;
+constexpr uint32_t kAll = ~0u;
+
+}  // namespace
+
+const std::vector<OpRule> kShapeRules = {
+    {OpKind::kView, 1, 1, kFirst, InferReshape, nullptr, BwdPassThrough},
+    {OpKind::kReshape, 1, 1, kFirst, InferReshape, nullptr, BwdPassThrough},
+    {OpKind::kFlatten, 1, 1, kFirst, InferFlatten, nullptr, BwdPassThrough},
+    {OpKind::kTranspose, 1, 1, kFirst, InferTranspose, nullptr, BwdPassThrough},
+    {OpKind::kPermute, 1, 1, kFirst, InferPermute, nullptr, BwdPassThrough},
+    {OpKind::kExpand, 1, 1, kFirst, InferExpand, nullptr, BwdNarrowing},
+    {OpKind::kUnsqueeze, 1, 1, kFirst, InferUnsqueeze, nullptr, BwdPassThrough},
+    {OpKind::kSqueeze, 1, 1, kFirst, InferSqueeze, nullptr, BwdPassThrough},
+    {OpKind::kContiguous, 1, 1, kFirst, InferContiguous, nullptr, BwdPassThrough},
+    {OpKind::kSelect, 1, 1, kFirst, InferSelect, nullptr, BwdNarrowing},
+    {OpKind::kSlice, 1, 1, kFirst, InferSlice, nullptr, BwdNarrowing},
+    {OpKind::kSplit, 1, 1, kFirst, InferSplit, nullptr, BwdNarrowing},
+    {OpKind::kChunk, 1, 1, kFirst, InferSplit, nullptr, BwdNarrowing},
+    {OpKind::kCat, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough},
+    {OpKind::kStack, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough},
+    {OpKind::kIndexSelect, 2, 2, kFirst, InferIndexSelect, FwdIndexSelect, BwdNarrowing},
+    {OpKind::kArange, 0, 0, 0, InferArange, nullptr, nullptr},
+};
+
+}  // namespace memsim

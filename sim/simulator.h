@@ -1,0 +1,47 @@
+// The simulator: one configuration of one graph → the event stream of a training step and its
+// peak analysis. Parse the graph once (LoadGraph) and call Simulate per configuration; the
+// graph is shared read-only, so configurations can run concurrently.
+#ifndef MEMSIM_SIM_SIMULATOR_H_
+#define MEMSIM_SIM_SIMULATOR_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/analysis/bind.h"
+#include "lib/analysis/events.h"
+#include "lib/analysis/peak.h"
+#include "lib/autodiff/optimizer.h"
+#include "lib/ir/graph.h"
+#include "lib/ops/profile.h"
+#include "lib/util/status.h"
+
+namespace memsim {
+
+struct SimOptions {
+  std::map<std::string, int64_t> symbols;  ///< --batch N (symbol "batch") and --set SYM=V
+  std::string optimizer = "sgd";
+  bool first_step = true;                  ///< --step first|steady
+  std::string profile = "cuda";
+  std::vector<std::string> freeze_globs;   ///< parameter-name globs (fnmatch) to freeze
+  int64_t freeze_params = 0;               ///< freeze the first K parameter tensors
+  std::optional<bool> inplace;             ///< --inplace-activations on|off; unset = keep
+};
+
+struct SimResult {
+  Profile profile;
+  OptimizerRule optimizer;
+  BoundGraph bound;
+  std::vector<bool> frozen;                ///< per Graph::parameters entry
+  EventStream events;
+  PeakReport peak;
+};
+
+/// Validates |opt| against |g| (unknown symbol or optimizer, bad profile, a glob matching no
+/// parameter) and simulates one step.
+Result<SimResult> Simulate(const Graph& g, const SimOptions& opt);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SIM_SIMULATOR_H_

@@ -1,0 +1,21 @@
+// memsim: how much GPU memory one training step needs, when the peak happens and what is
+// alive then. Subcommands are registered from commands.h; all logic lives in lib/ and sim/.
+#include <CLI/CLI.hpp>
+
+#include "tools/memsim/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"memsim: simulate the GPU memory of one training step"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "memsim 0.1");
+  memsim::cli::RegisterRunCommand(app);
+  memsim::cli::RegisterSummaryCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Usage errors exit with 2, like other bad input.
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  return 0;
+}
