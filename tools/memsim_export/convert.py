@@ -163,7 +163,7 @@ class Context:
         rec["inputs"] = in_names
         rec["outputs"] = [o.name for o in outs]
         if attrs:
-            rec["attrs"] = dict(attrs)
+            rec["attrs"] = {k: _json_number(v) for k, v in attrs.items()}
         self.ops.append(rec)
         self._node_ops.append((rec, outs))
         return outs if multi else outs[0]
@@ -279,6 +279,13 @@ class Context:
             return h(self, mod, path, *args, **kwargs)
         finally:
             self.module_path = saved
+
+
+def _json_number(v):
+    """JSON has no inf/nan: they are written as the strings "inf", "-inf", "nan"."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    return v
 
 
 def _always_emit(node):

@@ -59,6 +59,7 @@ class MemsimTracer(fx.Tracer):
         super().__init__()
         self.scope = [""]
         self.extra_leaves = tuple(extra_leaves)
+        self.proxy_buffer_attributes = True  # buffers used in forward become get_attr nodes
 
     def is_leaf_module(self, m, qualname):
         if self.extra_leaves and isinstance(m, self.extra_leaves):
@@ -85,11 +86,51 @@ class MemsimTracer(fx.Tracer):
         return node
 
 
+# Tensor factories take no tensor argument, so __torch_function__ never sees a Proxy passed as a
+# size (``torch.arange(ids.shape[1])``); they are wrapped while tracing.
+_FACTORIES = ("arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "tensor", "linspace")
+
+
+def _has_proxy(v):
+    if isinstance(v, fx.Proxy):
+        return v
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            p = _has_proxy(x)
+            if p is not None:
+                return p
+    return None
+
+
+def _wrap_factory(orig):
+    def wrapper(*args, **kwargs):
+        p = _has_proxy(args)
+        if p is None:
+            p = _has_proxy(list(kwargs.values()))
+        if p is not None:
+            return p.tracer.create_proxy("call_function", orig, args, kwargs)
+        return orig(*args, **kwargs)
+    wrapper.__wrapped__ = orig
+    return wrapper
+
+
+class _PatchFactories:
+    def __enter__(self):
+        self.saved = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
+        for n, f in self.saved.items():
+            setattr(torch, n, _wrap_factory(f))
+
+    def __exit__(self, *exc):
+        for n, f in self.saved.items():
+            setattr(torch, n, f)
+
+
 def trace(model, concrete_args=None, extra_leaves=()):
     """Symbolically trace ``model``; returns a GraphModule sharing ``model``'s submodules."""
     tracer = MemsimTracer(extra_leaves)
     try:
-        graph = tracer.trace(model, concrete_args=concrete_args)
+        with _PatchFactories():
+            graph = tracer.trace(model, concrete_args=concrete_args)
     except Exception as e:  # fx raises TraceError, TypeError, AttributeError, ... on untraceable code
         raise ExportError("cannot trace %s with torch.fx: %s: %s%s" % (
             type(model).__name__, type(e).__name__, e, _user_frame(e))) from e

@@ -1,0 +1,51 @@
+#!/bin/bash
+# Regenerates every model-zoo graph in graphs/ from its PyTorch definition.
+# Deterministic: running it twice gives byte-identical files (tests/export checks the committed files).
+# Needs Debian's python3-torch / python3-torchvision (PyTorch 1.13) under /usr/bin/python3.
+#   graphs/generate.sh            # all graphs
+#   graphs/generate.sh OUTDIR     # write elsewhere (used by the tests)
+#   graphs/generate.sh OUTDIR mlp resnet18   # only some graphs
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out=${1:-$here}
+shift || true
+mkdir -p "$out"
+PY=/usr/bin/python3
+EXPORT="$PY $root/tools/export_torch.py"
+M=graphs/models.py
+TS="/work/shared/oracle/trace_step.py"
+wanted=" $* "
+
+gen() {  # gen NAME PROVENANCE EXPORT-ARGS...
+  local name=$1 prov=$2; shift 2
+  if [ "$wanted" != "  " ] && [[ "$wanted" != *" $name "* ]]; then return 0; fi
+  (cd "$root" && $EXPORT "$@" --name "$name" --loss cross_entropy --provenance "$prov" -o "$out/$name.json")
+}
+
+gen mlp "seed 002: nn.Sequential(Linear(1000,100), ReLU, 3x(Linear(100,100), ReLU), Linear(100,10)); $TS mlp; input float32 [batch,1000]" \
+  $M:mlp --input "x=batch,1000"
+gen mnist_cnn "seed 001: nn.Sequential(Conv2d(1,32,5), ReLU, MaxPool2d(2), Conv2d(32,64,5), ReLU, MaxPool2d(2), Flatten, Linear(1024,1024), ReLU, Dropout(0.5), Linear(1024,10)); $TS mnist_cnn; input float32 [batch,1,28,28]" \
+  $M:mnist_cnn --input "x=batch,1,28,28"
+gen alexnet "torchvision 0.14 models.alexnet(weights=None) (torchvision's single-GPU AlexNet variant); $TS alexnet; input float32 [batch,3,224,224]" \
+  torchvision:alexnet --input "x=batch,3,224,224"
+gen vgg11 "torchvision 0.14 models.vgg11(weights=None); $TS vgg11; input float32 [batch,3,224,224]" \
+  torchvision:vgg11 --input "x=batch,3,224,224"
+gen vgg16 "torchvision 0.14 models.vgg16(weights=None); input float32 [batch,3,224,224]" \
+  torchvision:vgg16 --input "x=batch,3,224,224"
+gen resnet18 "torchvision 0.14 models.resnet18(weights=None) (ReLU(inplace=True), out += identity); $TS resnet18; input float32 [batch,3,224,224]" \
+  torchvision:resnet18 --input "x=batch,3,224,224"
+gen resnet50 "torchvision 0.14 models.resnet50(weights=None) (ReLU(inplace=True), out += identity); $TS resnet50; input float32 [batch,3,224,224]" \
+  torchvision:resnet50 --input "x=batch,3,224,224"
+gen mobilenet_v2 "torchvision 0.14 models.mobilenet_v2(weights=None) (ReLU6(inplace=True)); $TS mobilenet_v2; input float32 [batch,3,224,224]" \
+  torchvision:mobilenet_v2 --input "x=batch,3,224,224"
+gen vit_b16 "torchvision 0.14 models.vit_b_16(weights=None) (nn.MultiheadAttention expanded as torch 1.13 runs it in training); input float32 [batch,3,224,224]" \
+  torchvision:vit_b_16 --input "x=batch,3,224,224"
+gen bert_base "BertCls(): TextEncoder (Embedding 30522x768 + learned positions, LayerNorm, Dropout 0.1, nn.TransformerEncoder of 12 post-LN GELU layers, 12 heads, ff 3072, batch_first) + Linear(768,2) on token 0; $TS bert_base; input int64 ids [batch,128]" \
+  $M:bert_base
+gen bert_small "BertCls(layers=4, d=256, heads=4, ff=1024); $TS bert_small; input int64 ids [batch,128]" \
+  $M:bert_small
+gen gpt2_small "GPT-2 small (graphs/models.py GPT2): 12 pre-LN layers, d 768, 12 heads, vocab 50257, context 1024, learned positions, GELU(tanh) MLP, explicit causal masked_fill attention, LM head tied to wte; token-level cross entropy; input int64 ids [batch,1024]" \
+  $M:gpt2_small
+gen multimodal_bert "seed 003: MultimodalBert(): TabAE (BatchNorm1d(100) -> Linear(100,64) -> relu) + BERT-base TextEncoder -> Linear(768,128) on token 0, cat, Linear(192,2); $TS multimodal_bert; inputs int64 ids [batch,128], float32 x_tab [batch,100]" \
+  $M:multimodal_bert
