@@ -245,13 +245,14 @@ class StepRunner {
   }
 
   /// InputBuffer::accumulate: the first grad is moved in; later ones are added in place when
-  /// the buffer holds the only reference to a contiguous tensor, else summed into a new one.
+  /// the buffer holds the only reference to a contiguous tensor (2.x), else summed into a new
+  /// one (always, on 1.13).
   void Accumulate(Grad* buf, Grad g, TensorId target) {
     if (!buf->defined()) {
       *buf = std::move(g);
       return;
     }
-    if (ledger_.refs(buf->s) == 1 && buf->meta.is_contiguous()) {
+    if (cfg_.profile->accumulate_inplace && ledger_.refs(buf->s) == 1 && buf->meta.is_contiguous()) {
       ledger_.Unref(g.s);
       return;
     }

@@ -13,6 +13,10 @@ std::optional<Profile> FindProfile(std::string_view name) {
     p.linear_nd_addmm = false;
     p.optimizer_foreach = false;
     p.record_function_scratch = true;
+    p.accumulate_inplace = false;
+    p.onednn_conv_reorders = true;
+    p.batch_norm_cpu_kernels = true;
+    p.layer_norm_backward_scratch = true;
     return p;
   }
   return std::nullopt;

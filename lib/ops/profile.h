@@ -28,6 +28,19 @@ struct Profile {
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;
+  /// Multi-consumer grads: 2.x adds the new grad in place into the InputBuffer when it holds
+  /// the last reference; 1.13 always sums out of place into a new buffer.
+  bool accumulate_inplace = true;
+  /// CPU oneDNN (mkldnn) convolution with AVX2 8-channel blocking: blocked copies of the input,
+  /// weight and output in forward, and of grads in backward (docs/research/cpu-1.13-rules.md §2.3).
+  bool onednn_conv_reorders = false;
+  /// CPU native_batch_norm: per-channel temporaries in forward, and a backward that allocates
+  /// grad_input twice (the first is discarded).
+  bool batch_norm_cpu_kernels = false;
+  /// CPU layer_norm backward: a 2·normalized_size fp32 scratch buffer.
+  bool layer_norm_backward_scratch = false;
+  /// mm/bmm backward computes the grad of mat2 before the grad of self (generated code order).
+  bool mm_grad_mat2_first = true;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
 };

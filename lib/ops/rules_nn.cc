@@ -67,14 +67,88 @@ Status InferConv(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// oneDNN's blocked layouts pad channels to a multiple of 8 (AVX2).
+int64_t Ceil8(int64_t c) { return (c + 7) / 8 * 8; }
+
+struct ConvGeometry {
+  int64_t in_ch, bi, bo, bw, ob;  ///< input channels; bytes of input, output, weight, bias
+  bool one_by_one_s2;             ///< 1×1 stride-2 (downsample) convs use scratchpads
+  int64_t out_hw;                 ///< output spatial elements
+};
+
+ConvGeometry Geometry(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  const TensorMeta& y = *c.out[0];
+  ConvGeometry g;
+  int64_t off = x.dim() == w.dim() ? 1 : 0;
+  g.in_ch = x.sizes[off];
+  int64_t es = ElementSize(x.dtype);
+  g.bi = x.numel() / g.in_ch * Ceil8(g.in_ch) * es;
+  g.bo = y.numel() / w.sizes[0] * Ceil8(w.sizes[0]) * es;
+  g.bw = w.bytes();
+  g.ob = w.sizes[0] * es;
+  g.out_hw = 1;
+  for (int64_t i = off + 1; i < y.dim(); ++i) g.out_hw *= y.sizes[i];
+  bool one = true;
+  for (int64_t i = 2; i < w.dim(); ++i) one &= w.sizes[i] == 1;
+  auto stride = c.op.attrs.GetInts("stride", c.bindings).value_or(std::vector<int64_t>{1});
+  g.one_by_one_s2 = one && !stride.empty() && stride[0] == 2;
+  return g;
+}
+
+// oneDNN keeps the first conv's input plain when it has 1 or 3 channels.
+bool PlainSource(const ConvGeometry& g) { return g.in_ch == 1 || g.in_ch == 3; }
+
 void FwdConv(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
+  if (!c.profile.onednn_conv_reorders) return;
+  // See docs/research/cpu-1.13-rules.md §2.3: scratch, src/weight reorders, a blocked dst, then
+  // the dense output once the blocked one is reordered.
+  ConvGeometry g = Geometry(c);
+  int scr = g.one_by_one_s2 ? p->AddExtra(g.in_ch * g.out_hw * 4 + 128, "onednn scratchpad") : -1;
+  int src = PlainSource(g) ? -1 : p->AddExtra(g.bi, "onednn src reorder");
+  int wr = p->AddExtra(g.bw, "onednn weight reorder");
+  int dst = p->AddExtra(g.bo, "onednn blocked dst");
+  p->FreeExtra(wr);
+  if (src >= 0) p->FreeExtra(src);
+  if (scr >= 0) p->FreeExtra(scr);
+  p->AllocOutput(0);
+  p->FreeExtra(dst);
 }
 
 void BwdConv(const RuleCtx& c, BwdPlan* p) {
-  for (int i = 0; i < c.num_in(); ++i)
-    if (c.rg_in(i)) p->GradNew(i);
+  if (!c.profile.onednn_conv_reorders) {
+    for (int i = 0; i < c.num_in(); ++i)
+      if (c.rg_in(i)) p->GradNew(i);
+    return;
+  }
+  ConvGeometry g = Geometry(c);
+  if (c.rg_in(0)) {  // data part
+    int gout = p->Temp(g.bo, "onednn grad_out reorder");
+    int wr = p->Temp(g.bw, "onednn weight reorder");
+    int gib = p->Temp(g.bi, "onednn blocked grad_input");
+    if (g.one_by_one_s2) p->FreeTemp(p->Temp(576 * g.out_hw + 128, "onednn scratchpad"));
+    p->FreeTemp(wr);
+    p->FreeTemp(gout);
+    p->GradNew(0);
+    p->FreeTemp(gib);
+  }
+  if (c.rg_in(1) || (c.num_in() > 2 && c.rg_in(2))) {  // weight part
+    bool bias = c.num_in() > 2 && c.rg_in(2);
+    int gout = p->Temp(g.bo, "onednn grad_out reorder");
+    int src = g.in_ch == 3 ? -1 : p->Temp(g.bi, "onednn src reorder");  // IC=1 padded to 8
+    int gwb = p->Temp(g.in_ch == 1 ? g.bw * 8 : g.bw, "onednn blocked grad_weight");
+    int gbb = bias ? p->Temp(g.ob, "onednn blocked grad_bias") : -1;
+    if (g.one_by_one_s2) p->FreeTemp(p->Temp(256 * g.out_hw + 128, "onednn scratchpad"));
+    if (src >= 0) p->FreeTemp(src);
+    p->FreeTemp(gout);
+    if (bias) p->GradNew(2);
+    if (c.rg_in(1)) p->GradNew(1);
+    p->FreeTemp(gwb);
+    if (gbb >= 0) p->FreeTemp(gbb);
+  }
 }
 
 // linear: X[..., in] × W[out, in]ᵀ (+ b).
@@ -91,15 +165,30 @@ Status InferLinear(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
-/// True when a ≥3-D linear input must be copied to fold it into 2-D.
+/// A ≥3-D input that cannot be flattened to 2-D as a view (PyTorch copies it).
 bool LinearFoldCopies(const TensorMeta& x) {
   if (x.dim() <= 2) return false;
   return !ViewStrides(x.sizes, x.strides, {x.numel() / x.sizes.back(), x.sizes.back()});
 }
 
+/// The matmul path: a ≥3-D input that is not contiguous (1.13: also used for any ≥3-D input
+/// without bias). Contiguous ≥3-D input with bias takes addmm on a flattened view.
+bool LinearViaMatmul(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  if (x.dim() <= 2 && c.num_in() == 3) return false;
+  return !(x.is_contiguous() && c.num_in() == 3);
+}
+
 void FwdLinear(const RuleCtx& c, FwdPlan* p) {
+  int copy = LinearFoldCopies(*c.in[0]) ? p->AddExtra(Bytes(*c.in[0]), "reshape copy of input") : -1;
+  if (LinearViaMatmul(c) && c.num_in() == 3 && !c.profile.linear_nd_addmm) {
+    // 1.13: mm into a temporary, then an out-of-place `+ bias`.
+    int mm = p->AddExtra(Bytes(*c.out[0]), "mm result");
+    p->AllocOutput(0);
+    p->FreeExtra(mm);
+  }
   if (c.rg_in(1)) {
-    if (LinearFoldCopies(*c.in[0])) p->Save(SavedRef::kExtra, p->AddExtra(Bytes(*c.in[0]), "folded input copy"));
+    if (copy >= 0) p->Save(SavedRef::kExtra, copy);
     else p->Save(SavedRef::kInput, 0);
   }
   // W (as Wᵀ, a view of the parameter) is kept iff X needs a grad: no new memory.
@@ -107,13 +196,19 @@ void FwdLinear(const RuleCtx& c, FwdPlan* p) {
 }
 
 void BwdLinear(const RuleCtx& c, BwdPlan* p) {
-  // 2-D (addmm): dX, dW, then the bias grad reduced in validate_outputs. ≥3-D on 1.13 (matmul
-  // + in-place bias add): the AddBackward node runs first, so the bias grad comes first.
-  bool bias_first = c.in[0]->dim() > 2 && !c.profile.linear_nd_addmm;
-  if (bias_first && c.num_in() == 3 && c.rg_in(2)) p->GradAlias(2);
+  bool has_bias = c.num_in() == 3 && c.rg_in(2);
+  if (LinearViaMatmul(c)) {
+    // AddBackward (bias grad, reduced) runs first, then MmBackward: dW before dX.
+    if (has_bias) p->GradAlias(2);
+    if (c.profile.mm_grad_mat2_first && c.rg_in(1)) p->GradNew(1);
+    if (c.rg_in(0)) p->GradNew(0);
+    if (!c.profile.mm_grad_mat2_first && c.rg_in(1)) p->GradNew(1);
+    return;
+  }
+  // addmm: dX, dW, then the bias grad reduced in validate_outputs.
   if (c.rg_in(0)) p->GradNew(0);
   if (c.rg_in(1)) p->GradNew(1);
-  if (!bias_first && c.num_in() == 3 && c.rg_in(2)) p->GradAlias(2);
+  if (has_bias) p->GradAlias(2);
 }
 
 // mm / bmm / matmul: operand kept iff the other needs a grad.
@@ -165,8 +260,9 @@ void FwdMatmul(const RuleCtx& c, FwdPlan* p) {
 }
 
 void BwdMatmul(const RuleCtx& c, BwdPlan* p) {
-  for (int i = 0; i < 2; ++i)
-    if (c.rg_in(i)) p->GradNew(i);
+  int first = c.profile.mm_grad_mat2_first ? 1 : 0;
+  if (c.rg_in(first)) p->GradNew(first);
+  if (c.rg_in(1 - first)) p->GradNew(1 - first);
 }
 
 Status InferBaddbmm(const RuleCtx& c, InferOut* o) {
@@ -268,14 +364,42 @@ void FwdNorm(const RuleCtx& c, FwdPlan* p) {
     if (c.num_in() > 1 && c.rg_in(1)) p->Save(SavedRef::kExtra, p->AddExtra(x.bytes(), "normalized input"));
     return;
   }
+  bool bn_cpu = c.op.kind == OpKind::kBatchNorm && c.profile.batch_norm_cpu_kernels && training;
+  if (c.op.kind == OpKind::kBatchNorm && !training) return;
   p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "mean"));
   p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "rstd"));
+  if (bn_cpu) {
+    // CPU batch_norm_cpu_update_stats_template: per-channel mean and var-sum scratch; then the
+    // transform's per-channel alpha/beta after the output.
+    int m = p->AddExtra(rows * stat_elem, "batch mean scratch");
+    int v = p->AddExtra(rows * stat_elem, "var sum scratch");
+    p->FreeExtra(v);
+    p->FreeExtra(m);
+    p->AllocOutput(0);
+    int a = p->AddExtra(rows * stat_elem, "alpha scratch");
+    int b = p->AddExtra(rows * stat_elem, "beta scratch");
+    p->FreeExtra(b);
+    p->FreeExtra(a);
+  }
 }
 
 void BwdNorm(const RuleCtx& c, BwdPlan* p) {
   int n = c.op.kind == OpKind::kBatchNorm ? std::min<int>(3, c.num_in()) : c.num_in();
+  if (c.op.kind == OpKind::kBatchNorm && c.profile.batch_norm_cpu_kernels) {
+    // 1.13 CPU: grad_input is allocated twice; the first is discarded after the second.
+    int first = c.rg_in(0) ? p->Temp(Bytes(*c.in[0]), "discarded grad_input") : -1;
+    for (int i = 1; i < n; ++i)
+      if (c.rg_in(i)) p->GradNew(i);
+    if (c.rg_in(0)) p->GradNew(0);
+    if (first >= 0) p->FreeTemp(first);
+    return;
+  }
   for (int i = 0; i < n; ++i)
     if (c.rg_in(i)) p->GradNew(i);
+  if (c.op.kind == OpKind::kLayerNorm && c.profile.layer_norm_backward_scratch && c.num_in() > 1) {
+    int64_t inner = c.in[0]->numel() / std::max<int64_t>(NormStatRows(c), 1);
+    p->FreeTemp(p->Temp(2 * inner * 4, "layer_norm backward scratch"));
+  }
 }
 
 // Pooling.
