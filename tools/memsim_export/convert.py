@@ -258,6 +258,9 @@ class Context:
             return h(self, mod, node.target, *args, **kwargs)
         if node.op == "call_function":
             h = FUNC_HANDLERS.get(node.target)
+            if h is None and isinstance(node.target, type) and issubclass(node.target, tuple) \
+                    and hasattr(node.target, "_fields"):
+                h = namedtuple_handler
             if h is None:
                 raise Unsupported("function %s" % _func_name(node.target))
             return h(self, *args, **kwargs)
@@ -1159,3 +1162,32 @@ def f_mse_loss(cx, x, target, size_average=None, reduce=None, reduction="mean"):
 
 # torch._assert and friends return None: they never reach a handler (no tensor in the value).
 _ = builtins, math
+
+
+# =================================================================================================
+# torchvision functional helpers (torch.fx.wrap'ed in torchvision, so they arrive as call_function)
+# =================================================================================================
+
+try:
+    from torchvision.ops import stochastic_depth as _tv_stochastic_depth
+except Exception:  # noqa: BLE001 - torchvision is optional
+    _tv_stochastic_depth = None
+
+
+@function(_tv_stochastic_depth)
+def f_stochastic_depth(cx, x, p, mode, training=True):
+    x = T(x)
+    if not training or p == 0.0:
+        return x  # torchvision returns the input itself
+    return cx.emit("stochastic_depth", [x], {"p": float(p), "mode": mode, "training": True}, shape=x.shape)
+
+
+@function(getattr(torch, "swapaxes", None), getattr(torch, "swapdims", None))
+@method("swapaxes", "swapdims")
+def t_swapaxes(cx, x, a, b):
+    return t_transpose(cx, x, a, b)
+
+
+def namedtuple_handler(cx, *args, **kwargs):
+    """Constructing a namedtuple of outputs (GoogLeNetOutputs, InceptionOutputs): no op."""
+    return tuple(args) + tuple(kwargs.values())
