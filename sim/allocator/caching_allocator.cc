@@ -100,10 +100,12 @@ BlockId CachingAllocator::Malloc(int64_t bytes, StreamId stream) {
          (b = AllocBlock(pk, stream, size, alloc_size, false)) != kNil) ||
         (ReleaseCachedBlocks(), (b = AllocBlock(pk, stream, size, alloc_size, true)) != kNil);
     if (b == kNil) {
+      hint_.reset();
       RecordOom(bytes, size, alloc_size, stream);
       return kNoBlock;
     }
   }
+  hint_.reset();
   return AllocFoundBlock(b, size, bytes);
 }
 
@@ -143,9 +145,9 @@ BlockId CachingAllocator::GetFreeBlock(PoolKind pk, StreamId stream, int64_t siz
 }
 
 uint64_t CachingAllocator::FreshSegmentAddress(int64_t size) {
-  if (next_segment_address_) {
-    uint64_t a = *next_segment_address_;
-    next_segment_address_.reset();
+  if (hint_ && hint_->size == size) {
+    const uint64_t a = hint_->address;
+    hint_.reset();
     return a;
   }
   const uint64_t align = static_cast<uint64_t>(kRoundLarge);

@@ -108,8 +108,9 @@ class CachingAllocator {
   /// Bytes of the segment (or mapped pages) the last Malloc obtained from the device; 0 if it
   /// was served from the cache.
   int64_t last_malloc_device_bytes() const { return last_device_bytes_; }
-  /// The next fresh non-expandable segment gets this address (replay uses recorded addresses).
-  void SetNextSegmentAddress(uint64_t address) { next_segment_address_ = address; }
+  /// If the next Malloc creates a non-expandable segment of exactly |size| bytes, it gets
+  /// |address| (replay uses the recorded cudaMalloc addresses). Cleared by that Malloc.
+  void SetNextSegmentHint(uint64_t address, int64_t size) { hint_ = SegmentHint{address, size}; }
 
   /// Internal fragmentation of allocated blocks: sum(round_size(req) - req) and
   /// sum(block size - round_size(req)) (unsplit remainders handed out whole).
@@ -212,7 +213,11 @@ class CachingAllocator {
   std::vector<Segment> segments_;
   std::vector<Pool> pools_;  // [small, large]
   std::optional<OomInfo> last_oom_;
-  std::optional<uint64_t> next_segment_address_;
+  struct SegmentHint {
+    uint64_t address;
+    int64_t size;
+  };
+  std::optional<SegmentHint> hint_;
   uint64_t low_cursor_;   // next address for kDecreasing (segments end here)
   uint64_t high_cursor_;  // next address for kIncreasing
   uint64_t va_cursor_;    // expandable virtual ranges
