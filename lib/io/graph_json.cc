@@ -119,6 +119,7 @@ class GraphReader {
       if (!any) return Err(ptr, "empty dimension");
       return d;
     }
+    if (v.is_number_float()) return Err(ptr, "dimension " + v.dump() + " is too large or not an integer");
     return Err(ptr, "expected a dimension (integer or symbol), got " + v.dump());
   }
 

@@ -31,10 +31,10 @@ Result<std::vector<OpId>> TopologicalOrder(const Graph& g) {
     for (OpId o = 0; o < n; ++o)
       for (TensorId in : g.ops[o].inputs)
         if (g.tensors[in].producer != kNone && g.tensors[in].producer >= o)
-          return Status::InvalidArgument(g.ops[o].pointer + ": op \"" + g.ops[o].name +
+          return Status::InvalidArgument(g.source + ": " + g.ops[o].pointer + ": op \"" + g.ops[o].name +
                                          "\" is on a cycle (its input \"" + g.tensors[in].name +
                                          "\" depends on its own output)");
-    return Status::InvalidArgument("the ops form a cycle");
+    return Status::InvalidArgument(g.source + ": /ops: the ops form a cycle");
   }
   std::vector<OpId> order(n);
   if (listed_order_ok) {

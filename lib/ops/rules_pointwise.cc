@@ -233,6 +233,18 @@ void FwdMseLoss(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 1);
 }
 
+// masked_fill(X, mask): keeps only the (bool) mask; its backward masks the grad (a new tensor).
+Status InferMaskedFill(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 2) return RuleError(c, "expected (input, mask)");
+  auto b = BroadcastShapes(c.in[0]->sizes, c.in[1]->sizes);
+  if (!b || *b != c.in[0]->sizes) return RuleError(c, "mask " + c.in[1]->ShapeString() + " does not broadcast to " + c.in[0]->ShapeString());
+  if (c.inplace()) o->Alias(*c.in[0], 0);
+  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  return Status::OK();
+}
+
+void FwdMaskedFill(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1); }
+
 constexpr uint32_t kFirst = 1u;
 constexpr uint32_t kBoth = 3u;
 
@@ -260,6 +272,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kCrossEntropy, 2, 2, kFirst, InferLoss, FwdCrossEntropy, BwdCrossEntropy},
     {OpKind::kNllLoss, 2, 2, kFirst, InferLoss, FwdNllLoss, nullptr},
     {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},
+    {OpKind::kMaskedFill, 2, 2, kFirst, InferMaskedFill, FwdMaskedFill, nullptr},
 };
 
 }  // namespace memsim

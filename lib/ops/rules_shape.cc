@@ -254,6 +254,7 @@ Status InferCat(const RuleCtx& c, InferOut* o) {
   if (!d) return RuleError(c, "dim out of range");
   std::vector<int64_t> sizes = x.sizes;
   if (stack) sizes.insert(sizes.begin() + *d, 0);
+  else if (!sizes.empty()) sizes[*d] = 0;
   for (const TensorMeta* t : c.in) {
     if (t->dim() != x.dim()) return RuleError(c, "inputs have different ranks");
     for (int64_t i = 0; i < x.dim(); ++i) {

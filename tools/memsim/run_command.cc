@@ -2,7 +2,10 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
+#include "sim/allocator/simulate.h"
+#include "sim/gpus.h"
 #include "sim/report.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
@@ -20,7 +23,43 @@ struct RunArgs {
   bool json = false;
   int top = 10;
   std::string events_path;
+  std::string allocator = "caching";
+  std::string alloc_conf;
+  std::string gpu;
+  int64_t capacity = 0;
 };
+
+/// The allocator part of the report, with the OOM record's tensor and op named.
+nlohmann::ordered_json AllocatorJson(const Graph& g, const SimResult& r, const AllocatorReport& a) {
+  nlohmann::ordered_json j = AllocatorReportToJson(a);
+  if (a.oom) {
+    const Buffer& b = r.events.buffers[a.oom->buffer];
+    j["oom"]["tensor"] = b.name;
+    j["oom"]["category"] = CategoryName(b.category);
+    j["oom"]["op"] = a.oom->op < g.ops.size() ? g.ops[a.oom->op].name : "";
+    j["oom"]["module"] = b.module;
+    j["oom"]["phase"] = PhaseName(a.oom->phase);
+  }
+  return j;
+}
+
+std::string AllocatorText(const AllocatorReport& a, const nlohmann::ordered_json& aj) {
+  std::ostringstream o;
+  o << "allocator (" << AllocatorModelName(a.model) << (a.alloc_conf.empty() ? "" : ", " + a.alloc_conf) << "):\n"
+    << "  peak allocated  " << HumanBytes(a.peak_allocated_bytes) << "  (torch.cuda.max_memory_allocated)\n"
+    << "  peak reserved   " << HumanBytes(a.peak_reserved_bytes) << "  (torch.cuda.max_memory_reserved)\n";
+  if (a.ideal_peak_bytes > 0) o << "  ideal packing   " << HumanBytes(a.ideal_peak_bytes) << "  (lower bound, no fragmentation)\n";
+  if (a.capacity_bytes > 0) o << "  capacity        " << HumanBytes(a.capacity_bytes) << "\n";
+  if (a.oom) {
+    o << "\nOUT OF MEMORY: " << a.oom->info.message << "\n  triggered by " << aj["oom"].value("tensor", "")
+      << " (" << aj["oom"].value("category", "") << ") in " << aj["oom"].value("phase", "");
+    if (!aj["oom"].value("op", std::string()).empty()) o << " at op " << aj["oom"].value("op", "");
+    o << "\n";
+  } else if (a.capacity_bytes > 0) {
+    o << "  fits: " << HumanBytes(a.capacity_bytes - a.peak_reserved_bytes) << " to spare\n";
+  }
+  return o.str();
+}
 
 void Run(const RunArgs& a) {
   Graph g = LoadOrFail(a.common.graph);
@@ -33,13 +72,36 @@ void Run(const RunArgs& a) {
   if (a.inplace != "keep") opt.inplace = a.inplace == "on";
   auto r = Simulate(g, opt);
   if (!r.ok()) Fail(r.status());
+  AllocatorOptions ao;
+  auto model = ParseAllocatorModel(a.allocator);
+  if (!model.ok()) Fail(model.status());
+  ao.model = *model;
+  ao.alloc_conf = a.alloc_conf;
+  ao.capacity_bytes = a.capacity;
+  if (!a.gpu.empty()) {
+    auto gpu = FindGpu(a.gpu);
+    if (!gpu) Fail(Status::InvalidArgument("unknown --gpu \"" + a.gpu + "\" (known: " + GpuNames() + ")"));
+    if (a.capacity == 0) ao.capacity_bytes = gpu->memory_bytes;
+  }
+  auto alloc = SimulateAllocator(r->events, ao);
+  if (!alloc.ok()) Fail(alloc.status());
   if (!a.events_path.empty()) {
     std::ofstream out(a.events_path);
     if (!out) Fail(Status::InvalidArgument(a.events_path + ": cannot write"));
     out << EventsText(r->events);
   }
-  if (a.json) std::cout << RunReportJson(g, opt, *r, a.top).dump(2) << "\n";
-  else std::cout << RunReportText(g, opt, *r, a.top);
+  nlohmann::ordered_json aj = AllocatorJson(g, *r, *alloc);
+  if (a.json) {
+    nlohmann::ordered_json j = RunReportJson(g, opt, *r, a.top);
+    j["peak_allocated_bytes"] = alloc->peak_allocated_bytes;
+    j["peak_reserved_bytes"] = alloc->peak_reserved_bytes;
+    j["fragmentation"] = aj["fragmentation"];
+    j["oom"] = aj.contains("oom") ? aj["oom"] : nlohmann::ordered_json();
+    j["allocator"] = aj;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << RunReportText(g, opt, *r, a.top) << "\n" << AllocatorText(*alloc, aj);
 }
 
 }  // namespace
@@ -62,6 +124,12 @@ void RegisterRunCommand(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_option("--top", args->top, "how many tensors alive at the peak to list")->capture_default_str();
   cmd->add_option("--events", args->events_path, "write the allocate/free event stream to this file");
+  cmd->add_option("--allocator", args->allocator, "caching (PyTorch's CUDA caching allocator), expandable, or ideal")
+      ->check(CLI::IsMember({"caching", "expandable", "ideal"}))
+      ->capture_default_str();
+  cmd->add_option("--alloc-conf", args->alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True");
+  cmd->add_option("--gpu", args->gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
+  cmd->add_option("--capacity", args->capacity, "device capacity in bytes (overrides --gpu)");
   cmd->callback([args] { Run(*args); });
 }
 

@@ -1,0 +1,37 @@
+#include "sim/gpus.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace memsim {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr GpuSpec kGpus[] = {
+    {"T4", 15360 * kMiB},         {"V100-16GB", 16160 * kMiB}, {"V100-32GB", 32510 * kMiB},
+    {"A10G", 23028 * kMiB},       {"L4", 23034 * kMiB},        {"RTX3090", 24576 * kMiB},
+    {"RTX4090", 24564 * kMiB},    {"A100-40GB", 40960 * kMiB}, {"A100-80GB", 81920 * kMiB},
+    {"H100-80GB", 81559 * kMiB},  {"H100", 81559 * kMiB},
+};
+
+bool SameName(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+std::optional<GpuSpec> FindGpu(std::string_view name) {
+  for (const GpuSpec& g : kGpus)
+    if (SameName(g.name, name)) return g;
+  return std::nullopt;
+}
+
+std::string GpuNames() {
+  std::string s;
+  for (const GpuSpec& g : kGpus) s += (s.empty() ? "" : ", ") + std::string(g.name);
+  return s;
+}
+
+}  // namespace memsim

@@ -1,0 +1,26 @@
+// Known GPUs and their memory, for `--gpu NAME`. Capacity is the total device memory as
+// nvidia-smi reports it; the CUDA context (a few hundred MiB, outside the caching allocator) is
+// not subtracted — give --capacity for an exact budget.
+#ifndef MEMSIM_SIM_GPUS_H_
+#define MEMSIM_SIM_GPUS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace memsim {
+
+struct GpuSpec {
+  std::string_view name;
+  int64_t memory_bytes;
+};
+
+/// Looks a GPU up by name, case-insensitively ("V100-16GB", "a100-80gb", "H100").
+std::optional<GpuSpec> FindGpu(std::string_view name);
+/// All names, comma-separated.
+std::string GpuNames();
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SIM_GPUS_H_

@@ -1,0 +1,52 @@
+# End-to-end CLI tests: golden reports, one-line errors with exit code 2, and the validation of
+# memsim against the real PyTorch traces (tools/validate.py).
+set(MEMSIM_CLI_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+function(memsim_golden_test name golden)
+  add_test(NAME cli.${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:memsim>;${ARGN}"
+                   -DGOLDEN=${MEMSIM_CLI_DIR}/golden/${golden} -DOUT=${CMAKE_BINARY_DIR}/cli_${name}.out
+                   -P ${MEMSIM_CLI_DIR}/scripts/run_golden.cmake
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endfunction()
+
+function(memsim_error_test name exit regex)
+  add_test(NAME cli.${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:memsim>;${ARGN}" -DEXIT=${exit} "-DREGEX=${regex}"
+                   -P ${MEMSIM_CLI_DIR}/scripts/run_expect_error.cmake
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endfunction()
+
+memsim_golden_test(run_mlp_cpu_adam_json run_mlp_cpu_adam.json
+  run graphs/mlp.json --batch 256 --profile cpu --optimizer adam --json)
+memsim_golden_test(run_resnet18_cuda_text run_resnet18_cuda.txt
+  run graphs/resnet18.json --batch 16 --optimizer sgd --gpu T4)
+memsim_golden_test(run_alexnet_oom_json run_alexnet_oom.json
+  run graphs/alexnet.json --batch 512 --optimizer adam --gpu T4 --json --top 3)
+memsim_golden_test(run_bert_small_frozen_json run_bert_small_frozen.json
+  run graphs/bert_small.json --batch 8 --optimizer adamw --freeze "text.tok.*" --freeze "text.enc.layers.0.*" --json --top 5)
+memsim_golden_test(summary_alexnet_text summary_alexnet.txt summary graphs/alexnet.json --batch 1)
+memsim_golden_test(summary_mlp_json summary_mlp.json summary graphs/mlp.json --batch 1 --json)
+
+memsim_error_test(unknown_op 2 "bad/unknown_op.json: /ops/1/op: unknown op" run tests/cli/bad/unknown_op.json)
+memsim_error_test(dangling_tensor 2 "/ops/0/inputs/0: unknown tensor \"nope\"" run tests/cli/bad/dangling.json)
+memsim_error_test(negative_dim 2 "/inputs/0/shape/1: negative dimension" run tests/cli/bad/negative_dim.json)
+memsim_error_test(overflow_dim 2 "/inputs/0/shape/0: dimension .* is too large" run tests/cli/bad/overflow_dim.json)
+memsim_error_test(cycle 2 "/ops/0: op \"a\" is on a cycle" run tests/cli/bad/cycle.json)
+memsim_error_test(bad_json 2 "bad_json.json:3:[0-9]+: invalid JSON" run tests/cli/bad/bad_json.json)
+memsim_error_test(shape_mismatch 2 "/ops/0: linear \"h\": input \\[4, 10\\] does not match weight \\[5, 11\\]" run tests/cli/bad/shape_mismatch.json)
+memsim_error_test(missing_file 2 "no_such.json: cannot open file" run tests/cli/bad/no_such.json)
+memsim_error_test(unknown_optimizer 2 "unknown optimizer \"adamx\"" run graphs/mlp.json --optimizer adamx)
+memsim_error_test(bad_freeze_glob 2 "--freeze \"zzz\\*\" matches no parameter" run graphs/mlp.json --freeze "zzz*")
+memsim_error_test(unknown_gpu 2 "unknown --gpu \"Z80\"" run graphs/mlp.json --gpu Z80)
+memsim_error_test(bad_alloc_conf 2 "max_split_size_mb" run graphs/mlp.json --alloc-conf "max_split_size_mb:abc")
+memsim_error_test(bad_set 2 "--set \"batch\": expected SYMBOL=non-negative integer" run graphs/mlp.json --set batch)
+memsim_error_test(unknown_subcommand 2 "" frobnicate)
+
+find_program(MEMSIM_PYTHON3 NAMES python3)
+if(MEMSIM_PYTHON3 AND EXISTS ${PROJECT_SOURCE_DIR}/../shared/oracle/traces)
+  add_test(NAME validate_oracle_traces
+           COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/validate.py --memsim $<TARGET_FILE:memsim>
+                   --out ${CMAKE_BINARY_DIR}/validation.md
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endif()

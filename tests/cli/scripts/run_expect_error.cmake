@@ -1,0 +1,13 @@
+# Runs a memsim command that must fail with exit code EXIT and a stderr matching REGEX.
+execute_process(COMMAND ${CMD} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL ${EXIT})
+  message(FATAL_ERROR "expected exit ${EXIT}, got ${rc}; stderr: ${err}")
+endif()
+if(NOT err MATCHES "${REGEX}")
+  message(FATAL_ERROR "stderr does not match '${REGEX}': ${err}")
+endif()
+string(REGEX MATCHALL "\n" lines "${err}")
+list(LENGTH lines n)
+if(n GREATER 1)
+  message(FATAL_ERROR "expected a one-line error, got: ${err}")
+endif()
