@@ -1,0 +1,555 @@
+// Op rules of lib/ops/rules_nn.cc: shape inference, errors, and what each node saves for
+// backward depending on which inputs require grad (../shared/reference/autograd_saved.md §2-3).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/graph_builder.h"
+
+namespace memsim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using testing::Opts;
+using testing::SavedActivationBytes;
+using testing::SavedBy;
+using testing::SavedNames;
+
+std::string Rg(bool b) { return b ? "true" : "false"; }
+
+std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
+  TensorId t = run.graph.FindTensor(name);
+  EXPECT_NE(t, kNone) << name;
+  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
+}
+
+// A parameter "x" (so that its requires_grad is controllable) feeding one op, then mean.
+std::string ParamXBody(const std::string& params, const std::string& op, const std::string& out = "y") {
+  return R"("inputs": [], "parameters": [)" + params + R"(], "ops": [)" + op +
+         R"(, {"op": "mean", "inputs": [")" + out + R"("], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+// ---------------------------------------------------------------- linear
+std::string LinearBody(bool xrg, bool wrg, bool bias = true) {
+  return ParamXBody(R"({"name": "x", "shape": [4, 8], "requires_grad": )" + Rg(xrg) +
+                        R"(}, {"name": "w", "shape": [16, 8], "requires_grad": )" + Rg(wrg) +
+                        R"(}, {"name": "b", "shape": [16]})",
+                    std::string(R"({"op": "linear", "inputs": ["x", "w")") + (bias ? R"(, "b")" : "") +
+                        R"(], "outputs": ["y"]})");
+}
+
+TEST(LinearRuleTest, OutputShapeReplacesLastDim) {
+  auto run = testing::Simulate(LinearBody(true, true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 16));
+}
+
+TEST(LinearRuleTest, BothRequireGradSavesXAndW) {
+  auto run = testing::Simulate(LinearBody(true, true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "w"));
+}
+
+TEST(LinearRuleTest, FrozenWeightSavesNoInput) {
+  auto run = testing::Simulate(LinearBody(true, false));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("w"));
+}
+
+TEST(LinearRuleTest, InputWithoutGradSavesOnlyX) {
+  auto run = testing::Simulate(LinearBody(false, true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("x"));
+}
+
+TEST(LinearRuleTest, NothingRequiresGradHasNoNode) {
+  auto run = testing::Simulate(LinearBody(false, false));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
+}
+
+TEST(LinearRuleTest, BiasIsNeverSaved) {
+  auto run = testing::Simulate(LinearBody(true, true));
+  ASSERT_TRUE(run.ok) << run.error;
+  for (const auto& n : SavedNames(run, "y")) EXPECT_NE(n, "b");
+}
+
+TEST(LinearRuleTest, MismatchedInnerDimNamesOpPointer) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "x", "shape": [4, 7]}, {"name": "w", "shape": [16, 8]})",
+      R"({"op": "linear", "inputs": ["x", "w"], "outputs": ["y"]})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0"));
+  EXPECT_THAT(run.error, HasSubstr("linear"));
+  EXPECT_THAT(run.error, HasSubstr("[4, 7]"));
+}
+
+TEST(LinearRuleTest, NonContiguous3dInputSavesAReshapeCopy) {
+  // x [2, 8, 4] transposed to [2, 4, 8]: not flattenable to [8, 8] as a view.
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [2, 8, 4]}],
+      "parameters": [{"name": "w", "shape": [16, 8]}, {"name": "b", "shape": [16]}],
+      "ops": [{"op": "transpose", "inputs": ["x"], "outputs": ["xt"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "linear", "inputs": ["xt", "w", "b"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 16));
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].name, "extra:reshape copy of input");
+  EXPECT_EQ(saved[0].bytes, 2 * 8 * 4 * 4);
+}
+
+TEST(LinearRuleTest, Contiguous3dInputWithBiasSavesTheInputItself) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [2, 4, 8]}],
+      "parameters": [{"name": "w", "shape": [16, 8]}, {"name": "b", "shape": [16]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w", "b"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("x"));
+}
+
+TEST(LinearRuleTest, BackwardAllocatesWeightAndBiasGradsOfParameterSize) {
+  auto run = testing::Simulate(LinearBody(false, true));
+  ASSERT_TRUE(run.ok) << run.error;
+  const auto& s = run.r.events;
+  auto w = testing::Buffer(s, "w.grad");
+  auto b = testing::Buffer(s, "b.grad");
+  ASSERT_TRUE(w && b);
+  EXPECT_EQ(s.buffers[*w].bytes, 16 * 8 * 4);
+  EXPECT_EQ(s.buffers[*b].bytes, 16 * 4);
+  EXPECT_TRUE(testing::BuffersNamed(s, "x.grad").empty());
+}
+
+// ---------------------------------------------------------------- conv
+std::string ConvBody(bool xrg, bool wrg, const std::string& attrs = "{}") {
+  return ParamXBody(R"({"name": "x", "shape": [2, 3, 8, 8], "requires_grad": )" + Rg(xrg) +
+                        R"(}, {"name": "w", "shape": [4, 3, 3, 3], "requires_grad": )" + Rg(wrg) +
+                        R"(}, {"name": "b", "shape": [4], "requires_grad": )" + Rg(wrg) + "}",
+                    R"({"op": "conv2d", "inputs": ["x", "w", "b"], "outputs": ["y"], "attrs": )" + attrs + "}");
+}
+
+TEST(Conv2dRuleTest, OutputShapeWithPaddingAndStride) {
+  auto run = testing::Simulate(ConvBody(false, true, R"({"padding": 1})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 8, 8));
+  run = testing::Simulate(ConvBody(false, true, R"({"stride": 2, "padding": 1})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 4, 4));
+  run = testing::Simulate(ConvBody(false, true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 6, 6));
+}
+
+TEST(Conv2dRuleTest, KeepsInputAndWeightWithFrozenWeight) {
+  auto run = testing::Simulate(ConvBody(true, false));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "w"));
+}
+
+TEST(Conv2dRuleTest, KeepsInputAndWeightWhenInputNeedsNoGrad) {
+  auto run = testing::Simulate(ConvBody(false, true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "w"));
+}
+
+TEST(Conv2dRuleTest, NoNodeWhenNothingRequiresGrad) {
+  auto run = testing::Simulate(ConvBody(false, false));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
+}
+
+TEST(Conv2dRuleTest, ChannelMismatchNamesOpPointer) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 5, 8, 8]}, {"name": "w", "shape": [4, 3, 3, 3]})",
+                                          R"({"op": "conv2d", "inputs": ["x", "w"], "outputs": ["y"]})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("test.json: /ops/0: conv2d"));
+}
+
+TEST(Conv2dRuleTest, KernelLargerThanInputIsAnError) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 3, 2, 2]}, {"name": "w", "shape": [4, 3, 3, 3]})",
+                                          R"({"op": "conv2d", "inputs": ["x", "w"], "outputs": ["y"]})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0"));
+}
+
+TEST(Conv2dRuleTest, GroupedConvShape) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 8, 5, 5]}, {"name": "w", "shape": [8, 1, 3, 3]})",
+                                          R"({"op": "conv2d", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"groups": 8, "padding": 1}})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 8, 5, 5));
+}
+
+TEST(Conv2dRuleTest, CpuProfileAddsOnednnReordersThatAreNotSaved) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 16, 8, 8]}, {"name": "w", "shape": [8, 16, 3, 3]})",
+                                          R"({"op": "conv2d", "inputs": ["x", "w"], "outputs": ["y"]})"),
+                               Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "onednn").empty());
+  for (uint32_t b : testing::BuffersContaining(run.r.events, "onednn"))
+    EXPECT_EQ(run.r.events.buffers[b].category, Category::kTemporary) << run.r.events.buffers[b].name;
+  auto cuda = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 16, 8, 8]}, {"name": "w", "shape": [8, 16, 3, 3]})",
+                                           R"({"op": "conv2d", "inputs": ["x", "w"], "outputs": ["y"]})"));
+  ASSERT_TRUE(cuda.ok);
+  EXPECT_TRUE(testing::BuffersContaining(cuda.r.events, "onednn").empty());
+}
+
+TEST(Conv1dRuleTest, OutputShape) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 3, 10]}, {"name": "w", "shape": [6, 3, 3]})",
+                                          R"({"op": "conv1d", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"stride": 2}})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 6, 4));
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "w"));
+}
+
+// ---------------------------------------------------------------- mm / bmm / matmul / baddbmm
+std::string TwoOperandBody(const std::string& op, const std::string& a_shape, bool arg,
+                           const std::string& b_shape, bool brg) {
+  return ParamXBody(R"({"name": "a", "shape": )" + a_shape + R"(, "requires_grad": )" + Rg(arg) +
+                        R"(}, {"name": "b", "shape": )" + b_shape + R"(, "requires_grad": )" + Rg(brg) + "}",
+                    R"({"op": ")" + op + R"(", "inputs": ["a", "b"], "outputs": ["y"]})");
+}
+
+TEST(MmRuleTest, KeepsEachOperandOnlyForTheOthersGrad) {
+  auto both = testing::Simulate(TwoOperandBody("mm", "[4, 8]", true, "[8, 3]", true));
+  ASSERT_TRUE(both.ok) << both.error;
+  EXPECT_THAT(SizesOf(both, "y"), ElementsAre(4, 3));
+  EXPECT_THAT(SavedNames(both, "y"), UnorderedElementsAre("a", "b"));
+  auto a_only = testing::Simulate(TwoOperandBody("mm", "[4, 8]", true, "[8, 3]", false));
+  ASSERT_TRUE(a_only.ok);
+  EXPECT_THAT(SavedNames(a_only, "y"), ElementsAre("b"));
+  auto b_only = testing::Simulate(TwoOperandBody("mm", "[4, 8]", false, "[8, 3]", true));
+  ASSERT_TRUE(b_only.ok);
+  EXPECT_THAT(SavedNames(b_only, "y"), ElementsAre("a"));
+}
+
+TEST(MmRuleTest, RejectsNon2dInputs) {
+  auto run = testing::Simulate(TwoOperandBody("mm", "[2, 4, 8]", true, "[8, 3]", true));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: mm"));
+}
+
+TEST(MmRuleTest, InnerDimensionMismatchNamesShapes) {
+  auto run = testing::Simulate(TwoOperandBody("mm", "[4, 8]", true, "[7, 3]", true));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0"));
+  EXPECT_THAT(run.error, HasSubstr("[4, 8] @ [7, 3]"));
+}
+
+TEST(BmmRuleTest, ShapeAndPruning) {
+  auto run = testing::Simulate(TwoOperandBody("bmm", "[2, 4, 8]", false, "[2, 8, 3]", true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 3));
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("a"));
+}
+
+TEST(BmmRuleTest, RejectsUnequalBatch) {
+  auto run = testing::Simulate(TwoOperandBody("bmm", "[2, 4, 8]", true, "[3, 8, 3]", true));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: bmm"));
+}
+
+TEST(MatmulRuleTest, BroadcastsBatchDims) {
+  auto run = testing::Simulate(TwoOperandBody("matmul", "[2, 1, 4, 5]", true, "[3, 5, 6]", true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 3, 4, 6));
+}
+
+TEST(MatmulRuleTest, VectorOperandsDropDims) {
+  auto run = testing::Simulate(TwoOperandBody("matmul", "[4, 5]", true, "[5]", true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4));
+}
+
+TEST(MatmulRuleTest, NonFlattenableOperandIsCopiedAndTheCopySaved) {
+  // k: [2, 3, 4, 5] permuted to [2, 4, 3, 5] -> batch dims (2, 4) of a permuted tensor do not fold.
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "a", "shape": [2, 4, 5, 3]}, {"name": "k", "shape": [2, 3, 4, 5]})",
+      R"({"op": "permute", "inputs": ["k"], "outputs": ["kp"], "attrs": {"dims": [0, 2, 1, 3]}},
+         {"op": "matmul", "inputs": ["a", "kp"], "outputs": ["y"]})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 5, 5));
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("a", "extra:matmul operand copy"));
+  EXPECT_EQ(SavedActivationBytes(run, "y"), 2 * 3 * 4 * 5 * 4);
+}
+
+TEST(BaddbmmRuleTest, NeverSavesSelfAndPrunesBatches) {
+  auto body = [](bool s, bool b1, bool b2) {
+    return ParamXBody(R"({"name": "s", "shape": [2, 4, 3], "requires_grad": )" + Rg(s) +
+                          R"(}, {"name": "b1", "shape": [2, 4, 8], "requires_grad": )" + Rg(b1) +
+                          R"(}, {"name": "b2", "shape": [2, 8, 3], "requires_grad": )" + Rg(b2) + "}",
+                      R"({"op": "baddbmm", "inputs": ["s", "b1", "b2"], "outputs": ["y"]})");
+  };
+  auto all = testing::Simulate(body(true, true, true));
+  ASSERT_TRUE(all.ok) << all.error;
+  EXPECT_THAT(SizesOf(all, "y"), ElementsAre(2, 4, 3));
+  EXPECT_THAT(SavedNames(all, "y"), UnorderedElementsAre("b1", "b2"));
+  auto only_b1 = testing::Simulate(body(true, true, false));
+  ASSERT_TRUE(only_b1.ok);
+  EXPECT_THAT(SavedNames(only_b1, "y"), ElementsAre("b2"));
+  auto only_self = testing::Simulate(body(true, false, false));
+  ASSERT_TRUE(only_self.ok);
+  EXPECT_THAT(SavedNames(only_self, "y"), IsEmpty());
+}
+
+TEST(BaddbmmRuleTest, MismatchedBatchesNameOp) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "s", "shape": [2, 4, 3]}, {"name": "b1", "shape": [2, 4, 8]}, {"name": "b2", "shape": [2, 7, 3]})",
+      R"({"op": "baddbmm", "inputs": ["s", "b1", "b2"], "outputs": ["y"]})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: baddbmm"));
+}
+
+// ---------------------------------------------------------------- embedding
+std::string EmbeddingBody(bool wrg, const std::string& idx_dtype = "int64") {
+  return R"("inputs": [{"name": "ids", "shape": [4, 7], "dtype": ")" + idx_dtype + R"("}],
+      "parameters": [{"name": "emb", "shape": [100, 16], "requires_grad": )" + Rg(wrg) + R"(}],
+      "ops": [{"op": "embedding", "inputs": ["ids", "emb"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(EmbeddingRuleTest, ShapeAppendsEmbeddingDim) {
+  auto run = testing::Simulate(EmbeddingBody(true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 7, 16));
+}
+
+TEST(EmbeddingRuleTest, KeepsOnlyTheIndices) {
+  auto run = testing::Simulate(EmbeddingBody(true));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].name, "ids");
+  EXPECT_EQ(saved[0].bytes, 4 * 7 * 8);
+}
+
+TEST(EmbeddingRuleTest, BackwardAllocatesTheFullTableGrad) {
+  auto run = testing::Simulate(EmbeddingBody(true));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto g = testing::Buffer(run.r.events, "emb.grad");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(run.r.events.buffers[*g].bytes, 100 * 16 * 4);
+  EXPECT_EQ(run.r.events.events[testing::AllocIndex(run.r.events, *g)].phase, Phase::kBackward);
+}
+
+TEST(EmbeddingRuleTest, FrozenTableHasNoNode) {
+  auto run = testing::Simulate(EmbeddingBody(false));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
+  EXPECT_TRUE(testing::BuffersNamed(run.r.events, "emb.grad").empty());
+}
+
+TEST(EmbeddingRuleTest, FloatIndicesAreRejected) {
+  auto run = testing::Simulate(EmbeddingBody(true, "float32"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: embedding"));
+}
+
+// ---------------------------------------------------------------- norms
+std::string BatchNormBody(bool training, bool xrg = false) {
+  return R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 4, 5, 5], "requires_grad": )" + Rg(xrg) +
+         R"(}, {"name": "g", "shape": [4]}, {"name": "b", "shape": [4]}],
+      "buffers": [{"name": "rm", "shape": [4]}, {"name": "rv", "shape": [4]}],
+      "ops": [{"op": "batch_norm", "inputs": ["x", "g", "b", "rm", "rv"], "outputs": ["y"], "attrs": {"training": )" +
+         Rg(training) + R"(}}, {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(BatchNormRuleTest, TrainingSavesInputParamsAndPerChannelStats) {
+  auto run = testing::Simulate(BatchNormBody(true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 5, 5));
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "g", "b", "rm", "rv", "extra:mean", "extra:rstd"));
+  for (const auto& it : SavedBy(run, "y"))
+    if (it.name.starts_with("extra:")) EXPECT_EQ(it.bytes, 4 * 4) << it.name;
+}
+
+TEST(BatchNormRuleTest, EvalModeSavesNoStatistics) {
+  auto run = testing::Simulate(BatchNormBody(false));
+  ASSERT_TRUE(run.ok) << run.error;
+  for (const auto& n : SavedNames(run, "y")) EXPECT_FALSE(n.starts_with("extra:")) << n;
+  EXPECT_THAT(SavedNames(run, "y"), ::testing::Contains("x"));
+}
+
+TEST(BatchNormRuleTest, CpuBackwardAllocatesGradInputTwice) {
+  auto run = testing::Simulate(BatchNormBody(true, true), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto d = testing::BuffersContaining(run.r.events, "discarded grad_input");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(run.r.events.buffers[d[0]].bytes, 2 * 4 * 5 * 5 * 4);
+  auto cuda = testing::Simulate(BatchNormBody(true, true));
+  ASSERT_TRUE(cuda.ok);
+  EXPECT_TRUE(testing::BuffersContaining(cuda.r.events, "discarded grad_input").empty());
+}
+
+TEST(LayerNormRuleTest, SavesInputAffineAndRowStats) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "x", "shape": [2, 3, 8]}, {"name": "g", "shape": [8]}, {"name": "b", "shape": [8]})",
+      R"({"op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"normalized_shape": [8]}})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "g", "b", "extra:mean", "extra:rstd"));
+  for (const auto& it : SavedBy(run, "y"))
+    if (it.name.starts_with("extra:")) EXPECT_EQ(it.bytes, 2 * 3 * 4) << it.name;
+}
+
+TEST(LayerNormRuleTest, FrozenAffineStillSavesEverything) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "x", "shape": [2, 3, 8]}, {"name": "g", "shape": [8], "requires_grad": false}, {"name": "b", "shape": [8], "requires_grad": false})",
+      R"({"op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"normalized_shape": [8]}})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "g", "b", "extra:mean", "extra:rstd"));
+}
+
+TEST(LayerNormRuleTest, NormalizedShapeMismatchIsAnError) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 3, 8]})",
+      R"({"op": "layer_norm", "inputs": ["x"], "outputs": ["y"], "attrs": {"normalized_shape": [7]}})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: layer_norm"));
+}
+
+TEST(LayerNormRuleTest, CpuBackwardHasScratch) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "x", "shape": [2, 3, 8]}, {"name": "g", "shape": [8]}, {"name": "b", "shape": [8]})",
+      R"({"op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"normalized_shape": [8]}})"),
+      Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto s = testing::BuffersContaining(run.r.events, "layer_norm backward scratch");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(run.r.events.buffers[s[0]].bytes, 2 * 8 * 4);
+}
+
+TEST(GroupNormRuleTest, SavesStatsPerSampleAndGroupButNotBias) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "x", "shape": [2, 8, 4, 4]}, {"name": "g", "shape": [8]}, {"name": "b", "shape": [8]})",
+      R"({"op": "group_norm", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"num_groups": 4}})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "g", "extra:mean", "extra:rstd"));
+  for (const auto& it : SavedBy(run, "y"))
+    if (it.name.starts_with("extra:")) EXPECT_EQ(it.bytes, 2 * 4 * 4) << it.name;
+}
+
+TEST(GroupNormRuleTest, GroupsMustDivideChannels) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 8, 4, 4]})",
+      R"({"op": "group_norm", "inputs": ["x"], "outputs": ["y"], "attrs": {"num_groups": 3}})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: group_norm"));
+}
+
+TEST(RmsNormRuleTest, SavesInputAndRstd) {
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 3, 8]})",
+      R"({"op": "rms_norm", "inputs": ["x"], "outputs": ["y"], "attrs": {"normalized_shape": [8]}})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto saved = SavedBy(run, "y");
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "extra:rstd"));
+  for (const auto& it : saved)
+    if (it.name == "extra:rstd") EXPECT_EQ(it.bytes, 6 * 4);
+}
+
+// ---------------------------------------------------------------- pooling
+std::string PoolBody(const std::string& op, const std::string& attrs, const std::string& shape = "[2, 4, 8, 8]") {
+  return ParamXBody(R"({"name": "x", "shape": )" + shape + "}",
+                    R"({"op": ")" + op + R"(", "inputs": ["x"], "outputs": ["y"], "attrs": )" + attrs + "}");
+}
+
+TEST(MaxPool2dRuleTest, KeepsInputAndInt64Indices) {
+  auto run = testing::Simulate(PoolBody("max_pool2d", R"({"kernel_size": 2})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 4, 4));
+  auto saved = SavedBy(run, "y");
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "extra:max_pool indices"));
+  for (const auto& it : saved)
+    if (it.name == "extra:max_pool indices") EXPECT_EQ(it.bytes, 2 * 4 * 4 * 4 * 8);
+}
+
+TEST(MaxPool2dRuleTest, CeilModeAndPadding) {
+  auto run = testing::Simulate(PoolBody("max_pool2d", R"({"kernel_size": 3, "stride": 2, "padding": 1})", "[1, 2, 7, 7]"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(1, 2, 4, 4));
+  run = testing::Simulate(PoolBody("max_pool2d", R"({"kernel_size": 2, "ceil_mode": true})", "[1, 2, 7, 7]"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(1, 2, 4, 4));
+}
+
+TEST(MaxPool2dRuleTest, MissingKernelSizeIsAnError) {
+  auto run = testing::Simulate(PoolBody("max_pool2d", "{}"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: max_pool2d"));
+}
+
+TEST(AvgPool2dRuleTest, KeepsInput) {
+  auto run = testing::Simulate(PoolBody("avg_pool2d", R"({"kernel_size": 2})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 4, 4));
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("x"));
+}
+
+TEST(AdaptiveAvgPool2dRuleTest, GlobalPoolKeepsNothingOnCuda) {
+  auto run = testing::Simulate(PoolBody("adaptive_avg_pool2d", R"({"output_size": [1, 1]})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 1, 1));
+  EXPECT_THAT(SavedNames(run, "y"), IsEmpty());
+}
+
+TEST(AdaptiveAvgPool2dRuleTest, GlobalPoolKeepsInputOnCpu113) {
+  auto run = testing::Simulate(PoolBody("adaptive_avg_pool2d", R"({"output_size": [1, 1]})"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("x"));
+}
+
+TEST(AdaptiveAvgPool2dRuleTest, NonGlobalPoolKeepsInputOnBothProfiles) {
+  for (const char* p : {"cuda", "cpu"}) {
+    auto run = testing::Simulate(PoolBody("adaptive_avg_pool2d", R"({"output_size": [2, 2]})"), Opts(p));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 2, 2));
+    EXPECT_THAT(SavedNames(run, "y"), ElementsAre("x")) << p;
+  }
+}
+
+// ---------------------------------------------------------------- sdpa
+std::string SdpaBody(const std::string& dtype, const std::string& attrs, int s = 10) {
+  std::string shape = "[2, 3, " + std::to_string(s) + ", 8]";
+  return ParamXBody(R"({"name": "q", "shape": )" + shape + R"(, "dtype": ")" + dtype + R"("}, {"name": "k", "shape": )" +
+                        shape + R"(, "dtype": ")" + dtype + R"("}, {"name": "v", "shape": )" + shape +
+                        R"(, "dtype": ")" + dtype + R"("})",
+                    R"({"op": "scaled_dot_product_attention", "inputs": ["q", "k", "v"], "outputs": ["y"], "attrs": )" +
+                        attrs + "}");
+}
+
+int64_t ExtraBytes(const testing::Run& run, const std::string& op, const std::string& label) {
+  for (const auto& it : SavedBy(run, op))
+    if (it.name == "extra:" + label) return it.bytes;
+  return -1;
+}
+
+TEST(SdpaRuleTest, EfficientBackendLogsumexpPaddedTo32) {
+  auto run = testing::Simulate(SdpaBody("float32", "{}"));  // cuda fp32 -> efficient
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 3, 10, 8));
+  EXPECT_EQ(ExtraBytes(run, "y", "logsumexp"), 2 * 3 * 32 * 4);
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("q", "k", "v", "y", "extra:logsumexp"));
+}
+
+TEST(SdpaRuleTest, FlashBackendLogsumexpUnpadded) {
+  auto run = testing::Simulate(SdpaBody("float16", "{}"));  // cuda fp16, no mask -> flash
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(ExtraBytes(run, "y", "logsumexp"), 2 * 3 * 10 * 4);
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "flash softmax_d").empty());
+}
+
+TEST(SdpaRuleTest, MathBackendKeepsAttentionProbabilities) {
+  auto run = testing::Simulate(SdpaBody("float32", "{}"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(ExtraBytes(run, "y", "attention probs"), 2 * 3 * 10 * 10 * 4);
+  EXPECT_EQ(ExtraBytes(run, "y", "logsumexp"), -1);
+}
+
+TEST(SdpaRuleTest, MismatchedHeadDimIsAnError) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "q", "shape": [2, 3, 10, 8]}, {"name": "k", "shape": [2, 3, 10, 4]}, {"name": "v", "shape": [2, 3, 10, 8]})",
+      R"({"op": "scaled_dot_product_attention", "inputs": ["q", "k", "v"], "outputs": ["y"]})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: scaled_dot_product_attention"));
+}
+
+}  // namespace
+}  // namespace memsim
