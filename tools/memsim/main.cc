@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "memsim 0.1");
   memsim::cli::RegisterRunCommand(app);
   memsim::cli::RegisterSummaryCommand(app);
+  memsim::cli::RegisterReplayCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
