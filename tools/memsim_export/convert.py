@@ -342,17 +342,16 @@ def _class_name(cls):
 
 
 def _func_name(fn):
+    name = getattr(fn, "__name__", None)
+    if name:
+        for ns, prefix in ((torch, "torch"), (F, "torch.nn.functional"), (torch.Tensor, "torch.Tensor")):
+            if getattr(ns, name, None) is fn:
+                return "%s.%s" % (prefix, name)
     mod = getattr(fn, "__module__", None) or ""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    qual = getattr(fn, "__qualname__", None) or name or repr(fn)
     if mod in ("_operator", "operator"):
-        return "operator.%s" % name
-    if not mod and isinstance(fn, type(torch.add)):
-        # builtins such as torch._C._nn.gelu: find the public name
-        for ns, prefix in ((F, "torch.nn.functional"), (torch, "torch")):
-            for k in dir(ns):
-                if getattr(ns, k, None) is fn:
-                    return "%s.%s" % (prefix, k)
-    return "%s.%s" % (mod, name) if mod else name
+        return "operator.%s" % qual
+    return "%s.%s" % (mod, qual) if mod else qual
 
 
 # =================================================================================================
@@ -1061,7 +1060,9 @@ def tensor_index(cx, x, idx):
             start, stop, step = item.start, item.stop, item.step
             step = 1 if step is None else int(step)
             st = 0 if start is None else int(start)
-            full_stop = stop is None or (int(stop) >= size)
+            # Only ``:`` / ``0:`` are skipped (ATen also skips 0:len, but whether an explicit stop
+            # equals the length can depend on the symbol values; a view costs nothing).
+            full_stop = stop is None or int(stop) >= 2 ** 62
             if st == 0 and full_stop and step == 1:
                 d += 1
                 continue

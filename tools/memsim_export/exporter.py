@@ -1,6 +1,8 @@
 """export_model(): nn.Module → memsim graph dict (docs/graph-format.md); JSON writing."""
+import contextlib
 import copy
 import inspect
+import io
 import json
 import re
 
@@ -250,13 +252,42 @@ class _Runner:
         for dev in order:
             try:
                 args = make_inputs(dev) + [ph.args[0] if ph.args else None for ph in extra_ph]
-                vals = propagate(self._copy(dev), args)
+                if dev == "meta":
+                    # factories called in forward (torch.arange(...)) must make meta tensors too;
+                    # ShapeProp prints a traceback before re-raising: keep it quiet here
+                    with _meta_factories(), contextlib.redirect_stderr(io.StringIO()), \
+                            contextlib.redirect_stdout(io.StringIO()):
+                        vals = propagate(self._copy(dev), args)
+                else:
+                    vals = propagate(self._copy(dev), args)
                 self.used_device = dev
                 return vals
             except Exception as e:  # noqa: BLE001 - report the last one
                 err = e
                 continue
         raise ExportError("shape propagation failed: %s: %s" % (type(err).__name__, err)) from err
+
+
+_META_FACTORIES = ("arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "linspace")
+
+
+@contextlib.contextmanager
+def _meta_factories():
+    saved = {n: getattr(torch, n) for n in _META_FACTORIES}
+
+    def wrap(f):
+        def g(*a, **k):
+            if k.get("device") is None:
+                k["device"] = "meta"
+            return f(*a, **k)
+        return g
+    try:
+        for n, f in saved.items():
+            setattr(torch, n, wrap(f))
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(torch, n, f)
 
 
 def _flatten_outputs(v, acc):

@@ -1,0 +1,8 @@
+# Exporter tests (tools/export_torch.py, graphs/): Python unittest under Debian's torch 1.13.
+# /usr/bin/python3 explicitly: the python3 on PATH may be one without torch.
+foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey)
+  add_test(NAME export.${t}
+           COMMAND /usr/bin/python3 -m unittest discover -s tests/export -p test_${t}.py -v
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(export.${t} PROPERTIES TIMEOUT 300 LABELS export)
+endforeach()

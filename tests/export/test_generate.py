@@ -1,0 +1,66 @@
+"""graphs/generate.sh reproduces the committed zoo files (a cheap subset is regenerated)."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+from export_util import GRAPHS, ROOT, check_well_formed
+
+CHEAP = ["mlp", "mnist_cnn", "alexnet", "resnet18", "bert_small", "multimodal_bert"]
+
+PARAMS = {  # parameter elements of every zoo graph
+    "mlp": 131410, "mnist_cnn": 1111946, "alexnet": 61100840, "vgg11": 132863336, "vgg16": 138357544,
+    "resnet18": 11689512, "resnet50": 25557032, "mobilenet_v2": 3504872, "vit_b16": 86567656,
+    "bert_base": 108596738, "bert_small": 11006466, "gpt2_small": 124439808, "multimodal_bert": 108700682,
+}
+
+
+def zoo_names():
+    with open(os.path.join(GRAPHS, "generate.sh")) as f:
+        return re.findall(r"^gen ([a-z0-9_]+) ", f.read(), re.M)
+
+
+class Zoo(unittest.TestCase):
+    def test_generate_lists_every_graph(self):
+        self.assertEqual(sorted(zoo_names()), sorted(PARAMS))
+        for name in zoo_names():
+            self.assertTrue(os.path.exists(os.path.join(GRAPHS, name + ".json")), name)
+
+    def test_committed_graphs(self):
+        for name in zoo_names():
+            with self.subTest(graph=name):
+                with open(os.path.join(GRAPHS, name + ".json")) as f:
+                    g = json.load(f)
+                check_well_formed(self, g)
+                self.assertEqual(g["name"], name)
+                self.assertTrue(g.get("provenance"), "a zoo graph must state its provenance")
+                self.assertEqual(g["symbols"]["batch"], 32)
+                self.assertEqual(g["inputs"][0]["shape"][0], "batch")
+                self.assertEqual(g["inputs"][-1]["name"], "target")
+                self.assertEqual(g["ops"][-1]["op"], "cross_entropy")
+                n = 0
+                for p in g["parameters"]:
+                    k = 1
+                    for s in p["shape"]:
+                        k *= s
+                    n += k
+                self.assertEqual(n, PARAMS[name])
+
+    def test_regenerate_cheap_subset(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([os.path.join(GRAPHS, "generate.sh"), d] + CHEAP, cwd=ROOT, capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for name in CHEAP:
+                with self.subTest(graph=name):
+                    with open(os.path.join(d, name + ".json")) as f:
+                        fresh = f.read()
+                    with open(os.path.join(GRAPHS, name + ".json")) as f:
+                        committed = f.read()
+                    self.assertEqual(fresh, committed, "graphs/%s.json is stale: run graphs/generate.sh" % name)
+
+
+if __name__ == "__main__":
+    unittest.main()

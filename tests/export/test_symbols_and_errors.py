@@ -1,0 +1,177 @@
+"""Symbolic dimensions, in-place operators, unsupported ops / untraceable code (exit code 2)."""
+import json
+import os
+import tempfile
+import textwrap
+import unittest
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from export_util import check_well_formed, ops_of, run_cli
+
+from memsim_export import ExportError, UnsupportedError, export_model
+
+
+class Heads(nn.Module):
+    """Sizes that depend on batch and seq: view(seq, batch*heads, hd), reshape(batch*seq, -1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x):  # x [batch, seq, 32]
+        b, s, d = x.shape
+        h = self.proj(x).transpose(0, 1).contiguous().view(s, b * 4, d // 4)
+        h = h.transpose(0, 1)
+        y = h.reshape(b * s, -1)
+        pos = torch.arange(x.size(1))
+        return y[:, :8] + pos[:8].unsqueeze(0)
+
+
+class InPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        y += x
+        y = F.relu(y, inplace=True)
+        y.mul_(2.0)
+        z = torch.relu_(y)
+        return F.dropout(z, 0.2, training=self.training, inplace=True)
+
+
+class Unsupported(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.exp(self.fc(x))
+        return F.pad(h, (1, 1)) + self.rnn(x)[0].sum()
+
+
+class Branchy(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+
+class Symbols(unittest.TestCase):
+    def test_batch_and_seq_products(self):
+        g = export_model(Heads(), ["batch,seq,32"], symbols={"seq": 16}, name="heads", loss="none")
+        check_well_formed(self, g)
+        self.assertEqual(g["symbols"], {"batch": 32, "seq": 16})
+        self.assertNotIn("loss", g)
+        self.assertEqual(ops_of(g, "view")[0]["attrs"]["shape"], ["seq", "batch*4", 8])
+        self.assertEqual(ops_of(g, "reshape")[0]["attrs"]["shape"], ["batch*seq", -1])
+        self.assertEqual(ops_of(g, "arange")[0]["attrs"]["end"], "seq")
+        self.assertEqual(ops_of(g, "slice")[0]["attrs"], {"dim": 1, "start": 0, "end": 8, "step": 1})
+
+    def test_no_baked_batch(self):
+        # exported with probes 2 and 3: no attribute may hold 2*k or 3*k where batch*k is meant
+        g = export_model(Heads(), ["batch,seq,32"], symbols={"seq": 16, "batch": 7}, name="heads")
+        text = json.dumps(g["ops"])
+        self.assertIn("batch*4", text)
+        self.assertEqual(g["symbols"]["batch"], 7)
+
+    def test_missing_symbol_default(self):
+        with self.assertRaises(ExportError):
+            export_model(Heads(), ["batch,seq,32"], name="heads")
+
+    def test_inplace_flags(self):
+        g = export_model(InPlace(), ["batch,8"], name="inplace")
+        check_well_formed(self, g)
+        kinds = [(o["op"], o["attrs"].get("inplace")) for o in g["ops"][1:-1]]
+        self.assertEqual(kinds, [("add", True), ("relu", True), ("mul", True), ("relu", True), ("dropout", True)])
+        self.assertEqual(ops_of(g, "mul")[0]["attrs"]["scalar"], 2.0)
+
+    def test_unsupported_lists_everything(self):
+        with self.assertRaises(UnsupportedError) as cm:
+            export_model(Unsupported(), ["batch,8"], name="bad")
+        msg = str(cm.exception)
+        self.assertIn("module nn.LSTM", msg)
+        self.assertIn("function torch.exp", msg)
+        self.assertIn("function torch.nn.functional.pad", msg)
+        self.assertIn("module rnn", msg)
+        self.assertEqual(len(cm.exception.kinds), 3)
+
+
+class Cli(unittest.TestCase):
+    def write(self, d, body):
+        path = os.path.join(d, "user_model.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(body))
+        return path
+
+    def test_unsupported_exit_code(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.write(d, """
+                import torch, torch.nn as nn
+                class M(nn.Module):
+                    def __init__(s):
+                        super().__init__(); s.fc = nn.Linear(4, 4)
+                    def forward(s, x):
+                        return torch.cumsum(s.fc(x), 1)
+                def build():
+                    return M()
+            """)
+            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,4"])
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("function torch.cumsum", r.stderr)
+            self.assertIn("node cumsum", r.stderr)
+            self.assertEqual(r.stdout, "")
+
+    def test_untraceable_exit_code(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.write(d, """
+                import torch.nn as nn
+                class M(nn.Module):
+                    def forward(s, x):
+                        if x.sum() > 0:
+                            return x
+                        return -x
+                def build():
+                    return M()
+            """)
+            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,4"])
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("cannot trace", r.stderr)
+            self.assertIn("user_model.py", r.stderr)
+
+    def test_module_with_specs_and_python_m(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.write(d, """
+                import torch.nn as nn
+                def build():
+                    return nn.Sequential(nn.Embedding(100, 8), nn.Flatten(), nn.Linear(8 * 5, 3)), ["tok=int64:batch,5@0:100"]
+            """)
+            out = os.path.join(d, "g.json")
+            r = run_cli(["-m", "memsim_export", "--module", path + ":build", "--name", "emb", "-o", out])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                g = json.load(f)
+            self.assertEqual(g["name"], "emb")
+            self.assertEqual(g["inputs"][0], {"name": "tok", "shape": ["batch", 5], "dtype": "int64"})
+            self.assertEqual([o["op"] for o in g["ops"]], ["embedding", "flatten", "linear", "cross_entropy"])
+
+    def test_bad_input_spec(self):
+        r = run_cli(["tools/export_torch.py", "torchvision:resnet18", "--input", "batch,3,2x4"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("bad dimension", r.stderr)
+
+    def test_mse_loss_and_stdout(self):
+        r = run_cli(["tools/export_torch.py", "torchvision:squeezenet1_1", "--input", "batch,3,64,64",
+                     "--loss", "mse"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        g = json.loads(r.stdout)
+        self.assertEqual(g["ops"][-1]["op"], "mse_loss")
+        self.assertEqual(g["inputs"][-1], {"name": "target", "shape": ["batch", 1000], "dtype": "float32"})
+
+
+if __name__ == "__main__":
+    unittest.main()
