@@ -22,7 +22,7 @@ memsim_golden_test(run_mlp_cpu_adam_json run_mlp_cpu_adam.json
 memsim_golden_test(run_resnet18_cuda_text run_resnet18_cuda.txt
   run graphs/resnet18.json --batch 16 --optimizer sgd --gpu T4)
 memsim_golden_test(run_alexnet_oom_json run_alexnet_oom.json
-  run graphs/alexnet.json --batch 512 --optimizer adam --gpu T4 --json --top 3)
+  run graphs/alexnet.json --batch 4096 --optimizer adam --gpu T4 --json --top 3)
 memsim_golden_test(run_bert_small_frozen_json run_bert_small_frozen.json
   run graphs/bert_small.json --batch 8 --optimizer adamw --freeze "text.tok.*" --freeze "text.enc.layers.0.*" --json --top 5)
 memsim_golden_test(summary_alexnet_text summary_alexnet.txt summary graphs/alexnet.json --batch 1)
@@ -41,7 +41,9 @@ memsim_error_test(bad_freeze_glob 2 "--freeze \"zzz\\*\" matches no parameter" r
 memsim_error_test(unknown_gpu 2 "unknown --gpu \"Z80\"" run graphs/mlp.json --gpu Z80)
 memsim_error_test(bad_alloc_conf 2 "max_split_size_mb" run graphs/mlp.json --alloc-conf "max_split_size_mb:abc")
 memsim_error_test(bad_set 2 "--set \"batch\": expected SYMBOL=non-negative integer" run graphs/mlp.json --set batch)
-memsim_error_test(unknown_subcommand 2 "" frobnicate)
+add_test(NAME cli.unknown_subcommand
+         COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:memsim>;frobnicate" -DEXIT=2 "-DREGEX=frobnicate" -DMULTILINE=1
+                 -P ${MEMSIM_CLI_DIR}/scripts/run_expect_error.cmake)
 
 find_program(MEMSIM_PYTHON3 NAMES python3)
 if(MEMSIM_PYTHON3 AND EXISTS ${PROJECT_SOURCE_DIR}/../shared/oracle/traces)
