@@ -1,0 +1,405 @@
+// Op rules of lib/ops/rules_pointwise.cc: activations (result vs self saved, in-place variants),
+// dropout per profile, arithmetic pruning, reductions and losses.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/graph_builder.h"
+
+namespace memsim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using testing::Opts;
+using testing::SavedBy;
+using testing::SavedNames;
+
+std::string Rg(bool b) { return b ? "true" : "false"; }
+
+std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
+  TensorId t = run.graph.FindTensor(name);
+  EXPECT_NE(t, kNone) << name;
+  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
+}
+
+bool Aliases(const testing::Run& run, const std::string& a, const std::string& b) {
+  TensorId ta = run.graph.FindTensor(a), tb = run.graph.FindTensor(b);
+  return run.r.bound.owner[ta] == run.r.bound.owner[tb];
+}
+
+// x [4, 8] -> linear (w [16, 8]) -> h [4, 16] -> <op> -> y -> mean -> loss.
+constexpr int64_t kH = 4 * 16 * 4;
+std::string AfterLinear(const std::string& op, const std::string& attrs = "{}", const std::string& dtype = "float32") {
+  return R"("inputs": [{"name": "x", "shape": [4, 8], "dtype": ")" + dtype + R"("}],
+      "parameters": [{"name": "w", "shape": [16, 8], "dtype": ")" + dtype + R"("}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"op": ")" + op + R"(", "inputs": ["h"], "outputs": ["y"], "attrs": )" + attrs + R"(},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+// ---------------------------------------------------------------- activations
+TEST(ActivationRuleTest, ResultSavingActivationsKeepTheirOutput) {
+  for (const char* op : {"relu", "sigmoid", "tanh", "softmax", "log_softmax"}) {
+    auto run = testing::Simulate(AfterLinear(op));
+    ASSERT_TRUE(run.ok) << op << ": " << run.error;
+    EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 16)) << op;
+    EXPECT_THAT(SavedNames(run, "y"), ElementsAre("y")) << op;
+    EXPECT_FALSE(Aliases(run, "y", "h")) << op;
+  }
+}
+
+TEST(ActivationRuleTest, SelfSavingActivationsKeepTheirInput) {
+  for (const char* op : {"gelu", "silu", "leaky_relu", "relu6", "hardswish", "hardsigmoid"}) {
+    auto run = testing::Simulate(AfterLinear(op));
+    ASSERT_TRUE(run.ok) << op << ": " << run.error;
+    EXPECT_THAT(SavedNames(run, "y"), ElementsAre("h")) << op;
+  }
+}
+
+TEST(ActivationRuleTest, NoNodeWithoutGrad) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [4, 8]}], "parameters": [{"name": "w", "shape": [2, 8]}],
+      "ops": [{"op": "relu", "inputs": ["x"], "outputs": ["y"]}, {"op": "linear", "inputs": ["y", "w"], "outputs": ["z"]},
+              {"op": "mean", "inputs": ["z"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
+}
+
+TEST(ActivationRuleTest, ReluInplaceAliasesAndSavesTheResultWithNoExtraMemory) {
+  auto run = testing::Simulate(AfterLinear("relu", R"({"inplace": true})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(Aliases(run, "y", "h"));
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].name, "y");
+  EXPECT_TRUE(testing::BuffersNamed(run.r.events, "y").empty()) << "relu_ must not allocate an output";
+  auto out_of_place = testing::Simulate(AfterLinear("relu"));
+  ASSERT_TRUE(out_of_place.ok);
+  // Out of place the forward peaks with h and y both alive (h + y); in place with h and the 4-byte
+  // loss (h + 4). Both end the forward with h-sized memory saved.
+  EXPECT_EQ(out_of_place.r.peak.phase_peaks[1] - run.r.peak.phase_peaks[1], kH - 4);
+  EXPECT_EQ(testing::LiveAfterPhase(out_of_place.r.events, Phase::kForward),
+            testing::LiveAfterPhase(run.r.events, Phase::kForward));
+}
+
+TEST(ActivationRuleTest, LeakyReluInplaceSavesResultWithoutClone) {
+  auto run = testing::Simulate(AfterLinear("leaky_relu", R"({"inplace": true})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(Aliases(run, "y", "h"));
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("y"));
+}
+
+TEST(ActivationRuleTest, InplaceOfSelfSavingActivationsSavesAClone) {
+  for (const char* op : {"silu", "relu6", "hardswish", "gelu", "hardsigmoid"}) {
+    auto run = testing::Simulate(AfterLinear(op, R"({"inplace": true})"));
+    ASSERT_TRUE(run.ok) << op << ": " << run.error;
+    EXPECT_TRUE(Aliases(run, "y", "h")) << op;
+    auto saved = SavedBy(run, "y");
+    ASSERT_EQ(saved.size(), 1u) << op;
+    EXPECT_EQ(saved[0].name, "extra:pre-inplace clone") << op;
+    EXPECT_EQ(saved[0].bytes, kH) << op;
+  }
+}
+
+TEST(ActivationRuleTest, InplaceOverrideTurnsActivationsInplace) {
+  SimOptions o = Opts();
+  o.inplace = true;
+  auto run = testing::Simulate(AfterLinear("relu"), o);
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(Aliases(run, "y", "h"));
+  o.inplace = false;
+  run = testing::Simulate(AfterLinear("relu", R"({"inplace": true})"), o);
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_FALSE(Aliases(run, "y", "h"));
+}
+
+TEST(SoftmaxRuleTest, DimOutOfRangeNamesOp) {
+  auto run = testing::Simulate(AfterLinear("softmax", R"({"dim": 2})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/1: softmax"));
+}
+
+// ---------------------------------------------------------------- dropout
+TEST(DropoutRuleTest, CudaKeepsOneByteMask) {
+  auto run = testing::Simulate(AfterLinear("dropout", R"({"p": 0.1})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].name, "extra:dropout mask");
+  EXPECT_EQ(saved[0].bytes, 4 * 16);
+  EXPECT_FALSE(Aliases(run, "y", "h"));
+}
+
+TEST(DropoutRuleTest, CpuKeepsInputDtypeNoise) {
+  auto run = testing::Simulate(AfterLinear("dropout", R"({"p": 0.1})"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].name, "extra:dropout noise");
+  EXPECT_EQ(saved[0].bytes, kH);
+}
+
+TEST(DropoutRuleTest, CudaHalfMaskIsStillOneByte) {
+  auto run = testing::Simulate(AfterLinear("dropout", R"({"p": 0.1})", "float16"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].bytes, 4 * 16);
+}
+
+TEST(DropoutRuleTest, EvalModeAndZeroPAliasTheInput) {
+  for (const char* attrs : {R"({"training": false})", R"({"p": 0.0})"}) {
+    auto run = testing::Simulate(AfterLinear("dropout", attrs));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_TRUE(Aliases(run, "y", "h")) << attrs;
+    EXPECT_THAT(SavedBy(run, "y"), IsEmpty()) << attrs;
+    EXPECT_TRUE(testing::BuffersContaining(run.r.events, "dropout").empty()) << attrs;
+  }
+}
+
+TEST(DropoutRuleTest, InplaceKeepsNoiseEvenOnCuda) {
+  auto run = testing::Simulate(AfterLinear("dropout", R"({"p": 0.1, "inplace": true})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(Aliases(run, "y", "h"));
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].name, "extra:dropout noise");
+  EXPECT_EQ(saved[0].bytes, kH);
+}
+
+TEST(DropoutRuleTest, ProbabilityOutsideUnitIntervalIsAnError) {
+  auto run = testing::Simulate(AfterLinear("dropout", R"({"p": 1.5})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/1: dropout"));
+}
+
+// ---------------------------------------------------------------- arithmetic
+std::string BinaryBody(const std::string& op, const std::string& a, bool arg, const std::string& b, bool brg,
+                       const std::string& attrs = "{}") {
+  return R"("inputs": [], "parameters": [{"name": "a", "shape": )" + a + R"(, "requires_grad": )" + Rg(arg) +
+         R"(}, {"name": "b", "shape": )" + b + R"(, "requires_grad": )" + Rg(brg) + R"(}],
+      "ops": [{"op": ")" + op + R"(", "inputs": ["a", "b"], "outputs": ["y"], "attrs": )" + attrs + R"(},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(AddRuleTest, BroadcastsAndSavesNothing) {
+  auto run = testing::Simulate(BinaryBody("add", "[4, 1, 8]", true, "[3, 1]", true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 3, 8));
+  EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
+}
+
+TEST(AddRuleTest, BroadcastInputGetsReducedGrad) {
+  auto run = testing::Simulate(BinaryBody("add", "[4, 8]", true, "[8]", true));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto g = testing::Buffer(run.r.events, "b.grad");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(run.r.events.buffers[*g].bytes, 8 * 4);
+}
+
+TEST(AddRuleTest, MismatchedShapesNameOpPointer) {
+  auto run = testing::Simulate(BinaryBody("add", "[4, 8]", true, "[5]", true));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("test.json: /ops/0: add \"y\""));
+  EXPECT_THAT(run.error, HasSubstr("[4, 8]"));
+}
+
+TEST(AddRuleTest, InplaceAliasesFirstInput) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [4, 8]}], "parameters": [{"name": "w", "shape": [8, 8]}, {"name": "b", "shape": [8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"op": "add", "inputs": ["h", "b"], "outputs": ["y"], "attrs": {"inplace": true}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(Aliases(run, "y", "h"));
+  EXPECT_TRUE(testing::BuffersNamed(run.r.events, "y").empty());
+}
+
+TEST(AddRuleTest, InplaceThatWouldGrowTheFirstInputIsAnError) {
+  auto run = testing::Simulate(BinaryBody("add", "[8]", true, "[4, 8]", true, R"({"inplace": true})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: add"));
+}
+
+TEST(AddRuleTest, MissingSecondOperandNeedsScalar) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [4]}],
+      "ops": [{"op": "add", "inputs": ["a"], "outputs": ["y"]}, {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: add"));
+  run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [4]}],
+      "ops": [{"op": "sub", "inputs": ["a"], "outputs": ["y"], "attrs": {"scalar": 2, "reverse": true}}, {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
+}
+
+TEST(MulRuleTest, KeepsEachOperandOnlyForTheOthersGrad) {
+  auto both = testing::Simulate(BinaryBody("mul", "[4, 8]", true, "[4, 8]", true));
+  ASSERT_TRUE(both.ok) << both.error;
+  EXPECT_THAT(SavedNames(both, "y"), UnorderedElementsAre("a", "b"));
+  auto a_only = testing::Simulate(BinaryBody("mul", "[4, 8]", true, "[4, 8]", false));
+  ASSERT_TRUE(a_only.ok);
+  EXPECT_THAT(SavedNames(a_only, "y"), ElementsAre("b"));
+  auto b_only = testing::Simulate(BinaryBody("mul", "[4, 8]", false, "[4, 8]", true));
+  ASSERT_TRUE(b_only.ok);
+  EXPECT_THAT(SavedNames(b_only, "y"), ElementsAre("a"));
+}
+
+TEST(MulRuleTest, InplaceWithGradRequiringOtherSavesACloneOfSelf) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [4, 8]}], "parameters": [{"name": "w", "shape": [8, 8]}, {"name": "s", "shape": [8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"op": "mul", "inputs": ["h", "s"], "outputs": ["y"], "attrs": {"inplace": true}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(Aliases(run, "y", "h"));
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("extra:pre-inplace clone", "s"));
+}
+
+TEST(MulRuleTest, ScalarMultiplySavesNothing) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [4]}],
+      "ops": [{"op": "mul", "inputs": ["a"], "outputs": ["y"], "attrs": {"scalar": 0.5}}, {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
+}
+
+TEST(DivRuleTest, AlwaysKeepsDivisorAndKeepsDividendOnlyIfDivisorNeedsGrad) {
+  auto a_only = testing::Simulate(BinaryBody("div", "[4, 8]", true, "[4, 8]", false));
+  ASSERT_TRUE(a_only.ok) << a_only.error;
+  EXPECT_THAT(SavedNames(a_only, "y"), ElementsAre("b"));
+  auto both = testing::Simulate(BinaryBody("div", "[4, 8]", true, "[4, 8]", true));
+  ASSERT_TRUE(both.ok);
+  EXPECT_THAT(SavedNames(both, "y"), UnorderedElementsAre("a", "b"));
+}
+
+TEST(MaskedFillRuleTest, KeepsOnlyTheMask) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "m", "shape": [1, 8], "dtype": "bool"}], "parameters": [{"name": "a", "shape": [4, 8]}],
+      "ops": [{"op": "masked_fill", "inputs": ["a", "m"], "outputs": ["y"], "attrs": {"value": "-inf"}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 8));
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("m"));
+}
+
+TEST(MaskedFillRuleTest, MaskMustBroadcastToInput) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "m", "shape": [3, 8], "dtype": "bool"}], "parameters": [{"name": "a", "shape": [4, 8]}],
+      "ops": [{"op": "masked_fill", "inputs": ["a", "m"], "outputs": ["y"], "attrs": {"value": 0}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: masked_fill"));
+}
+
+// ---------------------------------------------------------------- reductions
+std::string ReduceBody(const std::string& op, const std::string& attrs) {
+  return R"("inputs": [], "parameters": [{"name": "a", "shape": [2, 3, 4]}],
+      "ops": [{"op": ")" + op + R"(", "inputs": ["a"], "outputs": ["y"], "attrs": )" + attrs + R"(},
+              {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(ReduceRuleTest, Shapes) {
+  auto run = testing::Simulate(ReduceBody("mean", R"({"dim": [1]})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4));
+  run = testing::Simulate(ReduceBody("sum", R"({"dim": -1, "keepdim": true})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 3, 1));
+  run = testing::Simulate(ReduceBody("mean", "{}"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), IsEmpty());
+}
+
+TEST(ReduceRuleTest, DimOutOfRangeIsAnError) {
+  auto run = testing::Simulate(ReduceBody("sum", R"({"dim": 3})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: sum"));
+}
+
+TEST(ReduceRuleTest, MeanKeepsInputOnlyOnCpu113) {
+  auto cuda = testing::Simulate(ReduceBody("mean", R"({"dim": [1]})"));
+  ASSERT_TRUE(cuda.ok);
+  EXPECT_THAT(SavedBy(cuda, "y"), IsEmpty());
+  auto cpu = testing::Simulate(ReduceBody("mean", R"({"dim": [1]})"), Opts("cpu"));
+  ASSERT_TRUE(cpu.ok);
+  EXPECT_THAT(SavedNames(cpu, "y"), ElementsAre("a"));
+  auto sum = testing::Simulate(ReduceBody("sum", R"({"dim": [1]})"), Opts("cpu"));
+  ASSERT_TRUE(sum.ok);
+  EXPECT_THAT(SavedBy(sum, "y"), IsEmpty());
+}
+
+// ---------------------------------------------------------------- losses
+std::string CeBody(const std::string& target_shape = "[4]", const std::string& attrs = "{}") {
+  return R"("inputs": [{"name": "x", "shape": [4, 8]}, {"name": "t", "shape": )" + target_shape + R"(, "dtype": "int64"}],
+      "parameters": [{"name": "w", "shape": [10, 8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["logits"]},
+              {"op": "cross_entropy", "inputs": ["logits", "t"], "outputs": ["loss"], "attrs": )" + attrs + R"(}],
+      "loss": "loss")";
+}
+
+TEST(CrossEntropyRuleTest, SavesLogSoftmaxOutputAndTotalWeight) {
+  auto run = testing::Simulate(CeBody());
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "loss"), IsEmpty());
+  auto saved = SavedBy(run, "loss");
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[0].name, "extra:log_softmax");
+  EXPECT_EQ(saved[0].bytes, 4 * 10 * 4);
+  EXPECT_EQ(saved[1].name, "extra:total_weight");
+  EXPECT_EQ(saved[1].bytes, 4);
+}
+
+TEST(CrossEntropyRuleTest, ReductionNoneKeepsBatchShape) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [4, 8]}, {"name": "t", "shape": [4], "dtype": "int64"}],
+      "parameters": [{"name": "w", "shape": [10, 8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["logits"]},
+              {"op": "cross_entropy", "inputs": ["logits", "t"], "outputs": ["per"], "attrs": {"reduction": "none"}},
+              {"op": "mean", "inputs": ["per"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "per"), ElementsAre(4));
+}
+
+TEST(CrossEntropyRuleTest, TargetShapeMismatchNamesOp) {
+  auto run = testing::Simulate(CeBody("[5]"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/1: cross_entropy"));
+}
+
+TEST(CrossEntropyRuleTest, UnknownReductionIsAnError) {
+  auto run = testing::Simulate(CeBody("[4]", R"({"reduction": "avg"})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/1: cross_entropy"));
+}
+
+TEST(CrossEntropyRuleTest, BackwardMakesNllGradTemporaryAndLogitsGrad) {
+  auto run = testing::Simulate(CeBody());
+  ASSERT_TRUE(run.ok) << run.error;
+  const auto& s = run.r.events;
+  auto tmp = testing::BuffersContaining(s, "nll_loss grad");
+  ASSERT_EQ(tmp.size(), 1u);
+  EXPECT_EQ(s.buffers[tmp[0]].bytes, 4 * 10 * 4);
+  EXPECT_EQ(s.buffers[tmp[0]].category, Category::kTemporary);
+  auto lg = testing::Buffer(s, "logits.grad");
+  ASSERT_TRUE(lg);
+  // The temporary is freed before the logits grad is consumed by linear's backward.
+  EXPECT_LT(testing::FreeIndex(s, tmp[0]), testing::FreeIndex(s, *lg));
+}
+
+TEST(NllLossRuleTest, SavesInputAndTotalWeight) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [4, 8]}, {"name": "t", "shape": [4], "dtype": "int64"}],
+      "parameters": [{"name": "w", "shape": [10, 8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["logits"]},
+              {"op": "log_softmax", "inputs": ["logits"], "outputs": ["lp"], "attrs": {"dim": 1}},
+              {"op": "nll_loss", "inputs": ["lp", "t"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "loss"), UnorderedElementsAre("lp", "extra:total_weight"));
+}
+
+TEST(MseLossRuleTest, SavesInputAndTarget) {
+  auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [4, 8]}, {"name": "t", "shape": [4, 10]}],
+      "parameters": [{"name": "w", "shape": [10, 8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["y"]},
+              {"op": "mse_loss", "inputs": ["y", "t"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "loss"), IsEmpty());
+  EXPECT_THAT(SavedNames(run, "loss"), UnorderedElementsAre("y", "t"));
+}
+
+}  // namespace
+}  // namespace memsim
