@@ -170,7 +170,10 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
         o = _emit_view(cx, o, (L * N, E), P, h + "ctx_flat")
         if need_weights:
             weights = _emit_view(cx, w, (N, H, L, S), P, h + "attn_w")
-            if average_attn_weights:
+            if average_attn_weights and TORCH2:
+                weights = cx.emit("mean", [weights], {"dim": 1, "keepdim": False}, shape=(N, L, S), module=P,
+                                  hint=h + "attn_w_avg")
+            elif average_attn_weights:
                 weights = cx.emit("sum", [weights], {"dim": 1, "keepdim": False}, shape=(N, L, S), module=P,
                                   hint=h + "attn_w_sum")
                 weights = cx.emit("div", [weights], {"scalar": H, "inplace": False}, shape=(N, L, S), module=P,
