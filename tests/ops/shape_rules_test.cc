@@ -1,0 +1,223 @@
+// Op rules of lib/ops/rules_shape.cc: views alias (no new bytes), reshape/flatten/contiguous copy
+// only when a view is impossible, cat/stack/index_select allocate, narrowing-view backward.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/graph_builder.h"
+
+namespace memsim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// Parameter a [2, 3, 4] (96 bytes) -> <ops> -> "y" -> sum -> loss.
+std::string Body(const std::string& ops, const std::string& shape = "[2, 3, 4]") {
+  return R"("inputs": [{"name": "idx", "shape": [2], "dtype": "int64"}], "parameters": [{"name": "a", "shape": )" + shape +
+         R"(}], "ops": [)" + ops + R"(, {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+struct Shaped {
+  testing::Run run;
+  std::vector<int64_t> sizes;
+  bool aliases_a = false;
+  bool allocated_y = false;
+};
+
+Shaped Run1(const std::string& ops, const std::string& shape = "[2, 3, 4]") {
+  Shaped s;
+  s.run = testing::Simulate(Body(ops, shape));
+  EXPECT_TRUE(s.run.ok) << s.run.error;
+  if (!s.run.ok) return s;
+  TensorId y = s.run.graph.FindTensor("y");
+  s.sizes = s.run.r.bound.metas[y].sizes;
+  s.aliases_a = s.run.r.bound.owner[y] == s.run.graph.FindTensor("a");
+  s.allocated_y = !testing::BuffersNamed(s.run.r.events, "y").empty();
+  return s;
+}
+
+std::string Error(const std::string& ops) {
+  auto run = testing::Simulate(Body(ops));
+  EXPECT_FALSE(run.ok);
+  return run.error;
+}
+
+TEST(ViewRuleTest, ViewAliasesWithInferredDim) {
+  auto s = Run1(R"({"op": "view", "inputs": ["a"], "outputs": ["y"], "attrs": {"shape": [6, -1]}})");
+  EXPECT_THAT(s.sizes, ElementsAre(6, 4));
+  EXPECT_TRUE(s.aliases_a);
+  EXPECT_FALSE(s.allocated_y);
+  EXPECT_THAT(testing::SavedBy(s.run, "y"), IsEmpty());
+}
+
+TEST(ViewRuleTest, WrongElementCountNamesOp) {
+  EXPECT_THAT(Error(R"({"op": "view", "inputs": ["a"], "outputs": ["y"], "attrs": {"shape": [5, 5]}})"),
+              HasSubstr("/ops/0: view"));
+  EXPECT_THAT(Error(R"({"op": "view", "inputs": ["a"], "outputs": ["y"], "attrs": {"shape": [-1, -1]}})"),
+              HasSubstr("only one dimension can be -1"));
+}
+
+TEST(ViewRuleTest, ViewOfNonContiguousInputIsAnError) {
+  EXPECT_THAT(Error(R"({"op": "transpose", "inputs": ["a"], "outputs": ["t"], "attrs": {"dim0": 0, "dim1": 2}},
+                       {"op": "view", "inputs": ["t"], "outputs": ["y"], "attrs": {"shape": [24]}})"),
+              HasSubstr("/ops/1: view"));
+}
+
+TEST(ReshapeRuleTest, ContiguousInputIsAView) {
+  auto s = Run1(R"({"op": "reshape", "inputs": ["a"], "outputs": ["y"], "attrs": {"shape": [4, 6]}})");
+  EXPECT_TRUE(s.aliases_a);
+  EXPECT_FALSE(s.allocated_y);
+}
+
+TEST(ReshapeRuleTest, NonViewableInputIsCopied) {
+  auto s = Run1(R"({"op": "transpose", "inputs": ["a"], "outputs": ["t"], "attrs": {"dim0": 0, "dim1": 2}},
+                   {"op": "reshape", "inputs": ["t"], "outputs": ["y"], "attrs": {"shape": [24]}})");
+  EXPECT_THAT(s.sizes, ElementsAre(24));
+  EXPECT_FALSE(s.aliases_a);
+  ASSERT_TRUE(s.allocated_y);
+  auto b = testing::Buffer(s.run.r.events, "y");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(s.run.r.events.buffers[*b].bytes, 96);
+}
+
+TEST(FlattenRuleTest, FlattensRangeAsView) {
+  auto s = Run1(R"({"op": "flatten", "inputs": ["a"], "outputs": ["y"], "attrs": {"start_dim": 1}})");
+  EXPECT_THAT(s.sizes, ElementsAre(2, 12));
+  EXPECT_TRUE(s.aliases_a);
+}
+
+TEST(FlattenRuleTest, NonViewableFlattenCopies) {
+  auto s = Run1(R"({"op": "permute", "inputs": ["a"], "outputs": ["t"], "attrs": {"dims": [2, 0, 1]}},
+                   {"op": "flatten", "inputs": ["t"], "outputs": ["y"]})");
+  EXPECT_THAT(s.sizes, ElementsAre(24));
+  EXPECT_TRUE(s.allocated_y);
+}
+
+TEST(TransposeRuleTest, SwapsDimsAsView) {
+  auto s = Run1(R"({"op": "transpose", "inputs": ["a"], "outputs": ["y"], "attrs": {"dim0": -1, "dim1": 0}})");
+  EXPECT_THAT(s.sizes, ElementsAre(4, 3, 2));
+  EXPECT_TRUE(s.aliases_a);
+  EXPECT_THAT(Error(R"({"op": "transpose", "inputs": ["a"], "outputs": ["y"], "attrs": {"dim0": 0, "dim1": 3}})"),
+              HasSubstr("/ops/0: transpose"));
+}
+
+TEST(PermuteRuleTest, PermutesAsViewAndRejectsNonPermutations) {
+  auto s = Run1(R"({"op": "permute", "inputs": ["a"], "outputs": ["y"], "attrs": {"dims": [1, 2, 0]}})");
+  EXPECT_THAT(s.sizes, ElementsAre(3, 4, 2));
+  EXPECT_TRUE(s.aliases_a);
+  EXPECT_THAT(Error(R"({"op": "permute", "inputs": ["a"], "outputs": ["y"], "attrs": {"dims": [1, 1, 0]}})"),
+              HasSubstr("not a permutation"));
+}
+
+TEST(ExpandRuleTest, ExpandsSizeOneDimsAsView) {
+  auto s = Run1(R"({"op": "expand", "inputs": ["a"], "outputs": ["y"], "attrs": {"sizes": [5, -1, 3, 4]}})", "[2, 1, 4]");
+  EXPECT_THAT(s.sizes, ElementsAre(5, 2, 3, 4));
+  EXPECT_TRUE(s.aliases_a);
+  EXPECT_FALSE(s.allocated_y);
+}
+
+TEST(ExpandRuleTest, BackwardReducesToNewInputSizedGrad) {
+  auto s = Run1(R"({"op": "expand", "inputs": ["a"], "outputs": ["y"], "attrs": {"sizes": [2, 3, 4]}})", "[2, 1, 4]");
+  auto g = testing::Buffer(s.run.r.events, "a.grad");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(s.run.r.events.buffers[*g].bytes, 2 * 1 * 4 * 4);
+}
+
+TEST(ExpandRuleTest, NonSingletonDimCannotExpand) {
+  EXPECT_THAT(Error(R"({"op": "expand", "inputs": ["a"], "outputs": ["y"], "attrs": {"sizes": [2, 5, 4]}})"),
+              HasSubstr("/ops/0: expand"));
+}
+
+TEST(SqueezeRuleTest, UnsqueezeAndSqueezeAreViews) {
+  auto s = Run1(R"({"op": "unsqueeze", "inputs": ["a"], "outputs": ["u"], "attrs": {"dim": 1}},
+                   {"op": "squeeze", "inputs": ["u"], "outputs": ["y"], "attrs": {"dim": 1}})");
+  EXPECT_THAT(s.sizes, ElementsAre(2, 3, 4));
+  EXPECT_TRUE(s.aliases_a);
+  TensorId u = s.run.graph.FindTensor("u");
+  EXPECT_THAT(s.run.r.bound.metas[u].sizes, ElementsAre(2, 1, 3, 4));
+}
+
+TEST(ContiguousRuleTest, CopiesOnlyNonContiguousInput) {
+  auto view = Run1(R"({"op": "contiguous", "inputs": ["a"], "outputs": ["y"]})");
+  EXPECT_TRUE(view.aliases_a);
+  EXPECT_FALSE(view.allocated_y);
+  auto copy = Run1(R"({"op": "transpose", "inputs": ["a"], "outputs": ["t"], "attrs": {"dim0": 1, "dim1": 2}},
+                      {"op": "contiguous", "inputs": ["t"], "outputs": ["y"]})");
+  EXPECT_FALSE(copy.aliases_a);
+  EXPECT_TRUE(copy.allocated_y);
+  EXPECT_THAT(copy.sizes, ElementsAre(2, 4, 3));
+}
+
+TEST(SelectSliceRuleTest, NarrowingViewsAliasAndBackwardAllocatesFullGrad) {
+  auto sel = Run1(R"({"op": "select", "inputs": ["a"], "outputs": ["y"], "attrs": {"dim": 1, "index": -1}})");
+  EXPECT_THAT(sel.sizes, ElementsAre(2, 4));
+  EXPECT_TRUE(sel.aliases_a);
+  auto g = testing::Buffer(sel.run.r.events, "a.grad");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(sel.run.r.events.buffers[*g].bytes, 96);
+  auto sl = Run1(R"({"op": "slice", "inputs": ["a"], "outputs": ["y"], "attrs": {"dim": 2, "start": 1, "end": 100, "step": 2}})");
+  EXPECT_THAT(sl.sizes, ElementsAre(2, 3, 2));
+  EXPECT_TRUE(sl.aliases_a);
+  EXPECT_THAT(Error(R"({"op": "select", "inputs": ["a"], "outputs": ["y"], "attrs": {"dim": 1, "index": 3}})"),
+              HasSubstr("/ops/0: select"));
+}
+
+TEST(SplitRuleTest, SplitAndChunkProduceViews) {
+  auto run = testing::Simulate(Body(R"({"op": "split", "inputs": ["a"], "outputs": ["p0", "p1"], "attrs": {"split_size": 2, "dim": 2}},
+                                       {"op": "mul", "inputs": ["p0", "p1"], "outputs": ["y"]})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  TensorId p1 = run.graph.FindTensor("p1");
+  EXPECT_THAT(run.r.bound.metas[p1].sizes, ElementsAre(2, 3, 2));
+  EXPECT_EQ(run.r.bound.owner[p1], run.graph.FindTensor("a"));
+  auto chunk = testing::Simulate(Body(R"({"op": "chunk", "inputs": ["a"], "outputs": ["c0", "c1", "c2"], "attrs": {"chunks": 3, "dim": 1}},
+                                         {"op": "add", "inputs": ["c0", "c2"], "outputs": ["y"]})"));
+  ASSERT_TRUE(chunk.ok) << chunk.error;
+  EXPECT_THAT(chunk.r.bound.metas[chunk.graph.FindTensor("c2")].sizes, ElementsAre(2, 1, 4));
+}
+
+TEST(SplitRuleTest, OutputCountMustMatchPieces) {
+  EXPECT_THAT(Error(R"({"op": "split", "inputs": ["a"], "outputs": ["y"], "attrs": {"split_size": 2, "dim": 2}})"),
+              HasSubstr("/ops/0: split"));
+}
+
+TEST(CatRuleTest, AllocatesOutputAndSavesNothing) {
+  auto s = Run1(R"({"op": "cat", "inputs": ["a", "a"], "outputs": ["y"], "attrs": {"dim": 1}})");
+  EXPECT_THAT(s.sizes, ElementsAre(2, 6, 4));
+  ASSERT_TRUE(s.allocated_y);
+  EXPECT_EQ(s.run.r.events.buffers[*testing::Buffer(s.run.r.events, "y")].bytes, 2 * 96);
+  EXPECT_THAT(testing::SavedBy(s.run, "y"), IsEmpty());
+}
+
+TEST(CatRuleTest, MismatchedSizesNameOp) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [2, 3]}, {"name": "b", "shape": [3, 3]}],
+      "ops": [{"op": "cat", "inputs": ["a", "b"], "outputs": ["y"], "attrs": {"dim": 1}}, {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: cat"));
+}
+
+TEST(StackRuleTest, InsertsNewDim) {
+  auto s = Run1(R"({"op": "stack", "inputs": ["a", "a", "a"], "outputs": ["y"], "attrs": {"dim": 1}})");
+  EXPECT_THAT(s.sizes, ElementsAre(2, 3, 3, 4));
+  EXPECT_TRUE(s.allocated_y);
+  EXPECT_THAT(testing::SavedBy(s.run, "y"), IsEmpty());
+}
+
+TEST(IndexSelectRuleTest, CopiesAndSavesIndex) {
+  auto s = Run1(R"({"op": "index_select", "inputs": ["a", "idx"], "outputs": ["y"], "attrs": {"dim": 2}})");
+  EXPECT_THAT(s.sizes, ElementsAre(2, 3, 2));
+  EXPECT_TRUE(s.allocated_y);
+  EXPECT_THAT(testing::SavedNames(s.run, "y"), ElementsAre("idx"));
+}
+
+TEST(ArangeRuleTest, MakesFreshTensorWithoutInputs) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [5]}],
+      "ops": [{"op": "arange", "inputs": [], "outputs": ["r"], "attrs": {"end": 5, "dtype": "float32"}},
+              {"op": "mul", "inputs": ["a", "r"], "outputs": ["y"]}, {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(run.r.bound.metas[run.graph.FindTensor("r")].sizes, ElementsAre(5));
+  EXPECT_THAT(testing::SavedNames(run, "y"), ElementsAre("r"));
+}
+
+}  // namespace
+}  // namespace memsim
