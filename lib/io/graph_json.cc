@@ -199,10 +199,15 @@ class GraphReader {
       return AttrValue(DimExpr::Const(x));
     }
     if (v.is_string()) {
-      const std::string s = v.get<std::string>();
-      // A string made of symbols/integers joined by '*' that names a known or new symbol is a
-      // size only where the rule reads it as one; keep the text and a parsed form both.
-      return AttrValue(s);
+      // Size-valued scalar attributes may be symbolic ("seq", "batch*12"); other strings are text.
+      static const char* kSizeKeys[] = {"end", "start", "split_size", "size", "index"};
+      std::string key = ptr.substr(ptr.rfind('/') + 1);
+      for (const char* k : kSizeKeys)
+        if (key == k) {
+          MEMSIM_ASSIGN_OR_RETURN(DimExpr d, Dim(v, ptr, false));
+          return AttrValue(d);
+        }
+      return AttrValue(v.get<std::string>());
     }
     if (v.is_array()) {
       std::vector<DimExpr> list;

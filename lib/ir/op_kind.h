@@ -27,7 +27,7 @@ namespace memsim {
   X(kSqueeze, "squeeze") X(kContiguous, "contiguous") X(kMean, "mean") X(kSum, "sum")       \
   X(kSdpa, "scaled_dot_product_attention") X(kCrossEntropy, "cross_entropy")                \
   X(kNllLoss, "nll_loss") X(kMseLoss, "mse_loss") X(kArange, "arange")             \
-  X(kMaskedFill, "masked_fill")
+  X(kMaskedFill, "masked_fill") X(kStochasticDepth, "stochastic_depth")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

@@ -245,6 +245,31 @@ Status InferMaskedFill(const RuleCtx& c, InferOut* o) {
 
 void FwdMaskedFill(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1); }
 
+// torchvision.ops.stochastic_depth: X * noise / (1-p), noise one value per sample ("row") or
+// one for the batch; MulBackward keeps the small noise tensor.
+bool StochasticDepthActive(const RuleCtx& c) {
+  double prob = c.op.attrs.GetFloat("p", 0.0);
+  return c.op.attrs.GetBool("training", true) && prob > 0 && prob < 1;
+}
+
+Status InferStochasticDepth(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 1) return RuleError(c, "expected 1 input");
+  std::string mode = c.op.attrs.GetString("mode", "row");
+  if (mode != "row" && mode != "batch") return RuleError(c, "mode must be \"row\" or \"batch\"");
+  if (!StochasticDepthActive(c)) o->Alias(*c.in[0], 0);
+  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  return Status::OK();
+}
+
+void FwdStochasticDepth(const RuleCtx& c, FwdPlan* p) {
+  if (!StochasticDepthActive(c)) return;
+  const TensorMeta& x = *c.in[0];
+  int64_t rows = c.op.attrs.GetString("mode", "row") == "row" && x.dim() > 0 ? x.sizes[0] : 1;
+  int k = p->AddExtra(rows * ElementSize(x.dtype), "stochastic depth noise");
+  p->AllocOutput(0);
+  p->Save(SavedRef::kExtra, k);
+}
+
 constexpr uint32_t kFirst = 1u;
 constexpr uint32_t kBoth = 3u;
 
@@ -273,6 +298,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kNllLoss, 2, 2, kFirst, InferLoss, FwdNllLoss, nullptr},
     {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},
     {OpKind::kMaskedFill, 2, 2, kFirst, InferMaskedFill, FwdMaskedFill, nullptr},
+    {OpKind::kStochasticDepth, 1, 1, kFirst, InferStochasticDepth, FwdStochasticDepth, nullptr},
 };
 
 }  // namespace memsim
