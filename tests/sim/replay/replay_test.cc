@@ -129,6 +129,41 @@ TEST(ReplayTest, UndoReinsertsFreedBlocksWithInferredSlack) {
   EXPECT_EQ(r->recorded_peak_allocated_bytes, req);
 }
 
+TEST(ReplayTest, AmbiguousSlackIsFoundByRestarting) {
+  // At the start B (3 MiB requested) really held 3.5 MiB (an unsplit 0.5 MiB remainder) and a
+  // 16.5 MiB free block followed. The reconstruction first assumes B = 3 MiB; the recorded
+  // 16 MiB allocation at +3.5 MiB reveals the slack (replay_notes.md, step 4).
+  const int64_t half = MiB / 2;
+  auto snap = OneSegment({{0, 20 * MiB, 0, BlockState::kInactive}}, 20 * MiB,
+                         {{TraceAction::kAlloc, 3 * MiB + half, 16 * MiB, 0},
+                          {TraceAction::kFreeCompleted, 0, 3 * MiB, 0},
+                          {TraceAction::kFreeCompleted, 3 * MiB + half, 16 * MiB, 0}});
+  auto r = ReplaySnapshot(snap);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->restarts, 1);
+  EXPECT_EQ(r->alloc_decisions_matched, 1);
+  EXPECT_EQ(r->final_layout_matches, true);
+  ReplayOptions no_restart;
+  no_restart.max_restarts = 0;
+  r = ReplaySnapshot(snap, no_restart);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->alloc_decisions_matched, 0);
+  EXPECT_EQ(r->first_mismatch_event, 0);
+}
+
+TEST(ReplayTest, AllocDataInitiallyAllocatedBlocksStartLive) {
+  auto s = ParseSnapshot(
+      "{\"actions\": [1, 0, 2], \"elements_size\": [3145728, 1000, 2000], "
+      "\"initially_allocated\": [0]}");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto r = ReplaySnapshot(*s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->initial_live_blocks, 1);
+  EXPECT_EQ(r->allocs, 2);
+  EXPECT_EQ(r->recorded_peak_allocated_bytes, 3145728 + 1000);
+  EXPECT_EQ(r->simulated_peak_reserved_bytes, 22 * MiB);
+}
+
 TEST(ReplayTest, RecordedSegmentAllocGetsTheRecordedAddress) {
   MemorySnapshot snap;
   snap.has_segments = true;
