@@ -1,0 +1,170 @@
+// The backward engine: node order, grad accumulation per profile, release of saved tensors, seed
+// and loss lifetimes; and determinism of the whole simulation.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "lib/io/graph_json.h"
+#include "tests/autodiff/mlp_fixture.h"
+#include "tests/testing/graph_builder.h"
+
+namespace memsim {
+namespace {
+
+using namespace testing;  // NOLINT
+
+TEST(EngineTest, BackwardRunsNodesInReverseCreationOrder) {
+  auto run = testing::Simulate(MlpBody());
+  ASSERT_TRUE(run.ok) << run.error;
+  uint32_t prev = UINT32_MAX;
+  int seen = 0;
+  for (const MemEvent& e : run.r.events.events) {
+    if (e.phase != Phase::kBackward || e.op == kNoOp) continue;
+    EXPECT_LE(e.op, prev) << Dump(run.r.events);
+    prev = e.op;
+    ++seen;
+  }
+  EXPECT_GT(seen, 3);
+}
+
+// h has two consumers (relu and sigmoid): its grad arrives twice.
+std::string TwoConsumers() {
+  return R"("inputs": [{"name": "x", "shape": [4, 8]}], "parameters": [{"name": "w", "shape": [16, 8]}],
+    "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["h"]},
+            {"op": "relu", "inputs": ["h"], "outputs": ["a"]},
+            {"op": "sigmoid", "inputs": ["h"], "outputs": ["b"]},
+            {"op": "add", "inputs": ["a", "b"], "outputs": ["y"]},
+            {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(EngineTest, CudaAccumulatesSecondGradInPlace) {
+  auto run = testing::Simulate(TwoConsumers());
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(BuffersNamed(run.r.events, "h.grad").size(), 2u) << Dump(run.r.events);
+}
+
+TEST(EngineTest, CpuAccumulatesOutOfPlaceIntoANewBuffer) {
+  auto run = testing::Simulate(TwoConsumers(), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto bufs = BuffersNamed(run.r.events, "h.grad");
+  ASSERT_EQ(bufs.size(), 3u) << Dump(run.r.events);
+  // The sum is allocated before both addends are freed.
+  const auto& s = run.r.events;
+  int sum_alloc = AllocIndex(s, bufs[2]);
+  EXPECT_LT(sum_alloc, FreeIndex(s, bufs[0]));
+  EXPECT_LT(sum_alloc, FreeIndex(s, bufs[1]));
+  EXPECT_EQ(s.buffers[bufs[2]].bytes, 4 * 16 * 4);
+}
+
+TEST(EngineTest, SavedTensorsAreFreedWhenTheirLastNodeRuns) {
+  auto run = testing::Simulate(MlpBody());
+  ASSERT_TRUE(run.ok) << run.error;
+  // r is saved by relu (result) and by l2 (input); relu's node runs after l2's.
+  auto r = testing::Buffer(run.r.events, "r");
+  ASSERT_TRUE(r);
+  const MemEvent* f = FreeEvent(run.r.events, *r);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->phase, Phase::kBackward);
+  EXPECT_EQ(f->op, OpNamed(run.graph, "r"));
+  // h is saved by nobody (relu saves its output, l1 saves x): freed during forward.
+  auto h = testing::Buffer(run.r.events, "h");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(FreeEvent(run.r.events, *h)->phase, Phase::kForward);
+}
+
+TEST(EngineTest, SeedIsFreedAfterBackwardAndLossAndOutputsLast) {
+  auto run = testing::Simulate(MlpBody(R"(, "outputs": ["logits"])"));
+  ASSERT_TRUE(run.ok) << run.error;
+  const auto& s = run.r.events;
+  auto seed = testing::Buffer(s, "loss.grad (seed)");
+  auto loss = testing::Buffer(s, "loss");
+  auto logits = testing::Buffer(s, "logits");
+  ASSERT_TRUE(seed && loss && logits);
+  int seed_free = FreeIndex(s, *seed);
+  ASSERT_GE(seed_free, 0);
+  for (size_t i = 0; i < s.events.size(); ++i)
+    if (s.events[i].phase == Phase::kBackward && s.events[i].op != kNoOp) EXPECT_LT(static_cast<int>(i), seed_free);
+  EXPECT_GT(FreeIndex(s, *logits), seed_free);
+  EXPECT_GT(FreeIndex(s, *loss), FreeIndex(s, *logits));
+  EXPECT_EQ(s.events[FreeIndex(s, *loss)].phase, Phase::kBackward);
+  // Without being held, logits is freed by cross_entropy in forward (it saves log_softmax).
+  auto unheld = testing::Simulate(MlpBody());
+  ASSERT_TRUE(unheld.ok);
+  auto l2 = testing::Buffer(unheld.r.events, "logits");
+  ASSERT_TRUE(l2);
+  EXPECT_EQ(FreeEvent(unheld.r.events, *l2)->phase, Phase::kForward);
+}
+
+TEST(EngineTest, EveryActivationIsFreedByTheEndOfBackward) {
+  for (const char* p : {"cuda", "cpu"}) {
+    auto run = testing::Simulate(MlpBody(R"(, "outputs": ["logits"])"), Opts(p, "adam"));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_EQ(LiveAtEnd(run.r.events, Category::kActivation), 0) << p;
+    EXPECT_EQ(LiveAtEnd(run.r.events, Category::kTemporary), 0) << p;
+    EXPECT_EQ(LiveAtEnd(run.r.events, Category::kGradient), 0) << p;
+  }
+}
+
+TEST(EngineTest, StreamIsWellFormed) {
+  auto run = testing::Simulate(TwoConsumers(), Opts("cpu", "adam"));
+  ASSERT_TRUE(run.ok);
+  const auto& s = run.r.events;
+  std::vector<int> state(s.buffers.size(), 0);
+  for (const MemEvent& e : s.events) {
+    ASSERT_LT(e.buffer, s.buffers.size());
+    if (e.kind == EventKind::kAlloc) {
+      EXPECT_EQ(state[e.buffer], 0) << s.buffers[e.buffer].name;
+      state[e.buffer] = 1;
+    } else {
+      EXPECT_EQ(state[e.buffer], 1) << s.buffers[e.buffer].name;
+      state[e.buffer] = 2;
+    }
+  }
+  int64_t live = 0, peak = 0;
+  for (const MemEvent& e : s.events) {
+    live += (e.kind == EventKind::kAlloc ? 1 : -1) * s.bytes(e);
+    peak = std::max(peak, live);
+  }
+  EXPECT_EQ(peak, run.r.peak.peak_live_bytes);
+  EXPECT_EQ(live, run.r.peak.final_bytes);
+}
+
+void ExpectSameStream(const EventStream& a, const EventStream& b) {
+  ASSERT_EQ(a.buffers.size(), b.buffers.size());
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    EXPECT_EQ(a.buffers[i].name, b.buffers[i].name);
+    EXPECT_EQ(a.buffers[i].bytes, b.buffers[i].bytes);
+    EXPECT_EQ(a.buffers[i].category, b.buffers[i].category);
+    EXPECT_EQ(a.buffers[i].op, b.buffers[i].op);
+  }
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    EXPECT_EQ(a.events[i].kind, b.events[i].kind);
+    EXPECT_EQ(a.events[i].phase, b.events[i].phase);
+    EXPECT_EQ(a.events[i].buffer, b.events[i].buffer);
+    EXPECT_EQ(a.events[i].op, b.events[i].op);
+  }
+}
+
+TEST(DeterminismTest, SameGraphTwiceGivesIdenticalEventStreams) {
+  for (const char* p : {"cuda", "cpu"}) {
+    auto a = testing::Simulate(TwoConsumers(), Opts(p, "adam"));
+    auto b = testing::Simulate(TwoConsumers(), Opts(p, "adam"));
+    ASSERT_TRUE(a.ok && b.ok);
+    ExpectSameStream(a.r.events, b.r.events);
+  }
+}
+
+TEST(DeterminismTest, ModelZooGraphSimulatesIdenticallyTwice) {
+  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/mnist_cnn.json");
+  if (!g.ok()) GTEST_SKIP() << "graphs/mnist_cnn.json unavailable: " << g.status().message();
+  SimOptions o = Opts("cpu", "adam");
+  auto a = memsim::Simulate(*g, o);
+  auto b = memsim::Simulate(*g, o);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok());
+  ExpectSameStream(a->events, b->events);
+  EXPECT_EQ(a->peak.peak_live_bytes, b->peak.peak_live_bytes);
+}
+
+}  // namespace
+}  // namespace memsim
