@@ -1056,16 +1056,13 @@ def tensor_index(cx, x, idx):
             cur = t_select(cx, cur, d, item)
             continue
         if isinstance(item, slice):
+            # ATen's applySlicing emits a slice for every slice item, `:` included (a view; only an
+            # explicit 0:len is returned as is, which we do not special-case: it can depend on
+            # the symbol values and costs nothing either way)
             size = cur.shape[d]
             start, stop, step = item.start, item.stop, item.step
             step = 1 if step is None else int(step)
             st = 0 if start is None else int(start)
-            # Only ``:`` / ``0:`` are skipped (ATen also skips 0:len, but whether an explicit stop
-            # equals the length can depend on the symbol values; a view costs nothing).
-            full_stop = stop is None or int(stop) >= 2 ** 62
-            if st == 0 and full_stop and step == 1:
-                d += 1
-                continue
             r = range(*slice(start, stop, step).indices(size))
             s = list(cur.shape)
             s[d] = len(r)
