@@ -1,6 +1,8 @@
 #include "sim/allocator/caching_allocator.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <new>
 #include <cstdio>
 
 #include "lib/util/check.h"
@@ -39,9 +41,25 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config, const DeviceOp
       low_cursor_(kDecreasingTop),
       high_cursor_(kIncreasingBase),
       va_cursor_(kExpandableBase) {
-  pools_.emplace_back(&resource_);
-  pools_.emplace_back(&resource_);
+  pools_.emplace_back(nodes_.get());
+  pools_.emplace_back(nodes_.get());
   blocks_.reserve(1024);
+}
+
+void* CachingAllocator::NodePool::Get(size_t bytes) {
+  if (free_ == nullptr) {
+    constexpr size_t kAlign = alignof(std::max_align_t);
+    if (node_bytes_ == 0) node_bytes_ = (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign * kAlign;
+    MEMSIM_CHECK(bytes <= node_bytes_);
+    constexpr size_t kNodesPerChunk = 256;
+    chunks_.push_back(std::make_unique<std::byte[]>(node_bytes_ * kNodesPerChunk));
+    std::byte* base = chunks_.back().get();
+    for (size_t k = kNodesPerChunk; k-- > 0;) Put(base + k * node_bytes_);
+  }
+  MEMSIM_CHECK(bytes <= node_bytes_);
+  FreeNode* n = free_;
+  free_ = n->next;
+  return n;
 }
 
 BlockId CachingAllocator::NewBlock() {
@@ -307,9 +325,9 @@ int64_t CachingAllocator::TryMerge(BlockId dst, BlockId src) {
   const int64_t subsumed = s.size;
   Pool& pool = PoolOf(s.pool);
   if (s.mapped) {
-    pool.blocks.erase(FreeKey(src));
+    EraseKey(pool.blocks, FreeKey(src));
   } else {
-    pool.unmapped.erase(UnmappedKey(src));
+    EraseKey(pool.unmapped, UnmappedKey(src));
   }
   d.size += subsumed;
   DeleteBlock(src);
@@ -390,7 +408,7 @@ void CachingAllocator::ReleaseBlock(BlockId b) {
   Block& blk = blocks_[b];
   MEMSIM_CHECK(!blk.allocated && !IsSplit(b) && !blk.expandable);
   Pool& pool = PoolOf(blk.pool);
-  pool.blocks.erase(FreeKey(b));
+  EraseKey(pool.blocks, FreeKey(b));
   Segment& seg = segments_[blk.segment];
   seg.live = false;
   stats_.segment.Decrease(blk.pool, 1);

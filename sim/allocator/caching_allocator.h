@@ -12,12 +12,13 @@
 #define MEMSIM_SIM_ALLOCATOR_CACHING_ALLOCATOR_H_
 
 #include <cstdint>
-#include <memory_resource>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "lib/util/check.h"
 #include "lib/util/status.h"
 #include "sim/allocator/alloc_config.h"
 #include "sim/allocator/allocator_stats.h"
@@ -164,15 +165,55 @@ class CachingAllocator {
       return addr < o.addr;
     }
   };
-  using KeySet = std::pmr::set<Key>;
+  // Recycles the free sets' tree nodes (all one size): no malloc per insert, O(1) release.
+  class NodePool {
+   public:
+    void* Get(size_t bytes);
+    void Put(void* p) { free_ = new (p) FreeNode{free_}; }
+
+   private:
+    struct FreeNode {
+      FreeNode* next;
+    };
+    FreeNode* free_ = nullptr;
+    size_t node_bytes_ = 0;
+    std::vector<std::unique_ptr<std::byte[]>> chunks_;
+  };
+  template <typename T>
+  struct NodeAllocator {
+    using value_type = T;
+    NodePool* pool;
+    explicit NodeAllocator(NodePool* p) : pool(p) {}
+    template <typename U>
+    NodeAllocator(const NodeAllocator<U>& o) : pool(o.pool) {}  // NOLINT: rebinding
+    T* allocate(size_t n) {
+      return n == 1 ? static_cast<T*>(pool->Get(sizeof(T))) : std::allocator<T>().allocate(n);
+    }
+    void deallocate(T* p, size_t n) {
+      if (n == 1) {
+        pool->Put(p);
+      } else {
+        std::allocator<T>().deallocate(p, n);
+      }
+    }
+    template <typename U>
+    bool operator==(const NodeAllocator<U>& o) const { return pool == o.pool; }
+  };
+  using KeySet = std::set<Key, std::less<Key>, NodeAllocator<Key>>;
   struct Pool {
-    explicit Pool(std::pmr::memory_resource* r) : blocks(r), unmapped(r) {}
+    explicit Pool(NodePool* r) : blocks(NodeAllocator<Key>(r)), unmapped(NodeAllocator<Key>(r)) {}
     KeySet blocks;    // free mapped blocks by (stream, size, address)
     KeySet unmapped;  // unmapped expandable blocks by (stream, address)
     uint64_t get_free_calls = 0;
   };
 
   Pool& PoolOf(PoolKind k) { return pools_[static_cast<int>(k)]; }
+  // find + erase(iterator): one tree walk instead of erase(key)'s equal_range.
+  static void EraseKey(KeySet& set, const Key& key) {
+    auto it = set.find(key);
+    MEMSIM_CHECK(it != set.end());
+    set.erase(it);
+  }
   Key FreeKey(BlockId b) const { return {blocks_[b].stream, blocks_[b].size, blocks_[b].addr, b}; }
   Key UnmappedKey(BlockId b) const { return {blocks_[b].stream, 0, blocks_[b].addr, b}; }
   bool IsSplit(BlockId b) const { return blocks_[b].prev != kNil || blocks_[b].next != kNil; }
@@ -207,7 +248,7 @@ class CachingAllocator {
   AllocatorConfig cfg_;
   DeviceOptions dev_;
   DeviceStats stats_;
-  std::pmr::unsynchronized_pool_resource resource_;
+  std::unique_ptr<NodePool> nodes_ = std::make_unique<NodePool>();
   std::vector<Block> blocks_;
   std::vector<BlockId> free_ids_;
   std::vector<Segment> segments_;

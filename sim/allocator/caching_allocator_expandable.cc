@@ -62,7 +62,7 @@ bool CachingAllocator::MapBlock(BlockId b, int64_t size) {
     return false;  // the physical pages cannot be created
   const PoolKind pk = blocks_[b].pool;
   Pool& pool = PoolOf(pk);
-  pool.unmapped.erase(UnmappedKey(b));
+  EraseKey(pool.unmapped, UnmappedKey(b));
   blocks_[b].mapped = true;
   if (mapped < blocks_[b].size) {
     // b -> remaining (still unmapped) -> b.next
@@ -102,7 +102,7 @@ BlockId CachingAllocator::TryAllocateExpandable(PoolKind pk, StreamId stream, in
     if (!MapBlock(next, std::min(remaining, blocks_[next].size))) return kNil;
     c = next;  // the mapped block absorbed c
   }
-  PoolOf(pk).blocks.erase(FreeKey(c));
+  EraseKey(PoolOf(pk).blocks, FreeKey(c));
   return c;
 }
 
@@ -115,7 +115,7 @@ void CachingAllocator::UnmapBlock(BlockId b) {
   if (begin >= end) return;  // no whole page inside
   const PoolKind pk = blocks_[b].pool;
   Pool& pool = PoolOf(pk);
-  pool.blocks.erase(FreeKey(b));
+  EraseKey(pool.blocks, FreeKey(b));
   const uint64_t ustart = seg.addr + begin * page;
   const int64_t usize = static_cast<int64_t>((end - begin) * page);
   const int64_t before = static_cast<int64_t>(ustart - blocks_[b].addr);
@@ -164,7 +164,7 @@ void CachingAllocator::ReleaseExpandableSegment(BlockId b) {
   // The whole virtual range is unmapped: give it back.
   Segment& seg = segments_[blocks_[b].segment];
   MEMSIM_CHECK(blocks_[b].size == seg.size && !blocks_[b].mapped);
-  PoolOf(blocks_[b].pool).unmapped.erase(UnmappedKey(b));
+  EraseKey(PoolOf(blocks_[b].pool).unmapped, UnmappedKey(b));
   seg.live = false;
   DeleteBlock(b);
 }
