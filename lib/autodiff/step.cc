@@ -364,8 +364,12 @@ class StepRunner {
   }
 
   void Backward() {
-    std::vector<TensorId> release_order(g_.outputs);
-    if (g_.loss != kNone) release_order.push_back(g_.loss);
+    // The caller's names (`out`, `loss`) each hold one reference, once per tensor.
+    std::vector<TensorId> release_order;
+    for (TensorId t : g_.outputs)
+      if (std::find(release_order.begin(), release_order.end(), t) == release_order.end()) release_order.push_back(t);
+    if (g_.loss != kNone && std::find(release_order.begin(), release_order.end(), g_.loss) == release_order.end())
+      release_order.push_back(g_.loss);
     const bool trainable = g_.loss != kNone && rg_[g_.loss] && g_.tensors[g_.loss].producer != kNone;
     if (trainable) {
       OpId root = g_.tensors[g_.loss].producer;

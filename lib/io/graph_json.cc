@@ -303,6 +303,8 @@ Result<Graph> ParseGraph(const std::string& text, const std::string& source) {
   json doc;
   try {
     doc = json::parse(text);
+  } catch (const json::out_of_range& e) {
+    return Status::ParseError(source + ": invalid JSON: a number is out of range (" + std::string(e.what()) + ")");
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based offset of the error; turn it into line:column.
     size_t line = 1, col = 1;

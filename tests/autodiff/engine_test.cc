@@ -133,7 +133,7 @@ TEST(EngineTest, StreamIsWellFormed) {
 // twice) drops one reference too many and aborts with "Ledger::Unref check failed:
 // refs_[s] > 0" instead of releasing the storage once. Found by GraphJsonFuzzTest. Enable once
 // fixed.
-TEST(EngineTest, DISABLED_LossListedInOutputsIsReleasedOnce) {
+TEST(EngineTest, LossListedInOutputsIsReleasedOnce) {
   auto run = testing::Simulate(MlpBody(R"(, "outputs": ["loss"])"));
   ASSERT_TRUE(run.ok) << run.error;
   auto loss = testing::Buffer(run.r.events, "loss");
