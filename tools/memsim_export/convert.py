@@ -192,6 +192,7 @@ class Context:
     # ---- driving ----------------------------------------------------------------------------
     def run(self, input_names):
         env = {}
+        self.graph_names = set(input_names) | set(self.param_names.values()) | set(self.buffer_names.values())
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         out_value = None
         for node in self.gm.graph.nodes:
@@ -199,43 +200,66 @@ class Context:
             self.module_path = node.meta.get("memsim_module", "")
             self._node_ops = []
             self._counter = 0
-            rec = self.values.get(node.name)
-            if node.op == "placeholder":
-                i = placeholders.index(node)
-                if isinstance(rec, TInfo):
-                    env[node.name] = TRef(input_names[i], rec.shape, rec.dtype)
-                else:
-                    env[node.name] = rec
-                continue
             if node.op == "output":
                 out_value = _load(node.args[0], env)
                 break
-            if node.op == "get_attr":
-                obj = _fetch_attr(self.gm, node.target)
-                if isinstance(obj, torch.Tensor):
-                    try:
-                        env[node.name] = self.param(obj)
-                    except Unsupported:
-                        self._unsupported("tensor constant %s" % node.target,
-                                          "a plain tensor attribute (register it as a buffer)")
-                        env[node.name] = TRef(node.name, tuple(obj.shape), obj.dtype)
-                else:
-                    env[node.name] = obj
-                continue
-            if not contains_tensor(rec) and not _always_emit(node):
-                env[node.name] = rec
-                continue
-            args = _load(node.args, env)
-            kwargs = _load(node.kwargs, env)
-            try:
-                result = self._dispatch(node, args, kwargs)
-            except Unsupported as u:
-                self._unsupported(u.what, u.detail)
-                result = _placeholder_result(node.name, rec)
-            self._finish_node(node)
-            env[node.name] = result
+            self._process(node, env, placeholders, input_names)
+            keep = node.meta.get("memsim_keep")
+            if keep:
+                self.keep_alive([env.get(n.name) for n in keep])
         self.node = None
         return out_value
+
+    def keep_alive(self, values):
+        """Python still references these tensors when the last op so far finishes (a module's
+        arguments and its forward's locals at return): the op's ``keep_alive`` list."""
+        if not self.ops:
+            return
+        names = []
+        for v in values:
+            for t in _flat_trefs(v):
+                if t.name not in self.graph_names and t.name not in names:
+                    names.append(t.name)
+        op = self.ops[-1]
+        names = [n for n in names if n not in op["inputs"] and n not in op["outputs"]]
+        if not names:
+            return
+        cur = op.setdefault("keep_alive", [])
+        cur.extend(n for n in names if n not in cur)
+
+    def _process(self, node, env, placeholders, input_names):
+        rec = self.values.get(node.name)
+        if node.op == "placeholder":
+            i = placeholders.index(node)
+            if isinstance(rec, TInfo):
+                env[node.name] = TRef(input_names[i], rec.shape, rec.dtype)
+            else:
+                env[node.name] = rec
+            return
+        if node.op == "get_attr":
+            obj = _fetch_attr(self.gm, node.target)
+            if isinstance(obj, torch.Tensor):
+                try:
+                    env[node.name] = self.param(obj)
+                except Unsupported:
+                    self._unsupported("tensor constant %s" % node.target,
+                                      "a plain tensor attribute (register it as a buffer)")
+                    env[node.name] = TRef(node.name, tuple(obj.shape), obj.dtype)
+            else:
+                env[node.name] = obj
+            return
+        if not contains_tensor(rec) and not _always_emit(node):
+            env[node.name] = rec
+            return
+        args = _load(node.args, env)
+        kwargs = _load(node.kwargs, env)
+        try:
+            result = self._dispatch(node, args, kwargs)
+        except Unsupported as u:
+            self._unsupported(u.what, u.detail)
+            result = _placeholder_result(node.name, rec)
+        self._finish_node(node)
+        env[node.name] = result
 
     def _finish_node(self, node):
         # A node that emitted exactly one op with one output: name the output after the node.
@@ -289,6 +313,16 @@ def _json_number(v):
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if v != v else ("inf" if v > 0 else "-inf")
     return v
+
+
+def _flat_trefs(v):
+    if isinstance(v, TRef):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _flat_trefs(x)]
+    if isinstance(v, dict):
+        return [t for x in v.values() for t in _flat_trefs(x)]
+    return []
 
 
 def _always_emit(node):

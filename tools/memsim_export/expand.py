@@ -58,6 +58,7 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
         raise Unsupported("nn.MultiheadAttention with a boolean attn_mask")
     if is_causal and attn_mask is None:
         raise Unsupported("nn.MultiheadAttention(is_causal=True) without attn_mask")
+    args_in = [query, key, value, attn_mask]
     H = mod.num_heads
     E = mod.embed_dim
     hd = E // H
@@ -131,6 +132,7 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
         heads.append(t)
     q, k, v = heads
     weights = None
+    locals_mhaf = [query, key, value, q, k, v, attn_mask]
     if TORCH2 and not need_weights:
         if attn_mask is not None:
             if attn_mask.shape[0] == 1 and attn_mask.ndim == 3:
@@ -141,6 +143,7 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
         q = _emit_view(cx, q, (N, H, L, hd), P, h + "q4")
         k = _emit_view(cx, k, (N, H, S, hd), P, h + "k4")
         v = _emit_view(cx, v, (N, H, S, hd), P, h + "v4")
+        locals_mhaf += [q, k, v]
         o = cx.emit("scaled_dot_product_attention", [q, k, v, attn_mask],
                     {"dropout_p": dropout_p, "is_causal": bool(is_causal)}, shape=(N, H, L, hd), module=P,
                     hint=h + "sdpa")
@@ -160,10 +163,12 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
                         hint=h + "scores")
         else:
             w = cx.emit("bmm", [qs, kt], shape=(N * H, L, S), module=P, hint=h + "scores")
+        locals_mhaf.append(qs)
         w = cx.emit("softmax", [w], {"dim": -1}, shape=w.shape, module=P, hint=h + "probs")
         if dropout_p > 0.0:
             w = cx.emit("dropout", [w], {"p": dropout_p, "inplace": False, "training": True}, shape=w.shape, module=P,
                         hint=h + "probs_drop")
+        locals_mhaf.append(w)
         o = cx.emit("bmm", [w, v], shape=(N * H, L, hd), module=P, hint=h + "ctx")
         o = _transpose(cx, o, 0, 1, P, h + "ctx_t")
         o = cx.emit("contiguous", [o], shape=o.shape, module=P, hint=h + "ctx_c")
@@ -182,8 +187,12 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
     o = cx.emit("linear", [o, cx.param(mod.out_proj.weight), cx.param(mod.out_proj.bias)], shape=(o.shape[0], E),
                 module=op_path, hint=h + "out")
     o = _emit_view(cx, o, (L, N, E), P, h + "out_v")
+    # multi_head_attention_forward returns here: its locals (query/key/value, the per-head q, k, v —
+    # q keeps its contiguous copy alive —, q_scaled, the attention weights, the mask) die now
+    cx.keep_alive(locals_mhaf)
     if mod.batch_first:
         o = _transpose(cx, o, 1, 0, P, h + "out_t")
+    cx.keep_alive(args_in)  # MultiheadAttention.forward's arguments and locals
     return (o, weights)
 
 
@@ -212,14 +221,18 @@ def m_encoder_layer(cx, mod, path, src, src_mask=None, src_key_padding_mask=None
     def sa(y):
         a, _ = mha_forward(cx, mod.self_attn, _sub(path, "self_attn"), y, y, y, attn_mask=src_mask,
                            need_weights=False, is_causal=is_causal, hp=h + "sa")
-        return cx.call_submodule(mod.dropout1, _sub(path, "dropout1"), a)
+        r = cx.call_submodule(mod.dropout1, _sub(path, "dropout1"), a)
+        cx.keep_alive([y])  # _sa_block's argument, held by the caller until it returns
+        return r
 
-    def ff(y):
-        y = cx.call_submodule(mod.linear1, _sub(path, "linear1"), y)
+    def ff(y0):
+        y = cx.call_submodule(mod.linear1, _sub(path, "linear1"), y0)
         y = _activation(cx, mod, path, y, h + "act")
         y = cx.call_submodule(mod.dropout, _sub(path, "dropout"), y)
         y = cx.call_submodule(mod.linear2, _sub(path, "linear2"), y)
-        return cx.call_submodule(mod.dropout2, _sub(path, "dropout2"), y)
+        r = cx.call_submodule(mod.dropout2, _sub(path, "dropout2"), y)
+        cx.keep_alive([y0])  # _ff_block's argument
+        return r
 
     def add(a, b, hint):
         return cx.emit("add", [a, b], {"inplace": False}, shape=a.shape, module=path, hint=h + hint)
@@ -230,6 +243,7 @@ def m_encoder_layer(cx, mod, path, src, src_mask=None, src_key_padding_mask=None
     else:
         x = cx.call_submodule(mod.norm1, _sub(path, "norm1"), add(x, sa(x), "res1"))
         x = cx.call_submodule(mod.norm2, _sub(path, "norm2"), add(x, ff(x), "res2"))
+    cx.keep_alive([src, src_mask])  # forward's `src` holds the layer input until it returns
     return x
 
 
@@ -250,6 +264,7 @@ def m_encoder(cx, mod, path, src, mask=None, src_key_padding_mask=None, is_causa
             cx.module_path = saved
     if mod.norm is not None:
         x = cx.call_submodule(mod.norm, _sub(path, "norm"), x)
+    cx.keep_alive([src, mask])  # forward's `src` holds the encoder input until it returns
     return x
 
 

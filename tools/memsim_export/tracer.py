@@ -8,6 +8,7 @@
 import dis
 import inspect
 import operator
+import sys
 
 import torch
 import torch.fx as fx
@@ -76,14 +77,90 @@ class MemsimTracer(fx.Tracer):
             path = self.scope[-1]
         self.scope.append(path)
         try:
-            return super().call_module(m, forward, args, kwargs)
+            if self.is_leaf_module(m, path):
+                return super().call_module(m, forward, args, kwargs)
+            code = getattr(getattr(type(m), "forward", None), "__code__", None)
+            with FrameLocals(code) as fl:
+                out = super().call_module(m, forward, args, kwargs)
+            self.mark_python_refs((args, kwargs, fl.locals))
+            return out
         finally:
             self.scope.pop()
+
+    def mark_python_refs(self, values):
+        """Python keeps a module's arguments (the caller's stack) and its forward's locals alive until
+        the forward returns: record them on the last node created so far (``memsim_keep``)."""
+        last = None
+        for last in reversed(self.graph.nodes):
+            break
+        if last is None:
+            return
+        keep = last.meta.setdefault("memsim_keep", [])
+        for n in _proxy_nodes(values):
+            if n is not last and n not in keep:
+                keep.append(n)
+
+    def mark_python_refs_before_output(self, values):
+        """The root forward's locals: kept until its last node before ``output``."""
+        last = None
+        for n in reversed(self.graph.nodes):
+            if n.op != "output":
+                last = n
+                break
+        if last is None:
+            return
+        keep = last.meta.setdefault("memsim_keep", [])
+        for n in _proxy_nodes(values):
+            if n is not last and n not in keep and n.graph is self.graph:
+                keep.append(n)
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
         node.meta["memsim_module"] = target if kind == "call_module" else self.scope[-1]
         return node
+
+
+def _proxy_nodes(v, acc=None, depth=0):
+    acc = [] if acc is None else acc
+    if isinstance(v, fx.Proxy):
+        try:
+            acc.append(v.node)
+        except Exception:  # noqa: BLE001 - an Attribute proxy that was never materialised
+            pass
+    elif depth < 4 and isinstance(v, (list, tuple)):
+        for x in v:
+            _proxy_nodes(x, acc, depth + 1)
+    elif depth < 4 and isinstance(v, dict):
+        for x in v.values():
+            _proxy_nodes(x, acc, depth + 1)
+    return acc
+
+
+class FrameLocals:
+    """Captures the locals of the first frame running ``code`` at the moment it returns."""
+
+    def __init__(self, code):
+        self.code = code
+        self.locals = {}
+        self.frame = None
+
+    def _prof(self, frame, event, arg):
+        if frame.f_code is not self.code:
+            return
+        if event == "call" and self.frame is None:
+            self.frame = frame
+        elif event == "return" and frame is self.frame:
+            self.locals = {k: v for k, v in frame.f_locals.items() if not k.startswith("__")}
+
+    def __enter__(self):
+        self.old = sys.getprofile()
+        if self.code is not None:
+            sys.setprofile(self._prof)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.old)
+        self.frame = None
 
 
 # Tensor factories take no tensor argument, so __torch_function__ never sees a Proxy passed as a
@@ -129,8 +206,11 @@ def trace(model, concrete_args=None, extra_leaves=()):
     """Symbolically trace ``model``; returns a GraphModule sharing ``model``'s submodules."""
     tracer = MemsimTracer(extra_leaves)
     try:
+        code = getattr(getattr(type(model), "forward", None), "__code__", None)
         with _PatchFactories():
-            graph = tracer.trace(model, concrete_args=concrete_args)
+            with FrameLocals(code) as fl:
+                graph = tracer.trace(model, concrete_args=concrete_args)
+            tracer.mark_python_refs_before_output(fl.locals)
     except Exception as e:  # fx raises TraceError, TypeError, AttributeError, ... on untraceable code
         raise ExportError("cannot trace %s with torch.fx: %s: %s%s" % (
             type(model).__name__, type(e).__name__, e, _user_frame(e))) from e
