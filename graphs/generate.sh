@@ -27,7 +27,9 @@ gen mlp "seed 002: nn.Sequential(Linear(1000,100), ReLU, 3x(Linear(100,100), ReL
   $M:mlp --input "x=batch,1000"
 gen mnist_cnn "seed 001: nn.Sequential(Conv2d(1,32,5), ReLU, MaxPool2d(2), Conv2d(32,64,5), ReLU, MaxPool2d(2), Flatten, Linear(1024,1024), ReLU, Dropout(0.5), Linear(1024,10)); $TS mnist_cnn; input float32 [batch,1,28,28]" \
   $M:mnist_cnn --input "x=batch,1,28,28"
-gen alexnet "torchvision 0.14 models.alexnet(weights=None) (torchvision's single-GPU AlexNet variant); $TS alexnet; input float32 [batch,3,224,224]" \
+gen alexnet "AlexNet of Krizhevsky et al. 2012 (graphs/models.py alexnet_classic: single tower, no LRN, 62,378,344 params); input float32 [batch,3,227,227]" \
+  $M:alexnet_classic --input "x=batch,3,227,227"
+gen alexnet_torchvision "torchvision 0.14 models.alexnet(weights=None) (torchvision's single-GPU AlexNet variant, 61,100,840 params); $TS alexnet; input float32 [batch,3,224,224]" \
   torchvision:alexnet --input "x=batch,3,224,224"
 gen vgg11 "torchvision 0.14 models.vgg11(weights=None); $TS vgg11; input float32 [batch,3,224,224]" \
   torchvision:vgg11 --input "x=batch,3,224,224"

@@ -139,6 +139,18 @@ class GPT2(nn.Module):
 IDS = "ids=int64:batch,128@0:30522"
 
 
+def alexnet_classic():
+    """AlexNet as in Krizhevsky et al. 2012 (single tower, no LRN): 227x227 input, 62,378,344 params."""
+    return nn.Sequential(
+        nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+        nn.Conv2d(96, 256, 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+        nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(384, 384, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+        nn.Flatten(), nn.Dropout(0.5), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True),
+        nn.Dropout(0.5), nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Linear(4096, 1000))
+
+
 def mlp():
     return _mlp(), ["batch,1000"]
 

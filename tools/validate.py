@@ -11,6 +11,8 @@ import argparse, json, os, statistics, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
+GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision"}
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "none": "none"}
 MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 
@@ -69,7 +71,7 @@ def main():
         if not name.endswith(".trace"):
             continue
         cfg, base, peak, phases = summarize(os.path.join(a.traces, name))
-        graph = os.path.join(a.graphs, cfg["model"] + ".json")
+        graph = os.path.join(a.graphs, GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json")
         if not os.path.exists(graph):
             failures.append("%s: no graph %s" % (name, graph))
             continue

@@ -47,6 +47,7 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
       ctx.in.push_back(&out.metas[in]);
       out.last_use[in] = o;
     }
+    for (TensorId t : op.keep_alive) out.last_use[t] = o;
     InferOut inferred;
     Status st = rule.infer(ctx, &inferred);
     if (!st.ok()) return st.WithPrefix(g.source);

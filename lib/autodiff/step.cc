@@ -194,7 +194,9 @@ class StepRunner {
       if (extra_live[k]) ledger_.Unref(extras[k]);
     // Python names: an activation is dropped after its last use unless the caller holds it.
     std::vector<TensorId> seen;
-    for (TensorId t : op.inputs) {
+    std::vector<TensorId> released = op.inputs;
+    released.insert(released.end(), op.keep_alive.begin(), op.keep_alive.end());
+    for (TensorId t : released) {
       if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
       seen.push_back(t);
       if (g_.tensors[t].role == TensorRole::kActivation && b_.last_use[t] == o && !held_[t]) ledger_.Unref(storage_[t]);

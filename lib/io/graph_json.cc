@@ -270,6 +270,14 @@ class GraphReader {
       if (auto a = e.find("attrs"); a != e.end()) {
         if (!a->is_object()) return Err(ptr + "/attrs", "expected an object");
         for (auto& [k, v] : a->items()) {
+          if (k == "keep_alive") {
+            if (!v.is_array()) return Err(ptr + "/attrs/keep_alive", "expected an array of tensor names");
+            for (size_t j = 0; j < v.size(); ++j) {
+              MEMSIM_ASSIGN_OR_RETURN(TensorId t, Ref(v[j], ptr + "/attrs/keep_alive/" + std::to_string(j)));
+              op.keep_alive.push_back(t);
+            }
+            continue;
+          }
           MEMSIM_ASSIGN_OR_RETURN(AttrValue av, Attr(v, ptr + "/attrs/" + k));
           op.attrs.Set(k, std::move(av));
         }

@@ -42,6 +42,9 @@ struct Op {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   Attrs attrs;
+  /// Tensors a Python name keeps alive at least until this op has run (attribute
+  /// `keep_alive`), e.g. a module-local `x` still referenced while a child module runs.
+  std::vector<TensorId> keep_alive;
   std::string pointer;  ///< JSON pointer of the op ("/ops/17"), for messages
 };
 
