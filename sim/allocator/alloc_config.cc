@@ -59,11 +59,13 @@ class Parser {
         c->large_segment_size = mb * kMiB;
       } else if (key == "garbage_collection_threshold") {
         MEMSIM_ASSIGN_OR_RETURN(double v, Double(key));
-        if (!(v > 0.0 && v < 1.0)) return Err(key + ": value '" + t_[i_ - 1] + "' must be in (0.0, 1.0)");
+        if (!(v > 0.0 && v < 1.0))
+          return Err(key + ": value '" + t_[i_ - 1] + "' must be in (0.0, 1.0)");
         c->garbage_collection_threshold = v;
       } else if (key == "per_process_memory_fraction") {
         MEMSIM_ASSIGN_OR_RETURN(double v, Double(key));
-        if (!(v > 0.0 && v <= 1.0)) return Err(key + ": value '" + t_[i_ - 1] + "' must be in (0.0, 1.0]");
+        if (!(v > 0.0 && v <= 1.0))
+          return Err(key + ": value '" + t_[i_ - 1] + "' must be in (0.0, 1.0]");
         c->per_process_memory_fraction = v;
       } else if (key == "roundup_power2_divisions") {
         MEMSIM_RETURN_IF_ERROR(Roundup(c));
@@ -98,20 +100,24 @@ class Parser {
   }
 
  private:
-  static Status Err(const std::string& msg) { return Status::InvalidArgument("alloc-conf: " + msg); }
+  static Status Err(const std::string& msg) {
+    return Status::InvalidArgument("alloc-conf: " + msg);
+  }
   static Status Bad(const std::string& key, int64_t v, const std::string& why) {
     return Err(key + ": value '" + std::to_string(v) + "' " + why);
   }
   Status Expect(const std::string& key, const char* tok) {
     if (i_ >= t_.size() || t_[i_] != tok)
-      return Err(key + ": expected '" + tok + "'" + (i_ < t_.size() ? " but found '" + t_[i_] + "'" : " at end"));
+      return Err(key + ": expected '" + tok + "'" +
+                 (i_ < t_.size() ? " but found '" + t_[i_] + "'" : " at end"));
     ++i_;
     return Status::OK();
   }
   Result<std::string> Word(const std::string& key) {
     if (i_ >= t_.size()) return Err(key + ": missing value");
     const std::string& w = t_[i_];
-    if (w == "," || w == ":" || w == "[" || w == "]") return Err(key + ": missing value before '" + w + "'");
+    if (w == "," || w == ":" || w == "[" || w == "]")
+      return Err(key + ": missing value before '" + w + "'");
     ++i_;
     return w;
   }
@@ -160,7 +166,8 @@ class Parser {
         MEMSIM_RETURN_IF_ERROR(Expect(key, ":"));
         MEMSIM_ASSIGN_OR_RETURN(int64_t value, Size(key));
         if (value != 0 && !IsPowerOfTwo(value))
-          return Err(key + ": divisions '" + std::to_string(value) + "' must be a power of 2 (or 0)");
+          return Err(key + ": divisions '" + std::to_string(value) +
+                     "' must be a power of 2 (or 0)");
         if (bound == ">") {
           for (int k = last_index + 1; k < kRoundupIntervals; ++k) div[k] = value;
         } else {

@@ -14,32 +14,32 @@
 
 namespace memsim {
 
-inline constexpr int64_t kMiB = 1048576;                 // bytes
-inline constexpr int64_t kMinBlockSize = 512;            // bytes; every block is a multiple
-inline constexpr int64_t kSmallSize = 1048576;           // bytes; rounded sizes <= go small
-inline constexpr int64_t kSmallBuffer = 2097152;         // bytes; small-pool segment / page
-inline constexpr int64_t kLargeBuffer = 20971520;        // bytes; 1..10 MiB segment / page
-inline constexpr int64_t kMinLargeAlloc = 10485760;      // bytes; >= gets its own segment
-inline constexpr int64_t kRoundLarge = 2097152;          // bytes; big-segment rounding unit
+inline constexpr int64_t kMiB = 1048576;                   // bytes
+inline constexpr int64_t kMinBlockSize = 512;              // bytes; every block is a multiple
+inline constexpr int64_t kSmallSize = 1048576;             // bytes; rounded sizes <= go small
+inline constexpr int64_t kSmallBuffer = 2097152;           // bytes; small-pool segment / page
+inline constexpr int64_t kLargeBuffer = 20971520;          // bytes; 1..10 MiB segment / page
+inline constexpr int64_t kMinLargeAlloc = 10485760;        // bytes; >= gets its own segment
+inline constexpr int64_t kRoundLarge = 2097152;            // bytes; big-segment rounding unit
 inline constexpr int64_t kUnlimitedSplitSize = INT64_MAX;  // max_split_size default
-inline constexpr int kRoundupIntervals = 16;             // 1 MiB ... 64 GiB
+inline constexpr int kRoundupIntervals = 16;               // 1 MiB ... 64 GiB
 
 /// The native allocator's options (PyTorch's AcceleratorAllocatorConfig + CUDAAllocatorConfig).
 struct AllocatorConfig {
-  int64_t max_split_size = kUnlimitedSplitSize;         ///< bytes; max_split_size_mb
-  int64_t max_non_split_rounding_size = kLargeBuffer;   ///< bytes; max_non_split_rounding_mb
-  int64_t large_segment_size = kLargeBuffer;            ///< bytes; large_segment_size_mb
+  int64_t max_split_size = kUnlimitedSplitSize;        ///< bytes; max_split_size_mb
+  int64_t max_non_split_rounding_size = kLargeBuffer;  ///< bytes; max_non_split_rounding_mb
+  int64_t large_segment_size = kLargeBuffer;           ///< bytes; large_segment_size_mb
   /// Divisions per interval; entry k covers [2^(20+k), 2^(21+k)) bytes, entry 0 everything
   /// below 2 MiB, entry 15 everything above. 0 or 1 = plain 512-byte rounding.
   std::array<int64_t, kRoundupIntervals> roundup_power2_divisions{};
-  double garbage_collection_threshold = 0.0;            ///< (0, 1); 0 = off
+  double garbage_collection_threshold = 0.0;  ///< (0, 1); 0 = off
   /// Fraction of the device capacity the process may reserve (torch.cuda.
   /// set_per_process_memory_fraction). 1.0 = not set. GC only runs when this is < 1.
   double per_process_memory_fraction = 1.0;
   bool expandable_segments = false;
-  bool release_lock_on_cudamalloc = false;              ///< accepted, no effect in a simulator
-  bool pinned_use_cuda_host_register = false;           ///< accepted, no effect
-  int64_t pinned_num_register_threads = 1;              ///< accepted, no effect
+  bool release_lock_on_cudamalloc = false;     ///< accepted, no effect in a simulator
+  bool pinned_use_cuda_host_register = false;  ///< accepted, no effect
+  int64_t pinned_num_register_threads = 1;     ///< accepted, no effect
 
   /// Division count that applies to a request of |size| bytes.
   int64_t DivisionsFor(int64_t size) const;

@@ -63,10 +63,10 @@ struct DeviceStats {
   int64_t num_alloc_retries = 0;   ///< COUNT: cache flushes + retries (R7.5)
   int64_t num_ooms = 0;            ///< COUNT: out-of-memory errors raised
   int64_t num_sync_all_streams = 0;
-  int64_t num_device_alloc = 0;    ///< COUNT: cudaMalloc / page-map calls
-  int64_t num_device_free = 0;     ///< COUNT: cudaFree / page-unmap calls
-  Stat oversize_allocations;       ///< COUNT: allocated blocks >= max_split_size
-  Stat oversize_segments;          ///< COUNT: segments >= max_split_size
+  int64_t num_device_alloc = 0;  ///< COUNT: cudaMalloc / page-map calls
+  int64_t num_device_free = 0;   ///< COUNT: cudaFree / page-unmap calls
+  Stat oversize_allocations;     ///< COUNT: allocated blocks >= max_split_size
+  Stat oversize_segments;        ///< COUNT: segments >= max_split_size
 };
 
 }  // namespace memsim

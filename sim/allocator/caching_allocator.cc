@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <new>
 #include <cstdio>
+#include <new>
 
 #include "lib/util/check.h"
 
@@ -49,7 +49,8 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config, const DeviceOp
 void* CachingAllocator::NodePool::Get(size_t bytes) {
   if (free_ == nullptr) {
     constexpr size_t kAlign = alignof(std::max_align_t);
-    if (node_bytes_ == 0) node_bytes_ = (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign * kAlign;
+    if (node_bytes_ == 0)
+      node_bytes_ = (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign * kAlign;
     MEMSIM_CHECK(bytes <= node_bytes_);
     constexpr size_t kNodesPerChunk = 256;
     chunks_.push_back(std::make_unique<std::byte[]>(node_bytes_ * kNodesPerChunk));
@@ -138,7 +139,8 @@ BlockId CachingAllocator::GetFreeBlock(PoolKind pk, StreamId stream, int64_t siz
       // R11.3: a block that can grow into the unmapped tail counts as that big.
       auto xsize = [&](BlockId id) {
         const Block& blk = blocks_[id];
-        return blk.size + (blk.next != kNil && !blocks_[blk.next].mapped ? blocks_[blk.next].size : 0);
+        return blk.size +
+               (blk.next != kNil && !blocks_[blk.next].mapped ? blocks_[blk.next].size : 0);
       };
       auto next = std::next(it);
       while (blocks_[it->id].expandable && next != pool.blocks.end() && next->stream == stream &&
@@ -179,8 +181,8 @@ uint64_t CachingAllocator::FreshSegmentAddress(int64_t size) {
   return a;
 }
 
-BlockId CachingAllocator::AllocBlock(PoolKind pk, StreamId stream, int64_t size,
-                                     int64_t alloc_size, bool retry) {
+BlockId CachingAllocator::AllocBlock(PoolKind pk, StreamId stream, int64_t size, int64_t alloc_size,
+                                     bool retry) {
   if (retry) ++stats_.num_alloc_retries;
   const int64_t reserved = stats_.reserved_bytes.all().current;
   if (cfg_.per_process_memory_fraction < 1.0 && dev_.capacity_bytes > 0 &&
@@ -345,7 +347,9 @@ void CachingAllocator::GarbageCollect() {
   const int64_t reserved = stats_.reserved_bytes.all().current;
   if (reserved <= threshold) return;
   const int64_t target = reserved - threshold;
-  auto age = [&](BlockId b) { return static_cast<double>(pool.get_free_calls - blocks_[b].gc_base); };
+  auto age = [&](BlockId b) {
+    return static_cast<double>(pool.get_free_calls - blocks_[b].gc_base);
+  };
   double total_age = 0.0;
   int64_t freeable = 0;
   for (const Key& k : pool.blocks) {
@@ -468,8 +472,8 @@ void CachingAllocator::RecordOom(int64_t requested, int64_t rounded, int64_t all
   o.stream = stream;
   const int64_t limit = AllowedMaximum();
   o.message = "CUDA out of memory. Tried to allocate " + FormatBytes(alloc_size) +
-              ". GPU 0 has a total capacity of " + FormatBytes(dev_.capacity_bytes) +
-              " of which " + FormatBytes(o.free_bytes) + " is free. ";
+              ". GPU 0 has a total capacity of " + FormatBytes(dev_.capacity_bytes) + " of which " +
+              FormatBytes(o.free_bytes) + " is free. ";
   if (limit < dev_.capacity_bytes) {
     o.message += "Process has a memory limit of " + FormatBytes(limit) + ". ";
   }
@@ -532,7 +536,8 @@ Result<std::vector<BlockId>> CachingAllocator::ImportSegment(const ImportedSegme
     blk.addr = v.address;
     blk.size = v.size;
     blk.requested = v.requested_size;
-    blk.rounded = v.allocated ? std::min(v.size, RoundSize(std::max<int64_t>(v.requested_size, 1), cfg_)) : 0;
+    blk.rounded =
+        v.allocated ? std::min(v.size, RoundSize(std::max<int64_t>(v.requested_size, 1), cfg_)) : 0;
     blk.stream = in.stream;
     blk.pool = pk;
     blk.segment = sid;
@@ -624,7 +629,8 @@ Status CachingAllocator::CheckInvariants() const {
     if (!blk.allocated) {
       const bool in = blk.mapped ? pool.blocks.count(FreeKey(b)) == 1
                                  : pool.unmapped.count(UnmappedKey(b)) == 1;
-      if (!in) return Status::Internal("free block missing from its set at " + std::to_string(blk.addr));
+      if (!in)
+        return Status::Internal("free block missing from its set at " + std::to_string(blk.addr));
       if (blk.mapped) ++free_count;
       if (blk.mapped && !blk.expandable && IsSplit(b)) split_bytes += blk.size;
     }
@@ -632,7 +638,8 @@ Status CachingAllocator::CheckInvariants() const {
   const int64_t in_sets = static_cast<int64_t>(pools_[0].blocks.size() + pools_[1].blocks.size());
   if (in_sets != free_count) return Status::Internal("free sets hold stale entries");
   if (reserved != stats_.reserved_bytes.all().current)
-    return Status::Internal("reserved_bytes " + std::to_string(stats_.reserved_bytes.all().current) +
+    return Status::Internal("reserved_bytes " +
+                            std::to_string(stats_.reserved_bytes.all().current) +
                             " != mapped block bytes " + std::to_string(reserved));
   if (allocated != stats_.allocated_bytes.all().current)
     return Status::Internal("allocated_bytes mismatch");

@@ -48,8 +48,8 @@ struct OomInfo {
   int64_t rounded_bytes = 0;            ///< round_size(requested)
   int64_t tried_to_allocate_bytes = 0;  ///< segment size, as in "Tried to allocate X"
   int64_t capacity_bytes = 0;
-  int64_t free_bytes = 0;               ///< capacity - reserved
-  int64_t allocated_bytes = 0;          ///< "allocated by PyTorch"
+  int64_t free_bytes = 0;       ///< capacity - reserved
+  int64_t allocated_bytes = 0;  ///< "allocated by PyTorch"
   int64_t reserved_bytes = 0;
   int64_t reserved_unallocated_bytes = 0;  ///< "reserved by PyTorch but unallocated"
   StreamId stream = 0;
@@ -147,8 +147,8 @@ class CachingAllocator {
   };
   struct Segment {
     uint64_t addr = 0;
-    int64_t size = 0;       // cudaMalloc size, or the virtual range for expandable segments
-    int64_t page = 0;       // expandable page size
+    int64_t size = 0;  // cudaMalloc size, or the virtual range for expandable segments
+    int64_t page = 0;  // expandable page size
     StreamId stream = 0;
     PoolKind pool = PoolKind::kLarge;
     bool expandable = false;
@@ -197,7 +197,9 @@ class CachingAllocator {
       }
     }
     template <typename U>
-    bool operator==(const NodeAllocator<U>& o) const { return pool == o.pool; }
+    bool operator==(const NodeAllocator<U>& o) const {
+      return pool == o.pool;
+    }
   };
   using KeySet = std::set<Key, std::less<Key>, NodeAllocator<Key>>;
   struct Pool {

@@ -22,7 +22,7 @@ class IdealPacker {
   /// Frees the range placed at |offset| by Allocate with the same |bytes|.
   void Free(int64_t offset, int64_t bytes);
 
-  int64_t arena_bytes() const { return top_; }           ///< current arena size
+  int64_t arena_bytes() const { return top_; }            ///< current arena size
   int64_t peak_arena_bytes() const { return peak_top_; }  ///< the lower bound on reserved
   int64_t live_bytes() const { return live_; }
   int64_t peak_live_bytes() const { return peak_live_; }
@@ -33,7 +33,7 @@ class IdealPacker {
   void RemoveGap(std::map<int64_t, int64_t>::iterator it);
 
   int64_t alignment_;
-  std::map<int64_t, int64_t> gaps_;              // offset -> size
+  std::map<int64_t, int64_t> gaps_;                // offset -> size
   std::set<std::pair<int64_t, int64_t>> by_size_;  // (size, offset)
   int64_t top_ = 0;
   int64_t peak_top_ = 0;

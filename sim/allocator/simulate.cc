@@ -37,9 +37,12 @@ Result<std::pair<int64_t, int64_t>> RunIdeal(const EventStream& es, size_t limit
 
 std::string_view AllocatorModelName(AllocatorModel m) {
   switch (m) {
-    case AllocatorModel::kCaching: return "caching";
-    case AllocatorModel::kExpandable: return "expandable";
-    case AllocatorModel::kIdeal: return "ideal";
+    case AllocatorModel::kCaching:
+      return "caching";
+    case AllocatorModel::kExpandable:
+      return "expandable";
+    case AllocatorModel::kIdeal:
+      return "ideal";
   }
   return "?";
 }
@@ -160,8 +163,8 @@ nlohmann::ordered_json DeviceStatsToJson(const DeviceStats& s) {
   j["num_device_free"] = s.num_device_free;
   j["oversize_allocations"] = ordered_json{{"current", s.oversize_allocations.current},
                                            {"peak", s.oversize_allocations.peak}};
-  j["oversize_segments"] = ordered_json{{"current", s.oversize_segments.current},
-                                        {"peak", s.oversize_segments.peak}};
+  j["oversize_segments"] =
+      ordered_json{{"current", s.oversize_segments.current}, {"peak", s.oversize_segments.peak}};
   return j;
 }
 
@@ -170,39 +173,40 @@ nlohmann::ordered_json AllocatorReportToJson(const AllocatorReport& r) {
   ordered_json j;
   j["model"] = std::string(AllocatorModelName(r.model));
   j["alloc_conf"] = r.alloc_conf;
-  j["capacity_bytes"] = r.capacity_bytes > 0 ? ordered_json(r.capacity_bytes) : ordered_json(nullptr);
+  j["capacity_bytes"] =
+      r.capacity_bytes > 0 ? ordered_json(r.capacity_bytes) : ordered_json(nullptr);
   j["peak_allocated_bytes"] = r.peak_allocated_bytes;
   j["peak_reserved_bytes"] = r.peak_reserved_bytes;
   j["peak_requested_bytes"] = r.peak_requested_bytes;
   j["ideal_peak_bytes"] = r.ideal_peak_bytes;
   j["events_simulated"] = r.events_simulated;
   const Fragmentation& f = r.fragmentation;
-  j["fragmentation"] = ordered_json{
-      {"at_event", f.event_index},
-      {"reserved_bytes", f.reserved_bytes},
-      {"allocated_bytes", f.allocated_bytes},
-      {"requested_bytes", f.requested_bytes},
-      {"internal_bytes", f.internal_bytes},
-      {"internal_rounding_bytes", f.internal_rounding_bytes},
-      {"internal_unsplit_bytes", f.internal_unsplit_bytes},
-      {"external_bytes", f.external_bytes},
-      {"inactive_split_bytes", f.inactive_split_bytes},
-      {"largest_free_block_bytes", f.largest_free_block_bytes}};
+  j["fragmentation"] = ordered_json{{"at_event", f.event_index},
+                                    {"reserved_bytes", f.reserved_bytes},
+                                    {"allocated_bytes", f.allocated_bytes},
+                                    {"requested_bytes", f.requested_bytes},
+                                    {"internal_bytes", f.internal_bytes},
+                                    {"internal_rounding_bytes", f.internal_rounding_bytes},
+                                    {"internal_unsplit_bytes", f.internal_unsplit_bytes},
+                                    {"external_bytes", f.external_bytes},
+                                    {"inactive_split_bytes", f.inactive_split_bytes},
+                                    {"largest_free_block_bytes", f.largest_free_block_bytes}};
   j["stats"] = DeviceStatsToJson(r.stats);
   if (r.oom) {
     const OomInfo& o = r.oom->info;
-    j["oom"] = ordered_json{{"buffer", r.oom->buffer},
-                            {"op", r.oom->op == kNoOp ? ordered_json(nullptr) : ordered_json(r.oom->op)},
-                            {"phase", std::string(PhaseName(r.oom->phase))},
-                            {"event_index", r.oom->event_index},
-                            {"requested_bytes", o.requested_bytes},
-                            {"tried_to_allocate_bytes", o.tried_to_allocate_bytes},
-                            {"capacity_bytes", o.capacity_bytes},
-                            {"free_bytes", o.free_bytes},
-                            {"allocated_bytes", o.allocated_bytes},
-                            {"reserved_bytes", o.reserved_bytes},
-                            {"reserved_unallocated_bytes", o.reserved_unallocated_bytes},
-                            {"message", o.message}};
+    j["oom"] =
+        ordered_json{{"buffer", r.oom->buffer},
+                     {"op", r.oom->op == kNoOp ? ordered_json(nullptr) : ordered_json(r.oom->op)},
+                     {"phase", std::string(PhaseName(r.oom->phase))},
+                     {"event_index", r.oom->event_index},
+                     {"requested_bytes", o.requested_bytes},
+                     {"tried_to_allocate_bytes", o.tried_to_allocate_bytes},
+                     {"capacity_bytes", o.capacity_bytes},
+                     {"free_bytes", o.free_bytes},
+                     {"allocated_bytes", o.allocated_bytes},
+                     {"reserved_bytes", o.reserved_bytes},
+                     {"reserved_unallocated_bytes", o.reserved_unallocated_bytes},
+                     {"message", o.message}};
   } else {
     j["oom"] = nullptr;
   }

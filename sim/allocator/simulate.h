@@ -15,11 +15,10 @@
 #define MEMSIM_SIM_ALLOCATOR_SIMULATE_H_
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "lib/analysis/events.h"
 #include "lib/util/status.h"
@@ -43,28 +42,28 @@ struct AllocatorOptions {
   std::string alloc_conf;      ///< PYTORCH_CUDA_ALLOC_CONF string; "" = defaults
   int64_t capacity_bytes = 0;  ///< device memory available to the allocator; 0 = unlimited
   AddressOrder address_order = AddressOrder::kDecreasing;
-  bool compute_ideal = true;   ///< also run the ideal packer for ideal_peak_bytes
+  bool compute_ideal = true;  ///< also run the ideal packer for ideal_peak_bytes
 };
 
 /// Fragmentation at the moment reserved memory first reached its peak.
 struct Fragmentation {
-  int64_t event_index = -1;          ///< index into EventStream::events (-1: no event)
+  int64_t event_index = -1;  ///< index into EventStream::events (-1: no event)
   int64_t reserved_bytes = 0;
-  int64_t allocated_bytes = 0;       ///< block bytes
-  int64_t requested_bytes = 0;       ///< caller bytes
-  int64_t internal_bytes = 0;        ///< allocated - requested = rounding + unsplit
+  int64_t allocated_bytes = 0;          ///< block bytes
+  int64_t requested_bytes = 0;          ///< caller bytes
+  int64_t internal_bytes = 0;           ///< allocated - requested = rounding + unsplit
   int64_t internal_rounding_bytes = 0;  ///< round_size(n) - n
   int64_t internal_unsplit_bytes = 0;   ///< remainders handed out whole (R6.2)
-  int64_t external_bytes = 0;        ///< reserved - allocated: free gaps in reserved segments
-  int64_t inactive_split_bytes = 0;  ///< the part of external that empty_cache cannot free
+  int64_t external_bytes = 0;           ///< reserved - allocated: free gaps in reserved segments
+  int64_t inactive_split_bytes = 0;     ///< the part of external that empty_cache cannot free
   int64_t largest_free_block_bytes = 0;
 };
 
 /// A simulated OOM and what triggered it.
 struct OomRecord {
-  OomInfo info;              ///< PyTorch's numbers and message
-  uint32_t buffer = 0;       ///< EventStream::buffers index of the failed allocation
-  uint32_t op = kNoOp;       ///< op index of the event
+  OomInfo info;         ///< PyTorch's numbers and message
+  uint32_t buffer = 0;  ///< EventStream::buffers index of the failed allocation
+  uint32_t op = kNoOp;  ///< op index of the event
   Phase phase = Phase::kSetup;
   int64_t event_index = 0;
 };
@@ -85,7 +84,8 @@ struct AllocatorReport {
 
 /// Simulates |events|. Errors: a bad alloc_conf, or an event stream that frees a buffer that is
 /// not allocated / allocates one twice / names a buffer out of range.
-Result<AllocatorReport> SimulateAllocator(const EventStream& events, const AllocatorOptions& options);
+Result<AllocatorReport> SimulateAllocator(const EventStream& events,
+                                          const AllocatorOptions& options);
 
 /// The report as JSON with a fixed key order (the run command embeds it).
 nlohmann::ordered_json AllocatorReportToJson(const AllocatorReport& report);

@@ -19,17 +19,27 @@ const PyValue* PyValue::Get(std::string_view key) const {
 
 std::string_view PyValue::TypeName() const {
   switch (kind_) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return "bool";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return "bool";
     case Kind::kInt:
-    case Kind::kBigInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kStr: return "str";
-    case Kind::kBytes: return "bytes";
-    case Kind::kList: return "list";
-    case Kind::kTuple: return "tuple";
-    case Kind::kDict: return "dict";
-    case Kind::kSet: return "set";
+    case Kind::kBigInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kStr:
+      return "str";
+    case Kind::kBytes:
+      return "bytes";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kSet:
+      return "set";
   }
   return "?";
 }
@@ -38,22 +48,38 @@ namespace {
 
 const char* RefusedOpcodeName(uint8_t op) {
   switch (op) {
-    case 'c': return "GLOBAL";
-    case 0x93: return "STACK_GLOBAL";
-    case 'R': return "REDUCE";
-    case 'b': return "BUILD";
-    case 'i': return "INST";
-    case 'o': return "OBJ";
-    case 0x81: return "NEWOBJ";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return nullptr;
+    case 'c':
+      return "GLOBAL";
+    case 0x93:
+      return "STACK_GLOBAL";
+    case 'R':
+      return "REDUCE";
+    case 'b':
+      return "BUILD";
+    case 'i':
+      return "INST";
+    case 'o':
+      return "OBJ";
+    case 0x81:
+      return "NEWOBJ";
+    case 0x92:
+      return "NEWOBJ_EX";
+    case 0x82:
+      return "EXT1";
+    case 0x83:
+      return "EXT2";
+    case 0x84:
+      return "EXT4";
+    case 'P':
+      return "PERSID";
+    case 'Q':
+      return "BINPERSID";
+    case 0x97:
+      return "NEXT_BUFFER";
+    case 0x98:
+      return "READONLY_BUFFER";
+    default:
+      return nullptr;
   }
 }
 
@@ -99,7 +125,8 @@ class PickleParser {
   }
   uint64_t ReadLE(size_t n) {
     uint64_t v = 0;
-    for (size_t k = 0; k < n; ++k) v |= static_cast<uint64_t>(static_cast<uint8_t>(d_[pos_ + k])) << (8 * k);
+    for (size_t k = 0; k < n; ++k)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(d_[pos_ + k])) << (8 * k);
     pos_ += n;
     return v;
   }
@@ -155,19 +182,22 @@ class PickleParser {
     return PushString(Kind::kBigInt, n, at);
   }
   Status AddToDict(PyValue* dict, const std::vector<PyValue*>& kv, size_t at) {
-    if (dict->kind_ != Kind::kDict) return Err(at, "SETITEM(S) on a " + std::string(dict->TypeName()));
+    if (dict->kind_ != Kind::kDict)
+      return Err(at, "SETITEM(S) on a " + std::string(dict->TypeName()));
     if (kv.size() % 2 != 0) return Err(at, "SETITEMS with an odd number of values");
     for (size_t k = 0; k < kv.size(); k += 2) {
       const Kind kk = kv[k]->kind_;
       if (kk == Kind::kList || kk == Kind::kDict || kk == Kind::kSet)
-        return Err(at, std::string("unhashable dict key of type ") + std::string(kv[k]->TypeName()));
+        return Err(at,
+                   std::string("unhashable dict key of type ") + std::string(kv[k]->TypeName()));
       dict->entries_.emplace_back(kv[k], kv[k + 1]);
     }
     return Status::OK();
   }
   Status AddToSeq(PyValue* seq, const std::vector<PyValue*>& items, size_t at, bool set) {
     if (set ? seq->kind_ != Kind::kSet : seq->kind_ != Kind::kList)
-      return Err(at, std::string(set ? "ADDITEMS" : "APPEND(S)") + " on a " + std::string(seq->TypeName()));
+      return Err(at, std::string(set ? "ADDITEMS" : "APPEND(S)") + " on a " +
+                         std::string(seq->TypeName()));
     seq->items_.insert(seq->items_.end(), items.begin(), items.end());
     return Status::OK();
   }
@@ -208,24 +238,41 @@ class PickleParser {
       case 0x95: {  // FRAME: a hint only
         MEMSIM_RETURN_IF_ERROR(Need(8, at));
         const uint64_t n = ReadLE(8);
-        if (n > d_.size() - pos_) return Err(at, "FRAME length " + std::to_string(n) + " exceeds the file");
+        if (n > d_.size() - pos_)
+          return Err(at, "FRAME length " + std::to_string(n) + " exceeds the file");
         return Status::OK();
       }
-      case '(': marks_.push_back(stack_.size()); return Status::OK();
-      case '0': return Pop(at).status();
-      case '1': return PopMark(at).status();
+      case '(':
+        marks_.push_back(stack_.size());
+        return Status::OK();
+      case '0':
+        return Pop(at).status();
+      case '1':
+        return PopMark(at).status();
       case '2': {
         MEMSIM_ASSIGN_OR_RETURN(PyValue * v, Top(at));
         stack_.push_back(v);
         return Status::OK();
       }
-      case 'N': stack_.push_back(New(Kind::kNone)); return Status::OK();
-      case 0x88: return PushInt(1, Kind::kBool);
-      case 0x89: return PushInt(0, Kind::kBool);
-      case 'J': MEMSIM_RETURN_IF_ERROR(Need(4, at)); return PushInt(static_cast<int32_t>(ReadLE(4)));
-      case 'K': MEMSIM_RETURN_IF_ERROR(Need(1, at)); return PushInt(static_cast<int64_t>(ReadLE(1)));
-      case 'M': MEMSIM_RETURN_IF_ERROR(Need(2, at)); return PushInt(static_cast<int64_t>(ReadLE(2)));
-      case 0x8a: MEMSIM_RETURN_IF_ERROR(Need(1, at)); return PushLong(ReadLE(1), at);
+      case 'N':
+        stack_.push_back(New(Kind::kNone));
+        return Status::OK();
+      case 0x88:
+        return PushInt(1, Kind::kBool);
+      case 0x89:
+        return PushInt(0, Kind::kBool);
+      case 'J':
+        MEMSIM_RETURN_IF_ERROR(Need(4, at));
+        return PushInt(static_cast<int32_t>(ReadLE(4)));
+      case 'K':
+        MEMSIM_RETURN_IF_ERROR(Need(1, at));
+        return PushInt(static_cast<int64_t>(ReadLE(1)));
+      case 'M':
+        MEMSIM_RETURN_IF_ERROR(Need(2, at));
+        return PushInt(static_cast<int64_t>(ReadLE(2)));
+      case 0x8a:
+        MEMSIM_RETURN_IF_ERROR(Need(1, at));
+        return PushLong(ReadLE(1), at);
       case 0x8b: {
         MEMSIM_RETURN_IF_ERROR(Need(4, at));
         const int32_t n = static_cast<int32_t>(ReadLE(4));
@@ -253,31 +300,54 @@ class PickleParser {
       case 'G': {
         MEMSIM_RETURN_IF_ERROR(Need(8, at));
         uint64_t bits = 0;
-        for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(d_[pos_ + k]);  // big-endian
+        for (int k = 0; k < 8; ++k)
+          bits = (bits << 8) | static_cast<uint8_t>(d_[pos_ + k]);  // big-endian
         pos_ += 8;
         PyValue* f = New(Kind::kFloat);
         std::memcpy(&f->float_, &bits, sizeof bits);
         stack_.push_back(f);
         return Status::OK();
       }
-      case 0x8c: MEMSIM_RETURN_IF_ERROR(Need(1, at)); return PushString(Kind::kStr, ReadLE(1), at);
-      case 'X': MEMSIM_RETURN_IF_ERROR(Need(4, at)); return PushString(Kind::kStr, ReadLE(4), at);
-      case 0x8d: MEMSIM_RETURN_IF_ERROR(Need(8, at)); return PushString(Kind::kStr, ReadLE(8), at);
-      case 'C': MEMSIM_RETURN_IF_ERROR(Need(1, at)); return PushString(Kind::kBytes, ReadLE(1), at);
-      case 'B': MEMSIM_RETURN_IF_ERROR(Need(4, at)); return PushString(Kind::kBytes, ReadLE(4), at);
+      case 0x8c:
+        MEMSIM_RETURN_IF_ERROR(Need(1, at));
+        return PushString(Kind::kStr, ReadLE(1), at);
+      case 'X':
+        MEMSIM_RETURN_IF_ERROR(Need(4, at));
+        return PushString(Kind::kStr, ReadLE(4), at);
+      case 0x8d:
+        MEMSIM_RETURN_IF_ERROR(Need(8, at));
+        return PushString(Kind::kStr, ReadLE(8), at);
+      case 'C':
+        MEMSIM_RETURN_IF_ERROR(Need(1, at));
+        return PushString(Kind::kBytes, ReadLE(1), at);
+      case 'B':
+        MEMSIM_RETURN_IF_ERROR(Need(4, at));
+        return PushString(Kind::kBytes, ReadLE(4), at);
       case 0x8e:
-      case 0x96: MEMSIM_RETURN_IF_ERROR(Need(8, at)); return PushString(Kind::kBytes, ReadLE(8), at);
-      case 'U': MEMSIM_RETURN_IF_ERROR(Need(1, at)); return PushString(Kind::kBytes, ReadLE(1), at);
+      case 0x96:
+        MEMSIM_RETURN_IF_ERROR(Need(8, at));
+        return PushString(Kind::kBytes, ReadLE(8), at);
+      case 'U':
+        MEMSIM_RETURN_IF_ERROR(Need(1, at));
+        return PushString(Kind::kBytes, ReadLE(1), at);
       case 'T': {
         MEMSIM_RETURN_IF_ERROR(Need(4, at));
         const int32_t n = static_cast<int32_t>(ReadLE(4));
         if (n < 0) return Err(at, "BINSTRING with negative length");
         return PushString(Kind::kBytes, static_cast<size_t>(n), at);
       }
-      case ']': stack_.push_back(New(Kind::kList)); return Status::OK();
-      case ')': stack_.push_back(New(Kind::kTuple)); return Status::OK();
-      case '}': stack_.push_back(New(Kind::kDict)); return Status::OK();
-      case 0x8f: stack_.push_back(New(Kind::kSet)); return Status::OK();
+      case ']':
+        stack_.push_back(New(Kind::kList));
+        return Status::OK();
+      case ')':
+        stack_.push_back(New(Kind::kTuple));
+        return Status::OK();
+      case '}':
+        stack_.push_back(New(Kind::kDict));
+        return Status::OK();
+      case 0x8f:
+        stack_.push_back(New(Kind::kSet));
+        return Status::OK();
       case 'l':
       case 't':
       case 0x91: {  // LIST, TUPLE, FROZENSET from MARK
@@ -329,17 +399,27 @@ class PickleParser {
         MEMSIM_ASSIGN_OR_RETURN(PyValue * dict, Top(at));
         return AddToDict(dict, kv, at);
       }
-      case 0x94: return Memo(memo_.size(), at);  // MEMOIZE
-      case 'q': MEMSIM_RETURN_IF_ERROR(Need(1, at)); return Memo(ReadLE(1), at);
-      case 'r': MEMSIM_RETURN_IF_ERROR(Need(4, at)); return Memo(ReadLE(4), at);
-      case 'h': MEMSIM_RETURN_IF_ERROR(Need(1, at)); return Fetch(ReadLE(1), at);
-      case 'j': MEMSIM_RETURN_IF_ERROR(Need(4, at)); return Fetch(ReadLE(4), at);
+      case 0x94:
+        return Memo(memo_.size(), at);  // MEMOIZE
+      case 'q':
+        MEMSIM_RETURN_IF_ERROR(Need(1, at));
+        return Memo(ReadLE(1), at);
+      case 'r':
+        MEMSIM_RETURN_IF_ERROR(Need(4, at));
+        return Memo(ReadLE(4), at);
+      case 'h':
+        MEMSIM_RETURN_IF_ERROR(Need(1, at));
+        return Fetch(ReadLE(1), at);
+      case 'j':
+        MEMSIM_RETURN_IF_ERROR(Need(4, at));
+        return Fetch(ReadLE(4), at);
       case 'p':
       case 'g': {
         MEMSIM_ASSIGN_OR_RETURN(std::string_view line, ReadLine(at));
         MEMSIM_ASSIGN_OR_RETURN(int64_t idx, ParseDecimal(line, at));
         if (idx < 0) return Err(at, "negative memo key");
-        return op == 'p' ? Memo(static_cast<uint64_t>(idx), at) : Fetch(static_cast<uint64_t>(idx), at);
+        return op == 'p' ? Memo(static_cast<uint64_t>(idx), at)
+                         : Fetch(static_cast<uint64_t>(idx), at);
       }
       case 'S':
       case 'V':
@@ -362,8 +442,9 @@ class PickleParser {
     std::vector<Frame> path;
     auto children = [](const PyValue* v, size_t k) -> const PyValue* {
       if (v->kind_ == Kind::kDict) {
-        return k < 2 * v->entries_.size() ? (k % 2 ? v->entries_[k / 2].second : v->entries_[k / 2].first)
-                                         : nullptr;
+        return k < 2 * v->entries_.size()
+                   ? (k % 2 ? v->entries_[k / 2].second : v->entries_[k / 2].first)
+                   : nullptr;
       }
       return k < v->items_.size() ? v->items_[k] : nullptr;
     };
@@ -386,7 +467,8 @@ class PickleParser {
           if (is_container(ch)) d = std::max(d, 1 + depth[ch]);
         }
         if (d > limits_.max_depth)
-          return Status::ParseError("pickle nesting deeper than " + std::to_string(limits_.max_depth));
+          return Status::ParseError("pickle nesting deeper than " +
+                                    std::to_string(limits_.max_depth));
         depth[f.v] = d;
         path.pop_back();
         continue;
@@ -394,11 +476,13 @@ class PickleParser {
       if (!is_container(c)) continue;
       auto it = depth.find(c);
       if (it != depth.end()) {
-        if (it->second < 0) return Status::ParseError("pickle holds a recursive (self-containing) structure");
+        if (it->second < 0)
+          return Status::ParseError("pickle holds a recursive (self-containing) structure");
         continue;
       }
       if (static_cast<int>(path.size()) >= limits_.max_depth)
-        return Status::ParseError("pickle nesting deeper than " + std::to_string(limits_.max_depth));
+        return Status::ParseError("pickle nesting deeper than " +
+                                  std::to_string(limits_.max_depth));
       depth[c] = -1;
       path.push_back({c, 0});
     }

@@ -20,17 +20,31 @@ namespace memsim {
 
 class PyValue {
  public:
-  enum class Kind : uint8_t { kNone, kBool, kInt, kBigInt, kFloat, kStr, kBytes, kList, kTuple, kDict, kSet };
+  enum class Kind : uint8_t {
+    kNone,
+    kBool,
+    kInt,
+    kBigInt,
+    kFloat,
+    kStr,
+    kBytes,
+    kList,
+    kTuple,
+    kDict,
+    kSet
+  };
 
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_int() const { return kind_ == Kind::kInt || kind_ == Kind::kBool; }
   bool is_str() const { return kind_ == Kind::kStr; }
-  bool is_sequence() const { return kind_ == Kind::kList || kind_ == Kind::kTuple || kind_ == Kind::kSet; }
+  bool is_sequence() const {
+    return kind_ == Kind::kList || kind_ == Kind::kTuple || kind_ == Kind::kSet;
+  }
   bool is_dict() const { return kind_ == Kind::kDict; }
 
   bool as_bool() const { return int_ != 0; }
-  int64_t as_int() const { return int_; }     ///< kInt / kBool
+  int64_t as_int() const { return int_; }  ///< kInt / kBool
   double as_float() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
   const std::string& as_str() const { return str_; }  ///< kStr (UTF-8), kBytes, kBigInt (LE bytes)
   const std::vector<const PyValue*>& items() const { return items_; }  ///< list / tuple / set

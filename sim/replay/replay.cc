@@ -45,8 +45,9 @@ Result<InitialState> Undo(const MemorySnapshot& snap) {
   InitialState st;
   for (const SnapshotSegment& s : snap.segments) {
     if (s.expandable)
-      return Status::Unsupported("segment " + Hex(s.address) +
-                                 " is expandable; replaying expandable recordings is not supported");
+      return Status::Unsupported(
+          "segment " + Hex(s.address) +
+          " is expandable; replaying expandable recordings is not supported");
     st.segs[s.address] = SegInit{s.total_size, s.stream, s.pool};
     for (const SnapshotBlock& b : s.blocks) {
       if (b.state == BlockState::kInactive) continue;
@@ -59,25 +60,30 @@ Result<InitialState> Undo(const MemorySnapshot& snap) {
       case TraceAction::kAlloc: {
         auto it = st.live.find(e.addr);
         if (it == st.live.end())
-          return TraceError(k, "alloc at " + Hex(e.addr) + " is neither alive at the end nor freed later");
+          return TraceError(
+              k, "alloc at " + Hex(e.addr) + " is neither alive at the end nor freed later");
         st.live.erase(it);
         break;
       }
       case TraceAction::kFreeCompleted:
         if (st.live.count(e.addr))
-          return TraceError(k, "free at " + Hex(e.addr) + " of a block that is alive again before its alloc");
+          return TraceError(
+              k, "free at " + Hex(e.addr) + " of a block that is alive again before its alloc");
         st.live[e.addr] = LiveInit{-1, e.size, e.stream, false, false};
         break;
       case TraceAction::kSegmentAlloc:
         if (!st.segs.erase(e.addr))
-          return TraceError(k, "segment_alloc at " + Hex(e.addr) + " of a segment missing at the end");
+          return TraceError(k,
+                            "segment_alloc at " + Hex(e.addr) + " of a segment missing at the end");
         break;
       case TraceAction::kSegmentFree:
-        st.segs[e.addr] = SegInit{e.size, e.stream, e.size == kSmallBuffer ? PoolKind::kSmall : PoolKind::kLarge};
+        st.segs[e.addr] =
+            SegInit{e.size, e.stream, e.size == kSmallBuffer ? PoolKind::kSmall : PoolKind::kLarge};
         break;
       case TraceAction::kSegmentMap:
       case TraceAction::kSegmentUnmap:
-        return Status::Unsupported("trace holds segment_map/unmap (expandable segments); not supported");
+        return Status::Unsupported(
+            "trace holds segment_map/unmap (expandable segments); not supported");
       default:
         break;
     }
@@ -96,14 +102,17 @@ const std::pair<const uint64_t, SegInit>* SegmentOf(const InitialState& st, uint
 
 // Infers unknown block sizes (round_size + the "gap <= 1 MiB is unsplit slack" rule), applying
 // |slack| found by earlier restarts.
-Status InferSizes(InitialState* st, const AllocatorConfig& cfg, const std::map<uint64_t, int64_t>& slack) {
+Status InferSizes(InitialState* st, const AllocatorConfig& cfg,
+                  const std::map<uint64_t, int64_t>& slack) {
   for (auto it = st->live.begin(); it != st->live.end(); ++it) {
     LiveInit& b = it->second;
     const auto* seg = SegmentOf(*st, it->first);
-    if (seg == nullptr) return Status::InvalidArgument("block " + Hex(it->first) + " lies in no segment");
+    if (seg == nullptr)
+      return Status::InvalidArgument("block " + Hex(it->first) + " lies in no segment");
     const uint64_t seg_end = seg->first + static_cast<uint64_t>(seg->second.size);
     auto next = std::next(it);
-    const uint64_t next_start = (next != st->live.end() && next->first < seg_end) ? next->first : seg_end;
+    const uint64_t next_start =
+        (next != st->live.end() && next->first < seg_end) ? next->first : seg_end;
     if (b.exact) {
       if (it->first + static_cast<uint64_t>(b.size) > next_start)
         return Status::InvalidArgument("block " + Hex(it->first) + " overlaps the next block");
@@ -111,8 +120,8 @@ Status InferSizes(InitialState* st, const AllocatorConfig& cfg, const std::map<u
     }
     int64_t size = RoundSize(std::max<int64_t>(b.requested, 1), cfg);
     if (it->first + static_cast<uint64_t>(size) > next_start)
-      return Status::InvalidArgument("block " + Hex(it->first) + " (inferred " + std::to_string(size) +
-                                     " bytes) overlaps the next block");
+      return Status::InvalidArgument("block " + Hex(it->first) + " (inferred " +
+                                     std::to_string(size) + " bytes) overlaps the next block");
     const int64_t gap = static_cast<int64_t>(next_start - it->first) - size;
     if (seg->second.pool == PoolKind::kLarge) {
       if (gap > 0 && gap <= kSmallSize) {
@@ -159,12 +168,14 @@ Status Forward(const MemorySnapshot& snap, CachingAllocator& alloc,
       case TraceAction::kAlloc: {
         c->rec_alloc += e.size;
         c->rec_peak_alloc = std::max(c->rec_peak_alloc, c->rec_alloc);
-        if (by_addr.count(e.addr)) return TraceError(i, "alloc at " + Hex(e.addr) + " which is still allocated");
+        if (by_addr.count(e.addr))
+          return TraceError(i, "alloc at " + Hex(e.addr) + " which is still allocated");
         if (e.size <= 0) {
           by_addr[e.addr] = kNoBlock;
           break;
         }
-        if (pending && use_addresses) alloc.SetNextSegmentHint(pending_segment.addr, pending_segment.size);
+        if (pending && use_addresses)
+          alloc.SetNextSegmentHint(pending_segment.addr, pending_segment.size);
         const BlockId b = alloc.Malloc(e.size, e.stream);
         if (b == kNoBlock) return Status::Internal("simulated OOM without a capacity");
         const int64_t dev = alloc.last_malloc_device_bytes();
@@ -183,7 +194,8 @@ Status Forward(const MemorySnapshot& snap, CachingAllocator& alloc,
       }
       case TraceAction::kFreeCompleted: {
         auto it = by_addr.find(e.addr);
-        if (it == by_addr.end()) return TraceError(i, "free at " + Hex(e.addr) + " of no live block");
+        if (it == by_addr.end())
+          return TraceError(i, "free at " + Hex(e.addr) + " of no live block");
         c->rec_alloc -= e.size;
         if (it->second != kNoBlock) alloc.Free(it->second);
         by_addr.erase(it);
@@ -202,7 +214,8 @@ bool LayoutMatches(const MemorySnapshot& snap, const CachingAllocator& alloc) {
   for (size_t k = 0; k < sim.size(); ++k) {
     const SegmentView& a = sim[k];
     const SnapshotSegment& b = snap.segments[k];
-    if (a.address != b.address || a.total_size != b.total_size || a.blocks.size() != b.blocks.size())
+    if (a.address != b.address || a.total_size != b.total_size ||
+        a.blocks.size() != b.blocks.size())
       return false;
     for (size_t j = 0; j < a.blocks.size(); ++j) {
       if (a.blocks[j].address != b.blocks[j].address || a.blocks[j].size != b.blocks[j].size ||
@@ -271,7 +284,8 @@ Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOpti
         const uint64_t end = saddr + static_cast<uint64_t>(s.size);
         uint64_t at = saddr;
         for (auto it = st.live.lower_bound(saddr); it != st.live.end() && it->first < end; ++it) {
-          if (it->first > at) seg.blocks.push_back({at, static_cast<int64_t>(it->first - at), 0, false});
+          if (it->first > at)
+            seg.blocks.push_back({at, static_cast<int64_t>(it->first - at), 0, false});
           seg.blocks.push_back({it->first, it->second.size, it->second.requested, true});
           at = it->first + static_cast<uint64_t>(it->second.size);
         }
@@ -284,7 +298,8 @@ Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOpti
       }
     } else {
       // Cold start with the live blocks, in address order, under the other settings.
-      for (const auto& [addr, b] : st.live) by_addr[addr] = b.requested > 0 ? alloc.Malloc(b.requested, b.stream) : kNoBlock;
+      for (const auto& [addr, b] : st.live)
+        by_addr[addr] = b.requested > 0 ? alloc.Malloc(b.requested, b.stream) : kNoBlock;
     }
     alloc.ResetPeakStats();
     MEMSIM_RETURN_IF_ERROR(Forward(snap, alloc, by_addr, !rep.override_conf, &c));
@@ -327,7 +342,8 @@ Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOpti
 
 double SegmentMatchRate(const ReplayReport& r) {
   if (!r.segment_allocs_recorded) return 0.0;
-  const int64_t denom = std::max(*r.segment_allocs_recorded, r.segment_allocs_simulated.value_or(0));
+  const int64_t denom =
+      std::max(*r.segment_allocs_recorded, r.segment_allocs_simulated.value_or(0));
   if (denom == 0) return 1.0;
   return static_cast<double>(r.segment_allocs_matched.value_or(0)) / static_cast<double>(denom);
 }
@@ -353,7 +369,8 @@ nlohmann::ordered_json ReplayReportToJson(const ReplayReport& r) {
   j["segment_allocs_recorded"] = opt(r.segment_allocs_recorded);
   j["segment_allocs_simulated"] = opt(r.segment_allocs_simulated);
   j["segment_allocs_matched"] = opt(r.segment_allocs_matched);
-  j["segment_match_rate"] = r.segment_allocs_recorded ? ordered_json(SegmentMatchRate(r)) : ordered_json(nullptr);
+  j["segment_match_rate"] =
+      r.segment_allocs_recorded ? ordered_json(SegmentMatchRate(r)) : ordered_json(nullptr);
   j["alloc_decisions_matched"] = opt(r.alloc_decisions_matched);
   j["first_mismatch_event"] = opt(r.first_mismatch_event);
   j["final_layout_matches"] = opt(r.final_layout_matches);

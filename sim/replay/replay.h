@@ -10,10 +10,9 @@
 #define MEMSIM_SIM_REPLAY_REPLAY_H_
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "lib/util/status.h"
 #include "sim/allocator/allocator_stats.h"
@@ -30,13 +29,13 @@ struct ReplayOptions {
 };
 
 struct ReplayReport {
-  std::string format;                  ///< "pickle" | "alloc_data"
-  std::string alloc_conf;              ///< config simulated (canonical form)
+  std::string format;      ///< "pickle" | "alloc_data"
+  std::string alloc_conf;  ///< config simulated (canonical form)
   bool override_conf = false;
-  bool warm_start = false;             ///< rebuilt the cached segments from the dump
+  bool warm_start = false;  ///< rebuilt the cached segments from the dump
   int64_t trace_events = 0;
   int64_t allocs = 0;
-  int64_t initial_segments = 0;        ///< segments reconstructed at the start of recording
+  int64_t initial_segments = 0;  ///< segments reconstructed at the start of recording
   int64_t initial_live_blocks = 0;
   int restarts = 0;
 
@@ -47,19 +46,20 @@ struct ReplayReport {
   int64_t simulated_peak_allocated_bytes = 0;  ///< block bytes (after rounding), PyTorch's stat
   int64_t simulated_peak_requested_bytes = 0;  ///< compare with recorded_peak_allocated_bytes
 
-  std::optional<int64_t> segment_allocs_recorded;   ///< null without segment information
+  std::optional<int64_t> segment_allocs_recorded;  ///< null without segment information
   std::optional<int64_t> segment_allocs_simulated;
-  std::optional<int64_t> segment_allocs_matched;    ///< same event, same size
-  std::optional<int64_t> alloc_decisions_matched;   ///< allocations placed at the recorded address
-  std::optional<int64_t> first_mismatch_event;      ///< trace index of the first misplacement
-  std::optional<bool> final_layout_matches;         ///< simulated final segments == dump
+  std::optional<int64_t> segment_allocs_matched;   ///< same event, same size
+  std::optional<int64_t> alloc_decisions_matched;  ///< allocations placed at the recorded address
+  std::optional<int64_t> first_mismatch_event;     ///< trace index of the first misplacement
+  std::optional<bool> final_layout_matches;        ///< simulated final segments == dump
 
   DeviceStats stats;
 };
 
 /// Replays |snapshot|. Errors: an inconsistent trace (free of an unknown address, ...), an
 /// unsupported recording (expandable segments in the dump), or a bad alloc_conf.
-Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snapshot, const ReplayOptions& options = {});
+Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snapshot,
+                                    const ReplayOptions& options = {});
 
 /// Fraction of segment allocations that match: matched / max(recorded, simulated); 1 if both 0.
 double SegmentMatchRate(const ReplayReport& r);

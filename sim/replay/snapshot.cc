@@ -17,21 +17,23 @@ Status Bad(const std::string& path, const std::string& what) {
   return Status::ParseError(path + ": " + what);
 }
 
-Result<int64_t> Int(const PyValue& d, const char* key, const std::string& path, bool required = true,
-                    int64_t fallback = 0) {
+Result<int64_t> Int(const PyValue& d, const char* key, const std::string& path,
+                    bool required = true, int64_t fallback = 0) {
   const PyValue* v = d.Get(key);
   if (v == nullptr) {
     if (!required) return fallback;
     return Bad(path, std::string("missing key '") + key + "'");
   }
-  if (!v->is_int()) return Bad(path + "." + key, std::string("expected int, got ") + std::string(v->TypeName()));
+  if (!v->is_int())
+    return Bad(path + "." + key, std::string("expected int, got ") + std::string(v->TypeName()));
   return v->as_int();
 }
 
 Result<std::string> Str(const PyValue& d, const char* key, const std::string& path) {
   const PyValue* v = d.Get(key);
   if (v == nullptr) return Bad(path, std::string("missing key '") + key + "'");
-  if (!v->is_str()) return Bad(path + "." + key, std::string("expected str, got ") + std::string(v->TypeName()));
+  if (!v->is_str())
+    return Bad(path + "." + key, std::string("expected str, got ") + std::string(v->TypeName()));
   return v->as_str();
 }
 
@@ -52,7 +54,8 @@ TraceAction ActionFromName(const std::string& a) {
 void ReadSettings(const PyValue* s, MemorySnapshot* out) {
   if (s == nullptr || !s->is_dict()) return;
   AllocatorConfig& c = out->recorded_config;
-  if (const PyValue* v = s->Get("PYTORCH_CUDA_ALLOC_CONF"); v && v->is_str()) out->recorded_conf = v->as_str();
+  if (const PyValue* v = s->Get("PYTORCH_CUDA_ALLOC_CONF"); v && v->is_str())
+    out->recorded_conf = v->as_str();
   if (const PyValue* v = s->Get("max_split_size"); v && v->is_int() && v->as_int() > 0)
     c.max_split_size = v->as_int();
   if (const PyValue* v = s->Get("garbage_collection_threshold"))
@@ -120,7 +123,8 @@ Result<MemorySnapshot> FromPickle(const PyValue& root) {
     MEMSIM_ASSIGN_OR_RETURN(seg.stream, Int(s, "stream", path, false, 0));
     seg.address = static_cast<uint64_t>(addr);
     MEMSIM_ASSIGN_OR_RETURN(std::string type, Str(s, "segment_type", path));
-    if (type != "small" && type != "large") return Bad(path + ".segment_type", "unknown '" + type + "'");
+    if (type != "small" && type != "large")
+      return Bad(path + ".segment_type", "unknown '" + type + "'");
     seg.pool = type == "small" ? PoolKind::kSmall : PoolKind::kLarge;
     if (const PyValue* e = s.Get("is_expandable"); e && e->is_int()) seg.expandable = e->as_bool();
     const PyValue* blocks = s.Get("blocks");
@@ -145,7 +149,8 @@ Result<MemorySnapshot> FromPickle(const PyValue& root) {
       }
       // Older dumps omit block addresses: they follow each other from the segment start.
       uint64_t expect = seg.address;
-      if (!seg.blocks.empty()) expect = seg.blocks.back().address + static_cast<uint64_t>(seg.blocks.back().size);
+      if (!seg.blocks.empty())
+        expect = seg.blocks.back().address + static_cast<uint64_t>(seg.blocks.back().size);
       blk.address = baddr >= 0 ? static_cast<uint64_t>(baddr) : expect;
       if (blk.address != expect || blk.size <= 0)
         return Bad(bpath, "blocks do not tile the segment");
@@ -153,25 +158,30 @@ Result<MemorySnapshot> FromPickle(const PyValue& root) {
     }
     if (seg.blocks.empty()) return Bad(path, "segment without blocks");
     const SnapshotBlock& last = seg.blocks.back();
-    if (last.address + static_cast<uint64_t>(last.size) != seg.address + static_cast<uint64_t>(seg.total_size))
+    if (last.address + static_cast<uint64_t>(last.size) !=
+        seg.address + static_cast<uint64_t>(seg.total_size))
       return Bad(path, "block sizes do not add up to total_size");
     out.segments.push_back(std::move(seg));
   }
-  std::sort(out.segments.begin(), out.segments.end(),
-            [](const SnapshotSegment& a, const SnapshotSegment& b) { return a.address < b.address; });
+  std::sort(
+      out.segments.begin(), out.segments.end(),
+      [](const SnapshotSegment& a, const SnapshotSegment& b) { return a.address < b.address; });
 
   if (traces != nullptr && static_cast<size_t>(device) < traces->items().size()) {
     const PyValue& t = *traces->items()[static_cast<size_t>(device)];
-    if (!t.is_sequence()) return Bad("device_traces[" + std::to_string(device) + "]", "expected a list");
+    if (!t.is_sequence())
+      return Bad("device_traces[" + std::to_string(device) + "]", "expected a list");
     out.trace.reserve(t.items().size());
     for (size_t i = 0; i < t.items().size(); ++i) {
-      const std::string path = "device_traces[" + std::to_string(device) + "][" + std::to_string(i) + "]";
+      const std::string path =
+          "device_traces[" + std::to_string(device) + "][" + std::to_string(i) + "]";
       const PyValue& e = *t.items()[i];
       if (!e.is_dict()) return Bad(path, "expected a dict");
       TraceEvent ev;
       MEMSIM_ASSIGN_OR_RETURN(std::string action, Str(e, "action", path));
       ev.action = ActionFromName(action);
-      const bool needs_addr = ev.action != TraceAction::kOom && ev.action != TraceAction::kSnapshot &&
+      const bool needs_addr = ev.action != TraceAction::kOom &&
+                              ev.action != TraceAction::kSnapshot &&
                               ev.action != TraceAction::kOther;
       MEMSIM_ASSIGN_OR_RETURN(int64_t addr, Int(e, "addr", path, needs_addr, 0));
       MEMSIM_ASSIGN_OR_RETURN(ev.size, Int(e, "size", path, needs_addr, 0));
@@ -218,7 +228,8 @@ Result<MemorySnapshot> FromAllocData(const nlohmann::json& j) {
   std::vector<uint8_t> live(size.size(), 0);
   if (initial != nullptr) {
     for (size_t i = 0; i < initial->size(); ++i) {
-      MEMSIM_ASSIGN_OR_RETURN(size_t e, element((*initial)[i], "/initially_allocated/" + std::to_string(i)));
+      MEMSIM_ASSIGN_OR_RETURN(size_t e,
+                              element((*initial)[i], "/initially_allocated/" + std::to_string(i)));
       if (live[e]) return Bad("/initially_allocated/" + std::to_string(i), "element listed twice");
       live[e] = 1;
       out.initially_allocated.emplace_back(e + 1, size[e]);
@@ -254,8 +265,10 @@ Result<std::string_view> ExtractAllocData(std::string_view html) {
       for (size_t m = k; m < html.size(); ++m) {
         const char c = html[m];
         if (in_str) {
-          if (c == '\\') ++m;
-          else if (c == '"') in_str = false;
+          if (c == '\\')
+            ++m;
+          else if (c == '"')
+            in_str = false;
         } else if (c == '"') {
           in_str = true;
         } else if (c == '{') {
@@ -267,7 +280,8 @@ Result<std::string_view> ExtractAllocData(std::string_view html) {
       return Status::ParseError("alloc_data object is not terminated");
     }
   }
-  return Status::ParseError("not a memory snapshot: no pickle header, JSON object or 'alloc_data = {' found");
+  return Status::ParseError(
+      "not a memory snapshot: no pickle header, JSON object or 'alloc_data = {' found");
 }
 
 }  // namespace
@@ -288,7 +302,8 @@ Result<MemorySnapshot> ParseSnapshot(std::string_view bytes) {
   if (text.empty() || text[0] != '{') {
     MEMSIM_ASSIGN_OR_RETURN(text, ExtractAllocData(bytes));
   }
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::ParseError("invalid JSON in alloc_data");
   return FromAllocData(j);
 }

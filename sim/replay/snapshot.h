@@ -18,8 +18,16 @@
 namespace memsim {
 
 enum class TraceAction : uint8_t {
-  kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kSegmentMap,
-  kSegmentUnmap, kOom, kSnapshot, kOther
+  kAlloc,
+  kFreeRequested,
+  kFreeCompleted,
+  kSegmentAlloc,
+  kSegmentFree,
+  kSegmentMap,
+  kSegmentUnmap,
+  kOom,
+  kSnapshot,
+  kOther
 };
 
 /// One trace entry; |size| is the caller's requested bytes for alloc/free, the segment size for
@@ -57,8 +65,8 @@ struct MemorySnapshot {
   std::vector<TraceEvent> trace;          ///< oldest first
   /// alloc_data only: allocations alive when recording began (addr, requested bytes).
   std::vector<std::pair<uint64_t, int64_t>> initially_allocated;
-  AllocatorConfig recorded_config;        ///< from allocator_settings (defaults if absent)
-  std::string recorded_conf;              ///< PYTORCH_CUDA_ALLOC_CONF as recorded
+  AllocatorConfig recorded_config;  ///< from allocator_settings (defaults if absent)
+  std::string recorded_conf;        ///< PYTORCH_CUDA_ALLOC_CONF as recorded
   int device = 0;
 };
 

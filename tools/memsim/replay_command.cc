@@ -33,40 +33,50 @@ std::string MiB(int64_t bytes) {
 
 void PrintText(const std::string& file, const ReplayReport& r) {
   std::printf("replay: %s (%s)\n", file.c_str(), r.format.c_str());
-  std::printf("alloc conf: %s%s\n", r.alloc_conf.empty() ? "(defaults)" : r.alloc_conf.c_str(),
-              r.override_conf ? "  [override; cold start from the live blocks]" : "  [as recorded]");
+  std::printf(
+      "alloc conf: %s%s\n", r.alloc_conf.empty() ? "(defaults)" : r.alloc_conf.c_str(),
+      r.override_conf ? "  [override; cold start from the live blocks]" : "  [as recorded]");
   if (r.warm_start) {
-    std::printf("start state: %lld segments, %lld live blocks rebuilt from the dump (%d restarts)\n",
-                static_cast<long long>(r.initial_segments), static_cast<long long>(r.initial_live_blocks),
-                r.restarts);
+    std::printf(
+        "start state: %lld segments, %lld live blocks rebuilt from the dump (%d restarts)\n",
+        static_cast<long long>(r.initial_segments), static_cast<long long>(r.initial_live_blocks),
+        r.restarts);
   }
   std::printf("trace: %lld events, %lld allocations\n", static_cast<long long>(r.trace_events),
               static_cast<long long>(r.allocs));
   std::printf("%-28s %18s %18s\n", "", "recorded", "simulated");
   if (r.recorded_peak_reserved_bytes) {
     const double err = *r.recorded_peak_reserved_bytes
-                           ? 100.0 * static_cast<double>(r.simulated_peak_reserved_bytes - *r.recorded_peak_reserved_bytes) /
+                           ? 100.0 *
+                                 static_cast<double>(r.simulated_peak_reserved_bytes -
+                                                     *r.recorded_peak_reserved_bytes) /
                                  static_cast<double>(*r.recorded_peak_reserved_bytes)
                            : 0.0;
-    std::printf("%-28s %18s %18s  (%+.3f%%)\n", "peak reserved", MiB(*r.recorded_peak_reserved_bytes).c_str(),
+    std::printf("%-28s %18s %18s  (%+.3f%%)\n", "peak reserved",
+                MiB(*r.recorded_peak_reserved_bytes).c_str(),
                 MiB(r.simulated_peak_reserved_bytes).c_str(), err);
   } else {
-    std::printf("%-28s %18s %18s\n", "peak reserved", "n/a", MiB(r.simulated_peak_reserved_bytes).c_str());
+    std::printf("%-28s %18s %18s\n", "peak reserved", "n/a",
+                MiB(r.simulated_peak_reserved_bytes).c_str());
   }
-  std::printf("%-28s %18s %18s\n", "peak allocated (requested)", MiB(r.recorded_peak_allocated_bytes).c_str(),
+  std::printf("%-28s %18s %18s\n", "peak allocated (requested)",
+              MiB(r.recorded_peak_allocated_bytes).c_str(),
               MiB(r.simulated_peak_requested_bytes).c_str());
-  std::printf("%-28s %18s %18s\n", "peak allocated (blocks)", "n/a", MiB(r.simulated_peak_allocated_bytes).c_str());
+  std::printf("%-28s %18s %18s\n", "peak allocated (blocks)", "n/a",
+              MiB(r.simulated_peak_allocated_bytes).c_str());
   if (r.segment_allocs_recorded) {
     std::printf("segment allocations: %lld recorded, %lld simulated, %lld matched (%.1f%%)\n",
                 static_cast<long long>(*r.segment_allocs_recorded),
                 static_cast<long long>(r.segment_allocs_simulated.value_or(0)),
-                static_cast<long long>(r.segment_allocs_matched.value_or(0)), 100.0 * SegmentMatchRate(r));
+                static_cast<long long>(r.segment_allocs_matched.value_or(0)),
+                100.0 * SegmentMatchRate(r));
   } else {
     std::printf("segment allocations: n/a (the file has no segment information)\n");
   }
   if (r.alloc_decisions_matched) {
     std::printf("allocations at the recorded address: %lld / %lld\n",
-                static_cast<long long>(*r.alloc_decisions_matched), static_cast<long long>(r.allocs));
+                static_cast<long long>(*r.alloc_decisions_matched),
+                static_cast<long long>(r.allocs));
   }
   if (r.final_layout_matches) {
     std::printf("final layout matches the dump: %s\n", *r.final_layout_matches ? "yes" : "no");
@@ -77,9 +87,11 @@ void PrintText(const std::string& file, const ReplayReport& r) {
 
 void RegisterReplayCommand(CLI::App& app) {
   auto args = std::make_shared<ReplayArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "replay", "replay a PyTorch memory snapshot (pickle or memory_viz alloc_data) through the allocator model");
-  cmd->add_option("FILE", args->file, "torch.cuda.memory._dump_snapshot() pickle, alloc_data JSON or trace_plot HTML")
+  CLI::App* cmd = app.add_subcommand("replay",
+                                     "replay a PyTorch memory snapshot (pickle or memory_viz "
+                                     "alloc_data) through the allocator model");
+  cmd->add_option("FILE", args->file,
+                  "torch.cuda.memory._dump_snapshot() pickle, alloc_data JSON or trace_plot HTML")
       ->required();
   cmd->add_option("--alloc-conf", args->alloc_conf,
                   "simulate this PYTORCH_CUDA_ALLOC_CONF instead of the recorded settings");

@@ -85,8 +85,9 @@ TEST(AllocConfigTest, RejectsBadStringsNamingKeyOrValue) {
 }
 
 TEST(AllocConfigTest, ToStringRoundTrips) {
-  AllocatorConfig c = Conf("expandable_segments:True,max_split_size_mb:128,"
-                           "roundup_power2_divisions:[256:1,512:2,>:4]");
+  AllocatorConfig c = Conf(
+      "expandable_segments:True,max_split_size_mb:128,"
+      "roundup_power2_divisions:[256:1,512:2,>:4]");
   AllocatorConfig d = Conf(c.ToString().c_str());
   EXPECT_EQ(d.max_split_size, c.max_split_size);
   EXPECT_EQ(d.roundup_power2_divisions, c.roundup_power2_divisions);
@@ -112,9 +113,9 @@ TEST(RoundSizeTest, PowerOfTwoDivisions) {
   EXPECT_EQ(RoundSize(1200, c), 1536);
   // 1.2 MiB: F = 1 MiB, step 256 KiB -> 1.25 MiB.
   EXPECT_EQ(RoundSize(1258291, c), 1310720);
-  EXPECT_EQ(RoundSize(4 * kMiB, c), 4 * kMiB);            // powers of two stay
-  EXPECT_EQ(RoundSize(5 * kMiB, c), 5 * kMiB);            // already on a step
-  EXPECT_EQ(RoundSize(5 * kMiB + 1, c), 6 * kMiB);        // step 1 MiB in [4, 8) MiB
+  EXPECT_EQ(RoundSize(4 * kMiB, c), 4 * kMiB);      // powers of two stay
+  EXPECT_EQ(RoundSize(5 * kMiB, c), 5 * kMiB);      // already on a step
+  EXPECT_EQ(RoundSize(5 * kMiB + 1, c), 6 * kMiB);  // step 1 MiB in [4, 8) MiB
   // The same size without divisions.
   EXPECT_EQ(RoundSize(1258291, AllocatorConfig{}), 1258496);
 }

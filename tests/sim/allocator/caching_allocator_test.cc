@@ -297,7 +297,7 @@ TEST_F(CachingAllocatorTest, EmptyCacheKeepsSplitSegmentsAndPeaks) {
 TEST_F(CachingAllocatorTest, OomLadderFreesCacheAndRetries) {
   Make({}, 40 * MiB);
   BlockId a = M(3 * MiB);
-  F(a);  // cached 20 MiB unsplit segment
+  F(a);                     // cached 20 MiB unsplit segment
   BlockId b = M(25 * MiB);  // needs 26 MiB: 20 + 26 > 40 -> empty cache, retry
   ASSERT_NE(b, kNoBlock);
   EXPECT_EQ(a_->stats().num_alloc_retries, 1);
@@ -406,8 +406,8 @@ TEST_F(CachingAllocatorTest, ImportSegmentBuildsState) {
 
 // Randomized: invariants and stats identities hold under any sequence (fixed seed).
 TEST_F(CachingAllocatorTest, RandomizedInvariants) {
-  for (const char* conf : {"", "max_split_size_mb:40", "roundup_power2_divisions:4",
-                           "expandable_segments:True"}) {
+  for (const char* conf :
+       {"", "max_split_size_mb:40", "roundup_power2_divisions:4", "expandable_segments:True"}) {
     Make(Conf(conf), 2048 * MiB);
     std::mt19937_64 rng(301);
     std::vector<BlockId> live;

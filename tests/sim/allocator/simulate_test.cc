@@ -21,7 +21,9 @@ struct StreamBuilder {
     es.events.push_back(MemEvent{EventKind::kAlloc, Phase::kForward, id, op});
     return id;
   }
-  void F(uint32_t id) { es.events.push_back(MemEvent{EventKind::kFree, Phase::kForward, id, kNoOp}); }
+  void F(uint32_t id) {
+    es.events.push_back(MemEvent{EventKind::kFree, Phase::kForward, id, kNoOp});
+  }
 };
 
 TEST(IdealPackerTest, BestFitReusesSmallestGap) {

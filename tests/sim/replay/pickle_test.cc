@@ -44,12 +44,12 @@ TEST(PickleTest, ParsesPlainDataProtocol2) {
 
 TEST(PickleTest, ParsesScalarsTuplesAndMemoSharing) {
   // (None, True, False, -2, 2**40, 2**70, 1.5, b'xy', 'é', (), (1, 2), l, l) with l = [7]
-  std::string d = B({0x80, 0x04, 0x95}) + std::string(8, '\0') + "(N" + B({0x88, 0x89}) +
-                  "J" + B({0xfe, 0xff, 0xff, 0xff}) + B({0x8a, 0x06, 0, 0, 0, 0, 0, 1}) +
+  std::string d = B({0x80, 0x04, 0x95}) + std::string(8, '\0') + "(N" + B({0x88, 0x89}) + "J" +
+                  B({0xfe, 0xff, 0xff, 0xff}) + B({0x8a, 0x06, 0, 0, 0, 0, 0, 1}) +
                   B({0x8a, 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x40}) + "G" +
-                  B({0x3f, 0xf8, 0, 0, 0, 0, 0, 0}) + "C" + B({2}) + "xy" + B({0x8c, 2, 0xc3, 0xa9}) +
-                  ")K" + B({1}) + "K" + B({2}) + B({0x86}) + "]" + B({0x94}) + "K" + B({7}) + "a" +
-                  "h" + B({0}) + "t.";
+                  B({0x3f, 0xf8, 0, 0, 0, 0, 0, 0}) + "C" + B({2}) + "xy" +
+                  B({0x8c, 2, 0xc3, 0xa9}) + ")K" + B({1}) + "K" + B({2}) + B({0x86}) + "]" +
+                  B({0x94}) + "K" + B({7}) + "a" + "h" + B({0}) + "t.";
   auto r = ParsePickle(d);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const auto& it = r->root().items();
@@ -82,10 +82,10 @@ TEST(PickleTest, MemoGetSharesObjects) {
 
 TEST(PickleTest, RefusesEveryImportOrCallOpcode) {
   const std::pair<int, const char*> refused[] = {
-      {'c', "GLOBAL"}, {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"}, {'b', "BUILD"},
-      {'i', "INST"},   {'o', "OBJ"},           {0x81, "NEWOBJ"}, {0x92, "NEWOBJ_EX"},
-      {0x82, "EXT1"},  {0x83, "EXT2"},         {0x84, "EXT4"},  {'P', "PERSID"},
-      {'Q', "BINPERSID"}, {0x97, "NEXT_BUFFER"}, {0x98, "READONLY_BUFFER"}};
+      {'c', "GLOBAL"},    {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"},          {'b', "BUILD"},
+      {'i', "INST"},      {'o', "OBJ"},           {0x81, "NEWOBJ"},         {0x92, "NEWOBJ_EX"},
+      {0x82, "EXT1"},     {0x83, "EXT2"},         {0x84, "EXT4"},           {'P', "PERSID"},
+      {'Q', "BINPERSID"}, {0x97, "NEXT_BUFFER"},  {0x98, "READONLY_BUFFER"}};
   for (auto [op, name] : refused) {
     std::string msg = ErrorOf(B({0x80, 0x02, 'N', op}) + ".");
     EXPECT_THAT(msg, HasSubstr(name));
@@ -93,7 +93,9 @@ TEST(PickleTest, RefusesEveryImportOrCallOpcode) {
     EXPECT_THAT(msg, HasSubstr("offset 3"));
   }
   // The classic exploit: os.system via GLOBAL + REDUCE.
-  EXPECT_THAT(ErrorOf("\x80\x02" "cos\nsystem\nX\x02\x00\x00\x00id\x85R."), HasSubstr("GLOBAL"));
+  EXPECT_THAT(ErrorOf("\x80\x02"
+                      "cos\nsystem\nX\x02\x00\x00\x00id\x85R."),
+              HasSubstr("GLOBAL"));
 }
 
 TEST(PickleTest, EveryTruncationIsAnError) {
@@ -110,15 +112,17 @@ TEST(PickleTest, UnknownOpcodesAndBadProtocol) {
 }
 
 TEST(PickleTest, HugeLengthClaimsFailWithoutAllocating) {
-  EXPECT_THAT(ErrorOf(B({0x80, 0x02, 'X', 0xff, 0xff, 0xff, 0xff, 'a', '.'})), HasSubstr("truncated"));
+  EXPECT_THAT(ErrorOf(B({0x80, 0x02, 'X', 0xff, 0xff, 0xff, 0xff, 'a', '.'})),
+              HasSubstr("truncated"));
   EXPECT_THAT(ErrorOf(B({0x80, 0x04, 0x8d, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '.'})),
               HasSubstr("truncated"));
   EXPECT_THAT(ErrorOf(B({0x80, 0x04, 0x8e, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, '.'})),
               HasSubstr("truncated"));
   EXPECT_THAT(ErrorOf(B({0x80, 0x02, 0x8b, 0xff, 0xff, 0xff, 0x7f, '.'})), HasSubstr("truncated"));
   EXPECT_THAT(ErrorOf(B({0x80, 0x02, 0x8b, 0xff, 0xff, 0xff, 0xff, '.'})), HasSubstr("negative"));
-  EXPECT_THAT(ErrorOf(B({0x80, 0x04, 0x95, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 'N', '.'})),
-              HasSubstr("FRAME"));
+  EXPECT_THAT(
+      ErrorOf(B({0x80, 0x04, 0x95, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 'N', '.'})),
+      HasSubstr("FRAME"));
   EXPECT_THAT(ErrorOf(B({0x80, 0x02, 'j', 0xff, 0xff, 0xff, 0xff, '.'})), HasSubstr("memo key"));
 }
 
@@ -159,7 +163,7 @@ TEST(PickleTest, InputSizeLimit) {
 TEST(PickleTest, FuzzedInputNeverCrashes) {
   std::vector<std::string> seeds = {kSmall};
   std::ifstream real(std::string(MEMSIM_SOURCE_DIR) +
-                     "/../shared/oracle/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle",
+                         "/../shared/oracle/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle",
                      std::ios::binary);
   if (real) {
     std::ostringstream buf;
@@ -174,9 +178,15 @@ TEST(PickleTest, FuzzedInputNeverCrashes) {
     for (int k = 0; k < edits && !d.empty(); ++k) {
       const size_t at = rng() % d.size();
       switch (rng() % 3) {
-        case 0: d[at] = static_cast<char>(rng()); break;
-        case 1: d.erase(at, 1 + rng() % 8); break;
-        default: d.insert(at, 1, static_cast<char>(rng())); break;
+        case 0:
+          d[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          d.erase(at, 1 + rng() % 8);
+          break;
+        default:
+          d.insert(at, 1, static_cast<char>(rng()));
+          break;
       }
     }
     auto r = ParsePickle(d);
