@@ -161,6 +161,24 @@ class AtenOrder(unittest.TestCase):
         aten = [o for o in rec.ops if o in ("slice", "select", "unsqueeze", "squeeze")]
         self.assertEqual(aten, [o["op"] for o in g["ops"] if o["op"] in ("slice", "select", "unsqueeze", "squeeze")])
 
+    def test_encoder_variants(self):
+        # pre-LN, ReLU, sequence-first, a final norm, MHA called directly with need_weights=True
+        class Enc(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.2, activation="relu",
+                                                         norm_first=True)
+                self.enc = torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(16),
+                                                       enable_nested_tensor=False)
+                self.mha = torch.nn.MultiheadAttention(16, 4, dropout=0.1, batch_first=True)
+
+            def forward(self, x):  # x [seq, batch, 16]
+                y = self.enc(x).transpose(0, 1)
+                out, w = self.mha(y, y, y)
+                return out[:, 0] + w[:, 0, :1]
+
+        self.check(Enc(), [torch.randn(6, 2, 16)], ["6,batch,16"])
+
     def test_vit(self):
         m = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                                  hidden_dim=16, mlp_dim=32, dropout=0.1, attention_dropout=0.1)
