@@ -113,6 +113,17 @@ TEST_F(CachingAllocatorTest, WorkedExample2OversizeRules) {
   (void)W;
 }
 
+TEST_F(CachingAllocatorTest, MaxNonSplitRoundingWidensOversizeReuse) {
+  Make(Conf("max_split_size_mb:100,max_non_split_rounding_mb:64"));
+  BlockId X = M(200 * MiB);
+  const uint64_t x = a_->BlockAddress(X);
+  F(X);
+  BlockId Y = M(150 * MiB);  // 200 < 150 + 64: reused whole
+  EXPECT_EQ(a_->BlockAddress(Y), x);
+  EXPECT_EQ(a_->BlockSize(Y), 200 * MiB);
+  EXPECT_EQ(Reserved(), 200 * MiB);
+}
+
 // Example 2 footnote: R7.4 releases the smallest oversize block >= max(s, max_split).
 TEST_F(CachingAllocatorTest, ReleaseAvailableCachedBlocksFreesOneOversizeBlock) {
   Make(Conf("max_split_size_mb:100"), 350 * MiB);

@@ -205,27 +205,5 @@ TEST(ReplayTest, InconsistentTraceIsAnError) {
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("trace[0]"));
 }
 
-TEST(SnapshotTest, ParsesAllocDataInsideHtml) {
-  const std::string html =
-      "<html><script>let alloc_data = {\"actions\": [0, 1, 0], \"elements_size\": [1000, 2000],"
-      " \"elements_info\": [\"a}\", \"b\"], \"initially_allocated\": []}\n</script></html>";
-  auto s = ParseSnapshot(html);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  ASSERT_EQ(s->trace.size(), 3u);
-  EXPECT_EQ(s->trace[2].action, TraceAction::kFreeCompleted);
-  EXPECT_EQ(s->trace[1].size, 2000);
-}
-
-TEST(SnapshotTest, BadFilesGiveErrors) {
-  EXPECT_FALSE(ParseSnapshot("").ok());
-  EXPECT_FALSE(ParseSnapshot("hello").ok());
-  EXPECT_FALSE(ParseSnapshot("{\"actions\": [5], \"elements_size\": [1]}").ok());
-  EXPECT_FALSE(ParseSnapshot("{\"actions\": 1}").ok());
-  EXPECT_FALSE(ParseSnapshot("{broken").ok());
-  auto r = LoadSnapshotFile("/nonexistent/x.pickle");
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("/nonexistent/x.pickle"));
-}
-
 }  // namespace
 }  // namespace memsim
