@@ -67,7 +67,7 @@ def check_well_formed(tc, g):
         tc.assertIn(op["op"], vocab, "op %d %s not in docs/graph-format.md" % (i, op["op"]))
         for name in op["inputs"]:
             tc.assertIn(name, defined, "op %d (%s) reads %s before it is defined" % (i, op["op"], name))
-        for name in op.get("keep_alive", []):
+        for name in op.get("attrs", {}).get("keep_alive", []):
             tc.assertIn(name, defined, "op %d (%s) keeps %s alive before it is defined" % (i, op["op"], name))
         for name in op["outputs"]:
             tc.assertNotIn(name, defined, "op %d redefines %s" % (i, name))

@@ -180,7 +180,7 @@ if __name__ == "__main__":
 
 
 class KeepAlive(unittest.TestCase):
-    """Python references (module arguments, forward locals at return) become the op key keep_alive."""
+    """Python references (module arguments, forward locals at return) become attrs.keep_alive."""
 
     def test_block_argument_and_locals(self):
         class Block(nn.Module):
@@ -207,20 +207,20 @@ class KeepAlive(unittest.TestCase):
         g = export_model(Net(), ["batch,8"], name="k")
         check_well_formed(self, g)
         last = [o for o in g["ops"] if o.get("module") == "blk.b"][0]
-        self.assertEqual(sorted(last["keep_alive"]), sorted(["pre", "blk_a", "relu"]))  # "add" is an input of the op itself
+        self.assertEqual(sorted(last["attrs"]["keep_alive"]), sorted(["pre", "blk_a", "relu"]))  # "add" is an input of the op itself
         defined = {t["name"] for t in g["inputs"]} | {o for op in g["ops"] for o in op["outputs"]}
         for op in g["ops"]:
-            for n in op.get("keep_alive", []):
+            for n in op.get("attrs", {}).get("keep_alive", []):
                 self.assertIn(n, defined)
 
     def test_transformer_encoder_src(self):
         import models
         m, specs = models.bert_small()
         g = export_model(m, specs, name="b")
-        keeps = [(o["op"], o["keep_alive"]) for o in g["ops"] if "keep_alive" in o]
+        keeps = [(o["op"], o["attrs"]["keep_alive"]) for o in g["ops"] if "keep_alive" in o.get("attrs", {})]
         enc_in = [o for o in g["ops"] if o.get("module") == "text.drop"][0]["outputs"][0]
         # the encoder input is kept by TransformerEncoder.forward until its last op (layer 3's norm2)
         last_norm = [o for o in g["ops"] if o.get("module") == "text.enc.layers.3.norm2"][0]
-        self.assertIn(enc_in, last_norm["keep_alive"])
+        self.assertIn(enc_in, last_norm["attrs"]["keep_alive"])
         # multi_head_attention_forward keeps the per-head q (and so its contiguous copy) until it returns
         self.assertTrue(any("text_enc:l0.sa.q_h" in k for _, k in keeps))

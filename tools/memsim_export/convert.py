@@ -212,7 +212,7 @@ class Context:
 
     def keep_alive(self, values):
         """Python still references these tensors when the last op so far finishes (a module's
-        arguments and its forward's locals at return): the op's ``keep_alive`` list."""
+        arguments and its forward's locals at return): ``attrs.keep_alive`` of that op."""
         if not self.ops:
             return
         names = []
@@ -224,7 +224,7 @@ class Context:
         names = [n for n in names if n not in op["inputs"] and n not in op["outputs"]]
         if not names:
             return
-        cur = op.setdefault("keep_alive", [])
+        cur = op.setdefault("attrs", {}).setdefault("keep_alive", [])
         cur.extend(n for n in names if n not in cur)
 
     def _process(self, node, env, placeholders, input_names):
