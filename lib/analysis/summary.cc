@@ -27,7 +27,10 @@ LayerTable SummarizeLayers(const Graph& g, const BoundGraph& bound, const Profil
   for (OpId o = 0; o < g.ops.size(); ++o) {
     const Op& op = g.ops[o];
     if (t.rows.empty() || t.rows.back().module != op.module) {
-      t.rows.push_back(LayerRow{op.module, std::string(OpKindName(op.kind))});
+      LayerRow row;
+      row.module = op.module;
+      row.ops = std::string(OpKindName(op.kind));
+      t.rows.push_back(std::move(row));
     } else {
       std::string k(OpKindName(op.kind));
       if (t.rows.back().ops.find(k) == std::string::npos) t.rows.back().ops += "+" + k;

@@ -90,14 +90,14 @@ struct BwdPlan {
   std::vector<Action> actions;
   int num_temps = 0;
 
-  void GradNew(int input) { actions.push_back({Action::kGradNew, input}); }
-  void GradAlias(int input) { actions.push_back({Action::kGradAlias, input}); }
+  void GradNew(int input) { actions.push_back({Action::kGradNew, input, 0, {}}); }
+  void GradAlias(int input) { actions.push_back({Action::kGradAlias, input, 0, {}}); }
   int Temp(int64_t bytes, std::string_view label) {
     actions.push_back({Action::kTemp, num_temps, bytes, label});
     return num_temps++;
   }
-  void FreeTemp(int k) { actions.push_back({Action::kFreeTemp, k}); }
-  void ReleaseSaved(int k) { actions.push_back({Action::kReleaseSaved, k}); }
+  void FreeTemp(int k) { actions.push_back({Action::kFreeTemp, k, 0, {}}); }
+  void ReleaseSaved(int k) { actions.push_back({Action::kReleaseSaved, k, 0, {}}); }
 };
 
 using InferFn = Status (*)(const RuleCtx&, InferOut*);
