@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   memsim::cli::RegisterRunCommand(app);
   memsim::cli::RegisterSummaryCommand(app);
   memsim::cli::RegisterReplayCommand(app);
+#ifdef MEMSIM_HAVE_ONNX
+  memsim::cli::RegisterImportOnnxCommand(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,121 @@
+// The ONNX importer's working state (internal to lib/onnx/): what every ONNX value has become
+// (a memsim tensor, a folded constant, a not-yet-used initializer), the ops emitted so far, and
+// the unsupported nodes found. importer.cc holds the framework (inputs, naming, emitting,
+// assembling the graph); node_rules.cc maps each ONNX op type. One Importer per model.
+#ifndef MEMSIM_LIB_ONNX_IMPORTER_H_
+#define MEMSIM_LIB_ONNX_IMPORTER_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+
+#include "lib/onnx/const_value.h"
+#include "lib/onnx/onnx_import.h"
+#include "lib/util/status.h"
+
+namespace memsim::onnx_import {
+
+using Json = nlohmann::ordered_json;
+
+/// What an ONNX value name stands for.
+struct Value {
+  enum class Kind { kTensor, kConst, kInit, kTransposedInit, kPoison };
+  Kind kind = Kind::kPoison;
+  std::string tensor;       ///< kTensor: memsim tensor name
+  ConstValue cv;            ///< kConst
+  int init = -1;            ///< kInit / kTransposedInit: index into graph.initializer
+};
+
+/// A dimension of a value's shape from ONNX shape inference; nullopt = unknown.
+using ShapeDims = std::vector<std::optional<SymInt>>;
+
+/// Where an initializer ends up.
+struct InitUse {
+  enum class Role { kUnused, kParameter, kBuffer };
+  Role role = Role::kUnused;
+  bool transposed = false;  ///< written with its two dimensions swapped (MatMul weight [in,out])
+};
+
+class Importer {
+ public:
+  Importer(onnx::ModelProto model, std::string source, OnnxImportOptions opt);
+  Result<Json> Run();
+
+  // ---- used by the node rules (node_rules.cc) ----
+  const onnx::NodeProto& node(int i) const { return graph().node(i); }
+  const onnx::GraphProto& graph() const { return model_.graph(); }
+  int64_t opset() const { return opset_; }
+
+  /// The value |name| refers to; a missing optional input ("") is nullptr.
+  const Value* Find(const std::string& name) const;
+  /// The memsim tensor for ONNX value |name|, materializing initializers and constants.
+  Result<std::string> AsTensor(const std::string& name, InitUse::Role role = InitUse::Role::kParameter);
+  /// Initializer |name| as a linear weight stored [in,out]: written as a parameter [out,in].
+  Result<std::string> AsTransposedWeight(const std::string& name);
+  /// Element type of |name| from the inputs or ONNX shape inference, or nullopt.
+  std::optional<int32_t> TypeOf(const std::string& name) const;
+  /// The folded constant |name| holds (Constant, small initializer, shape chain), or nullopt.
+  std::optional<ConstValue> AsConst(const std::string& name) const;
+  /// Shape of |name| from ONNX shape inference (or a constant's shape), or nullopt.
+  std::optional<ShapeDims> ShapeOf(const std::string& name) const;
+  /// Dims of initializer |name| if it is one.
+  std::optional<std::vector<int64_t>> InitDims(const std::string& name) const;
+  int InitIndex(const std::string& name) const;
+
+  /// Emits one memsim op for the current node and returns its output tensor names. Output i is
+  /// bound to ONNX value |onnx_outputs[i]| unless that is empty (an intermediate of a chain).
+  std::vector<std::string> Emit(const std::string& op, const std::vector<std::string>& inputs, Json attrs,
+                                const std::vector<std::string>& onnx_outputs);
+  void BindConst(const std::string& name, ConstValue v);
+  void BindAlias(const std::string& name, const std::string& from);
+  void BindTransposedInit(const std::string& name, int init);
+  /// Marks node |i| as consumed by a fused pattern; its outputs get bound by the pattern.
+  void MarkFused(int i) { fused_[i] = true; }
+  bool IsFused(int i) const { return fused_[i]; }
+  /// Node indices reading ONNX value |name|.
+  const std::vector<int>& Consumers(const std::string& name) const;
+  bool IsGraphOutput(const std::string& name) const { return graph_outputs_.count(name) > 0; }
+
+ private:
+  Status ReadInputs();
+  void ReadShapes();
+  void ComputeModules();
+  Status ConvertNode(int i);
+  Result<Json> Assemble();
+  std::string UniqueName(const std::string& base);
+  std::optional<SymInt> DimOf(const onnx::TensorShapeProto_Dimension& d, bool first, bool is_input);
+
+  onnx::ModelProto model_;
+  std::string source_;
+  OnnxImportOptions opt_;
+  int64_t opset_ = 13;
+  std::map<std::string, Value> values_;
+  std::map<std::string, ShapeDims> shapes_;
+  std::map<std::string, int32_t> types_;
+  std::map<std::string, int> init_index_;
+  std::vector<InitUse> init_use_;
+  std::map<std::string, std::vector<int>> consumers_;
+  std::set<std::string> graph_outputs_;
+  std::vector<bool> fused_;
+  std::vector<std::string> modules_;        // per node
+  std::string module_;                      // of the node being converted
+  std::set<std::string> used_names_;
+  std::map<std::string, std::string> dim_params_;   // ONNX dim_param → memsim symbol
+  std::vector<std::string> symbols_;                // in order of appearance
+  Json inputs_ = Json::array();
+  Json ops_ = Json::array();
+  Json consts_ = Json::array();                     // buffers made from Constant nodes
+  std::vector<std::string> errors_;
+};
+
+/// Converts node |i| (node_rules.cc). Unsupported forms return Status::Unsupported(reason).
+Status ConvertNodeRule(Importer& im, int i);
+
+}  // namespace memsim::onnx_import
+
+#endif  // MEMSIM_LIB_ONNX_IMPORTER_H_
