@@ -455,6 +455,8 @@ Result<Json> Importer::Assemble() {
     if (!dt) return Status::Unsupported(where + "initializer \"" + t.name() + "\" has element type " + std::to_string(t.data_type()) + " (no memsim dtype)");
     Json j{{"name", t.name()}, {"shape", dims}, {"dtype", *dt}};
     (u.role == InitUse::Role::kParameter ? params : buffers).push_back(j);
+    if (auto it = extra_buffers_.find(i); it != extra_buffers_.end())
+      for (const Json& b : it->second) buffers.push_back(b);
   }
   for (const auto& c : consts_) buffers.push_back(c);
   g["parameters"] = params;

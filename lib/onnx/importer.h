@@ -79,6 +79,8 @@ class Importer {
   bool IsFused(int i) const { return fused_[i]; }
   /// Node indices reading ONNX value |name|.
   const std::vector<int>& Consumers(const std::string& name) const;
+  /// Adds a buffer ONNX lost (BatchNorm's num_batches_tracked), listed right after initializer |init|.
+  void AddBufferAfterInit(int init, Json buffer) { extra_buffers_[init].push_back(std::move(buffer)); }
   bool IsGraphOutput(const std::string& name) const { return graph_outputs_.count(name) > 0; }
 
  private:
@@ -110,6 +112,7 @@ class Importer {
   Json inputs_ = Json::array();
   Json ops_ = Json::array();
   Json consts_ = Json::array();                     // buffers made from Constant nodes
+  std::map<int, std::vector<Json>> extra_buffers_;  // by initializer index
   std::vector<std::string> errors_;
 };
 

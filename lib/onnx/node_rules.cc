@@ -401,6 +401,15 @@ Status BatchNorm(Importer& im, const NP& n, int) {
   MEMSIM_ASSIGN_OR_RETURN(std::string b, im.AsTensor(In(n, 2)));
   MEMSIM_ASSIGN_OR_RETURN(std::string mean, im.AsTensor(In(n, 3), Role::kBuffer));
   MEMSIM_ASSIGN_OR_RETURN(std::string var, im.AsTensor(In(n, 4), Role::kBuffer));
+  // torch.onnx drops the unused num_batches_tracked buffer (int64 scalar) of a PyTorch
+  // BatchNorm; put it back after running_var when the names follow PyTorch's.
+  static const std::string kVar = ".running_var";
+  if (var.size() > kVar.size() && var.compare(var.size() - kVar.size(), kVar.size(), kVar) == 0 &&
+      im.InitIndex(In(n, 4)) >= 0) {
+    std::string nbt = var.substr(0, var.size() - kVar.size()) + ".num_batches_tracked";
+    if (im.InitIndex(nbt) < 0 && !im.Find(nbt))
+      im.AddBufferAfterInit(im.InitIndex(In(n, 4)), Json{{"name", nbt}, {"shape", Json::array()}, {"dtype", "int64"}});
+  }
   Json attrs{{"momentum", Nice(1.0 - AttrFloat(n, "momentum", 0.9f))}, {"eps", Nice(AttrFloat(n, "epsilon", 1e-5f))},
              {"training", training}};
   im.Emit("batch_norm", {x, w, b, mean, var}, attrs, {n.output(0)});
