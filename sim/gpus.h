@@ -14,6 +14,7 @@ namespace memsim {
 struct GpuSpec {
   std::string_view name;
   int64_t memory_bytes;
+  int64_t cublas_workspace_bytes;  ///< PyTorch's default for the GPU's compute capability
 };
 
 /// Looks a GPU up by name, case-insensitively ("V100-16GB", "a100-80gb", "H100").

@@ -11,6 +11,14 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   auto profile = FindProfile(opt.profile);
   if (!profile) return Status::InvalidArgument("unknown profile \"" + opt.profile + "\" (expected cuda or cpu)");
   r.profile = *profile;
+  if (opt.cublas_workspace_bytes) {
+    if (*opt.cublas_workspace_bytes < 0) return Status::InvalidArgument("the cuBLAS workspace size must be non-negative");
+    if (r.profile.cuda) r.profile.cublas_workspace_bytes = *opt.cublas_workspace_bytes;
+  }
+  if (opt.conv_workspace_bytes) {
+    if (*opt.conv_workspace_bytes < 0) return Status::InvalidArgument("--conv-workspace must be non-negative");
+    if (r.profile.cuda) r.profile.conv_workspace_bytes = *opt.conv_workspace_bytes;
+  }
   auto optimizer = FindOptimizer(opt.optimizer);
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");

@@ -27,6 +27,8 @@ struct SimOptions {
   std::vector<std::string> freeze_globs;   ///< parameter-name globs (fnmatch) to freeze
   int64_t freeze_params = 0;               ///< freeze the first K parameter tensors
   std::optional<bool> inplace;             ///< --inplace-activations on|off; unset = keep
+  std::optional<int64_t> cublas_workspace_bytes;  ///< overrides the profile (e.g. 32 MiB on H100)
+  std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda)
 };
 
 struct SimResult {

@@ -129,6 +129,10 @@ class StepRunner {
     for (TensorId t : g_.parameters) storage_[t] = ledger_.Alloc(b_.metas[t].bytes(), g_.tensors[t].name, Category::kParameter);
     for (TensorId t : g_.buffers) storage_[t] = ledger_.Alloc(b_.metas[t].bytes(), g_.tensors[t].name, Category::kParameter);
     CreateResidentState(cfg_.optimizer, *cfg_.profile, cfg_.first_step, OptParams(), &ledger_, &states_);
+    // A steady step finds the cuBLAS workspace made by an earlier step.
+    if (!cfg_.first_step && cfg_.profile->cublas_workspace_bytes > 0 &&
+        std::any_of(g_.ops.begin(), g_.ops.end(), [](const Op& op) { return IsGemm(op.kind); }))
+      cublas_workspace_ = ledger_.Alloc(cfg_.profile->cublas_workspace_bytes, "cuBLAS workspace", Category::kWorkspace);
     for (TensorId t : g_.inputs) storage_[t] = ledger_.Alloc(b_.metas[t].bytes(), g_.tensors[t].name, Category::kInput);
   }
 
@@ -192,6 +196,9 @@ class StepRunner {
     }
     for (size_t k = 0; k < extras.size(); ++k)
       if (extra_live[k]) ledger_.Unref(extras[k]);
+    // The first GEMM creates the cuBLAS workspace, after its output; it lives on.
+    if (IsGemm(op.kind) && cfg_.profile->cublas_workspace_bytes > 0 && !cublas_workspace_)
+      cublas_workspace_ = ledger_.Alloc(cfg_.profile->cublas_workspace_bytes, "cuBLAS workspace", Category::kWorkspace);
     // Python names: an activation is dropped after its last use unless the caller holds it.
     std::vector<TensorId> seen;
     std::vector<TensorId> released = op.inputs;
@@ -449,6 +456,7 @@ class StepRunner {
   std::vector<int> param_deps_;
   std::vector<StorageId> param_grad_;
   std::vector<StorageId> states_;
+  std::optional<StorageId> cublas_workspace_;
 };
 
 }  // namespace

@@ -301,7 +301,7 @@ void Importer::ReadShapes() {
   // ONNX shape inference fills value_info; a failure there only leaves shapes unknown.
   try {
     onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, false));
+                                       onnx::ShapeInferenceOptions(false, 0, true));
   } catch (const std::exception&) {
   }
   auto take = [&](const onnx::ValueInfoProto& vi) {
@@ -348,7 +348,10 @@ Result<Json> Importer::Run() {
   ComputeModules();
   fused_.assign(graph().node_size(), false);
   for (int i = 0; i < graph().node_size(); ++i)
+  {
     for (const std::string& in : node(i).input()) consumers_[in].push_back(i);
+    for (const std::string& out : node(i).output()) producer_[out] = i;
+  }
   for (int i = 0; i < graph().node_size(); ++i) {
     if (fused_[i]) continue;
     Status st = ConvertNode(i);

@@ -81,6 +81,11 @@ class Importer {
   const std::vector<int>& Consumers(const std::string& name) const;
   /// Adds a buffer ONNX lost (BatchNorm's num_batches_tracked), listed right after initializer |init|.
   void AddBufferAfterInit(int init, Json buffer) { extra_buffers_[init].push_back(std::move(buffer)); }
+  /// Index of the node producing |name|, or -1.
+  int Producer(const std::string& name) const {
+    auto it = producer_.find(name);
+    return it == producer_.end() ? -1 : it->second;
+  }
   bool IsGraphOutput(const std::string& name) const { return graph_outputs_.count(name) > 0; }
 
  private:
@@ -102,6 +107,7 @@ class Importer {
   std::map<std::string, int> init_index_;
   std::vector<InitUse> init_use_;
   std::map<std::string, std::vector<int>> consumers_;
+  std::map<std::string, int> producer_;
   std::set<std::string> graph_outputs_;
   std::vector<bool> fused_;
   std::vector<std::string> modules_;        // per node

@@ -54,6 +54,12 @@ bool IsFloatType(int32_t t) {
          t == onnx::TensorProto::BFLOAT16;
 }
 
+/// A floating-point initializer: a weight, never folded as a compile-time value.
+bool IsFloatInit(Importer& im, const std::string& name) {
+  int k = im.InitIndex(name);
+  return k >= 0 && IsFloatType(im.graph().initializer(k).data_type());
+}
+
 Json ToJson(const std::vector<SymInt>& v) {
   Json j = Json::array();
   for (const SymInt& s : v) j.push_back(s.ToJson());
@@ -171,7 +177,11 @@ bool TryGeluPattern(Importer& im, const NP& div, int i) {
   };
   auto other = [&](const NP& n, const std::string& v) { return In(n, 0) == v ? In(n, 1) : In(n, 0); };
   auto is_scalar = [&](const std::string& v, double want) {
+    // The constant may come from a Constant node placed after the Div (torch.onnx puts each
+    // Constant right before its user), so read such a node directly.
     auto k = im.AsConst(v);
+    if (int p = im.Producer(v); !k && p >= 0 && im.node(p).op_type() == "Constant" && Attr(im.node(p), "value"))
+      k = ReadTensor(Attr(im.node(p), "value")->t(), 1);
     auto sc = k ? k->Scalar() : std::nullopt;
     return sc && std::abs(*sc - want) < 1e-6;
   };
@@ -509,7 +519,7 @@ Status Reshape(Importer& im, const NP& n, int) {
       shape[k] = *(*xs)[k];
     }
   }
-  if (auto xc = im.AsConst(In(n, 0)); xc && !im.InitDims(In(n, 0))) {
+  if (auto xc = im.AsConst(In(n, 0)); xc && !IsFloatInit(im, In(n, 0))) {
     std::vector<int64_t> dims;
     int64_t known = 1, infer = -1;
     for (size_t k = 0; k < shape.size(); ++k) {
@@ -575,7 +585,7 @@ Status Gather(Importer& im, const NP& n, int) {
   auto data = im.AsConst(In(n, 0));
   auto idx = im.AsConst(In(n, 1));
   auto idx_ints = idx ? idx->ConstInts() : std::nullopt;
-  if (data && !data->is_float && data->shape.size() <= 1 && idx_ints && !im.InitDims(In(n, 0))) {
+  if (data && !data->is_float && data->shape.size() <= 1 && idx_ints && !IsFloatInit(im, In(n, 0))) {
     std::vector<SymInt> v;
     for (int64_t k : *idx_ints) {
       if (k < 0) k += static_cast<int64_t>(data->numel());
@@ -619,7 +629,7 @@ Status Unsqueeze(Importer& im, const NP& n, int) {
     if (a < 0) a += out_rank;
   }
   std::sort(ax.begin(), ax.end());
-  if (auto c = im.AsConst(In(n, 0)); c && !im.InitDims(In(n, 0))) {
+  if (auto c = im.AsConst(In(n, 0)); c && !IsFloatInit(im, In(n, 0))) {
     for (int64_t a : ax) c->shape.insert(c->shape.begin() + std::min<int64_t>(a, c->shape.size()), 1);
     im.BindConst(n.output(0), *c);
     return Status::OK();
@@ -649,7 +659,7 @@ Status Squeeze(Importer& im, const NP& n, int) {
     if (a < 0) a += static_cast<int64_t>(s->size());
   }
   std::sort(ax.rbegin(), ax.rend());
-  if (auto c = im.AsConst(In(n, 0)); c && !im.InitDims(In(n, 0))) {
+  if (auto c = im.AsConst(In(n, 0)); c && !IsFloatInit(im, In(n, 0))) {
     for (int64_t a : ax)
       if (a >= 0 && a < static_cast<int64_t>(c->shape.size())) c->shape.erase(c->shape.begin() + a);
     im.BindConst(n.output(0), *c);
@@ -671,7 +681,7 @@ Status Concat(Importer& im, const NP& n, int) {
   std::vector<SymInt> folded;
   for (const std::string& in : n.input()) {
     auto c = im.AsConst(in);
-    if (!c || c->is_float || c->shape.size() != 1 || im.InitDims(in)) {
+    if (!c || c->is_float || c->shape.size() != 1 || IsFloatInit(im, in)) {
       all_const = false;
       break;
     }
@@ -732,7 +742,7 @@ Status Slice(Importer& im, const NP& n, int) {
   if (starts.size() != ends.size() || axes.size() != starts.size() || steps.size() != starts.size())
     return Unsup("Slice starts/ends/axes/steps differ in length");
   auto big = [](const SymInt& s) { return s.is_const() && s.coeff >= std::numeric_limits<int32_t>::max(); };
-  if (auto c = im.AsConst(In(n, 0)); c && !c->is_float && c->shape.size() == 1 && !im.InitDims(In(n, 0))) {
+  if (auto c = im.AsConst(In(n, 0)); c && !c->is_float && c->shape.size() == 1 && !IsFloatInit(im, In(n, 0))) {
     // Shape-chain slice of a 1-D integer vector.
     int64_t len = static_cast<int64_t>(c->numel());
     auto st = starts[0].is_const() ? std::optional<int64_t>(starts[0].coeff) : std::nullopt;
@@ -756,7 +766,7 @@ Status Slice(Importer& im, const NP& n, int) {
 
 Status Cast(Importer& im, const NP& n, int) {
   int32_t to = static_cast<int32_t>(AttrInt(n, "to", 0));
-  if (auto c = im.AsConst(In(n, 0)); c && !im.InitDims(In(n, 0))) {
+  if (auto c = im.AsConst(In(n, 0)); c && !IsFloatInit(im, In(n, 0))) {
     if (IsFloatType(to) && !c->is_float) {
       auto ints = c->ConstInts();
       if (!ints) return Unsup("Cast of a symbolic size to float");

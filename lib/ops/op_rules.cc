@@ -45,6 +45,16 @@ const OpRule& RuleFor(OpKind kind) {
   return *r;
 }
 
+bool IsGemm(OpKind kind) {
+  switch (kind) {
+    case OpKind::kLinear: case OpKind::kMatmul: case OpKind::kMm: case OpKind::kBmm:
+    case OpKind::kBaddbmm:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Status RuleError(const RuleCtx& c, const std::string& msg) {
   return Status::InvalidArgument(c.op.pointer + ": " + std::string(OpKindName(c.op.kind)) +
                                  " \"" + c.op.name + "\": " + msg);

@@ -121,6 +121,9 @@ extern const std::vector<OpRule> kNnRules;
 extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
 
+/// True for ops that call cuBLAS (GEMMs) on CUDA.
+bool IsGemm(OpKind kind);
+
 /// Shared helpers for rule implementations.
 Status RuleError(const RuleCtx& c, const std::string& msg);
 int64_t Bytes(const TensorMeta& m);

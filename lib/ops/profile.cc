@@ -17,6 +17,7 @@ std::optional<Profile> FindProfile(std::string_view name) {
     p.onednn_conv_reorders = true;
     p.batch_norm_cpu_kernels = true;
     p.layer_norm_backward_scratch = true;
+    p.cublas_workspace_bytes = 0;
     return p;
   }
   return std::nullopt;

@@ -41,6 +41,13 @@ struct Profile {
   bool layer_norm_backward_scratch = false;
   /// mm/bmm backward computes the grad of mat2 before the grad of self (generated code order).
   bool mm_grad_mat2_first = true;
+  /// cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG, default :4096:2:16:8 = 8,519,680 B; 32 MiB on
+  /// compute capability 9.0+): allocated through the caching allocator inside the first GEMM,
+  /// after its output, and never freed. 0 = none (CPU).
+  int64_t cublas_workspace_bytes = 8519680;
+  /// cuDNN convolution workspace per call (transient, forward and each backward part). cuDNN's
+  /// choice depends on the algorithm, so this is an input (--conv-workspace), 0 by default.
+  int64_t conv_workspace_bytes = 0;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
 };

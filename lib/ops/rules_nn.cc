@@ -103,6 +103,11 @@ bool PlainSource(const ConvGeometry& g) { return g.in_ch == 1 || g.in_ch == 3; }
 void FwdConv(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
+  if (c.profile.conv_workspace_bytes > 0) {
+    // cuDNN: the output, then the plan's workspace around the kernel.
+    p->AllocOutput(0);
+    p->FreeExtra(p->AddExtra(c.profile.conv_workspace_bytes, "cudnn workspace"));
+  }
   if (!c.profile.onednn_conv_reorders) return;
   // See docs/research/cpu-1.13-rules.md §2.3: scratch, src/weight reorders, a blocked dst, then
   // the dense output once the blocked one is reordered.
@@ -120,8 +125,12 @@ void FwdConv(const RuleCtx& c, FwdPlan* p) {
 
 void BwdConv(const RuleCtx& c, BwdPlan* p) {
   if (!c.profile.onednn_conv_reorders) {
-    for (int i = 0; i < c.num_in(); ++i)
-      if (c.rg_in(i)) p->GradNew(i);
+    int64_t ws = c.profile.conv_workspace_bytes;
+    for (int i = 0; i < c.num_in(); ++i) {
+      if (!c.rg_in(i)) continue;
+      p->GradNew(i);
+      if (ws > 0 && i < 2) p->FreeTemp(p->Temp(ws, i == 0 ? "cudnn backward-data workspace" : "cudnn backward-filter workspace"));
+    }
     return;
   }
   ConvGeometry g = Geometry(c);

@@ -181,3 +181,77 @@ TEST(DeterminismTest, ModelZooGraphSimulatesIdenticallyTwice) {
 
 }  // namespace
 }  // namespace memsim
+
+namespace memsim {
+namespace {
+
+// Note [cuBLAS workspace]: on CUDA the first GEMM allocates the workspace right after its
+// output, through the caching allocator, and it is never freed.
+TEST(CublasWorkspaceTest, FirstGemmAllocatesItAfterItsOutputAndItLivesOn) {
+  auto g = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t",
+    "inputs": [{"name": "x", "shape": [4, 8]}, {"name": "y", "shape": [4], "dtype": "int64"}],
+    "parameters": [{"name": "w1", "shape": [8, 8]}, {"name": "w2", "shape": [3, 8]}],
+    "ops": [{"op": "linear", "inputs": ["x", "w1"], "outputs": ["h"]},
+            {"op": "linear", "inputs": ["h", "w2"], "outputs": ["o"]},
+            {"op": "cross_entropy", "inputs": ["o", "y"], "outputs": ["loss"]}],
+    "loss": "loss"})", "t.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  SimOptions opt;
+  auto r = Simulate(*g, opt);
+  ASSERT_TRUE(r.ok());
+  const EventStream& s = r->events;
+  int ws = -1, h = -1, allocs = 0;
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const memsim::Buffer& b = s.buffers[s.events[i].buffer];
+    if (b.name == "cuBLAS workspace") {
+      EXPECT_EQ(s.events[i].kind, EventKind::kAlloc) << "the workspace is never freed";
+      EXPECT_EQ(b.bytes, 8519680);
+      EXPECT_EQ(b.category, Category::kWorkspace);
+      ws = static_cast<int>(i);
+      ++allocs;
+    }
+    if (b.name == "h" && s.events[i].kind == EventKind::kAlloc) h = static_cast<int>(i);
+  }
+  EXPECT_EQ(allocs, 1);
+  EXPECT_EQ(ws, h + 1) << "allocated right after the first GEMM's output";
+  EXPECT_GE(r->peak.final_bytes, 8519680);
+
+  SimOptions cpu;
+  cpu.profile = "cpu";
+  auto rc = Simulate(*g, cpu);
+  ASSERT_TRUE(rc.ok());
+  for (const memsim::Buffer& b : rc->events.buffers) EXPECT_NE(b.name, "cuBLAS workspace");
+
+  SimOptions hopper;
+  hopper.cublas_workspace_bytes = int64_t{32} << 20;
+  auto rh = Simulate(*g, hopper);
+  ASSERT_TRUE(rh.ok());
+  EXPECT_EQ(rh->peak.final_bytes - r->peak.final_bytes, (int64_t{32} << 20) - 8519680);
+}
+
+TEST(CublasWorkspaceTest, ConvWorkspaceIsTransientAroundEachCall) {
+  auto g = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t",
+    "inputs": [{"name": "x", "shape": [2, 3, 8, 8]}, {"name": "y", "shape": [2], "dtype": "int64"}],
+    "parameters": [{"name": "w", "shape": [4, 3, 3, 3]}],
+    "ops": [{"op": "conv2d", "inputs": ["x", "w"], "outputs": ["c"]},
+            {"op": "mean", "inputs": ["c"], "outputs": ["m"], "attrs": {"dim": [2, 3]}},
+            {"op": "cross_entropy", "inputs": ["m", "y"], "outputs": ["loss"]}],
+    "loss": "loss"})", "t.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  SimOptions opt;
+  opt.conv_workspace_bytes = 1000000;
+  auto r = Simulate(*g, opt);
+  ASSERT_TRUE(r.ok());
+  int allocs = 0, frees = 0;
+  for (const MemEvent& e : r->events.events) {
+    const memsim::Buffer& b = r->events.buffers[e.buffer];
+    if (b.name.find("cudnn") == std::string::npos) continue;
+    EXPECT_EQ(b.bytes, 1000000);
+    (e.kind == EventKind::kAlloc ? allocs : frees)++;
+  }
+  EXPECT_EQ(allocs, 2) << "forward and backward-filter (x needs no grad)";
+  EXPECT_EQ(frees, 2);
+}
+
+}  // namespace
+}  // namespace memsim

@@ -27,6 +27,8 @@ struct RunArgs {
   std::string alloc_conf;
   std::string gpu;
   int64_t capacity = 0;
+  int64_t conv_workspace = -1;
+  int64_t cublas_workspace = -1;
 };
 
 /// The allocator part of the report, with the OOM record's tensor and op named.
@@ -70,6 +72,14 @@ void Run(const RunArgs& a) {
   opt.freeze_globs = a.freeze;
   opt.freeze_params = a.freeze_params;
   if (a.inplace != "keep") opt.inplace = a.inplace == "on";
+  if (a.conv_workspace >= 0) opt.conv_workspace_bytes = a.conv_workspace;
+  if (a.cublas_workspace >= 0) opt.cublas_workspace_bytes = a.cublas_workspace;
+  std::optional<GpuSpec> gpu;
+  if (!a.gpu.empty()) {
+    gpu = FindGpu(a.gpu);
+    if (!gpu) Fail(Status::InvalidArgument("unknown --gpu \"" + a.gpu + "\" (known: " + GpuNames() + ")"));
+    if (a.cublas_workspace < 0) opt.cublas_workspace_bytes = gpu->cublas_workspace_bytes;
+  }
   auto r = Simulate(g, opt);
   if (!r.ok()) Fail(r.status());
   AllocatorOptions ao;
@@ -78,11 +88,7 @@ void Run(const RunArgs& a) {
   ao.model = *model;
   ao.alloc_conf = a.alloc_conf;
   ao.capacity_bytes = a.capacity;
-  if (!a.gpu.empty()) {
-    auto gpu = FindGpu(a.gpu);
-    if (!gpu) Fail(Status::InvalidArgument("unknown --gpu \"" + a.gpu + "\" (known: " + GpuNames() + ")"));
-    if (a.capacity == 0) ao.capacity_bytes = gpu->memory_bytes;
-  }
+  if (gpu && a.capacity == 0) ao.capacity_bytes = gpu->memory_bytes;
   auto alloc = SimulateAllocator(r->events, ao);
   if (!alloc.ok()) Fail(alloc.status());
   if (!a.events_path.empty()) {
@@ -130,6 +136,10 @@ void RegisterRunCommand(CLI::App& app) {
   cmd->add_option("--alloc-conf", args->alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True");
   cmd->add_option("--gpu", args->gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
   cmd->add_option("--capacity", args->capacity, "device capacity in bytes (overrides --gpu)");
+  cmd->add_option("--conv-workspace", args->conv_workspace,
+                  "cuDNN workspace bytes per convolution call (cuda profile; default 0)");
+  cmd->add_option("--cublas-workspace", args->cublas_workspace,
+                  "cuBLAS workspace bytes (cuda profile; default 8519680, 32 MiB with --gpu H100)");
   cmd->callback([args] { Run(*args); });
 }
 
