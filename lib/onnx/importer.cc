@@ -273,6 +273,9 @@ Status Importer::ReadInputs() {
     Json shape = Json::array();
     ShapeDims dims;
     for (int k = 0; k < tt.shape().dim_size(); ++k) {
+      // An unnamed first dimension is the batch: name it so shape inference carries it along.
+      auto* md = model_.mutable_graph()->mutable_input(i)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(k);
+      if (k == 0 && !md->has_dim_value() && md->dim_param().empty()) md->set_dim_param(opt_.batch_symbol);
       auto d = DimOf(tt.shape().dim(k), k == 0, true);
       if (!d) return Status::Unsupported(where + ": dimension " + std::to_string(k) + " has no size or name");
       shape.push_back(d->ToJson());
