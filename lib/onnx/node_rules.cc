@@ -136,6 +136,7 @@ std::optional<ConstValue> FoldArith(const std::string& op, const ConstValue& a, 
     const SymInt& y = b.ints[b.numel() == 1 ? 0 : i];
     std::optional<SymInt> z;
     if (op == "Mul") z = Mul(x, y);
+    else if (op == "Div" && x.is_const() && y.is_const() && y.coeff != 0) z = SymInt::Const(x.coeff / y.coeff);  // ONNX integer Div truncates
     else if (op == "Div") z = Div(x, y);
     else z = AddSub(x, y, op == "Sub");
     if (!z) return std::nullopt;
@@ -831,6 +832,17 @@ Status Expand(Importer& im, const NP& n, int) {
   return Unary(im, n, "expand", Json{{"sizes", ToJson(sizes)}});
 }
 
+/// Range(0, n, 1) → arange (n may be symbolic, e.g. a sequence length read by Shape).
+Status Range(Importer& im, const NP& n, int) {
+  auto start = im.AsConst(In(n, 0)), limit = im.AsConst(In(n, 1)), delta = im.AsConst(In(n, 2));
+  if (!start || !limit || !delta || start->is_float || limit->is_float || limit->numel() != 1 ||
+      start->Scalar() != std::optional<double>(0) || delta->Scalar() != std::optional<double>(1))
+    return Unsup("only Range(0, n, 1) with constant integer n (→ arange)");
+  auto dt = DtypeName(limit->elem_type);
+  im.Emit("arange", {}, Json{{"end", limit->ints[0].ToJson()}, {"dtype", dt.value_or("int64")}}, {n.output(0)});
+  return Status::OK();
+}
+
 const std::map<std::string, Rule>& Rules() {
   static const std::map<std::string, Rule> kRules = {
       {"Conv", Conv},
@@ -883,6 +895,7 @@ const std::map<std::string, Rule>& Rules() {
       {"ReduceSum", Reduce},
       {"Transpose", Transpose},
       {"Expand", Expand},
+      {"Range", Range},
       {"Identity", [](Importer& im, const NP& n, int) {
          im.BindAlias(n.output(0), In(n, 0));
          return Status::OK();
