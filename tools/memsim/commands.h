@@ -13,6 +13,8 @@ void RegisterRunCommand(CLI::App& app);         // run_command.cc
 void RegisterSummaryCommand(CLI::App& app);     // summary_command.cc
 void RegisterReplayCommand(CLI::App& app);      // replay_command.cc
 void RegisterImportOnnxCommand(CLI::App& app);  // import_onnx_command.cc
+void RegisterSweepCommand(CLI::App& app);       // sweep_command.cc
+void RegisterFitCommand(CLI::App& app);         // sweep_command.cc
 
 }  // namespace memsim::cli
 

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "memsim 0.1");
   memsim::cli::RegisterRunCommand(app);
   memsim::cli::RegisterSummaryCommand(app);
+  memsim::cli::RegisterSweepCommand(app);
+  memsim::cli::RegisterFitCommand(app);
   memsim::cli::RegisterReplayCommand(app);
 #ifdef MEMSIM_HAVE_ONNX
   memsim::cli::RegisterImportOnnxCommand(app);

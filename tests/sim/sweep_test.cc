@@ -1,0 +1,115 @@
+#include "sim/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include "lib/io/graph_json.h"
+
+namespace memsim {
+namespace {
+
+Graph Zoo(const std::string& name) {
+  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json");
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return std::move(g).value();
+}
+
+std::vector<SweepConfig> Grid() {
+  std::vector<SweepConfig> configs;
+  for (int64_t batch : {1, 2, 4, 8, 16, 32})
+    for (const char* opt : {"sgd", "adam", "nonexistent"})
+      for (const char* profile : {"cuda", "cpu"}) {
+        SweepConfig c;
+        c.sim.symbols["batch"] = batch;
+        c.sim.optimizer = opt;
+        c.sim.profile = profile;
+        c.alloc.capacity_bytes = int64_t{200} << 20;
+        configs.push_back(c);
+      }
+  return configs;
+}
+
+TEST(SweepTest, RowsDoNotDependOnTheThreadCount) {
+  Graph g = Zoo("resnet18");
+  auto configs = Grid();
+  auto one = RunSweep(g, configs, 1);
+  auto two = RunSweep(g, configs, 2);
+  ASSERT_EQ(one.size(), configs.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].status.ToString(), two[i].status.ToString());
+    EXPECT_EQ(one[i].peak_live_bytes, two[i].peak_live_bytes) << i;
+    EXPECT_EQ(one[i].peak_reserved_bytes, two[i].peak_reserved_bytes) << i;
+    EXPECT_EQ(one[i].oom, two[i].oom) << i;
+    EXPECT_EQ(one[i].oom_message, two[i].oom_message) << i;
+  }
+}
+
+TEST(SweepTest, EachRowEqualsASingleSimulation) {
+  Graph g = Zoo("mlp");
+  auto configs = Grid();
+  auto rows = RunSweep(g, configs, 2);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (configs[i].sim.optimizer == "nonexistent") {
+      EXPECT_FALSE(rows[i].status.ok());
+      EXPECT_NE(rows[i].status.message().find("nonexistent"), std::string::npos);
+      continue;
+    }
+    auto r = Simulate(g, configs[i].sim);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(rows[i].peak_live_bytes, r->peak.peak_live_bytes);
+  }
+}
+
+TEST(SweepTest, BiggerBatchesRunOutOfMemoryFirst) {
+  Graph g = Zoo("resnet18");
+  auto rows = RunSweep(g, Grid(), 0);
+  bool seen_oom = false;
+  for (size_t i = 0; i < rows.size(); i += 6) {  // sgd, cuda, ascending batch
+    if (seen_oom) EXPECT_TRUE(rows[i].oom) << "batch index " << i / 6;
+    seen_oom |= rows[i].oom;
+  }
+  EXPECT_TRUE(seen_oom) << "200 MiB cannot hold resnet18 at batch 32";
+  EXPECT_FALSE(rows[0].oom);
+}
+
+TEST(FitTest, FindsTheBoundary) {
+  Graph g = Zoo("resnet18");
+  SweepConfig base;
+  base.sim.optimizer = "adam";
+  base.alloc.capacity_bytes = int64_t{1} << 30;
+  auto fit = FitBatch(g, base, 4096);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  ASSERT_GT(fit->max_batch, 1);
+  EXPECT_FALSE(fit->at_max.oom);
+  EXPECT_TRUE(fit->above.oom);
+  EXPECT_LE(fit->at_max.peak_reserved_bytes, base.alloc.capacity_bytes);
+  // The boundary really is one: max_batch fits, max_batch + 1 does not.
+  SweepConfig c = base;
+  c.sim.symbols["batch"] = fit->max_batch + 1;
+  EXPECT_TRUE(RunOne(g, c).oom);
+  c.sim.symbols["batch"] = fit->max_batch;
+  EXPECT_FALSE(RunOne(g, c).oom);
+  EXPECT_LT(fit->evaluated, 30) << "doubling then bisection";
+}
+
+TEST(FitTest, NeedsACapacityAndABatchSymbol) {
+  Graph g = Zoo("resnet18");
+  SweepConfig base;
+  EXPECT_FALSE(FitBatch(g, base, 64).ok());
+  base.alloc.capacity_bytes = int64_t{64} << 20;
+  auto tiny = FitBatch(g, base, 64);
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_EQ(tiny->max_batch, 0) << "64 MiB does not hold resnet18's parameters, grads and activations";
+}
+
+TEST(FitTest, StopsAtTheLimit) {
+  Graph g = Zoo("mlp");
+  SweepConfig base;
+  base.alloc.capacity_bytes = int64_t{80} << 30;
+  auto fit = FitBatch(g, base, 100);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_EQ(fit->max_batch, 100);
+  EXPECT_FALSE(fit->above.oom);
+}
+
+}  // namespace
+}  // namespace memsim
