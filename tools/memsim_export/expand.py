@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .convert import (MODULE_HANDLERS, TRef, Unsupported, T, module, norm_dim)
+from .registry import (MODULE_HANDLERS, TRef, Unsupported, T, module, norm_dim)
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 

@@ -1,0 +1,222 @@
+"""Handlers for elementwise arithmetic, matrix products, reductions, tensor creation, dtype
+casts, losses and torchvision's functional helpers."""
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from .registry import T, TRef, Unsupported, dtype_name, function, method
+
+
+# =================================================================================================
+# arithmetic
+# =================================================================================================
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _broadcast(a, b):
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    return tuple(x if y == 1 else y for x, y in zip(a, b))
+
+
+def _arith(op, inplace=False, reverse=False):
+    def h(cx, a, b, *, alpha=1, out=None):
+        if reverse:
+            a, b = b, a
+        if out is not None:
+            raise Unsupported("%s(out=...)" % op)
+        attrs = {}
+        if isinstance(a, TRef) and isinstance(b, TRef):
+            if alpha != 1:
+                attrs["alpha"] = alpha
+            attrs["inplace"] = inplace
+            return cx.emit(op, [a, b], attrs, shape=cx.out_shape() or _broadcast(a.shape, b.shape))
+        if isinstance(a, TRef) and _is_num(b):
+            if alpha != 1:
+                b = b * alpha
+            return cx.emit(op, [a], {"scalar": b, "inplace": inplace}, shape=a.shape)
+        if _is_num(a) and isinstance(b, TRef):
+            if inplace:
+                raise Unsupported("in-place %s on a Python number" % op)
+            if op in ("add", "mul"):
+                return cx.emit(op, [b], {"scalar": a, "inplace": False}, shape=b.shape)
+            if op == "sub" and alpha == 1:
+                # number - X: same memory behaviour as X - number (saves nothing, one output)
+                return cx.emit("sub", [b], {"scalar": a, "inplace": False, "reverse": True}, shape=b.shape)
+            raise Unsupported("number %s tensor (%s)" % ({"sub": "-", "div": "/"}.get(op, op),
+                                                         "rsub" if op == "sub" else "reciprocal"))
+        raise Unsupported("%s of %s and %s" % (op, type(a).__name__, type(b).__name__))
+    return h
+
+
+for _op, _fns, _meths, _ifns, _imeths in (
+        ("add", [operator.add, torch.add], ["add"], [operator.iadd], ["add_"]),
+        ("sub", [operator.sub, torch.sub], ["sub"], [operator.isub], ["sub_"]),
+        ("mul", [operator.mul, torch.mul], ["mul"], [operator.imul], ["mul_"]),
+        ("div", [operator.truediv, torch.div], ["div"], [operator.itruediv], ["div_"])):
+    function(*_fns)(_arith(_op))
+    method(*_meths)(_arith(_op))
+    function(*_ifns)(_arith(_op, inplace=True))
+    method(*_imeths)(_arith(_op, inplace=True))
+function(torch.rsub)(_arith("sub", reverse=True))
+
+
+@function(torch.masked_fill)
+@method("masked_fill")
+def f_masked_fill(cx, x, mask, value):
+    return _masked_fill(cx, x, mask, value, False)
+
+
+@method("masked_fill_")
+def f_masked_fill_(cx, x, mask, value):
+    return _masked_fill(cx, x, mask, value, True)
+
+
+def _masked_fill(cx, x, mask, value, inplace):
+    x, mask = T(x), T(mask, "mask")
+    if isinstance(value, TRef):
+        raise Unsupported("masked_fill with a tensor value")
+    return cx.emit("masked_fill", [x, mask], {"value": float(value), "inplace": inplace}, shape=x.shape)
+
+
+# =================================================================================================
+# matrix products
+# =================================================================================================
+
+@function(F.linear)
+def f_linear(cx, x, weight, bias=None):
+    x, weight = T(x), T(weight)
+    return cx.emit("linear", [x, weight, bias], shape=x.shape[:-1] + weight.shape[:1])
+
+
+@function(torch.matmul, operator.matmul)
+@method("matmul")
+def f_matmul(cx, a, b):
+    return cx.emit("matmul", [T(a), T(b)], shape=cx.out_shape())
+
+
+@function(torch.mm)
+@method("mm")
+def f_mm(cx, a, b):
+    return cx.emit("mm", [T(a), T(b)], shape=cx.out_shape())
+
+
+@function(torch.bmm)
+@method("bmm")
+def f_bmm(cx, a, b):
+    return cx.emit("bmm", [T(a), T(b)], shape=cx.out_shape())
+
+
+@function(torch.baddbmm)
+@method("baddbmm")
+def f_baddbmm(cx, s, b1, b2, *, beta=1, alpha=1):
+    return cx.emit("baddbmm", [T(s), T(b1), T(b2)], {"beta": beta, "alpha": alpha}, shape=cx.out_shape())
+
+
+_sdpa = getattr(F, "scaled_dot_product_attention", None)
+
+
+@function(_sdpa)
+def f_sdpa(cx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    q = T(q)
+    attrs = {"dropout_p": float(dropout_p), "is_causal": bool(is_causal)}
+    if scale is not None:
+        attrs["scale"] = scale
+    return cx.emit("scaled_dot_product_attention", [q, T(k), T(v), attn_mask], attrs,
+                   shape=q.shape[:-1] + T(v).shape[-1:])
+
+
+# =================================================================================================
+# reductions, creation, casts, losses
+# =================================================================================================
+
+def _reduce(op):
+    def h(cx, x, dim=None, keepdim=False, *, dtype=None):
+        x = T(x)
+        if dtype is not None and dtype != x.dtype:
+            raise Unsupported("%s(dtype=%s) (a dtype cast)" % (op, dtype))
+        if isinstance(dim, (list, tuple)):
+            dim = [int(d) for d in dim]
+        elif dim is not None:
+            dim = int(dim)
+        return cx.emit(op, [x], {"dim": dim, "keepdim": bool(keepdim)}, shape=cx.out_shape())
+    return h
+
+
+function(torch.mean)(_reduce("mean"))
+method("mean")(_reduce("mean"))
+function(torch.sum)(_reduce("sum"))
+method("sum")(_reduce("sum"))
+
+
+@function(torch.arange)
+def f_arange(cx, *args, dtype=None, device=None, layout=None, requires_grad=False, pin_memory=False, out=None):
+    if len(args) == 1:
+        start, end, step = 0, args[0], 1
+    elif len(args) == 2:
+        start, end, step = args[0], args[1], 1
+    else:
+        start, end, step = args
+    if start != 0 or step != 1:
+        raise Unsupported("torch.arange with start/step", "arange(%s)" % ", ".join(map(str, args)))
+    odt = cx.out_dtype() or torch.int64
+    return cx.emit("arange", [], {"end": int(end), "dtype": dtype_name(odt)}, shape=(int(end),), dtype=odt)
+
+
+def _cast_alias(cx, x, *args, **kwargs):
+    x = T(x)
+    odt = cx.out_dtype()
+    if odt is not None and odt != x.dtype:
+        raise Unsupported("dtype cast to %s" % dtype_name(odt) if odt in (torch.float16, torch.bfloat16,
+                                                                        torch.float32) else "dtype cast")
+    return x
+
+
+for _m in ("to", "float", "type_as", "double", "half", "bfloat16", "long", "int", "bool", "type", "cpu", "cuda"):
+    method(_m)(_cast_alias)
+
+
+@function(F.cross_entropy)
+def f_cross_entropy(cx, x, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                    reduction="mean", label_smoothing=0.0):
+    if weight is not None:
+        raise Unsupported("cross_entropy(weight=...)")
+    return cx.emit("cross_entropy", [T(x), T(target)], {"reduction": reduction, "label_smoothing": label_smoothing},
+                   shape=cx.out_shape())
+
+
+@function(F.nll_loss)
+def f_nll_loss(cx, x, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    if weight is not None:
+        raise Unsupported("nll_loss(weight=...)")
+    return cx.emit("nll_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
+
+
+@function(F.mse_loss)
+def f_mse_loss(cx, x, target, size_average=None, reduce=None, reduction="mean"):
+    return cx.emit("mse_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
+
+
+# torch._assert and friends return None: they never reach a handler (no tensor in the value).
+
+
+# =================================================================================================
+# torchvision functional helpers (torch.fx.wrap'ed in torchvision, so they arrive as call_function)
+# =================================================================================================
+
+try:
+    from torchvision.ops import stochastic_depth as _tv_stochastic_depth
+except Exception:  # noqa: BLE001 - torchvision is optional
+    _tv_stochastic_depth = None
+
+
+@function(_tv_stochastic_depth)
+def f_stochastic_depth(cx, x, p, mode, training=True):
+    x = T(x)
+    if not training or p == 0.0:
+        return x  # torchvision returns the input itself
+    return cx.emit("stochastic_depth", [x], {"p": float(p), "mode": mode, "training": True}, shape=x.shape)

@@ -1,0 +1,344 @@
+"""Handlers for torch.nn layers (by module class) and their functional forms: linear, conv,
+normalizations, activations, softmax, dropout, pooling, flatten, embedding."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .registry import T, Unsupported, function, method, module, _ilist, _pair_list
+
+
+# =================================================================================================
+# modules
+# =================================================================================================
+
+@module(nn.Linear)
+def m_linear(cx, mod, path, x):
+    x = T(x)
+    return cx.emit("linear", [x, cx.param(mod.weight), cx.param(mod.bias)],
+                   shape=x.shape[:-1] + (mod.out_features,))
+
+
+def _conv_attrs(mod_or_args, nd, weight_shape, padding):
+    stride, dilation, groups = mod_or_args
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = [0] * nd
+        elif padding == "same":
+            ks = list(weight_shape[2:])
+            dil = _pair_list(dilation, nd)
+            pads = []
+            for k, d in zip(ks, dil):
+                total = d * (k - 1)
+                if total % 2:
+                    raise Unsupported("conv padding='same' with asymmetric padding")
+                pads.append(total // 2)
+            padding = pads
+    return {"stride": _pair_list(stride, nd), "padding": _pair_list(padding, nd),
+            "dilation": _pair_list(dilation, nd), "groups": int(groups)}
+
+
+@module(nn.Conv1d, nn.Conv2d)
+def m_conv(cx, mod, path, x):
+    x = T(x)
+    nd = 1 if isinstance(mod, nn.Conv1d) else 2
+    if mod.padding_mode != "zeros":
+        raise Unsupported("%s with padding_mode=%r" % (type(mod).__name__, mod.padding_mode))
+    attrs = _conv_attrs((mod.stride, mod.dilation, mod.groups), nd, mod.weight.shape, mod.padding)
+    return cx.emit("conv%dd" % nd, [x, cx.param(mod.weight), cx.param(mod.bias)], attrs, shape=cx.out_shape())
+
+
+@function(F.conv1d, F.conv2d)
+def f_conv(cx, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    x = T(x)
+    nd = x.ndim - 2
+    attrs = _conv_attrs((stride, dilation, groups), nd, weight.shape, padding)
+    return cx.emit("conv%dd" % nd, [x, T(weight), bias], attrs, shape=cx.out_shape())
+
+
+@module(nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+def m_batch_norm(cx, mod, path, x):
+    x = T(x)
+    if not mod.affine or mod.running_mean is None:
+        raise Unsupported("%s without affine parameters or running stats" % type(mod).__name__)
+    training = bool(mod.training or mod.running_mean is None)
+    return cx.emit("batch_norm", [x, cx.param(mod.weight), cx.param(mod.bias), cx.param(mod.running_mean),
+                                  cx.param(mod.running_var)],
+                   {"momentum": mod.momentum, "eps": mod.eps, "training": training}, shape=x.shape)
+
+
+@function(F.batch_norm)
+def f_batch_norm(cx, x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    x = T(x)
+    if weight is None or bias is None or running_mean is None or running_var is None:
+        raise Unsupported("F.batch_norm without weight, bias or running stats")
+    return cx.emit("batch_norm", [x, weight, bias, running_mean, running_var],
+                   {"momentum": momentum, "eps": eps, "training": bool(training)}, shape=x.shape)
+
+
+@module(nn.LayerNorm)
+def m_layer_norm(cx, mod, path, x):
+    x = T(x)
+    return cx.emit("layer_norm", [x, cx.param(mod.weight), cx.param(mod.bias)],
+                   {"normalized_shape": list(mod.normalized_shape), "eps": mod.eps}, shape=x.shape)
+
+
+@function(F.layer_norm)
+def f_layer_norm(cx, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    x = T(x)
+    if weight is None and bias is not None:
+        raise Unsupported("layer_norm with bias but no weight")
+    return cx.emit("layer_norm", [x, weight, bias], {"normalized_shape": _ilist(list(normalized_shape)), "eps": eps},
+                   shape=x.shape)
+
+
+@module(nn.GroupNorm)
+def m_group_norm(cx, mod, path, x):
+    x = T(x)
+    return cx.emit("group_norm", [x, cx.param(mod.weight), cx.param(mod.bias)],
+                   {"num_groups": mod.num_groups, "eps": mod.eps}, shape=x.shape)
+
+
+@function(F.group_norm)
+def f_group_norm(cx, x, num_groups, weight=None, bias=None, eps=1e-5):
+    x = T(x)
+    if weight is None and bias is not None:
+        raise Unsupported("group_norm with bias but no weight")
+    return cx.emit("group_norm", [x, weight, bias], {"num_groups": int(num_groups), "eps": eps}, shape=x.shape)
+
+
+_ACT_MODULES = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.SiLU: "silu", nn.Hardswish: "hardswish",
+                nn.Hardsigmoid: "hardsigmoid"}
+
+
+@module(*_ACT_MODULES)
+def m_act(cx, mod, path, x):
+    x = T(x)
+    op = next(v for k, v in _ACT_MODULES.items() if isinstance(mod, k))
+    return cx.emit(op, [x], {"inplace": bool(getattr(mod, "inplace", False))}, shape=x.shape)
+
+
+@module(nn.Sigmoid, nn.Tanh)
+def m_act_noinplace(cx, mod, path, x):
+    x = T(x)
+    op = "sigmoid" if isinstance(mod, nn.Sigmoid) else "tanh"
+    return cx.emit(op, [x], {"inplace": False}, shape=x.shape)
+
+
+@module(nn.GELU)
+def m_gelu(cx, mod, path, x):
+    x = T(x)
+    return cx.emit("gelu", [x], {"inplace": False, "approximate": getattr(mod, "approximate", "none")}, shape=x.shape)
+
+
+@module(nn.LeakyReLU)
+def m_leaky(cx, mod, path, x):
+    x = T(x)
+    return cx.emit("leaky_relu", [x], {"inplace": bool(mod.inplace), "negative_slope": mod.negative_slope},
+                   shape=x.shape)
+
+
+@module(nn.Hardtanh)
+def m_hardtanh(cx, mod, path, x):
+    # nn.ReLU6 is a Hardtanh subclass and is matched earlier (more specific class first in the MRO)
+    x = T(x)
+    if (mod.min_val, mod.max_val) != (0.0, 6.0):
+        raise Unsupported("nn.Hardtanh(min_val=%g, max_val=%g)" % (mod.min_val, mod.max_val))
+    return cx.emit("relu6", [x], {"inplace": bool(mod.inplace)}, shape=x.shape)
+
+
+def _softmax_dim(dim, ndim):
+    if dim is None:
+        return 0 if ndim in (0, 1, 3) else 1
+    return int(dim)
+
+
+@module(nn.Softmax, nn.LogSoftmax)
+def m_softmax(cx, mod, path, x):
+    x = T(x)
+    op = "softmax" if isinstance(mod, nn.Softmax) else "log_softmax"
+    return cx.emit(op, [x], {"dim": _softmax_dim(mod.dim, x.ndim)}, shape=x.shape)
+
+
+@module(nn.Dropout)
+def m_dropout(cx, mod, path, x):
+    x = T(x)
+    return cx.emit("dropout", [x], {"p": float(mod.p), "inplace": bool(mod.inplace), "training": bool(mod.training)},
+                   shape=x.shape)
+
+
+@module(nn.MaxPool2d)
+def m_max_pool(cx, mod, path, x):
+    if mod.return_indices:
+        raise Unsupported("nn.MaxPool2d(return_indices=True)")
+    return f_max_pool2d(cx, x, mod.kernel_size, mod.stride, mod.padding, mod.dilation, mod.ceil_mode)
+
+
+@function(F.max_pool2d, getattr(torch, "max_pool2d", None))
+def f_max_pool2d(cx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    x = T(x)
+    if return_indices:
+        raise Unsupported("max_pool2d(return_indices=True)")
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        stride = kernel_size
+    return cx.emit("max_pool2d", [x], {"kernel_size": _pair_list(kernel_size), "stride": _pair_list(stride),
+                                       "padding": _pair_list(padding), "dilation": _pair_list(dilation),
+                                       "ceil_mode": bool(ceil_mode)}, shape=cx.out_shape())
+
+
+@module(nn.AvgPool2d)
+def m_avg_pool(cx, mod, path, x):
+    return f_avg_pool2d(cx, x, mod.kernel_size, mod.stride, mod.padding, mod.ceil_mode, mod.count_include_pad,
+                        mod.divisor_override)
+
+
+@function(F.avg_pool2d)
+def f_avg_pool2d(cx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+    x = T(x)
+    if divisor_override is not None:
+        raise Unsupported("avg_pool2d(divisor_override=...)")
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        stride = kernel_size
+    return cx.emit("avg_pool2d", [x], {"kernel_size": _pair_list(kernel_size), "stride": _pair_list(stride),
+                                       "padding": _pair_list(padding), "ceil_mode": bool(ceil_mode),
+                                       "count_include_pad": bool(count_include_pad)}, shape=cx.out_shape())
+
+
+@module(nn.AdaptiveAvgPool2d)
+def m_adaptive_avg(cx, mod, path, x):
+    return f_adaptive_avg(cx, x, mod.output_size)
+
+
+@function(F.adaptive_avg_pool2d)
+def f_adaptive_avg(cx, x, output_size):
+    x = T(x)
+    osz = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size, output_size]
+    osz = [x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(osz)]
+    return cx.emit("adaptive_avg_pool2d", [x], {"output_size": osz}, shape=x.shape[:-2] + tuple(osz))
+
+
+@module(nn.Flatten)
+def m_flatten(cx, mod, path, x):
+    return f_flatten(cx, x, mod.start_dim, mod.end_dim)
+
+
+@function(torch.flatten)
+@method("flatten")
+def f_flatten(cx, x, start_dim=0, end_dim=-1):
+    x = T(x)
+    return cx.emit("flatten", [x], {"start_dim": int(start_dim), "end_dim": int(end_dim)}, shape=cx.out_shape())
+
+
+@module(nn.Unflatten)
+def m_unflatten(cx, mod, path, x):
+    x = T(x)
+    return cx.emit("view", [x], {"shape": list(cx.out_shape())}, shape=cx.out_shape())
+
+
+@method("unflatten")
+def t_unflatten(cx, x, dim, sizes):
+    x = T(x)
+    return cx.emit("view", [x], {"shape": list(cx.out_shape())}, shape=cx.out_shape())
+
+
+@module(nn.Embedding)
+def m_embedding(cx, mod, path, ids):
+    if mod.max_norm is not None:
+        raise Unsupported("nn.Embedding(max_norm=...)")
+    ids = T(ids)
+    return cx.emit("embedding", [ids, cx.param(mod.weight)], {"padding_idx": mod.padding_idx},
+                   shape=ids.shape + (mod.embedding_dim,), dtype=mod.weight.dtype)
+
+
+@function(F.embedding)
+def f_embedding(cx, ids, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                sparse=False):
+    if max_norm is not None:
+        raise Unsupported("F.embedding(max_norm=...)")
+    ids, weight = T(ids), T(weight)
+    return cx.emit("embedding", [ids, weight], {"padding_idx": padding_idx}, shape=ids.shape + weight.shape[1:],
+                   dtype=weight.dtype)
+
+
+@module(nn.Identity)
+def m_identity(cx, mod, path, x, *a, **k):
+    return x
+
+
+# =================================================================================================
+# activations as functions / methods
+# =================================================================================================
+
+def _act_fn(op, inplace_default=False, force_inplace=False):
+    def h(cx, x, inplace=inplace_default, **kw):
+        x = T(x)
+        return cx.emit(op, [x], {"inplace": bool(inplace or force_inplace)}, shape=x.shape)
+    return h
+
+
+function(F.relu, torch.relu)(_act_fn("relu"))
+method("relu")(_act_fn("relu"))
+function(torch.relu_, getattr(F, "relu_", None))(_act_fn("relu", force_inplace=True))
+method("relu_")(_act_fn("relu", force_inplace=True))
+function(F.relu6)(_act_fn("relu6"))
+function(F.silu)(_act_fn("silu"))
+function(F.hardswish)(_act_fn("hardswish"))
+function(F.hardsigmoid)(_act_fn("hardsigmoid"))
+function(torch.sigmoid, F.sigmoid)(_act_fn("sigmoid"))
+method("sigmoid")(_act_fn("sigmoid"))
+method("sigmoid_")(_act_fn("sigmoid", force_inplace=True))
+function(torch.tanh, F.tanh)(_act_fn("tanh"))
+method("tanh")(_act_fn("tanh"))
+method("tanh_")(_act_fn("tanh", force_inplace=True))
+
+
+@function(F.gelu)
+@method("gelu")
+def f_gelu(cx, x, approximate="none"):
+    x = T(x)
+    return cx.emit("gelu", [x], {"inplace": False, "approximate": approximate}, shape=x.shape)
+
+
+@function(F.leaky_relu)
+def f_leaky(cx, x, negative_slope=0.01, inplace=False):
+    x = T(x)
+    return cx.emit("leaky_relu", [x], {"inplace": bool(inplace), "negative_slope": negative_slope}, shape=x.shape)
+
+
+@function(F.hardtanh)
+def f_hardtanh(cx, x, min_val=-1.0, max_val=1.0, inplace=False):
+    x = T(x)
+    if (min_val, max_val) != (0.0, 6.0):
+        raise Unsupported("F.hardtanh(min_val=%g, max_val=%g)" % (min_val, max_val))
+    return cx.emit("relu6", [x], {"inplace": bool(inplace)}, shape=x.shape)
+
+
+@function(F.softmax, torch.softmax)
+@method("softmax")
+def f_softmax(cx, x, dim=None, _stacklevel=3, dtype=None):
+    return _softmax(cx, "softmax", x, dim, dtype)
+
+
+@function(F.log_softmax, torch.log_softmax)
+@method("log_softmax")
+def f_log_softmax(cx, x, dim=None, _stacklevel=3, dtype=None):
+    return _softmax(cx, "log_softmax", x, dim, dtype)
+
+
+def _softmax(cx, op, x, dim, dtype):
+    x = T(x)
+    if isinstance(dtype, torch.dtype) and dtype != x.dtype:
+        raise Unsupported("%s(dtype=%s) (a dtype cast)" % (op, dtype))
+    return cx.emit(op, [x], {"dim": _softmax_dim(dim, x.ndim)}, shape=x.shape)
+
+
+@function(F.dropout, torch.dropout)
+def f_dropout(cx, x, p=0.5, training=True, inplace=False):
+    x = T(x)
+    return cx.emit("dropout", [x], {"p": float(p), "inplace": bool(inplace), "training": bool(training)},
+                   shape=x.shape)
+
+
+@function(getattr(torch, "dropout_", None))
+def f_dropout_(cx, x, p=0.5, training=True):
+    return f_dropout(cx, x, p, training, True)

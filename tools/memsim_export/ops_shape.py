@@ -1,0 +1,243 @@
+"""Handlers for shape and view ops (view/reshape, transpose/permute, (un)squeeze, expand, split,
+cat, select/narrow) and for Python indexing ``x[idx]``."""
+import operator
+
+import torch
+
+from .registry import T, TRef, Unsupported, function, method, norm_dim, view_out_shape, _tuple_arg
+
+
+# =================================================================================================
+# shape / view ops
+# =================================================================================================
+
+@method("view")
+def t_view(cx, x, *shape):
+    x = T(x)
+    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        raise Unsupported("Tensor.view(dtype)")
+    shape = [int(s) for s in _tuple_arg(shape)]
+    return cx.emit("view", [x], {"shape": shape}, shape=view_out_shape(x.shape, shape))
+
+
+@function(torch.reshape)
+@method("reshape")
+def t_reshape(cx, x, *shape):
+    x = T(x)
+    shape = [int(s) for s in _tuple_arg(shape)]
+    return cx.emit("reshape", [x], {"shape": shape}, shape=view_out_shape(x.shape, shape))
+
+
+@method("view_as")
+def t_view_as(cx, x, other):
+    x = T(x)
+    return cx.emit("view", [x], {"shape": list(T(other).shape)}, shape=T(other).shape)
+
+
+@method("reshape_as")
+def t_reshape_as(cx, x, other):
+    x = T(x)
+    return cx.emit("reshape", [x], {"shape": list(T(other).shape)}, shape=T(other).shape)
+
+
+@function(torch.transpose)
+@method("transpose")
+def t_transpose(cx, x, dim0, dim1):
+    x = T(x)
+    s = list(x.shape)
+    d0, d1 = norm_dim(dim0, x.ndim), norm_dim(dim1, x.ndim)
+    s[d0], s[d1] = s[d1], s[d0]
+    return cx.emit("transpose", [x], {"dim0": int(dim0), "dim1": int(dim1)}, shape=tuple(s))
+
+
+@function(torch.t)
+@method("t")
+def t_t(cx, x):
+    x = T(x)
+    if x.ndim < 2:
+        return x
+    return t_transpose(cx, x, 0, 1)
+
+
+@function(torch.permute)
+@method("permute")
+def t_permute(cx, x, *dims):
+    x = T(x)
+    dims = [int(d) for d in _tuple_arg(dims)]
+    return cx.emit("permute", [x], {"dims": dims}, shape=tuple(x.shape[norm_dim(d, x.ndim)] for d in dims))
+
+
+@method("expand")
+def t_expand(cx, x, *sizes):
+    x = T(x)
+    sizes = [int(s) for s in _tuple_arg(sizes)]
+    return cx.emit("expand", [x], {"sizes": sizes}, shape=cx.out_shape())
+
+
+@method("expand_as")
+def t_expand_as(cx, x, other):
+    x = T(x)
+    return cx.emit("expand", [x], {"sizes": list(T(other).shape)}, shape=T(other).shape)
+
+
+@function(torch.unsqueeze)
+@method("unsqueeze")
+def t_unsqueeze(cx, x, dim):
+    x = T(x)
+    d = dim if dim >= 0 else dim + x.ndim + 1
+    s = list(x.shape)
+    s.insert(d, 1)
+    return cx.emit("unsqueeze", [x], {"dim": int(dim)}, shape=tuple(s))
+
+
+@function(torch.squeeze)
+@method("squeeze")
+def t_squeeze(cx, x, dim=None):
+    x = T(x)
+    if dim is None:
+        ones = [i for i, s in enumerate(x.shape) if s == 1]
+        if not ones:
+            return x
+        if len(ones) == 1:
+            dim = ones[0]
+        else:
+            out = tuple(s for s in x.shape if s != 1)
+            return cx.emit("view", [x], {"shape": list(out)}, shape=out)
+    d = norm_dim(dim, x.ndim)
+    s = list(x.shape)
+    if s[d] == 1:
+        del s[d]
+    return cx.emit("squeeze", [x], {"dim": int(dim)}, shape=tuple(s))
+
+
+@method("contiguous")
+def t_contiguous(cx, x, memory_format=torch.contiguous_format):
+    x = T(x)
+    if memory_format not in (torch.contiguous_format, None):
+        raise Unsupported("contiguous(memory_format=%s)" % memory_format)
+    return cx.emit("contiguous", [x], shape=x.shape)
+
+
+@function(torch.split)
+@method("split")
+def t_split(cx, x, split_size_or_sections, dim=0):
+    x = T(x)
+    outs = cx.out_info()
+    shapes = [o.shape for o in outs]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        attrs = {"sections": [int(s) for s in split_size_or_sections], "dim": int(dim)}
+    else:
+        attrs = {"split_size": int(split_size_or_sections), "dim": int(dim)}
+    return tuple(cx.emit("split", [x], attrs, shapes=shapes))
+
+
+@function(torch.chunk)
+@method("chunk")
+def t_chunk(cx, x, chunks, dim=0):
+    x = T(x)
+    shapes = [o.shape for o in cx.out_info()]
+    return tuple(cx.emit("chunk", [x], {"chunks": int(chunks), "dim": int(dim)}, shapes=shapes))
+
+
+@function(torch.cat, getattr(torch, "concat", None))
+def f_cat(cx, tensors, dim=0):
+    ts = [T(t) for t in tensors]
+    return cx.emit("cat", ts, {"dim": int(dim)}, shape=cx.out_shape())
+
+
+@function(torch.stack)
+def f_stack(cx, tensors, dim=0):
+    ts = [T(t) for t in tensors]
+    return cx.emit("stack", ts, {"dim": int(dim)}, shape=cx.out_shape())
+
+
+@function(torch.select)
+@method("select")
+def t_select(cx, x, dim, index):
+    x = T(x)
+    s = list(x.shape)
+    del s[norm_dim(dim, x.ndim)]
+    return cx.emit("select", [x], {"dim": int(dim), "index": int(index)}, shape=tuple(s))
+
+
+@function(torch.narrow)
+@method("narrow")
+def t_narrow(cx, x, dim, start, length):
+    x = T(x)
+    s = list(x.shape)
+    s[norm_dim(dim, x.ndim)] = int(length)
+    return cx.emit("slice", [x], {"dim": int(dim), "start": int(start), "end": int(start) + int(length), "step": 1},
+                   shape=tuple(s))
+
+
+@function(torch.index_select)
+@method("index_select")
+def t_index_select(cx, x, dim, index):
+    x = T(x)
+    return cx.emit("index_select", [x, T(index)], {"dim": int(dim)}, shape=cx.out_shape())
+
+
+@function(operator.getitem)
+def f_getitem(cx, base, idx):
+    if not isinstance(base, TRef):
+        return base[idx]
+    return tensor_index(cx, base, idx)
+
+
+def tensor_index(cx, x, idx):
+    """Python indexing ``x[idx]`` as ATen's applySlicing does it: ints → select, partial slices →
+    slice (full slices are skipped), None → unsqueeze, one 1-D integer tensor → index_select."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    cur = x
+    d = 0
+    for item in idx:
+        if item is Ellipsis:
+            d = cur.ndim - _remaining_real(idx, item)
+            continue
+        if item is None:
+            cur = t_unsqueeze(cx, cur, d)
+            d += 1
+            continue
+        if isinstance(item, bool):
+            raise Unsupported("indexing with a bool")
+        if isinstance(item, int):
+            cur = t_select(cx, cur, d, item)
+            continue
+        if isinstance(item, slice):
+            # ATen's applySlicing emits a slice for every slice item, `:` included (a view; only an
+            # explicit 0:len is returned as is, which we do not special-case: it can depend on
+            # the symbol values and costs nothing either way)
+            size = cur.shape[d]
+            start, stop, step = item.start, item.stop, item.step
+            step = 1 if step is None else int(step)
+            st = 0 if start is None else int(start)
+            r = range(*slice(start, stop, step).indices(size))
+            s = list(cur.shape)
+            s[d] = len(r)
+            end = None if stop is None or int(stop) >= 2 ** 62 else int(stop)
+            cur = cx.emit("slice", [cur], {"dim": d, "start": st, "end": end, "step": step}, shape=tuple(s))
+            d += 1
+            continue
+        if isinstance(item, TRef):
+            if item.dtype in (torch.int64, torch.int32) and item.ndim == 1 and n_real == 1:
+                s = list(cur.shape)
+                s[d] = item.shape[0]
+                cur = cx.emit("index_select", [cur, item], {"dim": d}, shape=tuple(s))
+                d += 1
+                continue
+            raise Unsupported("advanced indexing with a %s tensor of shape %s" % (item.dtype, list(item.shape)))
+        raise Unsupported("indexing with %r" % (item,))
+    return cur
+
+
+def _remaining_real(idx, ell):
+    after = idx[idx.index(ell) + 1:]
+    return sum(1 for i in after if i is not None and i is not Ellipsis)
+
+
+@function(getattr(torch, "swapaxes", None), getattr(torch, "swapdims", None))
+@method("swapaxes", "swapdims")
+def t_swapaxes(cx, x, a, b):
+    return t_transpose(cx, x, a, b)
