@@ -27,8 +27,22 @@ PeakReport AnalyzePeak(const EventStream& s) {
       r.peak_op = e.op;
     }
   }
-  // Phases with no event of their own start (and end) at the live bytes of the previous one.
+  // A phase with no event of its own (no optimizer, say) holds the live bytes at its turn: those
+  // at the end of the last earlier phase that had events.
   r.final_bytes = live;
+  int64_t carry = 0;
+  std::array<int64_t, kNumPhases> end_live{};
+  {
+    int64_t l = 0;
+    for (const MemEvent& e : s.events) {
+      l += e.kind == EventKind::kAlloc ? s.bytes(e) : -s.bytes(e);
+      end_live[static_cast<int>(e.phase)] = l;
+    }
+  }
+  for (int ph = 0; ph < kNumPhases; ++ph) {
+    if (any_phase_seen[ph]) carry = end_live[ph];
+    else r.phase_peaks[ph] = carry;
+  }
   // Second pass: what is alive at the peak.
   for (size_t i = 0; i < s.events.size() && i <= r.peak_event; ++i)
     alive[s.events[i].buffer] = s.events[i].kind == EventKind::kAlloc;

@@ -84,7 +84,7 @@ std::optional<TensorMeta> AliasGradMeta(const Op& op, const Bindings& b, const T
 class StepRunner {
  public:
   StepRunner(const Graph& g, const BoundGraph& b, const StepConfig& cfg)
-      : g_(g), b_(b), cfg_(cfg), bindings_(g.DefaultBindings()) {}
+      : g_(g), b_(b), cfg_(cfg) {}
 
   Result<EventStream> Run(const Bindings& bindings) {
     bindings_ = bindings;
