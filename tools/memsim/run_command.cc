@@ -7,6 +7,7 @@
 #include "sim/allocator/simulate.h"
 #include "sim/gpus.h"
 #include "sim/report.h"
+#include "sim/timeline.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
 
@@ -23,6 +24,7 @@ struct RunArgs {
   bool json = false;
   int top = 10;
   std::string events_path;
+  std::string timeline_path;
   std::string allocator = "caching";
   std::string alloc_conf;
   std::string gpu;
@@ -96,6 +98,12 @@ void Run(const RunArgs& a) {
     if (!out) Fail(Status::InvalidArgument(a.events_path + ": cannot write"));
     out << EventsText(r->events);
   }
+  if (!a.timeline_path.empty()) {
+    std::ofstream out(a.timeline_path);
+    if (!out) Fail(Status::InvalidArgument(a.timeline_path + ": cannot write"));
+    if (a.timeline_path.ends_with(".html")) out << HtmlTimeline(g, r->events, r->peak, a.top);
+    else out << ChromeTrace(g, r->events, r->peak, 1 << 20).dump() << "\n";
+  }
   nlohmann::ordered_json aj = AllocatorJson(g, *r, *alloc);
   if (a.json) {
     nlohmann::ordered_json j = RunReportJson(g, opt, *r, a.top);
@@ -130,6 +138,8 @@ void RegisterRunCommand(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_option("--top", args->top, "how many tensors alive at the peak to list")->capture_default_str();
   cmd->add_option("--events", args->events_path, "write the allocate/free event stream to this file");
+  cmd->add_option("--timeline", args->timeline_path,
+                  "write memory over time: FILE.html (standalone page) or FILE.json (Chrome trace for Perfetto)");
   cmd->add_option("--allocator", args->allocator, "caching (PyTorch's CUDA caching allocator), expandable, or ideal")
       ->check(CLI::IsMember({"caching", "expandable", "ideal"}))
       ->capture_default_str();
