@@ -82,7 +82,9 @@ TEST(EngineTest, SeedIsFreedAfterBackwardAndLossAndOutputsLast) {
   int seed_free = FreeIndex(s, *seed);
   ASSERT_GE(seed_free, 0);
   for (size_t i = 0; i < s.events.size(); ++i)
-    if (s.events[i].phase == Phase::kBackward && s.events[i].op != kNoOp) EXPECT_LT(static_cast<int>(i), seed_free);
+    if (s.events[i].phase == Phase::kBackward && s.events[i].op != kNoOp) {
+      EXPECT_LT(static_cast<int>(i), seed_free);
+    }
   EXPECT_GT(FreeIndex(s, *logits), seed_free);
   EXPECT_GT(FreeIndex(s, *loss), FreeIndex(s, *logits));
   EXPECT_EQ(s.events[FreeIndex(s, *loss)].phase, Phase::kBackward);

@@ -442,7 +442,9 @@ TEST(RmsNormRuleTest, SavesInputAndRstd) {
   auto saved = SavedBy(run, "y");
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "extra:rstd"));
   for (const auto& it : saved)
-    if (it.name == "extra:rstd") EXPECT_EQ(it.bytes, 6 * 4);
+    if (it.name == "extra:rstd") {
+      EXPECT_EQ(it.bytes, 6 * 4);
+    }
 }
 
 // ---------------------------------------------------------------- pooling
@@ -458,7 +460,9 @@ TEST(MaxPool2dRuleTest, KeepsInputAndInt64Indices) {
   auto saved = SavedBy(run, "y");
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "extra:max_pool indices"));
   for (const auto& it : saved)
-    if (it.name == "extra:max_pool indices") EXPECT_EQ(it.bytes, 2 * 4 * 4 * 4 * 8);
+    if (it.name == "extra:max_pool indices") {
+      EXPECT_EQ(it.bytes, 2 * 4 * 4 * 4 * 8);
+    }
 }
 
 TEST(MaxPool2dRuleTest, CeilModeAndPadding) {
