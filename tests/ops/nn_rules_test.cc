@@ -361,7 +361,9 @@ TEST(BatchNormRuleTest, TrainingSavesInputParamsAndPerChannelStats) {
   EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 4, 5, 5));
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "g", "b", "rm", "rv", "extra:mean", "extra:rstd"));
   for (const auto& it : SavedBy(run, "y"))
-    if (it.name.starts_with("extra:")) EXPECT_EQ(it.bytes, 4 * 4) << it.name;
+    if (it.name.starts_with("extra:")) {
+      EXPECT_EQ(it.bytes, 4 * 4) << it.name;
+    }
 }
 
 TEST(BatchNormRuleTest, EvalModeSavesNoStatistics) {
@@ -389,7 +391,9 @@ TEST(LayerNormRuleTest, SavesInputAffineAndRowStats) {
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "g", "b", "extra:mean", "extra:rstd"));
   for (const auto& it : SavedBy(run, "y"))
-    if (it.name.starts_with("extra:")) EXPECT_EQ(it.bytes, 2 * 3 * 4) << it.name;
+    if (it.name.starts_with("extra:")) {
+      EXPECT_EQ(it.bytes, 2 * 3 * 4) << it.name;
+    }
 }
 
 TEST(LayerNormRuleTest, FrozenAffineStillSavesEverything) {
@@ -425,7 +429,9 @@ TEST(GroupNormRuleTest, SavesStatsPerSampleAndGroupButNotBias) {
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "g", "extra:mean", "extra:rstd"));
   for (const auto& it : SavedBy(run, "y"))
-    if (it.name.starts_with("extra:")) EXPECT_EQ(it.bytes, 2 * 4 * 4) << it.name;
+    if (it.name.starts_with("extra:")) {
+      EXPECT_EQ(it.bytes, 2 * 4 * 4) << it.name;
+    }
 }
 
 TEST(GroupNormRuleTest, GroupsMustDivideChannels) {
