@@ -7,6 +7,7 @@
 #include "sim/allocator/simulate.h"
 #include "sim/gpus.h"
 #include "sim/report.h"
+#include "sim/memviz.h"
 #include "sim/timeline.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
@@ -101,8 +102,15 @@ void Run(const RunArgs& a) {
   if (!a.timeline_path.empty()) {
     std::ofstream out(a.timeline_path);
     if (!out) Fail(Status::InvalidArgument(a.timeline_path + ": cannot write"));
-    if (a.timeline_path.ends_with(".html")) out << HtmlTimeline(g, r->events, r->peak, a.top);
-    else out << ChromeTrace(g, r->events, r->peak, 1 << 20).dump() << "\n";
+    if (a.timeline_path.ends_with(".html")) {
+      out << HtmlTimeline(g, r->events, r->peak, a.top);
+    } else if (a.timeline_path.ends_with(".pickle")) {
+      auto snap = MemoryVizSnapshot(g, r->events, a.alloc_conf);
+      if (!snap.ok()) Fail(snap.status());
+      out << ToPickle(*snap);
+    } else {
+      out << ChromeTrace(g, r->events, r->peak, 1 << 20).dump() << "\n";
+    }
   }
   nlohmann::ordered_json aj = AllocatorJson(g, *r, *alloc);
   if (a.json) {
@@ -139,7 +147,8 @@ void RegisterRunCommand(CLI::App& app) {
   cmd->add_option("--top", args->top, "how many tensors alive at the peak to list")->capture_default_str();
   cmd->add_option("--events", args->events_path, "write the allocate/free event stream to this file");
   cmd->add_option("--timeline", args->timeline_path,
-                  "write memory over time: FILE.html (standalone page) or FILE.json (Chrome trace for Perfetto)");
+                  "write memory over time: FILE.html (standalone page), FILE.json (Chrome trace for Perfetto) "
+                  "or FILE.pickle (a _dump_snapshot() for pytorch.org/memory_viz)");
   cmd->add_option("--allocator", args->allocator, "caching (PyTorch's CUDA caching allocator), expandable, or ideal")
       ->check(CLI::IsMember({"caching", "expandable", "ideal"}))
       ->capture_default_str();
