@@ -59,3 +59,13 @@ memsim_golden_test(sweep_mlp_csv sweep_mlp.csv sweep graphs/mlp.json --batch 1,2
 memsim_golden_test(fit_resnet50_text fit_resnet50.txt fit graphs/resnet50.json --gpu V100-16GB --optimizer adam)
 memsim_error_test(fit_without_capacity 2 "fit needs a device capacity" fit graphs/mlp.json)
 memsim_error_test(sweep_bad_set 2 "--set \"seq=1,x\": \"x\" is not a non-negative integer" sweep graphs/mlp.json --set seq=1,x)
+
+function(memsim_golden_file_test name golden)
+  set(file ${CMAKE_BINARY_DIR}/cli_${name}_${golden})
+  add_test(NAME cli.${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:memsim>;${ARGN};--timeline;${file}" -DFILE=${file}
+                   -DGOLDEN=${MEMSIM_CLI_DIR}/golden/${golden} -P ${MEMSIM_CLI_DIR}/scripts/run_golden_file.cmake
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endfunction()
+memsim_golden_file_test(timeline_mlp_html timeline_mlp.html run graphs/mlp.json --batch 32 --optimizer adam)
+memsim_golden_file_test(timeline_mnist_json timeline_mnist.json run graphs/mnist_cnn.json --batch 8 --profile cpu)
