@@ -57,9 +57,13 @@ nlohmann::ordered_json RunReportJson(const Graph& g, const SimOptions& opt, cons
   j["breakdown_at_peak"] = bd;
   nlohmann::ordered_json tops = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.peak.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
-    const Buffer& b = r.events.buffers[r.peak.live_at_peak[i]];
-    tops.push_back({{"name", b.name}, {"bytes", b.bytes}, {"category", CategoryName(b.category)},
-                    {"op", OpLabel(g, b.op)}, {"module", b.module}});
+    uint32_t id = r.peak.live_at_peak[i];
+    const Buffer& b = r.events.buffers[id];
+    nlohmann::ordered_json t = {{"name", b.name}, {"bytes", b.bytes}, {"category", CategoryName(b.category)},
+                                {"op", OpLabel(g, b.op)}, {"module", b.module}};
+    for (const Retention& ret : r.at_peak)
+      if (ret.buffer == id) t["held_by"] = ret.held_by;
+    tops.push_back(t);
   }
   j["top_tensors_at_peak"] = tops;
   j["tensors_alive_at_peak"] = r.peak.live_at_peak.size();
@@ -96,6 +100,8 @@ std::string RunReportText(const Graph& g, const SimOptions& opt, const SimResult
     std::snprintf(buf, sizeof buf, "  %12s  %-16s %s\n", HumanBytes(t["bytes"].get<int64_t>()).c_str(),
                   t["category"].get<std::string>().c_str(), t["name"].get<std::string>().c_str());
     o << buf;
+    if (t.contains("held_by"))
+      for (const auto& h : t["held_by"]) o << std::string(32, ' ') << "held by: " << h.get<std::string>() << "\n";
   }
   return o.str();
 }

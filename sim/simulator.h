@@ -13,6 +13,7 @@
 #include "lib/analysis/events.h"
 #include "lib/analysis/peak.h"
 #include "lib/autodiff/optimizer.h"
+#include "lib/autodiff/step.h"
 #include "lib/ir/graph.h"
 #include "lib/ops/profile.h"
 #include "lib/util/status.h"
@@ -29,6 +30,7 @@ struct SimOptions {
   std::optional<bool> inplace;             ///< --inplace-activations on|off; unset = keep
   std::optional<int64_t> cublas_workspace_bytes;  ///< overrides the profile (e.g. 32 MiB on H100)
   std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda)
+  bool explain = false;                    ///< also find what keeps each buffer alive at the peak
 };
 
 struct SimResult {
@@ -38,6 +40,7 @@ struct SimResult {
   std::vector<bool> frozen;                ///< per Graph::parameters entry
   EventStream events;
   PeakReport peak;
+  std::vector<Retention> at_peak;          ///< with SimOptions::explain: who holds what at the peak
 };
 
 /// Validates |opt| against |g| (unknown symbol or optimizer, bad profile, a glob matching no

@@ -10,14 +10,25 @@ Ledger::StorageId Ledger::Alloc(int64_t bytes, std::string name, Category catego
   StorageId id = static_cast<StorageId>(stream_.buffers.size());
   stream_.buffers.push_back(Buffer{std::move(name), bytes, category, op_, std::move(module)});
   refs_.push_back(1);
-  if (bytes > 0) stream_.events.push_back(MemEvent{EventKind::kAlloc, phase_, id, op_});
+  if (bytes > 0) Emit(EventKind::kAlloc, id);
   return id;
+}
+
+void Ledger::Emit(EventKind kind, StorageId s) {
+  stream_.events.push_back(MemEvent{kind, phase_, s, op_});
+  if (stream_.events.size() == probe_at_ + 1 && probe_) probe_();
+}
+
+std::vector<Ledger::StorageId> Ledger::Live() const {
+  std::vector<StorageId> live;
+  for (StorageId s = 0; s < refs_.size(); ++s)
+    if (refs_[s] > 0 && stream_.buffers[s].bytes > 0) live.push_back(s);
+  return live;
 }
 
 void Ledger::Unref(StorageId s) {
   MEMSIM_CHECK(refs_[s] > 0);
-  if (--refs_[s] == 0 && stream_.buffers[s].bytes > 0)
-    stream_.events.push_back(MemEvent{EventKind::kFree, phase_, s, op_});
+  if (--refs_[s] == 0 && stream_.buffers[s].bytes > 0) Emit(EventKind::kFree, s);
 }
 
 }  // namespace memsim

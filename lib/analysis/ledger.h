@@ -5,6 +5,7 @@
 #ifndef MEMSIM_LIB_ANALYSIS_LEDGER_H_
 #define MEMSIM_LIB_ANALYSIS_LEDGER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,15 @@ class Ledger {
   void set_op(uint32_t op) { op_ = op; }
   uint32_t op() const { return op_; }
 
+  /// Calls |probe| right after event number |event_index| is emitted (to inspect the state at
+  /// that moment, e.g. the peak).
+  void set_probe(size_t event_index, std::function<void()> probe) {
+    probe_at_ = event_index;
+    probe_ = std::move(probe);
+  }
+  /// Storages alive now.
+  std::vector<StorageId> Live() const;
+
   EventStream Finish() && { return std::move(stream_); }
 
  private:
@@ -36,6 +46,10 @@ class Ledger {
   std::vector<int> refs_;
   Phase phase_ = Phase::kSetup;
   uint32_t op_ = kNoOp;
+  size_t probe_at_ = SIZE_MAX;
+  std::function<void()> probe_;
+
+  void Emit(EventKind kind, StorageId s);
 };
 
 }  // namespace memsim

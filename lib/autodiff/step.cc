@@ -1,6 +1,7 @@
 #include "lib/autodiff/step.h"
 
 #include <algorithm>
+#include <map>
 #include <queue>
 
 #include "lib/analysis/ledger.h"
@@ -86,8 +87,13 @@ class StepRunner {
   StepRunner(const Graph& g, const BoundGraph& b, const StepConfig& cfg)
       : g_(g), b_(b), cfg_(cfg) {}
 
-  Result<EventStream> Run(const Bindings& bindings) {
+  /// What Explain() recorded.
+  std::vector<Retention> TakeExplanation() { return std::move(explained_); }
+
+  /// Runs the step, calling Explain() right after event |probe_at| (SIZE_MAX: never).
+  Result<EventStream> Run(const Bindings& bindings, size_t probe_at = SIZE_MAX) {
     bindings_ = bindings;
+    if (probe_at != SIZE_MAX) ledger_.set_probe(probe_at, [this] { Explain(); });
     rg_ = PropagateRequiresGrad(g_, b_, cfg_.frozen);
     storage_.assign(g_.tensors.size(), kNo);
     param_index_.assign(g_.tensors.size(), kNo);
@@ -101,10 +107,13 @@ class StepRunner {
     param_grad_.assign(g_.parameters.size(), kNo);
 
     Setup();
+    phase_ = Phase::kForward;
     ledger_.set_phase(Phase::kForward);
     for (OpId o = 0; o < g_.ops.size(); ++o) Forward(o);
+    phase_ = Phase::kBackward;
     ledger_.set_phase(Phase::kBackward);
     Backward();
+    phase_ = Phase::kOptimizer;
     ledger_.set_phase(Phase::kOptimizer);
     ledger_.set_op(kNoOp);
     OptimizerAndZeroGrad();
@@ -442,6 +451,55 @@ class StepRunner {
       if (s != kNo) ledger_.Unref(s);
   }
 
+  /// Records who holds each live storage (see ExplainAtEvent).
+  void Explain() {
+    std::map<StorageId, std::vector<std::string>> why;
+    const uint32_t op = ledger_.op();
+    const bool forward = phase_ == Phase::kForward;
+    for (TensorId t = 0; t < g_.tensors.size(); ++t) {
+      StorageId s = storage_[t];
+      if (s == kNo) continue;
+      const Tensor& tensor = g_.tensors[t];
+      switch (tensor.role) {
+        case TensorRole::kParameter: why[s].push_back("parameter " + tensor.name); break;
+        case TensorRole::kBuffer: why[s].push_back("module buffer " + tensor.name); break;
+        case TensorRole::kInput: why[s].push_back("input " + tensor.name + " (held by the caller)"); break;
+        case TensorRole::kActivation:
+          if (held_[t]) {
+            why[s].push_back("\"" + tensor.name + "\" held by the caller until after backward (model output / loss)");
+          } else if (forward && b_.last_use[t] != kNone && b_.last_use[t] >= op && tensor.producer <= op) {
+            why[s].push_back("Python name \"" + tensor.name + "\", used until " + g_.ops[b_.last_use[t]].name);
+          }
+          break;
+      }
+    }
+    for (OpId o = 0; o < nodes_.size(); ++o) {
+      const Node& n = nodes_[o];
+      for (size_t k = 0; k < n.saved.size(); ++k)
+        if (!n.released[k]) why[n.saved[k]].push_back("saved by " + g_.ops[o].name + " for its backward");
+      for (size_t slot = 0; slot < n.buffer.size(); ++slot)
+        if (n.buffer[slot].defined())
+          why[n.buffer[slot].s].push_back("grad of \"" + g_.tensors[g_.ops[o].outputs[slot]].name + "\" waiting for " +
+                                          g_.ops[o].name + "'s backward");
+    }
+    for (size_t k = 0; k < g_.parameters.size(); ++k) {
+      const std::string& name = g_.tensors[g_.parameters[k]].name;
+      if (param_grad_[k] != kNo) why[param_grad_[k]].push_back(".grad of " + name + " (until zero_grad)");
+      if (param_buffer_[k].defined()) why[param_buffer_[k].s].push_back("grad of " + name + " being accumulated");
+    }
+    for (StorageId s : states_) why[s].push_back("optimizer state");
+    if (cublas_workspace_) why[*cublas_workspace_].push_back("cuBLAS workspace (kept for the process lifetime)");
+    for (StorageId s : ledger_.Live()) {
+      Retention r{s, why.count(s) ? why[s] : std::vector<std::string>{}};
+      if (r.held_by.empty())
+        r.held_by.push_back(op < g_.ops.size() ? "in use inside " + g_.ops[op].name + " (" + std::string(PhaseName(phase_)) + ")"
+                                               : "in use inside " + std::string(PhaseName(phase_)));
+      explained_.push_back(std::move(r));
+    }
+  }
+
+  std::vector<Retention> explained_;
+  Phase phase_ = Phase::kSetup;
   const Graph& g_;
   const BoundGraph& b_;
   const StepConfig& cfg_;
@@ -480,8 +538,15 @@ std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg) {
   MEMSIM_CHECK(cfg.profile != nullptr);
-  // Bindings are not needed beyond what |bound| holds except by rules reading attributes.
   return StepRunner(g, bound, cfg).Run(bound.bindings);
+}
+
+std::vector<Retention> ExplainAtEvent(const Graph& g, const BoundGraph& bound, const StepConfig& cfg,
+                                      size_t event_index) {
+  MEMSIM_CHECK(cfg.profile != nullptr);
+  StepRunner runner(g, bound, cfg);
+  (void)runner.Run(bound.bindings, event_index);
+  return runner.TakeExplanation();
 }
 
 }  // namespace memsim

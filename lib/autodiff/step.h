@@ -32,6 +32,17 @@ std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg);
 
+/// Why a buffer is alive at a given moment: who holds a reference to it.
+struct Retention {
+  uint32_t buffer;                   ///< EventStream::buffers index
+  std::vector<std::string> held_by;  ///< e.g. "saved by layer4.0.conv2 for its backward"
+};
+
+/// Re-runs the step and reports, for every buffer alive right after event |event_index| (e.g.
+/// PeakReport::peak_event), what keeps it alive. Buffer ids match SimulateStep's.
+std::vector<Retention> ExplainAtEvent(const Graph& g, const BoundGraph& bound, const StepConfig& cfg,
+                                      size_t event_index);
+
 }  // namespace memsim
 
 #endif  // MEMSIM_LIB_AUTODIFF_STEP_H_

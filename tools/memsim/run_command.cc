@@ -26,6 +26,7 @@ struct RunArgs {
   int top = 10;
   std::string events_path;
   std::string timeline_path;
+  bool explain = false;
   std::string allocator = "caching";
   std::string alloc_conf;
   std::string gpu;
@@ -76,6 +77,7 @@ void Run(const RunArgs& a) {
   opt.freeze_params = a.freeze_params;
   if (a.inplace != "keep") opt.inplace = a.inplace == "on";
   if (a.conv_workspace >= 0) opt.conv_workspace_bytes = a.conv_workspace;
+  opt.explain = a.explain;
   if (a.cublas_workspace >= 0) opt.cublas_workspace_bytes = a.cublas_workspace;
   std::optional<GpuSpec> gpu;
   if (!a.gpu.empty()) {
@@ -144,6 +146,7 @@ void RegisterRunCommand(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off", "keep"}))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the report as JSON");
+  cmd->add_flag("--explain", args->explain, "say what keeps each listed tensor alive at the peak (held_by)");
   cmd->add_option("--top", args->top, "how many tensors alive at the peak to list")->capture_default_str();
   cmd->add_option("--events", args->events_path, "write the allocate/free event stream to this file");
   cmd->add_option("--timeline", args->timeline_path,
