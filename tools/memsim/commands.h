@@ -15,6 +15,7 @@ void RegisterReplayCommand(CLI::App& app);      // replay_command.cc
 void RegisterImportOnnxCommand(CLI::App& app);  // import_onnx_command.cc
 void RegisterSweepCommand(CLI::App& app);       // sweep_command.cc
 void RegisterFitCommand(CLI::App& app);         // sweep_command.cc
+void RegisterAdviseCommand(CLI::App& app);      // sweep_command.cc
 
 }  // namespace memsim::cli
 

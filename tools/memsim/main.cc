@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   memsim::cli::RegisterSummaryCommand(app);
   memsim::cli::RegisterSweepCommand(app);
   memsim::cli::RegisterFitCommand(app);
+  memsim::cli::RegisterAdviseCommand(app);
   memsim::cli::RegisterReplayCommand(app);
 #ifdef MEMSIM_HAVE_ONNX
   memsim::cli::RegisterImportOnnxCommand(app);

@@ -2,6 +2,7 @@
 // memsim fit: the largest batch that fits a device.
 #include <cstdio>
 #include <iostream>
+#include <algorithm>
 #include <functional>
 #include <memory>
 
@@ -219,7 +220,7 @@ void Fit(const SweepArgs& a) {
 
 void AddCommon(CLI::App* cmd, SweepArgs* a, bool lists) {
   cmd->add_option("graph", a->graph, "graph file")->required();
-  auto* b = cmd->add_option("--batch", a->batches, lists ? "batch sizes: --batch 8,16,32" : "unused by fit");
+  auto* b = cmd->add_option("--batch", a->batches, lists ? "batch sizes: --batch 8,16,32" : "batch size");
   b->delimiter(',');
   cmd->add_option("--set", a->sets, "symbol values: --set seq=128,512 (repeatable)");
   cmd->add_option("--optimizer", a->optimizers, "optimizer(s)")->delimiter(',');
@@ -235,7 +236,126 @@ void AddCommon(CLI::App* cmd, SweepArgs* a, bool lists) {
   cmd->add_flag("--json", a->json, "JSON output");
 }
 
+/// One candidate change for `advise`: how it alters the configuration, and whether it changes
+/// what is trained (not only how much memory it takes).
+struct Change {
+  std::string what;
+  bool changes_training;
+  std::function<bool(const SweepConfig&, SweepConfig*)> apply;  ///< false: not applicable
+};
+
+std::vector<Change> Changes(const Graph& g) {
+  std::vector<Change> c;
+  c.push_back({"in-place activations (--inplace-activations on)", false, [](const SweepConfig& b, SweepConfig* v) {
+                 if (b.sim.inplace == std::optional<bool>(true)) return false;
+                 v->sim.inplace = true;
+                 return true;
+               }});
+  c.push_back({"expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)", false,
+               [](const SweepConfig& b, SweepConfig* v) {
+                 if (b.alloc.alloc_conf.find("expandable_segments:True") != std::string::npos) return false;
+                 v->alloc.alloc_conf = b.alloc.alloc_conf.empty() ? "expandable_segments:True"
+                                                                  : b.alloc.alloc_conf + ",expandable_segments:True";
+                 return true;
+               }});
+  c.push_back({"halve the batch (gradient accumulation over 2 micro-batches)", false,
+               [](const SweepConfig& b, SweepConfig* v) {
+                 auto it = b.sim.symbols.find("batch");
+                 if (it == b.sim.symbols.end() || it->second < 2) return false;
+                 v->sim.symbols["batch"] = it->second / 2;
+                 return true;
+               }});
+  c.push_back({"SGD with momentum instead of an Adam-family optimizer", true, [](const SweepConfig& b, SweepConfig* v) {
+                 if (!b.sim.optimizer.starts_with("adam")) return false;
+                 v->sim.optimizer = "momentum";
+                 return true;
+               }});
+  size_t half = g.parameters.size() / 2;
+  c.push_back({"freeze the first half of the parameter tensors (--freeze-params " + std::to_string(half) + ")", true,
+               [half](const SweepConfig& b, SweepConfig* v) {
+                 if (half == 0 || b.sim.freeze_params >= static_cast<int64_t>(half)) return false;
+                 v->sim.freeze_params = static_cast<int64_t>(half);
+                 return true;
+               }});
+  return c;
+}
+
+void Advise(const SweepArgs& a) {
+  Graph g = LoadOrFail(a.graph);
+  SweepConfig base = Base(a);
+  std::vector<Axis> axes = Axes(a);
+  for (const Axis& ax : axes) {
+    if (ax.labels.size() != 1) Fail(Status::InvalidArgument("advise takes one value per option (\"" + ax.name + "\" has several)"));
+    ax.apply(0, &base);
+  }
+  std::vector<Change> changes = Changes(g);
+  std::vector<SweepConfig> configs = {base};
+  std::vector<size_t> which;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    SweepConfig v = base;
+    if (changes[i].apply(base, &v)) {
+      configs.push_back(v);
+      which.push_back(i);
+    }
+  }
+  std::vector<SweepRow> rows = RunSweep(g, configs, a.threads);
+  if (!rows[0].status.ok()) Fail(rows[0].status);
+  const SweepRow& b = rows[0];
+  // Largest savings first; ties keep the table's order.
+  std::vector<size_t> order(which.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return rows[x + 1].peak_reserved_bytes < rows[y + 1].peak_reserved_bytes;
+  });
+  bool cap = base.alloc.capacity_bytes > 0;
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = g.name;
+    j["baseline"] = RowJson(b);
+    j["capacity_bytes"] = base.alloc.capacity_bytes;
+    j["changes"] = nlohmann::ordered_json::array();
+    for (size_t k : order) {
+      const SweepRow& r = rows[k + 1];
+      nlohmann::ordered_json c = RowJson(r);
+      c["change"] = changes[which[k]].what;
+      c["changes_training"] = changes[which[k]].changes_training;
+      c["saves_reserved_bytes"] = b.peak_reserved_bytes - r.peak_reserved_bytes;
+      j["changes"].push_back(c);
+    }
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << g.name << ": peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated "
+            << HumanBytes(b.peak_allocated_bytes) << ")";
+  if (cap) std::cout << (b.oom ? ", does NOT fit in " : ", fits in ") << HumanBytes(base.alloc.capacity_bytes);
+  std::cout << "\n\nsingle changes, largest saving first:\n";
+  for (size_t k : order) {
+    const SweepRow& r = rows[k + 1];
+    if (!r.status.ok()) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%+.1f %%", 100.0 * (r.peak_reserved_bytes - b.peak_reserved_bytes) /
+                                                    std::max<int64_t>(b.peak_reserved_bytes, 1));
+    std::cout << "  " << HumanBytes(r.peak_reserved_bytes) << "  (" << buf << ")  " << changes[which[k]].what;
+    if (changes[which[k]].changes_training) std::cout << "  [changes training]";
+    if (cap) std::cout << (r.oom ? "  - still does not fit" : "  - fits");
+    std::cout << "\n";
+  }
+  if (cap) {
+    auto fit = FitBatch(g, base, a.max_batch);
+    if (fit.ok() && g.FindSymbol("batch") != kNone)
+      std::cout << "\nlargest batch that fits as configured: " << fit->max_batch << "\n";
+  }
+}
+
 }  // namespace
+
+void RegisterAdviseCommand(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand("advise", "which single change (in-place, expandable segments, batch, ...) saves the most memory");
+  AddCommon(cmd, args.get(), false);
+  cmd->add_option("--max-batch", args->max_batch, "upper end of the fit search")->capture_default_str();
+  cmd->callback([args] { Advise(*args); });
+}
 
 void RegisterSweepCommand(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
