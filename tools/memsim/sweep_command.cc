@@ -183,14 +183,20 @@ void Sweep(const SweepArgs& a) {
   }
 }
 
-void Fit(const SweepArgs& a) {
-  Graph g = LoadOrFail(a.graph);
+/// The one configuration that fit and advise take (every option must have a single value).
+SweepConfig SingleConfig(const SweepArgs& a, const std::string& command) {
   SweepConfig base = Base(a);
-  std::vector<Axis> axes = Axes(a);
-  for (const Axis& ax : axes) {
-    if (ax.labels.size() != 1) Fail(Status::InvalidArgument("fit takes one value per option (\"" + ax.name + "\" has several)"));
+  for (const Axis& ax : Axes(a)) {
+    if (ax.labels.size() != 1)
+      Fail(Status::InvalidArgument(command + " takes one value per option (\"" + ax.name + "\" has several)"));
     ax.apply(0, &base);
   }
+  return base;
+}
+
+void Fit(const SweepArgs& a) {
+  Graph g = LoadOrFail(a.graph);
+  SweepConfig base = SingleConfig(a, "fit");
   auto fit = FitBatch(g, base, a.max_batch);
   if (!fit.ok()) Fail(fit.status());
   if (a.json) {
@@ -282,12 +288,7 @@ std::vector<Change> Changes(const Graph& g) {
 
 void Advise(const SweepArgs& a) {
   Graph g = LoadOrFail(a.graph);
-  SweepConfig base = Base(a);
-  std::vector<Axis> axes = Axes(a);
-  for (const Axis& ax : axes) {
-    if (ax.labels.size() != 1) Fail(Status::InvalidArgument("advise takes one value per option (\"" + ax.name + "\" has several)"));
-    ax.apply(0, &base);
-  }
+  SweepConfig base = SingleConfig(a, "advise");
   std::vector<Change> changes = Changes(g);
   std::vector<SweepConfig> configs = {base};
   std::vector<size_t> which;
