@@ -135,13 +135,17 @@ class StepRunner {
 
   void Setup() {
     ledger_.set_phase(Phase::kSetup);
-    for (TensorId t : g_.parameters) storage_[t] = ledger_.Alloc(b_.metas[t].bytes(), g_.tensors[t].name, Category::kParameter);
-    for (TensorId t : g_.buffers) storage_[t] = ledger_.Alloc(b_.metas[t].bytes(), g_.tensors[t].name, Category::kParameter);
+    // model.to(device): module by module, children first (see ModuleApplyOrder).
+    for (TensorId t : ModuleApplyOrder(g_))
+      storage_[t] = ledger_.Alloc(b_.metas[t].bytes(), g_.tensors[t].name, Category::kParameter);
     CreateResidentState(cfg_.optimizer, *cfg_.profile, cfg_.first_step, OptParams(), &ledger_, &states_);
-    // A steady step finds the cuBLAS workspace made by an earlier step.
+    // A steady step finds the cuBLAS workspaces (main and autograd thread) of an earlier step.
     if (!cfg_.first_step && cfg_.profile->cublas_workspace_bytes > 0 &&
-        std::any_of(g_.ops.begin(), g_.ops.end(), [](const Op& op) { return IsGemm(op.kind); }))
+        std::any_of(g_.ops.begin(), g_.ops.end(), [](const Op& op) { return IsGemm(op.kind); })) {
       cublas_workspace_ = ledger_.Alloc(cfg_.profile->cublas_workspace_bytes, "cuBLAS workspace", Category::kWorkspace);
+      cublas_backward_workspace_ = ledger_.Alloc(cfg_.profile->cublas_workspace_bytes, "cuBLAS workspace (autograd thread)",
+                                                 Category::kWorkspace);
+    }
     for (TensorId t : g_.inputs) storage_[t] = ledger_.Alloc(b_.metas[t].bytes(), g_.tensors[t].name, Category::kInput);
   }
 
@@ -320,7 +324,15 @@ class StepRunner {
     };
     for (const auto& a : plan.actions) {
       switch (a.kind) {
-        case BwdPlan::Action::kGradNew: produced[a.index] = new_grad(a.index); break;
+        case BwdPlan::Action::kGradNew:
+          produced[a.index] = new_grad(a.index);
+          // Backward runs on the autograd engine's device thread, whose cuBLAS handle gets its
+          // own workspace inside its first GEMM, after that GEMM's output.
+          if (IsGemm(op.kind) && cfg_.profile->cublas_workspace_bytes > 0 && cfg_.profile->cuda &&
+              !cublas_backward_workspace_)
+            cublas_backward_workspace_ = ledger_.Alloc(cfg_.profile->cublas_workspace_bytes,
+                                                       "cuBLAS workspace (autograd thread)", Category::kWorkspace);
+          break;
         case BwdPlan::Action::kGradAlias: {
           const Grad& src = node.buffer[0];
           if (!src.defined()) break;
@@ -489,6 +501,8 @@ class StepRunner {
     }
     for (StorageId s : states_) why[s].push_back("optimizer state");
     if (cublas_workspace_) why[*cublas_workspace_].push_back("cuBLAS workspace (kept for the process lifetime)");
+    if (cublas_backward_workspace_)
+      why[*cublas_backward_workspace_].push_back("cuBLAS workspace of the autograd thread (kept for the process lifetime)");
     for (StorageId s : ledger_.Live()) {
       Retention r{s, why.count(s) ? why[s] : std::vector<std::string>{}};
       if (r.held_by.empty())
@@ -515,6 +529,7 @@ class StepRunner {
   std::vector<StorageId> param_grad_;
   std::vector<StorageId> states_;
   std::optional<StorageId> cublas_workspace_;
+  std::optional<StorageId> cublas_backward_workspace_;
 };
 
 }  // namespace

@@ -70,6 +70,11 @@ struct Graph {
   Bindings DefaultBindings() const { return symbol_defaults; }
 };
 
+/// Parameters and buffers in the order `model.to(device)` moves them: nn.Module._apply visits
+/// the children first, then the module's own parameters, then its own buffers (a post-order
+/// walk of the module tree implied by the dotted names).
+std::vector<TensorId> ModuleApplyOrder(const Graph& g);
+
 }  // namespace memsim
 
 #endif  // MEMSIM_LIB_IR_GRAPH_H_

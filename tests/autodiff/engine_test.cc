@@ -202,21 +202,25 @@ TEST(CublasWorkspaceTest, FirstGemmAllocatesItAfterItsOutputAndItLivesOn) {
   auto r = Simulate(*g, opt);
   ASSERT_TRUE(r.ok());
   const EventStream& s = r->events;
-  int ws = -1, h = -1, allocs = 0;
+  int ws = -1, h = -1, allocs = 0, backward_ws = -1;
   for (size_t i = 0; i < s.events.size(); ++i) {
     const memsim::Buffer& b = s.buffers[s.events[i].buffer];
-    if (b.name == "cuBLAS workspace") {
-      EXPECT_EQ(s.events[i].kind, EventKind::kAlloc) << "the workspace is never freed";
+    if (b.name.starts_with("cuBLAS workspace")) {
+      EXPECT_EQ(s.events[i].kind, EventKind::kAlloc) << "a workspace is never freed";
       EXPECT_EQ(b.bytes, 8519680);
       EXPECT_EQ(b.category, Category::kWorkspace);
-      ws = static_cast<int>(i);
       ++allocs;
+      if (s.events[i].phase == Phase::kForward) ws = static_cast<int>(i);
+      if (s.events[i].phase == Phase::kBackward) backward_ws = static_cast<int>(i);
     }
     if (b.name == "h" && s.events[i].kind == EventKind::kAlloc) h = static_cast<int>(i);
   }
-  EXPECT_EQ(allocs, 1);
+  EXPECT_EQ(allocs, 2) << "one per thread: main (forward) and autograd engine (backward)";
   EXPECT_EQ(ws, h + 1) << "allocated right after the first GEMM's output";
-  EXPECT_GE(r->peak.final_bytes, 8519680);
+  ASSERT_GT(backward_ws, 0);
+  EXPECT_EQ(s.events[backward_ws - 1].kind, EventKind::kAlloc) << "right after the first backward GEMM's grad";
+  EXPECT_NE(s.buffers[s.events[backward_ws - 1].buffer].name.find(".grad"), std::string::npos);
+  EXPECT_GE(r->peak.final_bytes, 2 * 8519680);
 
   SimOptions cpu;
   cpu.profile = "cpu";
@@ -228,7 +232,7 @@ TEST(CublasWorkspaceTest, FirstGemmAllocatesItAfterItsOutputAndItLivesOn) {
   hopper.cublas_workspace_bytes = int64_t{32} << 20;
   auto rh = Simulate(*g, hopper);
   ASSERT_TRUE(rh.ok());
-  EXPECT_EQ(rh->peak.final_bytes - r->peak.final_bytes, (int64_t{32} << 20) - 8519680);
+  EXPECT_EQ(rh->peak.final_bytes - r->peak.final_bytes, 2 * ((int64_t{32} << 20) - 8519680));
 }
 
 TEST(CublasWorkspaceTest, ConvWorkspaceIsTransientAroundEachCall) {
