@@ -54,7 +54,7 @@ std::string AllocatorText(const AllocatorReport& a, const nlohmann::ordered_json
   o << "allocator (" << AllocatorModelName(a.model) << (a.alloc_conf.empty() ? "" : ", " + a.alloc_conf) << "):\n"
     << "  peak allocated  " << HumanBytes(a.peak_allocated_bytes) << "  (torch.cuda.max_memory_allocated)\n"
     << "  peak reserved   " << HumanBytes(a.peak_reserved_bytes) << "  (torch.cuda.max_memory_reserved)\n";
-  if (a.ideal_peak_bytes > 0) o << "  ideal packing   " << HumanBytes(a.ideal_peak_bytes) << "  (lower bound, no fragmentation)\n";
+  if (a.ideal_peak_bytes > 0) o << "  ideal packing   " << HumanBytes(a.ideal_peak_bytes) << "  (best-fit offsets in one arena, no caching; live peak: " + HumanBytes(a.peak_requested_bytes) + ")\n";
   if (a.capacity_bytes > 0) o << "  capacity        " << HumanBytes(a.capacity_bytes) << "\n";
   if (a.oom) {
     o << "\nOUT OF MEMORY: " << a.oom->info.message << "\n  triggered by " << aj["oom"].value("tensor", "")
