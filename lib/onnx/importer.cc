@@ -2,6 +2,7 @@
 
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <exception>
@@ -339,7 +340,31 @@ Status Importer::ConvertNode(int i) {
     if (!in.empty() && v && v->kind == Value::Kind::kPoison) return Status::Internal("poison");
   }
   module_ = modules_[i];
-  return ConvertNodeRule(*this, i);
+  Status st = ConvertNodeRule(*this, i);
+  if (st.ok()) FillShapes(i);
+  return st;
+}
+
+void Importer::FillShapes(int i) {
+  // ONNX shape inference does not see through Slices with computed bounds (torch.onnx's
+  // nn.MultiheadAttention): propagate such shapes ourselves.
+  const auto& n = node(i);
+  for (int k = 0; k < n.output_size(); ++k) {
+    const std::string& o = n.output(k);
+    const Value* v = Find(o);
+    if (o.empty() || !v || v->kind != Value::Kind::kTensor) continue;
+    auto known = shapes_.find(o);
+    bool complete = known != shapes_.end();
+    if (complete)
+      for (const auto& d : known->second) complete = complete && d.has_value();
+    if (complete) continue;
+    auto f = FallbackShape(*this, n, k);
+    if (!f) continue;
+    if (known != shapes_.end() && known->second.size() == f->size())
+      for (size_t d = 0; d < f->size(); ++d)
+        if (!(*f)[d]) (*f)[d] = known->second[d];
+    shapes_[o] = *f;
+  }
 }
 
 Result<Json> Importer::Run() {
@@ -356,7 +381,10 @@ Result<Json> Importer::Run() {
     for (const std::string& out : node(i).output()) producer_[out] = i;
   }
   for (int i = 0; i < graph().node_size(); ++i) {
-    if (fused_[i]) continue;
+    if (fused_[i]) {
+      FillShapes(i);  // bound by the pattern that fused it
+      continue;
+    }
     Status st = ConvertNode(i);
     if (!st.ok()) {
       for (const std::string& o : node(i).output()) values_[o] = Value{};  // poison

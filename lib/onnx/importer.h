@@ -63,6 +63,8 @@ class Importer {
   std::optional<ConstValue> AsConst(const std::string& name) const;
   /// Shape of |name| from ONNX shape inference (or a constant's shape), or nullopt.
   std::optional<ShapeDims> ShapeOf(const std::string& name) const;
+  /// Records the shape of |name| (the importer's own propagation, shape_fallback.cc).
+  void SetShape(const std::string& name, ShapeDims dims) { shapes_[name] = std::move(dims); }
   /// Dims of initializer |name| if it is one.
   std::optional<std::vector<int64_t>> InitDims(const std::string& name) const;
   int InitIndex(const std::string& name) const;
@@ -93,6 +95,7 @@ class Importer {
   void ReadShapes();
   void ComputeModules();
   Status ConvertNode(int i);
+  void FillShapes(int i);
   Result<Json> Assemble();
   std::string UniqueName(const std::string& base);
   std::optional<SymInt> DimOf(const onnx::TensorShapeProto_Dimension& d, bool first, bool is_input);
@@ -121,6 +124,10 @@ class Importer {
   std::map<int, std::vector<Json>> extra_buffers_;  // by initializer index
   std::vector<std::string> errors_;
 };
+
+/// Shape of output |out| of |n| from its inputs' shapes and folded constants (shape_fallback.cc),
+/// for values ONNX shape inference left (partly) unknown; nullopt if it cannot tell.
+std::optional<ShapeDims> FallbackShape(Importer& im, const onnx::NodeProto& n, int out);
 
 /// Converts node |i| (node_rules.cc). Unsupported forms return Status::Unsupported(reason).
 Status ConvertNodeRule(Importer& im, int i);
