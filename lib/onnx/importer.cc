@@ -148,6 +148,22 @@ void Importer::BindConst(const std::string& name, ConstValue v) {
   values_[name] = std::move(val);
 }
 
+Status Importer::BindConstBuffer(const std::string& name, const std::vector<int64_t>& shape, int32_t elem_type) {
+  auto dt = DtypeName(elem_type);
+  if (!dt) return Status::Unsupported("constant \"" + name + "\" has an element type memsim does not know");
+  std::string bname = UniqueName(SanitizeSymbol(name));
+  consts_.push_back(Json{{"name", bname}, {"shape", shape}, {"dtype", *dt}});
+  Value v;
+  v.kind = Value::Kind::kTensor;
+  v.tensor = bname;
+  values_[name] = v;
+  ShapeDims dims;
+  for (int64_t d : shape) dims.push_back(SymInt::Const(d));
+  shapes_[name] = dims;
+  types_[name] = elem_type;
+  return Status::OK();
+}
+
 void Importer::BindAlias(const std::string& name, const std::string& from) {
   const Value* v = Find(from);
   if (v) values_[name] = *v;
@@ -352,7 +368,8 @@ void Importer::FillShapes(int i) {
   for (int k = 0; k < n.output_size(); ++k) {
     const std::string& o = n.output(k);
     const Value* v = Find(o);
-    if (o.empty() || !v || v->kind != Value::Kind::kTensor) continue;
+    // Unbound outputs are intermediates of a fused pattern (MatMul before its bias Add).
+    if (o.empty() || (v && v->kind != Value::Kind::kTensor)) continue;
     auto known = shapes_.find(o);
     bool complete = known != shapes_.end();
     if (complete)

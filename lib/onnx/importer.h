@@ -5,6 +5,7 @@
 #ifndef MEMSIM_LIB_ONNX_IMPORTER_H_
 #define MEMSIM_LIB_ONNX_IMPORTER_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -75,6 +76,8 @@ class Importer {
                                 const std::vector<std::string>& onnx_outputs);
   void BindConst(const std::string& name, ConstValue v);
   void BindAlias(const std::string& name, const std::string& from);
+  /// Binds |name| to a new buffer of |shape| and |elem_type| (a Constant too large to fold).
+  Status BindConstBuffer(const std::string& name, const std::vector<int64_t>& shape, int32_t elem_type);
   void BindTransposedInit(const std::string& name, int init);
   /// Marks node |i| as consumed by a fused pattern; its outputs get bound by the pattern.
   void MarkFused(int i) { fused_[i] = true; }
@@ -128,6 +131,10 @@ class Importer {
 /// Shape of output |out| of |n| from its inputs' shapes and folded constants (shape_fallback.cc),
 /// for values ONNX shape inference left (partly) unknown; nullopt if it cannot tell.
 std::optional<ShapeDims> FallbackShape(Importer& im, const onnx::NodeProto& n, int out);
+
+using Rule = std::function<Status(Importer&, const onnx::NodeProto&, int)>;
+/// ConstantOfShape, Equal, Where (fold_rules.cc).
+const std::map<std::string, Rule>& FoldRules();
 
 /// Converts node |i| (node_rules.cc). Unsupported forms return Status::Unsupported(reason).
 Status ConvertNodeRule(Importer& im, int i);

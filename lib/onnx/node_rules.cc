@@ -155,7 +155,6 @@ ConstValue IntVector(const std::vector<SymInt>& v) {
 
 // ---- rules ----
 
-using Rule = std::function<Status(Importer&, const NP&, int)>;
 
 Status Unary(Importer& im, const NP& n, const std::string& op, Json attrs) {
   MEMSIM_ASSIGN_OR_RETURN(std::string x, im.AsTensor(In(n, 0)));
@@ -560,7 +559,10 @@ Status ShapeOp(Importer& im, const NP& n, int) {
 Status Constant(Importer& im, const NP& n, int) {
   ConstValue c;
   if (const auto* a = Attr(n, "value")) {
-    auto v = ReadTensor(a->t(), 1 << 22);
+    // Too large to be a shape or a scalar (a mask buffer torch.onnx inlined): a buffer as is.
+    std::vector<int64_t> dims(a->t().dims().begin(), a->t().dims().end());
+    if (NumElements(dims) > 4096) return im.BindConstBuffer(n.output(0), dims, a->t().data_type());
+    auto v = ReadTensor(a->t(), 4096);
     if (!v) return Unsup("Constant value is too large or of an unsupported element type");
     c = *v;
   } else if (const auto* f = Attr(n, "value_float")) {
@@ -910,7 +912,10 @@ Status ConvertNodeRule(Importer& im, int i) {
   const NP& n = im.node(i);
   if (!n.domain().empty() && n.domain() != "ai.onnx") return Unsup("op domain \"" + n.domain() + "\" is not supported");
   auto it = Rules().find(n.op_type());
-  if (it == Rules().end()) return Unsup("op type " + n.op_type() + " has no memsim mapping");
+  if (it == Rules().end()) {
+    it = FoldRules().find(n.op_type());
+    if (it == FoldRules().end()) return Unsup("op type " + n.op_type() + " has no memsim mapping");
+  }
   if (n.output_size() < 1) return Unsup("node without outputs");
   return it->second(im, n, i);
 }

@@ -82,8 +82,21 @@ std::optional<ShapeDims> Infer(Importer& im, const NP& n, int out) {
     if (!limit || limit->is_float || limit->numel() != 1) return std::nullopt;
     return ShapeDims{limit->ints[0]};
   }
+  if (op == "Where") {
+    auto s1 = im.ShapeOf(In(n, 1)), s2 = im.ShapeOf(In(n, 2));
+    if (!s0 || !s1 || !s2) return std::nullopt;
+    auto b = Broadcast(*s0, *s1);
+    return b ? Broadcast(*b, *s2) : std::nullopt;
+  }
   if (!s0) return std::nullopt;
   const size_t r = s0->size();
+  if (op == "Expand") {  // ONNX Expand broadcasts the input with the shape operand
+    auto c = im.AsConst(In(n, 1));
+    if (!c || c->is_float) return std::nullopt;
+    ShapeDims target;
+    for (const SymInt& d : c->ints) target.push_back(d);
+    return Broadcast(*s0, target);
+  }
   if (op == "Transpose") {
     auto perm = Ints(im, n, "perm", -1);
     ShapeDims o;

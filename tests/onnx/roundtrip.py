@@ -7,7 +7,8 @@ Known and documented (docs/onnx-import.md): ONNX has no in-place flags and no ke
 these models neither changes peak_live_bytes. torch.onnx drops BatchNorm's num_batches_tracked;
 the importer restores it (20 x 8 bytes in resnet18). bert_small is exported at opset 17 (one
 LayerNormalization node); ONNX shape inference cannot see through the Slices with computed bounds
-of nn.MultiheadAttention's in-projection, so the importer propagates those shapes itself.
+of nn.MultiheadAttention's in-projection, so the importer propagates those shapes itself. vit_b16
+(torchvision) also needs ConstantOfShape/Equal/Where folded (class_token.expand).
 """
 import json
 import os
@@ -33,6 +34,7 @@ CASES = {
     "resnet18": (lambda: torchvision.models.resnet18(weights=None), lambda: torch.randn(2, 3, 224, 224), "x", 13,
                  (4, 32)),
     "bert_small": (lambda: models.bert_small()[0], lambda: torch.randint(0, 30522, (2, 128)), "ids", 17, (2, 8)),
+    "vit_b16": (lambda: torchvision.models.vit_b_16(weights=None), lambda: torch.randn(2, 3, 224, 224), "x", 17, (2, 8)),
 }
 
 
