@@ -125,7 +125,7 @@ Status Where(Importer& im, const NP& n, int) {
   }
   // Where(mask, v, t) = t.masked_fill(mask, v) for a one-element constant v.
   auto v = x ? x->Scalar() : std::nullopt;
-  if (!cond && v && !y) {
+  if (v && !y) {
     Json value;
     if (std::isinf(*v)) value = *v > 0 ? "inf" : "-inf";
     else if (std::isnan(*v)) value = "nan";

@@ -125,6 +125,57 @@ def main(out):
                           initializer=inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out, "transformer.onnx"))
 
+    # Shape arithmetic torch.onnx emits for transformers: Range(0, seq, 1) → arange; a truncating
+    # integer Div ((12 + 2) / 3 = 4, as for chunk(3)) giving Slice bounds ONNX cannot infer the
+    # result shape of (the importer propagates it: Shape of the slice → 4); torchvision's
+    # expand(n, -1, -1) as Where(Equal(shape, -1), ConstantOfShape(1), shape); Where(mask, -inf, t).
+    x3 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, "seq", 12])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["xs"], name="/Shape"),
+        const("c0", 0), const("c1", 1), const("c2", 2), const("c3", 3), const("m1", [-1]),
+        helper.make_node("Gather", ["xs", "c1"], ["seq"], name="/Gather", axis=0),
+        helper.make_node("Range", ["c0", "seq", "c1"], ["r"], name="/Range"),
+        helper.make_node("Gather", ["pos.weight", "r"], ["pe"], name="/pos/Gather"),
+        helper.make_node("Add", ["x", "pe"], ["h"], name="/Add"),
+        helper.make_node("Gather", ["xs", "c2"], ["d"], name="/Gather_1", axis=0),
+        helper.make_node("Add", ["d", "c2"], ["d2"], name="/Add_1"),
+        helper.make_node("Div", ["d2", "c3"], ["q"], name="/Div"),
+        helper.make_node("Unsqueeze", ["q", "ax0"], ["q1"], name="/Unsqueeze"),
+        helper.make_node("Mul", ["q1", "c2"], ["q2"], name="/Mul"),
+        helper.make_node("Slice", ["h", "q1", "q2", "m1"], ["s"], name="/Slice"),
+        helper.make_node("Gather", ["xs", "c0"], ["n"], name="/Gather_2", axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"], name="/Unsqueeze_1"),
+        helper.make_node("Concat", ["n1", "m1", "m1"], ["es"], name="/Concat", axis=0),
+        helper.make_node("Shape", ["es"], ["esh"], name="/Shape_1"),
+        helper.make_node("ConstantOfShape", ["esh"], ["ones"], name="/ConstantOfShape",
+                         value=numpy_helper.from_array(np.array([1], dtype=np.int64))),
+        helper.make_node("Equal", ["es", "m1"], ["eq"], name="/Equal"),
+        helper.make_node("Where", ["eq", "ones", "es"], ["esz"], name="/Where"),
+        helper.make_node("Expand", ["cls", "esz"], ["cx"], name="/Expand"),
+        helper.make_node("Concat", ["cx", "s"], ["cat"], name="/Concat_1", axis=1),
+        const("ninf", -np.inf, np.float32),
+        helper.make_node("Where", ["mask", "ninf", "cat"], ["mf"], name="/Where_1"),
+        helper.make_node("Shape", ["s"], ["ss"], name="/Shape_2"),
+        helper.make_node("Gather", ["ss", "c2"], ["w"], name="/Gather_3", axis=0),
+        helper.make_node("Unsqueeze", ["w", "ax0"], ["w1"], name="/Unsqueeze_2"),
+        helper.make_node("Concat", ["m1", "w1"], ["shp"], name="/Concat_2", axis=0),
+        helper.make_node("Reshape", ["mf", "shp"], ["y"], name="/Reshape"),
+    ]
+    inits = [init("pos.weight", [16, 12]), init("ax0", [1], np.int64, [0]), init("cls", [1, 1, 4]),
+             init("mask", [4], np.bool_, [True, False, False, True])]
+    g = helper.make_graph(nodes, "shapes", [x3], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out, "shapes.onnx"))
+
+    # Range other than (0, n, 1): an error.
+    save(out, "range_start", [
+        helper.make_node("Shape", ["x"], ["xs"], name="/Shape"),
+        const("c0", 0), const("c1", 1),
+        helper.make_node("Gather", ["xs", "c1"], ["n"], name="/Gather", axis=0),
+        helper.make_node("Range", ["c1", "n", "c1"], ["r"], name="/Range"),
+        helper.make_node("Gather", ["e", "r"], ["y"], name="/emb/Gather"),
+    ], [init("e", [16, 4])], [N, 8], None)
+
     # Unsupported nodes (three of them), a good node between them.
     save(out, "unsupported", [
         helper.make_node("Relu", ["x"], ["r"], name="/relu/Relu"),

@@ -109,6 +109,33 @@ TEST_F(OnnxImportTest, TransformerOpsAndShapeChains) {
   EXPECT_EQ(Op(g, "layer_norm")["attrs"]["normalized_shape"], Json::parse("[16]"));
 }
 
+TEST_F(OnnxImportTest, RangeTruncatingDivAndPropagatedShapes) {
+  OnnxImportOptions opt;
+  opt.sets["seq"] = 5;
+  opt.loss = "none";
+  Json g = Import("shapes", opt);
+  EXPECT_EQ(Ops(g), (std::vector<std::string>{"arange", "embedding", "add", "slice", "expand", "cat", "masked_fill",
+                                              "reshape"}));
+  // Range(0, Shape(x)[1], 1) → arange to the symbol.
+  EXPECT_EQ(Op(g, "arange")["attrs"]["end"], "seq");
+  EXPECT_EQ(Op(g, "arange")["attrs"]["dtype"], "int64");
+  // (12 + 2) / 3 truncates to 4: slice [4, 8) of the last dim.
+  EXPECT_EQ(Op(g, "slice")["attrs"], Json::parse(R"({"dim": -1, "start": 4, "end": 8, "step": 1})"));
+  // Shape of that slice comes from the importer's own propagation: 4.
+  EXPECT_EQ(Op(g, "reshape")["attrs"]["shape"], Json::parse("[-1, 4]"));
+  // Where(Equal(shape, -1), ConstantOfShape(1), shape) folded: [batch, 1, 1]; the 1 over cls's 4 → -1.
+  EXPECT_EQ(Op(g, "expand")["attrs"]["sizes"], Json::parse(R"(["batch", 1, -1])"));
+  EXPECT_EQ(Op(g, "masked_fill")["attrs"]["value"], "-inf");
+  EXPECT_EQ(Names(g["buffers"]), (std::vector<std::string>{"mask"}));
+}
+
+TEST_F(OnnxImportTest, RangeOtherThanZeroToNByOneIsAnError) {
+  auto g = ImportOnnxFile(Path("range_start"), {});
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("Range \"/Range\": only Range(0, n, 1)"), std::string::npos)
+      << g.status().message();
+}
+
 TEST_F(OnnxImportTest, ListsEveryUnsupportedNode) {
   auto g = ImportOnnxFile(Path("unsupported"), {});
   ASSERT_FALSE(g.ok());
