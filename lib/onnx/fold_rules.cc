@@ -2,7 +2,7 @@
 // on compile-time values are folded (torchvision ViT's `class_token.expand(n, -1, -1)` becomes
 // `Where(Equal(shape, -1), ones, shape)`); Where(mask, constant, x) on tensors is `masked_fill`
 // (a causal attention mask). A Constant too large to fold (a mask buffer torch.onnx inlined)
-// becomes a buffer directly.
+// becomes a buffer directly. Also the tanh-approximation GELU pattern (TryGeluTanhPattern).
 #include <cmath>
 #include <limits>
 
@@ -139,6 +139,50 @@ Status Where(Importer& im, const NP& n, int) {
 }
 
 }  // namespace
+
+bool TryGeluTanhPattern(Importer& im, const NP& sq, int) {
+  // torch.onnx's GELU(approximate="tanh") below opset 20: x·x → x·x² → 0.044715·x³ → x + … →
+  // √(2/π)·… → Tanh → 1 + … → x·… → 0.5·…  (operands of Mul/Add in either order).
+  const std::string x = In(sq, 0);
+  if (In(sq, 1) != x) return false;
+  auto only = [&](const std::string& v, const char* type) -> int {
+    const auto& cs = im.Consumers(v);
+    if (cs.size() != 1 || im.IsGraphOutput(v) || im.node(cs[0]).op_type() != type) return -1;
+    return cs[0];
+  };
+  auto other = [&](int k, const std::string& v) {
+    const NP& n = im.node(k);
+    return In(n, 0) == v ? In(n, 1) : In(n, 0);
+  };
+  auto is_scalar = [&](const std::string& v, double want) {
+    auto c = im.AsConst(v);
+    if (int p = im.Producer(v); !c && p >= 0 && im.node(p).op_type() == "Constant" && Attr(im.node(p), "value"))
+      c = ReadTensor(Attr(im.node(p), "value")->t(), 1);
+    auto sc = c ? c->Scalar() : std::nullopt;
+    return sc && std::abs(*sc - want) < 1e-4;
+  };
+  int cube = only(sq.output(0), "Mul");
+  if (cube < 0 || other(cube, sq.output(0)) != x) return false;
+  int coef = only(im.node(cube).output(0), "Mul");
+  if (coef < 0 || !is_scalar(other(coef, im.node(cube).output(0)), 0.044715)) return false;
+  int inner = only(im.node(coef).output(0), "Add");
+  if (inner < 0 || other(inner, im.node(coef).output(0)) != x) return false;
+  int scale = only(im.node(inner).output(0), "Mul");
+  if (scale < 0 || !is_scalar(other(scale, im.node(inner).output(0)), std::sqrt(2.0 / M_PI))) return false;
+  int th = only(im.node(scale).output(0), "Tanh");
+  if (th < 0) return false;
+  int one = only(im.node(th).output(0), "Add");
+  if (one < 0 || !is_scalar(other(one, im.node(th).output(0)), 1.0)) return false;
+  int mx = only(im.node(one).output(0), "Mul");
+  if (mx < 0 || other(mx, im.node(one).output(0)) != x) return false;
+  int half = only(im.node(mx).output(0), "Mul");
+  if (half < 0 || !is_scalar(other(half, im.node(mx).output(0)), 0.5)) return false;
+  auto xt = im.AsTensor(x);
+  if (!xt.ok()) return false;
+  for (int k : {cube, coef, inner, scale, th, one, mx, half}) im.MarkFused(k);
+  im.Emit("gelu", {*xt}, Json{{"approximate", "tanh"}}, {im.node(half).output(0)});
+  return true;
+}
 
 const std::map<std::string, Rule>& FoldRules() {
   static const std::map<std::string, Rule> kRules = {

@@ -136,6 +136,9 @@ using Rule = std::function<Status(Importer&, const onnx::NodeProto&, int)>;
 /// ConstantOfShape, Equal, Where (fold_rules.cc).
 const std::map<std::string, Rule>& FoldRules();
 
+/// Fuses torch.onnx's tanh-approximation GELU starting at Mul(x, x) (node |i|) into one `gelu`.
+bool TryGeluTanhPattern(Importer& im, const onnx::NodeProto& sq, int i);
+
 /// Converts node |i| (node_rules.cc). Unsupported forms return Status::Unsupported(reason).
 Status ConvertNodeRule(Importer& im, int i);
 

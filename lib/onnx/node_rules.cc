@@ -213,6 +213,7 @@ bool TryGeluPattern(Importer& im, const NP& div, int i) {
 Status Binary(Importer& im, const NP& n, int i) {
   const std::string& op = n.op_type();
   if (op == "Div" && TryGeluPattern(im, n, i)) return Status::OK();
+  if (op == "Mul" && TryGeluTanhPattern(im, n, i)) return Status::OK();
   auto a = im.AsConst(In(n, 0)), b = im.AsConst(In(n, 1));
   const std::string memsim_op = op == "Add" ? "add" : op == "Sub" ? "sub" : op == "Mul" ? "mul" : "div";
   if (a && b) {

@@ -8,7 +8,8 @@ these models neither changes peak_live_bytes. torch.onnx drops BatchNorm's num_b
 the importer restores it (20 x 8 bytes in resnet18). bert_small is exported at opset 17 (one
 LayerNormalization node); ONNX shape inference cannot see through the Slices with computed bounds
 of nn.MultiheadAttention's in-projection, so the importer propagates those shapes itself. vit_b16
-(torchvision) also needs ConstantOfShape/Equal/Where folded (class_token.expand).
+(torchvision) also needs ConstantOfShape/Equal/Where folded (class_token.expand). gpt2_small
+differs by a documented, batch-independent amount (EXPECTED_DIFF).
 """
 import json
 import os
@@ -35,6 +36,14 @@ CASES = {
                  (4, 32)),
     "bert_small": (lambda: models.bert_small()[0], lambda: torch.randint(0, 30522, (2, 128)), "ids", 17, (2, 8)),
     "vit_b16": (lambda: torchvision.models.vit_b_16(weights=None), lambda: torch.randn(2, 3, 224, 224), "x", 17, (2, 8)),
+    "gpt2_small": (lambda: models.gpt2_small()[0], lambda: torch.randint(0, 50257, (2, 1024)), "ids", 17, (2, 8)),
+}
+
+# zoo − imported peak_live_bytes where they differ for a documented reason (docs/onnx-import.md):
+# torch.onnx writes GPT2's 12 identical causal-mask buffers (bool [1,1,1024,1024], 1 MiB each) as
+# ONE Constant shared by all layers, so the imported graph has 11 MiB fewer buffer bytes.
+EXPECTED_DIFF = {
+    "gpt2_small": 11 * 1024 * 1024,
 }
 
 
@@ -45,7 +54,10 @@ def peak(graph, profile, batch):
 
 
 failures = []
-for name in sys.argv[3:] or CASES:
+# torch.onnx.export of gpt2_small takes about 5 minutes: not in the default (ctest) set; run it
+# with `roundtrip.py MEMSIM WORK gpt2_small`.
+SLOW = {"gpt2_small"}
+for name in sys.argv[3:] or [n for n in CASES if n not in SLOW]:
     build, example, in_name, opset, batches = CASES[name]
     model = build().train()
     path = os.path.join(WORK, name + ".onnx")
@@ -57,8 +69,9 @@ for name in sys.argv[3:] or CASES:
     for profile in ("cpu", "cuda"):
         for batch in batches:
             a, z = peak(gpath, profile, batch), peak("graphs/%s.json" % name, profile, batch)
-            status = "ok" if a == z else "DIFFERENT"
+            want = EXPECTED_DIFF.get(name, 0)
+            status = ("ok" if not want else "ok (zoo - onnx = %d, documented)" % want) if z - a == want else "DIFFERENT"
             print("%-10s %-4s batch=%-3d onnx=%d zoo=%d %s" % (name, profile, batch, a, z, status))
-            if a != z:
+            if z - a != want:
                 failures.append((name, profile, batch, a, z))
 sys.exit(1 if failures else 0)
