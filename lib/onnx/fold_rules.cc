@@ -13,13 +13,9 @@ namespace {
 
 using NP = onnx::NodeProto;
 
-std::string In(const NP& n, int k) { return n.input_size() > k ? n.input(k) : ""; }
+constexpr auto In = NodeInput;
 
-const onnx::AttributeProto* Attr(const NP& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
+constexpr auto Attr = NodeAttr;
 
 bool IsFloatInit(Importer& im, const std::string& name) {
   int k = im.InitIndex(name);

@@ -23,6 +23,16 @@ namespace memsim::onnx_import {
 
 using Json = nlohmann::ordered_json;
 
+/// Input |k| of |n|, or "" when the node has no such input.
+inline std::string NodeInput(const onnx::NodeProto& n, int k) { return n.input_size() > k ? n.input(k) : ""; }
+
+/// The attribute |name| of |n|, or null.
+inline const onnx::AttributeProto* NodeAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
 /// What an ONNX value name stands for.
 struct Value {
   enum class Kind { kTensor, kConst, kInit, kTransposedInit, kPoison };

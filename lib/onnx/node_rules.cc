@@ -16,11 +16,7 @@ namespace {
 using NP = onnx::NodeProto;
 using Role = InitUse::Role;
 
-const onnx::AttributeProto* Attr(const NP& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
+constexpr auto Attr = NodeAttr;
 int64_t AttrInt(const NP& n, const std::string& name, int64_t def) {
   const auto* a = Attr(n, name);
   return a ? a->i() : def;
@@ -38,7 +34,7 @@ std::optional<std::vector<int64_t>> AttrInts(const NP& n, const std::string& nam
   if (!a) return std::nullopt;
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
-std::string In(const NP& n, int k) { return n.input_size() > k ? n.input(k) : ""; }
+constexpr auto In = NodeInput;
 
 /// A float32 attribute as the Python exporter writes it (0.1, 1e-05): 7 significant digits.
 double Nice(double v) {

@@ -14,13 +14,9 @@ namespace {
 
 using NP = onnx::NodeProto;
 
-std::string In(const NP& n, int k) { return n.input_size() > k ? n.input(k) : ""; }
+constexpr auto In = NodeInput;
 
-const onnx::AttributeProto* Attr(const NP& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
+constexpr auto Attr = NodeAttr;
 
 std::optional<std::vector<int64_t>> Ints(Importer& im, const NP& n, const std::string& attr, int input) {
   if (const auto* a = Attr(n, attr)) return std::vector<int64_t>(a->ints().begin(), a->ints().end());
