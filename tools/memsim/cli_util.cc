@@ -19,6 +19,12 @@ Graph LoadOrFail(const std::string& path) {
   return std::move(g).value();
 }
 
+GpuSpec GpuOrFail(const std::string& name) {
+  auto gpu = FindGpu(name);
+  if (!gpu) Fail(Status::InvalidArgument("unknown --gpu \"" + name + "\" (known: " + GpuNames() + ")"));
+  return *gpu;
+}
+
 void CommonOptions::Bind(CLI::App* cmd) {
   cmd->add_option("graph", graph, "graph file (JSON, see docs/graph-format.md)")->required();
   cmd->add_option("--batch", batch, "value of the symbol `batch`");

@@ -9,6 +9,7 @@
 
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
+#include "sim/gpus.h"
 #include "sim/simulator.h"
 
 namespace memsim::cli {
@@ -18,6 +19,9 @@ namespace memsim::cli {
 
 /// Loads |path| or fails with the loader's message.
 Graph LoadOrFail(const std::string& path);
+
+/// The GPU named by --gpu, or fails listing the known names.
+GpuSpec GpuOrFail(const std::string& name);
 
 /// Options shared by run-like commands; Bind() adds them to a subcommand.
 struct CommonOptions {

@@ -81,8 +81,7 @@ void Run(const RunArgs& a) {
   if (a.cublas_workspace >= 0) opt.cublas_workspace_bytes = a.cublas_workspace;
   std::optional<GpuSpec> gpu;
   if (!a.gpu.empty()) {
-    gpu = FindGpu(a.gpu);
-    if (!gpu) Fail(Status::InvalidArgument("unknown --gpu \"" + a.gpu + "\" (known: " + GpuNames() + ")"));
+    gpu = GpuOrFail(a.gpu);
     if (a.cublas_workspace < 0) opt.cublas_workspace_bytes = gpu->cublas_workspace_bytes;
   }
   auto r = Simulate(g, opt);

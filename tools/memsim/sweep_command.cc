@@ -102,10 +102,9 @@ SweepConfig Base(const SweepArgs& a) {
   base.sim.freeze_globs = a.freeze;
   base.alloc.capacity_bytes = a.capacity;
   if (!a.gpu.empty()) {
-    auto gpu = FindGpu(a.gpu);
-    if (!gpu) Fail(Status::InvalidArgument("unknown --gpu \"" + a.gpu + "\" (known: " + GpuNames() + ")"));
-    if (a.capacity == 0) base.alloc.capacity_bytes = gpu->memory_bytes;
-    base.sim.cublas_workspace_bytes = gpu->cublas_workspace_bytes;
+    GpuSpec gpu = GpuOrFail(a.gpu);
+    if (a.capacity == 0) base.alloc.capacity_bytes = gpu.memory_bytes;
+    base.sim.cublas_workspace_bytes = gpu.cublas_workspace_bytes;
   }
   return base;
 }
