@@ -64,7 +64,7 @@ function(memsim_golden_file_test name golden)
   set(file ${CMAKE_BINARY_DIR}/cli_${name}_${golden})
   add_test(NAME cli.${name}
            COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:memsim>;${ARGN};--timeline;${file}" -DFILE=${file}
-                   -DGOLDEN=${MEMSIM_CLI_DIR}/golden/${golden} -P ${MEMSIM_CLI_DIR}/scripts/run_golden_file.cmake
+                   -DGOLDEN=${MEMSIM_CLI_DIR}/golden/${golden} -P ${MEMSIM_CLI_DIR}/scripts/run_golden.cmake
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endfunction()
 memsim_golden_file_test(timeline_mlp_html timeline_mlp.html run graphs/mlp.json --batch 32 --optimizer adam)

@@ -1,6 +1,12 @@
-# Runs a memsim command and compares its stdout with a golden file.
-# -DCMD="memsim;run;..." -DGOLDEN=path -DOUT=path ; set UPDATE=1 in the environment to rewrite.
-execute_process(COMMAND ${CMD} OUTPUT_FILE ${OUT} ERROR_VARIABLE err RESULT_VARIABLE rc)
+# Runs a memsim command and compares its output with a golden file: the file it writes when
+# -DFILE=path is given (e.g. --timeline FILE), else its stdout (saved to -DOUT=path).
+# -DCMD="memsim;run;..." -DGOLDEN=path ; set UPDATE=1 in the environment to rewrite the golden.
+if(DEFINED FILE)
+  execute_process(COMMAND ${CMD} OUTPUT_QUIET ERROR_VARIABLE err RESULT_VARIABLE rc)
+  set(OUT ${FILE})
+else()
+  execute_process(COMMAND ${CMD} OUTPUT_FILE ${OUT} ERROR_VARIABLE err RESULT_VARIABLE rc)
+endif()
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "command failed (${rc}): ${err}")
 endif()
@@ -10,5 +16,5 @@ endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${OUT} ${GOLDEN} RESULT_VARIABLE diff)
 if(NOT diff EQUAL 0)
   execute_process(COMMAND diff -u ${GOLDEN} ${OUT})
-  message(FATAL_ERROR "output differs from ${GOLDEN}")
+  message(FATAL_ERROR "${OUT} differs from ${GOLDEN}")
 endif()
