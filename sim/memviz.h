@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "lib/analysis/events.h"
+#include "lib/stream/events.h"
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
 

@@ -57,7 +57,6 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   cfg.optimizer = r.optimizer;
   cfg.first_step = opt.first_step;
   cfg.frozen = r.frozen;
-  cfg.inplace_override = opt.inplace;
   MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
   r.peak = AnalyzePeak(r.events);
   if (opt.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/analysis/bind.h"
-#include "lib/analysis/events.h"
+#include "lib/ops/bind.h"
+#include "lib/stream/events.h"
 #include "lib/analysis/peak.h"
 #include "lib/autodiff/optimizer.h"
 #include "lib/autodiff/step.h"

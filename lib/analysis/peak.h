@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/analysis/events.h"
+#include "lib/stream/events.h"
 
 namespace memsim {
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include "lib/autodiff/step.h"
 #include "lib/ops/op_rules.h"
 
 namespace memsim {
@@ -45,13 +44,7 @@ LayerTable SummarizeLayers(const Graph& g, const BoundGraph& bound, const Profil
     for (TensorId out : op.outputs)
       if (bound.owner[out] == out) row.activation_bytes += bound.metas[out].bytes();
     const OpRule& rule = RuleFor(op.kind);
-    RuleCtx c{op, bound.bindings, profile, {}, {}, 0, std::nullopt};
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      c.in.push_back(&bound.metas[op.inputs[i]]);
-      if (i < 32 && rg[op.inputs[i]]) c.rg |= 1u << i;
-    }
-    for (TensorId out : op.outputs) c.out.push_back(&bound.metas[out]);
-    c.rg &= rule.diff_inputs;
+    RuleCtx c = MakeRuleCtx(g, bound, profile, o, &rg);
     if (!rule.forward || c.rg == 0) continue;
     FwdPlan plan;
     rule.forward(c, &plan);

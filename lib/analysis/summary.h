@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/analysis/bind.h"
+#include "lib/ops/bind.h"
 #include "lib/ir/graph.h"
 
 namespace memsim {

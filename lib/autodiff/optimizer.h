@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lib/analysis/ledger.h"
+#include "lib/stream/ledger.h"
 #include "lib/ops/profile.h"
 
 namespace memsim {

@@ -4,7 +4,7 @@
 #include <map>
 #include <queue>
 
-#include "lib/analysis/ledger.h"
+#include "lib/stream/ledger.h"
 #include "lib/ops/op_rules.h"
 #include "lib/util/check.h"
 
@@ -121,17 +121,7 @@ class StepRunner {
   }
 
  private:
-  RuleCtx Ctx(OpId o) const {
-    const Op& op = g_.ops[o];
-    RuleCtx c{op, bindings_, *cfg_.profile, {}, {}, 0, cfg_.inplace_override};
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      c.in.push_back(&b_.metas[op.inputs[i]]);
-      if (i < 32 && rg_[op.inputs[i]]) c.rg |= 1u << i;
-    }
-    for (TensorId t : op.outputs) c.out.push_back(&b_.metas[t]);
-    c.rg &= RuleFor(op.kind).diff_inputs;
-    return c;
-  }
+  RuleCtx Ctx(OpId o) const { return MakeRuleCtx(g_, b_, *cfg_.profile, o, &rg_); }
 
   void Setup() {
     ledger_.set_phase(Phase::kSetup);
@@ -533,23 +523,6 @@ class StepRunner {
 };
 
 }  // namespace
-
-std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
-                                        const std::vector<bool>& frozen) {
-  std::vector<bool> rg(g.tensors.size(), false);
-  for (size_t k = 0; k < g.parameters.size(); ++k) {
-    TensorId t = g.parameters[k];
-    rg[t] = g.tensors[t].requires_grad && !(k < frozen.size() && frozen[k]);
-  }
-  for (const Op& op : g.ops) {
-    uint32_t diff = RuleFor(op.kind).diff_inputs;
-    bool any = false;
-    for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
-      any |= ((diff >> i) & 1u) && rg[op.inputs[i]];
-    for (TensorId t : op.outputs) rg[t] = any && IsFloating(bound.metas[t].dtype);
-  }
-  return rg;
-}
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg) {
   MEMSIM_CHECK(cfg.profile != nullptr);

@@ -9,8 +9,8 @@
 
 #include <vector>
 
-#include "lib/analysis/bind.h"
-#include "lib/analysis/events.h"
+#include "lib/ops/bind.h"
+#include "lib/stream/events.h"
 #include "lib/autodiff/optimizer.h"
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
@@ -22,13 +22,7 @@ struct StepConfig {
   OptimizerRule optimizer = *FindOptimizer("sgd");
   bool first_step = true;        ///< --step first: optimizer state is created during this step
   std::vector<bool> frozen;      ///< per entry of Graph::parameters; empty = none frozen
-  std::optional<bool> inplace_override;  ///< must match the BindOptions used for |bound|
 };
-
-/// Requires-grad of every tensor: parameters unless frozen; activations whose op has an
-/// autograd node (some differentiable input requires grad).
-std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
-                                        const std::vector<bool>& frozen);
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg);
 

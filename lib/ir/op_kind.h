@@ -3,6 +3,7 @@
 #ifndef MEMSIM_LIB_IR_OP_KIND_H_
 #define MEMSIM_LIB_IR_OP_KIND_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -34,6 +35,12 @@ enum class OpKind : uint8_t {
   MEMSIM_OP_KINDS(MEMSIM_OP_ENUM_)
 #undef MEMSIM_OP_ENUM_
 };
+
+/// How many kinds the vocabulary has (derived from the list itself).
+inline constexpr size_t kNumOpKinds = 0
+#define MEMSIM_OP_COUNT_(e, n) + 1
+    MEMSIM_OP_KINDS(MEMSIM_OP_COUNT_);
+#undef MEMSIM_OP_COUNT_
 
 std::string_view OpKindName(OpKind k);
 std::optional<OpKind> ParseOpKind(std::string_view name);

@@ -10,7 +10,7 @@
 #include <regex>
 #include <sstream>
 
-#include "lib/analysis/bind.h"
+#include "lib/ops/bind.h"
 #include "lib/io/graph_json.h"
 #include "lib/ops/profile.h"
 

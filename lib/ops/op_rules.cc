@@ -7,7 +7,7 @@
 namespace memsim {
 namespace {
 
-constexpr size_t kNumKinds = static_cast<size_t>(OpKind::kStochasticDepth) + 1;
+constexpr size_t kNumKinds = kNumOpKinds;
 
 std::array<const OpRule*, kNumKinds> BuildIndex() {
   std::array<const OpRule*, kNumKinds> idx{};

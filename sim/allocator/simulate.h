@@ -1,4 +1,4 @@
-// SimulateAllocator: runs one training step's memory events (lib/analysis/events.h) through an
+// SimulateAllocator: runs one training step's memory events (lib/stream/events.h) through an
 // allocator model and reports peaks, PyTorch-named stats, fragmentation and a simulated OOM.
 // Pure function of its inputs; safe to call concurrently on a shared const EventStream.
 //
@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "lib/analysis/events.h"
+#include "lib/stream/events.h"
 #include "lib/util/status.h"
 #include "sim/allocator/alloc_config.h"
 #include "sim/allocator/allocator_stats.h"

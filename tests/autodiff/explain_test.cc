@@ -65,7 +65,6 @@ TEST(ExplainTest, NamesSavedTensorsGradsAndState) {
   auto f = Simulate(*g, opt);
   ASSERT_TRUE(f.ok());
   auto g2 = ParseGraph(kMlp, "t.json");
-  BindOptions bo{&f->profile, std::nullopt};
   StepConfig cfg;
   cfg.profile = &f->profile;
   cfg.optimizer = f->optimizer;

@@ -67,13 +67,7 @@ std::vector<SavedItem> SavedBy(const Run& run, const std::string& op_name) {
   std::vector<bool> rg = PropagateRequiresGrad(g, b, run.r.frozen);
   const Op& op = g.ops[o];
   const OpRule& rule = RuleFor(op.kind);
-  RuleCtx c{op, b.bindings, run.r.profile, {}, {}, 0, std::nullopt};
-  for (size_t i = 0; i < op.inputs.size(); ++i) {
-    c.in.push_back(&b.metas[op.inputs[i]]);
-    if (i < 32 && rg[op.inputs[i]]) c.rg |= 1u << i;
-  }
-  for (TensorId t : op.outputs) c.out.push_back(&b.metas[t]);
-  c.rg &= rule.diff_inputs;
+  RuleCtx c = MakeRuleCtx(g, b, run.r.profile, o, &rg);
   if (!rule.forward || c.rg == 0) return items;
   FwdPlan plan;
   rule.forward(c, &plan);

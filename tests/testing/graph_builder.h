@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/analysis/events.h"
+#include "lib/stream/events.h"
 #include "lib/ir/graph.h"
 #include "sim/simulator.h"
 

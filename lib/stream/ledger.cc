@@ -1,4 +1,4 @@
-#include "lib/analysis/ledger.h"
+#include "lib/stream/ledger.h"
 
 #include "lib/util/check.h"
 

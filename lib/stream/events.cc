@@ -1,4 +1,4 @@
-#include "lib/analysis/events.h"
+#include "lib/stream/events.h"
 
 namespace memsim {
 

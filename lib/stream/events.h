@@ -1,8 +1,8 @@
 // The memory event stream: the ordered allocate/free events of one training step, as PyTorch's
 // autograd would issue them. It is the product of the graph half (lib/) and the input of every
 // allocator model and report (sim/). Plain data; safe to share read-only across threads.
-#ifndef MEMSIM_LIB_ANALYSIS_EVENTS_H_
-#define MEMSIM_LIB_ANALYSIS_EVENTS_H_
+#ifndef MEMSIM_LIB_STREAM_EVENTS_H_
+#define MEMSIM_LIB_STREAM_EVENTS_H_
 
 #include <cstdint>
 #include <string>
@@ -55,4 +55,4 @@ struct EventStream {
 
 }  // namespace memsim
 
-#endif  // MEMSIM_LIB_ANALYSIS_EVENTS_H_
+#endif  // MEMSIM_LIB_STREAM_EVENTS_H_

@@ -1,4 +1,4 @@
-#include "lib/analysis/bind.h"
+#include "lib/ops/bind.h"
 
 #include "lib/ops/op_rules.h"
 
@@ -7,6 +7,7 @@ namespace memsim {
 Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOptions& opt) {
   BoundGraph out;
   out.bindings = b;
+  out.inplace_override = opt.inplace_override;
   out.metas.resize(g.tensors.size());
   out.owner.resize(g.tensors.size());
   out.last_use.assign(g.tensors.size(), kNone);
@@ -36,7 +37,7 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
   for (OpId o = 0; o < g.ops.size(); ++o) {
     const Op& op = g.ops[o];
     const OpRule& rule = RuleFor(op.kind);
-    RuleCtx ctx{op, b, *opt.profile, {}, {}, 0, opt.inplace_override};
+    RuleCtx ctx{op, b, *opt.profile, {}, {}, 0, out.inplace_override};
     if (static_cast<int>(op.inputs.size()) < rule.min_inputs ||
         static_cast<int>(op.inputs.size()) > rule.max_inputs)
       return Status::InvalidArgument(g.source + ": " + op.pointer + "/inputs: " +
@@ -67,6 +68,36 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
     }
   }
   return out;
+}
+
+std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
+                                        const std::vector<bool>& frozen) {
+  std::vector<bool> rg(g.tensors.size(), false);
+  for (size_t k = 0; k < g.parameters.size(); ++k) {
+    TensorId t = g.parameters[k];
+    rg[t] = g.tensors[t].requires_grad && !(k < frozen.size() && frozen[k]);
+  }
+  for (const Op& op : g.ops) {
+    uint32_t diff = RuleFor(op.kind).diff_inputs;
+    bool any = false;
+    for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
+      any |= ((diff >> i) & 1u) && rg[op.inputs[i]];
+    for (TensorId t : op.outputs) rg[t] = any && IsFloating(bound.metas[t].dtype);
+  }
+  return rg;
+}
+
+RuleCtx MakeRuleCtx(const Graph& g, const BoundGraph& bound, const Profile& profile, OpId o,
+                    const std::vector<bool>* rg) {
+  const Op& op = g.ops[o];
+  RuleCtx c{op, bound.bindings, profile, {}, {}, 0, bound.inplace_override};
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    c.in.push_back(&bound.metas[op.inputs[i]]);
+    if (rg && i < 32 && (*rg)[op.inputs[i]]) c.rg |= 1u << i;
+  }
+  for (TensorId t : op.outputs) c.out.push_back(&bound.metas[t]);
+  c.rg &= RuleFor(op.kind).diff_inputs;
+  return c;
 }
 
 }  // namespace memsim

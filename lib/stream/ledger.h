@@ -2,14 +2,14 @@
 // holder (a Python name, an autograd node, a grad buffer, optimizer state) lets go. Every
 // allocation and final release is appended to an EventStream tagged with the current phase and
 // op. One Ledger per simulated step; not shared between threads.
-#ifndef MEMSIM_LIB_ANALYSIS_LEDGER_H_
-#define MEMSIM_LIB_ANALYSIS_LEDGER_H_
+#ifndef MEMSIM_LIB_STREAM_LEDGER_H_
+#define MEMSIM_LIB_STREAM_LEDGER_H_
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "lib/analysis/events.h"
+#include "lib/stream/events.h"
 
 namespace memsim {
 
@@ -54,4 +54,4 @@ class Ledger {
 
 }  // namespace memsim
 
-#endif  // MEMSIM_LIB_ANALYSIS_LEDGER_H_
+#endif  // MEMSIM_LIB_STREAM_LEDGER_H_

@@ -1,0 +1,48 @@
+// Binding: evaluates a graph's symbolic shapes for one configuration and runs shape inference
+// op by op, giving every tensor its concrete TensorMeta and the tensor whose storage it uses;
+// then which tensors require grad. It runs before autodiff (lib/autodiff) and everything after
+// reads the BoundGraph. Pure functions of their arguments; the Graph is not modified.
+#ifndef MEMSIM_LIB_OPS_BIND_H_
+#define MEMSIM_LIB_OPS_BIND_H_
+
+#include <optional>
+#include <vector>
+
+#include "lib/ir/graph.h"
+#include "lib/ops/op_rules.h"
+#include "lib/ops/profile.h"
+#include "lib/ops/tensor_meta.h"
+#include "lib/util/status.h"
+
+namespace memsim {
+
+struct BindOptions {
+  const Profile* profile = nullptr;        ///< required
+  std::optional<bool> inplace_override;    ///< --inplace-activations on|off; unset = keep
+};
+
+struct BoundGraph {
+  Bindings bindings;               ///< the symbol values it was bound with
+  std::optional<bool> inplace_override;  ///< the BindOptions' --inplace-activations, for every rule
+  std::vector<TensorMeta> metas;   ///< per tensor
+  std::vector<TensorId> owner;     ///< per tensor: the tensor owning its storage (itself if fresh)
+  std::vector<OpId> last_use;      ///< per tensor: last op consuming it in forward, or kNone
+};
+
+/// Binds |b| (every symbol must have a value) and infers all shapes. Errors name the file,
+/// the op's JSON pointer and the problem.
+Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOptions& opt);
+
+/// Requires-grad of every tensor: parameters unless frozen; activations whose op has an
+/// autograd node (some differentiable input requires grad).
+std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
+                                        const std::vector<bool>& frozen);
+
+/// What op |o|'s rule sees: its input (and, when bound, output) metas, the bound in-place
+/// override, and (with |rg|) which differentiable inputs require grad.
+RuleCtx MakeRuleCtx(const Graph& g, const BoundGraph& bound, const Profile& profile, OpId o,
+                    const std::vector<bool>* rg = nullptr);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_OPS_BIND_H_
