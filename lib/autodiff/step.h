@@ -3,6 +3,7 @@
 // the allocate/free stream PyTorch would issue. Storages are reference-counted like PyTorch's:
 // Python names hold activations until their last forward use, autograd nodes hold what they
 // save until their backward has run, grad buffers accumulate as in the engine's InputBuffer.
+// Training setups (lib/autodiff/setup.h) plug into the step's hook points through StepConfig.
 // Pure function of its arguments; safe to call concurrently on a shared Graph.
 #ifndef MEMSIM_LIB_AUTODIFF_STEP_H_
 #define MEMSIM_LIB_AUTODIFF_STEP_H_
@@ -12,6 +13,7 @@
 #include "lib/ops/bind.h"
 #include "lib/stream/events.h"
 #include "lib/autodiff/optimizer.h"
+#include "lib/autodiff/setup.h"
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
 
@@ -22,6 +24,9 @@ struct StepConfig {
   OptimizerRule optimizer = *FindOptimizer("sgd");
   bool first_step = true;        ///< --step first: optimizer state is created during this step
   std::vector<bool> frozen;      ///< per entry of Graph::parameters; empty = none frozen
+  /// Training setups called at every hook point, in order (not owned; each is used by one
+  /// step at a time).
+  std::vector<TrainingSetup*> setups;
 };
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg);

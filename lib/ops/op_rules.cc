@@ -19,15 +19,7 @@ std::array<const OpRule*, kNumKinds> BuildIndex() {
 }  // namespace
 
 bool RuleCtx::inplace() const {
-  switch (op.kind) {
-    case OpKind::kRelu: case OpKind::kRelu6: case OpKind::kLeakyRelu: case OpKind::kSilu:
-    case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kHardswish:
-    case OpKind::kHardsigmoid:
-      if (inplace_override) return *inplace_override;
-      break;
-    default:
-      break;
-  }
+  if (inplace_override && RuleFor(op.kind).inplace_capable) return *inplace_override;
   return op.attrs.GetBool("inplace", false);
 }
 
@@ -45,14 +37,24 @@ const OpRule& RuleFor(OpKind kind) {
   return *r;
 }
 
-bool IsGemm(OpKind kind) {
-  switch (kind) {
-    case OpKind::kLinear: case OpKind::kMatmul: case OpKind::kMm: case OpKind::kBmm:
-    case OpKind::kBaddbmm:
-      return true;
-    default:
-      return false;
-  }
+bool IsGemm(OpKind kind) { return RuleFor(kind).gemm; }
+
+std::optional<TensorMeta> AliasGrad(const Op& op, const Bindings& b, const TensorMeta& grad, const TensorMeta& in) {
+  AliasGradFn f = RuleFor(op.kind).alias_grad;
+  return f ? f(op, b, grad, in) : AliasGradView(op, b, grad, in);
+}
+
+std::optional<TensorMeta> AliasGradSame(const Op&, const Bindings&, const TensorMeta& grad, const TensorMeta&) {
+  return grad;
+}
+
+std::optional<TensorMeta> AliasGradView(const Op&, const Bindings&, const TensorMeta& grad, const TensorMeta& in) {
+  auto st = ViewStrides(grad.sizes, grad.strides, in.sizes);
+  if (!st) return std::nullopt;
+  TensorMeta m = grad;
+  m.sizes = in.sizes;
+  m.strides = *st;
+  return m;
 }
 
 Status RuleError(const RuleCtx& c, const std::string& msg) {

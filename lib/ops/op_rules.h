@@ -1,8 +1,9 @@
 // Op rules: for each OpKind, one row saying how PyTorch runs it — output shapes (and whether an
 // output aliases an input: views, in-place ops), what the forward allocates and which tensors
 // autograd saves given which inputs require grad, and what its backward allocates.
-// Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc). The
-// reference is ../shared/reference/autograd_saved.md; docs/op-rules.md summarises the table.
+// Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc). Per-op
+// facts (grad alias layout, in-place capable, GEMM) are columns of the row. docs/op-rules.md
+// summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
 #ifndef MEMSIM_LIB_OPS_OP_RULES_H_
 #define MEMSIM_LIB_OPS_OP_RULES_H_
@@ -103,6 +104,10 @@ struct BwdPlan {
 using InferFn = Status (*)(const RuleCtx&, InferOut*);
 using FwdFn = void (*)(const RuleCtx&, FwdPlan*);
 using BwdFn = void (*)(const RuleCtx&, BwdPlan*);
+/// Layout of the grad a pass-through backward (BwdPlan::kGradAlias) hands to input |in| given
+/// the incoming grad |grad|, or nullopt when PyTorch must copy (reshape of a non-viewable grad).
+using AliasGradFn = std::optional<TensorMeta> (*)(const Op& op, const Bindings& b, const TensorMeta& grad,
+                                                  const TensorMeta& in);
 
 struct OpRule {
   OpKind kind;
@@ -111,6 +116,9 @@ struct OpRule {
   InferFn infer;
   FwdFn forward;         ///< null: new outputs, nothing saved
   BwdFn backward;        ///< null: a new grad for every input that requires grad
+  AliasGradFn alias_grad = nullptr;  ///< null: AliasGradView (grad viewed with the input's sizes)
+  bool inplace_capable = false;      ///< --inplace-activations applies (nn.ReLU(inplace=True) & co.)
+  bool gemm = false;                 ///< calls cuBLAS on CUDA (see Note [cuBLAS workspace])
 };
 
 /// The rule row of |kind|.
@@ -121,8 +129,15 @@ extern const std::vector<OpRule> kNnRules;
 extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
 
-/// True for ops that call cuBLAS (GEMMs) on CUDA.
+/// True for ops that call cuBLAS (GEMMs) on CUDA: the row's |gemm| column.
 bool IsGemm(OpKind kind);
+
+/// The grad layout of a kGradAlias action for |op| (its row's alias_grad, or AliasGradView).
+std::optional<TensorMeta> AliasGrad(const Op& op, const Bindings& b, const TensorMeta& grad, const TensorMeta& in);
+/// Alias columns shared by several families: the grad as it is (same shape as the output;
+/// validate_outputs reduces a broadcast input), and the default view with the input's sizes.
+std::optional<TensorMeta> AliasGradSame(const Op& op, const Bindings& b, const TensorMeta& grad, const TensorMeta& in);
+std::optional<TensorMeta> AliasGradView(const Op& op, const Bindings& b, const TensorMeta& grad, const TensorMeta& in);
 
 /// Shared helpers for rule implementations.
 Status RuleError(const RuleCtx& c, const std::string& msg);

@@ -174,6 +174,13 @@ void FwdMean(const RuleCtx& c, FwdPlan* p) {
 
 void BwdSum(const RuleCtx& c, BwdPlan* p) { p->GradAlias(0); }  // grad.expand(sizes): a view
 
+std::optional<TensorMeta> AliasGradExpand(const Op&, const Bindings&, const TensorMeta& grad, const TensorMeta& in) {
+  TensorMeta m = grad;
+  m.sizes = in.sizes;
+  m.strides.assign(in.sizes.size(), 0);  // grad.expand(sizes)
+  return m;
+}
+
 // Losses: a scalar (reduction mean/sum) or per-element output.
 Status InferLoss(const RuleCtx& c, InferOut* o) {
   if (c.in.size() != 2) return RuleError(c, "expected (input, target)");
@@ -276,24 +283,24 @@ constexpr uint32_t kBoth = 3u;
 }  // namespace
 
 const std::vector<OpRule> kPointwiseRules = {
-    {OpKind::kRelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
-    {OpKind::kRelu6, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
-    {OpKind::kLeakyRelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kRelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kRelu6, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kLeakyRelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
     {OpKind::kGelu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
-    {OpKind::kSilu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
-    {OpKind::kSigmoid, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
-    {OpKind::kTanh, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
-    {OpKind::kHardswish, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
-    {OpKind::kHardsigmoid, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kSilu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kSigmoid, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kTanh, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kHardswish, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kHardsigmoid, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
     {OpKind::kSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
     {OpKind::kLogSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
     {OpKind::kDropout, 1, 1, kFirst, InferDropout, FwdDropout, nullptr},
-    {OpKind::kAdd, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub},
-    {OpKind::kSub, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub},
+    {OpKind::kAdd, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub, AliasGradSame},
+    {OpKind::kSub, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub, AliasGradSame},
     {OpKind::kMul, 1, 2, kBoth, InferBinary, FwdMul, BwdScaled},
     {OpKind::kDiv, 1, 2, kBoth, InferBinary, FwdDiv, BwdScaled},
     {OpKind::kMean, 1, 1, kFirst, InferReduce, FwdMean, nullptr},
-    {OpKind::kSum, 1, 1, kFirst, InferReduce, nullptr, BwdSum},
+    {OpKind::kSum, 1, 1, kFirst, InferReduce, nullptr, BwdSum, AliasGradExpand},
     {OpKind::kCrossEntropy, 2, 2, kFirst, InferLoss, FwdCrossEntropy, BwdCrossEntropy},
     {OpKind::kNllLoss, 2, 2, kFirst, InferLoss, FwdNllLoss, nullptr},
     {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},

@@ -303,14 +303,55 @@ void BwdPassThrough(const RuleCtx& c, BwdPlan* p) {
 constexpr uint32_t kFirst = 1u;
 constexpr uint32_t kAll = ~0u;
 
+// Grad layouts of the pass-through backwards: the incoming grad with the view undone.
+std::optional<TensorMeta> AliasGradTranspose(const Op& op, const Bindings& b, const TensorMeta& grad,
+                                             const TensorMeta& in) {
+  TensorMeta m = grad;
+  auto a = WrapDim(op.attrs.GetInt("dim0", b).value_or(0), in.dim());
+  auto c = WrapDim(op.attrs.GetInt("dim1", b).value_or(1), in.dim());
+  if (a && c && in.dim() > 0) {
+    std::swap(m.sizes[*a], m.sizes[*c]);
+    std::swap(m.strides[*a], m.strides[*c]);
+  }
+  return m;
+}
+
+std::optional<TensorMeta> AliasGradPermute(const Op& op, const Bindings& b, const TensorMeta& grad,
+                                           const TensorMeta& in) {
+  TensorMeta m = grad;
+  auto dims = op.attrs.GetInts("dims", b).value_or(std::vector<int64_t>{});
+  if (static_cast<int64_t>(dims.size()) != in.dim()) return m;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    int64_t d = *WrapDim(dims[k], in.dim());
+    m.sizes[d] = grad.sizes[k];
+    m.strides[d] = grad.strides[k];
+  }
+  return m;
+}
+
+std::optional<TensorMeta> AliasGradCat(const Op&, const Bindings&, const TensorMeta& grad, const TensorMeta& in) {
+  TensorMeta m = grad;
+  m.sizes = in.sizes;
+  return m;
+}
+
+std::optional<TensorMeta> AliasGradStack(const Op& op, const Bindings& b, const TensorMeta& grad,
+                                         const TensorMeta& in) {
+  TensorMeta m = grad;
+  auto d = WrapDim(op.attrs.GetInt("dim", b).value_or(0), in.dim() + 1);
+  m.sizes = in.sizes;
+  m.strides.erase(m.strides.begin() + (d ? *d : 0));
+  return m;
+}
+
 }  // namespace
 
 const std::vector<OpRule> kShapeRules = {
     {OpKind::kView, 1, 1, kFirst, InferReshape, nullptr, BwdPassThrough},
     {OpKind::kReshape, 1, 1, kFirst, InferReshape, nullptr, BwdPassThrough},
     {OpKind::kFlatten, 1, 1, kFirst, InferFlatten, nullptr, BwdPassThrough},
-    {OpKind::kTranspose, 1, 1, kFirst, InferTranspose, nullptr, BwdPassThrough},
-    {OpKind::kPermute, 1, 1, kFirst, InferPermute, nullptr, BwdPassThrough},
+    {OpKind::kTranspose, 1, 1, kFirst, InferTranspose, nullptr, BwdPassThrough, AliasGradTranspose},
+    {OpKind::kPermute, 1, 1, kFirst, InferPermute, nullptr, BwdPassThrough, AliasGradPermute},
     {OpKind::kExpand, 1, 1, kFirst, InferExpand, nullptr, BwdNarrowing},
     {OpKind::kUnsqueeze, 1, 1, kFirst, InferUnsqueeze, nullptr, BwdPassThrough},
     {OpKind::kSqueeze, 1, 1, kFirst, InferSqueeze, nullptr, BwdPassThrough},
@@ -319,8 +360,8 @@ const std::vector<OpRule> kShapeRules = {
     {OpKind::kSlice, 1, 1, kFirst, InferSlice, nullptr, BwdNarrowing},
     {OpKind::kSplit, 1, 1, kFirst, InferSplit, nullptr, BwdNarrowing},
     {OpKind::kChunk, 1, 1, kFirst, InferSplit, nullptr, BwdNarrowing},
-    {OpKind::kCat, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough},
-    {OpKind::kStack, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough},
+    {OpKind::kCat, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough, AliasGradCat},
+    {OpKind::kStack, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough, AliasGradStack},
     {OpKind::kIndexSelect, 2, 2, kFirst, InferIndexSelect, FwdIndexSelect, BwdNarrowing},
     {OpKind::kArange, 0, 0, 0, InferArange, nullptr, nullptr},
 };

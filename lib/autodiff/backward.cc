@@ -1,0 +1,236 @@
+// The backward engine: loss.backward() as PyTorch's autograd engine runs it — dependencies
+// counted from the loss, ready nodes run most-recently-created first, InputBuffer
+// accumulation, validate_outputs reductions, AccumulateGrad stealing or copying into .grad
+// (Notes [InputBuffer], [AccumulateGrad steals] in docs/op-rules.md).
+#include <algorithm>
+#include <queue>
+
+#include "lib/autodiff/state.h"
+
+namespace memsim {
+namespace {
+
+/// Where the grad of input |i| of op |o| goes: a node's buffer slot or a parameter.
+struct Edge {
+  OpId node = kNone;
+  size_t slot = 0;
+  uint32_t param = kNoStorage;
+};
+
+Edge EdgeOf(const StepState& s, OpId o, size_t i) {
+  TensorId t = s.g.ops[o].inputs[i];
+  Edge e;
+  if (s.param_index[t] != kNoStorage) {
+    e.param = s.param_index[t];
+  } else if (OpId p = s.g.tensors[t].producer; p != kNone && s.nodes[p].exists) {
+    e.node = p;
+    const auto& outs = s.g.ops[p].outputs;
+    e.slot = std::find(outs.begin(), outs.end(), t) - outs.begin();
+  }
+  return e;
+}
+
+void CountDependencies(StepState& s, OpId root) {
+  std::vector<OpId> stack = {root};
+  s.nodes[root].reachable = true;
+  while (!stack.empty()) {
+    OpId o = stack.back();
+    stack.pop_back();
+    for (size_t i = 0; i < s.g.ops[o].inputs.size(); ++i) {
+      if (!((s.nodes[o].rg >> i) & 1u)) continue;
+      Edge e = EdgeOf(s, o, i);
+      if (e.param != kNoStorage) {
+        ++s.param_deps[e.param];
+      } else if (e.node != kNone) {
+        ++s.nodes[e.node].deps;
+        if (!s.nodes[e.node].reachable) {
+          s.nodes[e.node].reachable = true;
+          stack.push_back(e.node);
+        }
+      }
+    }
+  }
+}
+
+/// InputBuffer::accumulate: the first grad is moved in; later ones are added in place when
+/// the buffer holds the only reference to a contiguous tensor (2.x), else summed into a new
+/// one (always, on 1.13).
+void Accumulate(StepState& s, Grad* buf, Grad g, TensorId target) {
+  if (!buf->defined()) {
+    *buf = std::move(g);
+    return;
+  }
+  if (s.profile.accumulate_inplace && s.ledger.refs(buf->s) == 1 && buf->meta.is_contiguous()) {
+    s.ledger.Unref(g.s);
+    return;
+  }
+  const TensorMeta& m = s.bound.metas[target];
+  StorageId sum = s.ledger.Alloc(m.bytes(), s.g.tensors[target].name + ".grad", Category::kGradient);
+  s.ledger.Unref(buf->s);
+  s.ledger.Unref(g.s);
+  *buf = Grad{sum, *TensorMeta::Contiguous(m.dtype, m.sizes)};
+}
+
+/// AccumulateGrad: steals a grad nobody else references and laid out like the parameter,
+/// else copies it.
+void AccumulateGrad(StepState& s, uint32_t k) {
+  Grad g = std::move(s.param_buffer[k]);
+  s.param_buffer[k] = Grad{};
+  if (!g.defined()) return;
+  TensorId t = s.g.parameters[k];
+  const TensorMeta& m = s.bound.metas[t];
+  if (s.ledger.refs(g.s) == 1 && g.meta.is_contiguous() && g.meta.sizes == m.sizes) {
+    s.param_grad[k] = g.s;
+  } else {
+    s.param_grad[k] = s.ledger.Alloc(m.bytes(), s.g.tensors[t].name + ".grad", Category::kGradient);
+    s.ledger.Unref(g.s);
+  }
+  s.Hook(&TrainingSetup::OnGradReady, k);
+}
+
+/// Runs node |o|'s plan; returns the grad it produces for each input.
+std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
+  const Op& op = s.g.ops[o];
+  const OpRule& rule = RuleFor(op.kind);
+  Node& node = s.nodes[o];
+  BwdPlan plan;
+  if (rule.backward) {
+    rule.backward(c, &plan);
+  } else {
+    for (int i = 0; i < c.num_in(); ++i)
+      if (c.rg_in(i)) plan.GradNew(i);
+  }
+  std::vector<Grad> produced(op.inputs.size());
+  std::vector<StorageId> temps(plan.num_temps, kNoStorage);
+  auto new_grad = [&](size_t i) {
+    const TensorMeta& in = *c.in[i];
+    return Grad{s.ledger.Alloc(in.bytes(), s.g.tensors[op.inputs[i]].name + ".grad", Category::kGradient, op.module),
+                *TensorMeta::Contiguous(in.dtype, in.sizes)};
+  };
+  for (const auto& a : plan.actions) {
+    switch (a.kind) {
+      case BwdPlan::Action::kGradNew:
+        produced[a.index] = new_grad(a.index);
+        if (rule.gemm) s.workspaces.OnGemm(LibraryWorkspaces::kAutogradThread, &s.ledger);
+        break;
+      case BwdPlan::Action::kGradAlias: {
+        const Grad& src = node.buffer[0];
+        if (!src.defined()) break;
+        auto meta = AliasGrad(op, s.bound.bindings, src.meta, *c.in[a.index]);
+        if (!meta) {
+          produced[a.index] = new_grad(a.index);
+        } else {
+          s.ledger.Ref(src.s);
+          produced[a.index] = Grad{src.s, std::move(*meta)};
+        }
+        break;
+      }
+      case BwdPlan::Action::kTemp:
+        temps[a.index] = s.ledger.Alloc(a.bytes, op.name + ":" + std::string(a.label), Category::kTemporary, op.module);
+        break;
+      case BwdPlan::Action::kFreeTemp:
+        s.ledger.Unref(temps[a.index]);
+        temps[a.index] = kNoStorage;
+        break;
+      case BwdPlan::Action::kReleaseSaved:
+        if (a.index < static_cast<int>(node.saved.size()) && !node.released[a.index]) {
+          s.ledger.Unref(node.saved[a.index]);
+          node.released[a.index] = true;
+        }
+        break;
+    }
+  }
+  // validate_outputs: a grad shaped like a broadcast result is summed to the input's shape.
+  for (size_t i = 0; i < produced.size(); ++i) {
+    if (!produced[i].defined() || produced[i].meta.sizes == c.in[i]->sizes) continue;
+    Grad reduced = new_grad(i);
+    s.ledger.Unref(produced[i].s);
+    produced[i] = std::move(reduced);
+  }
+  for (Grad& in : node.buffer)
+    if (in.defined()) s.ledger.Unref(in.s);
+  node.buffer.clear();
+  for (size_t k = 0; k < node.saved.size(); ++k)
+    if (!node.released[k]) s.ledger.Unref(node.saved[k]);
+  node.saved.clear();
+  for (StorageId t : temps)
+    if (t != kNoStorage) s.ledger.Unref(t);
+  return produced;
+}
+
+void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
+  const Op& op = s.g.ops[o];
+  s.ledger.set_op(o);
+  s.Hook(&TrainingSetup::BeforeBackwardNode, o);
+  RuleCtx c = s.Ctx(o);
+  std::vector<Grad> produced = RunNodePlan(s, o, c);
+  Node& node = s.nodes[o];
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    if (!((node.rg >> i) & 1u)) continue;
+    Edge e = EdgeOf(s, o, i);
+    if (e.param != kNoStorage) {
+      if (produced[i].defined()) Accumulate(s, &s.param_buffer[e.param], std::move(produced[i]), op.inputs[i]);
+      if (--s.param_deps[e.param] == 0) AccumulateGrad(s, e.param);
+    } else if (e.node != kNone) {
+      if (produced[i].defined()) Accumulate(s, &s.nodes[e.node].buffer[e.slot], std::move(produced[i]), op.inputs[i]);
+      if (--s.nodes[e.node].deps == 0) ready->push(e.node);
+    } else if (produced[i].defined()) {
+      s.ledger.Unref(produced[i].s);
+    }
+    produced[i] = Grad{};
+  }
+  for (Grad& p : produced)
+    if (p.defined()) s.ledger.Unref(p.s);
+  s.Hook(&TrainingSetup::AfterBackwardNode, o);
+}
+
+/// The caller's names (`out`, `loss`), each holding one reference, once per tensor.
+std::vector<TensorId> CallerNames(const Graph& g) {
+  std::vector<TensorId> names;
+  for (TensorId t : g.outputs)
+    if (std::find(names.begin(), names.end(), t) == names.end()) names.push_back(t);
+  if (g.loss != kNone && std::find(names.begin(), names.end(), g.loss) == names.end()) names.push_back(g.loss);
+  return names;
+}
+
+}  // namespace
+
+void RunBackwardPass(StepState& s) {
+  const Graph& g = s.g;
+  const bool trainable = g.loss != kNone && s.rg[g.loss] && g.tensors[g.loss].producer != kNone;
+  if (trainable) {
+    OpId root = g.tensors[g.loss].producer;
+    CountDependencies(s, root);
+    s.ledger.set_op(root);
+    // loss.backward(): the ones-like seed is held by the caller until backward returns.
+    const TensorMeta& lm = s.bound.metas[g.loss];
+    StorageId seed = s.ledger.Alloc(lm.bytes(), g.tensors[g.loss].name + ".grad (seed)", Category::kGradient);
+    s.ledger.Ref(seed);
+    const auto& outs = g.ops[root].outputs;
+    size_t slot = std::find(outs.begin(), outs.end(), g.loss) - outs.begin();
+    s.nodes[root].buffer[slot] = Grad{seed, *TensorMeta::Contiguous(lm.dtype, lm.sizes)};
+    std::priority_queue<OpId> ready;  // the engine runs the most recently created node first
+    ready.push(root);
+    while (!ready.empty()) {
+      OpId o = ready.top();
+      ready.pop();
+      RunNode(s, o, &ready);
+    }
+    s.ledger.set_op(kNoOp);
+    s.ledger.Unref(seed);
+  }
+  s.ledger.set_op(kNoOp);
+  // `del out, loss`, then whatever graph is left unreached is destroyed with them.
+  for (TensorId t : CallerNames(g))
+    if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
+  for (Node& n : s.nodes) {
+    for (size_t k = 0; k < n.saved.size(); ++k)
+      if (!n.released[k]) s.ledger.Unref(n.saved[k]);
+    n.saved.clear();
+    for (Grad& gbuf : n.buffer)
+      if (gbuf.defined()) s.ledger.Unref(gbuf.s);
+    n.buffer.clear();
+  }
+}
+
+}  // namespace memsim

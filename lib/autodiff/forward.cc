@@ -1,0 +1,103 @@
+// The forward of one op: its outputs and extras allocated as its rule plans, what its autograd
+// node saves, the cuBLAS workspace of a first GEMM, and the Python names dropped after their
+// last use (see Note [Python names] in docs/op-rules.md).
+#include <algorithm>
+
+#include "lib/autodiff/state.h"
+#include "lib/util/check.h"
+
+namespace memsim {
+namespace {
+
+/// Allocates (or aliases) output |j| of op |o|.
+void AllocOutput(StepState& s, OpId o, size_t j) {
+  const Op& op = s.g.ops[o];
+  TensorId t = op.outputs[j];
+  if (s.bound.owner[t] != t) {
+    s.storage[t] = s.storage[s.bound.owner[t]];
+    s.ledger.Ref(s.storage[t]);
+  } else {
+    s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kActivation, op.module);
+  }
+}
+
+/// Python names: an activation is dropped after its last use unless the caller holds it.
+void DropDeadNames(StepState& s, OpId o) {
+  const Op& op = s.g.ops[o];
+  std::vector<TensorId> seen;
+  std::vector<TensorId> released = op.inputs;
+  released.insert(released.end(), op.keep_alive.begin(), op.keep_alive.end());
+  for (TensorId t : released) {
+    if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
+    seen.push_back(t);
+    if (s.g.tensors[t].role == TensorRole::kActivation && s.bound.last_use[t] == o && !s.held[t])
+      s.ledger.Unref(s.storage[t]);
+  }
+  for (TensorId t : op.outputs)
+    if (s.bound.last_use[t] == kNone && !s.held[t]) s.ledger.Unref(s.storage[t]);
+}
+
+}  // namespace
+
+void RunForwardOp(StepState& s, OpId o) {
+  const Op& op = s.g.ops[o];
+  const OpRule& rule = RuleFor(op.kind);
+  s.ledger.set_op(o);
+  ForwardOpPolicy policy;
+  s.Hook(&TrainingSetup::BeforeForwardOp, o, &policy);
+  RuleCtx c = s.Ctx(o);
+  Node& node = s.nodes[o];
+  node.exists = c.rg != 0;
+  node.rg = c.rg;
+  FwdPlan plan;
+  if (rule.forward) rule.forward(c, &plan);
+  const bool saves = node.exists && policy.save_for_backward;
+
+  std::vector<bool> explicit_out(op.outputs.size(), false);
+  for (const auto& a : plan.actions)
+    if (a.kind == FwdPlan::Action::kAllocOutput) explicit_out[a.index] = true;
+  for (size_t j = 0; j < op.outputs.size(); ++j)
+    if (!explicit_out[j]) AllocOutput(s, o, j);
+  std::vector<StorageId> extras(plan.extras.size(), kNoStorage);
+  std::vector<bool> extra_live(plan.extras.size(), false);
+  auto is_saved_extra = [&](int k) {
+    return saves && std::any_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
+             return r.kind == SavedRef::kExtra && r.index == k;
+           });
+  };
+  for (const auto& a : plan.actions) {
+    switch (a.kind) {
+      case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index); break;
+      case FwdPlan::Action::kAllocExtra:
+        extras[a.index] = s.ledger.Alloc(plan.extras[a.index].bytes, op.name + ":" + std::string(plan.extras[a.index].label),
+                                         is_saved_extra(a.index) ? Category::kActivation : Category::kTemporary, op.module);
+        extra_live[a.index] = true;
+        break;
+      case FwdPlan::Action::kFreeExtra:
+        s.ledger.Unref(extras[a.index]);
+        extra_live[a.index] = false;
+        break;
+    }
+  }
+  if (node.exists) {
+    if (saves) {
+      for (const SavedRef& r : plan.saved) {
+        StorageId st = r.kind == SavedRef::kInput    ? s.storage[op.inputs[r.index]]
+                       : r.kind == SavedRef::kOutput ? s.storage[op.outputs[r.index]]
+                                                     : extras[r.index];
+        MEMSIM_CHECK(st != kNoStorage);
+        s.ledger.Ref(st);
+        node.saved.push_back(st);
+      }
+    }
+    node.released.assign(node.saved.size(), false);
+    node.buffer.assign(op.outputs.size(), Grad{});
+  }
+  for (size_t k = 0; k < extras.size(); ++k)
+    if (extra_live[k]) s.ledger.Unref(extras[k]);
+  if (rule.gemm) s.workspaces.OnGemm(LibraryWorkspaces::kMainThread, &s.ledger);
+  DropDeadNames(s, o);
+  s.Hook(&TrainingSetup::AfterForwardOp, o);
+}
+
+}  // namespace memsim

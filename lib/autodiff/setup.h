@@ -1,0 +1,52 @@
+// Training setups plug into the step engine through these hook points: each setup (gradient
+// clipping, accumulation, mixed precision, checkpointing, data parallel, ZeRO, ...) is one class
+// in one file that overrides the hooks it needs; the engine (step.cc, forward.cc, backward.cc)
+// calls every registered setup, in order, at each point. A hook sees and may change the step's
+// shared state (lib/autodiff/state.h): allocate through its ledger, hold references, ...
+// Example — a setup that keeps a copy of every gradient until the optimizer step:
+//   class KeepGradCopies : public TrainingSetup {
+//     void OnGradReady(StepState& s, uint32_t k) override {
+//       copies_.push_back(s.ledger.Alloc(s.ledger.bytes(s.param_grad[k]), "copy", Category::kTemporary));
+//     }
+//     void AfterOptimizerStep(StepState& s) override { for (auto c : copies_) s.ledger.Unref(c); }
+//     std::vector<Ledger::StorageId> copies_;
+//   };
+#ifndef MEMSIM_LIB_AUTODIFF_SETUP_H_
+#define MEMSIM_LIB_AUTODIFF_SETUP_H_
+
+#include <cstdint>
+
+#include "lib/ir/graph.h"
+
+namespace memsim {
+
+struct StepState;
+
+/// What the forward of one op will do, as setups may adjust it before it runs.
+struct ForwardOpPolicy {
+  bool save_for_backward = true;  ///< false: the node keeps nothing (e.g. inside a checkpoint)
+};
+
+class TrainingSetup {
+ public:
+  virtual ~TrainingSetup() = default;
+  /// After model.to(device) and the optimizer state that exists before the step, before the
+  /// batch is allocated.
+  virtual void OnSetup(StepState&) {}
+  /// Around the forward of op |o| (phase kForward).
+  virtual void BeforeForwardOp(StepState&, OpId, ForwardOpPolicy*) {}
+  virtual void AfterForwardOp(StepState&, OpId) {}
+  /// Around the backward node of op |o| (phase kBackward), in engine order.
+  virtual void BeforeBackwardNode(StepState&, OpId) {}
+  virtual void AfterBackwardNode(StepState&, OpId) {}
+  /// AccumulateGrad has finished parameter |k| (Graph::parameters index) for this pass.
+  virtual void OnGradReady(StepState&, uint32_t) {}
+  /// After backward (and `del out, loss`), before optimizer.step().
+  virtual void BeforeOptimizerStep(StepState&) {}
+  /// After optimizer.step(), before zero_grad().
+  virtual void AfterOptimizerStep(StepState&) {}
+};
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_AUTODIFF_SETUP_H_

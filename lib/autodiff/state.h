@@ -1,0 +1,87 @@
+// The shared state of one simulated training step: every reference PyTorch holds during it
+// (Python names, autograd nodes and their saved tensors, InputBuffers, .grad fields, optimizer
+// state, library workspaces), the ledger that turns their drops into frees, and the training
+// setups plugged into the step's hooks. The forward (forward.cc), the backward engine
+// (backward.cc), the optimizer phase (step.cc) and explain (explain.cc) all work on it.
+// Internal to lib/autodiff; one StepState per simulated step, never shared between threads.
+#ifndef MEMSIM_LIB_AUTODIFF_STATE_H_
+#define MEMSIM_LIB_AUTODIFF_STATE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "lib/autodiff/setup.h"
+#include "lib/autodiff/step.h"
+#include "lib/autodiff/workspace.h"
+#include "lib/ops/op_rules.h"
+#include "lib/stream/ledger.h"
+
+namespace memsim {
+
+using StorageId = Ledger::StorageId;
+inline constexpr uint32_t kNoStorage = UINT32_MAX;
+
+/// A gradient value in flight: its storage and its layout (views of grads are not contiguous).
+struct Grad {
+  StorageId s = kNoStorage;
+  TensorMeta meta;
+  bool defined() const { return s != kNoStorage; }
+};
+
+/// The autograd node of one forward op.
+struct Node {
+  bool exists = false;
+  uint32_t rg = 0;                    ///< bit i: input i requires grad
+  std::vector<StorageId> saved;
+  std::vector<bool> released;
+  std::vector<Grad> buffer;           ///< InputBuffer: one slot per output
+  int deps = 0;                       ///< edges from reachable nodes not yet delivered
+  bool reachable = false;
+};
+
+struct StepState {
+  StepState(const Graph& graph, const BoundGraph& b, const StepConfig& c);
+
+  const Graph& g;
+  const BoundGraph& bound;
+  const StepConfig& cfg;
+  const Profile& profile;
+  Ledger ledger;
+  Phase phase = Phase::kSetup;
+  std::vector<bool> rg;                 ///< per tensor: requires grad
+  std::vector<StorageId> storage;       ///< per tensor: its storage, or kNoStorage
+  std::vector<uint32_t> param_index;    ///< per tensor: index in Graph::parameters, or kNoStorage
+  std::vector<bool> held;               ///< per tensor: held by the caller (`out`, `loss`)
+  std::vector<Node> nodes;              ///< per op
+  std::vector<Grad> param_buffer;       ///< per parameter: grads being accumulated
+  std::vector<int> param_deps;          ///< per parameter: grads still to come
+  std::vector<StorageId> param_grad;    ///< per parameter: its .grad
+  std::vector<StorageId> states;        ///< optimizer state
+  LibraryWorkspaces workspaces;
+  std::vector<TrainingSetup*> setups;   ///< called at every hook, in order
+
+  void SetPhase(Phase p) {
+    phase = p;
+    ledger.set_phase(p);
+  }
+  RuleCtx Ctx(OpId o) const { return MakeRuleCtx(g, bound, profile, o, &rg); }
+  /// The trainable parameters as the optimizer sees them (with their .grad storages).
+  std::vector<OptParam> OptParams() const;
+  /// Calls |hook| on every setup.
+  template <typename... Args, typename... Given>
+  void Hook(void (TrainingSetup::*hook)(StepState&, Args...), Given&&... args) {
+    for (TrainingSetup* s : setups) (s->*hook)(*this, std::forward<Given>(args)...);
+  }
+};
+
+// The phases of the step (each in its own file).
+void RunForwardOp(StepState& s, OpId o);
+/// loss.backward() in autograd-engine order, then `del out, loss`.
+void RunBackwardPass(StepState& s);
+/// Who holds each storage alive now (see ExplainAtEvent).
+std::vector<Retention> ExplainState(const StepState& s);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_AUTODIFF_STATE_H_
