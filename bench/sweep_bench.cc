@@ -14,7 +14,7 @@ void BM_OneConfiguration(benchmark::State& state, const char* model) {
     state.SkipWithError(g.status().message().c_str());
     return;
   }
-  SweepConfig c;
+  RunConfig c;
   c.sim.optimizer = "adam";
   c.alloc.compute_ideal = false;
   int64_t batch = 1;

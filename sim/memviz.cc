@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "sim/allocator/alloc_config.h"
-#include "sim/allocator/caching_allocator.h"
 
 namespace memsim {
 namespace {
@@ -87,12 +85,7 @@ std::string ToPickle(const ordered_json& value) {
   return out;
 }
 
-Result<ordered_json> MemoryVizSnapshot(const Graph& g, const EventStream& s, const std::string& alloc_conf) {
-  MEMSIM_ASSIGN_OR_RETURN(AllocatorConfig cfg, ParseAllocConf(alloc_conf));
-  if (cfg.expandable_segments)
-    return Status::Unsupported("the memory_viz export does not support expandable_segments yet");
-  CachingAllocator alloc(cfg);
-  std::vector<BlockId> block(s.buffers.size(), kNoBlock);
+ordered_json MemoryVizSnapshot(const Graph& g, const EventStream& s, const Placement& place) {
   ordered_json trace = ordered_json::array();
   auto frames = [&](const Buffer& b) {
     ordered_json f = ordered_json::array();
@@ -101,29 +94,23 @@ Result<ordered_json> MemoryVizSnapshot(const Graph& g, const EventStream& s, con
                  {"name", b.name + " [" + std::string(CategoryName(b.category)) + (op.empty() ? "" : ", op " + op) + "]"}});
     return f;
   };
-  for (const MemEvent& e : s.events) {
+  const size_t n = std::min(place.address.size(), s.events.size());
+  for (size_t i = 0; i < n; ++i) {
+    const MemEvent& e = s.events[i];
     const Buffer& b = s.buffers[e.buffer];
+    const uint64_t addr = place.address[i];
     if (e.kind == EventKind::kAlloc) {
-      BlockId id = alloc.Malloc(b.bytes);
-      if (id == kNoBlock) return Status::Internal("allocation failed without a capacity limit");
-      block[e.buffer] = id;
-      uint64_t addr = alloc.BlockAddress(id);
-      if (alloc.last_malloc_device_bytes() > 0)
-        trace.push_back({{"action", "segment_alloc"}, {"addr", addr}, {"size", alloc.last_malloc_device_bytes()},
+      if (place.segment_bytes[i] > 0)
+        trace.push_back({{"action", "segment_alloc"}, {"addr", addr}, {"size", place.segment_bytes[i]},
                          {"stream", 0}, {"frames", frames(b)}});
       trace.push_back({{"action", "alloc"}, {"addr", addr}, {"size", b.bytes}, {"stream", 0}, {"frames", frames(b)}});
     } else {
-      BlockId id = block[e.buffer];
-      if (id == kNoBlock) return Status::Internal("free of a buffer that is not allocated");
-      uint64_t addr = alloc.BlockAddress(id);
       for (const char* action : {"free_requested", "free_completed"})
         trace.push_back({{"action", action}, {"addr", addr}, {"size", b.bytes}, {"stream", 0}, {"frames", frames(b)}});
-      alloc.Free(id);
-      block[e.buffer] = kNoBlock;
     }
   }
   ordered_json segments = ordered_json::array();
-  for (const SegmentView& seg : alloc.Snapshot()) {
+  for (const SegmentView& seg : place.final_segments) {
     ordered_json blocks = ordered_json::array();
     int64_t requested = 0;
     for (const BlockView& bv : seg.blocks) {

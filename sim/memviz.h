@@ -1,6 +1,6 @@
 // Export of a simulated step in the format of torch.cuda.memory._dump_snapshot(), so it opens in
-// pytorch.org/memory_viz like a recorded run: the stream is placed by the caching-allocator
-// model, giving real-looking addresses, segment allocations and the final segment layout; each
+// pytorch.org/memory_viz like a recorded run: the blocks are where the run's caching-allocator
+// model placed them, giving real-looking addresses, segment allocations and the final segment layout; each
 // trace entry's frames name the tensor, its category, op and module. `memsim replay` reads it.
 #ifndef MEMSIM_SIM_MEMVIZ_H_
 #define MEMSIM_SIM_MEMVIZ_H_
@@ -10,13 +10,14 @@
 
 #include "lib/stream/events.h"
 #include "lib/ir/graph.h"
-#include "lib/util/status.h"
+#include "sim/allocator/simulate.h"
 
 namespace memsim {
 
-/// The snapshot as a value tree ({"segments": [...], "device_traces": [[...]]}). The allocator
-/// runs with |alloc_conf| and no capacity limit (an export shows the whole step).
-Result<nlohmann::ordered_json> MemoryVizSnapshot(const Graph& g, const EventStream& s, const std::string& alloc_conf);
+/// The snapshot as a value tree ({"segments": [...], "device_traces": [[...]]}) of where the
+/// run's caching-allocator model placed each block (|place|, recorded by SimulateAllocator;
+/// after a simulated OOM it covers the events before it).
+nlohmann::ordered_json MemoryVizSnapshot(const Graph& g, const EventStream& s, const Placement& place);
 
 /// Serialises a value tree (objects, arrays, strings, integers, floats, booleans, null) as a
 /// pickle (protocol 2) of dicts, lists, str, int, float, bool and None — what _dump_snapshot

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "sim/report.h"
+#include "sim/report/format.h"
 
 namespace memsim {
 namespace {

@@ -59,6 +59,8 @@ Result<AllocatorReport> SimulateAllocator(const EventStream& es, const Allocator
   MEMSIM_ASSIGN_OR_RETURN(AllocatorConfig cfg, ParseAllocConf(opt.alloc_conf));
   if (opt.model == AllocatorModel::kExpandable) cfg.expandable_segments = true;
   if (opt.capacity_bytes < 0) return Status::InvalidArgument("capacity_bytes must be >= 0");
+  if (opt.record_placement && (opt.model == AllocatorModel::kIdeal || cfg.expandable_segments))
+    return Status::Unsupported("the memory_viz export needs the caching allocator without expandable_segments");
   AllocatorReport rep;
   rep.model = opt.model;
   rep.alloc_conf = cfg.ToString();
@@ -82,6 +84,13 @@ Result<AllocatorReport> SimulateAllocator(const EventStream& es, const Allocator
   std::vector<uint8_t> live(es.buffers.size(), 0);
   const DeviceStats& st = alloc.stats();
   int64_t frag_reserved = -1;
+  Placement* place = nullptr;
+  if (opt.record_placement) {
+    rep.placement.emplace();
+    place = &*rep.placement;
+    place->address.assign(es.events.size(), 0);
+    place->segment_bytes.assign(es.events.size(), 0);
+  }
   size_t i = 0;
   for (; i < es.events.size(); ++i) {
     const MemEvent& e = es.events[i];
@@ -103,6 +112,10 @@ Result<AllocatorReport> SimulateAllocator(const EventStream& es, const Allocator
         break;
       }
       block[e.buffer] = b;
+      if (place) {
+        place->address[i] = alloc.BlockAddress(b);
+        place->segment_bytes[i] = alloc.last_malloc_device_bytes();
+      }
       if (st.reserved_bytes.all().current > frag_reserved) {
         // See Note [Fragmentation]: sampled when reserved first reaches a new peak.
         frag_reserved = st.reserved_bytes.all().current;
@@ -121,11 +134,13 @@ Result<AllocatorReport> SimulateAllocator(const EventStream& es, const Allocator
     } else {
       if (!live[e.buffer]) return BadEvent(i, "free of a buffer that is not allocated");
       live[e.buffer] = 0;
+      if (place && block[e.buffer] != kNoBlock) place->address[i] = alloc.BlockAddress(block[e.buffer]);
       if (block[e.buffer] != kNoBlock) alloc.Free(block[e.buffer]);
       block[e.buffer] = kNoBlock;
     }
   }
   rep.events_simulated = static_cast<int64_t>(i);
+  if (place) place->final_segments = alloc.Snapshot();
   rep.stats = st;
   rep.peak_allocated_bytes = st.allocated_bytes.all().peak;
   rep.peak_reserved_bytes = st.reserved_bytes.all().peak;

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lib/stream/events.h"
 #include "lib/util/status.h"
@@ -43,6 +44,14 @@ struct AllocatorOptions {
   int64_t capacity_bytes = 0;  ///< device memory available to the allocator; 0 = unlimited
   AddressOrder address_order = AddressOrder::kDecreasing;
   bool compute_ideal = true;  ///< also run the ideal packer for ideal_peak_bytes
+  bool record_placement = false;  ///< fill AllocatorReport::placement (caching models only)
+};
+
+/// Where the caching model put every block (what a memory_viz export draws).
+struct Placement {
+  std::vector<uint64_t> address;        ///< per event: its block's address (0: zero-byte, none)
+  std::vector<int64_t> segment_bytes;   ///< per event: device bytes its Malloc obtained (0: cached)
+  std::vector<SegmentView> final_segments;  ///< the segments after the last simulated event
 };
 
 /// Fragmentation at the moment reserved memory first reached its peak.
@@ -80,6 +89,7 @@ struct AllocatorReport {
   DeviceStats stats;                 ///< final stats (peaks included); zero for kIdeal
   Fragmentation fragmentation;
   std::optional<OomRecord> oom;
+  std::optional<Placement> placement;  ///< with AllocatorOptions::record_placement
 };
 
 /// Simulates |events|. Errors: a bad alloc_conf, or an event stream that frees a buffer that is

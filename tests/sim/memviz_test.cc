@@ -1,4 +1,5 @@
 #include "sim/memviz.h"
+#include "sim/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -40,20 +41,21 @@ TEST(PickleWriterTest, PlainValuesRoundTripThroughTheSafeReader) {
 TEST(MemoryVizTest, ExportReplaysExactlyAndMatchesTheAllocatorModel) {
   auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/resnet18.json");
   ASSERT_TRUE(g.ok());
-  SimOptions opt;
-  opt.symbols["batch"] = 4;
-  opt.optimizer = "momentum";
-  auto r = Simulate(*g, opt);
-  ASSERT_TRUE(r.ok());
-  auto snap = MemoryVizSnapshot(*g, r->events, "");
-  ASSERT_TRUE(snap.ok()) << snap.status().message();
+  RunConfig c;
+  c.sim.symbols["batch"] = 4;
+  c.sim.optimizer = "momentum";
+  c.alloc.record_placement = true;
+  auto run = RunPipeline(*g, c);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const SimResult* r = &run->sim;
+  auto snap = MemoryVizSnapshot(*g, r->events, *run->alloc.placement);
   // Every trace entry names its tensor and category in its frames.
-  const auto& trace = (*snap)["device_traces"][0];
+  const auto& trace = snap["device_traces"][0];
   ASSERT_FALSE(trace.empty());
   EXPECT_NE(trace[0]["frames"][0]["name"].get<std::string>().find("[parameter]"), std::string::npos);
   for (const auto& e : trace) EXPECT_LT(e["addr"].get<uint64_t>(), uint64_t{1} << 53) << "exact in JavaScript";
 
-  auto parsed = ParseSnapshot(ToPickle(*snap));
+  auto parsed = ParseSnapshot(ToPickle(snap));
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   auto replay = ReplaySnapshot(*parsed, {});
   ASSERT_TRUE(replay.ok()) << replay.status().message();
@@ -68,14 +70,24 @@ TEST(MemoryVizTest, ExportReplaysExactlyAndMatchesTheAllocatorModel) {
   EXPECT_EQ(replay->final_layout_matches, true);
 }
 
-TEST(MemoryVizTest, ExpandableSegmentsAreRefused) {
+TEST(MemoryVizTest, PlacementIsRecordedOnlyForTheCachingModelWithoutExpandableSegments) {
   auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/mlp.json");
   ASSERT_TRUE(g.ok());
-  auto r = Simulate(*g, SimOptions{});
-  ASSERT_TRUE(r.ok());
-  auto snap = MemoryVizSnapshot(*g, r->events, "expandable_segments:True");
-  EXPECT_FALSE(snap.ok());
-  EXPECT_FALSE(MemoryVizSnapshot(*g, r->events, "bogus_key:1").ok());
+  RunConfig c;
+  c.alloc.record_placement = true;
+  c.alloc.alloc_conf = "expandable_segments:True";
+  EXPECT_FALSE(RunPipeline(*g, c).ok());
+  c.alloc.alloc_conf = "";
+  c.alloc.model = AllocatorModel::kIdeal;
+  EXPECT_FALSE(RunPipeline(*g, c).ok());
+  c.alloc.model = AllocatorModel::kCaching;
+  c.alloc.alloc_conf = "bogus_key:1";
+  EXPECT_FALSE(RunPipeline(*g, c).ok());
+  c.alloc.alloc_conf = "";
+  auto run = RunPipeline(*g, c);
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(run->alloc.placement.has_value());
+  EXPECT_EQ(run->alloc.placement->address.size(), run->sim.events.events.size());
 }
 
 }  // namespace

@@ -13,12 +13,12 @@ Graph Zoo(const std::string& name) {
   return std::move(g).value();
 }
 
-std::vector<SweepConfig> Grid() {
-  std::vector<SweepConfig> configs;
+std::vector<RunConfig> Grid() {
+  std::vector<RunConfig> configs;
   for (int64_t batch : {1, 2, 4, 8, 16, 32})
     for (const char* opt : {"sgd", "adam", "nonexistent"})
       for (const char* profile : {"cuda", "cpu"}) {
-        SweepConfig c;
+        RunConfig c;
         c.sim.symbols["batch"] = batch;
         c.sim.optimizer = opt;
         c.sim.profile = profile;
@@ -73,7 +73,7 @@ TEST(SweepTest, BiggerBatchesRunOutOfMemoryFirst) {
 
 TEST(FitTest, FindsTheBoundary) {
   Graph g = Zoo("resnet18");
-  SweepConfig base;
+  RunConfig base;
   base.sim.optimizer = "adam";
   base.alloc.capacity_bytes = int64_t{1} << 30;
   auto fit = FitBatch(g, base, 4096);
@@ -83,7 +83,7 @@ TEST(FitTest, FindsTheBoundary) {
   EXPECT_TRUE(fit->above.oom);
   EXPECT_LE(fit->at_max.peak_reserved_bytes, base.alloc.capacity_bytes);
   // The boundary really is one: max_batch fits, max_batch + 1 does not.
-  SweepConfig c = base;
+  RunConfig c = base;
   c.sim.symbols["batch"] = fit->max_batch + 1;
   EXPECT_TRUE(RunOne(g, c).oom);
   c.sim.symbols["batch"] = fit->max_batch;
@@ -93,7 +93,7 @@ TEST(FitTest, FindsTheBoundary) {
 
 TEST(FitTest, NeedsACapacityAndABatchSymbol) {
   Graph g = Zoo("resnet18");
-  SweepConfig base;
+  RunConfig base;
   EXPECT_FALSE(FitBatch(g, base, 64).ok());
   base.alloc.capacity_bytes = int64_t{64} << 20;
   auto tiny = FitBatch(g, base, 64);
@@ -103,7 +103,7 @@ TEST(FitTest, NeedsACapacityAndABatchSymbol) {
 
 TEST(FitTest, StopsAtTheLimit) {
   Graph g = Zoo("mlp");
-  SweepConfig base;
+  RunConfig base;
   base.alloc.capacity_bytes = int64_t{80} << 30;
   auto fit = FitBatch(g, base, 100);
   ASSERT_TRUE(fit.ok());

@@ -1,5 +1,5 @@
-// Helpers shared by the subcommands: loading a graph with a one-line error, the common
-// simulation options, and failing with an exit code.
+// Helpers shared by the subcommands: loading a graph with a one-line error, and failing with
+// an exit code.
 #ifndef MEMSIM_TOOLS_MEMSIM_CLI_UTIL_H_
 #define MEMSIM_TOOLS_MEMSIM_CLI_UTIL_H_
 
@@ -9,8 +9,6 @@
 
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
-#include "sim/gpus.h"
-#include "sim/simulator.h"
 
 namespace memsim::cli {
 
@@ -20,20 +18,12 @@ namespace memsim::cli {
 /// Loads |path| or fails with the loader's message.
 Graph LoadOrFail(const std::string& path);
 
-/// The GPU named by --gpu, or fails listing the known names.
-GpuSpec GpuOrFail(const std::string& name);
-
-/// Options shared by run-like commands; Bind() adds them to a subcommand.
-struct CommonOptions {
-  std::string graph;
-  int64_t batch = -1;
-  std::vector<std::string> sets;
-  std::string profile = "cuda";
-
-  void Bind(CLI::App* cmd);
-  /// Fills |opt|'s symbols from --batch and --set, or fails naming the bad --set.
-  void ApplyTo(SimOptions* opt) const;
-};
+/// The value of |r|, or fails with its error (exit 2).
+template <typename T>
+T ValueOrFail(Result<T> r) {
+  if (!r.ok()) Fail(r.status());
+  return std::move(r).value();
+}
 
 }  // namespace memsim::cli
 

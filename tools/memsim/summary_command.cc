@@ -2,26 +2,27 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "lib/analysis/summary.h"
-#include "sim/report.h"
+#include "sim/report/format.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
+#include "tools/memsim/options.h"
 
 namespace memsim::cli {
 namespace {
 
 struct SummaryArgs {
-  CommonOptions common;
+  ConfigOptions config;
   bool json = false;
 };
 
 void Summary(const SummaryArgs& a) {
-  Graph g = LoadOrFail(a.common.graph);
-  SimOptions opt;
-  a.common.ApplyTo(&opt);
-  opt.optimizer = "none";
-  auto r = Simulate(g, opt);
+  Graph g = LoadOrFail(a.config.graph);
+  RunConfig c = ValueOrFail(a.config.Single("summary"));
+  c.sim.optimizer = "none";
+  auto r = Simulate(g, c.sim);
   if (!r.ok()) Fail(r.status());
   LayerTable t = SummarizeLayers(g, r->bound, r->profile, r->frozen);
   if (a.json) {
@@ -61,7 +62,7 @@ void Summary(const SummaryArgs& a) {
 void RegisterSummaryCommand(CLI::App& app) {
   auto args = std::make_shared<SummaryArgs>();
   CLI::App* cmd = app.add_subcommand("summary", "per-layer table: output shape, params, activation and saved bytes");
-  args->common.Bind(cmd);
+  args->config.Bind(cmd, /*lists=*/false, ConfigOptions::Scope::kShapes);
   cmd->add_flag("--json", args->json, "print the table as JSON");
   cmd->callback([args] { Summary(*args); });
 }

@@ -1,0 +1,46 @@
+// Advice: single changes to a configuration (in-place activations, expandable segments, half
+// the batch, a lighter optimizer, freezing), each simulated through the run pipeline and
+// ranked by the peak reserved memory it saves; plus the largest batch that fits as configured.
+#ifndef MEMSIM_SIM_ADVISE_H_
+#define MEMSIM_SIM_ADVISE_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/sweep.h"
+
+namespace memsim {
+
+/// One candidate change: how it alters a configuration, and whether it changes what is trained
+/// (not only how much memory it takes).
+struct Change {
+  std::string what;
+  bool changes_training;
+  std::function<bool(const RunConfig& base, RunConfig* changed)> apply;  ///< false: not applicable
+};
+
+/// The candidate changes for |g|, in table order.
+std::vector<Change> CandidateChanges(const Graph& g);
+
+struct AdvisedChange {
+  std::string what;
+  bool changes_training = false;
+  SweepRow row;
+};
+
+struct AdviseReport {
+  std::string model;
+  int64_t capacity_bytes = 0;
+  SweepRow baseline;
+  std::vector<AdvisedChange> changes;  ///< largest saving first; ties keep the table's order
+  std::optional<int64_t> max_batch;    ///< with a capacity and a batch symbol
+};
+
+/// Simulates |base| and every applicable change. Error: |base| itself is invalid.
+Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, int64_t max_batch);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SIM_ADVISE_H_

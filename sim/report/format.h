@@ -1,0 +1,15 @@
+// Formatting shared by the text renderings of every report.
+#ifndef MEMSIM_SIM_REPORT_FORMAT_H_
+#define MEMSIM_SIM_REPORT_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+
+namespace memsim {
+
+/// "1.23 GiB", "512 B".
+std::string HumanBytes(int64_t bytes);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SIM_REPORT_FORMAT_H_

@@ -1,0 +1,190 @@
+#include "sim/report/run_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "sim/report/format.h"
+
+namespace memsim {
+namespace {
+
+std::string OpLabel(const Graph& g, uint32_t op) {
+  if (op == kNoOp || op >= g.ops.size()) return "";
+  return g.ops[op].name;
+}
+
+std::vector<TensorAtPeak> TopTensors(const Graph& g, const RunResult& r, int top) {
+  std::vector<TensorAtPeak> tops;
+  const SimResult& s = r.sim;
+  for (size_t i = 0; i < s.peak.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
+    uint32_t id = s.peak.live_at_peak[i];
+    const Buffer& b = s.events.buffers[id];
+    TensorAtPeak t{b.name, b.bytes, b.category, OpLabel(g, b.op), b.module, {}, false};
+    for (const Retention& ret : s.at_peak)
+      if (ret.buffer == id) {
+        t.held_by = ret.held_by;
+        t.explained = true;
+      }
+    tops.push_back(std::move(t));
+  }
+  return tops;
+}
+
+nlohmann::ordered_json AllocatorJson(const RunReport& r) {
+  nlohmann::ordered_json j = AllocatorReportToJson(r.allocator);
+  if (r.oom) {
+    j["oom"]["tensor"] = r.oom->tensor;
+    j["oom"]["category"] = r.oom->category;
+    j["oom"]["op"] = r.oom->op;
+    j["oom"]["module"] = r.oom->module;
+    j["oom"]["phase"] = r.oom->phase;
+  }
+  return j;
+}
+
+std::string AllocatorText(const RunReport& r) {
+  const AllocatorReport& a = r.allocator;
+  std::ostringstream o;
+  o << "allocator (" << AllocatorModelName(a.model) << (a.alloc_conf.empty() ? "" : ", " + a.alloc_conf) << "):\n"
+    << "  peak allocated  " << HumanBytes(a.peak_allocated_bytes) << "  (torch.cuda.max_memory_allocated)\n"
+    << "  peak reserved   " << HumanBytes(a.peak_reserved_bytes) << "  (torch.cuda.max_memory_reserved)\n";
+  if (a.ideal_peak_bytes > 0)
+    o << "  ideal packing   " << HumanBytes(a.ideal_peak_bytes)
+      << "  (best-fit offsets in one arena, no caching; live peak: " + HumanBytes(a.peak_requested_bytes) + ")\n";
+  if (a.capacity_bytes > 0) o << "  capacity        " << HumanBytes(a.capacity_bytes) << "\n";
+  if (a.oom && r.oom) {
+    o << "\nOUT OF MEMORY: " << a.oom->info.message << "\n  triggered by " << r.oom->tensor << " (" << r.oom->category
+      << ") in " << r.oom->phase;
+    if (!r.oom->op.empty()) o << " at op " << r.oom->op;
+    o << "\n";
+  } else if (a.capacity_bytes > 0) {
+    o << "  fits: " << HumanBytes(a.capacity_bytes - a.peak_reserved_bytes) << " to spare\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, int top) {
+  const SimOptions& opt = c.sim;
+  const SimResult& s = r.sim;
+  RunReport rep;
+  rep.model = g.name;
+  rep.symbols = opt.symbols;
+  rep.optimizer = opt.optimizer;
+  rep.step = opt.first_step ? "first" : "steady";
+  rep.profile = s.profile.name;
+  rep.inplace_activations = opt.inplace ? (*opt.inplace ? "on" : "off") : "keep";
+  int64_t frozen = 0, trainable = 0;
+  for (size_t k = 0; k < g.parameters.size(); ++k) {
+    const TensorMeta& m = s.bound.metas[g.parameters[k]];
+    rep.parameter_bytes += m.bytes();
+    (s.frozen[k] ? frozen : trainable) += m.numel();
+  }
+  rep.frozen_parameters = frozen;
+  rep.parameter_count = frozen + trainable;
+  rep.trainable_parameters = trainable;
+  rep.peak_live_bytes = s.peak.peak_live_bytes;
+  rep.peak_phase = s.peak.peak_phase;
+  rep.peak_op = OpLabel(g, s.peak.peak_op);
+  rep.setup_bytes = s.peak.setup_bytes;
+  rep.final_bytes = s.peak.final_bytes;
+  rep.phase_peaks = s.peak.phase_peaks;
+  rep.breakdown_at_peak = s.peak.breakdown_at_peak;
+  rep.top_tensors_at_peak = TopTensors(g, r, top);
+  rep.tensors_alive_at_peak = s.peak.live_at_peak.size();
+  rep.allocator = r.alloc;
+  if (r.alloc.oom) {
+    const Buffer& b = s.events.buffers[r.alloc.oom->buffer];
+    rep.oom = OomReport{b.name, std::string(CategoryName(b.category)), OpLabel(g, r.alloc.oom->op), b.module,
+                        std::string(PhaseName(r.alloc.oom->phase))};
+  }
+  return rep;
+}
+
+nlohmann::ordered_json ToJson(const RunReport& r) {
+  nlohmann::ordered_json j;
+  j["model"] = r.model;
+  nlohmann::ordered_json cfg;
+  for (const auto& [k, v] : r.symbols) cfg["symbols"][k] = v;
+  cfg["optimizer"] = r.optimizer;
+  cfg["step"] = r.step;
+  cfg["profile"] = r.profile;
+  cfg["inplace_activations"] = r.inplace_activations;
+  cfg["frozen_parameters"] = r.frozen_parameters;
+  j["config"] = cfg;
+  j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
+  j["peak_live_bytes"] = r.peak_live_bytes;
+  j["peak_phase"] = PhaseName(r.peak_phase);
+  j["peak_op"] = r.peak_op;
+  j["setup_bytes"] = r.setup_bytes;
+  j["final_bytes"] = r.final_bytes;
+  j["phase_peaks"] = {{"forward", r.phase_peaks[int(Phase::kForward)]},
+                      {"backward", r.phase_peaks[int(Phase::kBackward)]},
+                      {"optimizer", r.phase_peaks[int(Phase::kOptimizer)]}};
+  nlohmann::ordered_json bd;
+  for (int c = 0; c < kNumCategories; ++c) bd[std::string(CategoryName(Category(c)))] = r.breakdown_at_peak[c];
+  j["breakdown_at_peak"] = bd;
+  nlohmann::ordered_json tops = nlohmann::ordered_json::array();
+  for (const TensorAtPeak& t : r.top_tensors_at_peak) {
+    nlohmann::ordered_json tj = {{"name", t.name}, {"bytes", t.bytes}, {"category", CategoryName(t.category)},
+                                 {"op", t.op}, {"module", t.module}};
+    if (t.explained) tj["held_by"] = t.held_by;
+    tops.push_back(tj);
+  }
+  j["top_tensors_at_peak"] = tops;
+  j["tensors_alive_at_peak"] = r.tensors_alive_at_peak;
+  nlohmann::ordered_json aj = AllocatorJson(r);
+  j["peak_allocated_bytes"] = r.allocator.peak_allocated_bytes;
+  j["peak_reserved_bytes"] = r.allocator.peak_reserved_bytes;
+  j["fragmentation"] = aj["fragmentation"];
+  j["oom"] = aj.contains("oom") ? aj["oom"] : nlohmann::ordered_json();
+  j["allocator"] = aj;
+  return j;
+}
+
+std::string ToText(const RunReport& r) {
+  std::ostringstream o;
+  o << "memsim: " << r.model << "  (profile " << r.profile << ", optimizer " << r.optimizer << ", " << r.step << " step";
+  for (const auto& [k, v] : r.symbols) o << ", " << k << "=" << v;
+  o << ")\n";
+  o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
+    << HumanBytes(r.parameter_bytes) << "\n\n";
+  o << "peak live memory: " << HumanBytes(r.peak_live_bytes) << " (" << r.peak_live_bytes << " bytes) in "
+    << PhaseName(r.peak_phase);
+  if (!r.peak_op.empty()) o << " at " << r.peak_op;
+  o << "\n  forward peak   " << HumanBytes(r.phase_peaks[int(Phase::kForward)])
+    << "\n  backward peak  " << HumanBytes(r.phase_peaks[int(Phase::kBackward)])
+    << "\n  optimizer peak " << HumanBytes(r.phase_peaks[int(Phase::kOptimizer)]) << "\n\n";
+  o << "at the peak, by category:\n";
+  for (int c = 0; c < kNumCategories; ++c) {
+    int64_t v = r.breakdown_at_peak[c];
+    if (v == 0) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  %-16s %12s  %5.1f %%\n", std::string(CategoryName(Category(c))).c_str(),
+                  HumanBytes(v).c_str(), 100.0 * v / std::max<int64_t>(r.peak_live_bytes, 1));
+    o << buf;
+  }
+  o << "\nlargest tensors alive at the peak:\n";
+  for (const TensorAtPeak& t : r.top_tensors_at_peak) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %12s  %-16s %s\n", HumanBytes(t.bytes).c_str(),
+                  std::string(CategoryName(t.category)).c_str(), t.name.c_str());
+    o << buf;
+    for (const std::string& h : t.held_by) o << std::string(32, ' ') << "held by: " << h << "\n";
+  }
+  o << "\n" << AllocatorText(r);
+  return o.str();
+}
+
+std::string EventsText(const EventStream& s) {
+  std::ostringstream o;
+  for (const MemEvent& e : s.events) {
+    const Buffer& b = s.buffers[e.buffer];
+    o << (e.kind == EventKind::kAlloc ? "A " : "F ") << PhaseName(e.phase) << " " << b.bytes << " " << b.name << " "
+      << CategoryName(b.category) << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace memsim

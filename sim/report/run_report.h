@@ -1,0 +1,67 @@
+// The report of one simulated configuration (`memsim run`, the Python module): a typed value
+// built once from the run's result, rendered to JSON (stable key order, for tools and golden
+// tests) and to text (for people). Pure functions.
+#ifndef MEMSIM_SIM_REPORT_RUN_REPORT_H_
+#define MEMSIM_SIM_REPORT_RUN_REPORT_H_
+
+#include <array>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/pipeline.h"
+
+namespace memsim {
+
+/// One tensor alive at the peak.
+struct TensorAtPeak {
+  std::string name;
+  int64_t bytes = 0;
+  Category category = Category::kActivation;
+  std::string op, module;
+  std::vector<std::string> held_by;  ///< with --explain
+  bool explained = false;
+};
+
+/// The simulated OOM with its tensor, op and phase named.
+struct OomReport {
+  std::string tensor, category, op, module, phase;
+};
+
+struct RunReport {
+  std::string model;
+  // The configuration.
+  std::map<std::string, int64_t> symbols;
+  std::string optimizer, step, profile, inplace_activations;
+  int64_t frozen_parameters = 0;
+  // The model.
+  int64_t parameter_count = 0, trainable_parameters = 0, parameter_bytes = 0;
+  // Live bytes (the requested bytes of the tensors alive).
+  int64_t peak_live_bytes = 0;
+  Phase peak_phase = Phase::kSetup;
+  std::string peak_op;
+  int64_t setup_bytes = 0, final_bytes = 0;
+  std::array<int64_t, kNumPhases> phase_peaks{};
+  std::array<int64_t, kNumCategories> breakdown_at_peak{};
+  std::vector<TensorAtPeak> top_tensors_at_peak;
+  size_t tensors_alive_at_peak = 0;
+  // The allocator model.
+  AllocatorReport allocator;
+  std::optional<OomReport> oom;
+};
+
+/// Builds the report of |r|; |top| limits the tensor list.
+RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, int top);
+
+/// The `memsim run --json` document.
+nlohmann::ordered_json ToJson(const RunReport& r);
+/// The text form of the same report.
+std::string ToText(const RunReport& r);
+
+/// The event stream as text, one line per event: `A|F <phase> <bytes> <buffer> <category>`.
+std::string EventsText(const EventStream& s);
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SIM_REPORT_RUN_REPORT_H_

@@ -1,0 +1,102 @@
+#include "tools/memsim/options.h"
+
+#include <cstdlib>
+
+#include "lib/autodiff/optimizer.h"
+
+namespace memsim::cli {
+
+Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string& s) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    return Status::InvalidArgument("--set \"" + s + "\": expected SYMBOL=non-negative integer (sweep: SYMBOL=V1,V2,...)");
+  std::vector<int64_t> values;
+  size_t pos = eq + 1;
+  while (true) {
+    size_t comma = s.find(',', pos);
+    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || errno == ERANGE)
+      return Status::InvalidArgument("--set \"" + s + "\": \"" + item + "\" is not a non-negative integer");
+    values.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return std::make_pair(s.substr(0, eq), values);
+}
+
+void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
+  cmd->add_option("graph", graph, "graph file (JSON, see docs/graph-format.md)")->required();
+  cmd->add_option("--batch", batches, lists ? "batch sizes: --batch 8,16,32" : "value of the symbol `batch`")
+      ->delimiter(',');
+  cmd->add_option("--set", sets, lists ? "symbol values: --set seq=128,512 (repeatable)"
+                                       : "bind a symbol: --set seq=512 (repeatable)");
+  cmd->add_option("--profile", profiles, "device profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  if (scope == Scope::kShapes) return;
+  cmd->add_option("--optimizer", optimizers, OptimizerNames())->delimiter(',');
+  cmd->add_option("--step", steps, "first (optimizer state created during the step) or steady")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"first", "steady"}));
+  cmd->add_option("--inplace-activations", inplace, "on, off, or keep the graph's in-place flags")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"on", "off", "keep"}));
+  cmd->add_option("--freeze-params", freeze_params, "freeze the first K parameter tensors (registration order)")
+      ->delimiter(',');
+  cmd->add_option("--freeze", freeze, "freeze parameters whose name matches this glob (repeatable)");
+  cmd->add_option("--allocator", allocators, "caching (PyTorch's CUDA caching allocator), expandable, or ideal")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"caching", "expandable", "ideal"}));
+  cmd->add_option("--alloc-conf", alloc_confs, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True" +
+                                                   std::string(lists ? " (repeat the option for several)" : ""));
+  cmd->add_option("--gpu", gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
+  cmd->add_option("--capacity", capacity, "device capacity in bytes (overrides --gpu)");
+  cmd->add_option("--conv-workspace", conv_workspace,
+                  "cuDNN workspace bytes per convolution call (cuda profile; default 0)");
+  cmd->add_option("--cublas-workspace", cublas_workspace,
+                  "cuBLAS workspace bytes (cuda profile; default 8519680, 32 MiB with --gpu H100)");
+}
+
+Result<SweepSpec> ConfigOptions::Spec() const {
+  SweepSpec spec;
+  RunConfig& base = spec.base;
+  base.sim.freeze_globs = freeze;
+  if (capacity < 0) return Status::InvalidArgument("--capacity must be non-negative");
+  base.alloc.capacity_bytes = capacity;
+  if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;
+  if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;
+  if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity > 0));
+  std::vector<SweepAxis>& axes = spec.axes;
+  for (int64_t b : batches)
+    if (b < 0) return Status::InvalidArgument("--batch " + std::to_string(b) + ": expected a non-negative integer");
+  if (!batches.empty()) axes.push_back(SymbolAxis("batch", batches));
+  for (const std::string& s : sets) {
+    MEMSIM_ASSIGN_OR_RETURN(auto set, ParseSet(s));
+    axes.push_back(SymbolAxis(set.first, set.second));
+  }
+  axes.push_back(StringAxis("optimizer", optimizers, [](const std::string& v, RunConfig* c) { c->sim.optimizer = v; }));
+  axes.push_back(StringAxis("step", steps, [](const std::string& v, RunConfig* c) { c->sim.first_step = v == "first"; }));
+  axes.push_back(StringAxis("profile", profiles, [](const std::string& v, RunConfig* c) { c->sim.profile = v; }));
+  axes.push_back(StringAxis("inplace", inplace, [](const std::string& v, RunConfig* c) {
+    if (v != "keep") c->sim.inplace = v == "on";
+  }));
+  axes.push_back(IntAxis("freeze_params", freeze_params, [](int64_t v, RunConfig* c) { c->sim.freeze_params = v; }));
+  for (const std::string& a : allocators) MEMSIM_RETURN_IF_ERROR(ParseAllocatorModel(a).status());
+  axes.push_back(StringAxis("allocator", allocators,
+                            [](const std::string& v, RunConfig* c) { c->alloc.model = *ParseAllocatorModel(v); }));
+  axes.push_back(StringAxis("alloc_conf", alloc_confs, [](const std::string& v, RunConfig* c) { c->alloc.alloc_conf = v; }));
+  return spec;
+}
+
+Result<RunConfig> ConfigOptions::Single(const std::string& command) const {
+  MEMSIM_ASSIGN_OR_RETURN(SweepSpec spec, Spec());
+  for (const SweepAxis& ax : spec.axes)
+    if (ax.labels.size() != 1)
+      return Status::InvalidArgument(command + " takes one value per option (\"" + ax.name + "\" has several)");
+  return spec.Config(0);
+}
+
+}  // namespace memsim::cli

@@ -1,0 +1,49 @@
+// The one option spec of the configuration commands: run, fit and advise take one value per
+// option, sweep takes lists (a comma-separated list, or the option repeated) and varies every
+// option given several values. Also the one --set parser.
+#ifndef MEMSIM_TOOLS_MEMSIM_OPTIONS_H_
+#define MEMSIM_TOOLS_MEMSIM_OPTIONS_H_
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/util/status.h"
+#include "sim/sweep.h"
+
+namespace memsim::cli {
+
+/// Parses --set SYMBOL=V[,V...] (values non-negative integers).
+Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string& s);
+
+struct ConfigOptions {
+  enum class Scope { kShapes, kFull };  ///< kShapes: graph, --batch, --set, --profile only
+
+  std::string graph;
+  std::vector<int64_t> batches;
+  std::vector<std::string> sets;
+  std::vector<std::string> optimizers = {"sgd"};
+  std::vector<std::string> steps = {"first"};
+  std::vector<std::string> profiles = {"cuda"};
+  std::vector<std::string> inplace = {"keep"};
+  std::vector<int64_t> freeze_params = {0};
+  std::vector<std::string> freeze;
+  std::vector<std::string> allocators = {"caching"};
+  std::vector<std::string> alloc_confs = {""};
+  std::string gpu;
+  int64_t capacity = 0;
+  int64_t conv_workspace = -1;
+  int64_t cublas_workspace = -1;
+
+  /// Adds the options to |cmd|; |lists| words the help for sweep.
+  void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);
+  /// The base configuration and one axis per option (first axis slowest). Errors name the option.
+  Result<SweepSpec> Spec() const;
+  /// The one configuration run, fit and advise take (every option with a single value).
+  Result<RunConfig> Single(const std::string& command) const;
+};
+
+}  // namespace memsim::cli
+
+#endif  // MEMSIM_TOOLS_MEMSIM_OPTIONS_H_
