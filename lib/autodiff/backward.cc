@@ -1,7 +1,7 @@
 // The backward engine: loss.backward() as PyTorch's autograd engine runs it — dependencies
 // counted from the loss, ready nodes run most-recently-created first, InputBuffer
 // accumulation, validate_outputs reductions, AccumulateGrad stealing or copying into .grad
-// (Notes [InputBuffer], [AccumulateGrad steals] in docs/op-rules.md).
+// (Notes [Engine order], [InputBuffer], [AccumulateGrad steals] in docs/op-rules.md).
 #include <algorithm>
 #include <queue>
 

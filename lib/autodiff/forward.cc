@@ -1,6 +1,6 @@
 // The forward of one op: its outputs and extras allocated as its rule plans, what its autograd
 // node saves, the cuBLAS workspace of a first GEMM, and the Python names dropped after their
-// last use (see Note [Python names] in docs/op-rules.md).
+// last use (Note [Python names], Note [Saved tensors], Note [cuBLAS workspace] in docs/op-rules.md).
 #include <algorithm>
 
 #include "lib/autodiff/state.h"

@@ -1,7 +1,7 @@
 // Optimizers: which per-parameter state each keeps, when it is created (lazily at the first
 // step(), or eagerly in the constructor), and what one step() allocates temporarily, for the
 // for-loop (PyTorch 1.13 default, CPU) and the multi-tensor `foreach` (2.x default on CUDA)
-// implementations. See ../shared/reference/autograd_saved.md §6.
+// implementations. See Note [Optimizer state] in docs/op-rules.md.
 #ifndef MEMSIM_LIB_AUTODIFF_OPTIMIZER_H_
 #define MEMSIM_LIB_AUTODIFF_OPTIMIZER_H_
 

@@ -54,7 +54,7 @@ void Setup(StepState& s) {
 }
 
 /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function (Note
-/// [record_function scratch]).
+/// [record_function scratch] in docs/op-rules.md).
 void RecordFunctionScratch(StepState& s) {
   if (!s.profile.record_function_scratch) return;
   StorageId z = s.ledger.Alloc(4, "record_function zeros", Category::kTemporary);

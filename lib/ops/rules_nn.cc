@@ -2,7 +2,7 @@
 // fused attention. Ops whose derivatives.yaml entry has one line per input (mm, addmm, bmm,
 // baddbmm) keep an operand only if the other operand needs a grad; ops with one combined line
 // (convolution, the norms, fused attention) keep everything whenever the node exists
-// (../shared/reference/autograd_saved.md §1.3, §2.1–2.6, §2.9).
+// (Note [Saved tensors] in docs/op-rules.md).
 #include "lib/ops/op_rules.h"
 
 namespace memsim {

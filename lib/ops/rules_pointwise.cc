@@ -1,5 +1,5 @@
 // Elementwise ops, softmax, dropout, reductions and losses. What each saves follows
-// derivatives.yaml (see ../shared/reference/autograd_saved.md §2.3, §2.4, §2.8, §2.10):
+// derivatives.yaml (see Note [Saved tensors] and Note [In-place activations] in docs/op-rules.md):
 // outputs for relu/sigmoid/tanh/softmax; inputs for gelu/silu/leaky_relu/hardtanh/hardswish;
 // in-place variants whose formula needs the pre-mutation input save a clone.
 #include "lib/ops/op_rules.h"

@@ -72,3 +72,7 @@ memsim_golden_file_test(timeline_mnist_json timeline_mnist.json run graphs/mnist
 memsim_golden_test(advise_resnet18_text advise_resnet18.txt advise graphs/resnet18.json --batch 64 --optimizer adam --gpu T4)
 memsim_golden_test(advise_bert_small_json advise_bert_small.json advise graphs/bert_small.json --batch 16 --optimizer adamw --json)
 memsim_error_test(advise_two_values 2 "advise takes one value per option" advise graphs/mlp.json --batch 1,2)
+
+# Folder order: every #include goes down the pipeline (docs/README.md).
+add_test(NAME layers.include_order COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_layers.py ${PROJECT_SOURCE_DIR})
+add_test(NAME layers.checker_self_test COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_layers.py --self-test)

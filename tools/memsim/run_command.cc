@@ -3,9 +3,9 @@
 #include <iostream>
 #include <memory>
 
-#include "sim/memviz.h"
+#include "sim/report/memviz.h"
 #include "sim/report/run_report.h"
-#include "sim/timeline.h"
+#include "sim/report/timeline.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
 #include "tools/memsim/options.h"

@@ -1,4 +1,4 @@
-#include "sim/memviz.h"
+#include "sim/report/memviz.h"
 #include "sim/pipeline.h"
 
 #include <gtest/gtest.h>

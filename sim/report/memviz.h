@@ -2,8 +2,8 @@
 // pytorch.org/memory_viz like a recorded run: the blocks are where the run's caching-allocator
 // model placed them, giving real-looking addresses, segment allocations and the final segment layout; each
 // trace entry's frames name the tensor, its category, op and module. `memsim replay` reads it.
-#ifndef MEMSIM_SIM_MEMVIZ_H_
-#define MEMSIM_SIM_MEMVIZ_H_
+#ifndef MEMSIM_SIM_REPORT_MEMVIZ_H_
+#define MEMSIM_SIM_REPORT_MEMVIZ_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,4 +26,4 @@ std::string ToPickle(const nlohmann::ordered_json& value);
 
 }  // namespace memsim
 
-#endif  // MEMSIM_SIM_MEMVIZ_H_
+#endif  // MEMSIM_SIM_REPORT_MEMVIZ_H_

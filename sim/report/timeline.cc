@@ -1,4 +1,4 @@
-#include "sim/timeline.h"
+#include "sim/report/timeline.h"
 
 #include <algorithm>
 #include <array>

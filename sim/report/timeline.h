@@ -2,8 +2,8 @@
 // phase and category: a Chrome trace (open in Perfetto or chrome://tracing) and a
 // self-contained HTML page (an SVG stacked-area plot by category, no scripts fetched). Pure,
 // deterministic functions.
-#ifndef MEMSIM_SIM_TIMELINE_H_
-#define MEMSIM_SIM_TIMELINE_H_
+#ifndef MEMSIM_SIM_REPORT_TIMELINE_H_
+#define MEMSIM_SIM_REPORT_TIMELINE_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -25,4 +25,4 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
 
 }  // namespace memsim
 
-#endif  // MEMSIM_SIM_TIMELINE_H_
+#endif  // MEMSIM_SIM_REPORT_TIMELINE_H_
