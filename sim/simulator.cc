@@ -57,6 +57,10 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   cfg.optimizer = r.optimizer;
   cfg.first_step = opt.first_step;
   cfg.frozen = r.frozen;
+  if (opt.accumulate < 1) return Status::InvalidArgument("--accumulate must be at least 1");
+  if (!(opt.clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
+  cfg.passes = opt.accumulate;
+  cfg.setup.clip_grad_norm = opt.clip_grad_norm;
   MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
   r.peak = AnalyzePeak(r.events);
   if (opt.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);

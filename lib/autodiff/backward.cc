@@ -72,14 +72,16 @@ void Accumulate(StepState& s, Grad* buf, Grad g, TensorId target) {
 }
 
 /// AccumulateGrad: steals a grad nobody else references and laid out like the parameter,
-/// else copies it.
+/// else copies it; a .grad that exists already (an earlier pass) is added to in place.
 void AccumulateGrad(StepState& s, uint32_t k) {
   Grad g = std::move(s.param_buffer[k]);
   s.param_buffer[k] = Grad{};
   if (!g.defined()) return;
   TensorId t = s.g.parameters[k];
   const TensorMeta& m = s.bound.metas[t];
-  if (s.ledger.refs(g.s) == 1 && g.meta.is_contiguous() && g.meta.sizes == m.sizes) {
+  if (s.param_grad[k] != kNoStorage) {
+    s.ledger.Unref(g.s);  // variable.grad += new_grad
+  } else if (s.ledger.refs(g.s) == 1 && g.meta.is_contiguous() && g.meta.sizes == m.sizes) {
     s.param_grad[k] = g.s;
   } else {
     s.param_grad[k] = s.ledger.Alloc(m.bytes(), s.g.tensors[t].name + ".grad", Category::kGradient);

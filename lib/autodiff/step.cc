@@ -10,7 +10,9 @@
 namespace memsim {
 
 StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& c)
-    : g(graph), bound(b), cfg(c), profile(*c.profile), workspaces(*c.profile), setups(c.setups) {
+    : g(graph), bound(b), cfg(c), profile(*c.profile), workspaces(*c.profile), owned_setups(MakeSetups(c.setup, *c.profile)) {
+  for (const auto& s : owned_setups) setups.push_back(s.get());
+  setups.insert(setups.end(), c.setups.begin(), c.setups.end());
   rg = PropagateRequiresGrad(g, bound, cfg.frozen);
   storage.assign(g.tensors.size(), kNoStorage);
   param_index.assign(g.tensors.size(), kNoStorage);
@@ -22,6 +24,14 @@ StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& 
   param_buffer.assign(g.parameters.size(), Grad{});
   param_deps.assign(g.parameters.size(), 0);
   param_grad.assign(g.parameters.size(), kNoStorage);
+}
+
+void StepState::StartPass() {
+  for (TensorId t = 0; t < g.tensors.size(); ++t)
+    if (g.tensors[t].role == TensorRole::kActivation) storage[t] = kNoStorage;
+  nodes.assign(g.ops.size(), Node{});
+  param_buffer.assign(g.parameters.size(), Grad{});
+  param_deps.assign(g.parameters.size(), 0);
 }
 
 std::vector<OptParam> StepState::OptParams() const {
@@ -77,10 +87,13 @@ void OptimizerAndZeroGrad(StepState& s) {
 
 void RunStep(StepState& s) {
   Setup(s);
-  s.SetPhase(Phase::kForward);
-  for (OpId o = 0; o < s.g.ops.size(); ++o) RunForwardOp(s, o);
-  s.SetPhase(Phase::kBackward);
-  RunBackwardPass(s);
+  for (int pass = 0; pass < std::max(1, s.cfg.passes); ++pass) {
+    if (pass > 0) s.StartPass();
+    s.SetPhase(Phase::kForward);
+    for (OpId o = 0; o < s.g.ops.size(); ++o) RunForwardOp(s, o);
+    s.SetPhase(Phase::kBackward);
+    RunBackwardPass(s);
+  }
   s.SetPhase(Phase::kOptimizer);
   s.ledger.set_op(kNoOp);
   OptimizerAndZeroGrad(s);

@@ -14,6 +14,7 @@
 #include "lib/stream/events.h"
 #include "lib/autodiff/optimizer.h"
 #include "lib/autodiff/setup.h"
+#include "lib/autodiff/setups/setups.h"
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
 
@@ -24,7 +25,12 @@ struct StepConfig {
   OptimizerRule optimizer = *FindOptimizer("sgd");
   bool first_step = true;        ///< --step first: optimizer state is created during this step
   std::vector<bool> frozen;      ///< per entry of Graph::parameters; empty = none frozen
-  /// Training setups called at every hook point, in order (not owned; each is used by one
+  /// --accumulate K: K forward+backward passes before optimizer.step(); grads accumulate in
+  /// place into .grad from the second pass on.
+  int passes = 1;
+  /// The training setups this configuration enables (made fresh for every simulated step).
+  SetupOptions setup;
+  /// More setups called at every hook point after those of |setup| (not owned; each used by one
   /// step at a time).
   std::vector<TrainingSetup*> setups;
 };

@@ -52,6 +52,11 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
       ->check(CLI::IsMember({"caching", "expandable", "ideal"}));
   cmd->add_option("--alloc-conf", alloc_confs, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True" +
                                                    std::string(lists ? " (repeat the option for several)" : ""));
+  cmd->add_option("--accumulate", accumulate,
+                  "gradient accumulation: K forward+backward passes per optimizer step (default 1)")
+      ->delimiter(',');
+  cmd->add_option("--clip-grad-norm", clip_grad_norm,
+                  "call clip_grad_norm_(params, MAX) before optimizer.step() (0: off)");
   cmd->add_option("--gpu", gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
   cmd->add_option("--capacity", capacity, "device capacity in bytes (overrides --gpu)");
   cmd->add_option("--conv-workspace", conv_workspace,
@@ -64,6 +69,8 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   SweepSpec spec;
   RunConfig& base = spec.base;
   base.sim.freeze_globs = freeze;
+  if (!(clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
+  base.sim.clip_grad_norm = clip_grad_norm;
   if (capacity < 0) return Status::InvalidArgument("--capacity must be non-negative");
   base.alloc.capacity_bytes = capacity;
   if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;
@@ -77,6 +84,10 @@ Result<SweepSpec> ConfigOptions::Spec() const {
     MEMSIM_ASSIGN_OR_RETURN(auto set, ParseSet(s));
     axes.push_back(SymbolAxis(set.first, set.second));
   }
+  for (int64_t k : accumulate)
+    if (k < 1 || k > 1'000'000) return Status::InvalidArgument("--accumulate " + std::to_string(k) + ": expected 1 to 1000000");
+  if (!accumulate.empty())
+    axes.push_back(IntAxis("accumulate", accumulate, [](int64_t v, RunConfig* c) { c->sim.accumulate = static_cast<int>(v); }));
   axes.push_back(StringAxis("optimizer", optimizers, [](const std::string& v, RunConfig* c) { c->sim.optimizer = v; }));
   axes.push_back(StringAxis("step", steps, [](const std::string& v, RunConfig* c) { c->sim.first_step = v == "first"; }));
   axes.push_back(StringAxis("profile", profiles, [](const std::string& v, RunConfig* c) { c->sim.profile = v; }));

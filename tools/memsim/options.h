@@ -31,6 +31,8 @@ struct ConfigOptions {
   std::vector<std::string> freeze;
   std::vector<std::string> allocators = {"caching"};
   std::vector<std::string> alloc_confs = {""};
+  std::vector<int64_t> accumulate;  ///< empty: 1 (and no sweep axis)
+  double clip_grad_norm = 0;
   std::string gpu;
   int64_t capacity = 0;
   int64_t conv_workspace = -1;

@@ -1,0 +1,11 @@
+#include "lib/autodiff/setups/setups.h"
+
+namespace memsim {
+
+std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& options, const Profile& profile) {
+  std::vector<std::unique_ptr<TrainingSetup>> setups;
+  if (options.clip_grad_norm > 0) setups.push_back(MakeClipGradNorm(profile));
+  return setups;
+}
+
+}  // namespace memsim

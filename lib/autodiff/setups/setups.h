@@ -1,0 +1,28 @@
+// The training setups a configuration asks for, as data (SetupOptions, carried in StepConfig)
+// and the factory that makes a fresh set of setup objects for one simulated step. Each setup
+// is one file in this folder, plugged into the step's hook points (lib/autodiff/setup.h).
+#ifndef MEMSIM_LIB_AUTODIFF_SETUPS_SETUPS_H_
+#define MEMSIM_LIB_AUTODIFF_SETUPS_SETUPS_H_
+
+#include <memory>
+#include <vector>
+
+#include "lib/autodiff/setup.h"
+#include "lib/ops/profile.h"
+
+namespace memsim {
+
+struct SetupOptions {
+  /// torch.nn.utils.clip_grad_norm_(params, max_norm) before optimizer.step(); 0 = off.
+  double clip_grad_norm = 0;
+};
+
+/// One object per enabled setup, in hook order.
+std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& options, const Profile& profile);
+
+// The setups (one file each).
+std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);  // clip_grad_norm.cc
+
+}  // namespace memsim
+
+#endif  // MEMSIM_LIB_AUTODIFF_SETUPS_SETUPS_H_
