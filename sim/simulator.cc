@@ -2,9 +2,38 @@
 
 #include <fnmatch.h>
 
+#include <set>
+
 #include "lib/autodiff/step.h"
 
 namespace memsim {
+
+namespace {
+
+/// The module paths of |g| that |globs| name (every op's module and its dotted prefixes).
+Result<std::vector<std::string>> CheckpointModules(const Graph& g, const std::vector<std::string>& globs) {
+  std::set<std::string> paths;
+  for (const Op& op : g.ops) {
+    const std::string& m = op.module;
+    for (size_t end = m.find('.');; end = m.find('.', end + 1)) {
+      paths.insert(m.substr(0, end));
+      if (end == std::string::npos) break;
+    }
+  }
+  std::vector<std::string> modules;
+  for (const std::string& glob : globs) {
+    bool matched = false;
+    for (const std::string& p : paths)
+      if (!p.empty() && fnmatch(glob.c_str(), p.c_str(), 0) == 0) {
+        modules.push_back(p);
+        matched = true;
+      }
+    if (!matched) return Status::InvalidArgument("--checkpoint \"" + glob + "\" matches no module of " + g.name);
+  }
+  return modules;
+}
+
+}  // namespace
 
 Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   SimResult r;
@@ -61,6 +90,7 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   if (!(opt.clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   cfg.passes = opt.accumulate;
   cfg.setup.clip_grad_norm = opt.clip_grad_norm;
+  MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, CheckpointModules(g, opt.checkpoint_globs));
   MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
   r.peak = AnalyzePeak(r.events);
   if (opt.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);

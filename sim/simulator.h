@@ -32,6 +32,7 @@ struct SimOptions {
   std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda)
   int accumulate = 1;                      ///< --accumulate K: K forward+backward passes per step
   double clip_grad_norm = 0;               ///< --clip-grad-norm MAX (0: no clipping)
+  std::vector<std::string> checkpoint_globs;  ///< --checkpoint GLOB: module paths (fnmatch) to checkpoint
   bool explain = false;                    ///< also find what keeps each buffer alive at the peak
 };
 

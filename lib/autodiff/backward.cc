@@ -233,6 +233,7 @@ void RunBackwardPass(StepState& s) {
       if (gbuf.defined()) s.ledger.Unref(gbuf.s);
     n.buffer.clear();
   }
+  s.Hook(&TrainingSetup::AfterBackwardPass);
 }
 
 }  // namespace memsim

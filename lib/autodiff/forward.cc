@@ -9,15 +9,15 @@
 namespace memsim {
 namespace {
 
-/// Allocates (or aliases) output |j| of op |o|.
-void AllocOutput(StepState& s, OpId o, size_t j) {
+/// Allocates (or aliases) output |j| of op |o| into |storage|.
+void AllocOutput(StepState& s, OpId o, size_t j, std::vector<StorageId>& storage) {
   const Op& op = s.g.ops[o];
   TensorId t = op.outputs[j];
   if (s.bound.owner[t] != t) {
-    s.storage[t] = s.storage[s.bound.owner[t]];
-    s.ledger.Ref(s.storage[t]);
+    storage[t] = storage[s.bound.owner[t]];
+    s.ledger.Ref(storage[t]);
   } else {
-    s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kActivation, op.module);
+    storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kActivation, op.module);
   }
 }
 
@@ -39,16 +39,16 @@ void DropDeadNames(StepState& s, OpId o) {
 
 }  // namespace
 
-void RunForwardOp(StepState& s, OpId o) {
+void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
+                      bool recompute) {
   const Op& op = s.g.ops[o];
   const OpRule& rule = RuleFor(op.kind);
-  s.ledger.set_op(o);
-  ForwardOpPolicy policy;
-  s.Hook(&TrainingSetup::BeforeForwardOp, o, &policy);
   RuleCtx c = s.Ctx(o);
   Node& node = s.nodes[o];
-  node.exists = c.rg != 0;
-  node.rg = c.rg;
+  if (!recompute) {
+    node.exists = c.rg != 0;
+    node.rg = c.rg;
+  }
   FwdPlan plan;
   if (rule.forward) rule.forward(c, &plan);
   const bool saves = node.exists && policy.save_for_backward;
@@ -57,7 +57,7 @@ void RunForwardOp(StepState& s, OpId o) {
   for (const auto& a : plan.actions)
     if (a.kind == FwdPlan::Action::kAllocOutput) explicit_out[a.index] = true;
   for (size_t j = 0; j < op.outputs.size(); ++j)
-    if (!explicit_out[j]) AllocOutput(s, o, j);
+    if (!explicit_out[j]) AllocOutput(s, o, j, storage);
   std::vector<StorageId> extras(plan.extras.size(), kNoStorage);
   std::vector<bool> extra_live(plan.extras.size(), false);
   auto is_saved_extra = [&](int k) {
@@ -67,7 +67,7 @@ void RunForwardOp(StepState& s, OpId o) {
   };
   for (const auto& a : plan.actions) {
     switch (a.kind) {
-      case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index); break;
+      case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index, storage); break;
       case FwdPlan::Action::kAllocExtra:
         extras[a.index] = s.ledger.Alloc(plan.extras[a.index].bytes, op.name + ":" + std::string(plan.extras[a.index].label),
                                          is_saved_extra(a.index) ? Category::kActivation : Category::kTemporary, op.module);
@@ -82,20 +82,29 @@ void RunForwardOp(StepState& s, OpId o) {
   if (node.exists) {
     if (saves) {
       for (const SavedRef& r : plan.saved) {
-        StorageId st = r.kind == SavedRef::kInput    ? s.storage[op.inputs[r.index]]
-                       : r.kind == SavedRef::kOutput ? s.storage[op.outputs[r.index]]
+        StorageId st = r.kind == SavedRef::kInput    ? storage[op.inputs[r.index]]
+                       : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
                                                      : extras[r.index];
         MEMSIM_CHECK(st != kNoStorage);
         s.ledger.Ref(st);
         node.saved.push_back(st);
       }
     }
-    node.released.assign(node.saved.size(), false);
-    node.buffer.assign(op.outputs.size(), Grad{});
+    node.released.resize(node.saved.size(), false);
+    if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
   }
   for (size_t k = 0; k < extras.size(); ++k)
     if (extra_live[k]) s.ledger.Unref(extras[k]);
-  if (rule.gemm) s.workspaces.OnGemm(LibraryWorkspaces::kMainThread, &s.ledger);
+  // A recomputation runs inside backward, on the autograd engine's thread.
+  if (rule.gemm)
+    s.workspaces.OnGemm(recompute ? LibraryWorkspaces::kAutogradThread : LibraryWorkspaces::kMainThread, &s.ledger);
+}
+
+void RunForwardOp(StepState& s, OpId o) {
+  s.ledger.set_op(o);
+  ForwardOpPolicy policy;
+  s.Hook(&TrainingSetup::BeforeForwardOp, o, &policy);
+  ExecuteForwardOp(s, o, s.storage, policy, /*recompute=*/false);
   DropDeadNames(s, o);
   s.Hook(&TrainingSetup::AfterForwardOp, o);
 }

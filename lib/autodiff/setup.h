@@ -39,6 +39,8 @@ class TrainingSetup {
   /// Around the backward node of op |o| (phase kBackward), in engine order.
   virtual void BeforeBackwardNode(StepState&, OpId) {}
   virtual void AfterBackwardNode(StepState&, OpId) {}
+  /// The backward pass is over: `del out, loss` and the autograd graph destroyed.
+  virtual void AfterBackwardPass(StepState&) {}
   /// AccumulateGrad has finished parameter |k| (Graph::parameters index) for this pass.
   virtual void OnGradReady(StepState&, uint32_t) {}
   /// After backward (and `del out, loss`), before optimizer.step().

@@ -82,6 +82,12 @@ struct StepState {
 
 // The phases of the step (each in its own file).
 void RunForwardOp(StepState& s, OpId o);
+/// The forward of op |o| alone, reading and writing tensor storages through |storage|: its
+/// outputs and extras, and what its node saves (per |policy|). |recompute|: the node exists
+/// already (a checkpoint's recomputation in backward): what it saves is added to it, its
+/// InputBuffer is kept, and GEMMs run on the autograd thread. Python names are the caller's.
+void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
+                      bool recompute);
 /// loss.backward() in autograd-engine order, then `del out, loss`.
 void RunBackwardPass(StepState& s);
 /// Who holds each storage alive now (see ExplainAtEvent).

@@ -48,6 +48,10 @@ struct Profile {
   /// cuDNN convolution workspace per call (transient, forward and each backward part). cuDNN's
   /// choice depends on the algorithm, so this is an input (--conv-workspace), 0 by default.
   int64_t conv_workspace_bytes = 0;
+  /// torch.utils.checkpoint(preserve_rng_state=True) keeps torch.get_rng_state() — the CPU
+  /// generator's state, a 5,056-byte uint8 tensor — per checkpointed call, and saves it again
+  /// around each recomputation (fork_rng). On CUDA it lives in host memory: 0 device bytes.
+  int64_t checkpoint_rng_state_bytes = 0;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
 };

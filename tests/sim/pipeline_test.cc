@@ -56,7 +56,7 @@ TEST(PipelineTest, TheVerifiersCatchBrokenStreams) {
   s.buffers.push_back(Buffer{"x", 4});
   s.events.push_back({EventKind::kFree, Phase::kForward, 0, kNoOp});
   EXPECT_FALSE(testing::VerifyEventStream(s).ok());
-  s.events = {{EventKind::kAlloc, Phase::kBackward, 0, kNoOp}, {EventKind::kFree, Phase::kForward, 0, kNoOp}};
+  s.events = {{EventKind::kAlloc, Phase::kOptimizer, 0, kNoOp}, {EventKind::kFree, Phase::kForward, 0, kNoOp}};
   EXPECT_THAT(testing::VerifyEventStream(s).message(), HasSubstr("phase goes back"));
   s.events = {{EventKind::kAlloc, Phase::kForward, 0, kNoOp}, {EventKind::kAlloc, Phase::kForward, 0, kNoOp}};
   EXPECT_THAT(testing::VerifyEventStream(s).message(), HasSubstr("allocated twice"));

@@ -17,7 +17,7 @@ Status VerifyGraph(const Graph& g);
 /// owner's storage; last_use after the producer.
 Status VerifyBoundGraph(const Graph& g, const BoundGraph& b);
 /// Every buffer allocated exactly once before it is freed, freed at most once; byte sizes
-/// non-negative; phases never go back.
+/// non-negative; phases never go back (but from backward to the next pass's forward).
 Status VerifyEventStream(const EventStream& s);
 
 }  // namespace memsim::testing

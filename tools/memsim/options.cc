@@ -57,6 +57,9 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
       ->delimiter(',');
   cmd->add_option("--clip-grad-norm", clip_grad_norm,
                   "call clip_grad_norm_(params, MAX) before optimizer.step() (0: off)");
+  cmd->add_option("--checkpoint", checkpoint,
+                  "activation checkpointing (torch.utils.checkpoint, non-reentrant) of the modules whose path "
+                  "matches this glob, e.g. 'layer?.*' (repeatable)");
   cmd->add_option("--gpu", gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
   cmd->add_option("--capacity", capacity, "device capacity in bytes (overrides --gpu)");
   cmd->add_option("--conv-workspace", conv_workspace,
@@ -71,6 +74,7 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.freeze_globs = freeze;
   if (!(clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   base.sim.clip_grad_norm = clip_grad_norm;
+  base.sim.checkpoint_globs = checkpoint;
   if (capacity < 0) return Status::InvalidArgument("--capacity must be non-negative");
   base.alloc.capacity_bytes = capacity;
   if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;

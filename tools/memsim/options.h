@@ -33,6 +33,7 @@ struct ConfigOptions {
   std::vector<std::string> alloc_confs = {""};
   std::vector<int64_t> accumulate;  ///< empty: 1 (and no sweep axis)
   double clip_grad_norm = 0;
+  std::vector<std::string> checkpoint;
   std::string gpu;
   int64_t capacity = 0;
   int64_t conv_workspace = -1;

@@ -5,6 +5,7 @@
 #define MEMSIM_LIB_AUTODIFF_SETUPS_SETUPS_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lib/autodiff/setup.h"
@@ -15,13 +16,17 @@ namespace memsim {
 struct SetupOptions {
   /// torch.nn.utils.clip_grad_norm_(params, max_norm) before optimizer.step(); 0 = off.
   double clip_grad_norm = 0;
+  /// torch.utils.checkpoint (non-reentrant) around the forward of each of these modules
+  /// (dotted module paths; a module inside another one listed is part of the outer one).
+  std::vector<std::string> checkpoint_modules;
 };
 
 /// One object per enabled setup, in hook order.
 std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& options, const Profile& profile);
 
 // The setups (one file each).
-std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);  // clip_grad_norm.cc
+std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc
+std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules);  // checkpoint.cc
 
 }  // namespace memsim
 

@@ -1,0 +1,166 @@
+// Activation checkpointing, torch.utils.checkpoint non-reentrant (use_reentrant=False), on the
+// modules named in SetupOptions::checkpoint_modules (Note [Activation checkpointing] in
+// docs/op-rules.md):
+// - forward: every op of a checkpointed module runs as usual, but its node keeps nothing (the
+//   saved-tensor hooks pack a holder, not the tensor); the checkpoint keeps the module's inputs
+//   (its `args`: tensors made outside the module) alive instead;
+// - backward: when the first node of the module that needs a saved tensor runs, the module's
+//   forward is recomputed (its allocations on the timeline in the backward phase, GEMMs on the
+//   autograd thread); what each recomputed op would save is handed to the original node, which
+//   keeps it until its own backward has run; the recomputed outputs die as the recomputation's
+//   Python names do; the inputs are let go when the module's last node has run.
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "lib/autodiff/setups/setups.h"
+#include "lib/autodiff/state.h"
+
+namespace memsim {
+namespace {
+
+bool Within(const std::string& module, const std::string& root) {
+  return module == root || (module.size() > root.size() && module.compare(0, root.size(), root) == 0 &&
+                            module[root.size()] == '.');
+}
+
+class Checkpoint : public TrainingSetup {
+ public:
+  explicit Checkpoint(std::vector<std::string> modules) : modules_(std::move(modules)) {}
+
+  void OnSetup(StepState& s) override {
+    region_.assign(s.g.ops.size(), -1);
+    regions_.clear();
+    for (OpId o = 0; o < s.g.ops.size(); ++o) {
+      const std::string& m = s.g.ops[o].module;
+      // The outermost checkpointed module holding the op; a new region each time it is entered.
+      std::string root;
+      for (const std::string& c : modules_)
+        if (Within(m, c) && (root.empty() || c.size() < root.size())) root = c;
+      if (root.empty()) continue;
+      if (o == 0 || region_[o - 1] < 0 || regions_[region_[o - 1]].root != root) regions_.push_back({root, o, o});
+      region_[o] = static_cast<int>(regions_.size()) - 1;
+      regions_.back().last = o;
+    }
+    for (Region& r : regions_) r.args = Args(s, r);
+  }
+
+  void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy* policy) override {
+    if (region_[o] < 0) return;
+    policy->save_for_backward = false;
+    Region& r = regions_[region_[o]];
+    if (o != r.first) return;
+    // The checkpoint's closure holds the CPU RNG state taken at the call, and the call's args.
+    r.rng_state = RngState(s, "checkpoint: forward RNG state");
+    for (TensorId t : r.args) s.ledger.Ref(s.storage[t]);
+  }
+
+  void BeforeBackwardNode(StepState& s, OpId o) override {
+    if (region_[o] < 0) return;
+    Region& r = regions_[region_[o]];
+    if (!r.counted) {
+      r.counted = true;
+      for (OpId k = r.first; k <= r.last; ++k) r.pending += s.nodes[k].exists && s.nodes[k].reachable;
+    }
+    if (!r.recomputed && NeedsSaved(s, o)) Recompute(s, r);
+  }
+
+  void AfterBackwardNode(StepState& s, OpId o) override {
+    if (region_[o] < 0) return;
+    Region& r = regions_[region_[o]];
+    if (--r.pending == 0) Release(s, r);
+  }
+
+  void AfterBackwardPass(StepState& s) override {
+    for (Region& r : regions_) {
+      Release(s, r);
+      r.recomputed = r.counted = false;
+      r.released = false;
+      r.pending = 0;
+    }
+  }
+
+ private:
+  struct Region {
+    std::string root;
+    OpId first, last;
+    std::vector<TensorId> args;  ///< tensors made outside the region that its ops read
+    std::optional<StorageId> rng_state;
+    bool recomputed = false, counted = false, released = false;
+    int pending = 0;             ///< region nodes still to run in backward
+  };
+
+  static std::vector<TensorId> Args(const StepState& s, const Region& r) {
+    std::vector<TensorId> args;
+    for (OpId o = r.first; o <= r.last; ++o)
+      for (TensorId t : s.g.ops[o].inputs) {
+        const Tensor& tensor = s.g.tensors[t];
+        bool outside = tensor.role == TensorRole::kInput ||
+                       (tensor.role == TensorRole::kActivation && (tensor.producer < r.first || tensor.producer > r.last));
+        if (outside && std::find(args.begin(), args.end(), t) == args.end()) args.push_back(t);
+      }
+    return args;
+  }
+
+  /// Whether node |o|'s backward unpacks a saved tensor (what triggers the recomputation).
+  static bool NeedsSaved(const StepState& s, OpId o) {
+    const OpRule& rule = RuleFor(s.g.ops[o].kind);
+    if (!rule.forward || !s.nodes[o].exists) return false;
+    FwdPlan plan;
+    rule.forward(s.Ctx(o), &plan);
+    return !plan.saved.empty();
+  }
+
+  void Recompute(StepState& s, Region& r) {
+    r.recomputed = true;
+    const uint32_t op = s.ledger.op();
+    std::vector<StorageId> storage = s.storage;  // args and parameters as the region sees them
+    // The recomputation's Python names: each tensor it makes dies after its last use inside the
+    // region, or when the recomputed function returns.
+    std::vector<OpId> last(s.g.tensors.size(), kNone);
+    for (OpId o = r.first; o <= r.last; ++o) {
+      for (TensorId t : s.g.ops[o].inputs) last[t] = o;
+      for (TensorId t : s.g.ops[o].keep_alive) last[t] = o;
+    }
+    std::optional<StorageId> fork = RngState(s, "checkpoint: fork_rng saved state");
+    std::vector<TensorId> made;  // in-place outputs keep their owner's storage id after it is dropped
+    ForwardOpPolicy keep;
+    for (OpId o = r.first; o <= r.last; ++o) {
+      s.ledger.set_op(o);
+      ExecuteForwardOp(s, o, storage, keep, /*recompute=*/true);
+      for (TensorId t : s.g.ops[o].outputs) made.push_back(t);
+      for (TensorId t : made)
+        if (last[t] == o) s.ledger.Unref(storage[t]);
+    }
+    if (fork) s.ledger.Unref(*fork);  // fork_rng exits before the recomputed outputs are dropped
+    for (TensorId t : made)
+      if (last[t] == kNone) s.ledger.Unref(storage[t]);
+    s.ledger.set_op(op);
+  }
+
+  void Release(StepState& s, Region& r) {
+    if (r.released) return;
+    r.released = true;
+    for (TensorId t : r.args) s.ledger.Unref(s.storage[t]);
+    if (r.rng_state) s.ledger.Unref(*r.rng_state);
+    r.rng_state.reset();
+  }
+
+  /// torch.get_rng_state(): host memory on CUDA (Profile::checkpoint_rng_state_bytes 0).
+  static std::optional<StorageId> RngState(StepState& s, const char* name) {
+    if (s.profile.checkpoint_rng_state_bytes <= 0) return std::nullopt;
+    return s.ledger.Alloc(s.profile.checkpoint_rng_state_bytes, name, Category::kTemporary);
+  }
+
+  std::vector<std::string> modules_;
+  std::vector<int> region_;  ///< per op: its region, or -1
+  std::vector<Region> regions_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules) {
+  return std::make_unique<Checkpoint>(modules);
+}
+
+}  // namespace memsim

@@ -1,0 +1,100 @@
+// Training setups: gradient accumulation, clip_grad_norm_, activation checkpointing.
+#include <gtest/gtest.h>
+
+#include "lib/io/graph_json.h"
+#include "sim/simulator.h"
+#include "tests/testing/invariants.h"
+
+namespace memsim {
+namespace {
+
+Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
+
+SimResult SimulateOk(const Graph& g, SimOptions opt) {
+  auto r = Simulate(g, opt);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(testing::VerifyEventStream(r->events).ok()) << testing::VerifyEventStream(r->events).message();
+  return *r;
+}
+
+size_t Count(const EventStream& s, EventKind kind, const std::string& name_part) {
+  size_t n = 0;
+  for (const MemEvent& e : s.events)
+    if (e.kind == kind && s.buffers[e.buffer].name.find(name_part) != std::string::npos) ++n;
+  return n;
+}
+
+TEST(AccumulateTest, SecondPassAddsIntoTheExistingGradInPlace) {
+  Graph g = Zoo("mlp");
+  SimOptions opt;
+  opt.symbols["batch"] = 32;
+  opt.optimizer = "sgd";
+  SimResult one = SimulateOk(g, opt);
+  opt.accumulate = 3;
+  SimResult three = SimulateOk(g, opt);
+  // Forward and backward run three times; the parameters' .grad are freed once, by zero_grad.
+  EXPECT_EQ(Count(three.events, EventKind::kAlloc, ":out"), 3 * Count(one.events, EventKind::kAlloc, ":out"));
+  size_t grads_freed_in_step = 0;
+  for (const MemEvent& e : three.events.events)
+    if (e.kind == EventKind::kFree && e.phase == Phase::kOptimizer &&
+        three.events.buffers[e.buffer].category == Category::kGradient)
+      ++grads_freed_in_step;
+  EXPECT_EQ(grads_freed_in_step, g.parameters.size());
+  // Grads of later passes never outlive their pass: the peak grows by at most one pass's grads.
+  EXPECT_GE(three.peak.peak_live_bytes, one.peak.peak_live_bytes);
+  opt.accumulate = 0;
+  EXPECT_FALSE(Simulate(g, opt).ok());
+}
+
+TEST(ClipGradNormTest, NormsStackAndScalarsAreTemporariesOfTheStepPhase) {
+  Graph g = Zoo("mlp");
+  SimOptions opt;
+  opt.symbols["batch"] = 8;
+  opt.optimizer = "sgd";
+  opt.clip_grad_norm = 1.0;
+  SimResult r = SimulateOk(g, opt);
+  EXPECT_EQ(Count(r.events, EventKind::kAlloc, "clip_grad_norm_: norm"), g.parameters.size());
+  size_t stack_bytes = 0;
+  for (const Buffer& b : r.events.buffers)
+    if (b.name == "clip_grad_norm_: stack") stack_bytes = b.bytes;
+  EXPECT_EQ(stack_bytes, 4 * g.parameters.size());
+  EXPECT_EQ(Count(r.events, EventKind::kFree, "clip_grad_norm_"), Count(r.events, EventKind::kAlloc, "clip_grad_norm_"));
+  opt.clip_grad_norm = -1;
+  EXPECT_FALSE(Simulate(g, opt).ok());
+}
+
+TEST(CheckpointTest, ForwardKeepsLessAndTheRecomputationRunsInBackward) {
+  Graph g = Zoo("resnet18");
+  SimOptions opt;
+  opt.symbols["batch"] = 2;
+  opt.profile = "cpu";
+  SimResult plain = SimulateOk(g, opt);
+  opt.checkpoint_globs = {"layer?.?"};
+  SimResult ckpt = SimulateOk(g, opt);
+  EXPECT_LT(ckpt.peak.phase_peaks[int(Phase::kForward)], plain.peak.phase_peaks[int(Phase::kForward)]);
+  // Every checkpointed conv output is made twice, the second time in backward.
+  std::string conv_out;
+  for (const Op& op : g.ops)
+    if (op.module == "layer1.0.conv1") conv_out = g.tensors[op.outputs[0]].name;
+  ASSERT_FALSE(conv_out.empty());
+  size_t recomputed = 0;
+  for (const MemEvent& e : ckpt.events.events)
+    if (e.kind == EventKind::kAlloc && e.phase == Phase::kBackward && ckpt.events.buffers[e.buffer].name == conv_out)
+      ++recomputed;
+  EXPECT_EQ(recomputed, 1u);
+  // Eight blocks: eight forward RNG states and eight fork_rng states on CPU.
+  EXPECT_EQ(Count(ckpt.events, EventKind::kAlloc, "checkpoint: forward RNG state"), 8u);
+  EXPECT_EQ(Count(ckpt.events, EventKind::kAlloc, "checkpoint: fork_rng"), 8u);
+  // The step after backward is unchanged: checkpointing leaves nothing behind.
+  EXPECT_EQ(ckpt.peak.final_bytes, plain.peak.final_bytes);
+  opt.profile = "cuda";
+  SimResult cuda = SimulateOk(g, opt);
+  EXPECT_EQ(Count(cuda.events, EventKind::kAlloc, "checkpoint:"), 0u) << "RNG states are host memory on CUDA";
+  opt.checkpoint_globs = {"nosuchmodule*"};
+  auto bad = Simulate(g, opt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--checkpoint \"nosuchmodule*\" matches no module"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memsim
