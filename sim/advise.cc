@@ -1,8 +1,33 @@
 #include "sim/advise.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace memsim {
+
+std::vector<std::string> RepeatedBlocks(const Graph& g) {
+  // Module paths ending in an index ("layer1.0", "transformer.h.11"), whose parent has several.
+  std::map<std::string, std::set<std::string>> children;
+  for (const Op& op : g.ops) {
+    const std::string& m = op.module;
+    for (size_t end = m.find('.'); end != std::string::npos; end = m.find('.', end + 1)) {
+      size_t next = m.find('.', end + 1);
+      std::string last = m.substr(end + 1, next == std::string::npos ? std::string::npos : next - end - 1);
+      if (!last.empty() && std::all_of(last.begin(), last.end(), ::isdigit))
+        children[m.substr(0, end)].insert(m.substr(0, next));
+    }
+  }
+  std::vector<std::string> blocks;
+  for (const auto& [parent, kids] : children) {
+    if (kids.size() < 2) continue;
+    bool nested = std::any_of(blocks.begin(), blocks.end(), [&](const std::string& b) {
+      return parent.size() > b.size() && parent.compare(0, b.size() + 1, b + ".") == 0;
+    });
+    if (!nested) blocks.insert(blocks.end(), kids.begin(), kids.end());
+  }
+  return blocks;
+}
 
 std::vector<Change> CandidateChanges(const Graph& g) {
   std::vector<Change> c;
@@ -18,13 +43,23 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                                                                   : b.alloc.alloc_conf + ",expandable_segments:True";
                  return true;
                }});
-  c.push_back({"halve the batch (gradient accumulation over 2 micro-batches)", false,
+  c.push_back({"halve the batch and accumulate gradients over 2 passes (same effective batch, --accumulate)", false,
                [](const RunConfig& b, RunConfig* v) {
                  auto it = b.sim.symbols.find("batch");
-                 if (it == b.sim.symbols.end() || it->second < 2) return false;
+                 if (it == b.sim.symbols.end() || it->second < 2 || it->second % 2 != 0) return false;
                  v->sim.symbols["batch"] = it->second / 2;
+                 v->sim.accumulate = b.sim.accumulate * 2;
                  return true;
                }});
+  std::vector<std::string> blocks = RepeatedBlocks(g);
+  if (!blocks.empty())
+    c.push_back({"checkpoint the " + std::to_string(blocks.size()) + " repeated blocks (--checkpoint " + blocks.front() +
+                     (blocks.size() > 1 ? " ... " + blocks.back() : "") + ")",
+                 false, [blocks](const RunConfig& b, RunConfig* v) {
+                   if (!b.sim.checkpoint_globs.empty()) return false;
+                   v->sim.checkpoint_globs = blocks;
+                   return true;
+                 }});
   c.push_back({"SGD with momentum instead of an Adam-family optimizer", true, [](const RunConfig& b, RunConfig* v) {
                  if (!b.sim.optimizer.starts_with("adam")) return false;
                  v->sim.optimizer = "momentum";

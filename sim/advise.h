@@ -1,5 +1,6 @@
 // Advice: single changes to a configuration (in-place activations, expandable segments, half
-// the batch, a lighter optimizer, freezing), each simulated through the run pipeline and
+// the batch with gradient accumulation, checkpointing the repeated blocks, a lighter
+// optimizer, freezing), each simulated through the run pipeline and
 // ranked by the peak reserved memory it saves; plus the largest batch that fits as configured.
 #ifndef MEMSIM_SIM_ADVISE_H_
 #define MEMSIM_SIM_ADVISE_H_
@@ -20,6 +21,10 @@ struct Change {
   bool changes_training;
   std::function<bool(const RunConfig& base, RunConfig* changed)> apply;  ///< false: not applicable
 };
+
+/// The repeated blocks of |g| (module paths ending in an index whose parent has several, the
+/// outermost such level): what checkpointing usually wraps.
+std::vector<std::string> RepeatedBlocks(const Graph& g);
 
 /// The candidate changes for |g|, in table order.
 std::vector<Change> CandidateChanges(const Graph& g);

@@ -52,6 +52,15 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");
   r.optimizer = *optimizer;
+  if (opt.optimizer_impl == "on" || opt.optimizer_impl == "off") {
+    r.profile.optimizer_foreach = opt.optimizer_impl == "on";
+  } else if (opt.optimizer_impl == "fused") {
+    if (!HasFusedImplementation(r.optimizer))
+      return Status::InvalidArgument("--foreach fused: PyTorch has no fused " + opt.optimizer + " (SGD and Adam(W) only)");
+    r.profile.optimizer_fused = true;
+  } else if (!opt.optimizer_impl.empty()) {
+    return Status::InvalidArgument("--foreach \"" + opt.optimizer_impl + "\": expected on, off or fused");
+  }
 
   Bindings b = g.DefaultBindings();
   for (const auto& [name, value] : opt.symbols) {

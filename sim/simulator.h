@@ -30,6 +30,7 @@ struct SimOptions {
   std::optional<bool> inplace;             ///< --inplace-activations on|off; unset = keep
   std::optional<int64_t> cublas_workspace_bytes;  ///< overrides the profile (e.g. 32 MiB on H100)
   std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda)
+  std::string optimizer_impl;              ///< --foreach on|off|fused; "" = the profile's default
   int accumulate = 1;                      ///< --accumulate K: K forward+backward passes per step
   double clip_grad_norm = 0;               ///< --clip-grad-norm MAX (0: no clipping)
   std::vector<std::string> checkpoint_globs;  ///< --checkpoint GLOB: module paths (fnmatch) to checkpoint

@@ -46,6 +46,11 @@ std::optional<OptimizerRule> FindOptimizer(std::string_view name) {
   return std::nullopt;
 }
 
+bool HasFusedImplementation(const OptimizerRule& r) {
+  return r.name == "sgd" || r.name == "momentum" || r.name == "nesterov" || r.name == "adam" || r.name == "adamw" ||
+         r.name == "adam_amsgrad" || r.name == "adamw_amsgrad";
+}
+
 std::string OptimizerNames() {
   std::string s;
   for (const OptimizerRule& r : kOptimizers) s += (s.empty() ? "" : ", ") + std::string(r.name);
@@ -70,14 +75,14 @@ void RunOptimizerStep(const OptimizerRule& r, const Profile& p, bool first_step,
       if (prm.grad != kNoGrad) CreateState(r, p, prm, l, states);
   if (r.loop_temps == 0 && !(lazy && r.state_is_clone)) return;
 
-  if (p.optimizer_foreach) {
+  if (p.optimizer_foreach || p.optimizer_fused) {
     // Multi-tensor: clones first (momentum), then one temporary list over all parameters,
     // released together when the list goes out of scope.
     if (lazy && r.state_is_clone)
       for (const OptParam& prm : params)
         if (prm.grad != kNoGrad) CreateState(r, p, prm, l, states);
     std::vector<Ledger::StorageId> temps;
-    for (int t = 0; t < r.loop_temps; ++t)
+    for (int t = 0; t < (p.optimizer_fused ? 0 : r.loop_temps); ++t)
       for (const OptParam& prm : params)
         if (prm.grad != kNoGrad) temps.push_back(l->Alloc(prm.bytes, prm.name + " step temporary", Category::kTemporary));
     for (auto s : temps) l->Unref(s);

@@ -30,6 +30,8 @@ struct OptimizerRule {
 std::optional<OptimizerRule> FindOptimizer(std::string_view name);
 /// All accepted names, comma-separated, for help and error messages.
 std::string OptimizerNames();
+/// PyTorch has a fused (single-kernel, `fused=True`) implementation of it: SGD and Adam(W).
+bool HasFusedImplementation(const OptimizerRule& r);
 
 /// One trainable parameter as the optimizer sees it.
 struct OptParam {

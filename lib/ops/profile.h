@@ -25,6 +25,9 @@ struct Profile {
   bool linear_nd_addmm = true;
   /// Optimizers use the multi-tensor (`foreach`) implementation: parameter-sized temporary lists.
   bool optimizer_foreach = true;
+  /// Optimizers use the fused kernels (`fused=True`: Adam, AdamW, SGD): no temporaries at all.
+  /// Off by default on both profiles (PyTorch's default); `--foreach fused` sets it.
+  bool optimizer_fused = false;
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;

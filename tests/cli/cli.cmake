@@ -76,3 +76,8 @@ memsim_error_test(advise_two_values 2 "advise takes one value per option" advise
 # Folder order: every #include goes down the pipeline (docs/README.md).
 add_test(NAME layers.include_order COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_layers.py ${PROJECT_SOURCE_DIR})
 add_test(NAME layers.checker_self_test COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_layers.py --self-test)
+memsim_golden_test(run_resnet18_setups_cpu_json run_resnet18_setups_cpu.json
+                   run graphs/resnet18.json --batch 4 --profile cpu --optimizer adam --accumulate 2 --clip-grad-norm 1 --checkpoint "layer?.?" --foreach on --json)
+memsim_error_test(checkpoint_no_module 2 "--checkpoint \"zz\\*\" matches no module" run graphs/mlp.json --checkpoint "zz*")
+memsim_error_test(fused_rmsprop 2 "--foreach fused: PyTorch has no fused rmsprop" run graphs/mlp.json --optimizer rmsprop --foreach fused)
+memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)

@@ -60,6 +60,11 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--checkpoint", checkpoint,
                   "activation checkpointing (torch.utils.checkpoint, non-reentrant) of the modules whose path "
                   "matches this glob, e.g. 'layer?.*' (repeatable)");
+  cmd->add_option("--foreach", foreach_impl,
+                  "optimizer implementation: on (multi-tensor foreach), off (for-loop) or fused; default: the "
+                  "profile's PyTorch default (cuda: foreach, cpu: for-loop)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"on", "off", "fused"}));
   cmd->add_option("--gpu", gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
   cmd->add_option("--capacity", capacity, "device capacity in bytes (overrides --gpu)");
   cmd->add_option("--conv-workspace", conv_workspace,
@@ -92,6 +97,8 @@ Result<SweepSpec> ConfigOptions::Spec() const {
     if (k < 1 || k > 1'000'000) return Status::InvalidArgument("--accumulate " + std::to_string(k) + ": expected 1 to 1000000");
   if (!accumulate.empty())
     axes.push_back(IntAxis("accumulate", accumulate, [](int64_t v, RunConfig* c) { c->sim.accumulate = static_cast<int>(v); }));
+  if (!foreach_impl.empty())
+    axes.push_back(StringAxis("foreach", foreach_impl, [](const std::string& v, RunConfig* c) { c->sim.optimizer_impl = v; }));
   axes.push_back(StringAxis("optimizer", optimizers, [](const std::string& v, RunConfig* c) { c->sim.optimizer = v; }));
   axes.push_back(StringAxis("step", steps, [](const std::string& v, RunConfig* c) { c->sim.first_step = v == "first"; }));
   axes.push_back(StringAxis("profile", profiles, [](const std::string& v, RunConfig* c) { c->sim.profile = v; }));

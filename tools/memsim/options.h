@@ -34,6 +34,7 @@ struct ConfigOptions {
   std::vector<int64_t> accumulate;  ///< empty: 1 (and no sweep axis)
   double clip_grad_norm = 0;
   std::vector<std::string> checkpoint;
+  std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;
   int64_t capacity = 0;
   int64_t conv_workspace = -1;
