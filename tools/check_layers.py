@@ -6,7 +6,7 @@ import re
 import sys
 
 LAYERS = ["lib/util", "lib/ir", "lib/io", "lib/ops", "lib/stream", "lib/autodiff", "lib/analysis", "lib/onnx",
-          "sim/allocator", "sim/replay", "sim", "sim/report", "tools"]
+          "sim/allocator", "sim/replay", "sim", "sim/report", "tools", "python"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -46,7 +46,7 @@ def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     bad = []
     checked = 0
-    for top in ("lib", "sim", "tools"):
+    for top in ("lib", "sim", "tools", "python"):
         for f in sorted((root / top).rglob("*")):
             if f.suffix not in (".h", ".cc"):
                 continue

@@ -1,0 +1,164 @@
+"""The entry points: export an nn.Module in-process, simulate a graph, sweep, fit, advise. Every
+number comes from the C++ pipeline (memsim._core); this layer only maps Python arguments to the
+command line's options and wraps the results."""
+import json
+
+from . import _core
+from ._options import to_args
+from ._report import Report
+
+_UNSUPPORTED = {
+    "amp": "mixed precision (torch.autocast / GradScaler) is not simulated yet: the C++ step has no "
+           "mixed-precision training setup (lib/autodiff/setup.h); export a float16/bfloat16 model "
+           "instead, or leave amp=None",
+    "checkpoint": "activation checkpointing is not simulated yet: the C++ step has no checkpointing "
+                  "training setup (lib/autodiff/setup.h); leave checkpoint=None",
+}
+
+
+def _refuse_unsupported(**features):
+    """amp=/checkpoint= are accepted by name (the issue's signature) but refused unless None/False,
+    rather than silently ignored."""
+    for name, value in features.items():
+        if value is not None and value is not False:
+            raise NotImplementedError("%s=%r: %s" % (name, value, _UNSUPPORTED[name]))
+
+
+def load_graph(path):
+    """Reads a graph file (docs/graph-format.md). Raises GraphError naming the file and JSON pointer."""
+    return _core.load_graph(str(path))
+
+
+def _input_spec(x, name=None):
+    """A spec string, an InputSpec, or an example tensor (first dimension = the symbol batch) →
+    (spec for memsim_export, the batch the tensor has or None)."""
+    import torch
+    from memsim_export import InputSpec
+    if isinstance(x, torch.Tensor):
+        dims = ["batch"] + list(x.shape[1:]) if x.dim() > 0 else []
+        dtype = str(x.dtype).replace("torch.", "")
+        low = high = None
+        if not (x.dtype.is_floating_point or x.dtype == torch.bool) and x.numel() > 0:
+            low, high = int(x.min()), int(x.max()) + 1  # embeddings need indices below their size
+        return InputSpec(dims, dtype, name=name, low=low, high=high), (x.shape[0] if x.dim() > 0 else None)
+    if isinstance(x, str) and name is not None:
+        return "%s=%s" % (name, x), None
+    if isinstance(x, InputSpec) and name is not None:
+        x.name = name
+    return x, None
+
+
+def _input_specs(inputs):
+    """The forward's inputs: one or a list of specs/tensors, or a dict name → spec/tensor."""
+    if isinstance(inputs, dict):
+        pairs = list(inputs.items())
+    elif isinstance(inputs, (list, tuple)):
+        pairs = [(None, x) for x in inputs]
+    else:
+        pairs = [(None, inputs)]
+    specs, batches = [], []
+    for name, x in pairs:
+        spec, batch = _input_spec(x, name)
+        specs.append(spec)
+        if batch is not None:
+            batches.append(batch)
+    if len(set(batches)) > 1:
+        raise _core.OptionError("the example tensors disagree on the batch (first dimension): %s" % batches)
+    return specs, (batches[0] if batches else None)
+
+
+def export(model, inputs, loss="cross_entropy", name=None, symbols=None):
+    """Exports |model| in-process with tools/memsim_export (torch.fx, docs/exporter.md) and parses
+    the graph. |inputs|: spec strings ("batch,3,224,224", "ids=int64:batch,128@0:30522"), InputSpecs
+    or example tensors (their first dimension becomes the symbol batch, its size the default).
+    Raises ExportError with the exporter's message (every unsupported op listed). The modules'
+    train/eval modes are restored afterwards."""
+    return _export(model, inputs, loss, name, symbols)[0]
+
+
+def _export(model, inputs, loss, name, symbols):
+    """export(), and the batch of the example tensors (None: spec strings only)."""
+    import memsim_export
+    specs, batch = _input_specs(inputs)
+    symbols = dict(symbols or {})
+    if batch is not None:
+        symbols.setdefault("batch", batch)
+    name = name or type(model).__name__
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        g = memsim_export.export_model(model, specs, loss=loss, symbols=symbols, name=name,
+                                       provenance="memsim.export(%s)" % type(model).__name__)
+    except memsim_export.ExportError as e:
+        err = _core.ExportError(str(e))
+        err.unsupported = getattr(e, "kinds", [])
+        raise err from e
+    finally:
+        for m, training in modes:
+            m.training = training
+    return _core.parse_graph(memsim_export.graph_to_json(g), "<%s>" % name), batch
+
+
+def _graph(graph_or_path):
+    if isinstance(graph_or_path, _core.Graph):
+        return graph_or_path
+    if isinstance(graph_or_path, str) or hasattr(graph_or_path, "__fspath__"):
+        return load_graph(graph_or_path)
+    raise TypeError("expected a memsim.Graph or a graph file path, got %s" % type(graph_or_path).__name__)
+
+
+def simulate(graph, batch=None, *, explain=True, top=10, **options):
+    """Simulates one training step of |graph| (a Graph or a graph file path), as `memsim run`:
+    the options are the command line's (docs/cli.md) with ``_`` for ``-``: optimizer="sgd",
+    step, profile, inplace_activations, freeze, freeze_params, allocator, alloc_conf, gpu,
+    capacity, conv_workspace, cublas_workspace, set={"seq": 512}. Returns a Report."""
+    g = _graph(graph)
+    args = to_args(dict(options, batch=batch), lists=False, where="simulate")
+    return Report(_core.run(g, args, explain=explain, top=top))
+
+
+def estimate(model, inputs, loss="cross_entropy", optimizer="adam", gpu="A100-40GB", amp=None, checkpoint=None,
+             *, batch=None, name=None, symbols=None, explain=True, top=10, **options):
+    """One call from an nn.Module to a Report: exports |model| in-process (see export), then
+    simulates one training step (see simulate; every option of `memsim run` is accepted).
+    With example tensors and no batch=, the batch is theirs. amp and checkpoint are not
+    simulated yet: anything but None raises NotImplementedError."""
+    _refuse_unsupported(amp=amp, checkpoint=checkpoint)
+    graph, example_batch = _export(model, inputs, loss, name, symbols)
+    return simulate(graph, batch=batch if batch is not None else example_batch, explain=explain, top=top,
+                    optimizer=optimizer, gpu=gpu, **options)
+
+
+def _graph_of(graph_or_model, inputs, loss):
+    """A Graph, a path, or an nn.Module with its inputs (exported)."""
+    if inputs is not None:
+        return export(graph_or_model, inputs, loss=loss)
+    return _graph(graph_or_model)
+
+
+def sweep(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, **options):
+    """Every combination of the given option lists (batch=[8, 16], optimizer=["sgd", "adam"],
+    set={"seq": [128, 512]}, ...), simulated in parallel by the C++ oneTBB sweep with the GIL
+    released, as `memsim sweep`. Returns a pandas DataFrame with one row per configuration (every
+    axis, then peak_live_bytes, peak_phase, peak_allocated_bytes, peak_reserved_bytes, oom;
+    error for an invalid configuration); attrs["csv"] and attrs["json"] hold the CLI's
+    `--csv` and `--json` output."""
+    import pandas as pd
+    g = _graph_of(graph_or_model, inputs, loss)
+    out = _core.sweep(g, to_args(options, lists=True, where="sweep"), threads=threads)
+    df = pd.DataFrame(json.loads(out["json"])["configurations"])
+    df.attrs.update(model=g.name, csv=out["csv"], json=out["json"], text=out["text"])
+    return df
+
+
+def fit(graph_or_model, inputs=None, *, loss="cross_entropy", max_batch=65536, **options):
+    """The largest batch that fits the device (gpu= or capacity=), as `memsim fit`: an int
+    (0: not even batch 1 fits)."""
+    g = _graph_of(graph_or_model, inputs, loss)
+    return _core.fit(g, to_args(options, lists=False, where="fit"), max_batch=max_batch)["max_batch"]
+
+
+def advise(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, max_batch=65536, **options):
+    """Single changes ranked by the reserved memory they save, as `memsim advise --json`: a dict."""
+    g = _graph_of(graph_or_model, inputs, loss)
+    return json.loads(_core.advise(g, to_args(options, lists=False, where="advise"), threads=threads,
+                                   max_batch=max_batch)["json"])

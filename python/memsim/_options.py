@@ -1,0 +1,73 @@
+"""Keyword arguments → the command line's options (docs/cli.md), parsed in C++ by the CLI's own
+option spec (tools/memsim/options.h): same names with ``_`` for ``-``, same checks, same messages."""
+
+# Keyword → CLI option, for the options every configuration command takes.
+OPTIONS = {
+    "batch": "--batch",
+    "set": "--set",
+    "optimizer": "--optimizer",
+    "step": "--step",
+    "profile": "--profile",
+    "inplace_activations": "--inplace-activations",
+    "freeze": "--freeze",
+    "freeze_params": "--freeze-params",
+    "allocator": "--allocator",
+    "alloc_conf": "--alloc-conf",
+    "gpu": "--gpu",
+    "capacity": "--capacity",
+    "conv_workspace": "--conv-workspace",
+    "cublas_workspace": "--cublas-workspace",
+}
+# Options given once even in a sweep (a list is a bad value for them).
+SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace"}
+# Options that repeat rather than vary (every glob applies).
+REPEATED = {"freeze"}
+
+
+def _value(name, v):
+    if isinstance(v, bool):
+        # True would reach the CLI as "True"; say what the option wants instead.
+        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params")
+                                                 else "an integer"))
+    return str(v)
+
+
+def _values(name, v, lists):
+    """The option's values as strings: one, or (sweep) each of a list/tuple/range."""
+    if isinstance(v, (list, tuple, range)):
+        if not lists and name not in REPEATED:
+            raise TypeError("%s=%r: one value per option here (memsim.sweep takes lists)" % (name, v))
+        if name in SCALAR:
+            raise TypeError("%s takes one value, not a list" % name)
+        return [_value(name, x) for x in v]
+    return [_value(name, v)]
+
+
+def _set_args(symbols, lists):
+    """set={"seq": 128} (sweep: {"seq": [128, 512]}) → ["--set=seq=128"]."""
+    if not isinstance(symbols, dict):
+        raise TypeError("set=%r: expected a dict of symbol values, e.g. set={'seq': 128}" % (symbols,))
+    args = []
+    for sym, v in symbols.items():
+        args.append("--set=%s=%s" % (sym, ",".join(_values("set[%s]" % sym, v, lists))))
+    return args
+
+
+def to_args(options, lists, where):
+    """The CLI arguments for |options| (a dict of keywords; None values are left out). Unknown
+    keywords raise TypeError naming |where| and the known ones."""
+    unknown = sorted(k for k in options if k not in OPTIONS)
+    if unknown:
+        raise TypeError("%s() got unexpected keyword argument(s) %s (options: %s)" % (
+            where, ", ".join(unknown), ", ".join(sorted(OPTIONS))))
+    args = []
+    for name, v in options.items():
+        if v is None:
+            continue
+        if name == "set":
+            args += _set_args(v, lists)
+            continue
+        for s in _values(name, v, lists):
+            # --opt=V (V may start with "-"); an empty V apart, or CLI11 reads the next argument
+            args += ["%s=%s" % (OPTIONS[name], s)] if s else [OPTIONS[name], s]
+    return args

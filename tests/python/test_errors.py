@@ -1,0 +1,95 @@
+"""Errors are Python exceptions carrying the command line's messages."""
+import subprocess
+
+import pytest
+
+import memsim
+from conftest import ROOT, cli_error
+from models import TinyLSTM
+
+BAD_GRAPHS = ["unknown_op", "dangling", "negative_dim", "overflow_dim", "cycle", "bad_json", "no_such"]
+
+
+@pytest.mark.parametrize("name", BAD_GRAPHS)
+def test_bad_graph_file(name):
+    path = "tests/cli/bad/%s.json" % name
+    with pytest.raises(memsim.GraphError) as e:
+        memsim.load_graph(path)
+    assert str(e.value) == cli_error("run", path)
+    assert str(e.value).startswith(path + ":")
+    assert isinstance(e.value, memsim.Error) and isinstance(e.value, ValueError)
+
+
+def test_graph_error_names_the_json_pointer():
+    with pytest.raises(memsim.GraphError, match=r"unknown_op.json: /ops/1/op: unknown op"):
+        memsim.simulate("tests/cli/bad/unknown_op.json")
+
+
+def test_bad_graph_at_binding():
+    path = "tests/cli/bad/shape_mismatch.json"
+    with pytest.raises(memsim.GraphError) as e:
+        memsim.simulate(path)
+    assert str(e.value) == cli_error("run", path)
+    assert "/ops/0: linear \"h\": input [4, 10] does not match weight [5, 11]" in str(e.value)
+
+
+@pytest.mark.parametrize("kwargs,cli", [
+    (dict(optimizer="adamx"), ["--optimizer", "adamx"]),
+    (dict(gpu="Z80"), ["--gpu", "Z80"]),
+    (dict(freeze="zzz*"), ["--freeze", "zzz*"]),
+    (dict(alloc_conf="max_split_size_mb:abc"), ["--alloc-conf", "max_split_size_mb:abc"]),
+    (dict(set={"seq": 4}), ["--set", "seq=4"]),
+    (dict(set={"batch": "x"}), ["--set", "batch=x"]),
+    (dict(batch=-1), ["--batch=-1"]),
+    (dict(freeze_params=99), ["--freeze-params", "99"]),
+    (dict(capacity=-5), ["--capacity=-5"]),
+    (dict(step="sometimes"), ["--step", "sometimes"]),
+    (dict(allocator="magic"), ["--allocator", "magic"]),
+    (dict(batch="eight"), ["--batch", "eight"]),
+])
+def test_bad_option_has_the_cli_message(kwargs, cli):
+    with pytest.raises(memsim.OptionError) as e:
+        memsim.simulate("graphs/mlp.json", **kwargs)
+    assert isinstance(e.value, ValueError)
+    assert str(e.value) == cli_error("run", "graphs/mlp.json", *cli).splitlines()[0]
+
+
+def test_python_argument_errors():
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) optimiser"):
+        memsim.simulate("graphs/mlp.json", optimiser="adam")
+    with pytest.raises(TypeError, match="memsim.sweep takes lists"):
+        memsim.simulate("graphs/mlp.json", batch=[1, 2])
+    with pytest.raises(TypeError, match="gpu takes one value"):
+        memsim.sweep("graphs/mlp.json", gpu=["T4", "A10G"])
+    with pytest.raises(TypeError, match="expected a dict"):
+        memsim.simulate("graphs/mlp.json", set="seq=4")
+    with pytest.raises(TypeError, match="batch=True"):
+        memsim.simulate("graphs/mlp.json", batch=True)
+    with pytest.raises(TypeError, match="memsim.Graph or a graph file path"):
+        memsim.simulate(42)
+    with pytest.raises(memsim.OptionError, match='run takes one value per option'):
+        memsim.simulate("graphs/mlp.json", batch="1,2")
+
+
+@pytest.mark.parametrize("feature", ["amp", "checkpoint"])
+def test_unsupported_features_are_refused(feature):
+    with pytest.raises(NotImplementedError, match="%s=True: .* not simulated yet" % feature):
+        memsim.estimate(TinyLSTM(), "batch,5,8", **{feature: True})
+    with pytest.raises(NotImplementedError, match="%s='bfloat16'" % feature):
+        memsim.estimate(TinyLSTM(), "batch,5,8", **{feature: "bfloat16"})
+
+
+def test_export_error_lists_unsupported_ops():
+    p = subprocess.run(["/usr/bin/python3", "tools/export_torch.py", "tests/python/models.py:tiny_lstm"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2
+    with pytest.raises(memsim.ExportError) as e:
+        memsim.estimate(TinyLSTM(), "batch,5,8")
+    assert "export_torch.py: " + str(e.value) + "\n" == p.stderr
+    assert e.value.unsupported == ["function torch.exp", "module nn.LSTM"]
+    assert str(e.value).endswith("unsupported ops: function torch.exp, module nn.LSTM")
+
+
+def test_export_error_for_a_bad_input_spec():
+    with pytest.raises(memsim.ExportError, match="bad dimension"):
+        memsim.export(TinyLSTM(), "batch,5,8.5")

@@ -1,0 +1,105 @@
+"""memsim.estimate / memsim.simulate give the `memsim run` report, byte for byte."""
+import json
+
+import pytest
+import torch
+
+import memsim
+from conftest import GRAPHS, ROOT, run_cli
+from models import TinyCNN
+
+RUN = ["--optimizer", "adam", "--gpu", "A100-40GB", "--explain"]  # estimate's defaults
+
+
+@pytest.fixture(scope="module")
+def exported_by_cli(tmp_path_factory):
+    """torchvision resnet18 exported by tools/export_torch.py (its own process)."""
+    import subprocess
+    path = tmp_path_factory.mktemp("cli") / "resnet18.json"
+    p = subprocess.run(["/usr/bin/python3", "tools/export_torch.py", "torchvision:resnet18", "--input",
+                        "batch,3,224,224", "-o", str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return path
+
+
+def test_estimate_equals_cli_run_json(resnet18, exported_by_cli):
+    report = memsim.estimate(resnet18, "batch,3,224,224", batch=4, name="resnet18")
+    out, _, _ = run_cli("run", exported_by_cli, "--batch", 4, *RUN, "--json")
+    assert report.json == out  # byte for byte
+    assert report.data == json.loads(out)
+    assert report.data["config"] == {"symbols": {"batch": 4}, "optimizer": "adam", "step": "first",
+                                     "profile": "cuda", "inplace_activations": "keep", "frozen_parameters": 0}
+
+
+def test_estimate_text_equals_cli_run_text(resnet18, exported_by_cli):
+    report = memsim.estimate(resnet18, "batch,3,224,224", batch=2, name="resnet18", optimizer="sgd", top=3)
+    out, _, _ = run_cli("run", exported_by_cli, "--batch", 2, "--optimizer", "sgd", "--gpu", "A100-40GB",
+                        "--explain", "--top", 3)
+    assert str(report) == out
+
+
+def test_example_tensor_gives_the_batch(resnet18, exported_by_cli):
+    report = memsim.estimate(resnet18, torch.randn(4, 3, 224, 224), name="resnet18")
+    out, _, _ = run_cli("run", exported_by_cli, "--batch", 4, *RUN, "--json")
+    assert report.json == out
+    assert report.graph.symbols == {"batch": 4}
+
+
+def test_report_numbers(resnet18):
+    r = memsim.estimate(resnet18, "batch,3,224,224", batch=4)
+    d = r.data
+    assert r.peak_reserved_bytes == d["peak_reserved_bytes"] == d["allocator"]["peak_reserved_bytes"]
+    assert r.peak_allocated_bytes == d["peak_allocated_bytes"]
+    assert r.peak_live_bytes == sum(r.breakdown.values()) == d["peak_live_bytes"]
+    assert r.peak_live_bytes <= r.peak_allocated_bytes <= r.peak_reserved_bytes
+    assert set(r.phase_peaks) == {"forward", "backward", "optimizer"}
+    assert max(r.phase_peaks.values()) == r.peak_live_bytes
+    assert r.capacity_bytes == 40 * 1024 ** 3 and r.fits is True and r.oom is None
+    assert r.margin_bytes == r.capacity_bytes - r.peak_reserved_bytes
+    tops = r.top_tensors()
+    assert list(tops.columns) == ["name", "bytes", "category", "op", "module", "held_by"]
+    assert len(tops) == 10 and tops["bytes"].is_monotonic_decreasing
+    assert all(isinstance(h, list) and h for h in tops["held_by"])  # explain=True: why each is alive
+    assert r.graph.name == "ResNet" and "ResNet" in repr(r)
+
+
+def test_estimate_does_not_fit():
+    r = memsim.estimate(TinyCNN(), "batch,3,16,16", batch=64, gpu=None, capacity=1 << 20)
+    assert r.fits is False and r.margin_bytes is None
+    assert "CUDA out of memory" in r.oom["message"]
+
+
+def test_train_mode_restored():
+    m = TinyCNN().eval()
+    memsim.estimate(m, "batch,3,16,16", batch=2)
+    assert not m.training and not m.bn.training
+    m.train()
+    memsim.estimate(m, "batch,3,16,16", batch=2)
+    assert m.training
+
+
+@pytest.mark.parametrize("options,cli", [
+    (dict(batch=2, optimizer="adamw", freeze=["text.tok.*", "text.enc.layers.0.*"], top=5),
+     ["--batch", 2, "--optimizer", "adamw", "--freeze", "text.tok.*", "--freeze", "text.enc.layers.0.*", "--top", 5]),
+    (dict(set={"batch": 3}, profile="cpu", step="steady", inplace_activations="off", allocator="expandable"),
+     ["--set", "batch=3", "--profile", "cpu", "--step", "steady", "--inplace-activations", "off",
+      "--allocator", "expandable"]),
+    (dict(batch=2, alloc_conf="max_split_size_mb:128,roundup_power2_divisions:4", capacity=1 << 30,
+          conv_workspace=1 << 20, cublas_workspace=0, freeze_params=3),
+     ["--batch", 2, "--alloc-conf", "max_split_size_mb:128,roundup_power2_divisions:4", "--capacity", 1 << 30,
+      "--conv-workspace", 1 << 20, "--cublas-workspace", 0, "--freeze-params", 3]),
+])
+def test_simulate_equals_cli_run(options, cli):
+    path = "graphs/bert_small.json"
+    top = options.pop("top", 10)
+    r = memsim.simulate(path, explain=False, top=top, **options)
+    out, _, _ = run_cli("run", path, *cli, "--json")
+    assert r.json == out
+
+
+def test_load_graph_reused():
+    g = memsim.load_graph(GRAPHS + "/mlp.json")
+    assert isinstance(g, memsim.Graph) and g.name == "mlp" and g.num_ops > 0 and g.num_parameters == 10
+    a, b = memsim.simulate(g, batch=8), memsim.simulate(g, batch=16)
+    assert a.peak_live_bytes < b.peak_live_bytes
+    assert a.events().splitlines()[0].startswith("A setup")

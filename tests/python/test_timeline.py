@@ -1,0 +1,102 @@
+"""Report.timeline() (DataFrame), Report.plot() (matplotlib), _repr_html_ and the exports equal
+what `memsim run --events/--timeline` writes."""
+import io
+import pickle
+
+import pandas as pd
+import pytest
+
+import memsim
+from conftest import run_cli
+
+COLUMNS = ["kind", "tensor", "op", "module", "phase", "category", "bytes", "live", "allocated", "reserved"]
+MNIST = ["graphs/mnist_cnn.json", "--batch", "8", "--optimizer", "adam"]
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return memsim.simulate("graphs/mnist_cnn.json", batch=8, optimizer="adam", explain=False)
+
+
+def test_timeline_columns_and_rows(mnist):
+    df = mnist.timeline()
+    assert list(df.columns) == COLUMNS
+    assert df.index.name == "time" and list(df.index) == list(range(len(df)))
+    events = run_cli("run", *MNIST, "--events", "/dev/stdout")[0]
+    lines = [ln for ln in events.splitlines() if ln[:2] in ("A ", "F ")]
+    assert len(df) == len(lines) > 0
+    # Each row is its event line: A|F <phase> <bytes> <buffer> <category>.
+    for row, line in zip(df.itertuples(), lines):
+        kind, phase, nbytes, rest = line.split(" ", 3)
+        tensor, category = rest.rsplit(" ", 1)  # tensor names may hold spaces
+        assert (row.kind, row.phase, row.bytes, row.tensor, row.category) == (
+            {"A": "alloc", "F": "free"}[kind], phase, int(nbytes), tensor, category)
+    assert set(df["phase"]) <= set(memsim.PHASES) and set(df["category"]) <= set(memsim.CATEGORIES)
+
+
+def test_timeline_peaks_are_the_reports(mnist):
+    df = mnist.timeline()
+    assert df["live"].max() == mnist.peak_live_bytes
+    assert df["allocated"].max() == mnist.peak_allocated_bytes
+    assert df["reserved"].max() == mnist.peak_reserved_bytes
+    assert df["allocated"].notna().all() and (df["allocated"] <= df["reserved"]).all()
+    signed = df["bytes"].where(df["kind"] == "alloc", -df["bytes"])
+    assert (signed.cumsum() == df["live"]).all()
+    assert df["op"].iloc[-1] == "" or df["phase"].iloc[-1] == "optimizer"
+
+
+def test_timeline_after_oom_has_no_allocator_values():
+    r = memsim.simulate("graphs/alexnet.json", batch=4096, optimizer="adam", gpu="T4", explain=False)
+    df = r.timeline()
+    assert r.oom is not None and r.fits is False
+    simulated = r.data["allocator"]["events_simulated"]
+    assert simulated == r.oom["event_index"] < len(df)
+    assert df["reserved"].iloc[:simulated].notna().all() and df["reserved"].iloc[simulated:].isna().all()
+    assert df["reserved"].max() == r.peak_reserved_bytes
+
+
+def test_timeline_ideal_allocator_has_no_per_event_state():
+    df = memsim.simulate("graphs/mlp.json", batch=4, allocator="ideal").timeline()
+    assert df["allocated"].isna().all() and df["reserved"].isna().all() and df["live"].notna().all()
+
+
+def test_plot_renders_png(mnist):
+    fig = mnist.plot()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=60)
+    png = buf.getvalue()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert {"reserved", "allocated", "parameter", "activation"} <= set(labels)
+    assert ax.get_title().startswith("mnist_cnn: peak reserved")
+    import matplotlib.figure
+    other = matplotlib.figure.Figure()
+    assert mnist.plot(ax=other.add_subplot(), unit="MiB") is other
+    with pytest.raises(ValueError, match="unit='TB'"):
+        mnist.plot(unit="TB")
+
+
+def test_repr_html_is_the_cli_page(mnist, tmp_path):
+    run_cli("run", *MNIST, "--timeline", tmp_path / "t.html")
+    assert mnist._repr_html_() == (tmp_path / "t.html").read_text()
+    mnist.to_html(tmp_path / "p.html")
+    assert (tmp_path / "p.html").read_text() == (tmp_path / "t.html").read_text()
+
+
+def test_memory_viz_and_chrome_trace_are_the_clis(mnist, tmp_path):
+    run_cli("run", *MNIST, "--timeline", tmp_path / "cli.pickle")
+    run_cli("run", *MNIST, "--timeline", tmp_path / "cli.json")
+    mnist.to_memory_viz(tmp_path / "py.pickle")
+    mnist.to_chrome_trace(tmp_path / "py.json")
+    assert (tmp_path / "py.pickle").read_bytes() == (tmp_path / "cli.pickle").read_bytes()
+    assert (tmp_path / "py.json").read_text() == (tmp_path / "cli.json").read_text()
+    snap = pickle.loads((tmp_path / "py.pickle").read_bytes())
+    assert set(snap) >= {"segments", "device_traces"}
+
+
+def test_memory_viz_needs_the_caching_allocator(tmp_path):
+    r = memsim.simulate("graphs/mlp.json", batch=4, allocator="expandable")
+    with pytest.raises(memsim.OptionError, match="needs the caching allocator without expandable_segments"):
+        r.to_memory_viz(tmp_path / "x.pickle")
+    assert pd.notna(r.timeline()["reserved"]).all()
