@@ -11,8 +11,6 @@ _UNSUPPORTED = {
     "amp": "mixed precision (torch.autocast / GradScaler) is not simulated yet: the C++ step has no "
            "mixed-precision training setup (lib/autodiff/setup.h); export a float16/bfloat16 model "
            "instead, or leave amp=None",
-    "checkpoint": "activation checkpointing is not simulated yet: the C++ step has no checkpointing "
-                  "training setup (lib/autodiff/setup.h); leave checkpoint=None",
 }
 
 
@@ -120,9 +118,12 @@ def estimate(model, inputs, loss="cross_entropy", optimizer="adam", gpu="A100-40
              *, batch=None, name=None, symbols=None, explain=True, top=10, **options):
     """One call from an nn.Module to a Report: exports |model| in-process (see export), then
     simulates one training step (see simulate; every option of `memsim run` is accepted).
-    With example tensors and no batch=, the batch is theirs. amp and checkpoint are not
-    simulated yet: anything but None raises NotImplementedError."""
-    _refuse_unsupported(amp=amp, checkpoint=checkpoint)
+    With example tensors and no batch=, the batch is theirs. checkpoint= is a module-path glob
+    or a list of them (--checkpoint). amp is not simulated yet: anything but None raises
+    NotImplementedError."""
+    _refuse_unsupported(amp=amp)
+    if checkpoint is not None and checkpoint is not False:
+        options["checkpoint"] = checkpoint
     graph, example_batch = _export(model, inputs, loss, name, symbols)
     return simulate(graph, batch=batch if batch is not None else example_batch, explain=explain, top=top,
                     optimizer=optimizer, gpu=gpu, **options)

@@ -17,17 +17,21 @@ OPTIONS = {
     "capacity": "--capacity",
     "conv_workspace": "--conv-workspace",
     "cublas_workspace": "--cublas-workspace",
+    "accumulate": "--accumulate",
+    "clip_grad_norm": "--clip-grad-norm",
+    "checkpoint": "--checkpoint",
+    "foreach": "--foreach",
 }
 # Options given once even in a sweep (a list is a bad value for them).
-SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace"}
+SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm"}
 # Options that repeat rather than vary (every glob applies).
-REPEATED = {"freeze"}
+REPEATED = {"freeze", "checkpoint"}
 
 
 def _value(name, v):
     if isinstance(v, bool):
         # True would reach the CLI as "True"; say what the option wants instead.
-        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params")
+        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate")
                                                  else "an integer"))
     return str(v)
 

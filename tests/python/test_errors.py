@@ -1,10 +1,11 @@
 """Errors are Python exceptions carrying the command line's messages."""
+import json
 import subprocess
 
 import pytest
 
 import memsim
-from conftest import ROOT, cli_error
+from conftest import CLI, ROOT, cli_error
 from models import TinyLSTM
 
 BAD_GRAPHS = ["unknown_op", "dangling", "negative_dim", "overflow_dim", "cycle", "bad_json", "no_such"]
@@ -71,7 +72,21 @@ def test_python_argument_errors():
         memsim.simulate("graphs/mlp.json", batch="1,2")
 
 
-@pytest.mark.parametrize("feature", ["amp", "checkpoint"])
+def test_checkpoint_is_simulated_like_the_cli():
+    g = memsim.load_graph("graphs/resnet18.json")
+    plain = memsim.simulate(g, batch=2, profile="cpu")
+    assert memsim.simulate(g, batch=2, profile="cpu", checkpoint="layer?.?").phase_peaks["forward"] < \
+        plain.phase_peaks["forward"]
+    ckpt = memsim.simulate(g, batch=2, profile="cpu", checkpoint="layer?.?", accumulate=2, foreach="on")
+    cli = subprocess.run([CLI, "run", "graphs/resnet18.json", "--batch", "2", "--profile", "cpu", "--checkpoint",
+                          "layer?.?", "--accumulate", "2", "--foreach", "on", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(cli.stdout)["peak_live_bytes"] == ckpt.peak_live_bytes
+    with pytest.raises(memsim.OptionError, match='--checkpoint "zz\\*" matches no module'):
+        memsim.simulate(g, batch=2, checkpoint="zz*")
+
+
+@pytest.mark.parametrize("feature", ["amp"])
 def test_unsupported_features_are_refused(feature):
     with pytest.raises(NotImplementedError, match="%s=True: .* not simulated yet" % feature):
         memsim.estimate(TinyLSTM(), "batch,5,8", **{feature: True})
