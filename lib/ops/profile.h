@@ -48,6 +48,10 @@ struct Profile {
   /// cuDNN convolution workspace per call (transient, forward and each backward part). cuDNN's
   /// choice depends on the algorithm, so this is an input (--conv-workspace), 0 by default.
   int64_t conv_workspace_bytes = 0;
+  /// index_backward's index_put_(accumulate=True): CUDA sorts the indices (a linear index and
+  /// the sorted and original positions, int64 each: 3 transient buffers); the CPU kernel of
+  /// 1.13 accumulates in place without sorting (0).
+  int index_put_sort_buffers = 3;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
 };

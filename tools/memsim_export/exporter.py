@@ -115,15 +115,19 @@ def _forward_names(model):
 
 
 def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
-                 probe_batch=(2, 3), device="auto", outputs_held=True):
+                 probe_batch=(2, 3), device="auto", outputs_held=True, rebuild=None):
     """Trace ``model`` (put in training mode) and return the memsim graph as an ordered dict.
+
+    rebuild: {symbol: value} → model, for builders that take symbols (``def build(seq)``): the
+    model is rebuilt and traced per probe, so parameters and buffers sized by a symbol (a table
+    of positions) become symbolic.
 
     inputs: list of InputSpec or spec strings.  symbols: {name: default value}; ``batch`` defaults
     to 32.  loss: "cross_entropy", "mse" or "none".  device: "meta", "cpu" or "auto" (meta, falling
     back to CPU when an op has no meta kernel or the model mixes devices).
     """
-    if loss not in ("cross_entropy", "mse", "none", None):
-        raise ExportError("unknown loss %r (cross_entropy, mse, none)" % (loss,))
+    if loss not in ("cross_entropy", "mse", "output", "none", None):
+        raise ExportError("unknown loss %r (cross_entropy, mse, output, none)" % (loss,))
     specs = [parse_input_spec(s) for s in inputs]
     if not specs:
         raise ExportError("no --input given")
@@ -189,6 +193,13 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
     graphs = []
     runner = _Runner(gm, device)
     for k, binding in enumerate(probes):
+        if rebuild is not None and k > 0:
+            model = rebuild(binding)
+            model.train()
+            gm = trace(model, concrete_args=concrete)
+            runner = _Runner(gm, device)
+            pnames = {id(p): n for n, p in reversed(list(model.named_parameters()))}
+            bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
         values = runner.values(lambda dev: [_make_input(s, binding, dev) for s in specs], extra_ph)
         cx = Context(gm, values, pnames, bnames)
         cx.used.update(input_names)
@@ -198,6 +209,8 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
         if cx.unsupported:
             raise UnsupportedError(cx.unsupported)
         graphs.append(_assemble(cx, out_value, specs, input_names, loss))
+        graphs[-1]["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
+        graphs[-1]["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
 
     merged = merge(graphs, probes, syms, "")
     g = {"format": "memsim-graph", "version": 1, "name": name}
@@ -210,8 +223,8 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
         inputs_json.append({"name": nm, "shape": list(spec.dims), "dtype": spec.dtype})
     inputs_json += merged["extra_inputs"]
     g["inputs"] = inputs_json
-    g["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
-    g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
+    g["parameters"] = merged["parameters"]
+    g["buffers"] = merged["buffers"]
     g["ops"] = merged["ops"]
     g["outputs"] = merged["outputs"] if outputs_held else []
     if merged.get("loss"):
@@ -324,6 +337,14 @@ def _assemble(cx, out_value, specs, input_names, loss):
     if loss in (None, "none"):
         return g
     logits = _primary_output(out_value)
+    if loss == "output" or (logits is not None and logits.ndim == 0):
+        # the model computes its own loss (a scalar output): its backward starts there
+        if logits is None or logits.ndim != 0:
+            raise ExportError("--loss output needs a scalar output; the output has shape %s"
+                              % list(logits.shape if logits is not None else []))
+        g["outputs"] = [o.name for o in outs if o is not logits]
+        g["loss"] = logits.name
+        return g
     ops = cx.ops
     if loss == "cross_entropy":
         if logits.ndim < 2:

@@ -1,0 +1,157 @@
+"""export_eager(): export by execution (see :mod:`.record`), with symbols found by probing.
+
+The model is built and run on meta tensors (weights are never allocated, so a 7B model exports
+on a laptop).  A builder may take symbol names as keyword arguments (``def build(seq): ...``):
+it is then rebuilt for every probe, so buffers sized by a symbol (a RoPE cache, a causal mask)
+become symbolic too.  Probe 0 binds every symbol to its base value; probe i changes symbol i
+only; :func:`.symbols.merge` turns the sizes that change into products of symbols.
+"""
+import contextlib
+import inspect
+
+import torch
+
+from .errors import ExportError, UnsupportedError
+from .exporter import _assemble, _tensor_json, parse_input_spec
+from .record import record
+from .registry import dtype_name
+from .symbols import merge
+
+_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "linspace",
+              "tensor", "eye", "normal")
+
+
+@contextlib.contextmanager
+def meta_device():
+    """Tensor factories default to the meta device (model construction allocates nothing)."""
+    saved = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
+
+    def wrap(f):
+        def g(*a, **k):
+            if k.get("device") is None:
+                k["device"] = "meta"
+            return f(*a, **k)
+        return g
+    try:
+        for n, f in saved.items():
+            setattr(torch, n, wrap(f))
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(torch, n, f)
+
+
+def symbol_params(builder):
+    """Names of the builder's parameters (symbols it is built from)."""
+    try:
+        return [p.name for p in inspect.signature(builder).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        return []
+
+
+def build_on_meta(builder, binding):
+    with meta_device():
+        obj = builder(binding)
+    model = obj[0] if isinstance(obj, (tuple, list)) else obj
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError("the builder returned %s, not an nn.Module" % type(model).__name__)
+    # anything a constructor made on the CPU anyway (a torch.tensor(...) constant) moves too
+    return model.to("meta")
+
+
+def _probes(syms, defaults, probe_batch):
+    base = {s: probe_batch[0] if s == "batch" else int(defaults[s]) for s in syms}
+    probes = [base]
+    for s in syms:
+        p = dict(base)
+        if s == "batch":
+            p[s] = probe_batch[1]
+        else:
+            v = base[s]
+            p[s] = v // 2 if v >= 4 else v + 1
+        probes.append(p)
+    return probes
+
+
+def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
+                 probe_batch=(2, 3), outputs_held=True, builder_symbols=None):
+    """builder(binding) → nn.Module, binding = {symbol: value} of the symbols in builder_symbols
+    (the builder is called once when there are none); returns the memsim graph (an ordered dict)."""
+    specs = [parse_input_spec(s) for s in inputs]
+    if not specs:
+        raise ExportError("no --input given")
+    syms = []
+    for spec in specs:
+        for d in spec.dims:
+            if isinstance(d, str) and d not in syms:
+                syms.append(d)
+    takes = list(builder_symbols or [])
+    defaults = dict(symbols or {})
+    if "batch" in syms:
+        defaults.setdefault("batch", 32)
+    for s in syms:
+        if s not in defaults:
+            raise ExportError("symbol %r has no default value (use --set %s=N)" % (s, s))
+    probes = _probes(syms, defaults, probe_batch)
+    graphs, tensors = [], []
+    model = None
+    for binding in probes:
+        if model is None or any(s in takes for s in syms):
+            model = build_on_meta(builder, {s: binding[s] for s in takes if s in binding})
+            model.train()
+        args = [torch.empty([binding[d] if isinstance(d, str) else d for d in sp.dims],
+                            dtype=_dtype(sp.dtype), device="meta") for sp in specs]
+        names = [sp.name or "input%d" % i for i, sp in enumerate(specs)]
+        names = _forward_arg_names(model, names, specs)
+        pnames = {id(p): n for n, p in reversed(list(model.named_parameters()))}
+        bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
+        try:
+            cx, out = record(model, args, names, pnames, bnames)
+        except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
+            raise ExportError("running %s on meta tensors failed: %s: %s" % (
+                type(model).__name__, type(e).__name__, e)) from e
+        if cx.unsupported:
+            raise UnsupportedError(cx.unsupported)
+        g = _assemble(cx, out, specs, names, loss)
+        g["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
+        g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
+        graphs.append(g)
+        tensors.append(names)
+    merged = merge(graphs, probes, syms, "")
+    g = {"format": "memsim-graph", "version": 1, "name": name}
+    if provenance:
+        g["provenance"] = provenance
+    if syms:
+        g["symbols"] = {s: int(defaults[s]) for s in syms}
+    g["inputs"] = [{"name": n, "shape": list(sp.dims), "dtype": sp.dtype}
+                   for sp, n in zip(specs, tensors[0])] + merged["extra_inputs"]
+    g["parameters"] = merged["parameters"]
+    g["buffers"] = merged["buffers"]
+    g["ops"] = merged["ops"]
+    g["outputs"] = merged["outputs"] if outputs_held else []
+    if merged.get("loss"):
+        g["loss"] = merged["loss"]
+    return g
+
+
+def _dtype(name):
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
+               torch.uint8, torch.bool):
+        if dtype_name(dt) == name:
+            return dt
+    raise ExportError("unknown dtype %r" % name)
+
+
+def _forward_arg_names(model, names, specs):
+    try:
+        params = [p.name for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    out = []
+    for i, (n, sp) in enumerate(zip(names, specs)):
+        out.append(sp.name or (params[i] if i < len(params) else n))
+    if len(set(out)) != len(out):
+        raise ExportError("duplicate input names %s" % out)
+    return out
