@@ -55,18 +55,28 @@ def cs336_medium(seq):
 
 
 class WithCS336Loss(nn.Module):
-    """The course's training step: logits → cs336_cross_entropy (the model returns its loss)."""
+    """The course's training step: logits → cs336_cross_entropy (the model returns its loss).
+    keep_logits: also return the logits, which the caller holds until after backward (as a
+    training loop's `out = model(x)` does)."""
 
-    def __init__(self, lm):
+    def __init__(self, lm, keep_logits=False):
         super().__init__()
         self.lm = lm
+        self.keep_logits = keep_logits
 
     def forward(self, ids, targets):
-        return llm_models.cs336_cross_entropy(self.lm(ids), targets)
+        logits = self.lm(ids)
+        loss = llm_models.cs336_cross_entropy(logits, targets)
+        return (loss, logits) if self.keep_logits else loss
 
 
 def cs336_small_loss(seq):
     return WithCS336Loss(llm_models.cs336_lm("small", seq))
+
+
+def cs336_small_loss_held(seq):
+    """trace_step.py --loss cs336: `out = model(ids); loss = cs336_cross_entropy(out, y)`."""
+    return WithCS336Loss(llm_models.cs336_lm("small", seq), keep_logits=True)
 
 
 # ---- Llama-style decoder -----------------------------------------------------------------------

@@ -165,13 +165,20 @@ def _export(a, model, builder, takes, inputs, opts):
 
     def build(binding):
         return split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
-    if a.trace != "run":
-        try:
-            return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
-        except ExportError as e:
-            if a.trace == "fx" or not str(e).startswith("cannot trace"):
-                raise
-    return export_eager(build, inputs, builder_symbols=takes, **opts)
+    if a.trace == "run":
+        return export_eager(build, inputs, builder_symbols=takes, **opts)
+    try:
+        return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
+    except ExportError as e:
+        if a.trace == "fx" or not str(e).startswith("cannot trace"):
+            raise
+        fx_error = e
+    try:
+        return export_eager(build, inputs, builder_symbols=takes, **opts)
+    except UnsupportedError:
+        raise
+    except ExportError as e:
+        raise ExportError("%s\nrecording it as it runs failed too: %s" % (fx_error, e)) from e
 
 
 def _numel(shape):

@@ -16,6 +16,7 @@ from .exporter import _assemble, _tensor_json, parse_input_spec
 from .record import record
 from .registry import dtype_name
 from .symbols import merge
+from .tracer import _user_frame
 
 _FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "linspace",
               "tensor", "eye", "normal")
@@ -109,8 +110,11 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
         try:
             cx, out = record(model, args, names, pnames, bnames)
         except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
-            raise ExportError("running %s on meta tensors failed: %s: %s" % (
-                type(model).__name__, type(e).__name__, e)) from e
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            if "_local_scalar_dense" in first:
+                first = "the Python code reads a tensor's value (data-dependent control flow)"
+            raise ExportError("running %s on meta tensors failed: %s: %s%s" % (
+                type(model).__name__, type(e).__name__, first, _user_frame(e))) from e
         if cx.unsupported:
             raise UnsupportedError(cx.unsupported)
         g = _assemble(cx, out, specs, names, loss)

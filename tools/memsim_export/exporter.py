@@ -337,13 +337,15 @@ def _assemble(cx, out_value, specs, input_names, loss):
     if loss in (None, "none"):
         return g
     logits = _primary_output(out_value)
-    if loss == "output" or (logits is not None and logits.ndim == 0):
-        # the model computes its own loss (a scalar output): its backward starts there
-        if logits is None or logits.ndim != 0:
-            raise ExportError("--loss output needs a scalar output; the output has shape %s"
-                              % list(logits.shape if logits is not None else []))
-        g["outputs"] = [o.name for o in outs if o is not logits]
-        g["loss"] = logits.name
+    scalar = next((o for o in outs if o.ndim == 0), None)
+    if loss == "output" or scalar is not None:
+        # the model computes its own loss (a scalar output): its backward starts there; the
+        # other outputs (logits returned with the loss) stay held like `out`
+        if scalar is None:
+            raise ExportError("--loss output needs a scalar output; the outputs have shapes %s"
+                              % [list(o.shape) for o in outs])
+        g["outputs"] = [o.name for o in outs if o is not scalar]
+        g["loss"] = scalar.name
         return g
     ops = cx.ops
     if loss == "cross_entropy":
