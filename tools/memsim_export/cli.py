@@ -139,7 +139,7 @@ def main(argv=None):
         sys.stderr.write("export_torch.py: %s\n" % e)
         return 2
     if a.output not in (None, "-"):
-        n_params = sum(_numel(p["shape"]) for p in g["parameters"])
+        n_params = sum(_numel(p["shape"], g.get("symbols", {})) for p in g["parameters"])
         sys.stderr.write("wrote %s: %d ops, %d parameter tensors (%d elements)\n" % (
             a.output, len(g["ops"]), len(g["parameters"]), n_params))
     return 0
@@ -181,8 +181,13 @@ def _export(a, model, builder, takes, inputs, opts):
         raise ExportError("%s\nrecording it as it runs failed too: %s" % (fx_error, e)) from e
 
 
-def _numel(shape):
+def _numel(shape, symbols):
+    """Elements at the symbols' default values (a dim may be "seq" or "batch*12")."""
     n = 1
     for s in shape:
-        n *= s
+        if isinstance(s, str):
+            for f in s.split("*"):
+                n *= int(f) if f.isdigit() else symbols[f]
+        else:
+            n *= s
     return n
