@@ -70,6 +70,7 @@ genlm nanogpt_gpt2_large "$NANO; GPT-2 large: 36 layers, d 1280, 20 heads" gpt2_
 genlm nanogpt_gpt2_xl "$NANO; GPT-2 XL: 48 layers, d 1600, 25 heads" gpt2_xl 8 1024
 CS="CS336 BasicsTransformerLM (Stanford CS336 cs336-basics, graphs/llm_models.py): pre-norm RMSNorm, RoPE cache [2,seq,d_head/2], einsum Linear and attention, hand-written softmax with a torch.where causal mask, SwiGLU, index embedding, untied head, vocab 10000; context length = seq; F.cross_entropy over the flattened logits; input int64 ids [batch,seq]"
 genlm cs336_small "$CS; small: d 768, 12 layers, 12 heads, d_ff 3072; $TS cs336_small" cs336_small 32 256
+genlm cs336_small_course_loss "$CS; small, with the course's hand-written cross entropy (cs336_cross_entropy: max-shifted log-softmax, gather, mean) returned by a wrapper that also returns the logits (held until after backward, as \`out = model(x)\`); $TS cs336_small --loss cs336" cs336_small_loss_held 32 256 --input "targets=int64:batch,seq" --loss output
 genlm cs336_medium "$CS; medium: d 1024, 24 layers, 16 heads, d_ff 4096; $TS cs336_medium" cs336_medium 32 256
 LL="Llama-style decoder (graphs/llm_zoo.py, Hugging Face LlamaForCausalLM eager attention): RMSNorm, RoPE (cos/sin buffers [seq, d_head], rotate_half), SwiGLU, grouped-query attention (k/v expanded and reshaped), causal mask buffer, float32 softmax, vocab 128256; token-level cross entropy; input int64 ids [batch,seq]"
 genlm llama_1b "$LL; Llama 3.2 1B sizes: d 2048, 16 layers, 32 heads, 8 kv heads, d_ff 8192, tied embeddings" llama_1b 4 2048
