@@ -150,6 +150,7 @@ def llm_gpu_section(memsim, graphs):
 
 
 def eval_dims(shape, symbols):
+    """memsim_export.symbols.numel_at, repeated: validate.py runs without torch (memsim_export imports it)."""
     n = 1
     for d in shape:
         if isinstance(d, str):

@@ -7,6 +7,7 @@ import tempfile
 import unittest
 
 from export_util import GRAPHS, ROOT, check_well_formed
+from memsim_export.symbols import numel_at
 
 CHEAP = ["mlp", "mnist_cnn", "resnet18", "bert_small", "multimodal_bert", "gpt2_small", "nanogpt_gpt2_small",
          "cs336_small"]
@@ -26,16 +27,6 @@ PARAMS = {  # parameter elements of every zoo graph
 OWN_LOSS = {"cs336_small_course_loss"}  # the model returns its loss (inputs end with its targets)
 LLM_BATCH = {"nanogpt_gpt2_small": 8, "nanogpt_gpt2_medium": 8, "nanogpt_gpt2_large": 8, "nanogpt_gpt2_xl": 8,
              "cs336_small": 32, "cs336_medium": 32, "cs336_small_course_loss": 32, "llama_1b": 4, "llama_8b": 1}
-
-
-def dim_value(d, symbols):
-    """An int, a symbol or a product such as "batch*12" at the symbols' default values."""
-    if isinstance(d, int):
-        return d
-    n = 1
-    for f in d.split("*"):
-        n *= int(f) if f.isdigit() else symbols[f]
-    return n
 
 
 def zoo_names():
@@ -67,10 +58,7 @@ class Zoo(unittest.TestCase):
                     self.assertEqual(g["ops"][-1]["op"], "cross_entropy")
                 n = 0
                 for p in g["parameters"]:
-                    k = 1
-                    for s in p["shape"]:
-                        k *= dim_value(s, g["symbols"])
-                    n += k
+                    n += numel_at(p["shape"], g["symbols"])
                 exp = PARAMS[name]
                 self.assertIn(n, exp if isinstance(exp, set) else {exp})
 

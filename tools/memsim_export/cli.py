@@ -8,6 +8,7 @@ import sys
 
 from .eager import symbol_params
 from .errors import ExportError, UnsupportedError
+from .symbols import numel_at
 
 USAGE_EXAMPLES = """examples:
   export_torch.py torchvision:resnet50 --input "batch,3,224,224" -o graphs/resnet50.json
@@ -139,7 +140,7 @@ def main(argv=None):
         sys.stderr.write("export_torch.py: %s\n" % e)
         return 2
     if a.output not in (None, "-"):
-        n_params = sum(_numel(p["shape"], g.get("symbols", {})) for p in g["parameters"])
+        n_params = sum(numel_at(p["shape"], g.get("symbols", {})) for p in g["parameters"])
         sys.stderr.write("wrote %s: %d ops, %d parameter tensors (%d elements)\n" % (
             a.output, len(g["ops"]), len(g["parameters"]), n_params))
     return 0
@@ -179,15 +180,3 @@ def _export(a, model, builder, takes, inputs, opts):
         raise
     except ExportError as e:
         raise ExportError("%s\nrecording it as it runs failed too: %s" % (fx_error, e)) from e
-
-
-def _numel(shape, symbols):
-    """Elements at the symbols' default values (a dim may be "seq" or "batch*12")."""
-    n = 1
-    for s in shape:
-        if isinstance(s, str):
-            for f in s.split("*"):
-                n *= int(f) if f.isdigit() else symbols[f]
-        else:
-            n *= s
-    return n

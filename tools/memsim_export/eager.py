@@ -6,40 +6,24 @@ it is then rebuilt for every probe, so buffers sized by a symbol (a RoPE cache, 
 become symbolic too.  Probe 0 binds every symbol to its base value; probe i changes symbol i
 only; :func:`.symbols.merge` turns the sizes that change into products of symbols.
 """
-import contextlib
 import inspect
 
 import torch
 
 from .errors import ExportError, UnsupportedError
-from .exporter import _assemble, _tensor_json, parse_input_spec
+from .exporter import _META_FACTORIES, _assemble, _meta_factories, _tensor_json, parse_input_spec
 from .record import record
 from .registry import dtype_name
 from .symbols import merge
 from .tracer import _user_frame
 
-_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "linspace",
-              "tensor", "eye", "normal")
+# also torch.tensor/eye/normal: constructors build constants with them (a RoPE base)
+_FACTORIES = _META_FACTORIES + ("tensor", "eye", "normal")
 
 
-@contextlib.contextmanager
 def meta_device():
     """Tensor factories default to the meta device (model construction allocates nothing)."""
-    saved = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
-
-    def wrap(f):
-        def g(*a, **k):
-            if k.get("device") is None:
-                k["device"] = "meta"
-            return f(*a, **k)
-        return g
-    try:
-        for n, f in saved.items():
-            setattr(torch, n, wrap(f))
-        yield
-    finally:
-        for n, f in saved.items():
-            setattr(torch, n, f)
+    return _meta_factories(_FACTORIES)
 
 
 def symbol_params(builder):

@@ -285,8 +285,9 @@ _META_FACTORIES = ("arange", "zeros", "ones", "full", "empty", "rand", "randn", 
 
 
 @contextlib.contextmanager
-def _meta_factories():
-    saved = {n: getattr(torch, n) for n in _META_FACTORIES}
+def _meta_factories(names=_META_FACTORIES):
+    """Tensor factories in |names| default to the meta device while the context is active."""
+    saved = {n: getattr(torch, n) for n in names if hasattr(torch, n)}
 
     def wrap(f):
         def g(*a, **k):

@@ -90,3 +90,15 @@ class _Fail:
 
 
 _FAIL = _Fail()
+
+
+def numel_at(shape, symbols):
+    """Elements of a shape whose dims are ints, symbols or products ("batch*12") at |symbols|."""
+    n = 1
+    for d in shape:
+        if isinstance(d, str):
+            for f in d.split("*"):
+                n *= int(f) if f.isdigit() else symbols[f]
+        else:
+            n *= d
+    return n
