@@ -10,7 +10,7 @@ from export_util import GRAPHS, ROOT, check_well_formed
 from memsim_export.symbols import numel_at
 
 CHEAP = ["mlp", "mnist_cnn", "resnet18", "bert_small", "multimodal_bert", "gpt2_small", "nanogpt_gpt2_small",
-         "cs336_small"]
+         "cs336_small", "cs336_small_course_loss", "cs336_medium", "llama_1b"]  # LLMs: built on meta, cheap
 
 PARAMS = {  # parameter elements of every zoo graph
     "mlp": 131410, "mnist_cnn": 1111946,
