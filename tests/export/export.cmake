@@ -6,3 +6,10 @@ foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(export.${t} PROPERTIES TIMEOUT 300 LABELS export)
 endforeach()
+
+# --trace run against torch.fx: same memsim peaks (needs the memsim binary).
+add_test(NAME export.run_parity
+         COMMAND ${CMAKE_COMMAND} -E env MEMSIM=$<TARGET_FILE:memsim>
+                 /usr/bin/python3 -m unittest discover -s tests/export -p test_run_parity.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.run_parity PROPERTIES TIMEOUT 300 LABELS export)

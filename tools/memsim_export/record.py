@@ -22,12 +22,17 @@ import operator
 import weakref
 
 import torch
+import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import ops_llm  # noqa: F401  (registers the handlers of the LLM ops and ATen ops)
+from . import expand, ops_llm  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
 from .convert import Context
 from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, TRef, Unsupported
+
+# module class -> the fx path's expansion handler (cx, module, path, *args, **kwargs)
+EXPANDED = {nn.MultiheadAttention: expand.m_mha, nn.TransformerEncoderLayer: expand.m_encoder_layer,
+            nn.TransformerEncoder: expand.m_encoder}
 
 # Tensor dunder methods → the operator functions the fx handlers are registered for.
 _DUNDER = {
@@ -60,6 +65,7 @@ class EagerContext(Context):
         self.result = None      # the real result of the call being converted
         self.module_stack = [""]
         self.node_names = {}
+        self.paused = False     # True while an expanded module runs (ExpandedModules)
 
     def unique(self, base):
         """base, base_1, base_2, ...: the first one not yet used as a tensor or node name."""
@@ -230,6 +236,8 @@ class FunctionRecorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.cx.paused:  # inside an expanded module (ExpandedModules): its handler emits
+            return func(*args, **kwargs)
         h, swapped = find_handler(func)
         if h is None and _needs_recording(func, args, kwargs):
             # no memsim op for the call as a whole (torch.einsum): record the ATen ops it runs
@@ -305,6 +313,46 @@ def _tuple_indexing():
         torch.Tensor.__getitem__ = orig
 
 
+class ExpandedModules:
+    """Modules whose forward is one functional call the recorder cannot see into at the right level
+    (nn.MultiheadAttention → F.multi_head_attention_forward; the transformer encoder stack) run
+    unrecorded; the fx path's expansion (:mod:`.expand`) then emits what 1.13 runs in training, from
+    the module, its arguments and its real outputs."""
+
+    def __init__(self, cx, model):
+        self.cx = cx
+        self.wrapped = []
+        for path, m in model.named_modules():
+            h = next((EXPANDED[c] for c in type(m).__mro__ if c in EXPANDED), None)
+            if h is not None:
+                self.wrapped.append((m, path, h))
+
+    def _forward(self, m, path, h, orig):
+        cx = self.cx
+
+        def forward(*args, **kwargs):
+            if cx.paused:
+                return orig(*args, **kwargs)
+            cx.paused = True
+            try:
+                out = orig(*args, **kwargs)
+            finally:
+                cx.paused = False
+            cx.convert(lambda c, *a, **k: h(c, m, path, *a, **k), path.replace(".", "_") or "root", out,
+                       args, kwargs)
+            return out
+        return forward
+
+    def __enter__(self):
+        for m, path, h in self.wrapped:
+            m.forward = self._forward(m, path, h, m.forward)
+        return self
+
+    def __exit__(self, *exc):
+        for m, _, _ in self.wrapped:
+            del m.forward
+
+
 def record(model, args, input_names, param_names, buffer_names):
     """Run model(*args) (meta tensors) and return (EagerContext, output as TRefs)."""
     cx = EagerContext(param_names, buffer_names)
@@ -314,7 +362,8 @@ def record(model, args, input_names, param_names, buffer_names):
     cx.graph_names = set(input_names) | set(param_names.values()) | set(buffer_names.values())
     for t, n in zip(args, input_names):
         cx.bind(t, TRef(n, tuple(t.shape), t.dtype))
-    with torch.no_grad(), ModulePaths(cx, model), _tuple_indexing(), FunctionRecorder(cx):
+    with torch.no_grad(), ModulePaths(cx, model), ExpandedModules(cx, model), _tuple_indexing(), \
+            FunctionRecorder(cx):
         out = model(*args)
     if cx.unsupported:
         return cx, None
