@@ -105,7 +105,11 @@ def main(argv=None):
         from .exporter import write_graph
         builder, default_name = load_builder(spec)
         symbols = _parse_set(a.set)
-        takes = [] if spec.startswith("torchvision:") else symbol_params(builder)
+        takes = {} if spec.startswith("torchvision:") else symbol_params(builder)
+        for p, default in takes.items():  # `def build(seq=128)`: 128 unless --set seq=N
+            if default is not None:
+                symbols.setdefault(p, default)
+        takes = list(takes)
         missing = [p for p in takes if p not in symbols]
         if missing:
             raise ExportError("the builder takes %s: give each a default with --set %s=N"

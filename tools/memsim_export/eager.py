@@ -27,12 +27,13 @@ def meta_device():
 
 
 def symbol_params(builder):
-    """Names of the builder's parameters (symbols it is built from)."""
+    """{name: integer default or None} of the builder's parameters (the symbols it is built from)."""
     try:
-        return [p.name for p in inspect.signature(builder).parameters.values()
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        params = inspect.signature(builder).parameters.values()
     except (TypeError, ValueError):
-        return []
+        return {}
+    return {p.name: (p.default if isinstance(p.default, int) and not isinstance(p.default, bool) else None)
+            for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def build_on_meta(builder, binding):
