@@ -124,8 +124,7 @@ def llm_gpu_section(memsim, graphs):
     cmd = [memsim, "run", os.path.join(graphs, "cs336_small.json"), "--batch", "32", "--set", "seq=256",
            "--optimizer", "none", "--json"]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-    g = json.load(open(os.path.join(graphs, "cs336_small.json")))
-    grads = 4 * sum(eval_dims(p["shape"], g["symbols"]) for p in g["parameters"])
+    grads = r["parameters"]["bytes"]  # fp32 gradients of every (trainable) parameter
     alloc, reserved = rec["recorded_peak_allocated_bytes"], rec["recorded_peak_reserved_bytes"]
     mib = 1024.0 * 1024.0
     rows = [("peak allocated (requested bytes)", alloc, r["peak_live_bytes"]),
@@ -147,18 +146,6 @@ def llm_gpu_section(memsim, graphs):
               "holds. Reserved bytes of a warm step depend on the segments earlier steps left; adding the",
               "gradients to the cold step's reserved peak is an estimate, not a simulation."]
     return lines
-
-
-def eval_dims(shape, symbols):
-    """memsim_export.symbols.numel_at, repeated: validate.py runs without torch (memsim_export imports it)."""
-    n = 1
-    for d in shape:
-        if isinstance(d, str):
-            for f in d.split("*"):
-                n *= int(f) if f.isdigit() else symbols[f]
-        else:
-            n *= d
-    return n
 
 
 def err(pred, real):

@@ -11,10 +11,10 @@ import inspect
 import torch
 
 from .errors import ExportError, UnsupportedError
-from .exporter import _META_FACTORIES, _assemble, _meta_factories, _tensor_json, parse_input_spec
+from .exporter import _META_FACTORIES, _meta_factories, finish_graph, parse_input_spec, probe_graph
 from .record import record
 from .registry import dtype_name
-from .symbols import merge
+from .symbols import plan_probes
 from .tracer import _user_frame
 
 # also torch.tensor/eye/normal: constructors build constants with them (a RoPE base)
@@ -46,20 +46,6 @@ def build_on_meta(builder, binding):
     return model.to("meta")
 
 
-def _probes(syms, defaults, probe_batch):
-    base = {s: probe_batch[0] if s == "batch" else int(defaults[s]) for s in syms}
-    probes = [base]
-    for s in syms:
-        p = dict(base)
-        if s == "batch":
-            p[s] = probe_batch[1]
-        else:
-            v = base[s]
-            p[s] = v // 2 if v >= 4 else v + 1
-        probes.append(p)
-    return probes
-
-
 def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
                  probe_batch=(2, 3), outputs_held=True, builder_symbols=None):
     """builder(binding) → nn.Module, binding = {symbol: value} of the symbols in builder_symbols
@@ -67,19 +53,8 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
     specs = [parse_input_spec(s) for s in inputs]
     if not specs:
         raise ExportError("no --input given")
-    syms = []
-    for spec in specs:
-        for d in spec.dims:
-            if isinstance(d, str) and d not in syms:
-                syms.append(d)
+    syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
     takes = list(builder_symbols or [])
-    defaults = dict(symbols or {})
-    if "batch" in syms:
-        defaults.setdefault("batch", 32)
-    for s in syms:
-        if s not in defaults:
-            raise ExportError("symbol %r has no default value (use --set %s=N)" % (s, s))
-    probes = _probes(syms, defaults, probe_batch)
     graphs, tensors = [], []
     model = None
     for binding in probes:
@@ -102,26 +77,9 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
                 type(model).__name__, type(e).__name__, first, _user_frame(e))) from e
         if cx.unsupported:
             raise UnsupportedError(cx.unsupported)
-        g = _assemble(cx, out, specs, names, loss)
-        g["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
-        g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
-        graphs.append(g)
+        graphs.append(probe_graph(cx, out, specs, names, loss, model))
         tensors.append(names)
-    merged = merge(graphs, probes, syms, "")
-    g = {"format": "memsim-graph", "version": 1, "name": name}
-    if provenance:
-        g["provenance"] = provenance
-    if syms:
-        g["symbols"] = {s: int(defaults[s]) for s in syms}
-    g["inputs"] = [{"name": n, "shape": list(sp.dims), "dtype": sp.dtype}
-                   for sp, n in zip(specs, tensors[0])] + merged["extra_inputs"]
-    g["parameters"] = merged["parameters"]
-    g["buffers"] = merged["buffers"]
-    g["ops"] = merged["ops"]
-    g["outputs"] = merged["outputs"] if outputs_held else []
-    if merged.get("loss"):
-        g["loss"] = merged["loss"]
-    return g
+    return finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name, provenance, outputs_held)
 
 
 def _dtype(name):

@@ -12,7 +12,7 @@ from . import convert, expand  # noqa: F401  (expand registers the transformer h
 from .convert import Context, TRef, dtype_name
 from .errors import ExportError, UnsupportedError
 from .shapes import propagate
-from .symbols import merge
+from .symbols import merge, plan_probes
 from .tracer import trace
 
 _DTYPES = {"float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16,
@@ -158,30 +158,7 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
     # placeholders for concrete args are still in the graph in some torch versions: feed their defaults
     extra_ph = placeholders[len(specs):]
 
-    # ---- symbols and probes ----------------------------------------------------------------
-    syms = []
-    for spec in specs:
-        for d in spec.dims:
-            if isinstance(d, str) and d not in syms:
-                syms.append(d)
-    defaults = dict(symbols or {})
-    if "batch" in syms and "batch" not in defaults:
-        defaults["batch"] = 32
-    for s in syms:
-        if s not in defaults:
-            raise ExportError("symbol %r has no default value (use --set %s=N)" % (s, s))
-    base = {}
-    for s in syms:
-        base[s] = probe_batch[0] if s == "batch" else int(defaults[s])
-    probes = [base]
-    for s in syms:
-        p = dict(base)
-        if s == "batch":
-            p[s] = probe_batch[1]
-        else:
-            v = base[s]
-            p[s] = v // 2 if v >= 4 else v + 1
-        probes.append(p)
+    syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
 
     pnames = {}
     for n, p in model.named_parameters():
@@ -208,21 +185,29 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
         out_value = cx.run(input_names + [ph.target for ph in extra_ph])
         if cx.unsupported:
             raise UnsupportedError(cx.unsupported)
-        graphs.append(_assemble(cx, out_value, specs, input_names, loss))
-        graphs[-1]["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
-        graphs[-1]["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
+        graphs.append(probe_graph(cx, out_value, specs, input_names, loss, model))
 
+    return finish_graph(graphs, probes, syms, defaults, specs, input_names, name, provenance, outputs_held)
+
+
+def probe_graph(cx, out_value, specs, input_names, loss, model):
+    """One probe's ops, outputs and loss, with the model's parameters and buffers (for merging)."""
+    g = _assemble(cx, out_value, specs, input_names, loss)
+    g["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
+    g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
+    return g
+
+
+def finish_graph(graphs, probes, syms, defaults, specs, input_names, name, provenance, outputs_held):
+    """Merges the probes' graphs (symbolic sizes) into the graph document."""
     merged = merge(graphs, probes, syms, "")
     g = {"format": "memsim-graph", "version": 1, "name": name}
     if provenance:
         g["provenance"] = provenance
     if syms:
         g["symbols"] = {s: int(defaults[s]) for s in syms}
-    inputs_json = []
-    for spec, nm in zip(specs, input_names):
-        inputs_json.append({"name": nm, "shape": list(spec.dims), "dtype": spec.dtype})
-    inputs_json += merged["extra_inputs"]
-    g["inputs"] = inputs_json
+    g["inputs"] = [{"name": nm, "shape": list(spec.dims), "dtype": spec.dtype}
+                   for spec, nm in zip(specs, input_names)] + merged["extra_inputs"]
     g["parameters"] = merged["parameters"]
     g["buffers"] = merged["buffers"]
     g["ops"] = merged["ops"]
