@@ -152,6 +152,19 @@ def err(pred, real):
     return 100.0 * (pred - real) / real if real else 0.0
 
 
+def trace_cells(r, cfg, peak, phases):
+    """(label, predicted, measured) per phase; a custom optimizer's step is a note."""
+    pp = r["phase_peaks"]
+    cells = [("peak", r["peak_live_bytes"], peak), ("forward", pp["forward"], phases.get("forward", 0)),
+             ("backward", pp["backward"], phases.get("backward", 0))]
+    if cfg.get("opt", "sgd") != "none":
+        cells.append(("step", pp["optimizer"], max(phases.get("step", 0), phases.get("zero_grad", 0))))
+    if cfg.get("opt") in CUSTOM_OPT:
+        cells = [(label + " (note: %s ≈ adamw)" % cfg["opt"] if label in ("peak", "step") else label, pred, real)
+                 for label, pred, real in cells]
+    return cells
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memsim", default=os.path.join(ROOT, "build", "memsim"))
@@ -178,16 +191,7 @@ def main():
         if not os.path.exists(graph):
             failures.append("%s: no graph %s" % (name, graph))
             continue
-        _, r = run_memsim(a.memsim, graph, cfg)
-        pp = r["phase_peaks"]
-        cells = [("peak", r["peak_live_bytes"], peak), ("forward", pp["forward"], phases.get("forward", 0)),
-                 ("backward", pp["backward"], phases.get("backward", 0))]
-        if cfg.get("opt", "sgd") != "none":
-            cells.append(("step", pp["optimizer"], max(phases.get("step", 0), phases.get("zero_grad", 0))))
-        custom = cfg.get("opt") in CUSTOM_OPT
-        if custom:
-            cells = [(label + " (note: %s ≈ adamw)" % cfg["opt"] if label in ("peak", "step") else label, pred, real)
-                     for label, pred, real in cells]
+        cells = trace_cells(run_memsim(a.memsim, graph, cfg)[1], cfg, peak, phases)
         for label, pred, real in cells:
             e = err(pred, real)
             if "(note" in label:
