@@ -206,5 +206,28 @@ TEST(LlmRuleTest, ScatterKeepsItsIndexForEitherGrad) {
   EXPECT_THAT(SavedNames(run, "y"), ElementsAre("t"));
 }
 
+// ------------------------------------------------------------------------- Python-number operands
+TEST(LlmRuleTest, PythonNumberOperandIsAWrappedTensorKeptByMulAndDivOnCpu) {
+  for (const char* op : {"mul", "div"}) {
+    auto cpu = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})"), Opts("cpu"));
+    ASSERT_TRUE(cpu.ok) << op << ": " << cpu.error;
+    EXPECT_THAT(SavedNames(cpu, "y"), ElementsAre("extra:wrapped scalar")) << op;
+    auto frozen = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})", false), Opts("cpu"));
+    ASSERT_TRUE(frozen.ok);
+    EXPECT_THAT(SavedNames(frozen, "y"), IsEmpty()) << op;
+    auto cuda = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})"), Opts("cuda"));
+    ASSERT_TRUE(cuda.ok);
+    EXPECT_THAT(SavedNames(cuda, "y"), IsEmpty()) << op << ": the wrapped number stays on the host";
+  }
+  auto add = testing::Simulate(AfterLinear("add", R"({"scalar": 1.0})"), Opts("cpu"));
+  ASSERT_TRUE(add.ok) << add.error;
+  EXPECT_THAT(SavedNames(add, "y"), IsEmpty());
+  auto wrapped = testing::BuffersContaining(add.r.events, "wrapped scalar");
+  ASSERT_EQ(wrapped.size(), 1u);
+  EXPECT_EQ(add.r.events.buffers[wrapped[0]].bytes, 8);
+  EXPECT_LT(testing::FreeIndex(add.r.events, wrapped[0]), testing::FreeIndex(add.r.events, *testing::Buffer(add.r.events, "h")))
+      << "transient: freed when add finishes";
+}
+
 }  // namespace
 }  // namespace memsim
