@@ -14,7 +14,8 @@ mkdir -p "$out"
 PY=/usr/bin/python3
 EXPORT="$PY $root/tools/export_torch.py"
 M=graphs/models.py
-TS="/work/shared/oracle/trace_step.py"
+TS="trace_step.py"  # the oracle script that records the real traces (named, not located)
+Z=graphs/llm_zoo.py
 wanted=" $* "
 
 gen() {  # gen NAME PROVENANCE EXPORT-ARGS...
@@ -43,11 +44,34 @@ gen mobilenet_v2 "torchvision 0.14 models.mobilenet_v2(weights=None) (ReLU6(inpl
   torchvision:mobilenet_v2 --input "x=batch,3,224,224"
 gen vit_b16 "torchvision 0.14 models.vit_b_16(weights=None) (nn.MultiheadAttention expanded as torch 1.13 runs it in training); input float32 [batch,3,224,224]" \
   torchvision:vit_b_16 --input "x=batch,3,224,224"
-gen bert_base "BertCls(): TextEncoder (Embedding 30522x768 + learned positions, LayerNorm, Dropout 0.1, nn.TransformerEncoder of 12 post-LN GELU layers, 12 heads, ff 3072, batch_first) + Linear(768,2) on token 0; $TS bert_base; input int64 ids [batch,128]" \
-  $M:bert_base
+gen bert_base "BertCls(seq): TextEncoder (Embedding 30522x768 + learned positions, LayerNorm, Dropout 0.1, nn.TransformerEncoder of 12 post-LN GELU layers, 12 heads, ff 3072, batch_first) + Linear(768,2) on token 0; $TS bert_base; input int64 ids [batch,seq], seq also sizes the position table" \
+  $M:bert_base --set seq=128
 gen bert_small "BertCls(layers=4, d=256, heads=4, ff=1024); $TS bert_small; input int64 ids [batch,128]" \
   $M:bert_small
 gen gpt2_small "GPT-2 small (graphs/models.py GPT2): 12 pre-LN layers, d 768, 12 heads, vocab 50257, context 1024, learned positions, GELU(tanh) MLP, explicit causal masked_fill attention, LM head tied to wte; token-level cross entropy; input int64 ids [batch,1024]" \
   $M:gpt2_small
-gen multimodal_bert "seed 003: MultimodalBert(): TabAE (BatchNorm1d(100) -> Linear(100,64) -> relu) + BERT-base TextEncoder -> Linear(768,128) on token 0, cat, Linear(192,2); $TS multimodal_bert; inputs int64 ids [batch,128], float32 x_tab [batch,100]" \
-  $M:multimodal_bert
+gen multimodal_bert "seed 003: MultimodalBert(): TabAE (BatchNorm1d(100) -> Linear(100,64) -> relu) + BERT-base TextEncoder -> Linear(768,128) on token 0, cat, Linear(192,2); $TS multimodal_bert; inputs int64 ids [batch,seq], float32 x_tab [batch,100]" \
+  $M:multimodal_bert --set seq=128
+
+# Language models, recorded as they run (--trace run, meta tensors: no weight is allocated).
+# graphs/llm_models.py is a verbatim copy of the oracle's model file (the CS336 course transformer
+# and nanoGPT); graphs/llm_zoo.py holds the builders and the Llama-style decoder.
+IDS_LM="ids=int64:batch,seq"
+genlm() {  # genlm NAME PROVENANCE BUILDER BATCH SEQ [EXPORT-ARGS...]
+  local name=$1 prov=$2 builder=$3 b=$4 s=$5; shift 5
+  if [ "$wanted" != "  " ] && [[ "$wanted" != *" $name "* ]]; then return 0; fi
+  (cd "$root" && $EXPORT $Z:$builder --trace run --input "$IDS_LM" --set batch=$b --set seq=$s "$@" \
+     --name "$name" --provenance "$prov" -o "$out/$name.json")
+}
+NANO="nanoGPT GPT (karpathy/nanoGPT model.py, June 2023; graphs/llm_models.py): bias=False, dropout 0, non-flash attention (tril mask buffer, masked_fill, softmax), GELU MLP, learned positions, wte tied to lm_head, vocab 50304, block 1024; token-level cross entropy; input int64 ids [batch,seq]"
+genlm nanogpt_gpt2_small "$NANO; GPT-2 small: 12 layers, d 768, 12 heads; $TS gpt2_small" gpt2_small 8 1024
+genlm nanogpt_gpt2_medium "$NANO; GPT-2 medium: 24 layers, d 1024, 16 heads" gpt2_medium 8 1024
+genlm nanogpt_gpt2_large "$NANO; GPT-2 large: 36 layers, d 1280, 20 heads" gpt2_large 8 1024
+genlm nanogpt_gpt2_xl "$NANO; GPT-2 XL: 48 layers, d 1600, 25 heads" gpt2_xl 8 1024
+CS="CS336 BasicsTransformerLM (Stanford CS336 cs336-basics, graphs/llm_models.py): pre-norm RMSNorm, RoPE cache [2,seq,d_head/2], einsum Linear and attention, hand-written softmax with a torch.where causal mask, SwiGLU, index embedding, untied head, vocab 10000; context length = seq; F.cross_entropy over the flattened logits; input int64 ids [batch,seq]"
+genlm cs336_small "$CS; small: d 768, 12 layers, 12 heads, d_ff 3072; $TS cs336_small" cs336_small 32 256
+genlm cs336_small_course_loss "$CS; small, with the course's hand-written cross entropy (cs336_cross_entropy: max-shifted log-softmax, gather, mean) returned by a wrapper that also returns the logits (held until after backward, as \`out = model(x)\`); $TS cs336_small --loss cs336" cs336_small_loss_held 32 256 --input "targets=int64:batch,seq" --loss output
+genlm cs336_medium "$CS; medium: d 1024, 24 layers, 16 heads, d_ff 4096; $TS cs336_medium" cs336_medium 32 256
+LL="Llama-style decoder (graphs/llm_zoo.py, Hugging Face LlamaForCausalLM eager attention): RMSNorm, RoPE (cos/sin buffers [seq, d_head], rotate_half), SwiGLU, grouped-query attention (k/v expanded and reshaped), causal mask buffer, float32 softmax, vocab 128256; token-level cross entropy; input int64 ids [batch,seq]"
+genlm llama_1b "$LL; Llama 3.2 1B sizes: d 2048, 16 layers, 32 heads, 8 kv heads, d_ff 8192, tied embeddings" llama_1b 4 2048
+genlm llama_8b "$LL; Llama 3 8B sizes: d 4096, 32 layers, 32 heads, 8 kv heads, d_ff 14336" llama_8b 1 2048

@@ -1,7 +1,7 @@
 """Seed models of the memsim model zoo (graphs/*.json are exported from these by graphs/generate.sh).
 
 mlp, mnist_cnn, TabAE, TextEncoder, BertCls and MultimodalBert are copied verbatim (same layers, same
-parameter registration order) from /work/shared/oracle/trace_step.py, the script that records the
+parameter registration order) from the oracle's trace_step.py, the script that records the
 real PyTorch allocation traces memsim is validated against.  gpt2_small is GPT-2 small (124 M
 parameters) written in the nanoGPT / HF style with explicit masked attention.
 
@@ -159,16 +159,20 @@ def mnist_cnn():
     return _mnist_cnn(), ["batch,1,28,28"]
 
 
-def bert_base():
-    return BertCls(), [IDS]
+IDS_SEQ = "ids=int64:batch,seq@0:30522"
+
+
+def bert_base(seq=128):
+    """seq sizes the table of learned positions and the input: both symbolic in the zoo graph."""
+    return BertCls(seq=seq), [IDS_SEQ]
 
 
 def bert_small():
     return BertCls(layers=4, d=256, heads=4, ff=1024), [IDS]
 
 
-def multimodal_bert():
-    return MultimodalBert(), [IDS, "x_tab=batch,100"]
+def multimodal_bert(seq=128):
+    return MultimodalBert(seq=seq), [IDS_SEQ, "x_tab=batch,100"]
 
 
 def gpt2_small():

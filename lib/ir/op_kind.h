@@ -28,7 +28,13 @@ namespace memsim {
   X(kSqueeze, "squeeze") X(kContiguous, "contiguous") X(kMean, "mean") X(kSum, "sum")       \
   X(kSdpa, "scaled_dot_product_attention") X(kCrossEntropy, "cross_entropy")                \
   X(kNllLoss, "nll_loss") X(kMseLoss, "mse_loss") X(kArange, "arange")             \
-  X(kMaskedFill, "masked_fill") X(kStochasticDepth, "stochastic_depth")
+  X(kMaskedFill, "masked_fill") X(kStochasticDepth, "stochastic_depth")               \
+  X(kEq, "eq") X(kNe, "ne") X(kLt, "lt") X(kLe, "le") X(kGt, "gt") X(kGe, "ge")             \
+  X(kWhere, "where") X(kExp, "exp") X(kLog, "log") X(kPow, "pow") X(kRsqrt, "rsqrt")        \
+  X(kSqrt, "sqrt") X(kNeg, "neg") X(kMax, "max") X(kMin, "min") X(kAmax, "amax")            \
+  X(kLogsumexp, "logsumexp") X(kGather, "gather") X(kScatter, "scatter")                    \
+  X(kIndex, "index") X(kUnbind, "unbind") X(kTril, "tril") X(kTriu, "triu")                 \
+  X(kCumsum, "cumsum") X(kTopk, "topk") X(kRepeatInterleave, "repeat_interleave")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

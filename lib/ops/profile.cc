@@ -19,6 +19,8 @@ std::optional<Profile> FindProfile(std::string_view name) {
     p.layer_norm_backward_scratch = true;
     p.cublas_workspace_bytes = 0;
     p.checkpoint_rng_state_bytes = 5056;
+    p.index_put_sort_buffers = 0;
+    p.scalar_operand_bytes = 8;
     return p;
   }
   return std::nullopt;

@@ -55,6 +55,14 @@ struct Profile {
   /// generator's state, a 5,056-byte uint8 tensor — per checkpointed call, and saves it again
   /// around each recomputation (fork_rng). On CUDA it lives in host memory: 0 device bytes.
   int64_t checkpoint_rng_state_bytes = 0;
+  /// index_backward's index_put_(accumulate=True): CUDA sorts the indices (a linear index and
+  /// the sorted and original positions, int64 each: 3 transient buffers); the CPU kernel of
+  /// 1.13 accumulates in place without sorting (0).
+  int index_put_sort_buffers = 3;
+  /// A Python number operand of add/sub/mul/div (`x / math.sqrt(d)`, `att * scale`) runs the
+  /// Tensor overload with an 8-byte wrapped-number tensor; MulBackward/DivBackward keep it. On
+  /// CUDA that tensor stays on the host (0 device bytes); on CPU it is one more allocation.
+  int64_t scalar_operand_bytes = 0;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
 };

@@ -116,7 +116,19 @@ Status InferBinary(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// The wrapped-number tensor of a Python number operand (Profile::scalar_operand_bytes),
+/// allocated before the output; -1 when there is none.
+int ScalarOperand(const RuleCtx& c, FwdPlan* p) {
+  if (c.in.size() != 1 || c.profile.scalar_operand_bytes == 0) return -1;
+  int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
+  if (!c.inplace()) p->AllocOutput(0);
+  return k;
+}
+
+void FwdAddSub(const RuleCtx& c, FwdPlan* p) { ScalarOperand(c, p); }  // transient
+
 void FwdMul(const RuleCtx& c, FwdPlan* p) {
+  if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0)) p->Save(SavedRef::kExtra, k);
   if (c.in.size() < 2) return;
   if (c.rg_in(1)) {
     if (c.inplace()) p->Save(SavedRef::kExtra, p->AddExtra(Bytes(*c.in[0]), "pre-inplace clone"));
@@ -126,6 +138,7 @@ void FwdMul(const RuleCtx& c, FwdPlan* p) {
 }
 
 void FwdDiv(const RuleCtx& c, FwdPlan* p) {
+  if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0)) p->Save(SavedRef::kExtra, k);
   if (c.in.size() < 2) return;
   p->Save(SavedRef::kInput, 1);
   if (c.rg_in(1)) p->Save(SavedRef::kInput, 0);
@@ -295,8 +308,8 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
     {OpKind::kLogSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
     {OpKind::kDropout, 1, 1, kFirst, InferDropout, FwdDropout, nullptr},
-    {OpKind::kAdd, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub, AliasGradSame},
-    {OpKind::kSub, 1, 2, kBoth, InferBinary, nullptr, BwdAddSub, AliasGradSame},
+    {OpKind::kAdd, 1, 2, kBoth, InferBinary, FwdAddSub, BwdAddSub, AliasGradSame},
+    {OpKind::kSub, 1, 2, kBoth, InferBinary, FwdAddSub, BwdAddSub, AliasGradSame},
     {OpKind::kMul, 1, 2, kBoth, InferBinary, FwdMul, BwdScaled},
     {OpKind::kDiv, 1, 2, kBoth, InferBinary, FwdDiv, BwdScaled},
     {OpKind::kMean, 1, 1, kFirst, InferReduce, FwdMean, nullptr},

@@ -1,8 +1,15 @@
 # Exporter tests (tools/export_torch.py, graphs/): Python unittest under Debian's torch 1.13.
 # /usr/bin/python3 explicitly: the python3 on PATH may be one without torch.
-foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey)
+foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey llm)
   add_test(NAME export.${t}
            COMMAND /usr/bin/python3 -m unittest discover -s tests/export -p test_${t}.py -v
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(export.${t} PROPERTIES TIMEOUT 300 LABELS export)
 endforeach()
+
+# --trace run against torch.fx: same memsim peaks (needs the memsim binary).
+add_test(NAME export.run_parity
+         COMMAND ${CMAKE_COMMAND} -E env MEMSIM=$<TARGET_FILE:memsim>
+                 /usr/bin/python3 -m unittest discover -s tests/export -p test_run_parity.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.run_parity PROPERTIES TIMEOUT 300 LABELS export)

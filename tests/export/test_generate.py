@@ -7,8 +7,10 @@ import tempfile
 import unittest
 
 from export_util import GRAPHS, ROOT, check_well_formed
+from memsim_export.symbols import numel_at
 
-CHEAP = ["mlp", "mnist_cnn", "resnet18", "bert_small", "multimodal_bert", "gpt2_small"]
+CHEAP = ["mlp", "mnist_cnn", "resnet18", "bert_small", "multimodal_bert", "gpt2_small", "nanogpt_gpt2_small",
+         "cs336_small", "cs336_small_course_loss", "cs336_medium", "llama_1b"]  # LLMs: built on meta, cheap
 
 PARAMS = {  # parameter elements of every zoo graph
     "mlp": 131410, "mnist_cnn": 1111946,
@@ -17,12 +19,19 @@ PARAMS = {  # parameter elements of every zoo graph
     "alexnet": {61100840, 62378344}, "alexnet_torchvision": 61100840, "vgg11": 132863336, "vgg16": 138357544,
     "resnet18": 11689512, "resnet50": 25557032, "mobilenet_v2": 3504872, "vit_b16": 86567656,
     "bert_base": 108596738, "bert_small": 11006466, "gpt2_small": 124439808, "multimodal_bert": 108700682,
+    # language models (genlm): parameters at the default symbol values
+    "nanogpt_gpt2_small": 124373760, "nanogpt_gpt2_medium": 354599936, "nanogpt_gpt2_large": 773582080,
+    "nanogpt_gpt2_xl": 1556840000, "cs336_small": 128625408, "cs336_medium": 423183360,
+    "llama_1b": 1235814400, "llama_8b": 8030261248, "cs336_small_course_loss": 128625408,
 }
+OWN_LOSS = {"cs336_small_course_loss"}  # the model returns its loss (inputs end with its targets)
+LLM_BATCH = {"nanogpt_gpt2_small": 8, "nanogpt_gpt2_medium": 8, "nanogpt_gpt2_large": 8, "nanogpt_gpt2_xl": 8,
+             "cs336_small": 32, "cs336_medium": 32, "cs336_small_course_loss": 32, "llama_1b": 4, "llama_8b": 1}
 
 
 def zoo_names():
     with open(os.path.join(GRAPHS, "generate.sh")) as f:
-        return re.findall(r"^gen ([a-z0-9_]+) ", f.read(), re.M)
+        return re.findall(r"^(?:gen|genlm) ([a-z0-9_]+) ", f.read(), re.M)
 
 
 class Zoo(unittest.TestCase):
@@ -40,16 +49,16 @@ class Zoo(unittest.TestCase):
                 check_well_formed(self, g)
                 self.assertEqual(g["name"], name)
                 self.assertTrue(g.get("provenance"), "a zoo graph must state its provenance")
-                self.assertEqual(g["symbols"]["batch"], 32)
+                self.assertEqual(g["symbols"]["batch"], LLM_BATCH.get(name, 32))
                 self.assertEqual(g["inputs"][0]["shape"][0], "batch")
-                self.assertEqual(g["inputs"][-1]["name"], "target")
-                self.assertEqual(g["ops"][-1]["op"], "cross_entropy")
+                if name in OWN_LOSS:
+                    self.assertEqual(g["loss"], g["ops"][-1]["outputs"][0])
+                else:
+                    self.assertEqual(g["inputs"][-1]["name"], "target")
+                    self.assertEqual(g["ops"][-1]["op"], "cross_entropy")
                 n = 0
                 for p in g["parameters"]:
-                    k = 1
-                    for s in p["shape"]:
-                        k *= s
-                    n += k
+                    n += numel_at(p["shape"], g["symbols"])
                 exp = PARAMS[name]
                 self.assertIn(n, exp if isinstance(exp, set) else {exp})
 

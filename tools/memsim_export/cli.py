@@ -1,11 +1,14 @@
 """Command line: export a PyTorch model to a memsim graph (see docs/exporter.md)."""
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
 import sys
 
+from .eager import symbol_params
 from .errors import ExportError, UnsupportedError
+from .symbols import numel_at
 
 USAGE_EXAMPLES = """examples:
   export_torch.py torchvision:resnet50 --input "batch,3,224,224" -o graphs/resnet50.json
@@ -80,7 +83,13 @@ def main(argv=None):
     ap.add_argument("--input", action="append", default=[], metavar="SPEC",
                     help='[name=][dtype:]d0,d1,...[@low:high], e.g. "batch,3,224,224" or "int64:batch,128@0:30522"; '
                          "repeat for several inputs (forward argument order)")
-    ap.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse", "none"])
+    ap.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse", "output", "none"],
+                    help="loss appended to the output (output: the model returns its own scalar loss; "
+                         "also detected when the output is a scalar)")
+    ap.add_argument("--trace", default="auto", choices=["auto", "fx", "run"],
+                    help="fx: torch.fx symbolic tracing; run: record the model as it runs (meta tensors, "
+                         "ATen ops below composite functions); auto: fx, or run when fx cannot trace the "
+                         "model or the builder takes symbol arguments (default)")
     ap.add_argument("--set", action="append", default=[], metavar="SYM=V", help="default value of a symbol")
     ap.add_argument("--name", help="graph name (default: the model/function name)")
     ap.add_argument("--provenance", help="provenance text stored in the graph")
@@ -93,36 +102,40 @@ def main(argv=None):
     if not spec:
         ap.error("give a model (torchvision:NAME, FILE.py:FUNCTION) or --module")
     try:
-        from .exporter import export_model, write_graph
+        from .exporter import write_graph
         builder, default_name = load_builder(spec)
-        model, built_specs = split_built(builder())
+        symbols = _parse_set(a.set)
+        takes = {} if spec.startswith("torchvision:") else symbol_params(builder)
+        for p, default in takes.items():  # `def build(seq=128)`: 128 unless --set seq=N
+            if default is not None:
+                symbols.setdefault(p, default)
+        takes = list(takes)
+        missing = [p for p in takes if p not in symbols]
+        if missing:
+            raise ExportError("the builder takes %s: give each a default with --set %s=N"
+                              % (", ".join(missing), missing[0]))
+        model = built_specs = None
+        if a.trace != "run" or not a.input:  # --trace run builds on the meta device only
+            from .eager import meta_device
+            with meta_device() if a.trace == "run" else contextlib.nullcontext():
+                model, built_specs = split_built(builder(**{k: symbols[k] for k in takes}))
         inputs = a.input or built_specs
         if not inputs:
             if spec.startswith("torchvision:"):
                 inputs = ["batch,3,224,224"]
             else:
                 raise ExportError("no --input given and the builder returned no input spec")
-        symbols = {}
-        for kv in a.set:
-            if "=" not in kv:
-                raise ExportError("--set expects SYM=VALUE, got %r" % kv)
-            k, v = kv.split("=", 1)
-            try:
-                symbols[k.strip()] = int(v)
-            except ValueError:
-                raise ExportError("--set %s: %r is not an integer" % (k, v))
         try:
             pb = tuple(int(x) for x in a.probe_batch.split(","))
             assert len(pb) == 2 and pb[0] != pb[1] and min(pb) >= 2
         except (ValueError, AssertionError):
             raise ExportError("--probe-batch expects two different integers >= 2, e.g. 2,3")
-        name = a.name or default_name
         prov = a.provenance
         if prov is None:
             prov = "tools/export_torch.py %s %s --loss %s" % (
                 spec, " ".join("--input %s" % s for s in inputs), a.loss)
-        g = export_model(model, inputs, loss=a.loss, symbols=symbols, name=name, provenance=prov,
-                         probe_batch=pb, device=a.device)
+        opts = dict(loss=a.loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
+        g = _export(a, model, builder, takes, inputs, opts)
         write_graph(g, a.output)
     except UnsupportedError as e:
         sys.stderr.write("export_torch.py: %s\n" % e)
@@ -131,14 +144,43 @@ def main(argv=None):
         sys.stderr.write("export_torch.py: %s\n" % e)
         return 2
     if a.output not in (None, "-"):
-        n_params = sum(_numel(p["shape"]) for p in g["parameters"])
+        n_params = sum(numel_at(p["shape"], g.get("symbols", {})) for p in g["parameters"])
         sys.stderr.write("wrote %s: %d ops, %d parameter tensors (%d elements)\n" % (
             a.output, len(g["ops"]), len(g["parameters"]), n_params))
     return 0
 
 
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+def _parse_set(items):
+    symbols = {}
+    for kv in items:
+        if "=" not in kv:
+            raise ExportError("--set expects SYM=VALUE, got %r" % kv)
+        k, v = kv.split("=", 1)
+        try:
+            symbols[k.strip()] = int(v)
+        except ValueError:
+            raise ExportError("--set %s: %r is not an integer" % (k, v))
+    return symbols
+
+
+def _export(a, model, builder, takes, inputs, opts):
+    """fx tracing, or recording the model as it runs (--trace run, or auto when fx cannot trace)."""
+    from .eager import export_eager
+    from .exporter import export_model
+
+    def build(binding):
+        return split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
+    if a.trace == "run":
+        return export_eager(build, inputs, builder_symbols=takes, **opts)
+    try:
+        return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
+    except ExportError as e:
+        if a.trace == "fx" or not str(e).startswith("cannot trace"):
+            raise
+        fx_error = e
+    try:
+        return export_eager(build, inputs, builder_symbols=takes, **opts)
+    except UnsupportedError:
+        raise
+    except ExportError as e:
+        raise ExportError("%s\nrecording it as it runs failed too: %s" % (fx_error, e)) from e

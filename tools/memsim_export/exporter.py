@@ -12,7 +12,7 @@ from . import convert, expand  # noqa: F401  (expand registers the transformer h
 from .convert import Context, TRef, dtype_name
 from .errors import ExportError, UnsupportedError
 from .shapes import propagate
-from .symbols import merge
+from .symbols import merge, plan_probes
 from .tracer import trace
 
 _DTYPES = {"float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16,
@@ -115,15 +115,19 @@ def _forward_names(model):
 
 
 def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
-                 probe_batch=(2, 3), device="auto", outputs_held=True):
+                 probe_batch=(2, 3), device="auto", outputs_held=True, rebuild=None):
     """Trace ``model`` (put in training mode) and return the memsim graph as an ordered dict.
+
+    rebuild: {symbol: value} → model, for builders that take symbols (``def build(seq)``): the
+    model is rebuilt and traced per probe, so parameters and buffers sized by a symbol (a table
+    of positions) become symbolic.
 
     inputs: list of InputSpec or spec strings.  symbols: {name: default value}; ``batch`` defaults
     to 32.  loss: "cross_entropy", "mse" or "none".  device: "meta", "cpu" or "auto" (meta, falling
     back to CPU when an op has no meta kernel or the model mixes devices).
     """
-    if loss not in ("cross_entropy", "mse", "none", None):
-        raise ExportError("unknown loss %r (cross_entropy, mse, none)" % (loss,))
+    if loss not in ("cross_entropy", "mse", "output", "none", None):
+        raise ExportError("unknown loss %r (cross_entropy, mse, output, none)" % (loss,))
     specs = [parse_input_spec(s) for s in inputs]
     if not specs:
         raise ExportError("no --input given")
@@ -154,30 +158,7 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
     # placeholders for concrete args are still in the graph in some torch versions: feed their defaults
     extra_ph = placeholders[len(specs):]
 
-    # ---- symbols and probes ----------------------------------------------------------------
-    syms = []
-    for spec in specs:
-        for d in spec.dims:
-            if isinstance(d, str) and d not in syms:
-                syms.append(d)
-    defaults = dict(symbols or {})
-    if "batch" in syms and "batch" not in defaults:
-        defaults["batch"] = 32
-    for s in syms:
-        if s not in defaults:
-            raise ExportError("symbol %r has no default value (use --set %s=N)" % (s, s))
-    base = {}
-    for s in syms:
-        base[s] = probe_batch[0] if s == "batch" else int(defaults[s])
-    probes = [base]
-    for s in syms:
-        p = dict(base)
-        if s == "batch":
-            p[s] = probe_batch[1]
-        else:
-            v = base[s]
-            p[s] = v // 2 if v >= 4 else v + 1
-        probes.append(p)
+    syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
 
     pnames = {}
     for n, p in model.named_parameters():
@@ -189,6 +170,13 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
     graphs = []
     runner = _Runner(gm, device)
     for k, binding in enumerate(probes):
+        if rebuild is not None and k > 0:
+            model = rebuild(binding)
+            model.train()
+            gm = trace(model, concrete_args=concrete)
+            runner = _Runner(gm, device)
+            pnames = {id(p): n for n, p in reversed(list(model.named_parameters()))}
+            bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
         values = runner.values(lambda dev: [_make_input(s, binding, dev) for s in specs], extra_ph)
         cx = Context(gm, values, pnames, bnames)
         cx.used.update(input_names)
@@ -197,21 +185,31 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
         out_value = cx.run(input_names + [ph.target for ph in extra_ph])
         if cx.unsupported:
             raise UnsupportedError(cx.unsupported)
-        graphs.append(_assemble(cx, out_value, specs, input_names, loss))
+        graphs.append(probe_graph(cx, out_value, specs, input_names, loss, model))
 
+    return finish_graph(graphs, probes, syms, defaults, specs, input_names, name, provenance, outputs_held)
+
+
+def probe_graph(cx, out_value, specs, input_names, loss, model):
+    """One probe's ops, outputs and loss, with the model's parameters and buffers (for merging)."""
+    g = _assemble(cx, out_value, specs, input_names, loss)
+    g["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
+    g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
+    return g
+
+
+def finish_graph(graphs, probes, syms, defaults, specs, input_names, name, provenance, outputs_held):
+    """Merges the probes' graphs (symbolic sizes) into the graph document."""
     merged = merge(graphs, probes, syms, "")
     g = {"format": "memsim-graph", "version": 1, "name": name}
     if provenance:
         g["provenance"] = provenance
     if syms:
         g["symbols"] = {s: int(defaults[s]) for s in syms}
-    inputs_json = []
-    for spec, nm in zip(specs, input_names):
-        inputs_json.append({"name": nm, "shape": list(spec.dims), "dtype": spec.dtype})
-    inputs_json += merged["extra_inputs"]
-    g["inputs"] = inputs_json
-    g["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
-    g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
+    g["inputs"] = [{"name": nm, "shape": list(spec.dims), "dtype": spec.dtype}
+                   for spec, nm in zip(specs, input_names)] + merged["extra_inputs"]
+    g["parameters"] = merged["parameters"]
+    g["buffers"] = merged["buffers"]
     g["ops"] = merged["ops"]
     g["outputs"] = merged["outputs"] if outputs_held else []
     if merged.get("loss"):
@@ -272,8 +270,9 @@ _META_FACTORIES = ("arange", "zeros", "ones", "full", "empty", "rand", "randn", 
 
 
 @contextlib.contextmanager
-def _meta_factories():
-    saved = {n: getattr(torch, n) for n in _META_FACTORIES}
+def _meta_factories(names=_META_FACTORIES):
+    """Tensor factories in |names| default to the meta device while the context is active."""
+    saved = {n: getattr(torch, n) for n in names if hasattr(torch, n)}
 
     def wrap(f):
         def g(*a, **k):
@@ -324,6 +323,16 @@ def _assemble(cx, out_value, specs, input_names, loss):
     if loss in (None, "none"):
         return g
     logits = _primary_output(out_value)
+    scalar = next((o for o in outs if o.ndim == 0), None)
+    if loss == "output" or scalar is not None:
+        # the model computes its own loss (a scalar output): its backward starts there; the
+        # other outputs (logits returned with the loss) stay held like `out`
+        if scalar is None:
+            raise ExportError("--loss output needs a scalar output; the outputs have shapes %s"
+                              % [list(o.shape) for o in outs])
+        g["outputs"] = [o.name for o in outs if o is not scalar]
+        g["loss"] = scalar.name
+        return g
     ops = cx.ops
     if loss == "cross_entropy":
         if logits.ndim < 2:

@@ -192,6 +192,7 @@ def tensor_index(cx, x, idx):
     n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
     cur = x
     d = 0
+    tensors = []
     for item in idx:
         if item is Ellipsis:
             d = cur.ndim - _remaining_real(idx, item)
@@ -221,15 +222,28 @@ def tensor_index(cx, x, idx):
             d += 1
             continue
         if isinstance(item, TRef):
-            if item.dtype in (torch.int64, torch.int32) and item.ndim == 1 and n_real == 1:
-                s = list(cur.shape)
-                s[d] = item.shape[0]
-                cur = cx.emit("index_select", [cur, item], {"dim": d}, shape=tuple(s))
-                d += 1
-                continue
-            raise Unsupported("advanced indexing with a %s tensor of shape %s" % (item.dtype, list(item.shape)))
+            # ATen applies every slice/select first, then one aten::index with the tensors
+            tensors.append((d, item))
+            d += 1
+            continue
         raise Unsupported("indexing with %r" % (item,))
-    return cur
+    if not tensors:
+        return cur
+    if len(tensors) > 1 or tensors[0][1].dtype not in (torch.int64, torch.int32):
+        raise Unsupported("advanced indexing with %s" % ", ".join(
+            "a %s tensor of shape %s" % (t.dtype, list(t.shape)) for _, t in tensors))
+    (d, item), = tensors
+    if item.ndim == 1 and n_real == 1:
+        s = list(cur.shape)
+        s[d] = item.shape[0]
+        return cx.emit("index_select", [cur, item], {"dim": d}, shape=tuple(s))
+    if not INDEX_WITH_TENSOR:
+        raise Unsupported("advanced indexing with a tensor of shape %s" % list(item.shape))
+    return INDEX_WITH_TENSOR[0](cx, cur, d, item)
+
+
+# ops_llm registers aten::index here (x[ids] with a multi-dimensional integer index)
+INDEX_WITH_TENSOR = []
 
 
 def _remaining_real(idx, ell):

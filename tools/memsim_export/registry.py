@@ -11,6 +11,7 @@ import torch
 MODULE_HANDLERS = {}   # nn.Module class -> handler(cx, mod, path, *args, **kwargs)
 FUNC_HANDLERS = {}     # function object -> handler(cx, *args, **kwargs)
 METHOD_HANDLERS = {}   # Tensor method name -> handler(cx, self, *args, **kwargs)
+ATEN_HANDLERS = {}     # ATen op ("aten.view.default" or packet name "view") -> handler(cx, *args, **kwargs)
 
 
 class TRef:
@@ -58,6 +59,14 @@ def method(*names):
     def deco(fn):
         for n in names:
             METHOD_HANDLERS[n] = fn
+        return fn
+    return deco
+
+
+def aten(*names):
+    def deco(fn):
+        for n in names:
+            ATEN_HANDLERS[n] = fn
         return fn
     return deco
 

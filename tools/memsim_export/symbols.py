@@ -90,3 +90,41 @@ class _Fail:
 
 
 _FAIL = _Fail()
+
+
+def numel_at(shape, symbols):
+    """Elements of a shape whose dims are ints, symbols or products ("batch*12") at |symbols|."""
+    n = 1
+    for d in shape:
+        if isinstance(d, str):
+            for f in d.split("*"):
+                n *= int(f) if f.isdigit() else symbols[f]
+        else:
+            n *= d
+    return n
+
+
+def plan_probes(specs, symbols, probe_batch):
+    """(symbols of the input specs in order, their defaults, the probe bindings): probe 0 binds
+    `batch` to probe_batch[0] and every other symbol to its default; probe i changes symbol i only."""
+    syms = []
+    for spec in specs:
+        for d in spec.dims:
+            if isinstance(d, str) and d not in syms:
+                syms.append(d)
+    defaults = dict(symbols or {})
+    if "batch" in syms:
+        defaults.setdefault("batch", 32)
+    for s in syms:
+        if s not in defaults:
+            raise ExportError("symbol %r has no default value (use --set %s=N)" % (s, s))
+    base = {s: probe_batch[0] if s == "batch" else int(defaults[s]) for s in syms}
+    probes = [base]
+    for s in syms:
+        p = dict(base)
+        if s == "batch":
+            p[s] = probe_batch[1]
+        else:
+            p[s] = base[s] // 2 if base[s] >= 4 else base[s] + 1
+        probes.append(p)
+    return syms, defaults, probes

@@ -224,7 +224,7 @@ def _user_frame(exc):
     frames = traceback.extract_tb(exc.__traceback__)
     for fr in reversed(frames):
         f = fr.filename.replace("\\", "/")
-        if "/torch/fx/" in f or "/memsim_export/" in f:
+        if "/torch/" in f or "/memsim_export/" in f:
             continue
         return " (at %s:%d in %s: %s)" % (fr.filename, fr.lineno, fr.name, (fr.line or "").strip())
     return ""

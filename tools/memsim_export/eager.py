@@ -1,0 +1,104 @@
+"""export_eager(): export by execution (see :mod:`.record`), with symbols found by probing.
+
+The model is built and run on meta tensors (weights are never allocated, so a 7B model exports
+on a laptop).  A builder may take symbol names as keyword arguments (``def build(seq): ...``):
+it is then rebuilt for every probe, so buffers sized by a symbol (a RoPE cache, a causal mask)
+become symbolic too.  Probe 0 binds every symbol to its base value; probe i changes symbol i
+only; :func:`.symbols.merge` turns the sizes that change into products of symbols.
+"""
+import inspect
+
+import torch
+
+from .errors import ExportError, UnsupportedError
+from .exporter import _META_FACTORIES, _meta_factories, finish_graph, parse_input_spec, probe_graph
+from .record import record
+from .registry import dtype_name
+from .symbols import plan_probes
+from .tracer import _user_frame
+
+# also torch.tensor/eye/normal: constructors build constants with them (a RoPE base)
+_FACTORIES = _META_FACTORIES + ("tensor", "eye", "normal")
+
+
+def meta_device():
+    """Tensor factories default to the meta device (model construction allocates nothing)."""
+    return _meta_factories(_FACTORIES)
+
+
+def symbol_params(builder):
+    """{name: integer default or None} of the builder's parameters (the symbols it is built from)."""
+    try:
+        params = inspect.signature(builder).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: (p.default if isinstance(p.default, int) and not isinstance(p.default, bool) else None)
+            for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def build_on_meta(builder, binding):
+    with meta_device():
+        obj = builder(binding)
+    model = obj[0] if isinstance(obj, (tuple, list)) else obj
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError("the builder returned %s, not an nn.Module" % type(model).__name__)
+    # anything a constructor made on the CPU anyway (a torch.tensor(...) constant) moves too
+    return model.to("meta")
+
+
+def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
+                 probe_batch=(2, 3), outputs_held=True, builder_symbols=None):
+    """builder(binding) → nn.Module, binding = {symbol: value} of the symbols in builder_symbols
+    (the builder is called once when there are none); returns the memsim graph (an ordered dict)."""
+    specs = [parse_input_spec(s) for s in inputs]
+    if not specs:
+        raise ExportError("no --input given")
+    syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
+    takes = list(builder_symbols or [])
+    graphs, tensors = [], []
+    model = None
+    for binding in probes:
+        if model is None or any(s in takes for s in syms):
+            model = build_on_meta(builder, {s: binding[s] for s in takes if s in binding})
+            model.train()
+        args = [torch.empty([binding[d] if isinstance(d, str) else d for d in sp.dims],
+                            dtype=_dtype(sp.dtype), device="meta") for sp in specs]
+        names = [sp.name or "input%d" % i for i, sp in enumerate(specs)]
+        names = _forward_arg_names(model, names, specs)
+        pnames = {id(p): n for n, p in reversed(list(model.named_parameters()))}
+        bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
+        try:
+            cx, out = record(model, args, names, pnames, bnames)
+        except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            if "_local_scalar_dense" in first:
+                first = "the Python code reads a tensor's value (data-dependent control flow)"
+            raise ExportError("running %s on meta tensors failed: %s: %s%s" % (
+                type(model).__name__, type(e).__name__, first, _user_frame(e))) from e
+        if cx.unsupported:
+            raise UnsupportedError(cx.unsupported)
+        graphs.append(probe_graph(cx, out, specs, names, loss, model))
+        tensors.append(names)
+    return finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name, provenance, outputs_held)
+
+
+def _dtype(name):
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
+               torch.uint8, torch.bool):
+        if dtype_name(dt) == name:
+            return dt
+    raise ExportError("unknown dtype %r" % name)
+
+
+def _forward_arg_names(model, names, specs):
+    try:
+        params = [p.name for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    out = []
+    for i, (n, sp) in enumerate(zip(names, specs)):
+        out.append(sp.name or (params[i] if i < len(params) else n))
+    if len(set(out)) != len(out):
+        raise ExportError("duplicate input names %s" % out)
+    return out

@@ -1,0 +1,384 @@
+"""Export by execution: run the model on meta tensors and record what PyTorch calls.
+
+Any Python around the tensors (asserts, ``*lead, seq, d = x.size()``, generators, helper
+functions, ``if`` on shapes) simply runs.  Two levels are recorded:
+
+* ``torch.overrides.TorchFunctionMode`` sees every torch function and Tensor method as the user
+  calls it (``F.linear``, ``x + y``, ``x[ids]``).  Calls with a handler in the tables of
+  :mod:`.registry` become the same memsim ops the fx path writes (so a model exports to the same
+  graph either way).
+* Functions without a handler (``torch.einsum``) run under a
+  ``TorchDispatchMode`` that records the ATen ops they decompose into (permute, view, bmm, ...):
+  exactly the sequence autograd sees.
+
+Module paths come from global forward pre/post hooks.  Python lifetimes are observed directly:
+every recorded tensor has a weakref finalizer, so a tensor that a Python name keeps alive past
+its last use as an input (a local held until ``forward`` returns) gets a ``keep_alive`` entry on
+the last op that ran before it died.  The model runs under ``torch.no_grad()`` so that no
+autograd graph holds references.
+"""
+import contextlib
+import operator
+import weakref
+
+import torch
+import torch.nn as nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import expand, ops_llm  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
+from .convert import Context
+from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, TRef, Unsupported
+
+# module class -> the fx path's expansion handler (cx, module, path, *args, **kwargs)
+EXPANDED = {nn.MultiheadAttention: expand.m_mha, nn.TransformerEncoderLayer: expand.m_encoder_layer,
+            nn.TransformerEncoder: expand.m_encoder}
+
+# Tensor dunder methods → the operator functions the fx handlers are registered for.
+_DUNDER = {
+    "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul, "__truediv__": operator.truediv,
+    "__div__": operator.truediv, "__iadd__": operator.iadd, "__isub__": operator.isub, "__imul__": operator.imul,
+    "__itruediv__": operator.itruediv, "__getitem__": operator.getitem, "__matmul__": operator.matmul,
+    "__eq__": operator.eq, "__ne__": operator.ne, "__lt__": operator.lt, "__le__": operator.le,
+    "__gt__": operator.gt, "__ge__": operator.ge, "__neg__": operator.neg, "__pow__": operator.pow,
+    "__radd__": "radd", "__rmul__": "rmul", "__rsub__": torch.rsub, "__rtruediv__": "rtruediv",
+    "__rdiv__": "rtruediv", "__and__": operator.and_, "__or__": operator.or_, "__invert__": operator.invert,
+}
+_SWAPPED = {"radd": operator.add, "rmul": operator.mul}
+
+
+class _Node:
+    """Stands for the fx node the handlers name their outputs after."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+class EagerContext(Context):
+    """Context for recorded execution: tensors are real (meta) tensors, mapped to TRefs by id."""
+
+    def __init__(self, param_names, buffer_names):
+        super().__init__(None, {}, param_names, buffer_names)
+        self.refs = {}          # id(tensor) -> TRef
+        self.deaths = []        # (TRef name, number of ops emitted when it died)
+        self.result = None      # the real result of the call being converted
+        self.module_stack = [""]
+        self.node_names = {}
+        self.paused = False     # True while an expanded module runs (ExpandedModules)
+
+    def unique(self, base):
+        """base, base_1, base_2, ...: the first one not yet used as a tensor or node name."""
+        k = self.node_names.get(base, 0)
+        name = base if k == 0 else "%s_%d" % (base, k)
+        while name in self.used:
+            k += 1
+            name = "%s_%d" % (base, k)
+        self.node_names[base] = k + 1
+        return name
+
+    # handlers ask for the output's shape/dtype: the real result's
+    def out_info(self):
+        return self.result
+
+    def out_shape(self):
+        r = self.result
+        return tuple(r.shape) if isinstance(r, torch.Tensor) else None
+
+    def out_dtype(self):
+        r = self.result
+        return r.dtype if isinstance(r, torch.Tensor) else None
+
+    def ref(self, t):
+        r = self.refs.get(id(t))
+        if r is not None:
+            return r
+        try:
+            r = self.param(t)
+        except Unsupported:
+            raise Unsupported("a tensor made outside the recorded model call",
+                              "shape %s (a plain tensor attribute? register it as a buffer)" % list(t.shape))
+        return r
+
+    def bind(self, t, r):
+        """t is now known as r; its death is recorded."""
+        old = self.refs.get(id(t))
+        self.refs[id(t)] = r
+        if old is None:
+            weakref.finalize(t, self._died, id(t))
+
+    def _died(self, key):
+        r = self.refs.pop(key, None)
+        if r is not None:
+            self.deaths.append((r.name, len(self.ops)))
+
+    def to_refs(self, v):
+        if isinstance(v, torch.Tensor):
+            return self.ref(v)
+        if isinstance(v, tuple) and not hasattr(v, "_fields"):
+            return tuple(self.to_refs(x) for x in v)
+        if isinstance(v, list):
+            return [self.to_refs(x) for x in v]
+        if isinstance(v, dict):
+            return {k: self.to_refs(x) for k, x in v.items()}
+        return v
+
+    def bind_result(self, real, refs):
+        if isinstance(real, torch.Tensor):
+            if isinstance(refs, TRef):
+                self.bind(real, refs)
+            elif isinstance(refs, (list, tuple)) and len(refs) >= 1 and isinstance(refs[0], TRef):
+                self.bind(real, refs[0])
+            return
+        if isinstance(real, (list, tuple)) and isinstance(refs, (list, tuple)):
+            for a, b in zip(real, refs):
+                self.bind_result(a, b)
+
+    def convert(self, handler, name, real, args, kwargs):
+        """Run one handler on TRefs, with `real` (the call's result) as the output info."""
+        self.node = _Node(self.unique(name))
+        self._node_ops = []
+        self._counter = 0
+        self.module_path = self.module_stack[-1]
+        self.result = real
+        try:
+            refs = handler(self, *self.to_refs(args), **self.to_refs(kwargs))
+        except Unsupported as u:
+            self.unsupported.append((u.what, name, self.module_path, u.detail))
+            refs = None
+        self._finish_node(self.node)
+        self.node = None
+        if refs is not None:
+            self.bind_result(real, refs)
+        return refs
+
+    def add_keep_alive(self):
+        """A tensor that died after its last use: kept alive (keep_alive) until the op before it died."""
+        last_use = {}
+        made = {}
+        for i, op in enumerate(self.ops):
+            for n in op["inputs"]:
+                last_use[n] = i
+            for n in op["outputs"]:
+                made.setdefault(n, i)
+        for name, n_ops in self.deaths:
+            at = n_ops - 1
+            if name not in made or at <= max(last_use.get(name, -1), made[name]):
+                continue
+            op = self.ops[at]
+            keep = op.setdefault("attrs", {}).setdefault("keep_alive", [])
+            if name not in keep:
+                keep.append(name)
+
+
+def _func_name(func):
+    name = getattr(func, "__name__", None) or "op"
+    return name.strip("_") or "op"
+
+
+def _is_tensor_method(func, name):
+    return getattr(torch.Tensor, name, None) is func or getattr(torch._C._TensorBase, name, None) is func
+
+
+def find_handler(func):
+    """(handler, swapped): the handler of a torch function, Tensor method or operator."""
+    h = FUNC_HANDLERS.get(func)
+    if h is not None:
+        return h, False
+    if getattr(func, "memsim_getitem", False):
+        return FUNC_HANDLERS.get(operator.getitem), False
+    name = getattr(func, "__name__", None)
+    if name in _DUNDER and _is_tensor_method(func, name):
+        target = _DUNDER[name]
+        if target in _SWAPPED:
+            return FUNC_HANDLERS.get(_SWAPPED[target]), True
+        if target == "rtruediv":
+            return FUNC_HANDLERS.get(operator.truediv), True
+        return FUNC_HANDLERS.get(target), False
+    if name and _is_tensor_method(func, name):
+        return METHOD_HANDLERS.get(name), False
+    return None, False
+
+
+def _has_tensor(v):
+    if isinstance(v, torch.Tensor):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_has_tensor(x) for x in v)
+    if isinstance(v, dict):
+        return any(_has_tensor(x) for x in v.values())
+    return False
+
+
+class AtenRecorder(TorchDispatchMode):
+    """Records the ATen ops of a composite call (einsum) through ATEN_HANDLERS."""
+
+    def __init__(self, cx):
+        super().__init__()
+        self.cx = cx
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        h = ATEN_HANDLERS.get(str(func)) or ATEN_HANDLERS.get(name)
+        if h is None:
+            self.cx.unsupported.append(("ATen op %s" % func, name, self.cx.module_stack[-1], ""))
+            return out
+        self.cx.convert(h, name, out, args, kwargs)
+        return out
+
+
+class FunctionRecorder(TorchFunctionMode):
+    def __init__(self, cx):
+        super().__init__()
+        self.cx = cx
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.cx.paused:  # inside an expanded module (ExpandedModules): its handler emits
+            return func(*args, **kwargs)
+        h, swapped = find_handler(func)
+        if h is None and _needs_recording(func, args, kwargs):
+            # no memsim op for the call as a whole (torch.einsum): record the ATen ops it runs
+            with AtenRecorder(self.cx):
+                return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if h is None or not (_has_tensor(out) or _is_inplace_call(func)):
+            return out
+        call_args = (args[1], args[0]) + tuple(args[2:]) if swapped else args
+        self.cx.convert(h, _func_name(func), out, call_args, kwargs)
+        return out
+
+
+def _is_inplace_call(func):
+    name = getattr(func, "__name__", "")
+    return name.endswith("_") and not name.startswith("_")
+
+
+_PASSIVE = {"__get__", "__set__", "size", "dim", "numel", "is_floating_point", "__len__", "__bool__",
+            "__format__", "__repr__", "__hash__", "stride", "is_contiguous", "data_ptr", "element_size",
+            "__iter__", "storage_offset", "_has_compatible_shallow_copy_type", "requires_grad_",
+            "__reduce_ex__", "__deepcopy__", "__setstate__", "__index__", "__int__", "__float__",
+            "tolist", "item", "dim_order", "ndimension", "nelement", "get_device", "is_complex"}
+
+
+def _needs_recording(func, args, kwargs):
+    """Calls that make or change tensors but have no handler (not attribute reads and queries)."""
+    name = getattr(func, "__name__", "")
+    if name in _PASSIVE:
+        return False
+    return True
+
+
+class ModulePaths:
+    """Global forward hooks keeping cx.module_stack = the dotted path of the running module."""
+
+    def __init__(self, cx, model):
+        self.cx = cx
+        self.paths = {}
+        for n, m in model.named_modules(remove_duplicate=False):
+            self.paths.setdefault(id(m), n)
+
+    def _pre(self, mod, inputs):
+        self.cx.module_stack.append(self.paths.get(id(mod), self.cx.module_stack[-1]))
+
+    def _post(self, mod, inputs, out):
+        if len(self.cx.module_stack) > 1:
+            self.cx.module_stack.pop()
+
+    def __enter__(self):
+        from torch.nn.modules import module as M
+        self.h = [M.register_module_forward_pre_hook(self._pre), M.register_module_forward_hook(self._post)]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.h:
+            h.remove()
+
+
+@contextlib.contextmanager
+def _tuple_indexing():
+    """torch 1.13 indexes a plain tensor with a lone int or slice (``x[:t]``, ``x[0]``) without
+    consulting the torch-function mode; ``x[(i,)]`` is the same indexing and is seen."""
+    orig = torch.Tensor.__getitem__
+
+    def getitem(self, idx):
+        return orig(self, idx if isinstance(idx, tuple) else (idx,))
+    getitem.memsim_getitem = True
+    torch.Tensor.__getitem__ = getitem
+    try:
+        yield
+    finally:
+        torch.Tensor.__getitem__ = orig
+
+
+class ExpandedModules:
+    """Modules whose forward is one functional call the recorder cannot see into at the right level
+    (nn.MultiheadAttention → F.multi_head_attention_forward; the transformer encoder stack) run
+    unrecorded; the fx path's expansion (:mod:`.expand`) then emits what 1.13 runs in training, from
+    the module, its arguments and its real outputs."""
+
+    def __init__(self, cx, model):
+        self.cx = cx
+        self.wrapped = []
+        for path, m in model.named_modules():
+            h = next((EXPANDED[c] for c in type(m).__mro__ if c in EXPANDED), None)
+            if h is not None:
+                self.wrapped.append((m, path, h))
+
+    def _forward(self, m, path, h, orig):
+        cx = self.cx
+
+        def forward(*args, **kwargs):
+            if cx.paused:
+                return orig(*args, **kwargs)
+            cx.paused = True
+            try:
+                out = orig(*args, **kwargs)
+            finally:
+                cx.paused = False
+            cx.convert(lambda c, *a, **k: h(c, m, path, *a, **k), path.replace(".", "_") or "root", out,
+                       args, kwargs)
+            return out
+        return forward
+
+    def __enter__(self):
+        for m, path, h in self.wrapped:
+            m.forward = self._forward(m, path, h, m.forward)
+        return self
+
+    def __exit__(self, *exc):
+        for m, _, _ in self.wrapped:
+            del m.forward
+
+
+def record(model, args, input_names, param_names, buffer_names):
+    """Run model(*args) (meta tensors) and return (EagerContext, output as TRefs)."""
+    cx = EagerContext(param_names, buffer_names)
+    cx.used.update(input_names)
+    cx.used.update(param_names.values())
+    cx.used.update(buffer_names.values())
+    cx.graph_names = set(input_names) | set(param_names.values()) | set(buffer_names.values())
+    for t, n in zip(args, input_names):
+        cx.bind(t, TRef(n, tuple(t.shape), t.dtype))
+    with torch.no_grad(), ModulePaths(cx, model), ExpandedModules(cx, model), _tuple_indexing(), \
+            FunctionRecorder(cx):
+        out = model(*args)
+    if cx.unsupported:
+        return cx, None
+    refs = _out_refs(cx, out)
+    del out, args
+    cx.add_keep_alive()
+    return cx, refs
+
+
+def _out_refs(cx, v):
+    if isinstance(v, torch.Tensor):
+        return cx.refs.get(id(v)) or cx.param(v)
+    if isinstance(v, dict):
+        return {k: _out_refs(cx, x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_out_refs(cx, x) for x in v) if not hasattr(v, "_fields") else \
+            tuple(_out_refs(cx, x) for x in v)
+    return v
