@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 APT_PACKAGES := g++ cmake make libboost-graph-dev libtbb-dev nlohmann-json3-dev libgtest-dev \
   libgmock-dev libcli11-dev libbenchmark-dev python3 python3-torch python3-torchvision python3-onnx \
-  libonnx-dev libprotobuf-dev protobuf-compiler
+  libonnx-dev libprotobuf-dev protobuf-compiler chromium
 
 .PHONY: deps build demo test bench validate clean
 

@@ -29,7 +29,10 @@ struct SimOptions {
   int64_t freeze_params = 0;               ///< freeze the first K parameter tensors
   std::optional<bool> inplace;             ///< --inplace-activations on|off; unset = keep
   std::optional<int64_t> cublas_workspace_bytes;  ///< overrides the profile (e.g. 32 MiB on H100)
-  std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda)
+  std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda): kFixed
+  std::optional<ConvWorkspacePolicy> conv_workspace_policy;  ///< --cudnn-workspace (cuda; default typical)
+  std::string gpu_arch;                    ///< --gpu's architecture, for the typical workspaces
+  bool cudnn_benchmark = false;            ///< --cudnn-benchmark: trial workspaces in the first step
   bool explain = false;                    ///< also find what keeps each buffer alive at the peak
 };
 

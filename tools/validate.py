@@ -9,6 +9,8 @@ Usage: validate.py --memsim build/memsim [--traces DIR] [--graphs DIR] [--out do
 """
 import argparse, json, os, statistics, subprocess, sys
 
+import validate_device  # the whole-device section (tools/validate_device.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
@@ -166,6 +168,9 @@ def main():
     lines += ["", "Median absolute peak error: **%.3f %%** over %d traces; largest: **%.3f %%**." %
               (med, len(peak_errs), max(peak_errs) if peak_errs else 0.0)]
     lines += gpu_stream_section(a.memsim, a.graphs, os.path.join(ROOT, "..", "shared", "oracle", "gpu"))
+    device_lines, device_failures = validate_device.section(a.memsim)
+    lines += device_lines
+    failures += device_failures
     if failures:
         lines += ["", "Failures:", ""] + ["- " + f for f in failures]
     text = "\n".join(lines) + "\n"

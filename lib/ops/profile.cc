@@ -18,6 +18,7 @@ std::optional<Profile> FindProfile(std::string_view name) {
     p.batch_norm_cpu_kernels = true;
     p.layer_norm_backward_scratch = true;
     p.cublas_workspace_bytes = 0;
+    p.conv_workspace_policy = ConvWorkspacePolicy::kNone;
     return p;
   }
   return std::nullopt;
