@@ -160,6 +160,11 @@ def section(memsim, jobs=4):
              "`typical` cuDNN workspaces; `memsim run --gpu %s --optimizer adam`, the larger of `--step first` and" % GPU,
              "`--step steady` (nvidia-smi shows the largest reserved memory of the run). Targets: median within",
              "%.0f %%, largest within %.0f %%, never more than %.0f %% under." % (MAX_MEDIAN, MAX_ERR, MAX_UNDER), "",
+             "Not independent: the A100 row's two constants were measured from these same runs (context = the",
+             "median of nvidia-smi minus memsim's reserved over the MLP runs; cuDNN's share = the median of what",
+             "remains over the six CNN runs), so the medians below say little. What these runs test is the rest:",
+             "one context for 1,500 MLPs of every size and batch, and one cuDNN share for two CNN families at three",
+             "batch sizes, with memsim's reserved memory and workspaces carrying all the variation.", "",
              "### GPUMemNet MLPs (`tests/data/gpu/gpumemnet_mlp_a100_dev.csv`)", "",
              "Each MLP rebuilt from its layer list (`mlp_graph`). %d runs: median absolute error **%.2f %%**, largest"
              % (len(m_err), med), "**%.2f %%**, largest under-estimate **%.2f %%**, over-estimates %d, under-estimates %d."
