@@ -57,6 +57,39 @@ std::string Polyline(const std::vector<int64_t>& v, int64_t add, const std::vect
   return o.str();
 }
 
+/// The reserved and device-used lines and the capacity limit line.
+template <typename XF, typename YF>
+std::string LevelLines(const TimelineLevels& lv, const std::vector<size_t>& xs, XF X, YF Y, int left, int width) {
+  std::string o = Polyline(lv.reserved, 0, xs, X, Y, kReservedColor, "reserved (max_memory_reserved)") +
+                  Polyline(lv.reserved, lv.overhead_bytes, xs, X, Y, kDeviceColor, "device used (nvidia-smi)");
+  if (lv.capacity_bytes > 0) {
+    char cap[256];
+    const double y = Y(static_cast<double>(lv.capacity_bytes));
+    std::snprintf(cap, sizeof cap, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\">"
+                  "<title>capacity</title></line>\n", left, y, width - 10, y, kCapacityColor);
+    o += cap;
+  }
+  return o;
+}
+
+/// The category breakdown and the largest tensors alive at the peak.
+std::string PeakTables(const Graph& g, const EventStream& s, const PeakReport& p, int top) {
+  std::ostringstream o;
+  o << "<h3>At the peak</h3>\n<table><tr><th>category</th><th>bytes</th></tr>\n";
+  for (int c = 0; c < kNumCategories; ++c)
+    if (p.breakdown_at_peak[c])
+      o << "<tr><td>" << CategoryName(Category(c)) << "</td><td class=\"n\">" << HumanBytes(p.breakdown_at_peak[c]) << "</td></tr>\n";
+  o << "</table>\n<h3>Largest tensors alive at the peak</h3>\n<table><tr><th>tensor</th><th>bytes</th><th>category</th>"
+       "<th>op</th><th>module</th></tr>\n";
+  for (size_t i = 0; i < p.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
+    const Buffer& b = s.buffers[p.live_at_peak[i]];
+    o << "<tr><td>" << Escape(b.name) << "</td><td class=\"n\">" << HumanBytes(b.bytes) << "</td><td>"
+      << CategoryName(b.category) << "</td><td>" << Escape(OpName(g, b.op)) << "</td><td>" << Escape(b.module)
+      << "</td></tr>\n";
+  }
+  return o.str();
+}
+
 }  // namespace
 
 std::vector<int64_t> ReservedSeries(const std::vector<int64_t>& segment_bytes) {
@@ -174,17 +207,7 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
     std::snprintf(buf, sizeof buf, "%.1f,%.1f %.1f,%.1f", X(xs.empty() ? 0 : xs.back()), Y(0), X(xs.empty() ? 0 : xs.front()), Y(0));
     o << buf << "\"><title>" << CategoryName(Category(c)) << "</title></polygon>\n";
   }
-  if (lines) {
-    o << Polyline(levels.reserved, 0, xs, X, Y, kReservedColor, "reserved (max_memory_reserved)");
-    o << Polyline(levels.reserved, levels.overhead_bytes, xs, X, Y, kDeviceColor, "device used (nvidia-smi)");
-    if (levels.capacity_bytes > 0) {
-      char cap[256];
-      std::snprintf(cap, sizeof cap, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\">"
-                    "<title>capacity</title></line>\n", L, Y(static_cast<double>(levels.capacity_bytes)), W - 10,
-                    Y(static_cast<double>(levels.capacity_bytes)), kCapacityColor);
-      o << cap;
-    }
-  }
+  if (lines) o << LevelLines(levels, xs, X, Y, L, W);
   char buf[512];
   std::snprintf(buf, sizeof buf, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>"
                 "<text x=\"4\" y=\"%.1f\" font-size=\"11\">%s</text><text x=\"4\" y=\"%.1f\" font-size=\"11\">0</text>"
@@ -202,19 +225,7 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
     << (lines ? "; lines: reserved, device used = reserved + " + HumanBytes(levels.overhead_bytes) +
                     " CUDA context and libraries" : "")
     << ".</p>\n";
-  o << "<h3>At the peak</h3>\n<table><tr><th>category</th><th>bytes</th></tr>\n";
-  for (int c = 0; c < kNumCategories; ++c)
-    if (p.breakdown_at_peak[c])
-      o << "<tr><td>" << CategoryName(Category(c)) << "</td><td class=\"n\">" << HumanBytes(p.breakdown_at_peak[c]) << "</td></tr>\n";
-  o << "</table>\n<h3>Largest tensors alive at the peak</h3>\n<table><tr><th>tensor</th><th>bytes</th><th>category</th>"
-       "<th>op</th><th>module</th></tr>\n";
-  for (size_t i = 0; i < p.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
-    const Buffer& b = s.buffers[p.live_at_peak[i]];
-    o << "<tr><td>" << Escape(b.name) << "</td><td class=\"n\">" << HumanBytes(b.bytes) << "</td><td>"
-      << CategoryName(b.category) << "</td><td>" << Escape(OpName(g, b.op)) << "</td><td>" << Escape(b.module)
-      << "</td></tr>\n";
-  }
-  o << "</table>\n</body></html>\n";
+  o << PeakTables(g, s, p, top) << "</table>\n</body></html>\n";
   return o.str();
 }
 
