@@ -88,7 +88,7 @@ def gpu_stream_section(memsim, graphs, gpu_dir):
     prefix = next((i for i, (x, y) in enumerate(zip(g, m)) if x != y), min(len(g), len(m)))
     blocks = [op for op in sm.get_opcodes() if op[0] != "equal"]
     lines = ["", "## cuda profile vs a real GPU allocation stream", "",
-             "`../shared/oracle/gpu/resnet18_bs8_sgd_momentum_first_iter_alloc_data.json` (torchvision resnet18,",
+             "`tests/data/gpu/resnet18_bs8_sgd_momentum_first_iter_alloc_data.json` (torchvision resnet18,",
              "batch 8, SGD momentum, first iteration, recorded with late-2022 PyTorch on a GPU) against",
              "`memsim run graphs/resnet18.json --batch 8 --optimizer momentum --cublas-workspace 4194304`",
              "(the cuBLAS workspace of that release), both with transient alloc/free pairs removed (cuDNN",
@@ -167,7 +167,7 @@ def main():
                                                                    real, pred, err(pred, real)))
     lines += ["", "Median absolute peak error: **%.3f %%** over %d traces; largest: **%.3f %%**." %
               (med, len(peak_errs), max(peak_errs) if peak_errs else 0.0)]
-    lines += gpu_stream_section(a.memsim, a.graphs, os.path.join(ROOT, "..", "shared", "oracle", "gpu"))
+    lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     device_lines, device_failures = validate_device.section(a.memsim)
     lines += device_lines
     failures += device_failures
