@@ -10,12 +10,17 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kCublasDefault = 8519680;  // :4096:2:16:8
 constexpr int64_t kCublasHopper = 32 * kMiB;  // compute capability 9.0+
 constexpr GpuSpec kGpus[] = {
-    {"T4", 15360 * kMiB, kCublasDefault},        {"V100-16GB", 16160 * kMiB, kCublasDefault},
-    {"V100-32GB", 32510 * kMiB, kCublasDefault}, {"A10G", 23028 * kMiB, kCublasDefault},
-    {"L4", 23034 * kMiB, kCublasDefault},        {"RTX3090", 24576 * kMiB, kCublasDefault},
-    {"RTX4090", 24564 * kMiB, kCublasDefault},   {"A100-40GB", 40960 * kMiB, kCublasDefault},
-    {"A100-80GB", 81920 * kMiB, kCublasDefault}, {"H100-80GB", 81559 * kMiB, kCublasHopper},
-    {"H100", 81559 * kMiB, kCublasHopper},
+    {"T4", 15360 * kMiB, kCublasDefault, "turing", 75},
+    {"V100-16GB", 16160 * kMiB, kCublasDefault, "volta", 70},
+    {"V100-32GB", 32510 * kMiB, kCublasDefault, "volta", 70},
+    {"A10G", 23028 * kMiB, kCublasDefault, "ampere", 86},
+    {"L4", 23034 * kMiB, kCublasDefault, "ada", 89},
+    {"RTX3090", 24576 * kMiB, kCublasDefault, "ampere", 86},
+    {"RTX4090", 24564 * kMiB, kCublasDefault, "ada", 89},
+    {"A100-40GB", 40960 * kMiB, kCublasDefault, "ampere", 80},
+    {"A100-80GB", 81920 * kMiB, kCublasDefault, "ampere", 80},
+    {"H100-80GB", 81559 * kMiB, kCublasHopper, "hopper", 90},
+    {"H100", 81559 * kMiB, kCublasHopper, "hopper", 90},
 };
 
 bool SameName(std::string_view a, std::string_view b) {

@@ -1,6 +1,6 @@
 // Known GPUs and their memory, for `--gpu NAME`. Capacity is the total device memory as
-// nvidia-smi reports it; the CUDA context (a few hundred MiB, outside the caching allocator) is
-// not subtracted — give --capacity for an exact budget.
+// nvidia-smi reports it; the CUDA context and library memory outside the caching allocator are
+// modelled per architecture (sim/device.h), so the verdict compares the whole device.
 #ifndef MEMSIM_SIM_GPUS_H_
 #define MEMSIM_SIM_GPUS_H_
 
@@ -15,6 +15,8 @@ struct GpuSpec {
   std::string_view name;
   int64_t memory_bytes;
   int64_t cublas_workspace_bytes;  ///< PyTorch's default for the GPU's compute capability
+  std::string_view arch;           ///< architecture: volta, turing, ampere, ada, hopper
+  int compute_capability;          ///< major·10 + minor (80 = sm_80)
 };
 
 /// Looks a GPU up by name, case-insensitively ("V100-16GB", "a100-80gb", "H100").

@@ -46,8 +46,14 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   }
   if (opt.conv_workspace_bytes) {
     if (*opt.conv_workspace_bytes < 0) return Status::InvalidArgument("--conv-workspace must be non-negative");
-    if (r.profile.cuda) r.profile.conv_workspace_bytes = *opt.conv_workspace_bytes;
+    if (r.profile.cuda) {
+      r.profile.conv_workspace_policy = ConvWorkspacePolicy::kFixed;
+      r.profile.conv_workspace_bytes = *opt.conv_workspace_bytes;
+    }
   }
+  if (opt.conv_workspace_policy && r.profile.cuda) r.profile.conv_workspace_policy = *opt.conv_workspace_policy;
+  if (!opt.gpu_arch.empty()) r.profile.gpu_arch = opt.gpu_arch;
+  r.profile.cudnn_benchmark_trials = r.profile.cuda && opt.cudnn_benchmark && opt.first_step;
   auto optimizer = FindOptimizer(opt.optimizer);
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");

@@ -29,11 +29,14 @@ struct SimOptions {
   int64_t freeze_params = 0;               ///< freeze the first K parameter tensors
   std::optional<bool> inplace;             ///< --inplace-activations on|off; unset = keep
   std::optional<int64_t> cublas_workspace_bytes;  ///< overrides the profile (e.g. 32 MiB on H100)
-  std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda)
   std::string optimizer_impl;              ///< --foreach on|off|fused; "" = the profile's default
   int accumulate = 1;                      ///< --accumulate K: K forward+backward passes per step
   double clip_grad_norm = 0;               ///< --clip-grad-norm MAX (0: no clipping)
   std::vector<std::string> checkpoint_globs;  ///< --checkpoint GLOB: module paths (fnmatch) to checkpoint
+  std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda): kFixed
+  std::optional<ConvWorkspacePolicy> conv_workspace_policy;  ///< --cudnn-workspace (cuda; default typical)
+  std::string gpu_arch;                    ///< --gpu's architecture, for the typical workspaces
+  bool cudnn_benchmark = false;            ///< --cudnn-benchmark: trial workspaces in the first step
   bool explain = false;                    ///< also find what keeps each buffer alive at the peak
 };
 

@@ -63,6 +63,8 @@ SweepRow RunOne(const Graph& g, const RunConfig& config) {
   row.peak_phase = r->sim.peak.peak_phase;
   row.peak_allocated_bytes = r->alloc.peak_allocated_bytes;
   row.peak_reserved_bytes = r->alloc.peak_reserved_bytes;
+  row.peak_device_bytes = r->device.peak_device_bytes;
+  row.verdict = r->device.verdict;
   if (r->alloc.oom) {
     row.oom = true;
     row.oom_message = r->alloc.oom->info.message;

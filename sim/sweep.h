@@ -52,7 +52,9 @@ struct SweepRow {
   Phase peak_phase = Phase::kSetup;
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
-  bool oom = false;              ///< a simulated out-of-memory (capacity given)
+  int64_t peak_device_bytes = 0;  ///< device used (nvidia-smi), cuda profile; 0 on cpu
+  Verdict verdict = Verdict::kNoCapacity;
+  bool oom = false;              ///< a simulated out-of-memory (capacity given; the whole device)
   std::string oom_message;
 };
 

@@ -9,6 +9,8 @@ Usage: validate.py --memsim build/memsim [--traces DIR] [--graphs DIR] [--out do
 """
 import argparse, json, os, re, statistics, subprocess, sys
 
+import validate_device  # the whole-device section (tools/validate_device.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
@@ -124,7 +126,7 @@ def gpu_stream_section(memsim, graphs, gpu_dir):
     prefix = next((i for i, (x, y) in enumerate(zip(g, m)) if x != y), min(len(g), len(m)))
     blocks = [op for op in sm.get_opcodes() if op[0] != "equal"]
     lines = ["", "## cuda profile vs a real GPU allocation stream", "",
-             "`../shared/oracle/gpu/resnet18_bs8_sgd_momentum_first_iter_alloc_data.json` (torchvision resnet18,",
+             "`tests/data/gpu/resnet18_bs8_sgd_momentum_first_iter_alloc_data.json` (torchvision resnet18,",
              "batch 8, SGD momentum, first iteration, recorded with late-2022 PyTorch on a GPU) against",
              "`memsim run graphs/resnet18.json --batch 8 --optimizer momentum --cublas-workspace 4194304`",
              "(the cuBLAS workspace of that release), both with transient alloc/free pairs removed (cuDNN",
@@ -268,8 +270,11 @@ def main():
     if not_yet:
         lines += ["", "Traces of setups memsim does not simulate yet (listed, not compared):", ""]
         lines += ["- " + t for t in not_yet]
-    lines += gpu_stream_section(a.memsim, a.graphs, os.path.join(ROOT, "..", "shared", "oracle", "gpu"))
+    lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
+    device_lines, device_failures = validate_device.section(a.memsim)
+    lines += device_lines
+    failures += device_failures
     if failures:
         lines += ["", "Failures:", ""] + ["- " + f for f in failures]
     text = "\n".join(lines) + "\n"

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "lib/ops/conv_workspace.h"
+
 namespace memsim {
 
 struct Profile {
@@ -48,8 +50,10 @@ struct Profile {
   /// compute capability 9.0+): allocated through the caching allocator inside the first GEMM,
   /// after its output, and never freed. 0 = none (CPU).
   int64_t cublas_workspace_bytes = 8519680;
-  /// cuDNN convolution workspace per call (transient, forward and each backward part). cuDNN's
-  /// choice depends on the algorithm, so this is an input (--conv-workspace), 0 by default.
+  /// cuDNN convolution workspace around each call (forward, backward-data, backward-filter):
+  /// the policy (lib/ops/conv_workspace.h, --cudnn-workspace), its bytes for kFixed, and the GPU
+  /// generation whose algorithm choice `typical` follows (--gpu). CPU: none.
+  ConvWorkspacePolicy conv_workspace_policy = ConvWorkspacePolicy::kTypical;
   int64_t conv_workspace_bytes = 0;
   /// torch.utils.checkpoint(preserve_rng_state=True) keeps torch.get_rng_state() — the CPU
   /// generator's state, a 5,056-byte uint8 tensor — per checkpointed call, and saves it again
@@ -63,6 +67,13 @@ struct Profile {
   /// Tensor overload with an 8-byte wrapped-number tensor; MulBackward/DivBackward keep it. On
   /// CUDA that tensor stays on the host (0 device bytes); on CPU it is one more allocation.
   int64_t scalar_operand_bytes = 0;
+  std::string gpu_arch = "ampere";
+  /// torch.backends.cudnn.benchmark in the first step: before each convolution call cuDNN tries
+  /// every algorithm once, in one trial workspace as large as the largest requirement (the `max`
+  /// policy's bound), allocated and freed before the chosen algorithm's workspace. memsim puts a
+  /// trial before every call; repeated shapes reuse the cached trial block, so reserved memory
+  /// grows as with PyTorch's once-per-shape cache.
+  bool cudnn_benchmark_trials = false;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
 };

@@ -100,13 +100,48 @@ ConvGeometry Geometry(const RuleCtx& c) {
 // oneDNN keeps the first conv's input plain when it has 1 or 3 channels.
 bool PlainSource(const ConvGeometry& g) { return g.in_ch == 1 || g.in_ch == 3; }
 
+/// The cuDNN call of this conv (lib/ops/conv_workspace.h).
+ConvCall CudnnCall(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  const TensorMeta& y = *c.out[0];
+  const size_t nsp = static_cast<size_t>(w.dim()) - 2;
+  const int64_t off = x.dim() == w.dim() ? 1 : 0;
+  ConvCall k;
+  k.batch = off ? x.sizes[0] : 1;
+  k.in_channels = x.sizes[off];
+  k.out_channels = w.sizes[0];
+  k.groups = c.op.attrs.GetInt("groups", c.bindings).value_or(1);
+  k.element_size = ElementSize(x.dtype);
+  k.kernel.assign(w.sizes.begin() + 2, w.sizes.end());
+  k.stride = Spatial(c, "stride", nsp, std::vector<int64_t>{1}).value_or(std::vector<int64_t>(nsp, 1));
+  k.dilation = Spatial(c, "dilation", nsp, std::vector<int64_t>{1}).value_or(std::vector<int64_t>(nsp, 1));
+  k.in_spatial.assign(x.sizes.begin() + off + 1, x.sizes.end());
+  k.out_spatial.assign(y.sizes.begin() + off + 1, y.sizes.end());
+  return k;
+}
+
+int64_t CudnnWorkspace(const RuleCtx& c, ConvPass pass) {
+  const Profile& pr = c.profile;
+  if (pr.conv_workspace_policy == ConvWorkspacePolicy::kNone) return 0;
+  return ConvWorkspaceBytes(pr.conv_workspace_policy, pr.conv_workspace_bytes, pr.gpu_arch, CudnnCall(c), pass);
+}
+
+/// cudnn.benchmark's trial workspace before the call (0: no benchmarking).
+int64_t CudnnTrial(const RuleCtx& c, ConvPass pass) {
+  if (!c.profile.cudnn_benchmark_trials) return 0;
+  return ConvWorkspaceBytes(ConvWorkspacePolicy::kMax, 0, c.profile.gpu_arch, CudnnCall(c), pass);
+}
+
 void FwdConv(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
-  if (c.profile.conv_workspace_bytes > 0) {
-    // cuDNN: the output, then the plan's workspace around the kernel.
+  const int64_t ws = CudnnWorkspace(c, ConvPass::kForward), trial = CudnnTrial(c, ConvPass::kForward);
+  if (ws > 0 || trial > 0) {
+    // cuDNN: the output, the benchmark's trial workspace, then the plan's workspace.
     p->AllocOutput(0);
-    p->FreeExtra(p->AddExtra(c.profile.conv_workspace_bytes, "cudnn workspace"));
+    if (trial > 0) p->FreeExtra(p->AddExtra(trial, "cudnn benchmark trial workspace"));
+    if (ws > 0) p->FreeExtra(p->AddExtra(ws, "cudnn workspace"));
   }
   if (!c.profile.onednn_conv_reorders) return;
   // See docs/research/cpu-1.13-rules.md §2.3: scratch, src/weight reorders, a blocked dst, then
@@ -125,11 +160,14 @@ void FwdConv(const RuleCtx& c, FwdPlan* p) {
 
 void BwdConv(const RuleCtx& c, BwdPlan* p) {
   if (!c.profile.onednn_conv_reorders) {
-    int64_t ws = c.profile.conv_workspace_bytes;
     for (int i = 0; i < c.num_in(); ++i) {
       if (!c.rg_in(i)) continue;
       p->GradNew(i);
-      if (ws > 0 && i < 2) p->FreeTemp(p->Temp(ws, i == 0 ? "cudnn backward-data workspace" : "cudnn backward-filter workspace"));
+      if (i >= 2) continue;
+      const ConvPass pass = i == 0 ? ConvPass::kBackwardData : ConvPass::kBackwardFilter;
+      if (int64_t trial = CudnnTrial(c, pass); trial > 0) p->FreeTemp(p->Temp(trial, "cudnn benchmark trial workspace"));
+      int64_t ws = CudnnWorkspace(c, pass);
+      if (ws > 0) p->FreeTemp(p->Temp(ws, i == 0 ? "cudnn backward-data workspace" : "cudnn backward-filter workspace"));
     }
     return;
   }

@@ -51,16 +51,58 @@ std::string AllocatorText(const RunReport& r) {
   if (a.ideal_peak_bytes > 0)
     o << "  ideal packing   " << HumanBytes(a.ideal_peak_bytes)
       << "  (best-fit offsets in one arena, no caching; live peak: " + HumanBytes(a.peak_requested_bytes) + ")\n";
-  if (a.capacity_bytes > 0) o << "  capacity        " << HumanBytes(a.capacity_bytes) << "\n";
+  if (a.capacity_bytes > 0)
+    o << "  capacity        " << HumanBytes(a.capacity_bytes)
+      << (r.device.modelled ? "  (the device's, less the CUDA context and libraries)" : "") << "\n";
   if (a.oom && r.oom) {
     o << "\nOUT OF MEMORY: " << a.oom->info.message << "\n  triggered by " << r.oom->tensor << " (" << r.oom->category
       << ") in " << r.oom->phase;
     if (!r.oom->op.empty()) o << " at op " << r.oom->op;
     o << "\n";
-  } else if (a.capacity_bytes > 0) {
+  } else if (a.capacity_bytes > 0 && !r.device.modelled) {
     o << "  fits: " << HumanBytes(a.capacity_bytes - a.peak_reserved_bytes) << " to spare\n";
   }
   return o.str();
+}
+
+std::string DeviceText(const DeviceLevel& d) {
+  std::ostringstream o;
+  o << "device (what nvidia-smi shows; docs/device-memory.md):\n"
+    << "  peak device used " << HumanBytes(d.peak_device_bytes) << "  (peak reserved + " << HumanBytes(d.overhead.bytes)
+    << " CUDA context and libraries" << (d.overhead.uses_cudnn_conv ? ", cuDNN convolutions included" : "") << ")\n"
+    << "  range            " << HumanBytes(d.low_bytes) << " - " << HumanBytes(d.high_bytes) << "\n"
+    << "  context from     " << d.overhead.source << "\n"
+    << "  cuDNN workspaces " << d.workspace_policy << "\n";
+  if (d.capacity_bytes <= 0) return o.str();
+  o << "  capacity         " << HumanBytes(d.capacity_bytes) << "\n";
+  switch (d.verdict) {
+    case Verdict::kFits:
+      o << "  verdict: fits (" << HumanBytes(d.capacity_bytes - d.high_bytes) << " to spare at the top of the range)\n";
+      break;
+    case Verdict::kDoesNotFit:
+      o << "  verdict: does not fit (even the bottom of the range is over the capacity)\n";
+      break;
+    case Verdict::kUncertain:
+      o << "  verdict: within the uncertainty (the capacity lies inside the range)\n";
+      break;
+    case Verdict::kNoCapacity:
+      break;
+  }
+  return o.str();
+}
+
+nlohmann::ordered_json DeviceJson(const DeviceLevel& d) {
+  nlohmann::ordered_json j;
+  j["peak_device_used_bytes"] = d.peak_device_bytes;
+  j["range_bytes"] = {d.low_bytes, d.high_bytes};
+  j["context_bytes"] = d.overhead.bytes;
+  j["context_range_bytes"] = {d.overhead.low, d.overhead.high};
+  j["context_source"] = d.overhead.source;
+  j["cudnn_convolutions"] = d.overhead.uses_cudnn_conv;
+  j["cudnn_workspace"] = d.workspace_policy;
+  j["capacity_bytes"] = d.capacity_bytes > 0 ? nlohmann::ordered_json(d.capacity_bytes) : nlohmann::ordered_json();
+  j["verdict"] = d.capacity_bytes > 0 ? nlohmann::ordered_json(VerdictName(d.verdict)) : nlohmann::ordered_json();
+  return j;
 }
 
 }  // namespace
@@ -94,6 +136,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.top_tensors_at_peak = TopTensors(g, r, top);
   rep.tensors_alive_at_peak = s.peak.live_at_peak.size();
   rep.allocator = r.alloc;
+  rep.device = r.device;
   if (r.alloc.oom) {
     const Buffer& b = s.events.buffers[r.alloc.oom->buffer];
     rep.oom = OomReport{b.name, std::string(CategoryName(b.category)), OpLabel(g, r.alloc.oom->op), b.module,
@@ -137,9 +180,11 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   nlohmann::ordered_json aj = AllocatorJson(r);
   j["peak_allocated_bytes"] = r.allocator.peak_allocated_bytes;
   j["peak_reserved_bytes"] = r.allocator.peak_reserved_bytes;
+  if (r.device.modelled) j["peak_device_used_bytes"] = r.device.peak_device_bytes;
   j["fragmentation"] = aj["fragmentation"];
   j["oom"] = aj.contains("oom") ? aj["oom"] : nlohmann::ordered_json();
   j["allocator"] = aj;
+  if (r.device.modelled) j["device"] = DeviceJson(r.device);
   return j;
 }
 
@@ -174,6 +219,7 @@ std::string ToText(const RunReport& r) {
     for (const std::string& h : t.held_by) o << std::string(32, ' ') << "held by: " << h << "\n";
   }
   o << "\n" << AllocatorText(r);
+  if (r.device.modelled) o << "\n" << DeviceText(r.device);
   return o.str();
 }
 

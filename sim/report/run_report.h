@@ -49,6 +49,8 @@ struct RunReport {
   // The allocator model.
   AllocatorReport allocator;
   std::optional<OomReport> oom;
+  // The whole device (cuda profile).
+  DeviceLevel device;
 };
 
 /// Builds the report of |r|; |top| limits the tensor list.

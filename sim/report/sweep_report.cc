@@ -6,6 +6,14 @@
 #include "sim/report/format.h"
 
 namespace memsim {
+namespace {
+
+/// "device used X, " on the cuda profile, "" on cpu.
+std::string DeviceUsed(const SweepRow& r) {
+  return r.peak_device_bytes > 0 ? "device used " + HumanBytes(r.peak_device_bytes) + ", " : "";
+}
+
+}  // namespace
 
 nlohmann::ordered_json ToJson(const SweepRow& r) {
   nlohmann::ordered_json j;
@@ -17,6 +25,8 @@ nlohmann::ordered_json ToJson(const SweepRow& r) {
   j["peak_phase"] = PhaseName(r.peak_phase);
   j["peak_allocated_bytes"] = r.peak_allocated_bytes;
   j["peak_reserved_bytes"] = r.peak_reserved_bytes;
+  if (r.peak_device_bytes > 0) j["peak_device_used_bytes"] = r.peak_device_bytes;
+  if (r.verdict != Verdict::kNoCapacity) j["verdict"] = VerdictName(r.verdict);
   j["oom"] = r.oom ? nlohmann::ordered_json(r.oom_message) : nlohmann::ordered_json();
   return j;
 }
@@ -50,7 +60,7 @@ std::string ToText(const SweepTable& t, bool csv) {
     if (spec.axes[k].labels.size() > 1 || spec.axes[k].name == "batch") shown.push_back(k);
   const char* sep = csv ? "," : "  ";
   for (size_t k : shown) o << spec.axes[k].name << sep;
-  o << "peak_live" << sep << "peak_allocated" << sep << "peak_reserved" << sep << "fits\n";
+  o << "peak_live" << sep << "peak_allocated" << sep << "peak_reserved" << sep << "device_used" << sep << "fits\n";
   const bool cap = spec.base.alloc.capacity_bytes != 0;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     std::vector<size_t> picks = spec.Picks(i);
@@ -65,7 +75,7 @@ std::string ToText(const SweepTable& t, bool csv) {
     }
     auto bytes = [&](int64_t b) { return csv ? std::to_string(b) : HumanBytes(b); };
     o << bytes(r.peak_live_bytes) << sep << bytes(r.peak_allocated_bytes) << sep << bytes(r.peak_reserved_bytes) << sep
-      << (!cap ? "-" : r.oom ? "no" : "yes") << "\n";
+      << (r.peak_device_bytes > 0 ? bytes(r.peak_device_bytes) : "-") << sep << (!cap ? "-" : r.oom ? "no" : "yes") << "\n";
   }
   return o.str();
 }
@@ -89,7 +99,7 @@ std::string ToText(const FitReport& r) {
     return o.str();
   }
   o << r.model << ": largest batch that fits in " << HumanBytes(r.capacity_bytes) << ": " << r.fit.max_batch
-    << " (peak reserved " << HumanBytes(r.fit.at_max.peak_reserved_bytes) << ", allocated "
+    << " (" << DeviceUsed(r.fit.at_max) << "peak reserved " << HumanBytes(r.fit.at_max.peak_reserved_bytes) << ", allocated "
     << HumanBytes(r.fit.at_max.peak_allocated_bytes) << ")\n";
   if (r.fit.above.oom)
     o << "batch " << r.fit.max_batch + 1 << ": " << r.fit.above.oom_message << "\n";
@@ -119,7 +129,7 @@ std::string ToText(const AdviseReport& r) {
   std::ostringstream o;
   const SweepRow& b = r.baseline;
   const bool cap = r.capacity_bytes > 0;
-  o << r.model << ": peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated "
+  o << r.model << ": " << DeviceUsed(b) << "peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated "
     << HumanBytes(b.peak_allocated_bytes) << ")";
   if (cap) o << (b.oom ? ", does NOT fit in " : ", fits in ") << HumanBytes(r.capacity_bytes);
   o << "\n\nsingle changes, largest saving first:\n";

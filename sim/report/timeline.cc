@@ -31,10 +31,76 @@ std::string Escape(const std::string& s) {
 constexpr std::array<const char*, kNumCategories> kColors = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
                                                              "#b07aa1", "#9c755f", "#76b7b2"};
 
+// Reserved, device used and capacity lines.
+constexpr const char* kReservedColor = "#222222";
+constexpr const char* kDeviceColor = "#7b2fbf";
+constexpr const char* kCapacityColor = "#d00000";
+
+int64_t LevelsMax(const TimelineLevels& lv) {
+  int64_t m = lv.capacity_bytes;
+  for (int64_t r : lv.reserved) m = std::max(m, r + lv.overhead_bytes);
+  return m;
+}
+
+/// A polyline of |v| shifted by |add|, through the sampled event indices |xs|.
+template <typename XF, typename YF>
+std::string Polyline(const std::vector<int64_t>& v, int64_t add, const std::vector<size_t>& xs, XF X, YF Y,
+                     const char* color, const char* title) {
+  std::ostringstream o;
+  o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
+  char buf[64];
+  for (size_t i : xs) {
+    std::snprintf(buf, sizeof buf, "%.1f,%.1f ", X(i), Y(static_cast<double>(v[i] + add)));
+    o << buf;
+  }
+  o << "\"><title>" << title << "</title></polyline>\n";
+  return o.str();
+}
+
+/// The reserved and device-used lines and the capacity limit line.
+template <typename XF, typename YF>
+std::string LevelLines(const TimelineLevels& lv, const std::vector<size_t>& xs, XF X, YF Y, int left, int width) {
+  std::string o = Polyline(lv.reserved, 0, xs, X, Y, kReservedColor, "reserved (max_memory_reserved)") +
+                  Polyline(lv.reserved, lv.overhead_bytes, xs, X, Y, kDeviceColor, "device used (nvidia-smi)");
+  if (lv.capacity_bytes > 0) {
+    char cap[256];
+    const double y = Y(static_cast<double>(lv.capacity_bytes));
+    std::snprintf(cap, sizeof cap, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\">"
+                  "<title>capacity</title></line>\n", left, y, width - 10, y, kCapacityColor);
+    o += cap;
+  }
+  return o;
+}
+
+/// The category breakdown and the largest tensors alive at the peak.
+std::string PeakTables(const Graph& g, const EventStream& s, const PeakReport& p, int top) {
+  std::ostringstream o;
+  o << "<h3>At the peak</h3>\n<table><tr><th>category</th><th>bytes</th></tr>\n";
+  for (int c = 0; c < kNumCategories; ++c)
+    if (p.breakdown_at_peak[c])
+      o << "<tr><td>" << CategoryName(Category(c)) << "</td><td class=\"n\">" << HumanBytes(p.breakdown_at_peak[c]) << "</td></tr>\n";
+  o << "</table>\n<h3>Largest tensors alive at the peak</h3>\n<table><tr><th>tensor</th><th>bytes</th><th>category</th>"
+       "<th>op</th><th>module</th></tr>\n";
+  for (size_t i = 0; i < p.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
+    const Buffer& b = s.buffers[p.live_at_peak[i]];
+    o << "<tr><td>" << Escape(b.name) << "</td><td class=\"n\">" << HumanBytes(b.bytes) << "</td><td>"
+      << CategoryName(b.category) << "</td><td>" << Escape(OpName(g, b.op)) << "</td><td>" << Escape(b.module)
+      << "</td></tr>\n";
+  }
+  return o.str();
+}
+
 }  // namespace
 
+std::vector<int64_t> ReservedSeries(const std::vector<int64_t>& segment_bytes) {
+  std::vector<int64_t> r(segment_bytes.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < segment_bytes.size(); ++i) r[i] = total += segment_bytes[i];
+  return r;
+}
+
 nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const PeakReport& p,
-                                   int64_t min_alloc_bytes) {
+                                   int64_t min_alloc_bytes, const TimelineLevels& levels) {
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "memsim: " + g.name}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", "ops"}}}});
@@ -47,6 +113,11 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
     nlohmann::ordered_json args;
     for (int c = 0; c < kNumCategories; ++c) args[std::string(CategoryName(Category(c)))] = live[c];
     events.push_back({{"name", "live bytes"}, {"ph", "C"}, {"pid", 1}, {"ts", i}, {"args", args}});
+    if (i < levels.reserved.size())
+      events.push_back({{"name", "device levels"}, {"ph", "C"}, {"pid", 1}, {"ts", i},
+                        {"args", {{"reserved", levels.reserved[i]},
+                                  {"device used", levels.reserved[i] + levels.overhead_bytes},
+                                  {"capacity", levels.capacity_bytes}}}});
     if (e.kind == EventKind::kAlloc && b.bytes >= min_alloc_bytes)
       events.push_back({{"name", "alloc " + b.name}, {"ph", "i"}, {"s", "t"}, {"pid", 1}, {"tid", 1}, {"ts", i},
                         {"args", {{"bytes", b.bytes}, {"category", CategoryName(b.category)}, {"op", OpName(g, b.op)},
@@ -69,7 +140,8 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
   return doc;
 }
 
-std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport& p, int top) {
+std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport& p, int top,
+                         const TimelineLevels& levels) {
   const int W = 1000, H = 360, L = 70, B = 30;
   const size_t n = s.events.size();
   // Stacked series, sampled at most W times (keeping each bucket's maximum total).
@@ -96,7 +168,8 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
       best_total = -1;
     }
   }
-  double ymax = std::max<double>(1.0, static_cast<double>(p.peak_live_bytes));
+  const bool lines = levels.reserved.size() == n && n > 0;
+  double ymax = std::max<double>(1.0, static_cast<double>(std::max(p.peak_live_bytes, lines ? LevelsMax(levels) : 0)));
   auto X = [&](size_t i) { return L + (n > 1 ? static_cast<double>(i) * (W - L - 10) / static_cast<double>(n - 1) : 0.0); };
   auto Y = [&](double v) { return H - B - v * (H - B - 20) / ymax; };
   std::ostringstream o;
@@ -134,29 +207,25 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
     std::snprintf(buf, sizeof buf, "%.1f,%.1f %.1f,%.1f", X(xs.empty() ? 0 : xs.back()), Y(0), X(xs.empty() ? 0 : xs.front()), Y(0));
     o << buf << "\"><title>" << CategoryName(Category(c)) << "</title></polygon>\n";
   }
+  if (lines) o << LevelLines(levels, xs, X, Y, L, W);
   char buf[512];
   std::snprintf(buf, sizeof buf, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>"
                 "<text x=\"4\" y=\"%.1f\" font-size=\"11\">%s</text><text x=\"4\" y=\"%.1f\" font-size=\"11\">0</text>"
                 "<line x1=\"%.1f\" y1=\"20\" x2=\"%.1f\" y2=\"%d\" stroke=\"#d00\" stroke-dasharray=\"4 3\"/>\n",
-                L, Y(0), W - 10, Y(0), Y(ymax) + 4, HumanBytes(p.peak_live_bytes).c_str(), Y(0), X(p.peak_event),
+                L, Y(0), W - 10, Y(0), Y(ymax) + 4, HumanBytes(static_cast<int64_t>(ymax)).c_str(), Y(0), X(p.peak_event),
                 X(p.peak_event), H - B);
   o << buf << "</svg>\n<p>";
   for (int c = 0; c < kNumCategories; ++c)
     o << "<span style=\"color:" << kColors[c] << "\">&#9632;</span> " << CategoryName(Category(c)) << " &nbsp; ";
-  o << "<br>x: memory events in order (forward, backward, optimizer); y: live bytes (requested sizes).</p>\n";
-  o << "<h3>At the peak</h3>\n<table><tr><th>category</th><th>bytes</th></tr>\n";
-  for (int c = 0; c < kNumCategories; ++c)
-    if (p.breakdown_at_peak[c])
-      o << "<tr><td>" << CategoryName(Category(c)) << "</td><td class=\"n\">" << HumanBytes(p.breakdown_at_peak[c]) << "</td></tr>\n";
-  o << "</table>\n<h3>Largest tensors alive at the peak</h3>\n<table><tr><th>tensor</th><th>bytes</th><th>category</th>"
-       "<th>op</th><th>module</th></tr>\n";
-  for (size_t i = 0; i < p.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
-    const Buffer& b = s.buffers[p.live_at_peak[i]];
-    o << "<tr><td>" << Escape(b.name) << "</td><td class=\"n\">" << HumanBytes(b.bytes) << "</td><td>"
-      << CategoryName(b.category) << "</td><td>" << Escape(OpName(g, b.op)) << "</td><td>" << Escape(b.module)
-      << "</td></tr>\n";
-  }
-  o << "</table>\n</body></html>\n";
+  if (lines)
+    o << "<span style=\"color:" << kReservedColor << "\">&#9472;</span> reserved &nbsp; <span style=\"color:"
+      << kDeviceColor << "\">&#9472;</span> device used &nbsp; "
+      << (levels.capacity_bytes > 0 ? "<span style=\"color:" + std::string(kCapacityColor) + "\">&#9472;</span> capacity" : "");
+  o << "<br>x: memory events in order (forward, backward, optimizer); y: live bytes (requested sizes)"
+    << (lines ? "; lines: reserved, device used = reserved + " + HumanBytes(levels.overhead_bytes) +
+                    " CUDA context and libraries" : "")
+    << ".</p>\n";
+  o << PeakTables(g, s, p, top) << "</table>\n</body></html>\n";
   return o.str();
 }
 

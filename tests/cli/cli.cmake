@@ -81,3 +81,32 @@ memsim_golden_test(run_resnet18_setups_cpu_json run_resnet18_setups_cpu.json
 memsim_error_test(checkpoint_no_module 2 "--checkpoint \"zz\\*\" matches no module" run graphs/mlp.json --checkpoint "zz*")
 memsim_error_test(fused_rmsprop 2 "--foreach fused: PyTorch has no fused rmsprop" run graphs/mlp.json --optimizer rmsprop --foreach fused)
 memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)
+
+# The HTML timeline rendered in headless Chromium (Debian `chromium`, installed by `make deps`):
+# the screenshot must show the stacked plot, the reserved and device-used lines and the capacity.
+find_program(MEMSIM_CHROMIUM NAMES chromium chromium-browser)
+if(MEMSIM_CHROMIUM AND MEMSIM_PYTHON3)
+  add_test(NAME cli.timeline_screenshot_chromium
+           COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/timeline_screenshot.py $<TARGET_FILE:memsim>
+                   ${MEMSIM_CHROMIUM} ${CMAKE_BINARY_DIR}/timeline_screenshot
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.timeline_screenshot_chromium PROPERTIES TIMEOUT 300)
+else()
+  add_test(NAME cli.timeline_screenshot_chromium
+           COMMAND ${CMAKE_COMMAND} -E echo "chromium or python3 not found: run make deps")
+  set_tests_properties(cli.timeline_screenshot_chromium PROPERTIES WILL_FAIL TRUE)
+endif()
+
+# The whole device: three levels, the range and the verdict; bad device options exit 2.
+memsim_golden_test(run_resnet50_uncertain_text run_resnet50_uncertain.txt
+  run graphs/resnet50.json --batch 32 --optimizer adam --gpu A100-40GB --capacity 6000000000 --top 3)
+memsim_golden_test(run_resnet18_does_not_fit_text run_resnet18_does_not_fit.txt
+  run graphs/resnet18.json --batch 64 --optimizer adam --gpu T4 --capacity 2000000000 --top 3)
+memsim_golden_test(run_mlp_context_json run_mlp_context.json
+  run graphs/mlp.json --batch 64 --optimizer adam --gpu H100 --context-bytes 600000000 --cudnn-workspace max --json --top 2)
+memsim_error_test(bad_cudnn_workspace 2 "--cudnn-workspace \"fast\": expected none, typical, max or a byte count"
+  run graphs/mlp.json --cudnn-workspace fast)
+memsim_error_test(negative_cudnn_workspace 2 "--cudnn-workspace -1: bytes must be non-negative"
+  run graphs/resnet18.json --cudnn-workspace=-1)
+memsim_error_test(negative_context_bytes 2 "--context-bytes must be non-negative"
+  run graphs/mlp.json --context-bytes=-5)

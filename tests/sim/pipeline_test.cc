@@ -70,6 +70,7 @@ class MlpPipelineTest : public ::testing::Test {
     g_ = std::move(*g);
     base_.sim.symbols["batch"] = 64;
     base_.sim.optimizer = "adam";
+    base_.device.context_bytes = 0;  // the capacities below are the allocator's budget alone
   }
   Graph g_;
   RunConfig base_;
@@ -103,7 +104,9 @@ TEST_F(MlpPipelineTest, RunReportTextAndJsonCarryTheSameNumbers) {
   EXPECT_EQ(j["config"]["optimizer"], "adam");
   std::string text = ToText(rep);
   EXPECT_THAT(text, HasSubstr("(" + std::to_string(r->sim.peak.peak_live_bytes) + " bytes)"));
-  EXPECT_THAT(text, HasSubstr("fits: "));
+  EXPECT_THAT(text, HasSubstr("verdict: fits ("));
+  EXPECT_EQ(j["device"]["verdict"], "fits");
+  EXPECT_EQ(j["peak_device_used_bytes"].get<int64_t>(), r->alloc.peak_reserved_bytes) << "--context-bytes 0";
 }
 
 TEST_F(MlpPipelineTest, AdviceIsRankedByReservedSavingAndGivesTheLargestBatch) {

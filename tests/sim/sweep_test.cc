@@ -23,6 +23,7 @@ std::vector<RunConfig> Grid() {
         c.sim.optimizer = opt;
         c.sim.profile = profile;
         c.alloc.capacity_bytes = int64_t{200} << 20;
+        c.device.context_bytes = 0;  // 200 MiB for the allocator alone
         configs.push_back(c);
       }
   return configs;
@@ -76,6 +77,7 @@ TEST(FitTest, FindsTheBoundary) {
   RunConfig base;
   base.sim.optimizer = "adam";
   base.alloc.capacity_bytes = int64_t{1} << 30;
+  base.device.context_bytes = 0;  // 1 GiB for the allocator alone
   auto fit = FitBatch(g, base, 4096);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   ASSERT_GT(fit->max_batch, 1);

@@ -68,7 +68,16 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--gpu", gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
   cmd->add_option("--capacity", capacity, "device capacity in bytes (overrides --gpu)");
   cmd->add_option("--conv-workspace", conv_workspace,
-                  "cuDNN workspace bytes per convolution call (cuda profile; default 0)");
+                  "cuDNN workspace bytes per convolution call (same as --cudnn-workspace BYTES)");
+  cmd->add_option("--cudnn-workspace", cudnn_workspace,
+                  "cuDNN convolution workspaces: none, typical (default: what cuDNN's heuristics pick on the "
+                  "GPU's generation), max (a safe upper bound) or BYTES per call");
+  cmd->add_flag("--cudnn-benchmark", cudnn_benchmark,
+                "torch.backends.cudnn.benchmark: in the first step each convolution call first tries every "
+                "algorithm in one trial workspace (the max policy's size)");
+  cmd->add_option("--context-bytes", context_bytes,
+                  "CUDA context and library memory outside the caching allocator, in bytes (replaces the "
+                  "per-architecture table; cuda profile)");
   cmd->add_option("--cublas-workspace", cublas_workspace,
                   "cuBLAS workspace bytes (cuda profile; default 8519680, 32 MiB with --gpu H100)");
 }
@@ -83,6 +92,14 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   if (capacity < 0) return Status::InvalidArgument("--capacity must be non-negative");
   base.alloc.capacity_bytes = capacity;
   if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;
+  if (!cudnn_workspace.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(CudnnWorkspaceChoice ws, ParseCudnnWorkspace(cudnn_workspace));
+    base.sim.conv_workspace_policy = ws.policy;
+    if (ws.policy == ConvWorkspacePolicy::kFixed) base.sim.conv_workspace_bytes = ws.bytes;
+  }
+  if (context_bytes && *context_bytes < 0) return Status::InvalidArgument("--context-bytes must be non-negative");
+  base.device.context_bytes = context_bytes;
+  base.sim.cudnn_benchmark = cudnn_benchmark;
   if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;
   if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity > 0));
   std::vector<SweepAxis>& axes = spec.axes;

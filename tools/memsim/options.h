@@ -5,6 +5,7 @@
 #define MEMSIM_TOOLS_MEMSIM_OPTIONS_H_
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,9 @@ struct ConfigOptions {
   int64_t capacity = 0;
   int64_t conv_workspace = -1;
   int64_t cublas_workspace = -1;
+  std::string cudnn_workspace;          ///< none|typical|max|BYTES; empty = the profile's (typical)
+  std::optional<int64_t> context_bytes;  ///< replaces the CUDA context table
+  bool cudnn_benchmark = false;
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);

@@ -22,15 +22,24 @@ struct RunArgs {
   bool explain = false;
 };
 
+TimelineLevels Levels(const RunResult& r) {
+  TimelineLevels lv;
+  if (!r.device.modelled || !r.alloc.placement) return lv;
+  lv.reserved = ReservedSeries(r.alloc.placement->segment_bytes);
+  lv.overhead_bytes = r.device.overhead.bytes;
+  lv.capacity_bytes = r.device.capacity_bytes;
+  return lv;
+}
+
 void WriteTimeline(const std::string& path, const Graph& g, const RunResult& r, int top) {
   std::ofstream out(path);
   if (!out) Fail(Status::InvalidArgument(path + ": cannot write"));
   if (path.ends_with(".html")) {
-    out << HtmlTimeline(g, r.sim.events, r.sim.peak, top);
+    out << HtmlTimeline(g, r.sim.events, r.sim.peak, top, Levels(r));
   } else if (path.ends_with(".pickle")) {
     out << ToPickle(MemoryVizSnapshot(g, r.sim.events, *r.alloc.placement));
   } else {
-    out << ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20).dump() << "\n";
+    out << ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, Levels(r)).dump() << "\n";
   }
 }
 
@@ -38,7 +47,8 @@ void Run(const RunArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
   RunConfig c = ValueOrFail(a.config.Single("run"));
   c.sim.explain = a.explain;
-  c.alloc.record_placement = a.timeline_path.ends_with(".pickle");
+  c.workspace_range = true;
+  c.alloc.record_placement = !a.timeline_path.empty();
   RunResult r = ValueOrFail(RunPipeline(g, c));
   if (!a.events_path.empty()) {
     std::ofstream out(a.events_path);

@@ -69,5 +69,37 @@ TEST(TimelineTest, HtmlIsStandaloneAndNamesThePeak) {
   EXPECT_EQ(html, HtmlTimeline(run.g, run.r.events, run.r.peak, 5)) << "deterministic";
 }
 
+TEST(TimelineTest, ReservedSeriesAccumulatesTheSegmentsObtained) {
+  EXPECT_EQ(ReservedSeries({2, 0, 0, 20, 0}), (std::vector<int64_t>{2, 2, 2, 22, 22}));
+  EXPECT_TRUE(ReservedSeries({}).empty());
+}
+
+TEST(TimelineTest, DeviceLevelsAreDrawnAsLinesAndACounterTrack) {
+  SimRun run = Mlp();
+  const size_t n = run.r.events.events.size();
+  TimelineLevels lv;
+  lv.reserved.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) lv.reserved[i] = static_cast<int64_t>(i / 10 + 1) << 20;
+  lv.overhead_bytes = int64_t{100} << 20;
+  lv.capacity_bytes = int64_t{200} << 20;
+  std::string html = HtmlTimeline(run.g, run.r.events, run.r.peak, 5, lv);
+  EXPECT_NE(html.find("<title>reserved (max_memory_reserved)</title></polyline>"), std::string::npos);
+  EXPECT_NE(html.find("<title>device used (nvidia-smi)</title></polyline>"), std::string::npos);
+  EXPECT_NE(html.find("<title>capacity</title></line>"), std::string::npos);
+  EXPECT_NE(html.find("device used = reserved + 100.00 MiB"), std::string::npos);
+  EXPECT_EQ(HtmlTimeline(run.g, run.r.events, run.r.peak, 5).find("<polyline"), std::string::npos)
+      << "no lines without levels";
+  auto doc = ChromeTrace(run.g, run.r.events, run.r.peak, 0, lv);
+  size_t levels = 0;
+  for (const auto& e : doc["traceEvents"])
+    if (e["name"] == "device levels") {
+      ++levels;
+      EXPECT_EQ(e["args"]["device used"].get<int64_t>(),
+                e["args"]["reserved"].get<int64_t>() + lv.overhead_bytes);
+      EXPECT_EQ(e["args"]["capacity"].get<int64_t>(), lv.capacity_bytes);
+    }
+  EXPECT_EQ(levels, n);
+}
+
 }  // namespace
 }  // namespace memsim
