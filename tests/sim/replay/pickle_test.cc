@@ -163,9 +163,10 @@ TEST(PickleTest, InputSizeLimit) {
 TEST(PickleTest, FuzzedInputNeverCrashes) {
   std::vector<std::string> seeds = {kSmall};
   std::ifstream real(std::string(MEMSIM_SOURCE_DIR) +
-                         "/../shared/oracle/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle",
+                         "/tests/data/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle",
                      std::ios::binary);
-  if (real) {
+  ASSERT_TRUE(real.good()) << "tests/data/gpu is part of the repository";
+  {
     std::ostringstream buf;
     buf << real.rdbuf();
     seeds.push_back(buf.str().substr(0, 4096));

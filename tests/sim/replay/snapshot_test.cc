@@ -31,8 +31,8 @@ TEST(SnapshotTest, BadFilesGiveErrors) {
 TEST(SnapshotTest, ReadsRealPickleSegmentsTraceAndSettings) {
   auto s =
       LoadSnapshotFile(std::string(MEMSIM_SOURCE_DIR) +
-                       "/../shared/oracle/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle");
-  if (!s.ok()) GTEST_SKIP() << s.status().ToString();
+                       "/tests/data/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->format, MemorySnapshot::Format::kPickle);
   EXPECT_TRUE(s->has_segments);
   EXPECT_EQ(s->segments.size(), 216u);
