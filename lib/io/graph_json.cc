@@ -72,7 +72,7 @@ class GraphReader {
     // Keys and names come from the file: a message quotes at most an excerpt of them.
     const std::string where = ptr.empty() ? "/" : Excerpt(ptr, 160);
     const std::string tensor = tensor_.empty() ? "" : " (tensor \"" + Excerpt(tensor_) + "\")";
-    return Status::ParseError(g_.source + ": " + where + tensor + ": " + Excerpt(msg, 400));
+    return Status::ParseError(g_.source + ": " + where + ": " + Excerpt(msg, 400) + tensor);
   }
 
   static bool IsSymbolName(const std::string& s) {
@@ -183,7 +183,7 @@ class GraphReader {
       t.role = role;
       auto sh = e.find("shape");
       if (sh == e.end()) return Err(ptr + "/shape", "missing");
-      // Shape errors name the tensor: "/inputs/0/shape/1 (tensor "x"): ...".
+      // Shape errors name the tensor: "/inputs/0/shape/1: ... (tensor "x")".
       if (auto nm = e.find("name"); nm != e.end() && nm->is_string()) tensor_ = nm->get<std::string>();
       MEMSIM_ASSIGN_OR_RETURN(t.shape, Shape(*sh, ptr + "/shape"));
       tensor_.clear();

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "lib/util/text_limits.h"
@@ -364,6 +365,46 @@ Result<MemorySnapshot> FromAllocData(const nlohmann::json& j) {
   return out;
 }
 
+// The snapshot pickle that PyTorch >= 2.1's _memory_viz (trace_plot, segment_plot) embeds in its
+// HTML page: `add_local_files([{"name": "snapshot.pickle", "base64": "gAJ9..."}], ...)`.
+// Returns nullopt when the page has no such field; an error when its base64 is broken.
+Result<std::optional<std::string>> ExtractEmbeddedPickle(std::string_view html) {
+  const size_t key = html.find("\"base64\"");
+  if (key == std::string_view::npos) return std::optional<std::string>();
+  size_t k = html.find('"', key + 8 + 1);
+  if (k == std::string_view::npos) return Status::ParseError("embedded snapshot: no base64 string");
+  const size_t end = html.find('"', k + 1);
+  if (end == std::string_view::npos)
+    return Status::ParseError("embedded snapshot: base64 string is not terminated");
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve((end - k) / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t m = k + 1; m < end; ++m) {
+    const char c = html[m];
+    if (c == '=') break;
+    const int v = value(c);
+    if (v < 0)
+      return Status::ParseError("embedded snapshot: invalid base64 character at offset " +
+                                std::to_string(m));
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return std::optional<std::string>(std::move(out));
+}
+
 // Finds `alloc_data = {...}` in a trace_plot HTML page and returns the object text.
 Result<std::string_view> ExtractAllocData(std::string_view html) {
   size_t pos = 0;
@@ -416,6 +457,13 @@ Result<MemorySnapshot> ParseSnapshot(std::string_view bytes) {
   while (first < bytes.size() && std::isspace(static_cast<unsigned char>(bytes[first]))) ++first;
   std::string_view text = bytes.substr(first);
   if (text.empty() || text[0] != '{') {
+    MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> pickle, ExtractEmbeddedPickle(bytes));
+    if (pickle) {
+      if (pickle->empty() || static_cast<uint8_t>((*pickle)[0]) != 0x80)
+        return Status::ParseError("embedded snapshot: the base64 data is not a pickle");
+      MEMSIM_ASSIGN_OR_RETURN(PickleDocument doc, ParsePickle(*pickle));
+      return FromPickle(doc.root(), pickle->size());
+    }
     MEMSIM_ASSIGN_OR_RETURN(text, ExtractAllocData(bytes));
   }
   MEMSIM_RETURN_IF_ERROR(CheckJsonDepth(text, "alloc_data"));

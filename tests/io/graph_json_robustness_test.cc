@@ -29,8 +29,8 @@ TEST(GraphJsonRobustnessTest, DeepNestingIsRefusedBeforeParsing) {
 
 TEST(GraphJsonRobustnessTest, DimensionProductThatWrapsNamesTheTensor) {
   const std::string m = ErrorOf("graph_dim_product_wraps.json");
-  EXPECT_THAT(m, HasSubstr("/inputs/0/shape/0 (tensor \"x\")"));
-  EXPECT_THAT(m, HasSubstr("too large"));
+  EXPECT_THAT(m, HasSubstr("/inputs/0/shape/0: dimension \"4294967296*4294967296\" is too large"));
+  EXPECT_THAT(m, HasSubstr("(tensor \"x\")"));
 }
 
 TEST(GraphJsonRobustnessTest, IntegerBeyond64BitsIsNotAnInteger) {

@@ -60,7 +60,7 @@ rep = seg(BASE, 512 * 10000, [blk] * 10000)  # pickle memoizes: one segment, ref
 put("snapshot_repeated_segment_memo.pickle", pickle.dumps({"segments": [rep] * 10000, "device_traces": [[]]}, protocol=4))
 put("snapshot_bad_settings.pickle", snapshot(ONE, [], {"garbage_collection_threshold": 5.0}))
 put("snapshot_size_near_2_63.pickle", snapshot(ONE, [{"action": "alloc", "addr": BASE, "size": (1 << 63) - 1, "stream": 0}]))
-put("snapshot_free_unknown_address.pickle", snapshot(ONE, [{"action": "free_completed", "addr": BASE + 7 * MiB, "size": 4096, "stream": 0}]))
+put("snapshot_free_unknown_address.pickle", snapshot(ONE, [{"action": "free_completed", "addr": BASE + 64 * MiB, "size": 4096, "stream": 0}]))
 put("snapshot_block_outside_segment.pickle", snapshot([seg(BASE, 2 * MiB, [
     {"address": BASE, "size": 4 * MiB, "state": "inactive"}])], []))
 put("alloc_data_v20_elements.json", json.dumps({"actions": [0, 1, 1, 0], "elements": [
@@ -80,3 +80,15 @@ try:
     put("onnx_conv_zero_strides.onnx", m.SerializeToString())
 except ImportError:
     sys.exit("python3-onnx is needed for the ONNX input")
+
+# PyTorch >= 2.1 trace_plot / segment_plot HTML: the snapshot pickle embedded as base64 (valid).
+import base64
+buf = pickle.dumps({"segments": ONE, "device_traces": [[
+    {"action": "alloc", "addr": BASE, "size": 4096, "stream": 0},
+    {"action": "free_completed", "addr": BASE, "size": 4096, "stream": 0}]]})
+buf += b"\x00" * (3 - len(buf) % 3)
+files = json.dumps([{"name": "snapshot.pickle", "base64": base64.b64encode(buf).decode("utf-8")}])
+put("trace_plot_v21_embedded_pickle.html", "<!DOCTYPE html>\n<html>\n<head>\n</head>\n<body>\n"
+    "<script type=\"module\">\nimport {add_local_files} from \"MemoryViz.js\"\n"
+    "const local_files = " + files + "\nadd_local_files(local_files, 'Active Memory Timeline')\n"
+    "</script>\n</body>\n")

@@ -135,7 +135,11 @@ TEST(PickleTest, DeepNestingIsRejected) {
   };
   EXPECT_TRUE(ParsePickle(nested(50)).ok());
   EXPECT_THAT(ErrorOf(nested(101)), HasSubstr("nesting deeper than 100"));
-  EXPECT_THAT(ErrorOf(nested(100000)), HasSubstr("nesting"));
+  PickleLimits dense;  // one value per byte allowed, so the nesting check is what refuses it
+  dense.bytes_per_value = 1;
+  EXPECT_THAT(ErrorOf(nested(100000), dense), HasSubstr("nesting"));
+  // With the default budget, 100,000 containers in 200 kB are refused even earlier.
+  EXPECT_THAT(ErrorOf(nested(100000)), HasSubstr("more values than a pickle of 200002 bytes"));
 }
 
 TEST(PickleTest, RecursiveStructureIsRejected) {
