@@ -4,18 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "lib/io/graph_json.h"
+#include "tests/testing/test_data.h"
 
 namespace memsim {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Data(const std::string& name) {
-  return std::string(MEMSIM_SOURCE_DIR) + "/tests/data/robustness/" + name;
-}
-
 std::string ErrorOf(const std::string& name) {
-  auto g = LoadGraph(Data(name));
+  auto g = LoadGraph(test_data::TestDataPath("robustness/" + name));
   EXPECT_FALSE(g.ok()) << name << " was accepted";
   if (g.ok()) return "";
   EXPECT_LT(g.status().message().size(), 600u) << "messages quote a short excerpt only";
@@ -50,7 +47,7 @@ TEST(GraphJsonRobustnessTest, LongValuesAreQuotedAsAnExcerpt) {
 }
 
 TEST(GraphJsonRobustnessTest, DirectoryIsReportedAsADirectory) {
-  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/tests/data");
+  auto g = LoadGraph(test_data::TestDataPath(""));
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(g.status().message(), HasSubstr("is a directory"));
 }

@@ -6,6 +6,7 @@
 
 #include "lib/onnx/model_check.h"
 #include "lib/onnx/onnx_import.h"
+#include "tests/testing/test_data.h"
 
 namespace memsim {
 namespace {
@@ -82,7 +83,7 @@ TEST(OnnxRobustnessTest, NegativeInputDimensionIsRefused) {
 }
 
 TEST(OnnxRobustnessTest, TheRegressionFileIsRefused) {
-  auto r = ImportOnnxFile(std::string(MEMSIM_SOURCE_DIR) + "/tests/data/robustness/onnx_conv_zero_strides.onnx",
+  auto r = ImportOnnxFile(test_data::TestDataPath("robustness/onnx_conv_zero_strides.onnx"),
                           OnnxImportOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("attribute strides: value 0"));

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/test_data.h"
+
 namespace memsim {
 namespace {
 
@@ -38,7 +40,7 @@ TEST(TextLimitsTest, LineColumnCountsNewlines) {
 }
 
 TEST(TextLimitsTest, DirectoryIsReportedAsADirectory) {
-  auto r = ReadInputFile(MEMSIM_SOURCE_DIR "/tests/data");
+  auto r = ReadInputFile(test_data::TestDataPath(""));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("is a directory"));
 }
@@ -51,10 +53,10 @@ TEST(TextLimitsTest, MissingFileIsNotFound) {
 }
 
 TEST(TextLimitsTest, ReadsRegularFileAndEnforcesTheSizeLimit) {
-  auto ok = ReadInputFile(MEMSIM_SOURCE_DIR "/tests/data/README.md");
+  auto ok = ReadInputFile(test_data::TestDataPath("README.md"));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_THAT(*ok, HasSubstr("stands alone"));
-  auto big = ReadInputFile(MEMSIM_SOURCE_DIR "/tests/data/README.md", 10);
+  auto big = ReadInputFile(test_data::TestDataPath("README.md"), 10);
   ASSERT_FALSE(big.ok());
   EXPECT_THAT(big.status().message(), HasSubstr("too large"));
 }

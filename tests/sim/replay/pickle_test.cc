@@ -7,6 +7,8 @@
 #include <random>
 #include <sstream>
 
+#include "tests/testing/test_data.h"
+
 namespace memsim {
 namespace {
 
@@ -166,8 +168,7 @@ TEST(PickleTest, InputSizeLimit) {
 // Random mutations of valid pickles (fixed seed): any outcome but a crash is fine.
 TEST(PickleTest, FuzzedInputNeverCrashes) {
   std::vector<std::string> seeds = {kSmall};
-  std::ifstream real(std::string(MEMSIM_SOURCE_DIR) +
-                         "/tests/data/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle",
+  std::ifstream real(test_data::TestDataPath("gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle"),
                      std::ios::binary);
   ASSERT_TRUE(real.good()) << "tests/data/gpu is part of the repository";
   {

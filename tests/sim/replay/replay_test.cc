@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/replay/snapshot.h"
+#include "tests/testing/test_data.h"
 
 namespace memsim {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 constexpr int64_t MiB = kMiB;
 
 std::string OraclePath(const char* name) {
-  return std::string(MEMSIM_SOURCE_DIR) + "/tests/data/gpu/" + name;
+  return test_data::TestDataPath(std::string("gpu/") + name);
 }
 
 Result<MemorySnapshot> LoadOracle(const char* name) { return LoadSnapshotFile(OraclePath(name)); }

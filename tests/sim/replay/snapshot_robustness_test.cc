@@ -8,15 +8,14 @@
 
 #include "sim/replay/replay.h"
 #include "sim/replay/snapshot.h"
+#include "tests/testing/test_data.h"
 
 namespace memsim {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Data(const std::string& name) {
-  return std::string(MEMSIM_SOURCE_DIR) + "/tests/data/robustness/" + name;
-}
+std::string Data(const std::string& name) { return test_data::TestDataPath("robustness/" + name); }
 
 // The error of loading (or, if loading succeeds, replaying) |name|.
 std::string ErrorOf(const std::string& name) {
@@ -76,7 +75,7 @@ TEST(SnapshotRobustnessTest, BlockOutsideItsSegmentIsRefused) {
 }
 
 TEST(SnapshotRobustnessTest, DirectoryIsReportedAsADirectory) {
-  auto s = LoadSnapshotFile(std::string(MEMSIM_SOURCE_DIR) + "/tests/data");
+  auto s = LoadSnapshotFile(test_data::TestDataPath(""));
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("is a directory"));
 }
@@ -103,8 +102,8 @@ TEST(SnapshotLayoutTest, AllocDataOfPyTorch20Elements) {
 
 // PyTorch 2.1+ trace_plot: elements_size + elements_info (the real resnet18 recording).
 TEST(SnapshotLayoutTest, AllocDataOfPyTorch21ElementsSize) {
-  auto s = LoadSnapshotFile(std::string(MEMSIM_SOURCE_DIR) +
-                            "/tests/data/gpu/resnet18_bs8_sgd_momentum_first_iter_alloc_data.json");
+  auto s = LoadSnapshotFile(
+      test_data::TestDataPath("gpu/resnet18_bs8_sgd_momentum_first_iter_alloc_data.json"));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->format, MemorySnapshot::Format::kAllocData);
   EXPECT_EQ(s->trace.size(), 664u);

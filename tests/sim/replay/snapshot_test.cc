@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/test_data.h"
+
 namespace memsim {
 namespace {
 
@@ -30,8 +32,7 @@ TEST(SnapshotTest, BadFilesGiveErrors) {
 
 TEST(SnapshotTest, ReadsRealPickleSegmentsTraceAndSettings) {
   auto s =
-      LoadSnapshotFile(std::string(MEMSIM_SOURCE_DIR) +
-                       "/tests/data/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle");
+      LoadSnapshotFile(test_data::TestDataPath("gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle"));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->format, MemorySnapshot::Format::kPickle);
   EXPECT_TRUE(s->has_segments);
