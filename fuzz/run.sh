@@ -18,7 +18,8 @@ for t in $targets; do
     alloc_conf_fuzz) seeds="$root/fuzz/corpus/alloc_conf" ;;
     onnx_import_fuzz)
       seeds=$build/fuzz-seeds/onnx
-      [ -d "$seeds" ] || python3 "$root/tests/onnx/make_models.py" "$seeds" >/dev/null ;;
+      # /usr/bin/python3: the python3 on PATH may be one without onnx.
+      [ -d "$seeds" ] || /usr/bin/python3 "$root/tests/onnx/make_models.py" "$seeds" >/dev/null ;;
   esac
   log=$build/fuzz-$t.log
   "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \

@@ -96,6 +96,13 @@ def main():
         lines.append("| %s |" % " | ".join(r))
     lines += ["", "Every finding is a regression test named after what it found (see the findings column and",
               "`tests/*/*robustness_test.cc`).", "",
+              "## Sanitizers", "",
+              "`make test-sanitize` configures `build-sanitize/` with clang-14 and `-DMEMSIM_SANITIZE=ON`",
+              "(ASan+UBSan on every target, `-fno-sanitize-recover=undefined`), builds the CLI and the unit",
+              "tests, and runs ctest without the Python exporter tests and the ONNX round trip (they exercise",
+              "Python, not memsim's C++). It is not part of `make test` / `.ci/run`: a second full build of",
+              "the library and the test binary has not been measured to fit the 25-minute CI budget on",
+              "2 cores. The fuzz targets are the sanitizer coverage that exists today.", "",
               "## Hostile inputs and the answers they get", "",
               "Inputs in `tests/data/robustness/` (written by its `make_inputs.py`; the 10 MB pickle is built",
               "on the fly). Limits checked: exit 2, message <= %d bytes, <= %.0f s, <= %d MB." % (MAX_MESSAGE, MAX_SECONDS, MAX_MB), "",

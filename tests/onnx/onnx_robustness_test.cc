@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include "lib/onnx/const_value.h"
 #include "lib/onnx/model_check.h"
 #include "lib/onnx/onnx_import.h"
 #include "tests/testing/test_data.h"
@@ -87,6 +88,18 @@ TEST(OnnxRobustnessTest, TheRegressionFileIsRefused) {
                           OnnxImportOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("attribute strides: value 0"));
+}
+
+// Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
+// "unknown", never undefined behaviour or SIGFPE.
+TEST(OnnxRobustnessTest, ConstantShapeArithmeticCannotOverflow) {
+  using onnx_import::SymInt;
+  const SymInt big = SymInt::Const(int64_t{1} << 40), min = SymInt::Const(INT64_MIN);
+  EXPECT_FALSE(onnx_import::Mul(big, big).has_value());
+  EXPECT_EQ(onnx_import::Mul(big, SymInt::Const(2))->coeff, int64_t{1} << 41);
+  EXPECT_FALSE(onnx_import::Div(min, SymInt::Const(-1)).has_value());
+  EXPECT_FALSE(onnx_import::AddSub(min, SymInt::Const(1), /*sub=*/true).has_value());
+  EXPECT_FALSE(onnx_import::AddSub(SymInt::Const(INT64_MAX), SymInt::Const(1), false).has_value());
 }
 
 TEST(OnnxRobustnessTest, ValidConvPassesTheCheck) {
