@@ -29,8 +29,11 @@ CASES = [
     ("snapshot: allocation of 2^63-1 bytes", ["replay", "{d}/snapshot_size_near_2_63.pickle"]),
     ("snapshot: free at an unknown address", ["replay", "{d}/snapshot_free_unknown_address.pickle"]),
     ("snapshot: block outside its segment", ["replay", "{d}/snapshot_block_outside_segment.pickle"]),
+    ("snapshot (found by snapshot_fuzz): 5 kB text-integer line quoted in full", ["replay", "{d}/fuzz_snapshot_long_bad_integer_line.pickle"]),
     ("alloc_data: element of 2^63-1 bytes", ["replay", "{d}/alloc_data_size_near_2_63.json"]),
     ("snapshot: a directory given as input", ["replay", "{d}"]),
+    ("ONNX (found by onnx_import_fuzz): node input nothing defines", ["import-onnx", "{d}/fuzz_onnx_undefined_node_input.onnx", "-o", "{t}/out.json"]),
+    ("ONNX (found by onnx_import_fuzz): required attribute missing", ["import-onnx", "{d}/fuzz_onnx_missing_required_attribute.onnx", "-o", "{t}/out.json"]),
     ("ONNX: Conv with strides [0, 0]", ["import-onnx", "{d}/onnx_conv_zero_strides.onnx", "-o", "{t}/out.json"]),
 ]
 

@@ -1,5 +1,8 @@
 #include "lib/onnx/model_check.h"
 
+#include <onnx/defs/schema.h>
+
+#include <exception>
 #include <set>
 
 #include "lib/util/checked.h"
@@ -118,13 +121,37 @@ Status CheckValueInfo(const onnx::ValueInfoProto& v, const std::string& where) {
   return Status::OK();
 }
 
+// Required attributes of the op's schema are present and every attribute the schema knows has
+// the schema's type (a Concat without `axis` crashed libonnx's shape inference).
+Status CheckAgainstSchema(const onnx::NodeProto& n, int opset, const std::string& where) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return Status::OK();
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(n.op_type(), opset, onnx::ONNX_DOMAIN);
+  if (schema == nullptr) return Status::OK();  // unknown ops: shape inference skips them
+  for (const auto& [name, attr] : schema->attributes()) {
+    const onnx::AttributeProto* given = nullptr;
+    for (const auto& a : n.attribute())
+      if (a.name() == name) given = &a;
+    if (given == nullptr) {
+      if (attr.required) return Bad(where, "required attribute '" + name + "' is missing");
+      continue;
+    }
+    if (given->type() != attr.type && given->type() != onnx::AttributeProto::UNDEFINED)
+      return Bad(where, "attribute '" + name + "' has the wrong type");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CheckOnnxModel(const onnx::ModelProto& model, const std::string& source) {
   const onnx::GraphProto& g = model.graph();
-  for (const auto& op : model.opset_import())
+  int opset = 1;
+  for (const auto& op : model.opset_import()) {
     if (op.version() < 1 || op.version() > 1000)
       return Bad(source, "opset version " + std::to_string(op.version()) + " is out of range");
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset = static_cast<int>(op.version());
+  }
   for (int i = 0; i < g.initializer_size(); ++i)
     MEMSIM_RETURN_IF_ERROR(CheckTensor(
         g.initializer(i), source + ": initializer \"" + Excerpt(g.initializer(i).name()) + "\""));
@@ -134,12 +161,23 @@ Status CheckOnnxModel(const onnx::ModelProto& model, const std::string& source) 
     MEMSIM_RETURN_IF_ERROR(CheckValueInfo(v, source + ": output \"" + Excerpt(v.name()) + "\""));
   for (const auto& v : g.value_info())
     MEMSIM_RETURN_IF_ERROR(CheckValueInfo(v, source + ": value_info \"" + Excerpt(v.name()) + "\""));
+  // Every node input must be a graph input, an initializer or an earlier node's output (ONNX
+  // shape inference dereferences the type of each input: an undefined one crashes libonnx).
+  std::set<std::string> defined;
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     const std::string where = source + ": node " + std::to_string(i) + " " + Excerpt(n.op_type()) +
                               " \"" + Excerpt(n.name()) + "\"";
+    for (const std::string& in : n.input())
+      if (!in.empty() && !defined.count(in))
+        return Bad(where, "input \"" + Excerpt(in) + "\" is not defined before the node");
     for (const auto& a : n.attribute())
       MEMSIM_RETURN_IF_ERROR(CheckAttribute(a, where + " attribute " + Excerpt(a.name())));
+    MEMSIM_RETURN_IF_ERROR(CheckAgainstSchema(n, opset, where));
+    for (const std::string& out : n.output())
+      if (!out.empty()) defined.insert(out);
   }
   return Status::OK();
 }

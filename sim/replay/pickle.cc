@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "lib/util/text_limits.h"
+
 namespace memsim {
 
 const PyValue* PyValue::Get(std::string_view key) const {
@@ -119,7 +121,8 @@ class PickleParser {
   using Kind = PyValue::Kind;
 
   static Status Err(size_t at, const std::string& msg) {
-    return Status::ParseError("offset " + std::to_string(at) + ": " + msg);
+    // Messages quote bytes of the file (a text opcode's line): at most an excerpt of them.
+    return Status::ParseError("offset " + std::to_string(at) + ": " + Excerpt(msg, 200));
   }
   PyValue* New(Kind k) {
     doc_.values_.emplace_back();
@@ -226,7 +229,7 @@ class PickleParser {
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(t.c_str(), &end, 10);
-    if (end != t.c_str() + t.size() || errno != 0) return Err(at, "bad integer '" + t + "'");
+    if (end != t.c_str() + t.size() || errno != 0) return Err(at, "bad integer '" + Excerpt(t) + "'");
     return static_cast<int64_t>(v);
   }
 
@@ -298,7 +301,7 @@ class PickleParser {
         std::string t(line);
         char* end = nullptr;
         const double v = std::strtod(t.c_str(), &end);
-        if (t.empty() || end != t.c_str() + t.size()) return Err(at, "bad float '" + t + "'");
+        if (t.empty() || end != t.c_str() + t.size()) return Err(at, "bad float '" + Excerpt(t) + "'");
         PyValue* f = New(Kind::kFloat);
         f->float_ = v;
         stack_.push_back(f);

@@ -16,7 +16,7 @@ namespace memsim {
 namespace {
 
 Status Bad(const std::string& path, const std::string& what) {
-  return Status::ParseError(path + ": " + what);
+  return Status::ParseError(Excerpt(path, 160) + ": " + Excerpt(what, 300));
 }
 
 Result<int64_t> Int(const PyValue& d, const char* key, const std::string& path,

@@ -90,6 +90,27 @@ TEST(OnnxRobustnessTest, TheRegressionFileIsRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("attribute strides: value 0"));
 }
 
+// Found by onnx_import_fuzz (the crash input itself): a node input renamed to a name nothing
+// defines made libonnx's shape inference dereference a null type (SIGSEGV).
+TEST(OnnxRobustnessTest, FuzzUndefinedNodeInputIsRefusedBeforeShapeInference) {
+  auto r = ImportOnnxFile(test_data::TestDataPath("robustness/fuzz_onnx_undefined_node_input.onnx"),
+                          OnnxImportOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("node 0 Gather"));
+  EXPECT_THAT(r.status().message(), HasSubstr("is not defined before the node"));
+}
+
+// Found by onnx_import_fuzz (the crash input itself): a Concat whose required `axis` attribute
+// was renamed `xais` crashed libonnx's shape inference; attributes are checked against the op schema first.
+TEST(OnnxRobustnessTest, FuzzMissingRequiredAttributeIsRefusedBeforeShapeInference) {
+  auto r = ImportOnnxFile(
+      test_data::TestDataPath("robustness/fuzz_onnx_missing_required_attribute.onnx"),
+      OnnxImportOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("node 18 Concat"));
+  EXPECT_THAT(r.status().message(), HasSubstr("required attribute 'axis' is missing"));
+}
+
 // Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
 // "unknown", never undefined behaviour or SIGFPE.
 TEST(OnnxRobustnessTest, ConstantShapeArithmeticCannotOverflow) {

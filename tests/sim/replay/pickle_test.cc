@@ -144,6 +144,15 @@ TEST(PickleTest, DeepNestingIsRejected) {
   EXPECT_THAT(ErrorOf(nested(100000)), HasSubstr("more values than a pickle of 200002 bytes"));
 }
 
+// Found by snapshot_fuzz: a protocol-0 INT opcode ('L') whose line ran over 5 KB of the file
+// was quoted whole in the message (4,370 bytes).
+TEST(PickleTest, LongBadIntegerLineIsQuotedAsAnExcerpt) {
+  const std::string data = B({0x80, 0x04}) + "L6666{" + std::string(5000, '6') + "\n.";
+  const std::string m = ErrorOf(data);
+  EXPECT_THAT(m, HasSubstr("bad integer '6666{6666"));
+  EXPECT_LT(m.size(), 120u);
+}
+
 TEST(PickleTest, RecursiveStructureIsRejected) {
   // l = []; l.append(l)
   EXPECT_THAT(ErrorOf(B({0x80, 0x02, ']', 'q', 0, 'h', 0, 'a', '.'})), HasSubstr("recursive"));

@@ -74,6 +74,11 @@ TEST(SnapshotRobustnessTest, BlockOutsideItsSegmentIsRefused) {
               HasSubstr("block runs past the end of its segment"));
 }
 
+// Found by snapshot_fuzz (the crash input itself): a 4,370-byte message quoting a text line.
+TEST(SnapshotRobustnessTest, FuzzLongBadIntegerLineGivesAShortMessage) {
+  EXPECT_THAT(ErrorOf("fuzz_snapshot_long_bad_integer_line.pickle"), HasSubstr("bad integer"));
+}
+
 TEST(SnapshotRobustnessTest, DirectoryIsReportedAsADirectory) {
   auto s = LoadSnapshotFile(test_data::TestDataPath(""));
   ASSERT_FALSE(s.ok());
