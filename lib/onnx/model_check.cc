@@ -121,13 +121,22 @@ Status CheckValueInfo(const onnx::ValueInfoProto& v, const std::string& where) {
   return Status::OK();
 }
 
-// Required attributes of the op's schema are present and every attribute the schema knows has
+// The op has a schema, required attributes of the schema are present and every attribute the schema knows has
 // the schema's type (a Concat without `axis` crashed libonnx's shape inference).
 Status CheckAgainstSchema(const onnx::NodeProto& n, int opset, const std::string& where) {
-  if (!n.domain().empty() && n.domain() != "ai.onnx") return Status::OK();
+  // An op without a schema leaves its outputs untyped, and libonnx's shape inference of the
+  // nodes that consume them dereferences the missing type: such a model is refused here.
+  const bool onnx_domain = n.domain().empty() || n.domain() == "ai.onnx";
   const onnx::OpSchema* schema =
-      onnx::OpSchemaRegistry::Schema(n.op_type(), opset, onnx::ONNX_DOMAIN);
-  if (schema == nullptr) return Status::OK();  // unknown ops: shape inference skips them
+      onnx_domain ? onnx::OpSchemaRegistry::Schema(n.op_type(), opset, onnx::ONNX_DOMAIN)
+                  : nullptr;
+  // Exporters use ops newer than the declared opset (HardSwish at opset 13): accepted, unchecked.
+  if (schema == nullptr && onnx_domain &&
+      onnx::OpSchemaRegistry::Schema(n.op_type(), onnx::ONNX_DOMAIN) != nullptr)
+    return Status::OK();
+  if (schema == nullptr)
+    return Bad(where, "unknown ONNX op (no schema for '" + Excerpt(n.op_type()) + "' in domain '" +
+                          Excerpt(n.domain()) + "' at opset " + std::to_string(opset) + ")");
   for (const auto& [name, attr] : schema->attributes()) {
     const onnx::AttributeProto* given = nullptr;
     for (const auto& a : n.attribute())

@@ -55,6 +55,13 @@ std::string ImportError(const onnx::ModelProto& m) {
   return r.ok() ? "" : r.status().message();
 }
 
+// The import error of tests/data/robustness/|name| (which must be refused).
+std::string ImportFileError(const std::string& name) {
+  auto r = ImportOnnxFile(test_data::TestDataPath("robustness/" + name), OnnxImportOptions{});
+  EXPECT_FALSE(r.ok()) << name << " was accepted";
+  return r.ok() ? "" : r.status().message();
+}
+
 TEST(OnnxRobustnessTest, ConvWithZeroStridesIsRefusedBeforeShapeInference) {
   const std::string m = ImportError(ConvModel({0, 0}));
   EXPECT_THAT(m, HasSubstr("m.onnx: node 0 Conv \"conv\" attribute strides: value 0"));
@@ -84,31 +91,32 @@ TEST(OnnxRobustnessTest, NegativeInputDimensionIsRefused) {
 }
 
 TEST(OnnxRobustnessTest, TheRegressionFileIsRefused) {
-  auto r = ImportOnnxFile(test_data::TestDataPath("robustness/onnx_conv_zero_strides.onnx"),
-                          OnnxImportOptions{});
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("attribute strides: value 0"));
+  const std::string m = ImportFileError("onnx_conv_zero_strides.onnx");
+  EXPECT_THAT(m, HasSubstr("attribute strides: value 0"));
 }
 
 // Found by onnx_import_fuzz (the crash input itself): a node input renamed to a name nothing
 // defines made libonnx's shape inference dereference a null type (SIGSEGV).
 TEST(OnnxRobustnessTest, FuzzUndefinedNodeInputIsRefusedBeforeShapeInference) {
-  auto r = ImportOnnxFile(test_data::TestDataPath("robustness/fuzz_onnx_undefined_node_input.onnx"),
-                          OnnxImportOptions{});
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("node 0 Gather"));
-  EXPECT_THAT(r.status().message(), HasSubstr("is not defined before the node"));
+  const std::string m = ImportFileError("fuzz_onnx_undefined_node_input.onnx");
+  EXPECT_THAT(m, HasSubstr("node 0 Gather"));
+  EXPECT_THAT(m, HasSubstr("is not defined before the node"));
 }
 
 // Found by onnx_import_fuzz (the crash input itself): a Concat whose required `axis` attribute
 // was renamed `xais` crashed libonnx's shape inference; attributes are checked against the op schema first.
 TEST(OnnxRobustnessTest, FuzzMissingRequiredAttributeIsRefusedBeforeShapeInference) {
-  auto r = ImportOnnxFile(
-      test_data::TestDataPath("robustness/fuzz_onnx_missing_required_attribute.onnx"),
-      OnnxImportOptions{});
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("node 18 Concat"));
-  EXPECT_THAT(r.status().message(), HasSubstr("required attribute 'axis' is missing"));
+  const std::string m = ImportFileError("fuzz_onnx_missing_required_attribute.onnx");
+  EXPECT_THAT(m, HasSubstr("node 18 Concat"));
+  EXPECT_THAT(m, HasSubstr("required attribute 'axis' is missing"));
+}
+
+// Found by onnx_import_fuzz (the crash input itself): op types with no ONNX schema
+// ("Constajt", "Goncat") left their outputs untyped and crashed libonnx's shape inference.
+TEST(OnnxRobustnessTest, FuzzUnknownOpTypeIsRefusedBeforeShapeInference) {
+  const std::string m = ImportFileError("fuzz_onnx_unknown_op_type.onnx");
+  EXPECT_THAT(m, HasSubstr("node 5 Constajt"));
+  EXPECT_THAT(m, HasSubstr("unknown ONNX op"));
 }
 
 // Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
