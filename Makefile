@@ -7,7 +7,14 @@ APT_PACKAGES := g++ cmake make libboost-graph-dev libtbb-dev nlohmann-json3-dev 
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pandas python3-matplotlib python3-pytest \
   jupyter-nbconvert python3-nbformat python3-ipykernel jupyter-client chromium
 
-.PHONY: all deps build install demo test bench validate clean
+# clang + compiler-rt (libFuzzer, ASan, UBSan): only `make fuzz` and `make test-sanitize` need them.
+CLANG_PACKAGES := clang-14 libclang-rt-14-dev
+FUZZ_BUILD ?= build-fuzz
+SANITIZE_BUILD ?= build-sanitize
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz onnx_import_fuzz
+
+.PHONY: all deps deps-clang build install demo test bench validate fuzz test-sanitize robustness-doc clean
 
 # `make`: the CLI, the libraries, the tests and the Python module (build/python, docs/python.md).
 all: build
@@ -22,6 +29,9 @@ deps:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
+deps-clang: deps
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(CLANG_PACKAGES)"
+
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
@@ -32,7 +42,10 @@ PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX) --component python
 
-demo: build
+# Builds only the CLI (not the test suite), then runs one example.
+demo: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS) --target memsim
 	./$(BUILD)/memsim run graphs/resnet50.json --batch 32 --optimizer adam --gpu V100-16GB
 
 test: build
@@ -44,5 +57,25 @@ bench: build
 validate: build
 	python3 tools/validate.py --memsim $(BUILD)/memsim --out docs/validation.md
 
+# libFuzzer targets (fuzz/) under ASan+UBSan, each run for FUZZ_SECONDS (default 60 s).
+fuzz: deps-clang
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DMEMSIM_FUZZ=ON \
+	  -DMEMSIM_BUILD_TESTS=OFF -DMEMSIM_BUILD_BENCHMARKS=OFF -DMEMSIM_BUILD_PYTHON=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The unit tests and CLI tests built by clang under ASan+UBSan in a separate build directory
+# (docs/robustness.md: what it costs and which subset CI runs).
+test-sanitize: deps-clang
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DMEMSIM_SANITIZE=ON -DMEMSIM_BUILD_BENCHMARKS=OFF -DMEMSIM_BUILD_PYTHON=OFF
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target memsim memsim_tests
+	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '^(export\.|onnx\.roundtrip|python\.)'
+
+# docs/robustness.md from the regression inputs in tests/data/robustness and fuzz/results.tsv.
+robustness-doc: build
+	python3 tools/robustness_report.py --memsim $(BUILD)/memsim --out docs/robustness.md
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(SANITIZE_BUILD)

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "lib/ir/topo.h"
+#include "lib/util/checked.h"
+#include "lib/util/text_limits.h"
 
 namespace memsim {
 namespace {
@@ -14,6 +16,11 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kMaxDim = int64_t{1} << 40;  // elements; larger is surely a mistake
+
+/// A value for a message: compact JSON, at most a short excerpt (never the whole value).
+std::string Show(const json& v) {
+  return Excerpt(v.dump(-1, ' ', false, json::error_handler_t::replace));
+}
 
 /// Builds a Graph from a parsed document, tracking the JSON pointer for every message.
 class GraphReader {
@@ -51,6 +58,9 @@ class GraphReader {
     }
     if (auto it = doc.find("loss"); it != doc.end() && !it->is_null()) {
       MEMSIM_ASSIGN_OR_RETURN(g_.loss, Ref(*it, "/loss"));
+      if (g_.tensors[g_.loss].role != TensorRole::kActivation)
+        return Err("/loss", "the loss \"" + g_.tensors[g_.loss].name +
+                                "\" must be computed by an op, not an input, parameter or buffer");
     }
     MEMSIM_ASSIGN_OR_RETURN(std::vector<OpId> order, TopologicalOrder(g_));
     Reorder(order);
@@ -59,7 +69,10 @@ class GraphReader {
 
  private:
   Status Err(const std::string& ptr, const std::string& msg) const {
-    return Status::ParseError(g_.source + ": " + (ptr.empty() ? "/" : ptr) + ": " + msg);
+    // Keys and names come from the file: a message quotes at most an excerpt of them.
+    const std::string where = ptr.empty() ? "/" : Excerpt(ptr, 160);
+    const std::string tensor = tensor_.empty() ? "" : " (tensor \"" + Excerpt(tensor_) + "\")";
+    return Status::ParseError(g_.source + ": " + where + ": " + Excerpt(msg, 400) + tensor);
   }
 
   static bool IsSymbolName(const std::string& s) {
@@ -92,11 +105,11 @@ class GraphReader {
   Result<DimExpr> Dim(const json& v, const std::string& ptr, bool allow_infer) {
     if (v.is_number_integer()) {
       if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxDim))
-        return Err(ptr, "dimension " + v.dump() + " is too large");
+        return Err(ptr, "dimension " + Show(v) + " is too large");
       int64_t x = v.get<int64_t>();
-      if (x > kMaxDim) return Err(ptr, "dimension " + v.dump() + " is too large");
+      if (x > kMaxDim) return Err(ptr, "dimension " + Show(v) + " is too large");
       if (x < 0 && !(allow_infer && x == -1))
-        return Err(ptr, "negative dimension " + v.dump());
+        return Err(ptr, "negative dimension " + Show(v));
       return DimExpr::Const(x);
     }
     if (v.is_string()) {
@@ -108,19 +121,23 @@ class GraphReader {
       while (std::getline(ss, factor, '*')) {
         any = true;
         if (!factor.empty() && std::all_of(factor.begin(), factor.end(), ::isdigit)) {
-          if (factor.size() > 12) return Err(ptr, "dimension \"" + s + "\" is too large");
-          d.coeff *= std::stoll(factor);
+          std::optional<int64_t> c;
+          if (factor.size() <= 13) c = CheckedMul(d.coeff, std::stoll(factor));
+          if (!c || *c > kMaxDim)
+            return Err(ptr, "dimension \"" + Excerpt(s) + "\" is too large (the product exceeds 2^40)");
+          d.coeff = *c;
         } else if (IsSymbolName(factor)) {
           d.symbols.push_back(Symbol(factor));
         } else {
-          return Err(ptr, "bad dimension \"" + s + "\" (expected an integer, a symbol or a product such as \"batch*12\")");
+          return Err(ptr, "bad dimension \"" + Excerpt(s) + "\" (expected an integer, a symbol or a product such as \"batch*12\")");
         }
       }
       if (!any) return Err(ptr, "empty dimension");
+      if (d.symbols.size() > 16) return Err(ptr, "more than 16 symbols in one dimension");
       return d;
     }
-    if (v.is_number_float()) return Err(ptr, "dimension " + v.dump() + " is too large or not an integer");
-    return Err(ptr, "expected a dimension (integer or symbol), got " + v.dump());
+    if (v.is_number_float()) return Err(ptr, "dimension " + Show(v) + " is too large or not an integer");
+    return Err(ptr, "expected a dimension (integer or symbol), got " + Show(v));
   }
 
   Result<SymShape> Shape(const json& v, const std::string& ptr) {
@@ -166,10 +183,13 @@ class GraphReader {
       t.role = role;
       auto sh = e.find("shape");
       if (sh == e.end()) return Err(ptr + "/shape", "missing");
+      // Shape errors name the tensor: "/inputs/0/shape/1: ... (tensor "x")".
+      if (auto nm = e.find("name"); nm != e.end() && nm->is_string()) tensor_ = nm->get<std::string>();
       MEMSIM_ASSIGN_OR_RETURN(t.shape, Shape(*sh, ptr + "/shape"));
+      tensor_.clear();
       if (auto dt = e.find("dtype"); dt != e.end()) {
         auto d = dt->is_string() ? ParseDtype(dt->get<std::string>()) : std::nullopt;
-        if (!d) return Err(ptr + "/dtype", "unknown dtype " + dt->dump());
+        if (!d) return Err(ptr + "/dtype", "unknown dtype " + Show(*dt));
         t.dtype = *d;
       }
       t.requires_grad = role == TensorRole::kParameter;
@@ -193,9 +213,9 @@ class GraphReader {
     if (v.is_number_float()) return AttrValue(v.get<double>());
     if (v.is_number_integer()) {
       if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxDim))
-        return Err(ptr, "integer " + v.dump() + " is too large");
+        return Err(ptr, "integer " + Show(v) + " is too large");
       int64_t x = v.get<int64_t>();
-      if (x > kMaxDim || x < -kMaxDim) return Err(ptr, "integer " + v.dump() + " is out of range");
+      if (x > kMaxDim || x < -kMaxDim) return Err(ptr, "integer " + Show(v) + " is out of range");
       return AttrValue(DimExpr::Const(x));
     }
     if (v.is_string()) {
@@ -212,7 +232,7 @@ class GraphReader {
     if (v.is_array()) {
       std::vector<DimExpr> list;
       for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i].is_number_integer() && v[i].get<int64_t>() < 0 && v[i].get<int64_t>() >= -kMaxDim) {
+        if (v[i].is_number_integer() && !v[i].is_number_unsigned() && v[i].get<int64_t>() < 0 && v[i].get<int64_t>() >= -kMaxDim) {
           list.push_back(DimExpr::Const(v[i].get<int64_t>()));
           continue;
         }
@@ -221,7 +241,7 @@ class GraphReader {
       }
       return AttrValue(list);
     }
-    return Err(ptr, "unsupported attribute value " + v.dump());
+    return Err(ptr, "unsupported attribute value " + Show(v));
   }
 
   Status Ops(const json& doc) {
@@ -303,40 +323,37 @@ class GraphReader {
 
   Graph g_;
   std::map<std::string, TensorId> names_;
+  std::string tensor_;  // the tensor whose shape is being read, for messages
 };
 
 }  // namespace
 
 Result<Graph> ParseGraph(const std::string& text, const std::string& source) {
+  MEMSIM_RETURN_IF_ERROR(CheckJsonDepth(text, source));
   json doc;
   try {
     doc = json::parse(text);
   } catch (const json::out_of_range& e) {
-    return Status::ParseError(source + ": invalid JSON: a number is out of range (" + std::string(e.what()) + ")");
+    return Status::ParseError(source + ": invalid JSON: a number is out of range (" +
+                              Excerpt(e.what(), 200) + ")");
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based offset of the error; turn it into line:column.
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
-    }
     std::string what = e.what();
     if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-    return Status::ParseError(source + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                              ": invalid JSON: " + what);
+    const std::string where = LineColumn(text, e.byte > 0 ? e.byte - 1 : 0);
+    if (text.empty()) what = "the file is empty";
+    return Status::ParseError(source + ":" + where + ": invalid JSON: " + Excerpt(what, 200));
   }
   try {
     return GraphReader(source).Read(doc);
   } catch (const json::exception& e) {
-    return Status::ParseError(source + ": " + e.what());
+    return Status::ParseError(source + ": " + Excerpt(e.what(), 200));
   }
 }
 
 Result<Graph> LoadGraph(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseGraph(ss.str(), path);
+  MEMSIM_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path));
+  return ParseGraph(text, path);
 }
 
 }  // namespace memsim

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "lib/util/checked.h"
+
 namespace memsim::onnx_import {
 
 std::string SymInt::ToString() const {
@@ -18,15 +20,18 @@ nlohmann::ordered_json SymInt::ToJson() const {
   return ToString();
 }
 
-SymInt Mul(const SymInt& a, const SymInt& b) {
-  SymInt r{a.coeff * b.coeff, a.syms};
+std::optional<SymInt> Mul(const SymInt& a, const SymInt& b) {
+  std::optional<int64_t> c = CheckedMul(a.coeff, b.coeff);  // a hostile model may overflow
+  if (!c) return std::nullopt;
+  SymInt r{*c, a.syms};
   r.syms.insert(r.syms.end(), b.syms.begin(), b.syms.end());
   std::sort(r.syms.begin(), r.syms.end());
   return r;
 }
 
 std::optional<SymInt> Div(const SymInt& a, const SymInt& b) {
-  if (b.coeff == 0 || a.coeff % b.coeff != 0) return std::nullopt;
+  if (b.coeff == 0 || (b.coeff == -1 && a.coeff == INT64_MIN) || a.coeff % b.coeff != 0)
+    return std::nullopt;
   SymInt r{a.coeff / b.coeff, a.syms};
   for (const std::string& s : b.syms) {
     auto it = std::find(r.syms.begin(), r.syms.end(), s);
@@ -38,7 +43,10 @@ std::optional<SymInt> Div(const SymInt& a, const SymInt& b) {
 
 std::optional<SymInt> AddSub(const SymInt& a, const SymInt& b, bool sub) {
   if (a.syms != b.syms) return std::nullopt;
-  return SymInt{sub ? a.coeff - b.coeff : a.coeff + b.coeff, a.syms};
+  int64_t c = 0;
+  if (sub ? __builtin_sub_overflow(a.coeff, b.coeff, &c) : __builtin_add_overflow(a.coeff, b.coeff, &c))
+    return std::nullopt;
+  return SymInt{c, a.syms};
 }
 
 std::optional<double> ConstValue::Scalar() const {

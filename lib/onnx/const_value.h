@@ -30,7 +30,7 @@ struct SymInt {
   std::string ToString() const;
 };
 
-SymInt Mul(const SymInt& a, const SymInt& b);
+std::optional<SymInt> Mul(const SymInt& a, const SymInt& b);  ///< nullopt on overflow
 /// a / b when exact (b's symbols divide a's and the coefficient divides), else nullopt.
 std::optional<SymInt> Div(const SymInt& a, const SymInt& b);
 /// a ± b when both have the same symbols, else nullopt.

@@ -12,6 +12,8 @@
 
 #include "lib/ops/bind.h"
 #include "lib/io/graph_json.h"
+#include "lib/onnx/model_check.h"
+#include "lib/util/text_limits.h"
 #include "lib/ops/profile.h"
 
 namespace memsim::onnx_import {
@@ -519,7 +521,7 @@ Result<Json> Importer::Assemble() {
   // Validate: the file must load and bind in memsim.
   const std::string text = GraphJsonText(g);
   auto parsed = ParseGraph(text, source_ + " (imported graph)");
-  if (!parsed.ok()) return Status::Internal("import produced an invalid graph: " + parsed.status().message());
+  if (!parsed.ok()) return Status::InvalidArgument("import produced an invalid graph: " + parsed.status().message());
   auto profile = FindProfile("cuda");
   if (!profile) return Status::Internal("no cuda profile");
   BindOptions bo;
@@ -548,20 +550,19 @@ Result<nlohmann::ordered_json> ImportOnnx(const std::string& bytes, const std::s
   }
   if (!model.has_graph() || model.graph().node_size() == 0)
     return Status::ParseError(source + ": the ONNX model has no graph nodes (truncated or not ONNX?)");
+  // Nothing interprets the model (ONNX shape inference included) before it is validated.
+  MEMSIM_RETURN_IF_ERROR(onnx_import::CheckOnnxModel(model, source));
   try {
     onnx_import::Importer im(std::move(model), source, opt);
     return im.Run();
   } catch (const std::exception& e) {
-    return Status::Internal(source + ": ONNX import failed: " + e.what());
+    return Status::InvalidArgument(source + ": ONNX import failed: " + Excerpt(e.what(), 200));
   }
 }
 
 Result<nlohmann::ordered_json> ImportOnnxFile(const std::string& path, const OnnxImportOptions& opt) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ImportOnnx(ss.str(), path, opt);
+  MEMSIM_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path));
+  return ImportOnnx(bytes, path, opt);
 }
 
 namespace {

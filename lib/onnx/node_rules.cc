@@ -132,7 +132,9 @@ std::optional<ConstValue> FoldArith(const std::string& op, const ConstValue& a, 
     const SymInt& y = b.ints[b.numel() == 1 ? 0 : i];
     std::optional<SymInt> z;
     if (op == "Mul") z = Mul(x, y);
-    else if (op == "Div" && x.is_const() && y.is_const() && y.coeff != 0) z = SymInt::Const(x.coeff / y.coeff);  // ONNX integer Div truncates
+    else if (op == "Div" && x.is_const() && y.is_const() && y.coeff != 0 &&
+             !(y.coeff == -1 && x.coeff == INT64_MIN))
+      z = SymInt::Const(x.coeff / y.coeff);  // ONNX integer Div truncates
     else if (op == "Div") z = Div(x, y);
     else z = AddSub(x, y, op == "Sub");
     if (!z) return std::nullopt;
@@ -522,7 +524,8 @@ Status Reshape(Importer& im, const NP& n, int) {
     for (size_t k = 0; k < shape.size(); ++k) {
       if (!shape[k].is_const()) return Unsup("reshaping a constant to a symbolic shape");
       if (shape[k].coeff == -1) infer = static_cast<int64_t>(k);
-      else known *= shape[k].coeff;
+      else if (__builtin_mul_overflow(known, shape[k].coeff, &known))
+        return Unsup("reshape target shape overflows 64 bits");
       dims.push_back(shape[k].coeff);
     }
     if (infer >= 0) dims[infer] = known ? static_cast<int64_t>(xc->numel()) / known : 0;

@@ -56,7 +56,7 @@ std::optional<SymInt> SliceLen(const std::optional<SymInt>& dim, const SymInt& s
   if (step > 0) {
     s = std::clamp<int64_t>(s, 0, d);
     e = std::clamp<int64_t>(e, 0, d);
-    return SymInt::Const(e > s ? (e - s + step - 1) / step : 0);
+    return SymInt::Const(e > s ? (e - s - 1) / step + 1 : 0);  // no overflow for any step
   }
   return std::nullopt;
 }
@@ -156,14 +156,18 @@ std::optional<ShapeDims> Infer(Importer& im, const NP& n, int out) {
         o.push_back(std::nullopt);
         continue;
       }
-      known = Mul(known, d);
+      std::optional<SymInt> m = Mul(known, d);
+      if (!m) return std::nullopt;
+      known = *m;
       o.push_back(d);
     }
     if (infer >= 0) {
       SymInt numel = SymInt::Const(1);
       for (const auto& d : *s0) {
         if (!d) return o;
-        numel = Mul(numel, *d);
+        std::optional<SymInt> m = Mul(numel, *d);
+        if (!m) return std::nullopt;
+        numel = *m;
       }
       o[infer] = Div(numel, known);
     }

@@ -6,22 +6,32 @@
 #include <sstream>
 #include <vector>
 
+#include "lib/util/text_limits.h"
+
 namespace memsim {
 namespace {
 
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 int Log2Floor(uint64_t v) { return 63 - std::countl_zero(v); }
 
-// Splits like PyTorch's lexArgs: ',', ':', '[' and ']' are tokens of their own; spaces vanish.
-std::vector<std::string> Lex(std::string_view conf) {
+// Splits like PyTorch's lexArgs: ',', ':', '[' and ']' are tokens of their own; spaces around
+// them vanish. A space *inside* a value ("[1:4 2:8]", read as "42" by a plain lexer) is refused.
+Result<std::vector<std::string>> Lex(std::string_view conf) {
   std::vector<std::string> tokens;
   std::string buf;
+  bool space_after_word = false;
   for (char c : conf) {
     if (c == ',' || c == ':' || c == '[' || c == ']') {
       if (!buf.empty()) tokens.push_back(std::move(buf));
       buf.clear();
+      space_after_word = false;
       tokens.emplace_back(1, c);
-    } else if (c != ' ' && c != '\t' && c != '\n') {
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      space_after_word = !buf.empty();
+    } else {
+      if (space_after_word)
+        return Status::InvalidArgument("alloc-conf: unexpected space after '" + buf +
+                                       "' (entries are separated by ',', e.g. [1:4,2:8])");
       buf.push_back(c);
     }
   }
@@ -101,7 +111,7 @@ class Parser {
 
  private:
   static Status Err(const std::string& msg) {
-    return Status::InvalidArgument("alloc-conf: " + msg);
+    return Status::InvalidArgument("alloc-conf: " + Excerpt(msg, 300));
   }
   static Status Bad(const std::string& key, int64_t v, const std::string& why) {
     return Err(key + ": value '" + std::to_string(v) + "' " + why);
@@ -245,7 +255,8 @@ std::string AllocatorConfig::ToString() const {
 
 Result<AllocatorConfig> ParseAllocConf(std::string_view conf) {
   AllocatorConfig c;
-  Parser p(Lex(conf));
+  MEMSIM_ASSIGN_OR_RETURN(std::vector<std::string> tokens, Lex(conf));
+  Parser p(std::move(tokens));
   MEMSIM_RETURN_IF_ERROR(p.Run(&c));
   return c;
 }
@@ -254,7 +265,8 @@ int64_t RoundSize(int64_t size, const AllocatorConfig& config) {
   // See Note [Caching allocator rounding].
   if (size < kMinBlockSize) return kMinBlockSize;
   const int64_t divisions = config.DivisionsFor(size);
-  if (divisions > 1 && size > kMinBlockSize * divisions) {
+  // size > 512 * divisions, written so that no division count can overflow it.
+  if (divisions > 1 && (size - 1) / kMinBlockSize >= divisions) {
     if (IsPowerOfTwo(size)) return size;
     const int64_t floor2 = int64_t{1} << Log2Floor(static_cast<uint64_t>(size));
     const int64_t step = floor2 >> Log2Floor(static_cast<uint64_t>(divisions));

@@ -23,6 +23,12 @@ inline constexpr int64_t kMinLargeAlloc = 10485760;        // bytes; >= gets its
 inline constexpr int64_t kRoundLarge = 2097152;            // bytes; big-segment rounding unit
 inline constexpr int64_t kUnlimitedSplitSize = INT64_MAX;  // max_split_size default
 inline constexpr int kRoundupIntervals = 16;               // 1 MiB ... 64 GiB
+/// The largest single request (or segment) memsim models: 1 PiB. Larger sizes are input
+/// errors, so RoundSize / SegmentSizeFor and every byte sum stay far from int64 overflow.
+inline constexpr int64_t kMaxRequestBytes = int64_t{1} << 50;
+/// The largest byte total a simulation may accumulate (sum of every request of a run); a run
+/// that would exceed it is refused before it starts (see CheckByteBudget in simulate.h).
+inline constexpr int64_t kMaxTotalBytes = int64_t{1} << 62;
 
 /// The native allocator's options (PyTorch's AcceleratorAllocatorConfig + CUDAAllocatorConfig).
 struct AllocatorConfig {
@@ -52,7 +58,7 @@ struct AllocatorConfig {
 Result<AllocatorConfig> ParseAllocConf(std::string_view conf);
 
 /// PyTorch's round_size: < 512 -> 512; power-of-two divisions when configured; else the next
-/// multiple of 512. |size| must be >= 0. See Note [Caching allocator rounding].
+/// multiple of 512. |size| must be in [0, kMaxRequestBytes]. See Note [Caching allocator rounding].
 int64_t RoundSize(int64_t size, const AllocatorConfig& config);
 
 /// PyTorch's get_allocation_size: the cudaMalloc size for a rounded request (R4.2).

@@ -33,7 +33,35 @@ Result<std::pair<int64_t, int64_t>> RunIdeal(const EventStream& es, size_t limit
   return std::make_pair(packer.peak_arena_bytes(), packer.peak_live_bytes());
 }
 
+// Every buffer the stream allocates fits the byte budget (checked before any model runs).
+Status CheckStreamBytes(const EventStream& es, const AllocatorConfig& cfg) {
+  ByteBudget budget(cfg);
+  for (size_t i = 0; i < es.events.size(); ++i) {
+    const MemEvent& e = es.events[i];
+    if (e.kind != EventKind::kAlloc) continue;
+    if (e.buffer >= es.buffers.size()) return BadEvent(i, "buffer index out of range");
+    const Buffer& b = es.buffers[e.buffer];
+    MEMSIM_RETURN_IF_ERROR(budget.AddNamed(b.bytes, [&] { return "tensor \"" + b.name + "\""; }));
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+ByteBudget::ByteBudget(const AllocatorConfig& config)
+    : slack_(2 * std::max(kLargeBuffer, config.large_segment_size)) {}
+
+Status ByteBudget::Add(int64_t bytes, const std::string& what) {
+  if (bytes < 0) return Status::InvalidArgument(what + ": negative size " + std::to_string(bytes));
+  if (bytes > kMaxRequestBytes)
+    return Status::InvalidArgument(what + ": " + std::to_string(bytes) +
+                                   " bytes is more than memsim models (2^50 bytes = 1 PiB)");
+  if (total_ > kMaxTotalBytes - Cost(bytes))
+    return Status::InvalidArgument(what + ": the bytes requested by the whole run exceed 2^62; "
+                                          "the totals would overflow 64-bit arithmetic");
+  total_ += Cost(bytes);
+  return Status::OK();
+}
 
 std::string_view AllocatorModelName(AllocatorModel m) {
   switch (m) {
@@ -61,6 +89,7 @@ Result<AllocatorReport> SimulateAllocator(const EventStream& es, const Allocator
   if (opt.capacity_bytes < 0) return Status::InvalidArgument("capacity_bytes must be >= 0");
   if (opt.record_placement && (opt.model == AllocatorModel::kIdeal || cfg.expandable_segments))
     return Status::Unsupported("the memory_viz export needs the caching allocator without expandable_segments");
+  MEMSIM_RETURN_IF_ERROR(CheckStreamBytes(es, cfg));
   AllocatorReport rep;
   rep.model = opt.model;
   rep.alloc_conf = cfg.ToString();

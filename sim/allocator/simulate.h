@@ -92,8 +92,34 @@ struct AllocatorReport {
   std::optional<Placement> placement;  ///< with AllocatorOptions::record_placement
 };
 
-/// Simulates |events|. Errors: a bad alloc_conf, or an event stream that frees a buffer that is
-/// not allocated / allocates one twice / names a buffer out of range.
+/// Bounds every byte total of one simulation so that no statistic (current, peak, cumulative
+/// allocated/freed), arena offset or rounded size can overflow int64: each request must be in
+/// [0, kMaxRequestBytes] and the worst case it can add to any total (twice its size plus two
+/// segments of slack) summed over the run must stay below kMaxTotalBytes. Not thread-safe.
+class ByteBudget {
+ public:
+  explicit ByteBudget(const AllocatorConfig& config);
+  /// Accounts one request of |bytes|; the error names |what| ("tensor \"fc.weight\"").
+  Status Add(int64_t bytes, const std::string& what);
+  /// Add() for a request whose name is only built when it fails.
+  template <typename NameFn>
+  Status AddNamed(int64_t bytes, NameFn&& what) {
+    if (bytes >= 0 && bytes <= kMaxRequestBytes && total_ <= kMaxTotalBytes - Cost(bytes)) {
+      total_ += Cost(bytes);
+      return Status::OK();
+    }
+    return Add(bytes, what());
+  }
+
+ private:
+  int64_t Cost(int64_t bytes) const { return 2 * bytes + slack_; }
+  int64_t slack_;
+  int64_t total_ = 0;
+};
+
+/// Simulates |events|. Errors: a bad alloc_conf, a buffer or byte total out of range (see
+/// ByteBudget), or an event stream that frees a buffer that is not allocated / allocates one
+/// twice / names a buffer out of range.
 Result<AllocatorReport> SimulateAllocator(const EventStream& events,
                                           const AllocatorOptions& options);
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "lib/util/text_limits.h"
+
 namespace memsim {
 
 const PyValue* PyValue::Get(std::string_view key) const {
@@ -87,7 +89,11 @@ const char* RefusedOpcodeName(uint8_t op) {
 
 class PickleParser {
  public:
-  PickleParser(std::string_view data, const PickleLimits& limits) : d_(data), limits_(limits) {}
+  PickleParser(std::string_view data, const PickleLimits& limits)
+      : d_(data),
+        limits_(limits),
+        max_values_(static_cast<int64_t>(data.size()) / std::max<int64_t>(limits.bytes_per_value, 1) +
+                    4096) {}
 
   Result<PickleDocument> Run() {
     if (static_cast<int64_t>(d_.size()) > limits_.max_bytes)
@@ -105,6 +111,9 @@ class PickleParser {
       }
       Status st = Step(op, at);
       if (!st.ok()) return st;
+      if (static_cast<int64_t>(doc_.values_.size()) > max_values_)
+        return Err(at, "more values than a pickle of " + std::to_string(d_.size()) +
+                           " bytes may hold (" + std::to_string(max_values_) + ")");
     }
   }
 
@@ -112,7 +121,8 @@ class PickleParser {
   using Kind = PyValue::Kind;
 
   static Status Err(size_t at, const std::string& msg) {
-    return Status::ParseError("offset " + std::to_string(at) + ": " + msg);
+    // Messages quote bytes of the file (a text opcode's line): at most an excerpt of them.
+    return Status::ParseError("offset " + std::to_string(at) + ": " + Excerpt(msg, 200));
   }
   PyValue* New(Kind k) {
     doc_.values_.emplace_back();
@@ -219,7 +229,7 @@ class PickleParser {
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(t.c_str(), &end, 10);
-    if (end != t.c_str() + t.size() || errno != 0) return Err(at, "bad integer '" + t + "'");
+    if (end != t.c_str() + t.size() || errno != 0) return Err(at, "bad integer '" + Excerpt(t) + "'");
     return static_cast<int64_t>(v);
   }
 
@@ -291,7 +301,7 @@ class PickleParser {
         std::string t(line);
         char* end = nullptr;
         const double v = std::strtod(t.c_str(), &end);
-        if (t.empty() || end != t.c_str() + t.size()) return Err(at, "bad float '" + t + "'");
+        if (t.empty() || end != t.c_str() + t.size()) return Err(at, "bad float '" + Excerpt(t) + "'");
         PyValue* f = New(Kind::kFloat);
         f->float_ = v;
         stack_.push_back(f);
@@ -434,7 +444,6 @@ class PickleParser {
 
   // Rejects cycles and nesting deeper than the limit (longest path in the value DAG).
   Status CheckDepth() {
-    std::unordered_map<const PyValue*, int> depth;  // -1 = on the current path
     struct Frame {
       const PyValue* v;
       size_t next;
@@ -453,7 +462,7 @@ class PickleParser {
              v->kind_ == Kind::kSet;
     };
     if (!is_container(doc_.root_)) return Status::OK();
-    depth[doc_.root_] = -1;
+    doc_.root_->depth_ = -1;
     path.push_back({doc_.root_, 0});
     while (!path.empty()) {
       Frame& f = path.back();
@@ -464,26 +473,25 @@ class PickleParser {
         for (size_t k = 0;; ++k) {
           const PyValue* ch = children(f.v, k);
           if (!ch) break;
-          if (is_container(ch)) d = std::max(d, 1 + depth[ch]);
+          if (is_container(ch)) d = std::max(d, 1 + ch->depth_);
         }
         if (d > limits_.max_depth)
           return Status::ParseError("pickle nesting deeper than " +
                                     std::to_string(limits_.max_depth));
-        depth[f.v] = d;
+        f.v->depth_ = d;
         path.pop_back();
         continue;
       }
       if (!is_container(c)) continue;
-      auto it = depth.find(c);
-      if (it != depth.end()) {
-        if (it->second < 0)
+      if (c->depth_ != 0) {
+        if (c->depth_ < 0)
           return Status::ParseError("pickle holds a recursive (self-containing) structure");
         continue;
       }
       if (static_cast<int>(path.size()) >= limits_.max_depth)
         return Status::ParseError("pickle nesting deeper than " +
                                   std::to_string(limits_.max_depth));
-      depth[c] = -1;
+      c->depth_ = -1;
       path.push_back({c, 0});
     }
     return Status::OK();
@@ -491,6 +499,7 @@ class PickleParser {
 
   std::string_view d_;
   PickleLimits limits_;
+  int64_t max_values_;
   size_t pos_ = 0;
   PickleDocument doc_;
   std::vector<PyValue*> stack_;

@@ -58,6 +58,7 @@ class PyValue {
  private:
   friend class PickleParser;
   Kind kind_ = Kind::kNone;
+  mutable int32_t depth_ = 0;  ///< nesting depth, filled by the parser's check (-1 = visiting)
   int64_t int_ = 0;
   double float_ = 0.0;
   std::string str_;
@@ -68,6 +69,9 @@ class PyValue {
 struct PickleLimits {
   int max_depth = 100;                     ///< container nesting
   int64_t max_bytes = int64_t{512} << 20;  ///< input size; memory use is linear in it
+  /// Values created per input byte are bounded: at most size / bytes_per_value + 4096 values
+  /// (real snapshots create one per 12-25 bytes), so 10 MB of ']' cannot take gigabytes.
+  int64_t bytes_per_value = 4;
 };
 
 /// Owns the values of one parsed pickle.

@@ -28,6 +28,7 @@ struct LiveInit {
   StreamId stream = 0;
   bool exact = false;      // size known from the dump
   bool ambiguous = false;  // large block followed by a free gap > 1 MiB (may hide slack)
+  int64_t event = -1;      // trace index of the free that revealed the block, if any
 };
 struct SegInit {
   int64_t size = 0;
@@ -69,7 +70,7 @@ Result<InitialState> Undo(const MemorySnapshot& snap) {
         if (st.live.count(e.addr))
           return TraceError(
               k, "free at " + Hex(e.addr) + " of a block that is alive again before its alloc");
-        st.live[e.addr] = LiveInit{-1, e.size, e.stream, false, false};
+        st.live[e.addr] = LiveInit{-1, e.size, e.stream, false, false, static_cast<int64_t>(k)};
         break;
       case TraceAction::kSegmentAlloc:
         if (!st.segs.erase(e.addr))
@@ -107,8 +108,13 @@ Status InferSizes(InitialState* st, const AllocatorConfig& cfg,
   for (auto it = st->live.begin(); it != st->live.end(); ++it) {
     LiveInit& b = it->second;
     const auto* seg = SegmentOf(*st, it->first);
-    if (seg == nullptr)
+    if (seg == nullptr) {
+      if (b.event >= 0)
+        return TraceError(static_cast<size_t>(b.event),
+                          "free at " + Hex(it->first) +
+                              " of an address that was never allocated and lies in no segment");
       return Status::InvalidArgument("block " + Hex(it->first) + " lies in no segment");
+    }
     const uint64_t seg_end = seg->first + static_cast<uint64_t>(seg->second.size);
     auto next = std::next(it);
     const uint64_t next_start =
@@ -208,6 +214,26 @@ Status Forward(const MemorySnapshot& snap, CachingAllocator& alloc,
   return Status::OK();
 }
 
+// Every size of the recording fits the byte budget, so no sum of the replay can overflow.
+Status CheckSnapshotBytes(const MemorySnapshot& snap, const AllocatorConfig& cfg) {
+  ByteBudget budget(cfg);
+  for (const SnapshotSegment& s : snap.segments)
+    MEMSIM_RETURN_IF_ERROR(
+        budget.AddNamed(s.total_size, [&] { return "segment " + Hex(s.address); }));
+  for (const std::pair<uint64_t, int64_t>& a : snap.initially_allocated)
+    MEMSIM_RETURN_IF_ERROR(
+        budget.AddNamed(a.second, [&] { return "initially allocated " + Hex(a.first); }));
+  for (size_t i = 0; i < snap.trace.size(); ++i) {
+    const TraceEvent& e = snap.trace[i];
+    if (e.action != TraceAction::kAlloc && e.action != TraceAction::kSegmentAlloc &&
+        e.action != TraceAction::kSegmentFree)
+      continue;
+    MEMSIM_RETURN_IF_ERROR(
+        budget.AddNamed(e.size, [&] { return "trace[" + std::to_string(i) + "]"; }));
+  }
+  return Status::OK();
+}
+
 bool LayoutMatches(const MemorySnapshot& snap, const CachingAllocator& alloc) {
   const std::vector<SegmentView> sim = alloc.Snapshot();
   if (sim.size() != snap.segments.size()) return false;
@@ -238,6 +264,8 @@ Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOpti
     rep.override_conf = true;
   }
   rep.alloc_conf = cfg.ToString();
+  MEMSIM_RETURN_IF_ERROR(CheckSnapshotBytes(snap, cfg));
+  MEMSIM_RETURN_IF_ERROR(CheckSnapshotBytes(snap, snap.recorded_config));
   const DeviceOptions dev{0, AddressOrder::kDecreasing, 0};
 
   if (!snap.has_segments) {

@@ -7,6 +7,8 @@
 #include <random>
 #include <sstream>
 
+#include "tests/testing/test_data.h"
+
 namespace memsim {
 namespace {
 
@@ -135,7 +137,20 @@ TEST(PickleTest, DeepNestingIsRejected) {
   };
   EXPECT_TRUE(ParsePickle(nested(50)).ok());
   EXPECT_THAT(ErrorOf(nested(101)), HasSubstr("nesting deeper than 100"));
-  EXPECT_THAT(ErrorOf(nested(100000)), HasSubstr("nesting"));
+  PickleLimits dense;  // one value per byte allowed, so the nesting check is what refuses it
+  dense.bytes_per_value = 1;
+  EXPECT_THAT(ErrorOf(nested(100000), dense), HasSubstr("nesting"));
+  // With the default budget, 100,000 containers in 200 kB are refused even earlier.
+  EXPECT_THAT(ErrorOf(nested(100000)), HasSubstr("more values than a pickle of 200002 bytes"));
+}
+
+// Found by snapshot_fuzz: a protocol-0 INT opcode ('L') whose line ran over 5 KB of the file
+// was quoted whole in the message (4,370 bytes).
+TEST(PickleTest, LongBadIntegerLineIsQuotedAsAnExcerpt) {
+  const std::string data = B({0x80, 0x04}) + "L6666{" + std::string(5000, '6') + "\n.";
+  const std::string m = ErrorOf(data);
+  EXPECT_THAT(m, HasSubstr("bad integer '6666{6666"));
+  EXPECT_LT(m.size(), 120u);
 }
 
 TEST(PickleTest, RecursiveStructureIsRejected) {
@@ -162,10 +177,10 @@ TEST(PickleTest, InputSizeLimit) {
 // Random mutations of valid pickles (fixed seed): any outcome but a crash is fine.
 TEST(PickleTest, FuzzedInputNeverCrashes) {
   std::vector<std::string> seeds = {kSmall};
-  std::ifstream real(std::string(MEMSIM_SOURCE_DIR) +
-                         "/../shared/oracle/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle",
+  std::ifstream real(test_data::TestDataPath("gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle"),
                      std::ios::binary);
-  if (real) {
+  ASSERT_TRUE(real.good()) << "tests/data/gpu is part of the repository";
+  {
     std::ostringstream buf;
     buf << real.rdbuf();
     seeds.push_back(buf.str().substr(0, 4096));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/replay/snapshot.h"
+#include "tests/testing/test_data.h"
 
 namespace memsim {
 namespace {
@@ -15,12 +16,10 @@ namespace {
 constexpr int64_t MiB = kMiB;
 
 std::string OraclePath(const char* name) {
-  return std::string(MEMSIM_SOURCE_DIR) + "/../shared/oracle/gpu/" + name;
+  return test_data::TestDataPath(std::string("gpu/") + name);
 }
 
 Result<MemorySnapshot> LoadOracle(const char* name) { return LoadSnapshotFile(OraclePath(name)); }
-
-bool Exists(const std::string& p) { return std::ifstream(p).good(); }
 
 // One line of the report without the stats block, for the test log.
 std::string Summary(const ReplayReport& r) {
@@ -35,7 +34,6 @@ class RealSnapshotTest : public ::testing::TestWithParam<const char*> {};
 // must match, and peak reserved must match to the byte (replay_notes.md: exact is achievable).
 TEST_P(RealSnapshotTest, ReplayMatchesRecording) {
   const std::string path = OraclePath(GetParam());
-  if (!Exists(path)) GTEST_SKIP() << "missing " << path;
   auto snap = LoadSnapshotFile(path);
   ASSERT_TRUE(snap.ok()) << snap.status().ToString();
   auto r = ReplaySnapshot(*snap);
@@ -62,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ReplayTest, TransformerPeaksMatchTheReadme) {
   auto snap = LoadOracle("transformer_small_ctx256_bs32_fwd_bwd_warm.pickle");
-  if (!snap.ok()) GTEST_SKIP() << snap.status().ToString();
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
   auto r = ReplaySnapshot(*snap);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   // README: peak allocated ~13,279 MiB (requested bytes), peak reserved 13,524 MiB.
@@ -72,7 +70,7 @@ TEST(ReplayTest, TransformerPeaksMatchTheReadme) {
 
 TEST(ReplayTest, AllocDataHasNoSegmentInformation) {
   auto snap = LoadOracle("resnet18_bs8_sgd_momentum_first_iter_alloc_data.json");
-  if (!snap.ok()) GTEST_SKIP() << snap.status().ToString();
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
   EXPECT_EQ(snap->format, MemorySnapshot::Format::kAllocData);
   auto r = ReplaySnapshot(*snap);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -91,7 +89,7 @@ TEST(ReplayTest, AllocDataHasNoSegmentInformation) {
 
 TEST(ReplayTest, OverrideAnswersWhatIfExpandable) {
   auto snap = LoadOracle("transformer_small_ctx256_bs32_fwd_bwd_warm.pickle");
-  if (!snap.ok()) GTEST_SKIP() << snap.status().ToString();
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
   ReplayOptions opt;
   opt.alloc_conf = "expandable_segments:True";
   auto r = ReplaySnapshot(*snap, opt);

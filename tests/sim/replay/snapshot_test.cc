@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/test_data.h"
+
 namespace memsim {
 namespace {
 
@@ -30,9 +32,8 @@ TEST(SnapshotTest, BadFilesGiveErrors) {
 
 TEST(SnapshotTest, ReadsRealPickleSegmentsTraceAndSettings) {
   auto s =
-      LoadSnapshotFile(std::string(MEMSIM_SOURCE_DIR) +
-                       "/../shared/oracle/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle");
-  if (!s.ok()) GTEST_SKIP() << s.status().ToString();
+      LoadSnapshotFile(test_data::TestDataPath("gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->format, MemorySnapshot::Format::kPickle);
   EXPECT_TRUE(s->has_segments);
   EXPECT_EQ(s->segments.size(), 216u);

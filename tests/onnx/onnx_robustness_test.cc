@@ -1,0 +1,139 @@
+// Hostile ONNX models are refused by the model check before ONNX shape inference runs (a Conv
+// with strides [0, 0] divided by zero inside libonnx).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include "lib/onnx/const_value.h"
+#include "lib/onnx/model_check.h"
+#include "lib/onnx/onnx_import.h"
+#include "tests/testing/test_data.h"
+
+namespace memsim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// x[1,3,8,8] -> Conv(w[4,3,3,3]) -> y, with the given attributes.
+onnx::ModelProto ConvModel(const std::vector<int64_t>& strides, int64_t group = 1) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("g");
+  onnx::ValueInfoProto* x = g->add_input();
+  x->set_name("x");
+  auto* tt = x->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  onnx::TensorProto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {4, 3, 3, 3}) w->add_dims(d);
+  for (int k = 0; k < 108; ++k) w->add_float_data(0.0f);
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Conv");
+  n->set_name("conv");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  onnx::AttributeProto* s = n->add_attribute();
+  s->set_name("strides");
+  s->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : strides) s->add_ints(v);
+  onnx::AttributeProto* gr = n->add_attribute();
+  gr->set_name("group");
+  gr->set_type(onnx::AttributeProto::INT);
+  gr->set_i(group);
+  g->add_output()->set_name("y");
+  return m;
+}
+
+std::string ImportError(const onnx::ModelProto& m) {
+  auto r = ImportOnnx(m.SerializeAsString(), "m.onnx", OnnxImportOptions{});
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? "" : r.status().message();
+}
+
+// The import error of tests/data/robustness/|name| (which must be refused).
+std::string ImportFileError(const std::string& name) {
+  auto r = ImportOnnxFile(test_data::TestDataPath("robustness/" + name), OnnxImportOptions{});
+  EXPECT_FALSE(r.ok()) << name << " was accepted";
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(OnnxRobustnessTest, ConvWithZeroStridesIsRefusedBeforeShapeInference) {
+  const std::string m = ImportError(ConvModel({0, 0}));
+  EXPECT_THAT(m, HasSubstr("m.onnx: node 0 Conv \"conv\" attribute strides: value 0"));
+}
+
+TEST(OnnxRobustnessTest, ConvWithZeroGroupIsRefused) {
+  EXPECT_THAT(ImportError(ConvModel({1, 1}, 0)), HasSubstr("attribute group: must be in [1, 2^31]"));
+}
+
+TEST(OnnxRobustnessTest, InitializerWhoseDataDoesNotMatchItsDimsIsRefused) {
+  onnx::ModelProto m = ConvModel({1, 1});
+  m.mutable_graph()->mutable_initializer(0)->set_dims(0, 400);
+  EXPECT_THAT(ImportError(m), HasSubstr("initializer \"w\": holds 108 values, the dims need 10800"));
+}
+
+TEST(OnnxRobustnessTest, DimensionProductBeyond2To40IsRefused) {
+  onnx::ModelProto m = ConvModel({1, 1});
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  for (int k = 0; k < 4; ++k) t->set_dims(k, int64_t{1} << 20);
+  EXPECT_THAT(ImportError(m), HasSubstr("element count exceeds 2^40"));
+}
+
+TEST(OnnxRobustnessTest, NegativeInputDimensionIsRefused) {
+  onnx::ModelProto m = ConvModel({1, 1});
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_value(-8);
+  EXPECT_THAT(ImportError(m), HasSubstr("input \"x\": dimension 2 is -8"));
+}
+
+TEST(OnnxRobustnessTest, TheRegressionFileIsRefused) {
+  const std::string m = ImportFileError("onnx_conv_zero_strides.onnx");
+  EXPECT_THAT(m, HasSubstr("attribute strides: value 0"));
+}
+
+// Found by onnx_import_fuzz (the crash input itself): a node input renamed to a name nothing
+// defines made libonnx's shape inference dereference a null type (SIGSEGV).
+TEST(OnnxRobustnessTest, FuzzUndefinedNodeInputIsRefusedBeforeShapeInference) {
+  const std::string m = ImportFileError("fuzz_onnx_undefined_node_input.onnx");
+  EXPECT_THAT(m, HasSubstr("node 0 Gather"));
+  EXPECT_THAT(m, HasSubstr("is not defined before the node"));
+}
+
+// Found by onnx_import_fuzz (the crash input itself): a Concat whose required `axis` attribute
+// was renamed `xais` crashed libonnx's shape inference; attributes are checked against the op schema first.
+TEST(OnnxRobustnessTest, FuzzMissingRequiredAttributeIsRefusedBeforeShapeInference) {
+  const std::string m = ImportFileError("fuzz_onnx_missing_required_attribute.onnx");
+  EXPECT_THAT(m, HasSubstr("node 18 Concat"));
+  EXPECT_THAT(m, HasSubstr("required attribute 'axis' is missing"));
+}
+
+// Found by onnx_import_fuzz (the crash input itself): op types with no ONNX schema
+// ("Constajt", "Goncat") left their outputs untyped and crashed libonnx's shape inference.
+TEST(OnnxRobustnessTest, FuzzUnknownOpTypeIsRefusedBeforeShapeInference) {
+  const std::string m = ImportFileError("fuzz_onnx_unknown_op_type.onnx");
+  EXPECT_THAT(m, HasSubstr("node 5 Constajt"));
+  EXPECT_THAT(m, HasSubstr("unknown ONNX op"));
+}
+
+// Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
+// "unknown", never undefined behaviour or SIGFPE.
+TEST(OnnxRobustnessTest, ConstantShapeArithmeticCannotOverflow) {
+  using onnx_import::SymInt;
+  const SymInt big = SymInt::Const(int64_t{1} << 40), min = SymInt::Const(INT64_MIN);
+  EXPECT_FALSE(onnx_import::Mul(big, big).has_value());
+  EXPECT_EQ(onnx_import::Mul(big, SymInt::Const(2))->coeff, int64_t{1} << 41);
+  EXPECT_FALSE(onnx_import::Div(min, SymInt::Const(-1)).has_value());
+  EXPECT_FALSE(onnx_import::AddSub(min, SymInt::Const(1), /*sub=*/true).has_value());
+  EXPECT_FALSE(onnx_import::AddSub(SymInt::Const(INT64_MAX), SymInt::Const(1), false).has_value());
+}
+
+TEST(OnnxRobustnessTest, ValidConvPassesTheCheck) {
+  EXPECT_TRUE(onnx_import::CheckOnnxModel(ConvModel({2, 2}), "m.onnx").ok());
+}
+
+}  // namespace
+}  // namespace memsim

@@ -1,0 +1,86 @@
+// lib/util/atomic_file: outputs appear whole or not at all, and write errors are reported.
+#include "lib/util/atomic_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace memsim {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string TempDir() {
+  const fs::path d = fs::path(MEMSIM_BINARY_DIR) / ("atomic_file_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d.string();
+}
+
+std::string ReadAll(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(AtomicFileTest, CommitReplacesTheDestinationWhole) {
+  const std::string path = TempDir() + "/out.json";
+  ASSERT_TRUE(WriteFileAtomic(path, "old").ok());
+  auto w = AtomicFileWriter::Open(path);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE(w->Write("new ").ok());
+  EXPECT_EQ(ReadAll(path), "old");  // nothing visible before Commit
+  ASSERT_TRUE(w->Write("content").ok());
+  ASSERT_TRUE(w->Commit().ok());
+  EXPECT_EQ(ReadAll(path), "new content");
+  EXPECT_FALSE(fs::exists(w->temp_path()));
+}
+
+TEST(AtomicFileTest, AbandonedWriterLeavesNoFile) {
+  const std::string path = TempDir() + "/abandoned.json";
+  std::string temp;
+  {
+    auto w = AtomicFileWriter::Open(path);
+    ASSERT_TRUE(w.ok());
+    temp = w->temp_path();
+    ASSERT_TRUE(w->Write("half").ok());
+    EXPECT_TRUE(fs::exists(temp));
+  }
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(AtomicFileTest, UnwritableDirectoryIsAnError) {
+  auto w = AtomicFileWriter::Open("/nonexistent-dir/out.json");
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.status().message(), HasSubstr("/nonexistent-dir/out.json"));
+}
+
+TEST(AtomicFileTest, FullDiskIsAWriteError) {
+  if (!fs::exists("/dev/full")) GTEST_FAIL() << "/dev/full is part of every Linux system";
+  std::FILE* full = std::fopen("/dev/full", "w");
+  ASSERT_NE(full, nullptr);
+  Status s = WriteStdout(std::string(1 << 16, 'x'), full);
+  std::fclose(full);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("standard output: write failed"));
+  EXPECT_THAT(s.message(), HasSubstr("No space left"));
+}
+
+TEST(AtomicFileTest, RenameOntoADirectoryFailsAndKeepsIt) {
+  const std::string dir = TempDir() + "/is_a_dir";
+  fs::create_directories(dir + "/inner");
+  Status s = WriteFileAtomic(dir, "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rename failed"));
+  EXPECT_TRUE(fs::is_directory(dir + "/inner"));
+}
+
+}  // namespace
+}  // namespace memsim
