@@ -110,9 +110,9 @@ struct Run {
   RunReport Report() const { return MakeRunReport(g(), config, result, top); }
   std::string Json() const { return ToJson(Report()).dump(2) + "\n"; }  // as `memsim run --json` prints it
   std::string Text() const { return ToText(Report()); }
-  std::string Html() const { return HtmlTimeline(g(), result.sim.events, result.sim.peak, top); }
+  std::string Html() const { return HtmlTimeline(g(), result.sim.events, result.sim.peak, top, LevelsOf(result)); }
   std::string ChromeTraceText() const {  // as `memsim run --timeline x.json` writes it
-    return ChromeTrace(g(), result.sim.events, result.sim.peak, 1 << 20).dump() + "\n";
+    return ChromeTrace(g(), result.sim.events, result.sim.peak, 1 << 20, LevelsOf(result)).dump() + "\n";
   }
   py::bytes MemoryViz() const {
     if (!result.alloc.placement)
@@ -135,7 +135,8 @@ py::array_t<uint8_t> Codes(const std::vector<E>& v) {
 }
 
 py::dict Run::Timeline() const {
-  TimelineTable t = ValueOr(WithoutGil([&] { return MakeTimelineTable(g(), result.sim.events, config.alloc); }),
+  AllocatorOptions ao = EffectiveAllocatorOptions(config, result);  // as the pipeline ran it
+  TimelineTable t = ValueOr(WithoutGil([&] { return MakeTimelineTable(g(), result.sim.events, ao); }),
                             g_option_error);
   py::dict d;
   d["kind"] = Codes(t.kind);
@@ -160,6 +161,7 @@ std::shared_ptr<Run> RunGraph(const GraphHandle& graph, const std::vector<std::s
   run->config = SingleConfig(args, "run");
   run->config.sim.explain = explain;
   run->config.alloc.record_placement = CanRecordPlacement(run->config.alloc);
+  run->config.workspace_range = true;  // as `memsim run` does
   Result<RunResult> r = WithoutGil([&] { return RunPipeline(*graph.g, run->config); });
   if (!r.ok()) RaisePipelineError(*graph.g, r.status());
   run->result = std::move(r).value();

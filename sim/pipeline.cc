@@ -113,4 +113,11 @@ Status ApplyGpu(const std::string& name, RunConfig* c, bool keep_capacity) {
   return Status::OK();
 }
 
+AllocatorOptions EffectiveAllocatorOptions(const RunConfig& c, const RunResult& r) {
+  AllocatorOptions ao = c.alloc;
+  if (ao.capacity_bytes > 0 && r.device.modelled)
+    ao.capacity_bytes = std::max<int64_t>(ao.capacity_bytes - r.device.overhead.bytes, 1);
+  return ao;
+}
+
 }  // namespace memsim

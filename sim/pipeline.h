@@ -53,6 +53,10 @@ struct RunResult {
   DeviceLevel device;      ///< the whole device
 };
 
+/// The allocator options RunPipeline ran |c| with: the device's capacity less the CUDA context
+/// and library memory (what a second pass over |r|'s stream must use to agree with it).
+AllocatorOptions EffectiveAllocatorOptions(const RunConfig& c, const RunResult& r);
+
 /// Simulates |c|. Errors: an invalid configuration (message says why).
 Result<RunResult> RunPipeline(const Graph& g, const RunConfig& c);
 

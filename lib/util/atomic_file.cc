@@ -1,5 +1,6 @@
 #include "lib/util/atomic_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -78,6 +79,16 @@ Status AtomicFileWriter::Commit() {
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view content) {
+  // A device or pipe (/dev/stdout, a FIFO) cannot be renamed over: write it in place, checked.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) return Status::InvalidArgument(path + ": cannot write (" + ErrnoText(errno) + ")");
+    Status written = WriteStdout(content, f);
+    if (std::fclose(f) != 0 && written.ok()) return Status::InvalidArgument(path + ": close failed (" + ErrnoText(errno) + ")");
+    if (!written.ok()) return Status::InvalidArgument(path + ": write failed");
+    return Status::OK();
+  }
   MEMSIM_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Open(path));
   MEMSIM_RETURN_IF_ERROR(w.Write(content));
   return w.Commit();

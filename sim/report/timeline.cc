@@ -229,4 +229,13 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
   return o.str();
 }
 
+TimelineLevels LevelsOf(const RunResult& r) {
+  TimelineLevels lv;
+  if (!r.device.modelled || !r.alloc.placement) return lv;
+  lv.reserved = ReservedSeries(r.alloc.placement->segment_bytes);
+  lv.overhead_bytes = r.device.overhead.bytes;
+  lv.capacity_bytes = r.device.capacity_bytes;
+  return lv;
+}
+
 }  // namespace memsim

@@ -13,6 +13,7 @@
 #include "lib/stream/events.h"
 #include "lib/analysis/peak.h"
 #include "lib/ir/graph.h"
+#include "sim/pipeline.h"
 
 namespace memsim {
 
@@ -26,6 +27,9 @@ struct TimelineLevels {
 /// Reserved bytes after each event from the caching model's placement (per event, the bytes
 /// its cudaMalloc obtained; the caching allocator returns none during a step without an OOM).
 std::vector<int64_t> ReservedSeries(const std::vector<int64_t>& segment_bytes);
+
+/// The levels of a run (empty unless the device is modelled and the placement was recorded).
+TimelineLevels LevelsOf(const RunResult& r);
 
 /// Chrome trace-event JSON: one counter track of live bytes per category, one slice per run of
 /// events of the same op (forward or backward), an instant event per allocation of at least

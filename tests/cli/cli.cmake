@@ -110,3 +110,4 @@ memsim_error_test(negative_cudnn_workspace 2 "--cudnn-workspace -1: bytes must b
   run graphs/resnet18.json --cudnn-workspace=-1)
 memsim_error_test(negative_context_bytes 2 "--context-bytes must be non-negative"
   run graphs/mlp.json --context-bytes=-5)
+memsim_error_test(sweep_every_row_invalid 2 "unknown optimizer \"adamx\"" sweep graphs/mlp.json --batch 1,2 --optimizer adamx)

@@ -24,7 +24,7 @@ def test_sweep_equals_cli_json_and_csv():
     assert len(df) == 8
     assert list(df.columns) == ["batch", "optimizer", "step", "profile", "inplace", "freeze_params", "allocator",
                                 "alloc_conf", "peak_live_bytes", "peak_phase", "peak_allocated_bytes",
-                                "peak_reserved_bytes", "oom"]
+                                "peak_reserved_bytes", "peak_device_used_bytes", "verdict", "oom"]
     # The CLI's CSV, column by column.
     csv = pd.read_csv(io.StringIO(out_csv))
     for ours, theirs in [("batch", "batch"), ("optimizer", "optimizer"), ("profile", "profile"),

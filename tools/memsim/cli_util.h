@@ -18,6 +18,11 @@ namespace memsim::cli {
 /// Loads |path| or fails with the loader's message.
 Graph LoadOrFail(const std::string& path);
 
+/// Fails with |s|'s error (exit 2) unless it is OK.
+inline void OkOrFail(const Status& s) {
+  if (!s.ok()) Fail(s);
+}
+
 /// The value of |r|, or fails with its error (exit 2).
 template <typename T>
 T ValueOrFail(Result<T> r) {

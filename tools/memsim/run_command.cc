@@ -1,8 +1,7 @@
 // memsim run: simulate one training step of a graph and report its peak memory.
-#include <fstream>
-#include <iostream>
 #include <memory>
 
+#include "lib/util/atomic_file.h"
 #include "sim/report/memviz.h"
 #include "sim/report/run_report.h"
 #include "sim/report/timeline.h"
@@ -22,25 +21,12 @@ struct RunArgs {
   bool explain = false;
 };
 
-TimelineLevels Levels(const RunResult& r) {
-  TimelineLevels lv;
-  if (!r.device.modelled || !r.alloc.placement) return lv;
-  lv.reserved = ReservedSeries(r.alloc.placement->segment_bytes);
-  lv.overhead_bytes = r.device.overhead.bytes;
-  lv.capacity_bytes = r.device.capacity_bytes;
-  return lv;
-}
 
-void WriteTimeline(const std::string& path, const Graph& g, const RunResult& r, int top) {
-  std::ofstream out(path);
-  if (!out) Fail(Status::InvalidArgument(path + ": cannot write"));
-  if (path.ends_with(".html")) {
-    out << HtmlTimeline(g, r.sim.events, r.sim.peak, top, Levels(r));
-  } else if (path.ends_with(".pickle")) {
-    out << ToPickle(MemoryVizSnapshot(g, r.sim.events, *r.alloc.placement));
-  } else {
-    out << ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, Levels(r)).dump() << "\n";
-  }
+/// The --timeline file's content, by extension.
+std::string TimelineContent(const std::string& path, const Graph& g, const RunResult& r, int top) {
+  if (path.ends_with(".html")) return HtmlTimeline(g, r.sim.events, r.sim.peak, top, LevelsOf(r));
+  if (path.ends_with(".pickle")) return ToPickle(MemoryVizSnapshot(g, r.sim.events, *r.alloc.placement));
+  return ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, LevelsOf(r)).dump() + "\n";
 }
 
 void Run(const RunArgs& a) {
@@ -50,17 +36,12 @@ void Run(const RunArgs& a) {
   c.workspace_range = true;
   c.alloc.record_placement = !a.timeline_path.empty();
   RunResult r = ValueOrFail(RunPipeline(g, c));
-  if (!a.events_path.empty()) {
-    std::ofstream out(a.events_path);
-    if (!out) Fail(Status::InvalidArgument(a.events_path + ": cannot write"));
-    out << EventsText(r.sim.events);
-  }
-  if (!a.timeline_path.empty()) WriteTimeline(a.timeline_path, g, r, a.top);
+  // Output files are complete or absent, and a write error exits 2 (lib/util/atomic_file.h).
+  if (!a.events_path.empty()) OkOrFail(WriteFileAtomic(a.events_path, EventsText(r.sim.events)));
+  if (!a.timeline_path.empty())
+    OkOrFail(WriteFileAtomic(a.timeline_path, TimelineContent(a.timeline_path, g, r, a.top)));
   RunReport report = MakeRunReport(g, c, r, a.top);
-  if (a.json)
-    std::cout << ToJson(report).dump(2) << "\n";
-  else
-    std::cout << ToText(report);
+  OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // memsim sweep: the cartesian product of configuration lists, simulated in parallel.
 // memsim fit: the largest batch that fits a device. memsim advise: single changes ranked.
-#include <iostream>
+#include <algorithm>
 #include <memory>
 
+#include "lib/util/atomic_file.h"
 #include "sim/advise.h"
 #include "sim/report/sweep_report.h"
 #include "sim/sweep.h"
@@ -31,30 +32,24 @@ void Sweep(const SweepArgs& a) {
   configs.reserve(n);
   for (size_t i = 0; i < n; ++i) configs.push_back(spec.Config(i));
   SweepTable table{g.name, &spec, RunSweep(g, configs, a.threads)};
-  if (a.json)
-    std::cout << ToJson(table).dump(2) << "\n";
-  else
-    std::cout << ToText(table, a.csv);
+  // A sweep where no configuration is valid is a usage error, as `run` would say.
+  if (!table.rows.empty() && std::none_of(table.rows.begin(), table.rows.end(), [](const SweepRow& r) { return r.status.ok(); }))
+    Fail(table.rows.front().status);
+  OkOrFail(WriteStdout(a.json ? ToJson(table).dump(2) + "\n" : ToText(table, a.csv)));
 }
 
 void Fit(const SweepArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
   RunConfig base = ValueOrFail(a.config.Single("fit"));
   FitReport report{g.name, base.alloc.capacity_bytes, a.max_batch, ValueOrFail(FitBatch(g, base, a.max_batch))};
-  if (a.json)
-    std::cout << ToJson(report).dump(2) << "\n";
-  else
-    std::cout << ToText(report);
+  OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 
 void AdviseCommand(const SweepArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
   RunConfig base = ValueOrFail(a.config.Single("advise"));
   AdviseReport report = ValueOrFail(Advise(g, base, a.threads, a.max_batch));
-  if (a.json)
-    std::cout << ToJson(report).dump(2) << "\n";
-  else
-    std::cout << ToText(report);
+  OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 
 void AddCommon(CLI::App* cmd, SweepArgs* a, bool lists) {

@@ -55,7 +55,7 @@ TEST(TimelineTableTest, StopsTheAllocatorColumnsAtASimulatedOom) {
   ASSERT_TRUE(ApplyGpu("T4", &c).ok());
   RunResult r = Simulated(g, c);
   ASSERT_TRUE(r.alloc.oom.has_value());
-  auto t = MakeTimelineTable(g, r.sim.events, c.alloc);
+  auto t = MakeTimelineTable(g, r.sim.events, EffectiveAllocatorOptions(c, r));
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(static_cast<int64_t>(t->allocator_rows), r.alloc.oom->event_index);
   EXPECT_EQ(static_cast<int64_t>(t->allocator_rows), r.alloc.events_simulated);
