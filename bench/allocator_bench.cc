@@ -15,7 +15,7 @@ namespace memsim {
 namespace {
 
 constexpr const char* kTrace =
-    "/../shared/oracle/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle";
+    "/tests/data/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle";
 
 // The alloc/free events of a real trace as (bytes > 0: malloc into slot | bytes == 0: free slot).
 struct Op {

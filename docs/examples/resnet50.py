@@ -1,6 +1,9 @@
 """docs/python.md, worked example: ResNet-50. Run from the repository root:
     PYTHONPATH=build/python /usr/bin/python3 docs/examples/resnet50.py
 """
+import os
+import tempfile
+
 import memsim
 import torchvision
 
@@ -13,7 +16,7 @@ print(report.top_tensors()[["name", "bytes", "held_by"]].head(3).to_string())
 df = report.timeline()
 print(len(df), df.columns.tolist())
 print(df.groupby("phase", observed=True)[["live", "reserved"]].max())
-report.plot().savefig("/tmp/resnet50.png")
+report.plot().savefig(os.path.join(tempfile.gettempdir(), "resnet50.png"))
 print(memsim.fit(report.graph, gpu="V100-16GB", optimizer="adam"))
 table = memsim.sweep(report.graph, batch=[32, 64, 128], optimizer=["sgd", "adam"], gpu="V100-16GB")
 print(table[["batch", "optimizer", "peak_reserved_bytes", "oom"]].to_string())

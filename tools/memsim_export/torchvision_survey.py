@@ -1,7 +1,7 @@
 """Try the exporter on every torchvision classification model and write a Markdown report.
 
     PYTHONPATH=tools /usr/bin/python3 -m memsim_export.torchvision_survey -o docs/torchvision-export.md
-    PYTHONPATH=tools /usr/bin/python3 -m memsim_export.torchvision_survey --only resnet18,swin_t -o /tmp/s.md
+    PYTHONPATH=tools /usr/bin/python3 -m memsim_export.torchvision_survey --only resnet18,swin_t -o survey.md
 
 Models are enumerated from ``torchvision.models.__dict__`` (builders defined in
 ``torchvision.models.<architecture>``; the detection/segmentation/video/quantization/optical-flow
