@@ -7,10 +7,15 @@
 namespace memsim {
 namespace {
 
-/// The allocator over |events| with the capacity the overhead leaves it.
-Result<AllocatorReport> Allocate(const EventStream& events, AllocatorOptions ao, int64_t overhead) {
+/// |ao| with the capacity the device overhead (CUDA context, libraries) leaves the allocator.
+AllocatorOptions LeftForAllocator(AllocatorOptions ao, int64_t overhead) {
   if (ao.capacity_bytes > 0) ao.capacity_bytes = std::max<int64_t>(ao.capacity_bytes - overhead, 1);
-  return SimulateAllocator(events, ao);
+  return ao;
+}
+
+/// The allocator over |events| with the capacity the overhead leaves it.
+Result<AllocatorReport> Allocate(const EventStream& events, const AllocatorOptions& ao, int64_t overhead) {
+  return SimulateAllocator(events, LeftForAllocator(ao, overhead));
 }
 
 struct Bound {
@@ -114,10 +119,7 @@ Status ApplyGpu(const std::string& name, RunConfig* c, bool keep_capacity) {
 }
 
 AllocatorOptions EffectiveAllocatorOptions(const RunConfig& c, const RunResult& r) {
-  AllocatorOptions ao = c.alloc;
-  if (ao.capacity_bytes > 0 && r.device.modelled)
-    ao.capacity_bytes = std::max<int64_t>(ao.capacity_bytes - r.device.overhead.bytes, 1);
-  return ao;
+  return r.device.modelled ? LeftForAllocator(c.alloc, r.device.overhead.bytes) : c.alloc;
 }
 
 }  // namespace memsim

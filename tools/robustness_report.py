@@ -5,6 +5,7 @@ exit code, the first line of its message, wall time and peak memory, measured no
 Usage: robustness_report.py --memsim build/memsim [--out docs/robustness.md]
 Exits 1 if any hostile input does not exit 2 with a short message in bounded time and memory."""
 import argparse, os, subprocess, sys, tempfile, time
+import report_io  # the shared report tail (tools/report_io.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data", "robustness")
@@ -112,17 +113,7 @@ def main():
               "Inputs in `tests/data/robustness/` (written by its `make_inputs.py`; the 10 MB pickle is built",
               "on the fly). Limits checked: exit 2, message <= %d bytes, <= %.0f s, <= %d MB." % (MAX_MESSAGE, MAX_SECONDS, MAX_MB), "",
               "| class of bad input | exit | seconds | peak MB | message (first line) |", "|---|---:|---:|---:|---|"] + table
-    if failures:
-        lines += ["", "Failures:", ""] + ["- " + f for f in failures]
-    text = "\n".join(lines) + "\n"
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    print(text)
-    if failures:
-        print("robustness: FAILED\n" + "\n".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return report_io.finish("robustness", lines, failures, a.out)
 
 
 if __name__ == "__main__":

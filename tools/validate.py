@@ -10,6 +10,7 @@ Usage: validate.py --memsim build/memsim [--traces DIR] [--graphs DIR] [--out do
 import argparse, json, os, re, statistics, subprocess, sys
 
 import validate_device  # the whole-device section (tools/validate_device.py)
+import report_io  # the shared report tail (tools/report_io.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -275,17 +276,7 @@ def main():
     device_lines, device_failures = validate_device.section(a.memsim)
     lines += device_lines
     failures += device_failures
-    if failures:
-        lines += ["", "Failures:", ""] + ["- " + f for f in failures]
-    text = "\n".join(lines) + "\n"
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    print(text)
-    if failures:
-        print("validate: FAILED\n" + "\n".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return report_io.finish("validate", lines, failures, a.out)
 
 
 if __name__ == "__main__":
