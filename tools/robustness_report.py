@@ -18,6 +18,7 @@ CASES = [
     ("graph: integer beyond 64 bits", ["run", "{d}/graph_int_beyond_64_bits.json"]),
     ("graph: unsigned attribute that wraps to -1", ["run", "{d}/graph_unsigned_attr_wraps.json"]),
     ("graph: loss is an input", ["run", "{d}/graph_loss_is_input.json"]),
+    ("graph: loss that is not a single element", ["run", "{d}/graph_loss_not_scalar.json", "--batch", "8"]),
     ("graph: tensor of 2^62 bytes", ["run", "{d}/graph_huge_tensor.json"]),
     ("graph: 100 kB value in a message", ["run", "{d}/graph_long_name_excerpt.json"]),
     ("graph: a directory given as input", ["run", "{d}"]),
@@ -36,6 +37,7 @@ CASES = [
     ("ONNX (found by onnx_import_fuzz): node input nothing defines", ["import-onnx", "{d}/fuzz_onnx_undefined_node_input.onnx", "-o", "{t}/out.json"]),
     ("ONNX (found by onnx_import_fuzz): required attribute missing", ["import-onnx", "{d}/fuzz_onnx_missing_required_attribute.onnx", "-o", "{t}/out.json"]),
     ("ONNX (found by onnx_import_fuzz): op type with no schema", ["import-onnx", "{d}/fuzz_onnx_unknown_op_type.onnx", "-o", "{t}/out.json"]),
+    ("ONNX (found by onnx_import_fuzz): libonnx data propagation faults", ["import-onnx", "{d}/onnx_data_propagation_slice_segv.onnx", "-o", "{t}/out.json"]),
     ("ONNX: Conv with strides [0, 0]", ["import-onnx", "{d}/onnx_conv_zero_strides.onnx", "-o", "{t}/out.json"]),
 ]
 
@@ -92,7 +94,8 @@ def main():
              "(`lib/util/text_limits.h`) and messages that quote at most an excerpt; pickle values bounded",
              "by the file size; snapshot consistency checks (segments disjoint, blocks inside their",
              "segment, sizes in [0, 2^50], settings valid as `--alloc-conf` requires); ONNX models",
-             "validated (`lib/onnx/model_check.h`) before ONNX shape inference runs.", "",
+             "validated (`lib/onnx/model_check.h`) before ONNX shape inference runs, and that inference runs",
+             "in a child process (`lib/onnx/contained_inference.h`): a fault inside libonnx cannot reach memsim.", "",
              "## Fuzzing", "",
              "libFuzzer targets in `fuzz/`, built by Debian's clang-14 with ASan+UBSan (`make fuzz` runs",
              "each for `FUZZ_SECONDS`). Figures of the runs made, from `fuzz/results.tsv`:", "",

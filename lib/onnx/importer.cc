@@ -1,7 +1,5 @@
 #include "lib/onnx/importer.h"
 
-#include <onnx/shape_inference/implementation.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -12,6 +10,7 @@
 
 #include "lib/ops/bind.h"
 #include "lib/io/graph_json.h"
+#include "lib/onnx/contained_inference.h"
 #include "lib/onnx/model_check.h"
 #include "lib/util/text_limits.h"
 #include "lib/ops/profile.h"
@@ -319,13 +318,14 @@ Status Importer::ReadInputs() {
   return Status::OK();
 }
 
-void Importer::ReadShapes() {
-  // ONNX shape inference fills value_info; a failure there only leaves shapes unknown.
-  try {
-    onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, true));
-  } catch (const std::exception&) {
-  }
+Status Importer::ReadShapes() {
+  // ONNX shape inference fills value_info; a failure there only leaves shapes unknown. It runs
+  // in a child process: Note [Contained ONNX shape inference].
+  auto inferred = InferShapesContained(model_, source_);
+  if (!inferred.ok()) return inferred.status();
+  onnx::GraphProto* g = model_.mutable_graph();
+  *g->mutable_value_info() = std::move(*inferred->mutable_value_info());
+  if (inferred->output_size() == g->output_size()) *g->mutable_output() = std::move(*inferred->mutable_output());
   auto take = [&](const onnx::ValueInfoProto& vi) {
     if (shapes_.count(vi.name()) || !vi.type().has_tensor_type()) return;
     types_[vi.name()] = vi.type().tensor_type().elem_type();
@@ -336,6 +336,7 @@ void Importer::ReadShapes() {
   };
   for (const auto& vi : graph().value_info()) take(vi);
   for (const auto& vi : graph().output()) take(vi);
+  return Status::OK();
 }
 
 void Importer::ComputeModules() {
@@ -391,7 +392,7 @@ Result<Json> Importer::Run() {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = op.version();
   if (!model_.has_graph()) return Status::ParseError(source_ + ": no graph (not an ONNX model?)");
   MEMSIM_RETURN_IF_ERROR(ReadInputs());
-  ReadShapes();
+  MEMSIM_RETURN_IF_ERROR(ReadShapes());
   ComputeModules();
   fused_.assign(graph().node_size(), false);
   for (int i = 0; i < graph().node_size(); ++i)

@@ -105,7 +105,7 @@ class Importer {
 
  private:
   Status ReadInputs();
-  void ReadShapes();
+  Status ReadShapes();
   void ComputeModules();
   Status ConvertNode(int i);
   void FillShapes(int i);

@@ -67,6 +67,13 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
       out.owner[t] = a < 0 ? t : out.owner[op.inputs[a]];
     }
   }
+  // loss.backward() creates its seed gradient implicitly only for one element ("grad can be
+  // implicitly created only for scalar outputs").
+  if (g.loss != kNone && out.metas[g.loss].numel() != 1)
+    return Status::InvalidArgument(g.source + ": /loss: the loss \"" + g.tensors[g.loss].name + "\" has " +
+                                   std::to_string(out.metas[g.loss].numel()) +
+                                   " elements; loss.backward() needs a single element (reduce it with "
+                                   "mean or sum)");
   return out;
 }
 

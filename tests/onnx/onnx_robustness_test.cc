@@ -119,6 +119,16 @@ TEST(OnnxRobustnessTest, FuzzUnknownOpTypeIsRefusedBeforeShapeInference) {
   EXPECT_THAT(m, HasSubstr("unknown ONNX op"));
 }
 
+// Found by onnx_import_fuzz (the crash input itself, once open in fuzz/findings): a structurally
+// valid model on which libonnx 1.12's data propagation dereferences null (SIGSEGV). Shape
+// inference runs in a child process (Note [Contained ONNX shape inference]): the fault stays in
+// the child, inference is redone without data propagation, and the model gets a clear answer.
+TEST(OnnxRobustnessTest, FuzzDataPropagationFaultStaysInTheChild) {
+  const std::string m = ImportFileError("onnx_data_propagation_slice_segv.onnx");
+  EXPECT_THAT(m, HasSubstr("node 10 Gather"));
+  EXPECT_THAT(m, HasSubstr("index out of range"));
+}
+
 // Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
 // "unknown", never undefined behaviour or SIGFPE.
 TEST(OnnxRobustnessTest, ConstantShapeArithmeticCannotOverflow) {

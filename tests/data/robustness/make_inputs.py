@@ -47,6 +47,8 @@ put("graph_int_beyond_64_bits.json", graph([{"name": "x", "shape": [4]}]).replac
 put("graph_unsigned_attr_wraps.json", graph([{"name": "x", "shape": [4, 4]}],
     [{"op": "sum", "inputs": ["x"], "outputs": ["y"], "attrs": {"dim": [18446744073709551615]}}]))
 put("graph_loss_is_input.json", graph([{"name": "x", "shape": [4]}], loss="x"))
+put("graph_loss_not_scalar.json", graph([{"name": "x", "shape": ["batch", 4]}],
+    [{"op": "relu", "inputs": ["x"], "outputs": ["y"]}], loss="y"))
 put("graph_huge_tensor.json", graph([{"name": "x", "shape": [1099511627776, 1048576]}]))
 put("graph_long_name_excerpt.json", graph([{"name": "x", "shape": [4], "dtype": "f" * 100000}]))
 
