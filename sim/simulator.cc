@@ -58,6 +58,12 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");
   r.optimizer = *optimizer;
+  if (r.optimizer.name == "recorded") {
+    if (!g.optimizer)
+      return Status::InvalidArgument(g.source + " has no recorded optimizer (export the graph with tools/export_torch.py "
+                                     "--optimizer FILE.py:CLASS, Note [Recorded optimizers])");
+    r.optimizer.program = &*g.optimizer;
+  }
   if (opt.optimizer_impl == "on" || opt.optimizer_impl == "off") {
     r.profile.optimizer_foreach = opt.optimizer_impl == "on";
   } else if (opt.optimizer_impl == "fused") {

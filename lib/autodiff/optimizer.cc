@@ -7,6 +7,7 @@ constexpr uint32_t kNoGrad = UINT32_MAX;
 
 constexpr OptimizerRule kOptimizers[] = {
     // name, states, step_tensor, eager, state_is_clone, loop_temps, denom_outlives
+    {"recorded", 0, false, false, false, 0, false},
     {"none", 0, false, false, false, 0, false},
     {"sgd", 0, false, false, false, 0, false},
     {"momentum", 1, false, false, true, 0, false},
@@ -38,6 +39,61 @@ void CreateState(const OptimizerRule& r, const Profile& p, const OptParam& prm, 
     states->push_back(l->Alloc(prm.bytes, prm.name + "." + std::string(StateName(r, k)), Category::kOptimizerState));
 }
 
+/// Replays a recorded optimizer's step (Note [Recorded optimizers]): the ops before the loop,
+/// the body once per parameter with a grad, the frees after the loop. Resident state of the
+/// j-th parameter is (*states)[base + j * R + i], as CreateResidentState made it.
+void RunRecorded(const OptimizerRule& r, bool first_step, const std::vector<OptParam>& params, Ledger* l,
+                 std::vector<Ledger::StorageId>* states) {
+  const OptProgram& pr = first_step ? r.program->first : r.program->steady;
+  const std::string& name = r.program->name;
+  const size_t R = pr.resident.size();
+  const size_t base = states->size() >= params.size() * R ? states->size() - params.size() * R : 0;
+  constexpr size_t kNoParam = SIZE_MAX;
+  std::vector<Ledger::StorageId> globals, cur, prev;
+  size_t cur_j = kNoParam, prev_j = kNoParam;
+  auto object = [&](const OptRef& ref) -> Ledger::StorageId {
+    if (ref.owner == OptRef::Owner::kGlobal) return globals[ref.index];
+    const bool previous = ref.owner == OptRef::Owner::kPrevious;
+    const size_t j = previous ? prev_j : cur_j;
+    if (j == kNoParam) return kNoGrad;  // the first parameter has no previous one
+    if (ref.state) return R && base + j * R + ref.index < states->size() ? (*states)[base + j * R + ref.index] : kNoGrad;
+    return (previous ? prev : cur)[ref.index];
+  };
+  auto run = [&](const std::vector<OptOp>& ops, const OptParam* prm) {
+    for (const OptOp& op : ops) {
+      if (!op.alloc) {
+        if (Ledger::StorageId id = object(op.ref); id != kNoGrad) l->Unref(id);
+        continue;
+      }
+      if (!prm) {
+        globals.push_back(l->Alloc(op.size.Of(0), name + " scalar", Category::kTemporary));
+        continue;
+      }
+      const bool state = pr.survives[cur.size()];
+      cur.push_back(l->Alloc(op.size.Of(prm->bytes), prm->name + (state ? "." : " ") + name +
+                                 (state ? " state " : " temporary ") + std::to_string(cur.size()),
+                             state ? Category::kOptimizerState : Category::kTemporary));
+      if (state) states->push_back(cur.back());
+    }
+  };
+  run(pr.before, nullptr);
+  const OptParam* last = nullptr;
+  for (size_t j = 0; j < params.size(); ++j) {
+    if (params[j].grad == kNoGrad) continue;
+    prev = std::move(cur);
+    cur.clear();
+    prev_j = cur_j;
+    cur_j = j;
+    run(pr.body, &params[j]);
+    last = &params[j];
+  }
+  prev_j = kNoParam;
+  if (last) run(pr.end, last);
+  else
+    for (const OptOp& op : pr.end)
+      if (op.ref.owner == OptRef::Owner::kGlobal) l->Unref(globals[op.ref.index]);
+}
+
 }  // namespace
 
 std::optional<OptimizerRule> FindOptimizer(std::string_view name) {
@@ -60,6 +116,14 @@ std::string OptimizerNames() {
 void CreateResidentState(const OptimizerRule& r, const Profile& p, bool first_step,
                          const std::vector<OptParam>& params, Ledger* l,
                          std::vector<Ledger::StorageId>* states) {
+  if (r.program) {  // the state a recorded optimizer holds before this step (its constructor's, for a first one)
+    const OptProgram& pr = first_step ? r.program->first : r.program->steady;
+    for (const OptParam& prm : params)
+      for (size_t i = 0; i < pr.resident.size(); ++i)
+        states->push_back(l->Alloc(pr.resident[i].Of(prm.bytes), prm.name + "." + r.program->name + " state " + std::to_string(i),
+                                   Category::kOptimizerState));
+    return;
+  }
   if (first_step && !r.eager) return;
   for (const OptParam& prm : params) CreateState(r, p, prm, l, states);
 }
@@ -67,6 +131,7 @@ void CreateResidentState(const OptimizerRule& r, const Profile& p, bool first_st
 void RunOptimizerStep(const OptimizerRule& r, const Profile& p, bool first_step,
                       const std::vector<OptParam>& params, Ledger* l,
                       std::vector<Ledger::StorageId>* states) {
+  if (r.program) return RunRecorded(r, first_step, params, l, states);
   // Lazy state: Adam/RMSprop create every parameter's state before the update loop; SGD's
   // momentum buffer is a clone of the grad made inside the loop.
   bool lazy = first_step && !r.eager;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/ir/optimizer_program.h"
 #include "lib/stream/ledger.h"
 #include "lib/ops/profile.h"
 
@@ -23,9 +24,11 @@ struct OptimizerRule {
   bool state_is_clone;  ///< the first state is a clone of the grad, made inside the update loop
   int loop_temps;       ///< parameter-sized temporaries per parameter in the update
   bool denom_outlives;  ///< the for-loop's temporary lives until the next parameter's is made
+  /// "recorded": the graph's own optimizer program (Note [Recorded optimizers]); not owned.
+  const OptimizerProgram* program = nullptr;
 };
 
-/// The optimizer named |name| (none, sgd, momentum, nesterov, adam, adamw, adam_amsgrad,
+/// The optimizer named |name| (recorded — the graph's own, see Note [Recorded optimizers] —, none, sgd, momentum, nesterov, adam, adamw, adam_amsgrad,
 /// adamw_amsgrad, adagrad, rmsprop, rmsprop_momentum, rmsprop_centered).
 std::optional<OptimizerRule> FindOptimizer(std::string_view name);
 /// All accepted names, comma-separated, for help and error messages.

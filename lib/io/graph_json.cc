@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "lib/io/optimizer_json.h"
 #include "lib/ir/topo.h"
 #include "lib/util/checked.h"
 #include "lib/util/text_limits.h"
@@ -61,6 +62,10 @@ class GraphReader {
       if (g_.tensors[g_.loss].role != TensorRole::kActivation)
         return Err("/loss", "the loss \"" + g_.tensors[g_.loss].name +
                                 "\" must be computed by an op, not an input, parameter or buffer");
+    }
+    if (auto it = doc.find("optimizer"); it != doc.end()) {
+      MEMSIM_ASSIGN_OR_RETURN(OptimizerProgram p, ParseOptimizerProgram(*it, g_.source, "/optimizer"));
+      g_.optimizer = std::move(p);
     }
     MEMSIM_ASSIGN_OR_RETURN(std::vector<OpId> order, TopologicalOrder(g_));
     Reorder(order);

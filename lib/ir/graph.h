@@ -14,6 +14,7 @@
 #include "lib/ir/dim.h"
 #include "lib/ir/dtype.h"
 #include "lib/ir/op_kind.h"
+#include "lib/ir/optimizer_program.h"
 
 namespace memsim {
 
@@ -61,6 +62,8 @@ struct Graph {
   std::vector<TensorId> buffers;            ///< model.buffers() order
   std::vector<TensorId> outputs;            ///< held by the caller until after backward
   TensorId loss = kNone;
+  /// A user's optimizer recorded by the exporter (`--optimizer FILE.py:CLASS`), if any.
+  std::optional<OptimizerProgram> optimizer;
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;

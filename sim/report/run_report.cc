@@ -113,7 +113,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   RunReport rep;
   rep.model = g.name;
   rep.symbols = opt.symbols;
-  rep.optimizer = opt.optimizer;
+  rep.optimizer = opt.optimizer == "recorded" && g.optimizer ? "recorded (" + g.optimizer->name + ")" : opt.optimizer;
   rep.step = opt.first_step ? "first" : "steady";
   rep.profile = s.profile.name;
   rep.inplace_activations = opt.inplace ? (*opt.inplace ? "on" : "off") : "keep";

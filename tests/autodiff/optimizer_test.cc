@@ -145,6 +145,44 @@ TEST(OptimizerTest, FinalBytesAreParametersInputsAndState) {
   EXPECT_EQ(run.r.peak.final_bytes, kParamBytes + 2 * kParamBytes + inputs + kCublasWorkspace);
 }
 
+// Note [Recorded optimizers]: a program replayed per parameter. First step: t0 survives (state),
+// t1 is freed in its own iteration, t2 lives until the next parameter's iteration (and after the
+// last one until step() returns). Steady step: the old state is dropped one parameter later.
+std::string RecordedMlp() {
+  return MlpBody(R"(, "optimizer": {"name": "MyOpt", "source": "test",
+      "first_step": {"resident": [], "before": ["alloc 8B", "free g0"],
+                     "body": ["alloc 1", "alloc 1/2", "free t1", "alloc 1", "free prev t2"], "end": ["free t2"]},
+      "steady_step": {"resident": ["1"], "before": [], "body": ["alloc 1", "free prev s0"], "end": ["free s0"]}})");
+}
+
+TEST(OptimizerTest, RecordedProgramRunsOncePerParameterWithCarriedObjects) {
+  auto run = testing::Simulate(RecordedMlp(), Opts("cpu", "recorded"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(AllocatedBytes(run.r.events, Category::kOptimizerState, Phase::kOptimizer), kParamBytes);
+  EXPECT_EQ(LiveAtEnd(run.r.events, Category::kOptimizerState), kParamBytes);
+  EXPECT_EQ(BuffersNamed(run.r.events, "l1.weight.MyOpt state 0").size(), 1u);
+  // The most temporaries alive at once: l1.weight's carried t2 while l1.bias's t2 is made.
+  EXPECT_EQ(MaxLiveOptimizerTemps(run.r.events), kW1 + kB1);
+  EXPECT_EQ(LiveAtEnd(run.r.events, Category::kTemporary), 0);
+}
+
+TEST(OptimizerTest, RecordedSteadyStepReplacesTheResidentState) {
+  SimOptions o = Opts("cpu", "recorded");
+  o.first_step = false;
+  auto run = testing::Simulate(RecordedMlp(), o);
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(AllocatedBytes(run.r.events, Category::kOptimizerState, Phase::kSetup), kParamBytes);
+  EXPECT_EQ(AllocatedBytes(run.r.events, Category::kOptimizerState, Phase::kOptimizer), kParamBytes);
+  EXPECT_EQ(LiveAtEnd(run.r.events, Category::kOptimizerState), kParamBytes);
+}
+
+TEST(OptimizerTest, RecordedNeedsAGraphThatCarriesOne) {
+  auto run = testing::Simulate(MlpBody(), Opts("cpu", "recorded"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("has no recorded optimizer"));
+  EXPECT_THAT(run.error, HasSubstr("--optimizer FILE.py:CLASS"));
+}
+
 TEST(OptimizerTest, UnknownOptimizerIsAnError) {
   auto run = testing::Simulate(MlpBody(), Opts("cuda", "lion"));
   ASSERT_FALSE(run.ok);

@@ -13,3 +13,10 @@ add_test(NAME export.run_parity
                  /usr/bin/python3 -m unittest discover -s tests/export -p test_run_parity.py -v
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.run_parity PROPERTIES TIMEOUT 300 LABELS export)
+
+# --optimizer: recording a user's optimizer and replaying it (needs the memsim binary).
+add_test(NAME export.optimizer
+         COMMAND ${CMAKE_COMMAND} -E env MEMSIM=$<TARGET_FILE:memsim>
+                 /usr/bin/python3 -m unittest discover -s tests/export -p test_optimizer.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.optimizer PROPERTIES TIMEOUT 300 LABELS export)

@@ -96,9 +96,18 @@ def main(argv=None):
     ap.add_argument("--device", default="auto", choices=["auto", "meta", "cpu"],
                     help="where shape propagation runs (auto: meta tensors, CPU if that fails)")
     ap.add_argument("--probe-batch", default="2,3", help="two batch sizes used to detect batch-dependent sizes")
+    ap.add_argument("--optimizer", metavar="FILE.py:CLASS[:KWARGS]",
+                    help="record this torch.optim.Optimizer subclass (KWARGS: a dict literal, e.g. "
+                         "\"{'lr': 1e-3}\") into the graph; `memsim run --optimizer recorded` replays it")
+    ap.add_argument("--graph", metavar="GRAPH.json",
+                    help="with --optimizer and no model: add the recorded optimizer to this graph file")
     ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     a = ap.parse_args(argv)
     spec = a.module_spec or a.model
+    if a.graph:
+        if spec or not a.optimizer:
+            ap.error("--graph adds --optimizer to an existing graph: give --optimizer and no model")
+        return _add_optimizer(a.graph, a.optimizer, a.output)
     if not spec:
         ap.error("give a model (torchvision:NAME, FILE.py:FUNCTION) or --module")
     try:
@@ -136,6 +145,9 @@ def main(argv=None):
                 spec, " ".join("--input %s" % s for s in inputs), a.loss)
         opts = dict(loss=a.loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
         g = _export(a, model, builder, takes, inputs, opts)
+        if a.optimizer:
+            from .optimizer_record import record_optimizer
+            g["optimizer"] = record_optimizer(a.optimizer)
         write_graph(g, a.output)
     except UnsupportedError as e:
         sys.stderr.write("export_torch.py: %s\n" % e)
@@ -147,6 +159,25 @@ def main(argv=None):
         n_params = sum(numel_at(p["shape"], g.get("symbols", {})) for p in g["parameters"])
         sys.stderr.write("wrote %s: %d ops, %d parameter tensors (%d elements)\n" % (
             a.output, len(g["ops"]), len(g["parameters"]), n_params))
+    return 0
+
+
+def _add_optimizer(graph, spec, output):
+    """export_torch.py --optimizer SPEC --graph GRAPH.json -o OUT.json"""
+    import json
+    from .exporter import write_graph
+    from .optimizer_record import record_optimizer
+    try:
+        with open(graph) as f:
+            g = json.load(f)
+        g["optimizer"] = record_optimizer(spec)
+        write_graph(g, output)
+    except (OSError, ValueError) as e:
+        sys.stderr.write("export_torch.py: %s: %s\n" % (graph, e))
+        return 2
+    except ExportError as e:
+        sys.stderr.write("export_torch.py: %s\n" % e)
+        return 2
     return 0
 
 
