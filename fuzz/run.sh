@@ -13,7 +13,7 @@ for t in $targets; do
   corpus=$build/fuzz-corpus/$t
   mkdir -p "$corpus"
   case $t in
-    graph_json_fuzz) seeds="$root/graphs" ;;
+    graph_json_fuzz) seeds="$root/graphs $root/fuzz/corpus/graph_json" ;;
     snapshot_fuzz) seeds="$root/fuzz/corpus/snapshot" ;;
     alloc_conf_fuzz) seeds="$root/fuzz/corpus/alloc_conf" ;;
     onnx_import_fuzz)

@@ -76,11 +76,15 @@ def setup_flags(graph, cfg):
 
 def unsupported(cfg):
     """The CONFIG settings memsim does not simulate yet (such traces are listed, not compared)."""
-    return ["amp=" + cfg["amp"]] if cfg.get("amp") not in (None, "", "None") else []
+    out = ["amp=" + cfg["amp"]] if cfg.get("amp") not in (None, "", "None", "none") else []
+    return out + (["keep_prev=True"] if cfg.get("keep_prev") == "True" else [])
 
 
 def run_memsim(memsim, graph, cfg):
-    cmd = [memsim, "run", graph, "--profile", "cpu", "--step", "first", "--json",
+    # A trace after untraced warm-up steps (trace_step.py --warmup N) is a steady step: the
+    # optimizer state exists before it.
+    step = "steady" if int(cfg.get("warmup", "0")) > 0 else "first"
+    cmd = [memsim, "run", graph, "--profile", "cpu", "--step", step, "--json",
            "--batch", cfg["batch"], "--optimizer", OPT[cfg.get("opt", "sgd")],
            "--inplace-activations", "on" if cfg.get("inplace") == "True" else "off",
            "--freeze-params", cfg.get("freeze", "0")] + setup_flags(graph, cfg)
@@ -240,7 +244,7 @@ def main():
              "Each row is one real PyTorch 1.13.1 CPU training step, from `tests/data/traces/` or, marked",
              "(oracle), from `tests/oracle/` (recorded here the same way, see tests/oracle/README.md; both by",
              "the recording kit's `trace_step.py`), predicted by",
-             "`memsim run graphs/MODEL.json --profile cpu --step first` with the trace's batch, optimizer,",
+             "`memsim run graphs/MODEL.json --profile cpu --step first` (`--step steady` after warm-up steps) with the trace's batch, optimizer,",
              "in-place, freeze and training-setup settings (`tests/data/traces_features/`: gradient accumulation,",
              "clipping, activation checkpointing). Bytes are peak live bytes (exact requested sizes).",
              "Rows marked (llm) are the language models of the oracle's `llm_models.py` (`tests/oracle/llm/`,",
