@@ -90,16 +90,17 @@ class Segmenter:
 
     def __init__(self):
         self.live = {}    # ptr -> object, across sections
+        self.count = 0    # allocation order over all sections
 
     def section(self, events, name):
-        """(resident, iterations, before-the-loop ops, sections' program) of one section."""
+        """The program (resident, before, body, end) of one section of the log."""
         resident = {j: sorted((o for o in self.live.values() if o["param"] == j), key=lambda o: o["seq"])
                     for j in range(len(PROBE))}
         for objs in resident.values():
             for i, o in enumerate(objs):
                 o["ref"] = ("state", i, o["param"])
         ops, starts, cur = [], [], -1
-        for seq, (kind, nbytes, ptr) in enumerate(events):
+        for kind, nbytes, ptr in events:
             if kind == "A":
                 j, r = owner(nbytes)
                 if j is not None and j != cur:
@@ -108,7 +109,8 @@ class Segmenter:
                                           "memsim records optimizers that loop once over the parameters" % (name, j, cur))
                     cur = j
                     starts.append(len(ops))
-                o = {"param": None, "seq": (name, seq), "size": size_text(r, nbytes), "ratio": r}
+                self.count += 1
+                o = {"param": None, "seq": self.count, "size": size_text(r, nbytes), "ratio": r}
                 self.live[ptr] = o
                 ops.append(("alloc", o))
             elif ptr in self.live:  # else allocated before recording (a grad, a parameter)
