@@ -14,7 +14,7 @@ SANITIZE_BUILD ?= build-sanitize
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz onnx_import_fuzz
 
-.PHONY: all deps deps-clang build install demo test bench validate fuzz test-sanitize robustness-doc clean
+.PHONY: all deps deps-clang build install demo test bench validate fuzz sanitize-smoke test-sanitize robustness-doc clean
 
 # `make`: the CLI, the libraries, the tests and the Python module (build/python, docs/python.md).
 all: build
@@ -48,7 +48,7 @@ demo: deps
 	cmake --build $(BUILD) -j $(JOBS) --target memsim
 	./$(BUILD)/memsim run graphs/resnet50.json --batch 32 --optimizer adam --gpu V100-16GB
 
-test: build
+test: build sanitize-smoke
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
@@ -63,6 +63,15 @@ fuzz: deps-clang
 	  -DMEMSIM_BUILD_TESTS=OFF -DMEMSIM_BUILD_BENCHMARKS=OFF -DMEMSIM_BUILD_PYTHON=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Part of `make test`: the readers of hostile input (graph files, snapshots, alloc-conf), built as
+# the ASan+UBSan fuzz targets, run once over every seed and test input (no fuzzing; 3 min of CPU).
+SMOKE_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz
+sanitize-smoke: deps-clang
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DMEMSIM_FUZZ=ON \
+	  -DMEMSIM_BUILD_TESTS=OFF -DMEMSIM_BUILD_BENCHMARKS=OFF -DMEMSIM_BUILD_PYTHON=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(SMOKE_TARGETS)
+	fuzz/regress.sh $(FUZZ_BUILD)
 
 # The unit tests and CLI tests built by clang under ASan+UBSan in a separate build directory
 # (docs/robustness.md: what it costs and which subset CI runs).
