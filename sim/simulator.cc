@@ -33,6 +33,20 @@ Result<std::vector<std::string>> CheckpointModules(const Graph& g, const std::ve
   return modules;
 }
 
+/// The data-parallel options as the step runs them (Notes [DDP], [ZeRO]).
+Result<ParallelOptions> CheckParallel(ParallelOptions p, const Profile& profile) {
+  if (p.world < 1 || p.world > 1'000'000) return Status::InvalidArgument("--world/--ddp must be 1 to 1000000");
+  if (p.rank < 0 || p.rank >= p.world) return Status::InvalidArgument("rank " + std::to_string(p.rank) + " is outside 0.." + std::to_string(p.world - 1));
+  if (!(p.bucket_cap_mb > 0)) return Status::InvalidArgument("--bucket-cap-mb must be positive");
+  if (p.zero_stage < 0 || p.zero_stage > 2)
+    return Status::InvalidArgument("--zero " + std::to_string(p.zero_stage) + ": ZeRO stages 1 and 2 are simulated (3 is not yet)");
+  if (p.zero_stage >= 2 && profile.zero_whole_parameters)
+    return Status::InvalidArgument("--zero 2 on the cpu profile: PyTorch 1.13's ZeroRedundancyOptimizer is ZeRO-1 only");
+  // 1.13 CPU: ZeRO-1 is ZeroRedundancyOptimizer under DDP, as the PyTorch documentation shows.
+  if (p.zero_stage == 1 && profile.zero_whole_parameters) p.ddp = true;
+  return p;
+}
+
 }  // namespace
 
 Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
@@ -106,6 +120,7 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   cfg.passes = opt.accumulate;
   cfg.setup.clip_grad_norm = opt.clip_grad_norm;
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, CheckpointModules(g, opt.checkpoint_globs));
+  MEMSIM_ASSIGN_OR_RETURN(cfg.setup.parallel, CheckParallel(opt.parallel, r.profile));
   MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
   r.peak = AnalyzePeak(r.events);
   if (opt.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);

@@ -16,6 +16,9 @@
 
 #include <cstdint>
 
+#include <vector>
+
+#include "lib/autodiff/optimizer.h"
 #include "lib/ir/graph.h"
 
 namespace memsim {
@@ -47,6 +50,9 @@ class TrainingSetup {
   virtual void BeforeOptimizerStep(StepState&) {}
   /// After optimizer.step(), before zero_grad().
   virtual void AfterOptimizerStep(StepState&) {}
+  /// The parameters this rank's optimizer steps, in its order (ZeRO partitions them); called
+  /// for the optimizer state before the step and for optimizer.step().
+  virtual void OnOptimizerParams(const StepState&, std::vector<OptParam>*) {}
 };
 
 }  // namespace memsim

@@ -41,6 +41,7 @@ std::vector<OptParam> StepState::OptParams() const {
     if (!rg[t]) continue;
     ps.push_back(OptParam{g.tensors[t].name, bound.metas[t].bytes(), param_grad[k]});
   }
+  for (TrainingSetup* s : setups) s->OnOptimizerParams(*this, &ps);
   return ps;
 }
 

@@ -13,12 +13,26 @@
 
 namespace memsim {
 
+/// Data parallelism over several ranks (Notes [DDP], [ZeRO] in docs/op-rules.md): the step of
+/// one rank, |rank| of |world|.
+struct ParallelOptions {
+  int world = 1;                        ///< ranks; 1 = one device, no data parallelism
+  int rank = 0;                         ///< the rank whose step is simulated
+  bool ddp = false;                     ///< DistributedDataParallel wraps the model
+  double bucket_cap_mb = 25;            ///< DDP bucket_cap_mb
+  bool gradient_as_bucket_view = false; ///< DDP gradient_as_bucket_view
+  int zero_stage = 0;                   ///< ZeRO 1|2|3 (0: off)
+  bool enabled() const { return ddp || zero_stage > 0; }
+};
+
 struct SetupOptions {
   /// torch.nn.utils.clip_grad_norm_(params, max_norm) before optimizer.step(); 0 = off.
   double clip_grad_norm = 0;
   /// torch.utils.checkpoint (non-reentrant) around the forward of each of these modules
   /// (dotted module paths; a module inside another one listed is part of the outer one).
   std::vector<std::string> checkpoint_modules;
+  /// Data parallelism (DDP, ZeRO); world 1 = off.
+  ParallelOptions parallel;
 };
 
 /// One object per enabled setup, in hook order.
@@ -27,6 +41,8 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
 // The setups (one file each).
 std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc
 std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules);  // checkpoint.cc
+std::unique_ptr<TrainingSetup> MakeDdp(const ParallelOptions& options);                   // ddp.cc
+std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options);                  // zero.cc
 
 }  // namespace memsim
 

@@ -1,0 +1,150 @@
+// ZeRO: the optimizer state (stage 1), and the gradients (stage 2) partitioned over the ranks;
+// the step of one rank (Note [ZeRO] in docs/op-rules.md).
+// - whole parameters (Profile::zero_whole_parameters, the 1.13 CPU profile): PyTorch's
+//   ZeroRedundancyOptimizer under DDP. Each rank's local optimizer steps the parameters the
+//   greedy partition gives it (largest first, to the least loaded rank), in that order; its
+//   step() runs inside a record_function of its own. The updated parameters are broadcast in
+//   place.
+// - flat partitions (DeepSpeed, the cuda profile): the trainable parameters of each dtype are
+//   flattened, padded to a multiple of 2·world elements and split evenly; the rank keeps an fp32
+//   copy of its partition (single_partition_of_fp32_groups) and the optimizer state of that
+//   partition only. Stage 1: the gradients stay whole until the step, which flattens this
+//   rank's part into a partition-sized fp32 grad. Stage 2: each gradient is copied into the
+//   reduce bucket (contiguous_gradients, reduce_bucket_size 5e8 elements, for the backward
+//   pass) as soon as AccumulateGrad has made it, and freed; the reduce-scatter leaves this
+//   rank's part in a partition-sized gradient buffer kept across steps.
+#include "lib/autodiff/setups/zero.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "lib/autodiff/setups/setups.h"
+#include "lib/autodiff/state.h"
+
+namespace memsim {
+
+std::vector<std::vector<size_t>> GreedyPartition(const std::vector<int64_t>& numels, int world) {
+  std::vector<size_t> order(numels.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return numels[a] > numels[b]; });
+  std::vector<std::vector<size_t>> parts(std::max(world, 1));
+  std::vector<int64_t> sizes(parts.size(), 0);
+  for (size_t i : order) {
+    size_t r = std::min_element(sizes.begin(), sizes.end()) - sizes.begin();
+    parts[r].push_back(i);
+    sizes[r] += numels[i];
+  }
+  return parts;
+}
+
+int64_t FlatPartitionNumel(int64_t numel, int world) {
+  const int64_t align = 2 * int64_t{std::max(world, 1)};
+  const int64_t padded = (numel + align - 1) / align * align;
+  return padded / std::max(world, 1);
+}
+
+namespace {
+
+/// DeepSpeed's reduce_bucket_size default (elements).
+constexpr int64_t kReduceBucketElements = 500'000'000;
+
+void RecordFunction(StepState& s) {
+  if (!s.profile.record_function_scratch) return;
+  StorageId z = s.ledger.Alloc(4, "record_function zeros", Category::kTemporary);
+  StorageId h = s.ledger.Alloc(288, "record_function handle", Category::kTemporary);
+  s.ledger.Unref(h);
+  s.ledger.Unref(z);
+}
+
+class Zero : public TrainingSetup {
+ public:
+  explicit Zero(const ParallelOptions& o) : o_(o) {}
+
+  void OnSetup(StepState& s) override {
+    if (s.profile.zero_whole_parameters) return;
+    MakeGroups(s);
+    for (auto& [dtype, grp] : groups_)
+      grp.master = s.ledger.Alloc(FlatPartitionNumel(grp.numel, o_.world) * 4, "ZeRO fp32 partition (master)",
+                                  Category::kOptimizerState);
+  }
+
+  void OnOptimizerParams(const StepState& s, std::vector<OptParam>* ps) override {
+    if (s.profile.zero_whole_parameters) {
+      std::vector<int64_t> numels;
+      for (const OptParam& p : *ps) numels.push_back(p.bytes);  // one dtype: bytes order = numel order
+      std::vector<OptParam> mine;
+      for (size_t i : GreedyPartition(numels, o_.world)[o_.rank]) mine.push_back((*ps)[i]);
+      *ps = std::move(mine);
+      return;
+    }
+    MakeGroups(s);
+    ps->clear();
+    for (auto& [dtype, grp] : groups_)
+      ps->push_back(OptParam{"ZeRO partition", FlatPartitionNumel(grp.numel, o_.world) * 4,
+                             grp.grad != kNoStorage ? grp.grad : grp.partition_grad});
+  }
+
+  void OnGradReady(StepState& s, uint32_t k) override {
+    if (o_.zero_stage < 2 || s.param_grad[k] == kNoStorage) return;
+    Group& grp = groups_[static_cast<int>(s.bound.metas[s.g.parameters[k]].dtype)];
+    if (grp.bucket == kNoStorage)
+      grp.bucket = s.ledger.Alloc(std::min(grp.numel, kReduceBucketElements) * grp.elem, "ZeRO reduce bucket (ipg)",
+                                  Category::kGradient);
+    if (grp.partition_grad == kNoStorage)
+      grp.partition_grad = s.ledger.Alloc(grp.part_bytes, "ZeRO gradient partition", Category::kGradient);
+    s.ledger.Unref(s.param_grad[k]);  // copied into the bucket; param.grad = None
+    s.param_grad[k] = kNoStorage;
+  }
+
+  void AfterBackwardPass(StepState& s) override {
+    for (auto& [dtype, grp] : groups_)
+      if (grp.bucket != kNoStorage) {
+        s.ledger.Unref(grp.bucket);
+        grp.bucket = kNoStorage;
+      }
+  }
+
+  void BeforeOptimizerStep(StepState& s) override {
+    RecordFunction(s);  // ZeroRedundancyOptimizer.step (CPU) has its own record_function
+    if (s.profile.zero_whole_parameters || o_.zero_stage >= 2) return;
+    for (auto& [dtype, grp] : groups_)
+      grp.grad = s.ledger.Alloc(FlatPartitionNumel(grp.numel, o_.world) * 4, "ZeRO flat partition grad",
+                                Category::kGradient);
+  }
+
+  void AfterOptimizerStep(StepState& s) override {
+    for (auto& [dtype, grp] : groups_)
+      if (grp.grad != kNoStorage) {
+        s.ledger.Unref(grp.grad);
+        grp.grad = kNoStorage;
+      }
+  }
+
+ private:
+  /// One flat group per dtype of the trainable parameters (made once).
+  void MakeGroups(const StepState& s) {
+    if (!groups_.empty()) return;
+    for (size_t k = 0; k < s.g.parameters.size(); ++k) {
+      TensorId t = s.g.parameters[k];
+      if (!s.rg[t]) continue;
+      Group& grp = groups_[static_cast<int>(s.bound.metas[t].dtype)];
+      grp.elem = ElementSize(s.bound.metas[t].dtype);
+      grp.numel += s.bound.metas[t].numel();
+    }
+    for (auto& [dtype, grp] : groups_) grp.part_bytes = FlatPartitionNumel(grp.numel, o_.world) * grp.elem;
+  }
+
+  struct Group {
+    int64_t elem = 4, numel = 0, part_bytes = 0;
+    StorageId master = kNoStorage, bucket = kNoStorage, partition_grad = kNoStorage, grad = kNoStorage;
+  };
+  ParallelOptions o_;
+  std::map<int, Group> groups_;  ///< per dtype (DeepSpeed's flat groups)
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options) { return std::make_unique<Zero>(options); }
+
+}  // namespace memsim
