@@ -33,6 +33,9 @@ struct ForwardOpPolicy {
 class TrainingSetup {
  public:
   virtual ~TrainingSetup() = default;
+  /// model.to(device) is about to allocate parameter or buffer |t|: return true if the setup has
+  /// made its storage itself (ZeRO-3 and FSDP keep only a shard; set StepState::storage[t]).
+  virtual bool AllocateParameter(StepState&, TensorId) { return false; }
   /// After model.to(device) and the optimizer state that exists before the step, before the
   /// batch is allocated.
   virtual void OnSetup(StepState&) {}

@@ -30,6 +30,9 @@ RanksReport MakeRanksReport(const RunConfig& c, const std::vector<RankRun>& runs
   rep.world = p.world;
   if (p.ddp) rep.scheme = "ddp";
   if (p.zero_stage > 0) rep.scheme += std::string(rep.scheme.empty() ? "" : "+") + "zero" + std::to_string(p.zero_stage);
+  if (!p.fsdp.empty()) rep.scheme = "fsdp-" + p.fsdp;
+  if (p.data_parallel) rep.scheme = "data-parallel";
+  if (!p.offload.empty()) rep.scheme += "+offload-" + p.offload;
   for (const RankRun& run : runs) {
     const RunResult& r = run.result;
     RankReport k;
@@ -40,6 +43,7 @@ RanksReport MakeRanksReport(const RunConfig& c, const std::vector<RankRun>& runs
     k.peak_device_used_bytes = r.device.modelled ? r.device.peak_device_bytes : 0;
     k.phase_peaks = r.sim.peak.phase_peaks;
     k.breakdown_at_peak = r.sim.peak.breakdown_at_peak;
+    k.host_bytes = r.sim.events.host_bytes;
     rep.ranks.push_back(k);
   }
   return rep;
@@ -72,7 +76,8 @@ std::string ToText(const RanksReport& r) {
   std::ostringstream o;
   o << "per rank (" << r.scheme << ", world " << r.world << "):\n";
   char buf[160];
-  std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s\n", "ranks", "peak live", "allocated", "reserved", "host");
+  std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s\n", r.scheme == "data-parallel" ? "devices" : "ranks",
+                "peak live", "allocated", "reserved", "host");
   o << buf;
   for (const RankReport& k : r.ranks) {
     std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s\n", RankList(k.ranks).c_str(),

@@ -91,6 +91,17 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket_cap_mb (default 25; the first bucket is 1 MiB)");
   cmd->add_flag("--gradient-as-bucket-view", gradient_as_bucket_view,
                 "DDP gradient_as_bucket_view=True: .grad is a view into its all-reduce bucket");
+  cmd->add_option("--fsdp", fsdp, "FullyShardedDataParallel over --world N ranks: full (FULL_SHARD) or grad-op "
+                                  "(SHARD_GRAD_OP)")
+      ->check(CLI::IsMember({"full", "grad-op"}));
+  cmd->add_option("--wrap", wrap, "FSDP: wrap the modules whose path matches this glob (repeatable; the root "
+                                  "unit holds the rest)");
+  cmd->add_option("--offload", offload, "with --zero (DeepSpeed) or --fsdp: optimizer (ZeRO-Offload) or params "
+                                        "(ZeRO-Infinity with --zero 3; FSDP CPUOffload): host memory instead")
+      ->check(CLI::IsMember({"optimizer", "params"}));
+  cmd->add_option("--data-parallel", data_parallel,
+                  "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
+                  "model, optimizer, gathered outputs and loss; every distinct device is reported");
 }
 
 Result<SweepSpec> ConfigOptions::Spec() const {
@@ -119,6 +130,18 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.parallel.world = ddp > 0 ? static_cast<int>(ddp) : 1;
   base.sim.parallel.bucket_cap_mb = bucket_cap_mb;
   base.sim.parallel.gradient_as_bucket_view = gradient_as_bucket_view;
+  base.sim.parallel.fsdp = fsdp;
+  base.sim.parallel.wrap_modules = wrap;
+  base.sim.parallel.offload = offload;
+  if (data_parallel < 0 || data_parallel > 1'000'000)
+    return Status::InvalidArgument("--data-parallel " + std::to_string(data_parallel) + ": expected 1 to 1000000");
+  if (data_parallel > 0) {
+    if (ddp > 0) return Status::InvalidArgument("--data-parallel cannot be combined with --ddp");
+    base.sim.parallel.data_parallel = true;
+    base.sim.parallel.world = static_cast<int>(data_parallel);
+  }
+  if ((!zero.empty() || !fsdp.empty()) && world.empty() && ddp == 0)
+    return Status::InvalidArgument(std::string(fsdp.empty() ? "--zero" : "--fsdp") + " needs --world N");
   std::vector<SweepAxis>& axes = spec.axes;
   for (int64_t b : batches)
     if (b < 0) return Status::InvalidArgument("--batch " + std::to_string(b) + ": expected a non-negative integer");

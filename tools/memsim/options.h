@@ -48,6 +48,10 @@ struct ConfigOptions {
   std::vector<int64_t> zero;        ///< --zero 1|2; empty: off (and no sweep axis)
   double bucket_cap_mb = 25;
   bool gradient_as_bucket_view = false;
+  std::string fsdp;                 ///< --fsdp full|grad-op
+  std::vector<std::string> wrap;    ///< --wrap GLOB (FSDP units)
+  std::string offload;              ///< --offload optimizer|params
+  int64_t data_parallel = 0;        ///< --data-parallel N (0: off)
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);

@@ -22,7 +22,14 @@ struct ParallelOptions {
   double bucket_cap_mb = 25;            ///< DDP bucket_cap_mb
   bool gradient_as_bucket_view = false; ///< DDP gradient_as_bucket_view
   int zero_stage = 0;                   ///< ZeRO 1|2|3 (0: off)
-  bool enabled() const { return ddp || zero_stage > 0; }
+  std::string fsdp;                     ///< FSDP sharding strategy: "full" or "grad-op" ("": off)
+  std::vector<std::string> wrap_modules;  ///< FSDP: the wrapped modules (module paths)
+  std::string offload;                  ///< "optimizer" or "params" (ZeRO-Offload / FSDP CPU offload)
+  /// nn.DataParallel over |world| devices, one process; |rank| is the device simulated and the
+  /// step is bound with that device's chunk of the batch (SimOptions' symbol "batch").
+  bool data_parallel = false;
+  int64_t dp_total_batch = 0;           ///< DataParallel: the whole batch (scattered over the devices)
+  bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel; }
 };
 
 struct SetupOptions {
@@ -43,6 +50,12 @@ std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);        
 std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules);  // checkpoint.cc
 std::unique_ptr<TrainingSetup> MakeDdp(const ParallelOptions& options);                   // ddp.cc
 std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options);                  // zero.cc
+std::unique_ptr<TrainingSetup> MakeZero3Params(const ParallelOptions& options);           // zero.cc
+std::unique_ptr<TrainingSetup> MakeFsdp(const ParallelOptions& options);                  // fsdp.cc
+std::unique_ptr<TrainingSetup> MakeDataParallel(const ParallelOptions& options);          // data_parallel.cc
+/// nn.DataParallel: device |device|'s chunk of |batch| (torch.chunk: ceil(batch / world) per
+/// device, the last ones smaller or empty).
+int64_t DataParallelChunk(int64_t batch, int world, int device);                          // data_parallel.cc
 
 }  // namespace memsim
 

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "lib/autodiff/setups/setups.h"
+#include "lib/autodiff/setups/sharded.h"
 #include "lib/autodiff/state.h"
 
 namespace memsim {
@@ -59,14 +60,18 @@ void RecordFunction(StepState& s) {
 
 class Zero : public TrainingSetup {
  public:
-  explicit Zero(const ParallelOptions& o) : o_(o) {}
+  explicit Zero(const ParallelOptions& o) : o_(o), offload_(!o.offload.empty()) {}
 
   void OnSetup(StepState& s) override {
     if (s.profile.zero_whole_parameters) return;
     MakeGroups(s);
-    for (auto& [dtype, grp] : groups_)
-      grp.master = s.ledger.Alloc(FlatPartitionNumel(grp.numel, o_.world) * 4, "ZeRO fp32 partition (master)",
-                                  Category::kOptimizerState);
+    for (auto& [dtype, grp] : groups_) {
+      if (offload_) {  // fp32 partition, optimizer state and grad partition in host memory
+        s.ledger.AddHostBytes(grp.part_numel * 4 * (2 + s.cfg.optimizer.states));
+        continue;
+      }
+      grp.master = s.ledger.Alloc(grp.part_numel * 4, "ZeRO fp32 partition (master)", Category::kOptimizerState);
+    }
   }
 
   void OnOptimizerParams(const StepState& s, std::vector<OptParam>* ps) override {
@@ -80,9 +85,9 @@ class Zero : public TrainingSetup {
     }
     MakeGroups(s);
     ps->clear();
+    if (offload_) return;  // DeepSpeedCPUAdam steps the host partition
     for (auto& [dtype, grp] : groups_)
-      ps->push_back(OptParam{"ZeRO partition", FlatPartitionNumel(grp.numel, o_.world) * 4,
-                             grp.grad != kNoStorage ? grp.grad : grp.partition_grad});
+      ps->push_back(OptParam{"ZeRO partition", grp.part_numel * 4, grp.grad != kNoStorage ? grp.grad : grp.partition_grad});
   }
 
   void OnGradReady(StepState& s, uint32_t k) override {
@@ -91,8 +96,8 @@ class Zero : public TrainingSetup {
     if (grp.bucket == kNoStorage)
       grp.bucket = s.ledger.Alloc(std::min(grp.numel, kReduceBucketElements) * grp.elem, "ZeRO reduce bucket (ipg)",
                                   Category::kGradient);
-    if (grp.partition_grad == kNoStorage)
-      grp.partition_grad = s.ledger.Alloc(grp.part_bytes, "ZeRO gradient partition", Category::kGradient);
+    if (grp.partition_grad == kNoStorage && !offload_)
+      grp.partition_grad = s.ledger.Alloc(grp.part_numel * grp.elem, "ZeRO gradient partition", Category::kGradient);
     s.ledger.Unref(s.param_grad[k]);  // copied into the bucket; param.grad = None
     s.param_grad[k] = kNoStorage;
   }
@@ -107,10 +112,9 @@ class Zero : public TrainingSetup {
 
   void BeforeOptimizerStep(StepState& s) override {
     RecordFunction(s);  // ZeroRedundancyOptimizer.step (CPU) has its own record_function
-    if (s.profile.zero_whole_parameters || o_.zero_stage >= 2) return;
+    if (s.profile.zero_whole_parameters || o_.zero_stage >= 2 || offload_) return;
     for (auto& [dtype, grp] : groups_)
-      grp.grad = s.ledger.Alloc(FlatPartitionNumel(grp.numel, o_.world) * 4, "ZeRO flat partition grad",
-                                Category::kGradient);
+      grp.grad = s.ledger.Alloc(grp.part_numel * 4, "ZeRO flat partition grad", Category::kGradient);
   }
 
   void AfterOptimizerStep(StepState& s) override {
@@ -122,29 +126,43 @@ class Zero : public TrainingSetup {
   }
 
  private:
-  /// One flat group per dtype of the trainable parameters (made once).
+  /// One flat group per dtype of the trainable parameters (made once). Stages 1-2: the
+  /// flattened group padded to 2·world; stage 3: each parameter's own partition.
   void MakeGroups(const StepState& s) {
     if (!groups_.empty()) return;
+    const int64_t world = std::max(o_.world, 1);
     for (size_t k = 0; k < s.g.parameters.size(); ++k) {
       TensorId t = s.g.parameters[k];
       if (!s.rg[t]) continue;
       Group& grp = groups_[static_cast<int>(s.bound.metas[t].dtype)];
       grp.elem = ElementSize(s.bound.metas[t].dtype);
       grp.numel += s.bound.metas[t].numel();
+      grp.part_numel += (s.bound.metas[t].numel() + world - 1) / world;
     }
-    for (auto& [dtype, grp] : groups_) grp.part_bytes = FlatPartitionNumel(grp.numel, o_.world) * grp.elem;
+    if (o_.zero_stage < 3)
+      for (auto& [dtype, grp] : groups_) grp.part_numel = FlatPartitionNumel(grp.numel, o_.world);
   }
 
   struct Group {
-    int64_t elem = 4, numel = 0, part_bytes = 0;
+    int64_t elem = 4, numel = 0, part_numel = 0;
     StorageId master = kNoStorage, bucket = kNoStorage, partition_grad = kNoStorage, grad = kNoStorage;
   };
   ParallelOptions o_;
+  bool offload_;
   std::map<int, Group> groups_;  ///< per dtype (DeepSpeed's flat groups)
 };
 
 }  // namespace
 
 std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options) { return std::make_unique<Zero>(options); }
+
+std::unique_ptr<TrainingSetup> MakeZero3Params(const ParallelOptions& o) {
+  ShardPolicy p;
+  p.label = "ZeRO-3";
+  p.world = o.world;
+  p.persistence_threshold = 100'000;  // stage3_param_persistence_threshold
+  p.offload_params = o.offload == "params";
+  return MakeShardedParams(p, {});
+}
 
 }  // namespace memsim
