@@ -4,6 +4,7 @@
 #ifndef MEMSIM_LIB_AUTODIFF_SETUPS_DDP_H_
 #define MEMSIM_LIB_AUTODIFF_SETUPS_DDP_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -74,7 +74,10 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
         u.last = o;
       }
   // Units no op runs (unused parameters) are gathered never; units in forward order.
-  std::stable_sort(units.begin(), units.end(), [](const ShardUnit& x, const ShardUnit& y) { return x.first < y.first; });
+  // (an outer unit before the units inside it: its pre-forward hook runs first).
+  std::stable_sort(units.begin(), units.end(), [](const ShardUnit& x, const ShardUnit& y) {
+    return x.first < y.first || (x.first == y.first && x.last != kNone && y.last != kNone && x.last > y.last);
+  });
   return units;
 }
 

@@ -10,8 +10,8 @@
 //   copy of its partition (single_partition_of_fp32_groups) and the optimizer state of that
 //   partition only. Stage 1: the gradients stay whole until the step, which flattens this
 //   rank's part into a partition-sized fp32 grad. Stage 2: each gradient is copied into the
-//   reduce bucket (contiguous_gradients, reduce_bucket_size 5e8 elements, for the backward
-//   pass) as soon as AccumulateGrad has made it, and freed; the reduce-scatter leaves this
+//   reduce bucket (contiguous_gradients: an ipg buffer of reduce_bucket_size = 5e8 elements
+//   whatever the model's size, for the backward pass) as soon as AccumulateGrad has made it, and freed; the reduce-scatter leaves this
 //   rank's part in a partition-sized gradient buffer kept across steps.
 #include "lib/autodiff/setups/zero.h"
 
@@ -47,7 +47,8 @@ int64_t FlatPartitionNumel(int64_t numel, int world) {
 
 namespace {
 
-/// DeepSpeed's reduce_bucket_size default (elements).
+/// DeepSpeed's reduce_bucket_size default (elements): the ipg buffer has this size whatever the
+/// model's (torch.empty(int(self.reduce_bucket_size)) in stage_1_and_2.py).
 constexpr int64_t kReduceBucketElements = 500'000'000;
 
 void RecordFunction(StepState& s) {
@@ -79,7 +80,8 @@ class Zero : public TrainingSetup {
       std::vector<int64_t> numels;
       for (const OptParam& p : *ps) numels.push_back(p.bytes);  // one dtype: bytes order = numel order
       std::vector<OptParam> mine;
-      for (size_t i : GreedyPartition(numels, o_.world)[o_.rank]) mine.push_back((*ps)[i]);
+      const std::vector<std::vector<size_t>> parts = GreedyPartition(numels, o_.world);
+      for (size_t i : parts[o_.rank]) mine.push_back((*ps)[i]);
       *ps = std::move(mine);
       return;
     }
@@ -94,8 +96,7 @@ class Zero : public TrainingSetup {
     if (o_.zero_stage < 2 || s.param_grad[k] == kNoStorage) return;
     Group& grp = groups_[static_cast<int>(s.bound.metas[s.g.parameters[k]].dtype)];
     if (grp.bucket == kNoStorage)
-      grp.bucket = s.ledger.Alloc(std::min(grp.numel, kReduceBucketElements) * grp.elem, "ZeRO reduce bucket (ipg)",
-                                  Category::kGradient);
+      grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
     if (grp.partition_grad == kNoStorage && !offload_)
       grp.partition_grad = s.ledger.Alloc(grp.part_numel * grp.elem, "ZeRO gradient partition", Category::kGradient);
     s.ledger.Unref(s.param_grad[k]);  // copied into the bucket; param.grad = None

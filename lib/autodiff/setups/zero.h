@@ -3,6 +3,7 @@
 #ifndef MEMSIM_LIB_AUTODIFF_SETUPS_ZERO_H_
 #define MEMSIM_LIB_AUTODIFF_SETUPS_ZERO_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
