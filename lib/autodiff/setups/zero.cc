@@ -72,6 +72,14 @@ class Zero : public TrainingSetup {
         continue;
       }
       grp.master = s.ledger.Alloc(grp.part_numel * 4, "ZeRO fp32 partition (master)", Category::kOptimizerState);
+      // DeepSpeed creates the optimizer state in its constructor (initialize_optimizer_states);
+      // for a steady step the step engine has made it already.
+      if (s.cfg.first_step)
+        CreateResidentState(s.cfg.optimizer, s.profile, /*first_step=*/false, {Partition(grp)}, &s.ledger, &s.states);
+      if (o_.zero_stage == 3) {  // stage 3: the ipg bucket and the gradient partitions, from the start
+        grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
+        grp.partition_grad = s.ledger.Alloc(grp.part_numel * grp.elem, "ZeRO gradient partition", Category::kGradient);
+      }
     }
   }
 
@@ -88,15 +96,27 @@ class Zero : public TrainingSetup {
     MakeGroups(s);
     ps->clear();
     if (offload_) return;  // DeepSpeedCPUAdam steps the host partition
+    // In the step the state exists (made in the constructor) and DeepSpeed's FusedAdam allocates
+    // no temporaries: the partition is shown to the optimizer without a grad.
+    const bool stepping = s.phase == Phase::kOptimizer;
+    for (auto& [dtype, grp] : groups_) {
+      OptParam p = Partition(grp);
+      if (stepping) p.grad = kNoStorage;
+      ps->push_back(p);
+    }
+  }
+
+  void BeforeBackwardNode(StepState& s, OpId) override {
+    // Stage 2: backward() makes the ipg buffer before loss.backward() runs.
+    if (o_.zero_stage != 2 || s.profile.zero_whole_parameters) return;
     for (auto& [dtype, grp] : groups_)
-      ps->push_back(OptParam{"ZeRO partition", grp.part_numel * 4, grp.grad != kNoStorage ? grp.grad : grp.partition_grad});
+      if (grp.bucket == kNoStorage)
+        grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
   }
 
   void OnGradReady(StepState& s, uint32_t k) override {
     if (o_.zero_stage < 2 || s.param_grad[k] == kNoStorage) return;
     Group& grp = groups_[static_cast<int>(s.bound.metas[s.g.parameters[k]].dtype)];
-    if (grp.bucket == kNoStorage)
-      grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
     if (grp.partition_grad == kNoStorage && !offload_)
       grp.partition_grad = s.ledger.Alloc(grp.part_numel * grp.elem, "ZeRO gradient partition", Category::kGradient);
     s.ledger.Unref(s.param_grad[k]);  // copied into the bucket; param.grad = None
@@ -104,6 +124,7 @@ class Zero : public TrainingSetup {
   }
 
   void AfterBackwardPass(StepState& s) override {
+    if (o_.zero_stage == 3) return;  // stage 3 keeps its bucket
     for (auto& [dtype, grp] : groups_)
       if (grp.bucket != kNoStorage) {
         s.ledger.Unref(grp.bucket);
@@ -142,6 +163,11 @@ class Zero : public TrainingSetup {
     }
     if (o_.zero_stage < 3)
       for (auto& [dtype, grp] : groups_) grp.part_numel = FlatPartitionNumel(grp.numel, o_.world);
+  }
+
+  struct Group;
+  static OptParam Partition(const Group& grp) {
+    return OptParam{"ZeRO fp32 partition", grp.part_numel * 4, grp.grad != kNoStorage ? grp.grad : grp.partition_grad};
   }
 
   struct Group {
