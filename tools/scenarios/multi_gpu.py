@@ -54,15 +54,17 @@ def bert_section(memsim):
                                                               mib(params["bytes"])), "",
               "Per GPU, at that GPU's peak (requested bytes by category, then the caching allocator's peak",
               "reserved and the whole device as nvidia-smi would show it, CUDA context included):", "",
-              "| GPU | " + " | ".join(CATS) + " | peak live | peak reserved | device used | fits 16 GB? |",
-              "|---|" + "---:|" * (len(CATS) + 4)]
+              "| GPU | " + " | ".join(CATS) + " | peak live | optimizer-phase peak | peak reserved | device used | fits? |",
+              "|---|" + "---:|" * (len(CATS) + 5)]
     for label, word, (cmd, r) in runs:
         for e in r["ranks"]:
             bd = e["breakdown_at_peak"]
             used = e.get("peak_device_used_bytes", 0)
+            cap = r["device"]["capacity_bytes"]
             lines.append("| %s, %s | %s | %s | %s | %s | %s | %s |" % (
                 label, ranks_label(e, word), " | ".join(mib(bd[c]) for c in CATS), mib(e["peak_live_bytes"]),
-                mib(e["peak_reserved_bytes"]), mib(used), "yes" if used <= 16 * 1024 ** 3 else "**no**"))
+                mib(e["phase_peaks"]["optimizer"]), mib(e["peak_reserved_bytes"]), mib(used),
+                "yes" if used <= cap else "**no**"))
     lines += ["", "The user's hand estimate, per GPU: parameters 550 MB (÷ 8), gradients 550 MB, activations",
               "150 MB, batch 20 MB, graph 30 MB: ≈ 1.3 GB. Where memsim differs, and why:", "",
               "- Parameters and gradients are not divided by the GPU count under either scheme: every GPU runs a",
@@ -76,14 +78,18 @@ def bert_section(memsim):
               "  [batch, 512, 3072] tensors, far above 8 × 512 × 768 × 12 × 4 B.",
               "- Device 0 under DataParallel also holds the whole input batch, the outputs gathered from every",
               "  device and, at the end of backward, the flat reduce buffers of `reduce_add_coalesced` next to",
-              "  its replica's grads (Note [DataParallel]); that is why device 0 peaks above the others.",
+              "  its replica's grads, then `.grad` and Adam's state (Note [DataParallel]): its optimizer-phase",
+              "  peak is the highest of all. At seq 512 all of that stays below the activations of the",
+              "  backward pass, so every device's peak is there and the devices differ little (inputs are",
+              "  token ids: the whole batch is 256 KiB).",
               "- The device total adds the CUDA context and library memory (`docs/device-memory.md`)."]
     return lines
 
 
 def zero_section(memsim):
     graph = os.path.join(ROOT, "graphs", "llama_8b.json")
-    common = ["--batch", "1", "--set", "seq=2048", "--optimizer", "adam", "--gpu", "A100-80GB", "--world", "8"]
+    common = ["--batch", "1", "--set", "seq=2048", "--optimizer", "adam", "--gpu", "A100-80GB", "--world", "8",
+              "--checkpoint", "layers.*"]
     cases = [("ZeRO-2", ["--zero", "2"]), ("ZeRO-3", ["--zero", "3"]),
              ("ZeRO-3 + optimizer offload", ["--zero", "3", "--offload", "optimizer"])]
     results = [(name, run(memsim, graph, *common, *extra)) for name, extra in cases]
@@ -95,19 +101,22 @@ def zero_section(memsim):
             "ZeRO-3 + optimizer offload": (4 + 4) / n * psi}
     lines = ["", "## 2. A 7B-class decoder on 8 × A100-80GB under ZeRO", "",
              "`graphs/llama_8b.json` (Ψ = %s parameters), batch 1 per GPU, seq 2048, Adam, first step," % format(psi, ","),
-             "8 ranks, DeepSpeed semantics (Note [ZeRO]), **fp32** (memsim's mixed-precision setup, `--amp`, is",
+             "8 ranks, activation checkpointing of every decoder layer (as the paper's runs; without it the",
+             "eager-attention activations alone take over 40 GB), DeepSpeed semantics (Note [ZeRO]),",
+             "**fp32** (memsim's mixed-precision setup, `--amp`, is",
              "being built on another branch: the fp16/bf16 figures below are the ZeRO paper's formulas only).",
              "Commands: `memsim run graphs/llama_8b.json %s --zero 2|3 [--offload optimizer] --json`." % " ".join(common), "",
-             "| setup | params | grads | optimizer state | activations | peak live | device used | host | model states, memsim fp32 | paper's formula, fp32 analogue | paper, mixed precision (K = 12) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| setup | params | grads | optimizer state | activations | peak live | device used | fits? | host | model states, memsim fp32 | paper's formula, fp32 analogue | paper, mixed precision (K = 12) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for name, (cmd, r) in results:
         e = r["ranks"][0]
         bd = e["breakdown_at_peak"]
         states = bd["parameter"] + bd["gradient"] + bd["optimizer_state"]
-        lines.append("| %s | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB |" % (
+        used = e.get("peak_device_used_bytes", 0)
+        lines.append("| %s | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %.1f GB | %s | %.1f GB | %.1f GB | %.1f GB | %.1f GB |" % (
             name, bd["parameter"] / GB, bd["gradient"] / GB, bd["optimizer_state"] / GB, bd["activation"] / GB,
-            e["peak_live_bytes"] / GB, e.get("peak_device_used_bytes", 0) / GB, e["host_bytes"] / GB, states / GB,
-            fp32[name] / GB, paper[name] / GB))
+            e["peak_live_bytes"] / GB, used / GB, "yes" if used <= r["device"]["capacity_bytes"] else "**no**",
+            e["host_bytes"] / GB, states / GB, fp32[name] / GB, paper[name] / GB))
     lines += ["", "The paper (Rajbhandari et al., ZeRO, 2019, §5) counts per GPU, in mixed precision, fp16",
               "parameters (2Ψ) and gradients (2Ψ) and K = 12 bytes of optimizer state per parameter (fp32",
               "master copy, momentum, variance): ZeRO-2 (P_os+g) 2Ψ + (2 + K)Ψ/N, ZeRO-3 (P_os+g+p)",
@@ -117,10 +126,13 @@ def zero_section(memsim):
               "partition (4 bytes). memsim's model states are the parameter, gradient and optimizer-state bytes",
               "alive at the peak, where:", "",
               "- ZeRO-2: the whole fp32 parameters, DeepSpeed's 5e8-element reduce bucket (2 GB in fp32) while",
-              "  the backward runs, and the gradient partition; the first step's peak can fall before Adam's",
-              "  state exists (created in the step), so fewer optimizer bytes may be alive at the peak than the",
-              "  formula's total.",
-              "- ZeRO-3: each module's parameters are gathered for its forward and backward only (the largest",
+              "  the backward runs, the gradient partition, and the gradients AccumulateGrad has made but the",
+              "  hook has not yet copied into the bucket (memsim copies each at once; what is left is the",
+              "  largest parameters' grads in flight). DeepSpeed creates Adam's state in its constructor, so",
+              "  the first step holds it all along.",
+              "- ZeRO-3: the bucket and the gradient partitions exist from the start; each module's parameters",
+              "  are gathered for its forward and backward only (with checkpointing, again for the",
+              "  recomputation; the largest",
               "  gathered at once is the paper's extra \"largest layer\" term in DeepSpeed's",
               "  `estimate_zero3_model_states_mem_needs`: 4·L + 18·Ψ/N in mixed precision); parameters of at",
               "  most 1e5 elements stay whole on every GPU.",
