@@ -287,3 +287,51 @@ TEST(Zero3Test, ParametersAreGatheredPerModuleAndOffloadMovesStateToTheHost) {
 
 }  // namespace
 }  // namespace memsim
+
+namespace memsim {
+namespace {
+
+/// Bytes of |cat| alive at the end of the step.
+int64_t AliveAtEnd(const EventStream& s, Category cat) {
+  std::vector<bool> freed(s.buffers.size(), false);
+  for (const MemEvent& e : s.events)
+    if (e.kind == EventKind::kFree) freed[e.buffer] = true;
+  int64_t bytes = 0;
+  for (size_t b = 0; b < s.buffers.size(); ++b)
+    if (!freed[b] && s.buffers[b].category == cat) bytes += s.buffers[b].bytes;
+  return bytes;
+}
+
+TEST(ZeroTest, SteadyModelStatesAreTheParametersPlusSixteenBytesPerPartitionElement) {
+  // DeepSpeed's accounting (estimate_zero2_model_states_mem_needs: 4·Ψ + 16·Ψ/N, there for fp16
+  // parameters and gradients): here fp32 parameters (4·Ψ) and, per element of the padded
+  // partition, the fp32 master copy, Adam's two states and the gradient partition (16 B).
+  Graph g = Zoo("mlp");
+  SimOptions o = Mlp("cuda");
+  o.first_step = false;
+  o.parallel.world = 4;
+  o.parallel.zero_stage = 2;
+  SimResult r = SimulateOk(g, o);
+  int64_t numel = 0;
+  for (TensorId t : g.parameters) numel += r.bound.metas[t].numel();
+  const int64_t part = FlatPartitionNumel(numel, 4);
+  EXPECT_EQ(AliveAtEnd(r.events, Category::kParameter), 4 * numel);
+  EXPECT_EQ(AliveAtEnd(r.events, Category::kOptimizerState), 12 * part);
+  EXPECT_EQ(AliveAtEnd(r.events, Category::kGradient), 4 * part);
+  // Stage 3: parameters above 1e5 elements are partitioned one by one, the others stay whole.
+  o.parallel.zero_stage = 3;
+  SimResult z3 = SimulateOk(g, o);
+  int64_t shards = 0, whole = 0, part3 = 0;
+  for (TensorId t : g.parameters) {
+    const int64_t n = z3.bound.metas[t].numel();
+    part3 += (n + 3) / 4;
+    (n > 100'000 ? shards : whole) += n > 100'000 ? (n + 3) / 4 * 4 : n * 4;
+  }
+  EXPECT_EQ(AliveAtEnd(z3.events, Category::kParameter), shards + whole);
+  EXPECT_EQ(AliveAtEnd(z3.events, Category::kOptimizerState), 12 * part3);
+  // The gradient partition and DeepSpeed's 5e8-element ipg bucket, kept across steps.
+  EXPECT_EQ(AliveAtEnd(z3.events, Category::kGradient), 4 * part3 + int64_t{500'000'000} * 4);
+}
+
+}  // namespace
+}  // namespace memsim
