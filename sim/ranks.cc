@@ -46,7 +46,9 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
   // device per distinct chunk size; otherwise rank 0 alone.
   std::vector<int> simulate = {0};
   if (RanksDiffer(c)) {
-    for (int r = 1; r < world; ++r) simulate.push_back(r);
+    // Ranks beyond the parameter count get an empty partition each: one of them is simulated.
+    const int distinct = static_cast<int>(std::min<size_t>(static_cast<size_t>(world), g.parameters.size() + 1));
+    for (int r = 1; r < distinct; ++r) simulate.push_back(r);
   } else if (p.data_parallel) {
     auto it = c.sim.symbols.find("batch");
     if (it == c.sim.symbols.end()) return Status::InvalidArgument("--data-parallel needs --batch (the whole batch)");
@@ -72,7 +74,7 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
   // The ranks not simulated stand with the simulated one they are identical to.
   for (int rank = 0; rank < world; ++rank) {
     if (std::find(simulate.begin(), simulate.end(), rank) != simulate.end()) continue;
-    RankRun* same = &runs.front();
+    RankRun* same = RanksDiffer(c) ? &runs.back() : &runs.front();  // ZeRO-1: empty partitions
     if (p.data_parallel) {
       auto it = c.sim.symbols.find("batch");
       const int64_t chunk = ChunkOf(it->second, world, rank);

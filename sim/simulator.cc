@@ -40,7 +40,8 @@ Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const P
   if (p.world < 1 || p.world > 1'000'000) return Status::InvalidArgument("--world/--ddp must be 1 to 1000000");
   if (p.rank < 0 || p.rank >= p.world)
     return Status::InvalidArgument("rank " + std::to_string(p.rank) + " is outside 0.." + std::to_string(p.world - 1));
-  if (!(p.bucket_cap_mb > 0)) return Status::InvalidArgument("--bucket-cap-mb must be positive");
+  if (!(p.bucket_cap_mb > 0) || p.bucket_cap_mb > 1e9)
+    return Status::InvalidArgument("--bucket-cap-mb must be positive (at most 1e9)");
   if (p.zero_stage < 0 || p.zero_stage > 3)
     return Status::InvalidArgument("--zero " + std::to_string(p.zero_stage) + ": expected 1, 2 or 3");
   if (p.zero_stage >= 2 && profile.zero_whole_parameters)

@@ -335,3 +335,54 @@ TEST(ZeroTest, SteadyModelStatesAreTheParametersPlusSixteenBytesPerPartitionElem
 
 }  // namespace
 }  // namespace memsim
+
+namespace memsim {
+namespace {
+
+TEST(RanksTest, DataParallelDevicesGroupByTheirChunkOfTheBatch) {
+  // torch.chunk of 10 over 4 devices: 3, 3, 3, 1.
+  EXPECT_EQ(DataParallelChunk(10, 4, 0), 3);
+  EXPECT_EQ(DataParallelChunk(10, 4, 3), 1);
+  EXPECT_EQ(DataParallelChunk(2, 4, 3), 0);
+  Graph g = Zoo("mlp");
+  RunConfig c;
+  c.sim.symbols["batch"] = 10;
+  c.sim.optimizer = "adam";
+  c.sim.parallel.world = 4;
+  c.sim.parallel.data_parallel = true;
+  auto runs = RunRanks(g, c);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 3u);
+  EXPECT_EQ((*runs)[0].ranks, (std::vector<int>{0}));
+  EXPECT_EQ((*runs)[1].ranks, (std::vector<int>{1, 2}));
+  EXPECT_EQ((*runs)[2].ranks, (std::vector<int>{3}));
+  // Device 0 holds the optimizer state; the others none.
+  auto state = [](const RankRun& r) {
+    int64_t b = 0;
+    for (const Buffer& buf : r.result.sim.events.buffers)
+      if (buf.category == Category::kOptimizerState) b += buf.bytes;
+    return b;
+  };
+  EXPECT_GT(state((*runs)[0]), 0);
+  EXPECT_EQ(state((*runs)[1]), 0);
+}
+
+TEST(RanksTest, ZeroRedundancyOptimizerRanksBeyondTheParametersShareOneEmptyPartition) {
+  Graph g = Zoo("mlp");  // 10 parameter tensors
+  RunConfig c;
+  c.sim.symbols["batch"] = 8;
+  c.sim.optimizer = "adam";
+  c.sim.profile = "cpu";
+  c.sim.parallel.world = 64;
+  c.sim.parallel.zero_stage = 1;
+  auto runs = RunRanks(g, c);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  size_t listed = 0;
+  for (const RankRun& r : *runs) listed += r.ranks.size();
+  EXPECT_EQ(listed, 64u);
+  EXPECT_LE(runs->size(), 11u);
+  EXPECT_EQ(runs->back().ranks.back(), 63);
+}
+
+}  // namespace
+}  // namespace memsim

@@ -125,7 +125,8 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;
   if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity > 0));
   if (ddp < 0 || ddp > 1'000'000) return Status::InvalidArgument("--ddp " + std::to_string(ddp) + ": expected 1 to 1000000");
-  if (!(bucket_cap_mb > 0)) return Status::InvalidArgument("--bucket-cap-mb must be positive");
+  if (!(bucket_cap_mb > 0) || bucket_cap_mb > 1e9)
+    return Status::InvalidArgument("--bucket-cap-mb must be positive (at most 1e9)");
   base.sim.parallel.ddp = ddp > 0;
   base.sim.parallel.world = ddp > 0 ? static_cast<int>(ddp) : 1;
   base.sim.parallel.bucket_cap_mb = bucket_cap_mb;
