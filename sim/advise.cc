@@ -65,6 +65,36 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                  v->sim.optimizer = "momentum";
                  return true;
                }});
+  // Sharding remedies, when several ranks are given (--ddp WORLD or --world N): Notes [ZeRO], [FSDP].
+  auto sharding = [](int stage, const char* offload) {
+    return [stage, offload](const RunConfig& b, RunConfig* v) {
+      const ParallelOptions& p = b.sim.parallel;
+      auto profile = FindProfile(b.sim.profile);
+      if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage >= stage || !profile) return false;
+      if (profile->zero_whole_parameters && (stage > 1 || *offload)) return false;  // 1.13 CPU: ZeRO-1 only
+      v->sim.parallel.zero_stage = stage;
+      v->sim.parallel.ddp = false;
+      v->sim.parallel.offload = offload;
+      return true;
+    };
+  };
+  c.push_back({"shard the optimizer state over the ranks (ZeRO-1: --zero 1)", false, sharding(1, "")});
+  c.push_back({"shard the optimizer state and gradients (ZeRO-2: --zero 2)", false, sharding(2, "")});
+  c.push_back({"shard the optimizer state, gradients and parameters (ZeRO-3: --zero 3)", false, sharding(3, "")});
+  c.push_back({"ZeRO-3 with the optimizer in host memory (--zero 3 --offload optimizer)", false, sharding(3, "optimizer")});
+  if (!blocks.empty())
+    c.push_back({"FSDP FULL_SHARD wrapping the repeated blocks (--fsdp full --wrap " + blocks.front() +
+                     (blocks.size() > 1 ? " ... " + blocks.back() : "") + ")",
+                 false, [blocks](const RunConfig& b, RunConfig* v) {
+                   const ParallelOptions& p = b.sim.parallel;
+                   auto profile = FindProfile(b.sim.profile);
+                   if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage > 0 || !profile || !profile->cuda)
+                     return false;
+                   v->sim.parallel.ddp = false;
+                   v->sim.parallel.fsdp = "full";
+                   v->sim.parallel.wrap_modules = blocks;
+                   return true;
+                 }});
   size_t half = g.parameters.size() / 2;
   c.push_back({"freeze the first half of the parameter tensors (--freeze-params " + std::to_string(half) + ")", true,
                [half](const RunConfig& b, RunConfig* v) {

@@ -10,8 +10,10 @@ namespace memsim {
 
 namespace {
 
-/// The module paths of |g| that |globs| name (every op's module and its dotted prefixes).
-Result<std::vector<std::string>> CheckpointModules(const Graph& g, const std::vector<std::string>& globs) {
+/// The module paths of |g| that |globs| name (every op's module and its dotted prefixes); an
+/// error names |option| and the glob matching none.
+Result<std::vector<std::string>> ModulesMatching(const Graph& g, const std::vector<std::string>& globs,
+                                                 const std::string& option) {
   std::set<std::string> paths;
   for (const Op& op : g.ops) {
     const std::string& m = op.module;
@@ -28,9 +30,46 @@ Result<std::vector<std::string>> CheckpointModules(const Graph& g, const std::ve
         modules.push_back(p);
         matched = true;
       }
-    if (!matched) return Status::InvalidArgument("--checkpoint \"" + glob + "\" matches no module of " + g.name);
+    if (!matched) return Status::InvalidArgument(option + " \"" + glob + "\" matches no module of " + g.name);
   }
   return modules;
+}
+
+/// The data-parallel options as the step runs them (Notes [DDP], [ZeRO], [FSDP]).
+Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const Profile& profile) {
+  if (p.world < 1 || p.world > 1'000'000) return Status::InvalidArgument("--world/--ddp must be 1 to 1000000");
+  if (p.rank < 0 || p.rank >= p.world)
+    return Status::InvalidArgument("rank " + std::to_string(p.rank) + " is outside 0.." + std::to_string(p.world - 1));
+  if (!(p.bucket_cap_mb > 0) || p.bucket_cap_mb > 1e9)
+    return Status::InvalidArgument("--bucket-cap-mb must be positive (at most 1e9)");
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    return Status::InvalidArgument("--zero " + std::to_string(p.zero_stage) + ": expected 1, 2 or 3");
+  if (p.zero_stage >= 2 && profile.zero_whole_parameters)
+    return Status::InvalidArgument("--zero " + std::to_string(p.zero_stage) +
+                                   " on the cpu profile: PyTorch 1.13's ZeroRedundancyOptimizer is ZeRO-1 only");
+  if (!p.fsdp.empty() && p.fsdp != "full" && p.fsdp != "grad-op")
+    return Status::InvalidArgument("--fsdp \"" + p.fsdp + "\": expected full or grad-op");
+  if (!p.fsdp.empty() && (p.zero_stage > 0 || p.ddp))
+    return Status::InvalidArgument("--fsdp cannot be combined with --zero or --ddp");
+  if (!p.offload.empty() && p.offload != "optimizer" && p.offload != "params")
+    return Status::InvalidArgument("--offload \"" + p.offload + "\": expected optimizer or params");
+  if (!p.offload.empty() && (profile.zero_whole_parameters || (p.zero_stage == 0 && p.fsdp.empty())))
+    return Status::InvalidArgument("--offload needs --zero (cuda profile, DeepSpeed) or --fsdp");
+  if (p.offload == "params" && p.zero_stage > 0 && p.zero_stage < 3)
+    return Status::InvalidArgument("--offload params needs --zero 3 (ZeRO-Infinity)");
+  if (p.offload == "optimizer" && !p.fsdp.empty())
+    return Status::InvalidArgument("--fsdp offloads parameters, grads and optimizer together: use --offload params");
+  if (!p.wrap_modules.empty() && p.fsdp.empty()) return Status::InvalidArgument("--wrap needs --fsdp");
+  if (p.data_parallel && (p.ddp || p.zero_stage > 0 || !p.fsdp.empty()))
+    return Status::InvalidArgument("--data-parallel cannot be combined with --ddp, --zero or --fsdp");
+  if (p.data_parallel && g.FindSymbol("batch") == kNone)
+    return Status::InvalidArgument("--data-parallel: " + g.name + " has no batch symbol to scatter");
+  if (!p.fsdp.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(p.wrap_modules, ModulesMatching(g, p.wrap_modules, "--wrap"));
+  }
+  // 1.13 CPU: ZeRO-1 is ZeroRedundancyOptimizer under DDP, as the PyTorch documentation shows.
+  if (p.zero_stage == 1 && profile.zero_whole_parameters) p.ddp = true;
+  return p;
 }
 
 }  // namespace
@@ -75,7 +114,16 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   }
 
   Bindings b = g.DefaultBindings();
-  for (const auto& [name, value] : opt.symbols) {
+  // nn.DataParallel: --batch is the whole batch; this device's step runs on its chunk.
+  std::map<std::string, int64_t> symbols = opt.symbols;
+  int64_t dp_total_batch = 0;
+  if (opt.parallel.data_parallel) {
+    auto it = symbols.find("batch");
+    if (it == symbols.end()) return Status::InvalidArgument("--data-parallel needs --batch (the whole batch)");
+    dp_total_batch = it->second;
+    it->second = DataParallelChunk(it->second, opt.parallel.world, opt.parallel.rank);
+  }
+  for (const auto& [name, value] : symbols) {
     uint32_t s = g.FindSymbol(name);
     if (s == kNone) {
       if (name == "batch") continue;  // --batch on a graph without a batch symbol is harmless
@@ -111,7 +159,9 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   if (!(opt.clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   cfg.passes = opt.accumulate;
   cfg.setup.clip_grad_norm = opt.clip_grad_norm;
-  MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, CheckpointModules(g, opt.checkpoint_globs));
+  MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, ModulesMatching(g, opt.checkpoint_globs, "--checkpoint"));
+  MEMSIM_ASSIGN_OR_RETURN(cfg.setup.parallel, CheckParallel(g, opt.parallel, r.profile));
+  cfg.setup.parallel.dp_total_batch = dp_total_batch;
   MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
   r.peak = AnalyzePeak(r.events);
   if (opt.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);

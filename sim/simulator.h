@@ -38,6 +38,9 @@ struct SimOptions {
   std::string gpu_arch;                    ///< --gpu's architecture, for the typical workspaces
   bool cudnn_benchmark = false;            ///< --cudnn-benchmark: trial workspaces in the first step
   bool explain = false;                    ///< also find what keeps each buffer alive at the peak
+  /// --ddp WORLD, --zero 1|2 --world N, --bucket-cap-mb, --gradient-as-bucket-view; the rank
+  /// simulated (sim/ranks.h runs every distinct one).
+  ParallelOptions parallel;
 };
 
 struct SimResult {

@@ -274,6 +274,10 @@ def main():
     device_lines, device_failures = validate_device.section(a.memsim)
     lines += device_lines
     failures += device_failures
+    import validate_ranks  # the per-rank section (tools/validate_ranks.py); imports this module
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, a.graphs)
+    lines += rank_lines
+    failures += rank_failures
     return report_io.finish("validate", lines, failures, a.out)
 
 

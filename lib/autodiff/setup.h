@@ -16,6 +16,9 @@
 
 #include <cstdint>
 
+#include <vector>
+
+#include "lib/autodiff/optimizer.h"
 #include "lib/ir/graph.h"
 
 namespace memsim {
@@ -30,6 +33,9 @@ struct ForwardOpPolicy {
 class TrainingSetup {
  public:
   virtual ~TrainingSetup() = default;
+  /// model.to(device) is about to allocate parameter or buffer |t|: return true if the setup has
+  /// made its storage itself (ZeRO-3 and FSDP keep only a shard; set StepState::storage[t]).
+  virtual bool AllocateParameter(StepState&, TensorId) { return false; }
   /// After model.to(device) and the optimizer state that exists before the step, before the
   /// batch is allocated.
   virtual void OnSetup(StepState&) {}
@@ -47,6 +53,9 @@ class TrainingSetup {
   virtual void BeforeOptimizerStep(StepState&) {}
   /// After optimizer.step(), before zero_grad().
   virtual void AfterOptimizerStep(StepState&) {}
+  /// The parameters this rank's optimizer steps, in its order (ZeRO partitions them); called
+  /// for the optimizer state before the step and for optimizer.step().
+  virtual void OnOptimizerParams(const StepState&, std::vector<OptParam>*) {}
 };
 
 }  // namespace memsim

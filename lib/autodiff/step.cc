@@ -41,6 +41,7 @@ std::vector<OptParam> StepState::OptParams() const {
     if (!rg[t]) continue;
     ps.push_back(OptParam{g.tensors[t].name, bound.metas[t].bytes(), param_grad[k]});
   }
+  for (TrainingSetup* s : setups) s->OnOptimizerParams(*this, &ps);
   return ps;
 }
 
@@ -54,8 +55,11 @@ bool HasGemm(const Graph& g) {
 void Setup(StepState& s) {
   s.SetPhase(Phase::kSetup);
   // model.to(device): module by module, children first (see ModuleApplyOrder).
-  for (TensorId t : ModuleApplyOrder(s.g))
-    s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kParameter);
+  for (TensorId t : ModuleApplyOrder(s.g)) {
+    bool made = false;
+    for (TrainingSetup* setup : s.setups) made = made || setup->AllocateParameter(s, t);
+    if (!made) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kParameter);
+  }
   CreateResidentState(s.cfg.optimizer, s.profile, s.cfg.first_step, s.OptParams(), &s.ledger, &s.states);
   if (!s.cfg.first_step && HasGemm(s.g)) s.workspaces.CreateFromEarlierStep(&s.ledger);
   s.Hook(&TrainingSetup::OnSetup);

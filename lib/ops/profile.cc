@@ -21,6 +21,7 @@ std::optional<Profile> FindProfile(std::string_view name) {
     p.checkpoint_rng_state_bytes = 5056;
     p.index_put_sort_buffers = 0;
     p.scalar_operand_bytes = 8;
+    p.zero_whole_parameters = true;
     p.conv_workspace_policy = ConvWorkspacePolicy::kNone;
     return p;
   }

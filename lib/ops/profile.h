@@ -67,6 +67,10 @@ struct Profile {
   /// Tensor overload with an 8-byte wrapped-number tensor; MulBackward/DivBackward keep it. On
   /// CUDA that tensor stays on the host (0 device bytes); on CPU it is one more allocation.
   int64_t scalar_operand_bytes = 0;
+  /// ZeRO's partition of the optimizer state (Note [ZeRO]): on the 1.13 CPU profile ZeRO-1 is
+  /// torch.distributed.optim.ZeroRedundancyOptimizer under DDP (whole parameters, assigned
+  /// greedily by size); on CUDA it is DeepSpeed (flat partitions of the flattened parameters).
+  bool zero_whole_parameters = false;
   std::string gpu_arch = "ampere";
   /// torch.backends.cudnn.benchmark in the first step: before each convolution call cuDNN tries
   /// every algorithm once, in one trial workspace as large as the largest requirement (the `max`

@@ -50,6 +50,9 @@ struct MemEvent {
 struct EventStream {
   std::vector<Buffer> buffers;
   std::vector<MemEvent> events;
+  /// Host (CPU) memory the step keeps outside the device stream: state offloaded by the
+  /// training setups (--offload), at its largest.
+  int64_t host_bytes = 0;
   int64_t bytes(const MemEvent& e) const { return buffers[e.buffer].bytes; }
 };
 

@@ -5,6 +5,7 @@
 #ifndef MEMSIM_LIB_STREAM_LEDGER_H_
 #define MEMSIM_LIB_STREAM_LEDGER_H_
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,6 +37,11 @@ class Ledger {
     probe_at_ = event_index;
     probe_ = std::move(probe);
   }
+  /// Host memory held outside the device stream (offloaded state): |bytes| more (or less).
+  void AddHostBytes(int64_t bytes) {
+    host_now_ += bytes;
+    stream_.host_bytes = std::max(stream_.host_bytes, host_now_);
+  }
   /// Storages alive now.
   std::vector<StorageId> Live() const;
 
@@ -46,6 +52,7 @@ class Ledger {
   std::vector<int> refs_;
   Phase phase_ = Phase::kSetup;
   uint32_t op_ = kNoOp;
+  int64_t host_now_ = 0;
   size_t probe_at_ = SIZE_MAX;
   std::function<void()> probe_;
 

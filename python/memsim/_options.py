@@ -21,11 +21,20 @@ OPTIONS = {
     "clip_grad_norm": "--clip-grad-norm",
     "checkpoint": "--checkpoint",
     "foreach": "--foreach",
+    "ddp": "--ddp",
+    "world": "--world",
+    "zero": "--zero",
+    "bucket_cap_mb": "--bucket-cap-mb",
+    "fsdp": "--fsdp",
+    "wrap": "--wrap",
+    "offload": "--offload",
+    "data_parallel": "--data-parallel",
 }
 # Options given once even in a sweep (a list is a bad value for them).
-SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm"}
+SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
+          "offload", "data_parallel"}
 # Options that repeat rather than vary (every glob applies).
-REPEATED = {"freeze", "checkpoint"}
+REPEATED = {"freeze", "checkpoint", "wrap"}
 
 
 def _value(name, v):

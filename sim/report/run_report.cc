@@ -185,6 +185,11 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   j["oom"] = aj.contains("oom") ? aj["oom"] : nlohmann::ordered_json();
   j["allocator"] = aj;
   if (r.device.modelled) j["device"] = DeviceJson(r.device);
+  if (r.ranks) {
+    j["world"] = r.ranks->world;
+    j["parallel"] = r.ranks->scheme;
+    j["ranks"] = ToJson(*r.ranks);
+  }
   return j;
 }
 
@@ -220,6 +225,7 @@ std::string ToText(const RunReport& r) {
   }
   o << "\n" << AllocatorText(r);
   if (r.device.modelled) o << "\n" << DeviceText(r.device);
+  if (r.ranks) o << "\n" << ToText(*r.ranks);
   return o.str();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/pipeline.h"
+#include "sim/report/rank_report.h"
 
 namespace memsim {
 
@@ -51,6 +52,8 @@ struct RunReport {
   std::optional<OomReport> oom;
   // The whole device (cuda profile).
   DeviceLevel device;
+  // Several ranks (--ddp, --zero): every distinct rank; the figures above are rank 0's.
+  std::optional<RanksReport> ranks;
 };
 
 /// Builds the report of |r|; |top| limits the tensor list.

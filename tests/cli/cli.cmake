@@ -111,3 +111,20 @@ memsim_error_test(negative_cudnn_workspace 2 "--cudnn-workspace -1: bytes must b
 memsim_error_test(negative_context_bytes 2 "--context-bytes must be non-negative"
   run graphs/mlp.json --context-bytes=-5)
 memsim_error_test(sweep_every_row_invalid 2 "unknown optimizer \"adamx\"" sweep graphs/mlp.json --batch 1,2 --optimizer adamx)
+
+# Several ranks (issue 10): the per-rank report (Notes [DDP], [ZeRO], [FSDP], [DataParallel]).
+memsim_golden_test(run_mnist_zero1_cpu_json run_mnist_zero1_cpu.json
+  run graphs/mnist_cnn.json --batch 32 --profile cpu --optimizer adam --zero 1 --world 2 --json --top 3)
+memsim_golden_test(run_bert_small_data_parallel_text run_bert_small_data_parallel.txt
+  run graphs/bert_small.json --batch 32 --optimizer adam --data-parallel 4 --gpu V100-16GB --top 3)
+memsim_golden_test(run_bert_small_fsdp_json run_bert_small_fsdp.json
+  run graphs/bert_small.json --batch 8 --optimizer adamw --fsdp full --world 8 --wrap "text.enc.layers.?" --gpu A100-40GB --json --top 3)
+memsim_error_test(zero2_cpu 2 "--zero 2 on the cpu profile" run graphs/mlp.json --profile cpu --zero 2 --world 2)
+memsim_error_test(zero_without_world 2 "--zero needs --world N" run graphs/mlp.json --zero 1)
+memsim_error_test(wrap_matches_nothing 2 "--wrap \"zzz\" matches no module" run graphs/mlp.json --fsdp full --world 2 --wrap zzz)
+memsim_error_test(offload_without_zero 2 "--offload needs --zero" run graphs/mlp.json --offload optimizer)
+if(MEMSIM_PYTHON3)
+  add_test(NAME scenarios.multi_gpu_up_to_date
+           COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/multi_gpu.py --memsim $<TARGET_FILE:memsim> --check
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endif()

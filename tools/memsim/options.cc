@@ -80,6 +80,28 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "per-architecture table; cuda profile)");
   cmd->add_option("--cublas-workspace", cublas_workspace,
                   "cuBLAS workspace bytes (cuda profile; default 8519680, 32 MiB with --gpu H100)");
+  cmd->add_option("--ddp", ddp, "DistributedDataParallel over WORLD ranks (--batch is per rank); every rank "
+                                "is simulated");
+  cmd->add_option("--world", world, lists ? "world sizes (ranks) for --zero: --world 2,4,8" : "ranks for --zero")
+      ->delimiter(',');
+  cmd->add_option("--zero", zero,
+                  "ZeRO stage 1 (optimizer state partitioned) or 2 (+ gradients); cpu profile: 1 = PyTorch's "
+                  "ZeroRedundancyOptimizer under DDP, cuda: DeepSpeed")
+      ->delimiter(',');
+  cmd->add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket_cap_mb (default 25; the first bucket is 1 MiB)");
+  cmd->add_flag("--gradient-as-bucket-view", gradient_as_bucket_view,
+                "DDP gradient_as_bucket_view=True: .grad is a view into its all-reduce bucket");
+  cmd->add_option("--fsdp", fsdp, "FullyShardedDataParallel over --world N ranks: full (FULL_SHARD) or grad-op "
+                                  "(SHARD_GRAD_OP)")
+      ->check(CLI::IsMember({"full", "grad-op"}));
+  cmd->add_option("--wrap", wrap, "FSDP: wrap the modules whose path matches this glob (repeatable; the root "
+                                  "unit holds the rest)");
+  cmd->add_option("--offload", offload, "with --zero (DeepSpeed) or --fsdp: optimizer (ZeRO-Offload) or params "
+                                        "(ZeRO-Infinity with --zero 3; FSDP CPUOffload): host memory instead")
+      ->check(CLI::IsMember({"optimizer", "params"}));
+  cmd->add_option("--data-parallel", data_parallel,
+                  "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
+                  "model, optimizer, gathered outputs and loss; every distinct device is reported");
 }
 
 Result<SweepSpec> ConfigOptions::Spec() const {
@@ -102,6 +124,25 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.cudnn_benchmark = cudnn_benchmark;
   if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;
   if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity > 0));
+  if (ddp < 0 || ddp > 1'000'000) return Status::InvalidArgument("--ddp " + std::to_string(ddp) + ": expected 1 to 1000000");
+  if (!(bucket_cap_mb > 0) || bucket_cap_mb > 1e9)
+    return Status::InvalidArgument("--bucket-cap-mb must be positive (at most 1e9)");
+  base.sim.parallel.ddp = ddp > 0;
+  base.sim.parallel.world = ddp > 0 ? static_cast<int>(ddp) : 1;
+  base.sim.parallel.bucket_cap_mb = bucket_cap_mb;
+  base.sim.parallel.gradient_as_bucket_view = gradient_as_bucket_view;
+  base.sim.parallel.fsdp = fsdp;
+  base.sim.parallel.wrap_modules = wrap;
+  base.sim.parallel.offload = offload;
+  if (data_parallel < 0 || data_parallel > 1'000'000)
+    return Status::InvalidArgument("--data-parallel " + std::to_string(data_parallel) + ": expected 1 to 1000000");
+  if (data_parallel > 0) {
+    if (ddp > 0) return Status::InvalidArgument("--data-parallel cannot be combined with --ddp");
+    base.sim.parallel.data_parallel = true;
+    base.sim.parallel.world = static_cast<int>(data_parallel);
+  }
+  if ((!zero.empty() || !fsdp.empty()) && world.empty() && ddp == 0)
+    return Status::InvalidArgument(std::string(fsdp.empty() ? "--zero" : "--fsdp") + " needs --world N");
   std::vector<SweepAxis>& axes = spec.axes;
   for (int64_t b : batches)
     if (b < 0) return Status::InvalidArgument("--batch " + std::to_string(b) + ": expected a non-negative integer");
@@ -114,6 +155,16 @@ Result<SweepSpec> ConfigOptions::Spec() const {
     if (k < 1 || k > 1'000'000) return Status::InvalidArgument("--accumulate " + std::to_string(k) + ": expected 1 to 1000000");
   if (!accumulate.empty())
     axes.push_back(IntAxis("accumulate", accumulate, [](int64_t v, RunConfig* c) { c->sim.accumulate = static_cast<int>(v); }));
+  for (int64_t w : world)
+    if (w < 1 || w > 1'000'000) return Status::InvalidArgument("--world " + std::to_string(w) + ": expected 1 to 1000000");
+  if (ddp > 0 && !world.empty() && (world.size() != 1 || world[0] != ddp))
+    return Status::InvalidArgument("--world " + std::to_string(world[0]) + " differs from --ddp " + std::to_string(ddp));
+  if (!world.empty())
+    axes.push_back(IntAxis("world", world, [](int64_t v, RunConfig* c) { c->sim.parallel.world = static_cast<int>(v); }));
+  for (int64_t z : zero)
+    if (z < 0 || z > 3) return Status::InvalidArgument("--zero " + std::to_string(z) + ": expected 1, 2 or 3");
+  if (!zero.empty())
+    axes.push_back(IntAxis("zero", zero, [](int64_t v, RunConfig* c) { c->sim.parallel.zero_stage = static_cast<int>(v); }));
   if (!foreach_impl.empty())
     axes.push_back(StringAxis("foreach", foreach_impl, [](const std::string& v, RunConfig* c) { c->sim.optimizer_impl = v; }));
   axes.push_back(StringAxis("optimizer", optimizers, [](const std::string& v, RunConfig* c) { c->sim.optimizer = v; }));

@@ -43,6 +43,15 @@ struct ConfigOptions {
   std::string cudnn_workspace;          ///< none|typical|max|BYTES; empty = the profile's (typical)
   std::optional<int64_t> context_bytes;  ///< replaces the CUDA context table
   bool cudnn_benchmark = false;
+  int64_t ddp = 0;                  ///< --ddp WORLD (0: off)
+  std::vector<int64_t> world;       ///< --world N (ZeRO); empty: --ddp's or 1 (and no sweep axis)
+  std::vector<int64_t> zero;        ///< --zero 1|2; empty: off (and no sweep axis)
+  double bucket_cap_mb = 25;
+  bool gradient_as_bucket_view = false;
+  std::string fsdp;                 ///< --fsdp full|grad-op
+  std::vector<std::string> wrap;    ///< --wrap GLOB (FSDP units)
+  std::string offload;              ///< --offload optimizer|params
+  int64_t data_parallel = 0;        ///< --data-parallel N (0: off)
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "lib/util/atomic_file.h"
+#include "sim/ranks.h"
 #include "sim/report/memviz.h"
 #include "sim/report/run_report.h"
 #include "sim/report/timeline.h"
@@ -35,12 +36,15 @@ void Run(const RunArgs& a) {
   c.sim.explain = a.explain;
   c.workspace_range = true;
   c.alloc.record_placement = !a.timeline_path.empty();
-  RunResult r = ValueOrFail(RunPipeline(g, c));
+  // Several ranks: rank 0's run is the report's, every distinct rank is listed (sim/ranks.h).
+  std::vector<RankRun> runs = ValueOrFail(RunRanks(g, c));
+  RunResult& r = runs.front().result;
   // Output files are complete or absent, and a write error exits 2 (lib/util/atomic_file.h).
   if (!a.events_path.empty()) OkOrFail(WriteFileAtomic(a.events_path, EventsText(r.sim.events)));
   if (!a.timeline_path.empty())
     OkOrFail(WriteFileAtomic(a.timeline_path, TimelineContent(a.timeline_path, g, r, a.top)));
   RunReport report = MakeRunReport(g, c, r, a.top);
+  if (c.sim.parallel.enabled()) report.ranks = MakeRanksReport(c, runs);
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 

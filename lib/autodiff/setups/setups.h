@@ -13,12 +13,33 @@
 
 namespace memsim {
 
+/// Data parallelism over several ranks (Notes [DDP], [ZeRO] in docs/op-rules.md): the step of
+/// one rank, |rank| of |world|.
+struct ParallelOptions {
+  int world = 1;                        ///< ranks; 1 = one device, no data parallelism
+  int rank = 0;                         ///< the rank whose step is simulated
+  bool ddp = false;                     ///< DistributedDataParallel wraps the model
+  double bucket_cap_mb = 25;            ///< DDP bucket_cap_mb
+  bool gradient_as_bucket_view = false; ///< DDP gradient_as_bucket_view
+  int zero_stage = 0;                   ///< ZeRO 1|2|3 (0: off)
+  std::string fsdp;                     ///< FSDP sharding strategy: "full" or "grad-op" ("": off)
+  std::vector<std::string> wrap_modules;  ///< FSDP: the wrapped modules (module paths)
+  std::string offload;                  ///< "optimizer" or "params" (ZeRO-Offload / FSDP CPU offload)
+  /// nn.DataParallel over |world| devices, one process; |rank| is the device simulated and the
+  /// step is bound with that device's chunk of the batch (SimOptions' symbol "batch").
+  bool data_parallel = false;
+  int64_t dp_total_batch = 0;           ///< DataParallel: the whole batch (scattered over the devices)
+  bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel; }
+};
+
 struct SetupOptions {
   /// torch.nn.utils.clip_grad_norm_(params, max_norm) before optimizer.step(); 0 = off.
   double clip_grad_norm = 0;
   /// torch.utils.checkpoint (non-reentrant) around the forward of each of these modules
   /// (dotted module paths; a module inside another one listed is part of the outer one).
   std::vector<std::string> checkpoint_modules;
+  /// Data parallelism (DDP, ZeRO); world 1 = off.
+  ParallelOptions parallel;
 };
 
 /// One object per enabled setup, in hook order.
@@ -27,6 +48,14 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
 // The setups (one file each).
 std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc
 std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules);  // checkpoint.cc
+std::unique_ptr<TrainingSetup> MakeDdp(const ParallelOptions& options);                   // ddp.cc
+std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options);                  // zero.cc
+std::unique_ptr<TrainingSetup> MakeZero3Params(const ParallelOptions& options);           // zero.cc
+std::unique_ptr<TrainingSetup> MakeFsdp(const ParallelOptions& options);                  // fsdp.cc
+std::unique_ptr<TrainingSetup> MakeDataParallel(const ParallelOptions& options);          // data_parallel.cc
+/// nn.DataParallel: device |device|'s chunk of |batch| (torch.chunk: ceil(batch / world) per
+/// device, the last ones smaller or empty).
+int64_t DataParallelChunk(int64_t batch, int world, int device);                          // data_parallel.cc
 
 }  // namespace memsim
 

@@ -1,0 +1,91 @@
+#include "sim/ranks.h"
+
+#include <algorithm>
+
+namespace memsim {
+namespace {
+
+/// Whether the ranks' streams can differ: the greedy whole-parameter partition of
+/// ZeroRedundancyOptimizer (Note [ZeRO]).
+bool RanksDiffer(const RunConfig& c) {
+  if (c.sim.parallel.zero_stage == 0 || c.sim.parallel.world <= 1) return false;
+  auto profile = FindProfile(c.sim.profile);
+  return profile && profile->zero_whole_parameters;
+}
+
+}  // namespace
+
+bool SameStream(const EventStream& a, const EventStream& b) {
+  if (a.events.size() != b.events.size()) return false;
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    const MemEvent& x = a.events[i];
+    const MemEvent& y = b.events[i];
+    if (x.kind != y.kind || x.phase != y.phase || a.bytes(x) != b.bytes(y)) return false;
+  }
+  return true;
+}
+
+namespace {
+
+int64_t ChunkOf(int64_t batch, int world, int d) { return DataParallelChunk(batch, world, d); }
+
+Result<RankRun> RunRank(const Graph& g, const RunConfig& c, int rank) {
+  RunConfig rc = c;
+  rc.sim.parallel.rank = rank;
+  MEMSIM_ASSIGN_OR_RETURN(RunResult r, RunPipeline(g, rc));
+  return RankRun{{rank}, std::move(r)};
+}
+
+}  // namespace
+
+Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
+  std::vector<RankRun> runs;
+  const ParallelOptions& p = c.sim.parallel;
+  const int world = p.enabled() ? p.world : 1;
+  // The ranks to simulate: all when partitions differ; under DataParallel device 0 and one
+  // device per distinct chunk size; otherwise rank 0 alone.
+  std::vector<int> simulate = {0};
+  if (RanksDiffer(c)) {
+    // Ranks beyond the parameter count get an empty partition each: one of them is simulated.
+    const int distinct = static_cast<int>(std::min<size_t>(static_cast<size_t>(world), g.parameters.size() + 1));
+    for (int r = 1; r < distinct; ++r) simulate.push_back(r);
+  } else if (p.data_parallel) {
+    auto it = c.sim.symbols.find("batch");
+    if (it == c.sim.symbols.end()) return Status::InvalidArgument("--data-parallel needs --batch (the whole batch)");
+    const int64_t batch = it->second;
+    for (int d = 1; d < world; ++d) {
+      const int64_t chunk = ChunkOf(batch, world, d);
+      bool seen = chunk == 0;
+      for (int q : simulate) seen = seen || (q > 0 && ChunkOf(batch, world, q) == chunk);
+      if (!seen) simulate.push_back(d);
+    }
+  }
+  for (int rank : simulate) {
+    MEMSIM_ASSIGN_OR_RETURN(RankRun run, RunRank(g, c, rank));
+    bool merged = false;
+    for (RankRun& other : runs)
+      if (SameStream(other.result.sim.events, run.result.sim.events) && !p.data_parallel) {
+        other.ranks.push_back(rank);
+        merged = true;
+        break;
+      }
+    if (!merged) runs.push_back(std::move(run));
+  }
+  // The ranks not simulated stand with the simulated one they are identical to.
+  for (int rank = 0; rank < world; ++rank) {
+    if (std::find(simulate.begin(), simulate.end(), rank) != simulate.end()) continue;
+    RankRun* same = RanksDiffer(c) ? &runs.back() : &runs.front();  // ZeRO-1: empty partitions
+    if (p.data_parallel) {
+      auto it = c.sim.symbols.find("batch");
+      const int64_t chunk = ChunkOf(it->second, world, rank);
+      if (chunk == 0) continue;  // DataParallel uses only the devices that get a chunk
+      for (RankRun& run : runs)
+        if (run.ranks.front() > 0 && ChunkOf(it->second, world, run.ranks.front()) == chunk) same = &run;
+    }
+    same->ranks.push_back(rank);
+  }
+  for (RankRun& run : runs) std::sort(run.ranks.begin(), run.ranks.end());
+  return runs;
+}
+
+}  // namespace memsim

@@ -1,0 +1,91 @@
+#include "sim/report/rank_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "sim/report/format.h"
+
+namespace memsim {
+namespace {
+
+std::string RankList(const std::vector<int>& ranks) {
+  // Consecutive ranks as a range: "0", "1-7", "0,2".
+  std::string s;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(ranks[i]);
+    if (j > i) s += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+}  // namespace
+
+RanksReport MakeRanksReport(const RunConfig& c, const std::vector<RankRun>& runs) {
+  RanksReport rep;
+  const ParallelOptions& p = c.sim.parallel;
+  rep.world = p.world;
+  if (p.ddp) rep.scheme = "ddp";
+  if (p.zero_stage > 0) rep.scheme += std::string(rep.scheme.empty() ? "" : "+") + "zero" + std::to_string(p.zero_stage);
+  if (!p.fsdp.empty()) rep.scheme = "fsdp-" + p.fsdp;
+  if (p.data_parallel) rep.scheme = "data-parallel";
+  if (!p.offload.empty()) rep.scheme += "+offload-" + p.offload;
+  for (const RankRun& run : runs) {
+    const RunResult& r = run.result;
+    RankReport k;
+    k.ranks = run.ranks;
+    k.peak_live_bytes = r.sim.peak.peak_live_bytes;
+    k.peak_allocated_bytes = r.alloc.peak_allocated_bytes;
+    k.peak_reserved_bytes = r.alloc.peak_reserved_bytes;
+    k.peak_device_used_bytes = r.device.modelled ? r.device.peak_device_bytes : 0;
+    k.phase_peaks = r.sim.peak.phase_peaks;
+    k.breakdown_at_peak = r.sim.peak.breakdown_at_peak;
+    k.host_bytes = r.sim.events.host_bytes;
+    rep.ranks.push_back(k);
+  }
+  return rep;
+}
+
+nlohmann::ordered_json ToJson(const RanksReport& r) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const RankReport& k : r.ranks) {
+    nlohmann::ordered_json j;
+    if (k.ranks.size() == 1) j["rank"] = k.ranks[0];
+    j["ranks"] = k.ranks;
+    j["peak_live_bytes"] = k.peak_live_bytes;
+    j["peak_allocated_bytes"] = k.peak_allocated_bytes;
+    j["peak_reserved_bytes"] = k.peak_reserved_bytes;
+    if (k.peak_device_used_bytes > 0) j["peak_device_used_bytes"] = k.peak_device_used_bytes;
+    j["phase_peaks"] = {{"setup", k.phase_peaks[int(Phase::kSetup)]},
+                        {"forward", k.phase_peaks[int(Phase::kForward)]},
+                        {"backward", k.phase_peaks[int(Phase::kBackward)]},
+                        {"optimizer", k.phase_peaks[int(Phase::kOptimizer)]}};
+    nlohmann::ordered_json bd;
+    for (int c = 0; c < kNumCategories; ++c) bd[std::string(CategoryName(Category(c)))] = k.breakdown_at_peak[c];
+    j["breakdown_at_peak"] = bd;
+    j["host_bytes"] = k.host_bytes;
+    a.push_back(j);
+  }
+  return a;
+}
+
+std::string ToText(const RanksReport& r) {
+  std::ostringstream o;
+  o << "per rank (" << r.scheme << ", world " << r.world << "):\n";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s\n", r.scheme == "data-parallel" ? "devices" : "ranks",
+                "peak live", "allocated", "reserved", "host");
+  o << buf;
+  for (const RankReport& k : r.ranks) {
+    std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s\n", RankList(k.ranks).c_str(),
+                  HumanBytes(k.peak_live_bytes).c_str(), HumanBytes(k.peak_allocated_bytes).c_str(),
+                  HumanBytes(k.peak_reserved_bytes).c_str(), HumanBytes(k.host_bytes).c_str());
+    o << buf;
+  }
+  return o.str();
+}
+
+}  // namespace memsim
