@@ -38,6 +38,12 @@ struct SimOptions {
   std::string gpu_arch;                    ///< --gpu's architecture, for the typical workspaces
   bool cudnn_benchmark = false;            ///< --cudnn-benchmark: trial workspaces in the first step
   bool explain = false;                    ///< also find what keeps each buffer alive at the peak
+  std::string amp;                         ///< --amp fp16|bf16: torch.autocast around forward and loss; "" = off
+  std::string grad_scaler;                 ///< --grad-scaler on|off; "" = on with --amp fp16
+  std::string dtype;                       ///< --dtype fp32|fp16|bf16: model.half()/.bfloat16(); "" = the graph's
+  int steps = 1;                           ///< --steps N: consecutive training steps
+  std::string loop_holds = "none";         ///< --loop-holds output|none
+  std::string zero_grad = "set-to-none";   ///< --zero-grad none|zeros|set-to-none
 };
 
 struct SimResult {

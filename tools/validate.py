@@ -65,6 +65,8 @@ def setup_flags(graph, cfg):
     flags = []
     if int(cfg.get("accumulate", "1")) > 1:
         flags += ["--accumulate", cfg["accumulate"]]
+    if cfg.get("amp") not in (None, "", "None", "none"):
+        flags += ["--amp", cfg["amp"]]  # torch.autocast("cpu", dtype=...) around forward and loss
     if float(cfg.get("clip", "0")) > 0:
         flags += ["--clip-grad-norm", cfg["clip"]]
     if cfg.get("checkpoint"):
@@ -77,7 +79,7 @@ def setup_flags(graph, cfg):
 
 def unsupported(cfg):
     """The CONFIG settings memsim does not simulate yet (such traces are listed, not compared)."""
-    return ["amp=" + cfg["amp"]] if cfg.get("amp") not in (None, "", "None") else []
+    return []
 
 
 def run_memsim(memsim, graph, cfg):

@@ -22,6 +22,8 @@ std::optional<Profile> FindProfile(std::string_view name) {
     p.index_put_sort_buffers = 0;
     p.scalar_operand_bytes = 8;
     p.conv_workspace_policy = ConvWorkspacePolicy::kNone;
+    p.autocast_table = AutocastTable::kCpu113;
+    p.mixed_dtype_input_copies = true;
     return p;
   }
   return std::nullopt;

@@ -50,6 +50,9 @@ struct MemEvent {
 struct EventStream {
   std::vector<Buffer> buffers;
   std::vector<MemEvent> events;
+  /// With several training steps (--steps N): the index of the first event of each step
+  /// (after the setup); empty for a single step.
+  std::vector<size_t> step_starts;
   int64_t bytes(const MemEvent& e) const { return buffers[e.buffer].bytes; }
 };
 

@@ -4,7 +4,10 @@ namespace memsim {
 
 std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& options, const Profile& profile) {
   std::vector<std::unique_ptr<TrainingSetup>> setups;
+  if (options.autocast) setups.push_back(MakeAutocast());
   if (!options.checkpoint_modules.empty()) setups.push_back(MakeCheckpoint(options.checkpoint_modules));
+  // The scaler's unscale_ comes before clipping (scaler.unscale_(opt); clip_grad_norm_(...)).
+  if (options.grad_scaler) setups.push_back(MakeGradScaler());
   if (options.clip_grad_norm > 0) setups.push_back(MakeClipGradNorm(profile));
   return setups;
 }

@@ -19,6 +19,10 @@ struct SetupOptions {
   /// torch.utils.checkpoint (non-reentrant) around the forward of each of these modules
   /// (dotted module paths; a module inside another one listed is part of the outer one).
   std::vector<std::string> checkpoint_modules;
+  /// torch.autocast around forward and loss (the dtypes are bound: BindOptions::autocast).
+  bool autocast = false;
+  /// torch.amp.GradScaler: scale(loss).backward(), step() (unscale_), update().
+  bool grad_scaler = false;
 };
 
 /// One object per enabled setup, in hook order.
@@ -27,6 +31,8 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
 // The setups (one file each).
 std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc
 std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules);  // checkpoint.cc
+std::unique_ptr<TrainingSetup> MakeAutocast();                                     // autocast.cc
+std::unique_ptr<TrainingSetup> MakeGradScaler();                                   // grad_scaler.cc
 
 }  // namespace memsim
 
