@@ -21,9 +21,16 @@ OPTIONS = {
     "clip_grad_norm": "--clip-grad-norm",
     "checkpoint": "--checkpoint",
     "foreach": "--foreach",
+    "amp": "--amp",
+    "dtype": "--dtype",
+    "grad_scaler": "--grad-scaler",
+    "steps": "--steps",
+    "loop_holds": "--loop-holds",
+    "zero_grad": "--zero-grad",
 }
 # Options given once even in a sweep (a list is a bad value for them).
-SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm"}
+SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "grad_scaler", "steps",
+          "loop_holds", "zero_grad"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint"}
 
@@ -31,7 +38,7 @@ REPEATED = {"freeze", "checkpoint"}
 def _value(name, v):
     if isinstance(v, bool):
         # True would reach the CLI as "True"; say what the option wants instead.
-        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate")
+        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate", "steps")
                                                  else "an integer"))
     return str(v)
 

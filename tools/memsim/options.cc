@@ -73,7 +73,7 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "model.half() / model.bfloat16(): parameters, buffers and inputs in fp16 or bf16 (default fp32)")
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--steps", steps, "N consecutive training steps, allocator state carried across (default 1)");
+  cmd->add_option("--steps", num_steps, "N consecutive training steps, allocator state carried across (default 1)");
   cmd->add_option("--loop-holds", loop_holds,
                   "output: the loop's `out, loss` stay alive until the next forward rebinds them; none: "
                   "`del out, loss` after backward (default)")
@@ -110,8 +110,9 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.clip_grad_norm = clip_grad_norm;
   base.sim.checkpoint_globs = checkpoint;
   base.sim.grad_scaler = grad_scaler;
-  if (steps < 1 || steps > 1000) return Status::InvalidArgument("--steps " + std::to_string(steps) + ": expected 1 to 1000");
-  base.sim.steps = steps;
+  if (num_steps < 1 || num_steps > 1000)
+    return Status::InvalidArgument("--steps " + std::to_string(num_steps) + ": expected 1 to 1000");
+  base.sim.steps = num_steps;
   base.sim.loop_holds = loop_holds;
   base.sim.zero_grad = zero_grad;
   if (capacity < 0) return Status::InvalidArgument("--capacity must be non-negative");
