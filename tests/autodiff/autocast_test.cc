@@ -123,7 +123,9 @@ TEST(AutocastTest, LinearSavesTheCastCopiesAndTheCacheDiesAtRegionExit) {
   EXPECT_EQ(logits[0].bytes, 8 * 10 * 4);
   // Activations are bf16: the relu output is half the fp32 size.
   for (const Buffer& b : r.events.buffers)
-    if (b.name == "r") EXPECT_EQ(b.bytes, 8 * 64 * 2);
+    if (b.name == "r") {
+      EXPECT_EQ(b.bytes, 8 * 64 * 2);
+    }
   // ToCopyBackward0: each weight grad is made in bf16, then cast to an fp32 .grad.
   auto g2 = Lives(r.events, "l2.weight.grad");
   ASSERT_EQ(g2.size(), 2u);
@@ -168,8 +170,12 @@ TEST(AutocastTest, MixedDtypeAddPromotesAndCopiesTheNarrowOperandOnCpu) {
     "loss": "loss")");
   SimResult cpu = SimulateOk(g, MlpAmp("cpu"));
   for (const Buffer& b : cpu.events.buffers) {
-    if (b.name == "y") EXPECT_EQ(b.bytes, 4 * 16 * 4);  // fp32 + bf16 = fp32
-    if (b.name == "h") EXPECT_EQ(b.bytes, 4 * 16 * 2);
+    if (b.name == "y") {
+      EXPECT_EQ(b.bytes, 4 * 16 * 4);  // fp32 + bf16 = fp32
+    }
+    if (b.name == "h") {
+      EXPECT_EQ(b.bytes, 4 * 16 * 2);
+    }
   }
   EXPECT_EQ(Lives(cpu.events, ":mixed-dtype input copy").size() + 0, 0u);  // named after the op
   size_t copies = 0;

@@ -72,7 +72,9 @@ TEST(GradScalerTest, ScaleAndTrackerStayScaledLossDiesWithBackwardUnscaleTempora
   }
   // Nothing grad-sized: unscaling works in place.
   for (const Buffer& b : r.events.buffers)
-    if (b.name.starts_with("GradScaler")) EXPECT_LE(b.bytes, 8) << b.name;
+    if (b.name.starts_with("GradScaler")) {
+      EXPECT_LE(b.bytes, 8) << b.name;
+    }
   // Off: none of it; bf16 has no scaler unless asked; a steady step finds scale and tracker resident.
   opt.grad_scaler = "off";
   EXPECT_TRUE(Lives(SimulateOk(g, opt).events, "GradScaler: scale").empty());
@@ -105,7 +107,9 @@ TEST(ModelDtypeTest, HalfModelHalvesParametersGradsAndOptimizerState) {
     if (b.category == Category::kOptimizerState && b.name.find("l1.weight") != std::string::npos && b.bytes > 8)
       EXPECT_EQ(b.bytes, testing::kW1 / 2) << b.name;
   for (const Buffer& b : half.events.buffers)
-    if (b.name == "t") EXPECT_EQ(b.bytes, 8 * 8);  // integer inputs keep their dtype
+    if (b.name == "t") {
+      EXPECT_EQ(b.bytes, 8 * 8);  // integer inputs keep their dtype
+    }
   EXPECT_LT(half.peak.peak_live_bytes, fp32.peak.peak_live_bytes);
   opt.dtype = "fp8";
   EXPECT_FALSE(Simulate(g, opt).ok());
