@@ -111,3 +111,8 @@ memsim_error_test(negative_cudnn_workspace 2 "--cudnn-workspace -1: bytes must b
 memsim_error_test(negative_context_bytes 2 "--context-bytes must be non-negative"
   run graphs/mlp.json --context-bytes=-5)
 memsim_error_test(sweep_every_row_invalid 2 "unknown optimizer \"adamx\"" sweep graphs/mlp.json --batch 1,2 --optimizer adamx)
+# Training setups of issue 8: autocast + GradScaler, and a three-step loop (per-step peaks).
+memsim_golden_test(run_mlp_amp_fp16_json run_mlp_amp_fp16.json run graphs/mlp.json --batch 64 --optimizer adam --amp fp16 --json)
+memsim_golden_test(run_mlp_steps3_text run_mlp_steps3.txt
+                   run graphs/mlp.json --batch 32 --profile cpu --optimizer adam --steps 3 --loop-holds output)
+memsim_error_test(bad_steps 2 "--steps 0: expected 1 to 1000" run graphs/mlp.json --steps 0)
