@@ -80,6 +80,11 @@ def setup_flags(graph, cfg):
         flags += ["--amp", cfg["amp"]]  # torch.autocast("cpu", dtype=...) around forward and loss
     if float(cfg.get("clip", "0")) > 0:
         flags += ["--clip-grad-norm", cfg["clip"]]
+    warmup = int(cfg.get("warmup", "0"))
+    if warmup > 0:  # the traced step follows K full steps: simulate K+1 (Note [Training loop])
+        flags += ["--steps", str(warmup + 1)]
+        if cfg.get("keep_prev") == "True":
+            flags += ["--loop-holds", "output"]
     if cfg.get("checkpoint"):
         # trace_step.py wraps every module whose qualified name fully matches the regex.
         for m in module_paths(graph):
@@ -191,6 +196,17 @@ def llm_gpu_section(memsim, graphs):
               "autograd engine's device thread has its own cuBLAS handle, whose workspace a warm step already",
               "holds. Reserved bytes of a warm step depend on the segments earlier steps left; adding the",
               "gradients to the cold step's reserved peak is an estimate, not a simulation."]
+    # The warm step simulated (Note [Training loop]): six steps in one stream, no zero_grad (no
+    # optimizer), the grads resident and accumulated in place; the last step is the recorded one.
+    cmd6 = cmd[:-1] + ["--steps", "6", "--zero-grad", "none", "--json"]
+    r6 = json.loads(subprocess.run(cmd6, check=True, capture_output=True, text=True).stdout)
+    rows6 = [("peak allocated (requested bytes)", alloc, r6["steps"][-1]["peak_live_bytes"]),
+             ("peak reserved", reserved, r6["peak_reserved_bytes"])]
+    lines += ["", "Simulated as the warm step it is: `memsim run graphs/cs336_small.json --batch 32 --set seq=256",
+              "--optimizer none --steps 6 --zero-grad none`, the sixth step's peak (live bytes) and the run's",
+              "reserved peak:", "", "| | recorded | memsim, step 6 of 6 | error |", "|---|---:|---:|---:|"]
+    for label, real, pred in rows6:
+        lines.append("| %s | %.2f MiB | %.2f MiB | %+.3f %% |" % (label, real / mib, pred / mib, err(pred, real)))
     return lines
 
 
@@ -201,6 +217,8 @@ def err(pred, real):
 def trace_cells(r, cfg, peak, phases):
     """(label, predicted, measured) per phase; a custom optimizer's step is a note."""
     pp = r["phase_peaks"]
+    if "steps" in r:  # a steady-state trace: its one step against memsim's last step
+        return [("peak", r["steps"][-1]["peak_live_bytes"], peak)]
     cells = [("peak", r["peak_live_bytes"], peak), ("forward", pp["forward"], phases.get("forward", 0)),
              ("backward", pp["backward"], phases.get("backward", 0))]
     if cfg.get("opt", "sgd") != "none":
@@ -220,7 +238,8 @@ def main():
     ap.add_argument("--out", default=None, help="write the Markdown report here")
     a = ap.parse_args()
     dirs = a.traces or [os.path.join(ROOT, "tests", "data", "traces"), os.path.join(ROOT, "tests", "oracle"),
-                        os.path.join(ROOT, "tests", "oracle", "llm"), os.path.join(ROOT, "tests", "data", "traces_features")]
+                        os.path.join(ROOT, "tests", "oracle", "llm"), os.path.join(ROOT, "tests", "data", "traces_features"),
+                        os.path.join(ROOT, "tests", "data", "traces_steps")]
     files = []
     for d in dirs:
         if not os.path.isdir(d):
@@ -277,8 +296,15 @@ def main():
                                     ", freeze %s" % cfg["freeze"] if cfg.get("freeze", "0") != "0" else "",
                                     ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else "")
         c += "".join(", %s %s" % (label, cfg[key]) for key, label in
-                     (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"))
-                     if cfg.get(key) not in (None, "", "1", "0.0", "0"))
+                     (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("amp", "amp"),
+                      ("warmup", "warmup"))
+                     if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
+        if cfg.get("warmup", "0") == "1":
+            c += ", warmup 1"
+        if cfg.get("keep_prev") == "True":
+            c += ", keep-prev (last step of --steps, --loop-holds output)"
+        elif cfg.get("warmup", "0") != "0":
+            c += " (last step of --steps)"
         for i, (label, pred, real) in enumerate(cells):
             lines.append("| %s | %s | %s | %d | %d | %+.3f %% |" % (name if i == 0 else "", c if i == 0 else "", label,
                                                                    real, pred, err(pred, real)))

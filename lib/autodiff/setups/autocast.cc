@@ -54,6 +54,14 @@ class Autocast : public TrainingSetup {
     cache_order_.clear();
   }
 
+  /// Uses whose node backward never reached (not on the loss's path) leave their cast's
+  /// ToCopyBackward0 unrun: its partial sum dies with the graph.
+  void AfterBackwardPass(StepState& s) override {
+    for (auto& [k, p] : cached_uses_)
+      if (p.sum.defined()) s.ledger.Unref(p.sum.s);
+    cached_uses_.clear();
+  }
+
   void OnInputGrad(StepState& s, OpId o, size_t i, Grad* grad) override {
     if (o >= s.bound.casts.size()) return;
     const InputCast* cast = CastOf(s, o, i);
