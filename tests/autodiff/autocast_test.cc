@@ -148,15 +148,20 @@ TEST(AutocastTest, TrainableWeightsAreCastOncePerRegionFrozenOnesAtEveryUse) {
   EXPECT_EQ(Lives(trained.events, "w (autocast float16)").size(), 0u);  // bf16 asked
   auto casts = Lives(trained.events, "w (autocast bfloat16)");
   EXPECT_EQ(casts.size(), 1u);
-  // One ToCopyBackward0 for both uses: one fp32 .grad made from one bf16 sum.
-  EXPECT_EQ(Lives(trained.events, "w.grad").size(), 2u);
+  // One ToCopyBackward0 for both uses: the two uses' bf16 grads are summed (in place on cuda),
+  // then cast once to the one fp32 .grad.
+  auto grads = Lives(trained.events, "w.grad");
+  ASSERT_EQ(grads.size(), 3u);
+  EXPECT_EQ(grads[0].bytes, 16 * 16 * 2);
+  EXPECT_EQ(grads[1].bytes, 16 * 16 * 2);
+  EXPECT_EQ(grads[2].bytes, 16 * 16 * 4);
+  EXPECT_EQ(grads[2].free, Phase::kOptimizer);
   opt.freeze_params = 1;
   SimResult frozen = SimulateOk(g, opt);
   auto fcasts = Lives(frozen.events, "w (autocast bfloat16)");
   ASSERT_EQ(fcasts.size(), 2u);
-  // The first use's copy is not saved (x needs no grad): it dies in forward with its op.
+  // Nothing requires grad once w is frozen: no node saves either copy, each dies with its op.
   EXPECT_EQ(fcasts[0].free, Phase::kForward);
-  // The second is saved by the node (h requires grad? no: nothing requires grad when frozen).
   EXPECT_EQ(fcasts[1].free, Phase::kForward);
 }
 
@@ -177,7 +182,6 @@ TEST(AutocastTest, MixedDtypeAddPromotesAndCopiesTheNarrowOperandOnCpu) {
       EXPECT_EQ(b.bytes, 4 * 16 * 2);
     }
   }
-  EXPECT_EQ(Lives(cpu.events, ":mixed-dtype input copy").size() + 0, 0u);  // named after the op
   size_t copies = 0;
   for (const Buffer& b : cpu.events.buffers)
     if (b.name.find("mixed-dtype input copy") != std::string::npos) {
@@ -198,8 +202,6 @@ TEST(AutocastTest, AmpOffIsTheDefaultAndBadValuesAreErrors) {
   EXPECT_EQ(SimulateOk(g, opt).peak.peak_live_bytes, plain.peak.peak_live_bytes);
   opt.amp = "fp8";
   EXPECT_FALSE(Simulate(g, opt).ok());
-  opt.amp = "bf16";
-  EXPECT_LT(SimulateOk(g, opt).peak.phase_peaks[int(Phase::kForward)] - 0, plain.peak.phase_peaks[int(Phase::kForward)] * 2);
 }
 
 }  // namespace
