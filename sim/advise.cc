@@ -60,6 +60,18 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                    v->sim.checkpoint_globs = blocks;
                    return true;
                  }});
+  // Mixed precision (Note [Autocast]): the same model, GEMMs and convolutions in 16 bits.
+  c.push_back({"mixed precision: torch.autocast bf16 (--amp bf16)", false, [](const RunConfig& b, RunConfig* v) {
+                 if (!b.sim.amp.empty() || !b.sim.dtype.empty()) return false;
+                 v->sim.amp = "bf16";
+                 return true;
+               }});
+  c.push_back({"mixed precision: torch.autocast fp16 with a GradScaler (--amp fp16)", false,
+               [](const RunConfig& b, RunConfig* v) {
+                 if (!b.sim.amp.empty() || !b.sim.dtype.empty()) return false;
+                 v->sim.amp = "fp16";
+                 return true;
+               }});
   c.push_back({"SGD with momentum instead of an Adam-family optimizer", true, [](const RunConfig& b, RunConfig* v) {
                  if (!b.sim.optimizer.starts_with("adam")) return false;
                  v->sim.optimizer = "momentum";

@@ -72,6 +72,37 @@ Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const P
   return p;
 }
 
+/// --dtype (model.half()) and --amp (torch.autocast) into the binding options.
+Status ApplyPrecision(const SimOptions& opt, BindOptions* bo) {
+  if (opt.dtype == "fp16" || opt.dtype == "bf16") {
+    bo->model_dtype = opt.dtype == "fp16" ? Dtype::kFloat16 : Dtype::kBFloat16;
+  } else if (!opt.dtype.empty() && opt.dtype != "fp32") {
+    return Status::InvalidArgument("--dtype \"" + opt.dtype + "\": expected fp32, fp16 or bf16");
+  }
+  if (opt.amp == "fp16" || opt.amp == "bf16") {
+    bo->autocast = opt.amp == "fp16" ? Dtype::kFloat16 : Dtype::kBFloat16;
+  } else if (!opt.amp.empty() && opt.amp != "off") {
+    return Status::InvalidArgument("--amp \"" + opt.amp + "\": expected fp16, bf16 or off");
+  }
+  if (!opt.grad_scaler.empty() && opt.grad_scaler != "on" && opt.grad_scaler != "off")
+    return Status::InvalidArgument("--grad-scaler \"" + opt.grad_scaler + "\": expected on or off");
+  return Status::OK();
+}
+
+/// --steps, --loop-holds, --zero-grad (Note [Training loop]).
+Status ApplyLoop(const SimOptions& opt, StepConfig* cfg) {
+  if (opt.steps < 1 || opt.steps > 1000) return Status::InvalidArgument("--steps must be 1 to 1000");
+  cfg->steps = opt.steps;
+  if (opt.loop_holds != "output" && opt.loop_holds != "none")
+    return Status::InvalidArgument("--loop-holds \"" + opt.loop_holds + "\": expected output or none");
+  cfg->loop_holds_output = opt.loop_holds == "output";
+  if (opt.zero_grad == "set-to-none") cfg->zero_grad = StepConfig::ZeroGrad::kSetToNone;
+  else if (opt.zero_grad == "zeros") cfg->zero_grad = StepConfig::ZeroGrad::kZeros;
+  else if (opt.zero_grad == "none") cfg->zero_grad = StepConfig::ZeroGrad::kNone;
+  else return Status::InvalidArgument("--zero-grad \"" + opt.zero_grad + "\": expected none, zeros or set-to-none");
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
@@ -148,7 +179,10 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
     if (!matched) return Status::InvalidArgument("--freeze \"" + glob + "\" matches no parameter of " + g.name);
   }
 
-  BindOptions bo{&r.profile, opt.inplace};
+  BindOptions bo;
+  bo.profile = &r.profile;
+  bo.inplace_override = opt.inplace;
+  MEMSIM_RETURN_IF_ERROR(ApplyPrecision(opt, &bo));
   MEMSIM_ASSIGN_OR_RETURN(r.bound, BindGraph(g, b, bo));
   StepConfig cfg;
   cfg.profile = &r.profile;
@@ -158,7 +192,10 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   if (opt.accumulate < 1) return Status::InvalidArgument("--accumulate must be at least 1");
   if (!(opt.clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   cfg.passes = opt.accumulate;
+  MEMSIM_RETURN_IF_ERROR(ApplyLoop(opt, &cfg));
   cfg.setup.clip_grad_norm = opt.clip_grad_norm;
+  cfg.setup.autocast = bo.autocast.has_value();
+  cfg.setup.grad_scaler = opt.grad_scaler.empty() ? opt.amp == "fp16" : opt.grad_scaler == "on";
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, ModulesMatching(g, opt.checkpoint_globs, "--checkpoint"));
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.parallel, CheckParallel(g, opt.parallel, r.profile));
   cfg.setup.parallel.dp_total_batch = dp_total_batch;

@@ -41,6 +41,12 @@ struct SimOptions {
   /// --ddp WORLD, --zero 1|2 --world N, --bucket-cap-mb, --gradient-as-bucket-view; the rank
   /// simulated (sim/ranks.h runs every distinct one).
   ParallelOptions parallel;
+  std::string amp;                         ///< --amp fp16|bf16: torch.autocast around forward and loss; "" = off
+  std::string grad_scaler;                 ///< --grad-scaler on|off; "" = on with --amp fp16
+  std::string dtype;                       ///< --dtype fp32|fp16|bf16: model.half()/.bfloat16(); "" = the graph's
+  int steps = 1;                           ///< --steps N: consecutive training steps
+  std::string loop_holds = "none";         ///< --loop-holds output|none
+  std::string zero_grad = "set-to-none";   ///< --zero-grad none|zeros|set-to-none
 };
 
 struct SimResult {

@@ -43,6 +43,24 @@ PeakReport AnalyzePeak(const EventStream& s) {
     if (any_phase_seen[ph]) carry = end_live[ph];
     else r.phase_peaks[ph] = carry;
   }
+  // Per step: the live bytes at its start and after each of its events.
+  if (!s.step_starts.empty()) {
+    int64_t l = 0;
+    size_t k = 0;
+    for (size_t i = 0; i <= s.events.size(); ++i) {
+      while (k < s.step_starts.size() && s.step_starts[k] == i) {
+        r.step_peaks.push_back(l);
+        if (k > 0) r.step_end_bytes.push_back(l);
+        ++k;
+      }
+      if (i == s.events.size()) break;
+      const MemEvent& e = s.events[i];
+      l += e.kind == EventKind::kAlloc ? s.bytes(e) : -s.bytes(e);
+      if (k > 0) r.step_peaks[k - 1] = std::max(r.step_peaks[k - 1], l);
+    }
+    r.step_end_bytes.push_back(l);
+    while (r.step_end_bytes.size() < r.step_peaks.size()) r.step_end_bytes.push_back(l);
+  }
   // Second pass: what is alive at the peak.
   for (size_t i = 0; i < s.events.size() && i <= r.peak_event; ++i)
     alive[s.events[i].buffer] = s.events[i].kind == EventKind::kAlloc;

@@ -23,6 +23,9 @@ struct PeakReport {
   std::array<int64_t, kNumPhases> phase_peaks{};
   std::array<int64_t, kNumCategories> breakdown_at_peak{};
   std::vector<uint32_t> live_at_peak;  ///< buffer ids, largest first (ties: lower id first)
+  /// With several steps (EventStream::step_starts): per step, the peak live bytes (including
+  /// those live at its start) and the live bytes at its end.
+  std::vector<int64_t> step_peaks, step_end_bytes;
 };
 
 PeakReport AnalyzePeak(const EventStream& s);

@@ -142,12 +142,20 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
         break;
     }
   }
-  // validate_outputs: a grad shaped like a broadcast result is summed to the input's shape.
+  // validate_outputs: a grad shaped like a broadcast result is summed to the input's shape,
+  // and one of another dtype (a promoted result under autocast) is cast to the input's dtype.
   for (size_t i = 0; i < produced.size(); ++i) {
-    if (!produced[i].defined() || produced[i].meta.sizes == c.in[i]->sizes) continue;
-    Grad reduced = new_grad(i);
-    s.ledger.Unref(produced[i].s);
-    produced[i] = std::move(reduced);
+    if (!produced[i].defined()) continue;
+    if (produced[i].meta.sizes != c.in[i]->sizes) {
+      Grad reduced = new_grad(i);
+      s.ledger.Unref(produced[i].s);
+      produced[i] = std::move(reduced);
+    }
+    if (produced[i].meta.dtype != c.in[i]->dtype) {
+      Grad cast = new_grad(i);
+      s.ledger.Unref(produced[i].s);
+      produced[i] = std::move(cast);
+    }
   }
   for (Grad& in : node.buffer)
     if (in.defined()) s.ledger.Unref(in.s);
@@ -169,6 +177,7 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   Node& node = s.nodes[o];
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     if (!((node.rg >> i) & 1u)) continue;
+    s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
     Edge e = EdgeOf(s, o, i);
     if (e.param != kNoStorage) {
       if (produced[i].defined()) Accumulate(s, &s.param_buffer[e.param], std::move(produced[i]), op.inputs[i]);
@@ -222,9 +231,11 @@ void RunBackwardPass(StepState& s) {
     s.ledger.Unref(seed);
   }
   s.ledger.set_op(kNoOp);
-  // `del out, loss`, then whatever graph is left unreached is destroyed with them.
-  for (TensorId t : CallerNames(g))
-    if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
+  // `del out, loss`, then whatever graph is left unreached is destroyed with them; a loop
+  // that keeps its names holds them until the next forward rebinds them (Note [Training loop]).
+  if (!s.cfg.loop_holds_output)
+    for (TensorId t : CallerNames(g))
+      if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
   for (Node& n : s.nodes) {
     for (size_t k = 0; k < n.saved.size(); ++k)
       if (!n.released[k]) s.ledger.Unref(n.saved[k]);

@@ -37,6 +37,13 @@ void DropDeadNames(StepState& s, OpId o) {
     if (s.bound.last_use[t] == kNone && !s.held[t]) s.ledger.Unref(s.storage[t]);
 }
 
+/// The storage input |i| is read from: the policy's replacement (an autocast copy) or its own.
+StorageId InputStorage(const Op& op, int i, const std::vector<StorageId>& storage, const ForwardOpPolicy& policy) {
+  if (static_cast<size_t>(i) < policy.input_storage.size() && policy.input_storage[i] != kNoStorage)
+    return policy.input_storage[i];
+  return storage[op.inputs[i]];
+}
+
 }  // namespace
 
 void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
@@ -82,7 +89,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   if (node.exists) {
     if (saves) {
       for (const SavedRef& r : plan.saved) {
-        StorageId st = r.kind == SavedRef::kInput    ? storage[op.inputs[r.index]]
+        StorageId st = r.kind == SavedRef::kInput    ? InputStorage(op, r.index, storage, policy)
                        : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
                                                      : extras[r.index];
         MEMSIM_CHECK(st != kNoStorage);
@@ -105,8 +112,15 @@ void RunForwardOp(StepState& s, OpId o) {
   ForwardOpPolicy policy;
   s.Hook(&TrainingSetup::BeforeForwardOp, o, &policy);
   ExecuteForwardOp(s, o, s.storage, policy, /*recompute=*/false);
-  DropDeadNames(s, o);
+  // The op's own temporaries (autocast copies) die as it returns, before Python drops names.
   s.Hook(&TrainingSetup::AfterForwardOp, o);
+  DropDeadNames(s, o);
+  // `out = model(x)` / `loss = ...` rebind the loop's names: the previous pass's die.
+  for (TensorId t : s.g.ops[o].outputs)
+    if (s.held_prev[t] != kNoStorage) {
+      s.ledger.Unref(s.held_prev[t]);
+      s.held_prev[t] = kNoStorage;
+    }
 }
 
 }  // namespace memsim

@@ -15,6 +15,7 @@
 #define MEMSIM_LIB_AUTODIFF_SETUP_H_
 
 #include <cstdint>
+#include <vector>
 
 #include <vector>
 
@@ -24,10 +25,14 @@
 namespace memsim {
 
 struct StepState;
+struct Grad;
 
 /// What the forward of one op will do, as setups may adjust it before it runs.
 struct ForwardOpPolicy {
   bool save_for_backward = true;  ///< false: the node keeps nothing (e.g. inside a checkpoint)
+  /// Per input (empty: none): the storage the op reads instead of the input's own, e.g. an
+  /// autocast copy (Ledger::StorageId; UINT32_MAX = the input itself). The node saves these.
+  std::vector<uint32_t> input_storage;
 };
 
 class TrainingSetup {
@@ -45,6 +50,11 @@ class TrainingSetup {
   /// Around the backward node of op |o| (phase kBackward), in engine order.
   virtual void BeforeBackwardNode(StepState&, OpId) {}
   virtual void AfterBackwardNode(StepState&, OpId) {}
+  /// The forward (and the loss) of a pass is over, before backward (an autocast region exits).
+  virtual void AfterForwardPass(StepState&) {}
+  /// Node |o| produced |grad| for its input |i|, before the engine hands it on; a setup may
+  /// replace it (ToCopyBackward0 of an autocast cast) or take it (leaving it undefined).
+  virtual void OnInputGrad(StepState&, OpId, size_t, Grad*) {}
   /// The backward pass is over: `del out, loss` and the autograd graph destroyed.
   virtual void AfterBackwardPass(StepState&) {}
   /// AccumulateGrad has finished parameter |k| (Graph::parameters index) for this pass.

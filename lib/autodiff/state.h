@@ -50,10 +50,14 @@ struct StepState {
   const Profile& profile;
   Ledger ledger;
   Phase phase = Phase::kSetup;
+  bool first_step = true;               ///< the step being run creates the optimizer state
   std::vector<bool> rg;                 ///< per tensor: requires grad
   std::vector<StorageId> storage;       ///< per tensor: its storage, or kNoStorage
   std::vector<uint32_t> param_index;    ///< per tensor: index in Graph::parameters, or kNoStorage
   std::vector<bool> held;               ///< per tensor: held by the caller (`out`, `loss`)
+  /// Per tensor (`out`, `loss`): the previous pass's storage the loop's name still holds until
+  /// this pass rebinds it (StepConfig::loop_holds_output), or kNoStorage.
+  std::vector<StorageId> held_prev;
   std::vector<Node> nodes;              ///< per op
   std::vector<Grad> param_buffer;       ///< per parameter: grads being accumulated
   std::vector<int> param_deps;          ///< per parameter: grads still to come

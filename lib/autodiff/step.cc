@@ -18,6 +18,7 @@ StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& 
   param_index.assign(g.tensors.size(), kNoStorage);
   for (size_t k = 0; k < g.parameters.size(); ++k) param_index[g.parameters[k]] = uint32_t(k);
   held.assign(g.tensors.size(), false);
+  held_prev.assign(g.tensors.size(), kNoStorage);
   for (TensorId t : g.outputs) held[t] = true;
   if (g.loss != kNone) held[g.loss] = true;
   nodes.assign(g.ops.size(), Node{});
@@ -27,8 +28,12 @@ StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& 
 }
 
 void StepState::StartPass() {
-  for (TensorId t = 0; t < g.tensors.size(); ++t)
-    if (g.tensors[t].role == TensorRole::kActivation) storage[t] = kNoStorage;
+  for (TensorId t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].role != TensorRole::kActivation) continue;
+    // Note [Training loop]: the loop's names still hold the last `out` and `loss`.
+    if (cfg.loop_holds_output && held[t] && storage[t] != kNoStorage) held_prev[t] = storage[t];
+    storage[t] = kNoStorage;
+  }
   nodes.assign(g.ops.size(), Node{});
   param_buffer.assign(g.parameters.size(), Grad{});
   param_deps.assign(g.parameters.size(), 0);
@@ -82,25 +87,41 @@ void OptimizerAndZeroGrad(StepState& s) {
   if (s.cfg.optimizer.name == "none") return;
   s.Hook(&TrainingSetup::BeforeOptimizerStep);
   RecordFunctionScratch(s);
-  RunOptimizerStep(s.cfg.optimizer, s.profile, s.cfg.first_step, s.OptParams(), &s.ledger, &s.states);
+  RunOptimizerStep(s.cfg.optimizer, s.profile, s.first_step, s.OptParams(), &s.ledger, &s.states);
   s.Hook(&TrainingSetup::AfterOptimizerStep);
   RecordFunctionScratch(s);
-  for (StorageId st : s.param_grad)
+  // zero_grad(set_to_none=True) frees the grads; zeros / none keep them for the next step.
+  if (s.cfg.zero_grad != StepConfig::ZeroGrad::kSetToNone) return;
+  for (StorageId& st : s.param_grad) {
     if (st != kNoStorage) s.ledger.Unref(st);
+    st = kNoStorage;
+  }
 }
 
-void RunStep(StepState& s) {
-  Setup(s);
+/// One training step: the passes (forward, backward), then optimizer.step() and zero_grad().
+void RunOneStep(StepState& s, bool first) {
   for (int pass = 0; pass < std::max(1, s.cfg.passes); ++pass) {
-    if (pass > 0) s.StartPass();
+    if (!first || pass > 0) s.StartPass();
     s.SetPhase(Phase::kForward);
     for (OpId o = 0; o < s.g.ops.size(); ++o) RunForwardOp(s, o);
+    s.ledger.set_op(kNoOp);
+    s.Hook(&TrainingSetup::AfterForwardPass);
     s.SetPhase(Phase::kBackward);
     RunBackwardPass(s);
   }
   s.SetPhase(Phase::kOptimizer);
   s.ledger.set_op(kNoOp);
   OptimizerAndZeroGrad(s);
+}
+
+void RunStep(StepState& s) {
+  Setup(s);
+  const int steps = std::max(1, s.cfg.steps);
+  for (int k = 0; k < steps; ++k) {
+    if (steps > 1) s.ledger.MarkStep();
+    s.first_step = s.cfg.first_step && k == 0;
+    RunOneStep(s, k == 0);
+  }
 }
 
 }  // namespace

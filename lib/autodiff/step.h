@@ -28,6 +28,15 @@ struct StepConfig {
   /// --accumulate K: K forward+backward passes before optimizer.step(); grads accumulate in
   /// place into .grad from the second pass on.
   int passes = 1;
+  /// --steps N: N consecutive training steps, the allocator state carried across (Note
+  /// [Training loop] in docs/op-rules.md); the first is a first step iff |first_step|.
+  int steps = 1;
+  /// --loop-holds output: the loop's `out, loss` names keep the last pass's output and loss
+  /// alive until the next forward rebinds them (none: `del out, loss` after backward).
+  bool loop_holds_output = false;
+  /// --zero-grad: set-to-none frees .grad after the step; zeros / none keep it (zeroed in place
+  /// or not at all), so the next backward adds into it.
+  enum class ZeroGrad : uint8_t { kSetToNone, kZeros, kNone } zero_grad = ZeroGrad::kSetToNone;
   /// The training setups this configuration enables (made fresh for every simulated step).
   SetupOptions setup;
   /// More setups called at every hook point after those of |setup| (not owned; each used by one

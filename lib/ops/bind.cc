@@ -11,6 +11,8 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
   out.metas.resize(g.tensors.size());
   out.owner.resize(g.tensors.size());
   out.last_use.assign(g.tensors.size(), kNone);
+  out.autocast = opt.autocast;
+  if (opt.autocast) out.casts.resize(g.ops.size());
   for (uint32_t s = 0; s < g.symbols.size(); ++s)
     if (s >= b.size() || !b[s])
       return Status::InvalidArgument(g.source + ": symbol \"" + g.symbols[s] +
@@ -28,7 +30,8 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
                                        "\" is negative or overflows after binding symbols");
       sizes.push_back(*v);
     }
-    auto m = TensorMeta::Contiguous(tensor.dtype, sizes);
+    Dtype dt = opt.model_dtype && tensor.dtype == Dtype::kFloat32 ? *opt.model_dtype : tensor.dtype;
+    auto m = TensorMeta::Contiguous(dt, sizes);
     if (!m)
       return Status::InvalidArgument(g.source + ": " + tensor.pointer + ": \"" + tensor.name +
                                      "\" is too large (its byte size overflows 64 bits)");
@@ -49,6 +52,10 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
       out.last_use[in] = o;
     }
     for (TensorId t : op.keep_alive) out.last_use[t] = o;
+    if (opt.autocast) {
+      out.casts[o] = AutocastCasts(opt.profile->autocast_table, op.kind, *opt.autocast, ctx.in);
+      for (const InputCast& cast : out.casts[o]) ctx.in[cast.input] = &cast.meta;
+    }
     InferOut inferred;
     Status st = rule.infer(ctx, &inferred);
     if (!st.ok()) return st.WithPrefix(g.source);
@@ -102,6 +109,8 @@ RuleCtx MakeRuleCtx(const Graph& g, const BoundGraph& bound, const Profile& prof
     c.in.push_back(&bound.metas[op.inputs[i]]);
     if (rg && i < 32 && (*rg)[op.inputs[i]]) c.rg |= 1u << i;
   }
+  if (o < bound.casts.size())
+    for (const InputCast& cast : bound.casts[o]) c.in[cast.input] = &cast.meta;
   for (TensorId t : op.outputs) c.out.push_back(&bound.metas[t]);
   c.rg &= RuleFor(op.kind).diff_inputs;
   return c;

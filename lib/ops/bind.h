@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/ir/graph.h"
+#include "lib/ops/autocast_lists.h"
 #include "lib/ops/op_rules.h"
 #include "lib/ops/profile.h"
 #include "lib/ops/tensor_meta.h"
@@ -19,6 +20,12 @@ namespace memsim {
 struct BindOptions {
   const Profile* profile = nullptr;        ///< required
   std::optional<bool> inplace_override;    ///< --inplace-activations on|off; unset = keep
+  /// torch.autocast around the forward (and the loss): the lower-precision dtype (kFloat16 or
+  /// kBFloat16); unset = off. Each op's inputs get the casts of Profile::autocast_table.
+  std::optional<Dtype> autocast;
+  /// model.half() / .bfloat16() (--dtype): fp32 parameters, buffers and floating inputs are
+  /// bound in this dtype instead, so activations, grads and optimizer state follow it.
+  std::optional<Dtype> model_dtype;
 };
 
 struct BoundGraph {
@@ -27,6 +34,10 @@ struct BoundGraph {
   std::vector<TensorMeta> metas;   ///< per tensor
   std::vector<TensorId> owner;     ///< per tensor: the tensor owning its storage (itself if fresh)
   std::vector<OpId> last_use;      ///< per tensor: last op consuming it in forward, or kNone
+  std::optional<Dtype> autocast;   ///< the BindOptions' autocast dtype
+  /// Per op (empty without autocast): the casts autocast makes of its inputs, in the order it
+  /// makes them; the op's rule sees the cast metas (Note [Autocast] in docs/op-rules.md).
+  std::vector<std::vector<InputCast>> casts;
 };
 
 /// Binds |b| (every symbol must have a value) and infers all shapes. Errors name the file,

@@ -23,6 +23,8 @@ std::optional<Profile> FindProfile(std::string_view name) {
     p.scalar_operand_bytes = 8;
     p.zero_whole_parameters = true;
     p.conv_workspace_policy = ConvWorkspacePolicy::kNone;
+    p.autocast_table = AutocastTable::kCpu113;
+    p.mixed_dtype_input_copies = true;
     return p;
   }
   return std::nullopt;

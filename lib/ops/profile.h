@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "lib/ops/autocast_lists.h"
 #include "lib/ops/conv_workspace.h"
 
 namespace memsim {
@@ -80,6 +81,12 @@ struct Profile {
   bool cudnn_benchmark_trials = false;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
+  /// torch.autocast's op lists (lib/ops/autocast_lists.h): PyTorch 2.x CUDA or 1.13 CPU.
+  AutocastTable autocast_table = AutocastTable::kCuda2x;
+  /// A binary op on two floating dtypes (an fp32 residual plus a bf16 branch under autocast):
+  /// the CPU TensorIterator copies the narrower input to the common dtype first (a temporary,
+  /// allocated before the output); CUDA kernels cast while they load (Note [Autocast]).
+  bool mixed_dtype_input_copies = false;
 };
 
 /// The built-in profiles: "cuda" (default) and "cpu".

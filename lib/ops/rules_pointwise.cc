@@ -2,6 +2,7 @@
 // derivatives.yaml (see Note [Saved tensors] and Note [In-place activations] in docs/op-rules.md):
 // outputs for relu/sigmoid/tanh/softmax; inputs for gelu/silu/leaky_relu/hardtanh/hardswish;
 // in-place variants whose formula needs the pre-mutation input save a clone.
+#include "lib/ops/autocast_lists.h"
 #include "lib/ops/op_rules.h"
 
 namespace memsim {
@@ -94,6 +95,29 @@ void FwdDropout(const RuleCtx& c, FwdPlan* p) {
 }
 
 // Arithmetic. `scalar` (no second input) saves nothing.
+/// torch.result_type of two tensor operands: a floating one wins over an integer one; two
+/// floating ones give the wider, except that a 0-dim operand defers to a dimensioned one.
+Dtype BinaryResultType(const TensorMeta& a, const TensorMeta& b) {
+  if (!IsFloating(a.dtype)) return IsFloating(b.dtype) ? b.dtype : a.dtype;
+  if (!IsFloating(b.dtype) || a.dtype == b.dtype) return a.dtype;
+  if ((a.dim() == 0) != (b.dim() == 0)) return a.dim() == 0 ? b.dtype : a.dtype;
+  return PromoteFloating(a.dtype, b.dtype);
+}
+
+/// Profile::mixed_dtype_input_copies: the CPU TensorIterator copies an operand whose dtype
+/// differs from the result's before it allocates the output, and frees it when the op ends.
+bool MixedDtypeCopies(const RuleCtx& c, FwdPlan* p) {
+  if (!c.profile.mixed_dtype_input_copies || c.in.size() != 2) return false;
+  if (!IsFloating(c.in[0]->dtype) || !IsFloating(c.in[1]->dtype) || c.in[0]->dtype == c.in[1]->dtype) return false;
+  Dtype to = BinaryResultType(*c.in[0], *c.in[1]);
+  std::vector<int> copies;
+  for (const TensorMeta* m : c.in)
+    if (m->dtype != to) copies.push_back(p->AddExtra(m->numel() * ElementSize(to), "mixed-dtype input copy"));
+  if (!c.inplace()) p->AllocOutput(0);
+  for (int k : copies) p->FreeExtra(k);
+  return true;
+}
+
 Status InferBinary(const RuleCtx& c, InferOut* o) {
   if (c.in.empty() || c.in.size() > 2) return RuleError(c, "expected 1 or 2 inputs");
   const TensorMeta& a = *c.in[0];
@@ -103,7 +127,7 @@ Status InferBinary(const RuleCtx& c, InferOut* o) {
     auto b = BroadcastShapes(a.sizes, c.in[1]->sizes);
     if (!b) return RuleError(c, "cannot broadcast " + a.ShapeString() + " with " + c.in[1]->ShapeString());
     sizes = *b;
-    if (!IsFloating(dt) && IsFloating(c.in[1]->dtype)) dt = c.in[1]->dtype;
+    dt = BinaryResultType(a, *c.in[1]);
   } else if (!c.op.attrs.Has("scalar")) {
     return RuleError(c, "needs a second input or a \"scalar\" attribute");
   }
@@ -125,11 +149,15 @@ int ScalarOperand(const RuleCtx& c, FwdPlan* p) {
   return k;
 }
 
-void FwdAddSub(const RuleCtx& c, FwdPlan* p) { ScalarOperand(c, p); }  // transient
+void FwdAddSub(const RuleCtx& c, FwdPlan* p) {  // transient
+  ScalarOperand(c, p);
+  MixedDtypeCopies(c, p);
+}
 
 void FwdMul(const RuleCtx& c, FwdPlan* p) {
   if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0)) p->Save(SavedRef::kExtra, k);
   if (c.in.size() < 2) return;
+  MixedDtypeCopies(c, p);
   if (c.rg_in(1)) {
     if (c.inplace()) p->Save(SavedRef::kExtra, p->AddExtra(Bytes(*c.in[0]), "pre-inplace clone"));
     else p->Save(SavedRef::kInput, 0);
@@ -140,6 +168,7 @@ void FwdMul(const RuleCtx& c, FwdPlan* p) {
 void FwdDiv(const RuleCtx& c, FwdPlan* p) {
   if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0)) p->Save(SavedRef::kExtra, k);
   if (c.in.size() < 2) return;
+  MixedDtypeCopies(c, p);
   p->Save(SavedRef::kInput, 1);
   if (c.rg_in(1)) p->Save(SavedRef::kInput, 0);
 }

@@ -53,6 +53,9 @@ struct EventStream {
   /// Host (CPU) memory the step keeps outside the device stream: state offloaded by the
   /// training setups (--offload), at its largest.
   int64_t host_bytes = 0;
+  /// With several training steps (--steps N): the index of the first event of each step
+  /// (after the setup); empty for a single step.
+  std::vector<size_t> step_starts;
   int64_t bytes(const MemEvent& e) const { return buffers[e.buffer].bytes; }
 };
 

@@ -7,19 +7,17 @@ from . import _core
 from ._options import to_args
 from ._report import Report
 
-_UNSUPPORTED = {
-    "amp": "mixed precision (torch.autocast / GradScaler) is not simulated yet: the C++ step has no "
-           "mixed-precision training setup (lib/autodiff/setup.h); export a float16/bfloat16 model "
-           "instead, or leave amp=None",
-}
-
-
-def _refuse_unsupported(**features):
-    """amp=/checkpoint= are accepted by name (the issue's signature) but refused unless None/False,
-    rather than silently ignored."""
-    for name, value in features.items():
-        if value is not None and value is not False:
-            raise NotImplementedError("%s=%r: %s" % (name, value, _UNSUPPORTED[name]))
+def _amp_option(amp):
+    """estimate(amp=...) → --amp: True (torch.autocast's CUDA default, float16), "fp16"/"float16"/
+    torch.float16, "bf16"/"bfloat16"/torch.bfloat16, or "off"."""
+    if amp is True:
+        return "fp16"
+    name = str(amp).replace("torch.", "")
+    names = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16", "off": "off"}
+    if name not in names:
+        raise _core.OptionError("amp=%r: expected True, 'fp16', 'bf16' (or torch.float16 / torch.bfloat16) "
+                                "or None" % (amp,))
+    return names[name]
 
 
 def load_graph(path):
@@ -119,9 +117,10 @@ def estimate(model, inputs, loss="cross_entropy", optimizer="adam", gpu="A100-40
     """One call from an nn.Module to a Report: exports |model| in-process (see export), then
     simulates one training step (see simulate; every option of `memsim run` is accepted).
     With example tensors and no batch=, the batch is theirs. checkpoint= is a module-path glob
-    or a list of them (--checkpoint). amp is not simulated yet: anything but None raises
-    NotImplementedError."""
-    _refuse_unsupported(amp=amp)
+    or a list of them (--checkpoint). amp= is torch.autocast around forward and loss (--amp; True
+    is float16, with a GradScaler)."""
+    if amp is not None and amp is not False:
+        options["amp"] = _amp_option(amp)
     if checkpoint is not None and checkpoint is not False:
         options["checkpoint"] = checkpoint
     graph, example_batch = _export(model, inputs, loss, name, symbols)

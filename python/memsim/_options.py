@@ -29,10 +29,16 @@ OPTIONS = {
     "wrap": "--wrap",
     "offload": "--offload",
     "data_parallel": "--data-parallel",
+    "amp": "--amp",
+    "dtype": "--dtype",
+    "grad_scaler": "--grad-scaler",
+    "steps": "--steps",
+    "loop_holds": "--loop-holds",
+    "zero_grad": "--zero-grad",
 }
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
-          "offload", "data_parallel"}
+          "offload", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 
@@ -40,7 +46,7 @@ REPEATED = {"freeze", "checkpoint", "wrap"}
 def _value(name, v):
     if isinstance(v, bool):
         # True would reach the CLI as "True"; say what the option wants instead.
-        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate")
+        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate", "steps")
                                                  else "an integer"))
     return str(v)
 

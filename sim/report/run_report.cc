@@ -135,6 +135,10 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.breakdown_at_peak = s.peak.breakdown_at_peak;
   rep.top_tensors_at_peak = TopTensors(g, r, top);
   rep.tensors_alive_at_peak = s.peak.live_at_peak.size();
+  rep.step_peaks = s.peak.step_peaks;
+  rep.step_end_bytes = s.peak.step_end_bytes;
+  rep.amp = c.sim.amp;
+  rep.dtype = c.sim.dtype;
   rep.allocator = r.alloc;
   rep.device = r.device;
   if (r.alloc.oom) {
@@ -155,6 +159,8 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   cfg["profile"] = r.profile;
   cfg["inplace_activations"] = r.inplace_activations;
   cfg["frozen_parameters"] = r.frozen_parameters;
+  if (!r.amp.empty()) cfg["amp"] = r.amp;
+  if (!r.dtype.empty()) cfg["dtype"] = r.dtype;
   j["config"] = cfg;
   j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
   j["peak_live_bytes"] = r.peak_live_bytes;
@@ -165,6 +171,12 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   j["phase_peaks"] = {{"forward", r.phase_peaks[int(Phase::kForward)]},
                       {"backward", r.phase_peaks[int(Phase::kBackward)]},
                       {"optimizer", r.phase_peaks[int(Phase::kOptimizer)]}};
+  if (!r.step_peaks.empty()) {
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < r.step_peaks.size(); ++k)
+      steps.push_back({{"step", k + 1}, {"peak_live_bytes", r.step_peaks[k]}, {"end_bytes", r.step_end_bytes[k]}});
+    j["steps"] = steps;
+  }
   nlohmann::ordered_json bd;
   for (int c = 0; c < kNumCategories; ++c) bd[std::string(CategoryName(Category(c)))] = r.breakdown_at_peak[c];
   j["breakdown_at_peak"] = bd;
@@ -206,6 +218,13 @@ std::string ToText(const RunReport& r) {
   o << "\n  forward peak   " << HumanBytes(r.phase_peaks[int(Phase::kForward)])
     << "\n  backward peak  " << HumanBytes(r.phase_peaks[int(Phase::kBackward)])
     << "\n  optimizer peak " << HumanBytes(r.phase_peaks[int(Phase::kOptimizer)]) << "\n\n";
+  if (!r.step_peaks.empty()) {
+    o << "per step (peak live, live at its end):\n";
+    for (size_t k = 0; k < r.step_peaks.size(); ++k)
+      o << "  step " << (k + 1) << "  " << HumanBytes(r.step_peaks[k]) << " (" << r.step_peaks[k] << " bytes), end "
+        << HumanBytes(r.step_end_bytes[k]) << "\n";
+    o << "\n";
+  }
   o << "at the peak, by category:\n";
   for (int c = 0; c < kNumCategories; ++c) {
     int64_t v = r.breakdown_at_peak[c];

@@ -47,6 +47,10 @@ struct RunReport {
   std::array<int64_t, kNumCategories> breakdown_at_peak{};
   std::vector<TensorAtPeak> top_tensors_at_peak;
   size_t tensors_alive_at_peak = 0;
+  /// --steps N (N > 1): per step, the peak live bytes and the live bytes at its end (the first
+  /// step's spike vs the steady state); empty for one step.
+  std::vector<int64_t> step_peaks, step_end_bytes;
+  std::string amp, dtype;  ///< --amp / --dtype when given ("" otherwise)
   // The allocator model.
   AllocatorReport allocator;
   std::optional<OomReport> oom;

@@ -128,3 +128,8 @@ if(MEMSIM_PYTHON3)
            COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/multi_gpu.py --memsim $<TARGET_FILE:memsim> --check
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endif()
+# Training setups of issue 8: autocast + GradScaler, and a three-step loop (per-step peaks).
+memsim_golden_test(run_mlp_amp_fp16_json run_mlp_amp_fp16.json run graphs/mlp.json --batch 64 --optimizer adam --amp fp16 --json)
+memsim_golden_test(run_mlp_steps3_text run_mlp_steps3.txt
+                   run graphs/mlp.json --batch 32 --profile cpu --optimizer adam --steps 3 --loop-holds output)
+memsim_error_test(bad_steps 2 "--steps 0: expected 1 to 1000" run graphs/mlp.json --steps 0)

@@ -86,12 +86,15 @@ def test_checkpoint_is_simulated_like_the_cli():
         memsim.simulate(g, batch=2, checkpoint="zz*")
 
 
-@pytest.mark.parametrize("feature", ["amp"])
-def test_unsupported_features_are_refused(feature):
-    with pytest.raises(NotImplementedError, match="%s=True: .* not simulated yet" % feature):
-        memsim.estimate(TinyLSTM(), "batch,5,8", **{feature: True})
-    with pytest.raises(NotImplementedError, match="%s='bfloat16'" % feature):
-        memsim.estimate(TinyLSTM(), "batch,5,8", **{feature: "bfloat16"})
+def test_amp_is_simulated_like_the_cli():
+    g = memsim.load_graph("graphs/mlp.json")
+    amp = memsim.simulate(g, batch=64, optimizer="adam", amp="fp16", steps=2, zero_grad="zeros")
+    cli = subprocess.run([CLI, "run", "graphs/mlp.json", "--batch", "64", "--optimizer", "adam", "--amp", "fp16",
+                          "--steps", "2", "--zero-grad", "zeros", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(cli.stdout)["peak_live_bytes"] == amp.peak_live_bytes
+    with pytest.raises(memsim.OptionError, match="amp=8: expected"):
+        memsim.estimate(TinyLSTM(), "batch,5,8", amp=8)
 
 
 def test_export_error_lists_unsupported_ops():

@@ -1,5 +1,6 @@
 #include "tests/testing/invariants.h"
 
+#include <algorithm>
 #include <string>
 
 namespace memsim::testing {
@@ -70,7 +71,10 @@ Status VerifyEventStream(const EventStream& s) {
     const MemEvent& e = s.events[i];
     std::string at = "events[" + std::to_string(i) + "]";
     if (e.buffer >= s.buffers.size()) return Bad(at + ": buffer out of range");
-    // Phases run in order; an accumulation goes back from backward to forward for its next pass.
+    // Phases run in order; an accumulation goes back from backward to forward for its next pass,
+    // and a new training step (EventStream::step_starts, --steps) starts over.
+    bool new_step = std::find(s.step_starts.begin(), s.step_starts.end(), i) != s.step_starts.end();
+    if (new_step) last = Phase::kForward;
     if (e.phase < last && !(last == Phase::kBackward && e.phase == Phase::kForward)) return Bad(at + ": phase goes back");
     last = e.phase;
     if (s.buffers[e.buffer].bytes < 0) return Bad(at + ": negative size");

@@ -65,6 +65,26 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "profile's PyTorch default (cuda: foreach, cpu: for-loop)")
       ->delimiter(',')
       ->check(CLI::IsMember({"on", "off", "fused"}));
+  cmd->add_option("--amp", amp,
+                  "mixed precision: torch.autocast(dtype=fp16|bf16) around forward and loss (off: none)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"off", "fp16", "bf16"}));
+  cmd->add_option("--dtype", dtype,
+                  "model.half() / model.bfloat16(): parameters, buffers and inputs in fp16 or bf16 (default fp32)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--steps", num_steps, "N consecutive training steps, allocator state carried across (default 1)");
+  cmd->add_option("--loop-holds", loop_holds,
+                  "output: the loop's `out, loss` stay alive until the next forward rebinds them; none: "
+                  "`del out, loss` after backward (default)")
+      ->check(CLI::IsMember({"output", "none"}));
+  cmd->add_option("--zero-grad", zero_grad,
+                  "after optimizer.step(): set-to-none (default, frees .grad), zeros (zero_grad(set_to_none=False)) "
+                  "or none (no zero_grad: grads accumulate)")
+      ->check(CLI::IsMember({"none", "zeros", "set-to-none"}));
+  cmd->add_option("--grad-scaler", grad_scaler,
+                  "torch.amp.GradScaler: scale(loss).backward(), step(), update() (default: on with --amp fp16)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--gpu", gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
   cmd->add_option("--capacity", capacity, "device capacity in bytes (overrides --gpu)");
   cmd->add_option("--conv-workspace", conv_workspace,
@@ -111,6 +131,12 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   if (!(clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   base.sim.clip_grad_norm = clip_grad_norm;
   base.sim.checkpoint_globs = checkpoint;
+  base.sim.grad_scaler = grad_scaler;
+  if (num_steps < 1 || num_steps > 1000)
+    return Status::InvalidArgument("--steps " + std::to_string(num_steps) + ": expected 1 to 1000");
+  base.sim.steps = num_steps;
+  base.sim.loop_holds = loop_holds;
+  base.sim.zero_grad = zero_grad;
   if (capacity < 0) return Status::InvalidArgument("--capacity must be non-negative");
   base.alloc.capacity_bytes = capacity;
   if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;
@@ -167,6 +193,10 @@ Result<SweepSpec> ConfigOptions::Spec() const {
     axes.push_back(IntAxis("zero", zero, [](int64_t v, RunConfig* c) { c->sim.parallel.zero_stage = static_cast<int>(v); }));
   if (!foreach_impl.empty())
     axes.push_back(StringAxis("foreach", foreach_impl, [](const std::string& v, RunConfig* c) { c->sim.optimizer_impl = v; }));
+  if (!dtype.empty())
+    axes.push_back(StringAxis("dtype", dtype, [](const std::string& v, RunConfig* c) { c->sim.dtype = v; }));
+  if (!amp.empty())
+    axes.push_back(StringAxis("amp", amp, [](const std::string& v, RunConfig* c) { c->sim.amp = v == "off" ? "" : v; }));
   axes.push_back(StringAxis("optimizer", optimizers, [](const std::string& v, RunConfig* c) { c->sim.optimizer = v; }));
   axes.push_back(StringAxis("step", steps, [](const std::string& v, RunConfig* c) { c->sim.first_step = v == "first"; }));
   axes.push_back(StringAxis("profile", profiles, [](const std::string& v, RunConfig* c) { c->sim.profile = v; }));

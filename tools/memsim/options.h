@@ -34,6 +34,12 @@ struct ConfigOptions {
   std::vector<std::string> alloc_confs = {""};
   std::vector<int64_t> accumulate;  ///< empty: 1 (and no sweep axis)
   double clip_grad_norm = 0;
+  std::vector<std::string> amp;  ///< --amp fp16|bf16|off (sweeps: a list)
+  std::string grad_scaler;       ///< --grad-scaler on|off ("" = on with --amp fp16)
+  std::vector<std::string> dtype;  ///< --dtype fp32|fp16|bf16 (sweeps: a list)
+  int num_steps = 1;               ///< --steps N
+  std::string loop_holds = "none"; ///< --loop-holds output|none
+  std::string zero_grad = "set-to-none";  ///< --zero-grad none|zeros|set-to-none
   std::vector<std::string> checkpoint;
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;

@@ -4,12 +4,15 @@ namespace memsim {
 
 std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& options, const Profile& profile) {
   std::vector<std::unique_ptr<TrainingSetup>> setups;
+  if (options.autocast) setups.push_back(MakeAutocast());
   if (!options.checkpoint_modules.empty()) setups.push_back(MakeCheckpoint(options.checkpoint_modules));
   if (options.parallel.ddp) setups.push_back(MakeDdp(options.parallel));
   if (options.parallel.zero_stage > 0) setups.push_back(MakeZero(options.parallel));
   if (options.parallel.zero_stage == 3) setups.push_back(MakeZero3Params(options.parallel));
   if (!options.parallel.fsdp.empty()) setups.push_back(MakeFsdp(options.parallel));
   if (options.parallel.data_parallel) setups.push_back(MakeDataParallel(options.parallel));
+  // The scaler's unscale_ comes before clipping (scaler.unscale_(opt); clip_grad_norm_(...)).
+  if (options.grad_scaler) setups.push_back(MakeGradScaler());
   if (options.clip_grad_norm > 0) setups.push_back(MakeClipGradNorm(profile));
   return setups;
 }

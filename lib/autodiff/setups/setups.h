@@ -40,6 +40,10 @@ struct SetupOptions {
   std::vector<std::string> checkpoint_modules;
   /// Data parallelism (DDP, ZeRO); world 1 = off.
   ParallelOptions parallel;
+  /// torch.autocast around forward and loss (the dtypes are bound: BindOptions::autocast).
+  bool autocast = false;
+  /// torch.amp.GradScaler: scale(loss).backward(), step() (unscale_), update().
+  bool grad_scaler = false;
 };
 
 /// One object per enabled setup, in hook order.
@@ -56,6 +60,8 @@ std::unique_ptr<TrainingSetup> MakeDataParallel(const ParallelOptions& options);
 /// nn.DataParallel: device |device|'s chunk of |batch| (torch.chunk: ceil(batch / world) per
 /// device, the last ones smaller or empty).
 int64_t DataParallelChunk(int64_t batch, int world, int device);                          // data_parallel.cc
+std::unique_ptr<TrainingSetup> MakeAutocast();                                     // autocast.cc
+std::unique_ptr<TrainingSetup> MakeGradScaler();                                   // grad_scaler.cc
 
 }  // namespace memsim
 
