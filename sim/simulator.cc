@@ -35,8 +35,8 @@ Result<std::vector<std::string>> CheckpointModules(const Graph& g, const std::ve
 
 }  // namespace
 
-Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
-  SimResult r;
+Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
+  SimPlan& r = *plan;
   auto profile = FindProfile(opt.profile);
   if (!profile) return Status::InvalidArgument("unknown profile \"" + opt.profile + "\" (expected cuda or cpu)");
   r.profile = *profile;
@@ -67,18 +67,7 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   } else if (!opt.optimizer_impl.empty()) {
     return Status::InvalidArgument("--foreach \"" + opt.optimizer_impl + "\": expected on, off or fused");
   }
-
-  Bindings b = g.DefaultBindings();
-  for (const auto& [name, value] : opt.symbols) {
-    uint32_t s = g.FindSymbol(name);
-    if (s == kNone) {
-      if (name == "batch") continue;  // --batch on a graph without a batch symbol is harmless
-      return Status::InvalidArgument(g.source + ": the graph has no symbol \"" + name + "\"");
-    }
-    if (value < 0) return Status::InvalidArgument("symbol \"" + name + "\" must be non-negative");
-    b[s] = value;
-  }
-
+  MEMSIM_RETURN_IF_ERROR(BindingsOf(g, opt).status());
   if (opt.freeze_params < 0 || opt.freeze_params > static_cast<int64_t>(g.parameters.size()))
     return Status::InvalidArgument("--freeze-params " + std::to_string(opt.freeze_params) + " is outside 0.." +
                                    std::to_string(g.parameters.size()));
@@ -93,10 +82,9 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
       }
     if (!matched) return Status::InvalidArgument("--freeze \"" + glob + "\" matches no parameter of " + g.name);
   }
-
-  BindOptions bo{&r.profile, opt.inplace};
-  MEMSIM_ASSIGN_OR_RETURN(r.bound, BindGraph(g, b, bo));
-  StepConfig cfg;
+  r.inplace = opt.inplace;
+  r.explain = opt.explain;
+  StepConfig& cfg = r.step;
   cfg.profile = &r.profile;
   cfg.optimizer = r.optimizer;
   cfg.first_step = opt.first_step;
@@ -106,10 +94,53 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   cfg.passes = opt.accumulate;
   cfg.setup.clip_grad_norm = opt.clip_grad_norm;
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, CheckpointModules(g, opt.checkpoint_globs));
+  cfg.apply_order = ModuleApplyOrder(g);
+  return Status::OK();
+}
+
+Result<Bindings> BindingsOf(const Graph& g, const SimOptions& opt) {
+  Bindings b = g.DefaultBindings();
+  for (const auto& [name, value] : opt.symbols) {
+    uint32_t s = g.FindSymbol(name);
+    if (s == kNone) {
+      if (name == "batch") continue;  // --batch on a graph without a batch symbol is harmless
+      return Status::InvalidArgument(g.source + ": the graph has no symbol \"" + name + "\"");
+    }
+    if (value < 0) return Status::InvalidArgument("symbol \"" + name + "\" must be non-negative");
+    b[s] = value;
+  }
+  return b;
+}
+
+Result<BoundGraph> BindFor(const Graph& g, const SimPlan& plan, const Bindings& b) {
+  BindOptions bo{&plan.profile, plan.inplace};
+  return BindGraph(g, b, bo);
+}
+
+Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGraph bound, bool names,
+                                  size_t reserve_buffers, size_t reserve_events) {
+  SimResult r;
+  r.profile = plan.profile;
+  r.optimizer = plan.optimizer;
+  r.frozen = plan.frozen;
+  r.bound = std::move(bound);
+  StepConfig cfg = plan.step;
+  cfg.profile = &r.profile;
+  cfg.record_names = names;
+  cfg.reserve_buffers = reserve_buffers;
+  cfg.reserve_events = reserve_events;
   MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
   r.peak = AnalyzePeak(r.events);
-  if (opt.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);
+  if (plan.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);
   return r;
+}
+
+Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
+  SimPlan plan;
+  MEMSIM_RETURN_IF_ERROR(PrepareSim(g, opt, &plan));
+  MEMSIM_ASSIGN_OR_RETURN(Bindings b, BindingsOf(g, opt));
+  MEMSIM_ASSIGN_OR_RETURN(BoundGraph bound, BindFor(g, plan, b));
+  return SimulatePlanned(g, plan, std::move(bound));
 }
 
 }  // namespace memsim

@@ -54,7 +54,8 @@ bool HasGemm(const Graph& g) {
 void Setup(StepState& s) {
   s.SetPhase(Phase::kSetup);
   // model.to(device): module by module, children first (see ModuleApplyOrder).
-  for (TensorId t : ModuleApplyOrder(s.g))
+  const std::vector<TensorId> computed = s.cfg.apply_order.empty() ? ModuleApplyOrder(s.g) : std::vector<TensorId>{};
+  for (TensorId t : s.cfg.apply_order.empty() ? computed : s.cfg.apply_order)
     s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kParameter);
   CreateResidentState(s.cfg.optimizer, s.profile, s.cfg.first_step, s.OptParams(), &s.ledger, &s.states);
   if (!s.cfg.first_step && HasGemm(s.g)) s.workspaces.CreateFromEarlierStep(&s.ledger);
@@ -104,6 +105,8 @@ void RunStep(StepState& s) {
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg) {
   MEMSIM_CHECK(cfg.profile != nullptr);
   StepState s(g, bound, cfg);
+  s.ledger.set_record_names(cfg.record_names);
+  s.ledger.Reserve(cfg.reserve_buffers, cfg.reserve_events);
   RunStep(s);
   return std::move(s.ledger).Finish();
 }
