@@ -124,12 +124,8 @@ Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGrap
   r.optimizer = plan.optimizer;
   r.frozen = plan.frozen;
   r.bound = std::move(bound);
-  StepConfig cfg = plan.step;
-  cfg.profile = &r.profile;
-  cfg.record_names = names;
-  cfg.reserve_buffers = reserve_buffers;
-  cfg.reserve_events = reserve_events;
-  MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
+  const StepConfig& cfg = plan.step;  // points at plan.profile, equal to r.profile
+  MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg, StepRecording{names, reserve_buffers, reserve_events}));
   r.peak = AnalyzePeak(r.events);
   if (plan.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);
   return r;

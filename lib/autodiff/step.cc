@@ -103,10 +103,15 @@ void RunStep(StepState& s) {
 }  // namespace
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg) {
+  return SimulateStep(g, bound, cfg, StepRecording{});
+}
+
+Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg,
+                                 const StepRecording& rec) {
   MEMSIM_CHECK(cfg.profile != nullptr);
   StepState s(g, bound, cfg);
-  s.ledger.set_record_names(cfg.record_names);
-  s.ledger.Reserve(cfg.reserve_buffers, cfg.reserve_events);
+  s.ledger.set_record_names(rec.names);
+  s.ledger.Reserve(rec.reserve_buffers, rec.reserve_events);
   RunStep(s);
   return std::move(s.ledger).Finish();
 }

@@ -6,4 +6,4 @@ foreach(mode threads resume shards memory)
            COMMAND ${MEMSIM_SWEEP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/sweep_cli_test.py $<TARGET_FILE:memsim>
                    ${PROJECT_SOURCE_DIR} ${mode})
 endforeach()
-set_tests_properties(sweep.memory PROPERTIES TIMEOUT 900)
+set_tests_properties(sweep.memory PROPERTIES TIMEOUT 1500)

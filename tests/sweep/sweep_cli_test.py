@@ -60,6 +60,28 @@ def threads(memsim, tmp):
         if rows != 400 * 3 * 2:
             fail("--out %s: %d rows, expected 2400" % (ext, rows))
     print("ok: 1 and 2 threads give the same bytes")
+    # The progress bar: on stderr when it is a terminal, nothing otherwise.
+    r = subprocess.run([memsim, "sweep"] + MID + ["--csv"], capture_output=True)
+    if r.stderr:
+        fail("stderr is not a terminal, yet the sweep wrote to it: %r" % r.stderr[:200])
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([memsim, "sweep"] + MID + ["--csv"], stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    p.wait()
+    os.close(master)
+    if b"configurations/s" not in shown or b"ETA" not in shown or b"2400/2400" not in shown:
+        fail("no progress bar on a terminal: %r" % shown[-300:])
+    print("ok: progress bar on a terminal only")
 
 
 def resume(memsim, tmp):
@@ -138,7 +160,8 @@ def rss_kib(pid):
 def memory(memsim, tmp):
     # 10 million configurations of a two-op graph: 1000 batches x 10000 widths.
     args = ["sweep", "tests/data/sweep_tiny.json", "--batch", ",".join(str(b) for b in range(1, 1001)),
-            "--set", "width=" + ",".join(str(w) for w in range(1, 10001)), "--profile", "cpu", "--csv"]
+            "--set", "width=" + ",".join(str(w) for w in range(1, 10001)), "--profile", "cpu", "--optimizer", "none",
+            "--allocator", "ideal", "--csv"]
     p = subprocess.Popen([memsim] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     rows, samples, t0 = 0, [], time.time()
     while True:
