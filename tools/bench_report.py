@@ -58,6 +58,14 @@ def sweep_rate(memsim, src, threads, batches, optimizers):
     return batches * len(optimizers) / best, best
 
 
+def torch_python():
+    """The Python that has torch (Debian's python3-torch lives in /usr/bin/python3)."""
+    for exe in ("/usr/bin/python3", sys.executable):
+        if os.path.exists(exe) and subprocess.run([exe, "-c", "import torch, torchvision"], capture_output=True).returncode == 0:
+            return exe
+    raise SystemExit("no Python with torch and torchvision (apt-get install python3-torch python3-torchvision)")
+
+
 def pytorch_step_seconds(oracle, batch):
     """Wall time of trace_step.py recording one ResNet-50 step (batch |batch|, Adam), and of the
     same script's start-up alone (python + torch import + model build), best of 2."""
@@ -71,7 +79,7 @@ def pytorch_step_seconds(oracle, batch):
         best = None
         for _ in range(2):
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, os.path.join(oracle, "trace_step.py"), "resnet50", os.path.join(tmp, "t.trace"),
+            subprocess.run([torch_python(), os.path.join(oracle, "trace_step.py"), "resnet50", os.path.join(tmp, "t.trace"),
                             "--batch", str(batch), "--opt", "adam"], env=env, check=True, cwd=oracle,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             dt = time.perf_counter() - t0
