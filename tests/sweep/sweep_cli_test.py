@@ -19,6 +19,9 @@ import time
 
 MID = ["graphs/mlp.json", "--batch", ",".join(str(b) for b in range(1, 401)), "--optimizer", "sgd,adam,adamw",
        "--profile", "cuda,cpu", "--gpu", "T4"]
+# Long enough (~24,000 configurations, a few seconds) to be killed in the middle.
+LONG = ["graphs/mlp.json", "--batch", ",".join(str(b) for b in range(1, 4001)), "--optimizer", "sgd,adam,adamw",
+        "--profile", "cuda,cpu", "--gpu", "T4"]
 
 
 def fail(msg):
@@ -87,23 +90,28 @@ def threads(memsim, tmp):
 def resume(memsim, tmp):
     for ext in ("csv", "jsonl"):
         whole = os.path.join(tmp, "whole." + ext)
-        run(memsim, ["sweep"] + MID + ["--out", whole])
+        run(memsim, ["sweep"] + LONG + ["--out", whole])
+        total = read(whole).count(b"\n")
         part = os.path.join(tmp, "killed." + ext)
-        kills = 0
+        midway = 0
         # Kill at several moments: at once (maybe before the header), then after some rows.
-        for delay in (0.0, 0.05, 0.3, 0.6):
-            p = subprocess.Popen([memsim, "sweep"] + MID + ["--out", part, "--resume", "--threads", "2"],
+        for delay in (0.0, 0.05, 0.1, 0.15, 0.25, 0.4):
+            p = subprocess.Popen([memsim, "sweep"] + LONG + ["--out", part, "--resume", "--threads", "2"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             time.sleep(delay)
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
-                kills += 1
             p.wait()
-        run(memsim, ["sweep"] + MID + ["--out", part, "--resume"])
+            lines = read(part).count(b"\n") if os.path.exists(part) else 0
+            if p.returncode == -signal.SIGKILL and 3 < lines < total:
+                midway += 1
+        if midway < 2:
+            fail("%s: only %d kills landed in the middle of the sweep" % (ext, midway))
+        run(memsim, ["sweep"] + LONG + ["--out", part, "--resume"])
         if read(part) != read(whole):
-            fail("%s: killed %d times and resumed, the file differs from an uninterrupted run" % (ext, kills))
+            fail("%s: killed %d times midway and resumed, the file differs from an uninterrupted run" % (ext, midway))
         # Resuming a finished file adds nothing.
-        run(memsim, ["sweep"] + MID + ["--out", part, "--resume"])
+        run(memsim, ["sweep"] + LONG + ["--out", part, "--resume"])
         if read(part) != read(whole):
             fail("%s: resuming a finished sweep changed it" % ext)
         # A half-written last row (what a kill inside write(2) would leave) is dropped and redone.
@@ -111,11 +119,10 @@ def resume(memsim, tmp):
         cut = data.rfind(b"\n", 0, len(data) // 2) + 7
         with open(part, "wb") as f:
             f.write(data[:cut])
-        run(memsim, ["sweep"] + MID + ["--out", part, "--resume"])
+        run(memsim, ["sweep"] + LONG + ["--out", part, "--resume"])
         if read(part) != data:
             fail("%s: a partial last row was not redone" % ext)
-        if kills == 0:
-            fail("the sweep finished before it could be killed")
+        print("%s: killed %d times midway, resumed == uninterrupted" % (ext, midway))
     expect_error(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--out", part, "--resume"],
                  "holds the rows of another sweep")
     print("ok: SIGKILL + --resume == an uninterrupted run")
