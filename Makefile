@@ -5,7 +5,8 @@ APT_PACKAGES := g++ cmake make libboost-graph-dev libtbb-dev nlohmann-json3-dev 
   libgmock-dev libcli11-dev libbenchmark-dev python3 python3-torch python3-torchvision python3-onnx \
   libonnx-dev libprotobuf-dev protobuf-compiler \
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pandas python3-matplotlib python3-pytest \
-  jupyter-nbconvert python3-nbformat python3-ipykernel jupyter-client chromium
+  jupyter-nbconvert python3-nbformat python3-ipykernel jupyter-client chromium \
+  slurmctld slurmd slurm-client munge libtcmalloc-minimal4
 
 # clang + compiler-rt (libFuzzer, ASan, UBSan): only `make fuzz` and `make test-sanitize` need them.
 CLANG_PACKAGES := clang-14 libclang-rt-14-dev

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/compiled.h"
 #include "sim/gpus.h"
 
 namespace memsim {
@@ -95,17 +96,43 @@ std::string_view VerdictName(Verdict v) {
   return "";
 }
 
-Result<RunResult> RunPipeline(const Graph& g, const RunConfig& c) {
+Result<std::shared_ptr<const CompiledStep>> CompileStep(const Graph& g, const RunConfig& c) {
+  auto cs = std::make_shared<CompiledStep>();
+  cs->graph = &g;
+  MEMSIM_RETURN_IF_ERROR(PrepareSim(g, c.sim, &cs->sim));
+  if (cs->sim.profile.cuda) {
+    MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, c.device));
+    cs->overhead = std::move(overhead);
+  }
+  return std::shared_ptr<const CompiledStep>(std::move(cs));
+}
+
+Result<RunResult> EvaluateStep(const CompiledStep& cs, const RunConfig& c, const EvalOptions& eo) {
+  const Graph& g = *cs.graph;
   RunResult r;
-  MEMSIM_ASSIGN_OR_RETURN(r.sim, Simulate(g, c.sim));
-  if (!r.sim.profile.cuda) {
+  BoundGraph bound;
+  if (eo.bound) {
+    bound = *eo.bound;
+  } else {
+    MEMSIM_ASSIGN_OR_RETURN(Bindings b, BindingsOf(g, c.sim));
+    MEMSIM_ASSIGN_OR_RETURN(bound, BindFor(g, cs.sim, b));
+  }
+  MEMSIM_ASSIGN_OR_RETURN(r.sim, SimulatePlanned(g, cs.sim, std::move(bound), c.sim, eo.names, cs.buffers_hint.load(std::memory_order_relaxed),
+                                                 cs.events_hint.load(std::memory_order_relaxed)));
+  cs.buffers_hint.store(r.sim.events.buffers.size(), std::memory_order_relaxed);
+  cs.events_hint.store(r.sim.events.events.size(), std::memory_order_relaxed);
+  if (!cs.overhead) {
     MEMSIM_ASSIGN_OR_RETURN(r.alloc, SimulateAllocator(r.sim.events, c.alloc));
     return r;
   }
-  MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, c.device));
-  MEMSIM_ASSIGN_OR_RETURN(r.alloc, Allocate(r.sim.events, c.alloc, overhead.bytes));
-  MEMSIM_ASSIGN_OR_RETURN(r.device, DeviceOf(g, c, r, overhead));
+  MEMSIM_ASSIGN_OR_RETURN(r.alloc, Allocate(r.sim.events, c.alloc, cs.overhead->bytes));
+  MEMSIM_ASSIGN_OR_RETURN(r.device, DeviceOf(g, c, r, *cs.overhead));
   return r;
+}
+
+Result<RunResult> RunPipeline(const Graph& g, const RunConfig& c) {
+  MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, c));
+  return EvaluateStep(*cs, c);
 }
 
 Status ApplyGpu(const std::string& name, RunConfig* c, bool keep_capacity) {

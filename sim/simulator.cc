@@ -103,10 +103,17 @@ Status ApplyLoop(const SimOptions& opt, StepConfig* cfg) {
   return Status::OK();
 }
 
+/// nn.DataParallel: --batch is the whole batch (0 without --data-parallel).
+int64_t DataParallelTotal(const SimOptions& opt) {
+  if (!opt.parallel.data_parallel) return 0;
+  auto it = opt.symbols.find("batch");
+  return it == opt.symbols.end() ? 0 : it->second;
+}
+
 }  // namespace
 
-Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
-  SimResult r;
+Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
+  SimPlan& r = *plan;
   auto profile = FindProfile(opt.profile);
   if (!profile) return Status::InvalidArgument("unknown profile \"" + opt.profile + "\" (expected cuda or cpu)");
   r.profile = *profile;
@@ -143,27 +150,7 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   } else if (!opt.optimizer_impl.empty()) {
     return Status::InvalidArgument("--foreach \"" + opt.optimizer_impl + "\": expected on, off or fused");
   }
-
-  Bindings b = g.DefaultBindings();
-  // nn.DataParallel: --batch is the whole batch; this device's step runs on its chunk.
-  std::map<std::string, int64_t> symbols = opt.symbols;
-  int64_t dp_total_batch = 0;
-  if (opt.parallel.data_parallel) {
-    auto it = symbols.find("batch");
-    if (it == symbols.end()) return Status::InvalidArgument("--data-parallel needs --batch (the whole batch)");
-    dp_total_batch = it->second;
-    it->second = DataParallelChunk(it->second, opt.parallel.world, opt.parallel.rank);
-  }
-  for (const auto& [name, value] : symbols) {
-    uint32_t s = g.FindSymbol(name);
-    if (s == kNone) {
-      if (name == "batch") continue;  // --batch on a graph without a batch symbol is harmless
-      return Status::InvalidArgument(g.source + ": the graph has no symbol \"" + name + "\"");
-    }
-    if (value < 0) return Status::InvalidArgument("symbol \"" + name + "\" must be non-negative");
-    b[s] = value;
-  }
-
+  MEMSIM_RETURN_IF_ERROR(BindingsOf(g, opt).status());
   if (opt.freeze_params < 0 || opt.freeze_params > static_cast<int64_t>(g.parameters.size()))
     return Status::InvalidArgument("--freeze-params " + std::to_string(opt.freeze_params) + " is outside 0.." +
                                    std::to_string(g.parameters.size()));
@@ -178,13 +165,11 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
       }
     if (!matched) return Status::InvalidArgument("--freeze \"" + glob + "\" matches no parameter of " + g.name);
   }
-
-  BindOptions bo;
-  bo.profile = &r.profile;
-  bo.inplace_override = opt.inplace;
-  MEMSIM_RETURN_IF_ERROR(ApplyPrecision(opt, &bo));
-  MEMSIM_ASSIGN_OR_RETURN(r.bound, BindGraph(g, b, bo));
-  StepConfig cfg;
+  r.bind.profile = &r.profile;
+  r.bind.inplace_override = opt.inplace;
+  MEMSIM_RETURN_IF_ERROR(ApplyPrecision(opt, &r.bind));
+  r.explain = opt.explain;
+  StepConfig& cfg = r.step;
   cfg.profile = &r.profile;
   cfg.optimizer = r.optimizer;
   cfg.first_step = opt.first_step;
@@ -194,15 +179,64 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
   cfg.passes = opt.accumulate;
   MEMSIM_RETURN_IF_ERROR(ApplyLoop(opt, &cfg));
   cfg.setup.clip_grad_norm = opt.clip_grad_norm;
-  cfg.setup.autocast = bo.autocast.has_value();
+  cfg.setup.autocast = r.bind.autocast.has_value();
   cfg.setup.grad_scaler = opt.grad_scaler.empty() ? opt.amp == "fp16" : opt.grad_scaler == "on";
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, ModulesMatching(g, opt.checkpoint_globs, "--checkpoint"));
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.parallel, CheckParallel(g, opt.parallel, r.profile));
-  cfg.setup.parallel.dp_total_batch = dp_total_batch;
-  MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, cfg));
+  cfg.apply_order = ModuleApplyOrder(g);
+  return Status::OK();
+}
+
+Result<Bindings> BindingsOf(const Graph& g, const SimOptions& opt) {
+  Bindings b = g.DefaultBindings();
+  for (const auto& [name, value] : opt.symbols) {
+    uint32_t s = g.FindSymbol(name);
+    if (s == kNone) {
+      if (name == "batch") continue;  // --batch on a graph without a batch symbol is harmless
+      return Status::InvalidArgument(g.source + ": the graph has no symbol \"" + name + "\"");
+    }
+    if (value < 0) return Status::InvalidArgument("symbol \"" + name + "\" must be non-negative");
+    b[s] = value;
+  }
+  // nn.DataParallel: --batch is the whole batch; this device's step runs on its chunk.
+  if (opt.parallel.data_parallel) {
+    if (!opt.symbols.count("batch")) return Status::InvalidArgument("--data-parallel needs --batch (the whole batch)");
+    if (uint32_t s = g.FindSymbol("batch"); s != kNone)
+      b[s] = DataParallelChunk(opt.symbols.at("batch"), opt.parallel.world, opt.parallel.rank);
+  }
+  return b;
+}
+
+Result<BoundGraph> BindFor(const Graph& g, const SimPlan& plan, const Bindings& b) {
+  return BindGraph(g, b, plan.bind);
+}
+
+Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGraph bound, const SimOptions& opt,
+                                  bool names, size_t reserve_buffers, size_t reserve_events) {
+  SimResult r;
+  r.profile = plan.profile;
+  r.optimizer = plan.optimizer;
+  r.frozen = plan.frozen;
+  r.bound = std::move(bound);
+  const StepConfig* cfg = &plan.step;  // points at plan.profile, equal to r.profile
+  StepConfig dp;  // nn.DataParallel: the whole batch is a per-configuration value
+  if (plan.step.setup.parallel.data_parallel) {
+    dp = plan.step;
+    dp.setup.parallel.dp_total_batch = DataParallelTotal(opt);
+    cfg = &dp;
+  }
+  MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, *cfg, StepRecording{names, reserve_buffers, reserve_events}));
   r.peak = AnalyzePeak(r.events);
-  if (opt.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, cfg, r.peak.peak_event);
+  if (plan.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, *cfg, r.peak.peak_event);
   return r;
+}
+
+Result<SimResult> Simulate(const Graph& g, const SimOptions& opt) {
+  SimPlan plan;
+  MEMSIM_RETURN_IF_ERROR(PrepareSim(g, opt, &plan));
+  MEMSIM_ASSIGN_OR_RETURN(Bindings b, BindingsOf(g, opt));
+  MEMSIM_ASSIGN_OR_RETURN(BoundGraph bound, BindFor(g, plan, b));
+  return SimulatePlanned(g, plan, std::move(bound), opt);
 }
 
 }  // namespace memsim

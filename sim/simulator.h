@@ -63,6 +63,33 @@ struct SimResult {
 /// parameter) and simulates one step.
 Result<SimResult> Simulate(const Graph& g, const SimOptions& opt);
 
+/// What SimOptions fixes before the symbols are bound: resolved and validated once per
+/// structural option set (Note [Compiled step] in docs/sweeps.md). Not copyable: |step| points
+/// at |profile|.
+struct SimPlan {
+  SimPlan() = default;
+  SimPlan(const SimPlan&) = delete;
+  SimPlan& operator=(const SimPlan&) = delete;
+
+  Profile profile;
+  OptimizerRule optimizer;
+  std::vector<bool> frozen;
+  BindOptions bind;  ///< profile (points at |profile|), in-place override, --dtype, --amp
+  bool explain = false;
+  StepConfig step;
+};
+/// Validates everything of |opt| but the symbol values into |plan|.
+Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan);
+/// The symbol values of |opt| over |g|'s defaults; error: an unknown or negative symbol.
+Result<Bindings> BindingsOf(const Graph& g, const SimOptions& opt);
+/// Binds |b| as |plan| says (profile, in-place override).
+Result<BoundGraph> BindFor(const Graph& g, const SimPlan& plan, const Bindings& b);
+/// Simulates one step of |plan| over |bound| (bound by BindFor). |names|: buffers carry names.
+/// |opt|: the configuration (its whole --data-parallel batch).
+Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGraph bound, const SimOptions& opt,
+                                  bool names = true,
+                                  size_t reserve_buffers = 0, size_t reserve_events = 0);
+
 }  // namespace memsim
 
 #endif  // MEMSIM_SIM_SIMULATOR_H_

@@ -2,6 +2,7 @@
 
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
 
 #include <memory>
 
@@ -47,14 +48,16 @@ SweepAxis StringAxis(const std::string& name, const std::vector<std::string>& va
 }
 
 SweepAxis SymbolAxis(const std::string& symbol, const std::vector<int64_t>& values) {
-  return IntAxis(symbol, values, [symbol](int64_t v, RunConfig* c) { c->sim.symbols[symbol] = v; });
+  SweepAxis ax = IntAxis(symbol, values, [symbol](int64_t v, RunConfig* c) { c->sim.symbols[symbol] = v; });
+  ax.symbol = true;
+  return ax;
 }
 
-SweepRow RunOne(const Graph& g, const RunConfig& config) {
+SweepRow RowOf(const CompiledStep& cs, const RunConfig& config) {
   SweepRow row;
   RunConfig c = config;
   c.alloc.compute_ideal = false;  // not reported per row; the lower bound costs a second pass
-  auto r = RunPipeline(g, c);
+  auto r = EvaluateStep(cs, c, EvalOptions{/*names=*/false});
   if (!r.ok()) {
     row.status = r.status();
     return row;
@@ -72,6 +75,37 @@ SweepRow RunOne(const Graph& g, const RunConfig& config) {
   return row;
 }
 
+SweepRow RunOne(const Graph& g, const RunConfig& config) {
+  auto cs = CompileStep(g, config);
+  if (!cs.ok()) {
+    SweepRow row;
+    row.status = cs.status();
+    return row;
+  }
+  return RowOf(**cs, config);
+}
+
+SweepRow SweepEvaluator::Row(size_t i) {
+  std::vector<size_t> picks = spec_.Picks(i);
+  RunConfig c = spec_.base;
+  for (size_t k = 0; k < spec_.axes.size(); ++k) spec_.axes[k].apply(picks[k], &c);
+  std::vector<size_t> key;
+  for (size_t k = 0; k < spec_.axes.size(); ++k) key.push_back(spec_.axes[k].symbol ? SIZE_MAX : picks[k]);
+  std::shared_ptr<const Result<std::shared_ptr<const CompiledStep>>> cs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = compiled_[key];
+    if (!slot) slot = std::make_shared<const Result<std::shared_ptr<const CompiledStep>>>(CompileStep(g_, c));
+    cs = slot;
+  }
+  if (!cs->ok()) {
+    SweepRow row;
+    row.status = cs->status();
+    return row;
+  }
+  return RowOf(***cs, c);
+}
+
 std::vector<SweepRow> RunSweep(const Graph& g, const std::vector<RunConfig>& configs, int threads) {
   std::vector<SweepRow> rows(configs.size());
   std::unique_ptr<tbb::global_control> limit;
@@ -81,16 +115,66 @@ std::vector<SweepRow> RunSweep(const Graph& g, const std::vector<RunConfig>& con
   return rows;
 }
 
+Status StreamSweep(const Graph& g, const SweepSpec& spec, size_t n, const SweepSlice& slice, int threads,
+                   const std::function<Status(size_t index, const SweepRow& row)>& sink,
+                   const std::function<void(size_t done)>& progress) {
+  if (slice.shards < 1 || slice.shard < 1 || slice.shard > slice.shards)
+    return Status::InvalidArgument("--shard " + std::to_string(slice.shard) + "/" + std::to_string(slice.shards) +
+                                   ": expected K/N with 1 <= K <= N");
+  const size_t total = slice.Size(n);
+  if (slice.skip > total) return Status::InvalidArgument("more rows done than the shard has");
+  std::unique_ptr<tbb::global_control> limit;
+  if (threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, threads);
+  const int workers = threads > 0 ? threads : static_cast<int>(tbb::this_task_arena::max_concurrency());
+  constexpr size_t kBatch = 16;  // rows per pipeline token: small, so the output follows closely
+  struct Batch {
+    size_t first = 0, count = 0;
+    std::vector<SweepRow> rows;
+  };
+  size_t next = slice.skip;
+  Status status;
+  SweepEvaluator eval(g, spec);
+  tbb::parallel_pipeline(
+      static_cast<size_t>(workers) * 4,
+      tbb::make_filter<void, std::shared_ptr<Batch>>(
+          tbb::filter_mode::serial_in_order,
+          [&](tbb::flow_control& fc) -> std::shared_ptr<Batch> {
+            if (next >= total || !status.ok()) {
+              fc.stop();
+              return nullptr;
+            }
+            auto b = std::make_shared<Batch>();
+            b->first = next;
+            b->count = std::min(kBatch, total - next);
+            next += b->count;
+            return b;
+          }) &
+          tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(
+              tbb::filter_mode::parallel,
+              [&](std::shared_ptr<Batch> b) {
+                b->rows.reserve(b->count);
+                for (size_t k = 0; k < b->count; ++k) b->rows.push_back(eval.Row(slice.Index(b->first + k)));
+                return b;
+              }) &
+          tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Batch> b) {
+            for (size_t k = 0; k < b->count && status.ok(); ++k) status = sink(slice.Index(b->first + k), b->rows[k]);
+            if (progress && status.ok()) progress(b->first + b->count);
+          }));
+  return status;
+}
+
 Result<FitResult> FitBatch(const Graph& g, const RunConfig& base, int64_t limit) {
   if (base.alloc.capacity_bytes <= 0) return Status::InvalidArgument("fit needs a device capacity (--gpu or --capacity)");
   if (g.FindSymbol("batch") == kNone) return Status::InvalidArgument(g.source + ": the graph has no symbol \"batch\"");
   if (limit < 1) return Status::InvalidArgument("the batch limit must be at least 1");
   FitResult fit;
+  MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, base));
   auto eval = [&](int64_t batch) -> Result<SweepRow> {
     RunConfig c = base;
     c.sim.symbols["batch"] = batch;
     ++fit.evaluated;
-    SweepRow row = RunOne(g, c);
+    SweepRow row = RowOf(*cs, c);
     if (!row.status.ok()) return row.status;
     return row;
   };

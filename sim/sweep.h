@@ -7,12 +7,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
+#include "sim/compiled.h"
 #include "sim/pipeline.h"
 
 namespace memsim {
@@ -23,6 +27,10 @@ struct SweepAxis {
   std::vector<std::string> labels;  ///< one per value, in the order given
   std::function<void(size_t, RunConfig*)> apply;
   bool numeric = false;             ///< labels are integers (JSON writes numbers)
+  /// Sets a symbol value only (batch, seq, ...): configurations that differ only in such axes
+  /// share one compiled step (Note [Compiled step] in docs/sweeps.md). Any other axis may change
+  /// the step's structure.
+  bool symbol = false;
 };
 
 /// A sweep: a base configuration and the axes varied over it (first axis slowest).
@@ -60,8 +68,44 @@ struct SweepRow {
 
 /// Simulates one configuration (what RunSweep runs per row).
 SweepRow RunOne(const Graph& g, const RunConfig& config);
+/// The row of |config|, evaluated with |cs| compiled from its structural options.
+SweepRow RowOf(const CompiledStep& cs, const RunConfig& config);
+
+/// The rows of one sweep: each structural option set (the picks of the axes that are not
+/// symbols) is compiled once, on first use, and shared by every configuration and thread.
+class SweepEvaluator {
+ public:
+  SweepEvaluator(const Graph& g, const SweepSpec& spec) : g_(g), spec_(spec) {}
+  /// Configuration |i| of the spec.
+  SweepRow Row(size_t i);
+
+ private:
+  const Graph& g_;
+  const SweepSpec& spec_;
+  std::mutex mu_;
+  std::map<std::vector<size_t>, std::shared_ptr<const Result<std::shared_ptr<const CompiledStep>>>> compiled_;
+};
 /// Simulates every configuration; |threads| = 0 lets oneTBB choose.
 std::vector<SweepRow> RunSweep(const Graph& g, const std::vector<RunConfig>& configs, int threads);
+
+/// The configurations of a sweep one process runs: shard K of N (1-based) holds every index i
+/// with i % N == K - 1, in increasing order; the first |skip| of them are done already (--resume).
+struct SweepSlice {
+  size_t shard = 1, shards = 1;
+  size_t skip = 0;
+  /// How many of |n| configurations shard K holds.
+  size_t Size(size_t n) const { return n / shards + (shard - 1 < n % shards ? 1 : 0); }
+  /// The configuration index of the shard's |k|-th configuration.
+  size_t Index(size_t k) const { return shard - 1 + k * shards; }
+};
+
+/// Streams the configurations of |slice| (out of |n| of |spec|) in index order: rows are
+/// simulated in parallel a few at a time and handed to |sink| in order as soon as every earlier
+/// one is done, so memory does not grow with the number of configurations. |progress| (if set)
+/// gets the number of rows done after each batch of rows. Stops at the first error of |sink|.
+Status StreamSweep(const Graph& g, const SweepSpec& spec, size_t n, const SweepSlice& slice, int threads,
+                   const std::function<Status(size_t index, const SweepRow& row)>& sink,
+                   const std::function<void(size_t done)>& progress = {});
 
 struct FitResult {
   int64_t max_batch = 0;         ///< 0: not even batch 1 fits

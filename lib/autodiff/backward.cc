@@ -65,7 +65,7 @@ void Accumulate(StepState& s, Grad* buf, Grad g, TensorId target) {
     return;
   }
   const TensorMeta& m = s.bound.metas[target];
-  StorageId sum = s.ledger.Alloc(m.bytes(), s.g.tensors[target].name + ".grad", Category::kGradient);
+  StorageId sum = s.ledger.AllocJoined(m.bytes(), {s.g.tensors[target].name, ".grad"}, Category::kGradient);
   s.ledger.Unref(buf->s);
   s.ledger.Unref(g.s);
   *buf = Grad{sum, *TensorMeta::Contiguous(m.dtype, m.sizes)};
@@ -84,7 +84,7 @@ void AccumulateGrad(StepState& s, uint32_t k) {
   } else if (s.ledger.refs(g.s) == 1 && g.meta.is_contiguous() && g.meta.sizes == m.sizes) {
     s.param_grad[k] = g.s;
   } else {
-    s.param_grad[k] = s.ledger.Alloc(m.bytes(), s.g.tensors[t].name + ".grad", Category::kGradient);
+    s.param_grad[k] = s.ledger.AllocJoined(m.bytes(), {s.g.tensors[t].name, ".grad"}, Category::kGradient);
     s.ledger.Unref(g.s);
   }
   s.Hook(&TrainingSetup::OnGradReady, k);
@@ -106,7 +106,7 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   std::vector<StorageId> temps(plan.num_temps, kNoStorage);
   auto new_grad = [&](size_t i) {
     const TensorMeta& in = *c.in[i];
-    return Grad{s.ledger.Alloc(in.bytes(), s.g.tensors[op.inputs[i]].name + ".grad", Category::kGradient, op.module),
+    return Grad{s.ledger.AllocJoined(in.bytes(), {s.g.tensors[op.inputs[i]].name, ".grad"}, Category::kGradient, op.module),
                 *TensorMeta::Contiguous(in.dtype, in.sizes)};
   };
   for (const auto& a : plan.actions) {
@@ -128,7 +128,7 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
         break;
       }
       case BwdPlan::Action::kTemp:
-        temps[a.index] = s.ledger.Alloc(a.bytes, op.name + ":" + std::string(a.label), Category::kTemporary, op.module);
+        temps[a.index] = s.ledger.AllocJoined(a.bytes, {op.name, ":", a.label}, Category::kTemporary, op.module);
         break;
       case BwdPlan::Action::kFreeTemp:
         s.ledger.Unref(temps[a.index]);
@@ -215,7 +215,7 @@ void RunBackwardPass(StepState& s) {
     s.ledger.set_op(root);
     // loss.backward(): the ones-like seed is held by the caller until backward returns.
     const TensorMeta& lm = s.bound.metas[g.loss];
-    StorageId seed = s.ledger.Alloc(lm.bytes(), g.tensors[g.loss].name + ".grad (seed)", Category::kGradient);
+    StorageId seed = s.ledger.AllocJoined(lm.bytes(), {g.tensors[g.loss].name, ".grad (seed)"}, Category::kGradient);
     s.ledger.Ref(seed);
     const auto& outs = g.ops[root].outputs;
     size_t slot = std::find(outs.begin(), outs.end(), g.loss) - outs.begin();

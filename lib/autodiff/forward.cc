@@ -76,7 +76,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     switch (a.kind) {
       case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index, storage); break;
       case FwdPlan::Action::kAllocExtra:
-        extras[a.index] = s.ledger.Alloc(plan.extras[a.index].bytes, op.name + ":" + std::string(plan.extras[a.index].label),
+        extras[a.index] = s.ledger.AllocJoined(plan.extras[a.index].bytes, {op.name, ":", plan.extras[a.index].label},
                                          is_saved_extra(a.index) ? Category::kActivation : Category::kTemporary, op.module);
         extra_live[a.index] = true;
         break;

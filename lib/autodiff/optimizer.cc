@@ -34,9 +34,9 @@ std::string_view StateName(const OptimizerRule& r, int k) {
 void CreateState(const OptimizerRule& r, const Profile& p, const OptParam& prm, Ledger* l,
                  std::vector<Ledger::StorageId>* states) {
   // The step tensor lives in host memory on CUDA (not capturable/fused).
-  if (r.step_tensor && !p.cuda) states->push_back(l->Alloc(4, prm.name + ".step", Category::kOptimizerState));
+  if (r.step_tensor && !p.cuda) states->push_back(l->AllocJoined(4, {prm.name, ".step"}, Category::kOptimizerState));
   for (int k = 0; k < r.states; ++k)
-    states->push_back(l->Alloc(prm.bytes, prm.name + "." + std::string(StateName(r, k)), Category::kOptimizerState));
+    states->push_back(l->AllocJoined(prm.bytes, {prm.name, ".", StateName(r, k)}, Category::kOptimizerState));
 }
 
 /// Replays a recorded optimizer's step (Note [Recorded optimizers]): the ops before the loop,
@@ -149,7 +149,7 @@ void RunOptimizerStep(const OptimizerRule& r, const Profile& p, bool first_step,
     std::vector<Ledger::StorageId> temps;
     for (int t = 0; t < (p.optimizer_fused ? 0 : r.loop_temps); ++t)
       for (const OptParam& prm : params)
-        if (prm.grad != kNoGrad) temps.push_back(l->Alloc(prm.bytes, prm.name + " step temporary", Category::kTemporary));
+        if (prm.grad != kNoGrad) temps.push_back(l->AllocJoined(prm.bytes, {prm.name, " step temporary"}, Category::kTemporary));
     for (auto s : temps) l->Unref(s);
     return;
   }
@@ -166,10 +166,10 @@ void RunOptimizerStep(const OptimizerRule& r, const Profile& p, bool first_step,
     if (r.loop_temps == 0) continue;
     Ledger::StorageId t;
     if (r.state_is_clone) {
-      t = l->Alloc(prm.bytes, prm.name + " nesterov d_p", Category::kTemporary);
+      t = l->AllocJoined(prm.bytes, {prm.name, " nesterov d_p"}, Category::kTemporary);
     } else {
-      Ledger::StorageId sq = l->Alloc(prm.bytes, prm.name + " sqrt", Category::kTemporary);
-      t = l->Alloc(prm.bytes, prm.name + " denom", Category::kTemporary);
+      Ledger::StorageId sq = l->AllocJoined(prm.bytes, {prm.name, " sqrt"}, Category::kTemporary);
+      t = l->AllocJoined(prm.bytes, {prm.name, " denom"}, Category::kTemporary);
       l->Unref(sq);
     }
     if (held != kNoGrad) l->Unref(held);

@@ -60,7 +60,8 @@ bool HasGemm(const Graph& g) {
 void Setup(StepState& s) {
   s.SetPhase(Phase::kSetup);
   // model.to(device): module by module, children first (see ModuleApplyOrder).
-  for (TensorId t : ModuleApplyOrder(s.g)) {
+  const std::vector<TensorId> computed = s.cfg.apply_order.empty() ? ModuleApplyOrder(s.g) : std::vector<TensorId>{};
+  for (TensorId t : s.cfg.apply_order.empty() ? computed : s.cfg.apply_order) {
     bool made = false;
     for (TrainingSetup* setup : s.setups) made = made || setup->AllocateParameter(s, t);
     if (!made) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kParameter);
@@ -127,8 +128,15 @@ void RunStep(StepState& s) {
 }  // namespace
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg) {
+  return SimulateStep(g, bound, cfg, StepRecording{});
+}
+
+Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg,
+                                 const StepRecording& rec) {
   MEMSIM_CHECK(cfg.profile != nullptr);
   StepState s(g, bound, cfg);
+  s.ledger.set_record_names(rec.names);
+  s.ledger.Reserve(rec.reserve_buffers, rec.reserve_events);
   RunStep(s);
   return std::move(s.ledger).Finish();
 }

@@ -42,9 +42,19 @@ struct StepConfig {
   /// More setups called at every hook point after those of |setup| (not owned; each used by one
   /// step at a time).
   std::vector<TrainingSetup*> setups;
+  /// ModuleApplyOrder(g) computed once (a compiled step); empty = compute it for this step.
+  std::vector<TensorId> apply_order;
 };
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg);
+
+/// How SimulateStep records the stream (the same events either way).
+struct StepRecording {
+  bool names = true;  ///< false: buffers carry no names or modules (a sweep's rows need sizes and order only)
+  size_t reserve_buffers = 0, reserve_events = 0;  ///< room to reserve (what an earlier run needed)
+};
+Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg,
+                                 const StepRecording& rec);
 
 /// Why a buffer is alive at a given moment: who holds a reference to it.
 struct Retention {

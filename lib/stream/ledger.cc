@@ -4,14 +4,23 @@
 
 namespace memsim {
 
-Ledger::StorageId Ledger::Alloc(int64_t bytes, std::string name, Category category,
-                                std::string module) {
+Ledger::StorageId Ledger::Alloc(int64_t bytes, std::string_view name, Category category,
+                                std::string_view module) {
   MEMSIM_CHECK(bytes >= 0);
   StorageId id = static_cast<StorageId>(stream_.buffers.size());
-  stream_.buffers.push_back(Buffer{std::move(name), bytes, category, op_, std::move(module)});
+  if (names_) stream_.buffers.push_back(Buffer{std::string(name), bytes, category, op_, std::string(module)});
+  else stream_.buffers.push_back(Buffer{std::string(), bytes, category, op_, std::string()});
   refs_.push_back(1);
   if (bytes > 0) Emit(EventKind::kAlloc, id);
   return id;
+}
+
+Ledger::StorageId Ledger::AllocJoined(int64_t bytes, std::initializer_list<std::string_view> name_parts,
+                                      Category category, std::string_view module) {
+  if (!names_) return Alloc(bytes, {}, category);
+  std::string joined;
+  for (std::string_view p : name_parts) joined.append(p);
+  return Alloc(bytes, joined, category, module);
 }
 
 void Ledger::Emit(EventKind kind, StorageId s) {

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/stream/events.h"
@@ -20,7 +22,20 @@ class Ledger {
 
   /// Allocates a storage with one reference. Zero-byte storages are tracked but emit nothing
   /// (PyTorch's allocators are not called for them).
-  StorageId Alloc(int64_t bytes, std::string name, Category category, std::string module = {});
+  StorageId Alloc(int64_t bytes, std::string_view name, Category category, std::string_view module = {});
+  /// Alloc named by the concatenation of |name_parts| (joined only when names are recorded).
+  StorageId AllocJoined(int64_t bytes, std::initializer_list<std::string_view> name_parts, Category category,
+                        std::string_view module = {});
+  /// false: buffers keep no name and no module (a sweep's rows need only the sizes and the order;
+  /// Note [Compiled step] in docs/sweeps.md). Set before the first Alloc.
+  void set_record_names(bool on) { names_ = on; }
+  bool record_names() const { return names_; }
+  /// Reserves room for about |buffers| buffers and |events| events.
+  void Reserve(size_t buffers, size_t events) {
+    stream_.buffers.reserve(buffers);
+    stream_.events.reserve(events);
+    refs_.reserve(buffers);
+  }
   void Ref(StorageId s) { ++refs_[s]; }
   /// Drops one reference; the storage is freed when none remain.
   void Unref(StorageId s);
@@ -55,6 +70,7 @@ class Ledger {
   Phase phase_ = Phase::kSetup;
   uint32_t op_ = kNoOp;
   int64_t host_now_ = 0;
+  bool names_ = true;
   size_t probe_at_ = SIZE_MAX;
   std::function<void()> probe_;
 

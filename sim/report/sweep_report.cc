@@ -31,53 +31,157 @@ nlohmann::ordered_json ToJson(const SweepRow& r) {
   return j;
 }
 
+namespace {
+
+/// The axes a text or CSV table shows: those that vary, and the batch.
+std::vector<size_t> ShownAxes(const SweepSpec& spec) {
+  std::vector<size_t> shown;
+  for (size_t k = 0; k < spec.axes.size(); ++k)
+    if (spec.axes[k].labels.size() > 1 || spec.axes[k].name == "batch") shown.push_back(k);
+  return shown;
+}
+
+/// Configuration |i|'s axis values and results as one JSON object (|index|: "index" first).
+nlohmann::ordered_json RowObject(const SweepSpec& spec, size_t i, const SweepRow& r, bool index) {
+  nlohmann::ordered_json row;
+  if (index) row["index"] = i;
+  std::vector<size_t> picks = spec.Picks(i);
+  for (size_t k = 0; k < spec.axes.size(); ++k) {
+    const std::string& label = spec.axes[k].labels[picks[k]];
+    if (spec.axes[k].numeric) row[spec.axes[k].name] = std::stoll(label);
+    else row[spec.axes[k].name] = label;
+  }
+  nlohmann::ordered_json result = ToJson(r);
+  for (auto& [key, v] : result.items()) row[key] = v;
+  return row;
+}
+
+uint64_t Fnv1a(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return (h ^ 0xff) * 0x100000001b3ULL;  // a separator, so ("ab","c") != ("a","bc")
+}
+
+}  // namespace
+
 nlohmann::ordered_json ToJson(const SweepTable& t) {
   const SweepSpec& spec = *t.spec;
   nlohmann::ordered_json j;
   j["model"] = t.model;
   j["capacity_bytes"] = spec.base.alloc.capacity_bytes;
   j["configurations"] = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < t.rows.size(); ++i) {
-    nlohmann::ordered_json row;
-    std::vector<size_t> picks = spec.Picks(i);
-    for (size_t k = 0; k < spec.axes.size(); ++k) {
-      const std::string& label = spec.axes[k].labels[picks[k]];
-      if (spec.axes[k].numeric) row[spec.axes[k].name] = std::stoll(label);
-      else row[spec.axes[k].name] = label;
-    }
-    nlohmann::ordered_json result = ToJson(t.rows[i]);
-    for (auto& [key, v] : result.items()) row[key] = v;
-    j["configurations"].push_back(row);
-  }
+  for (size_t i = 0; i < t.rows.size(); ++i) j["configurations"].push_back(RowObject(spec, i, t.rows[i], false));
   return j;
+}
+
+
+std::string SweepHeaderLine(const SweepSpec& spec, SweepFormat f, bool index) {
+  if (f == SweepFormat::kJsonl) return "";
+  const char* sep = f == SweepFormat::kCsv ? "," : "  ";
+  std::string o;
+  if (index) o += std::string("index") + sep;
+  for (size_t k : ShownAxes(spec)) o += spec.axes[k].name + sep;
+  return o + "peak_live" + sep + "peak_allocated" + sep + "peak_reserved" + sep + "device_used" + sep + "fits\n";
+}
+
+std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, SweepFormat f, bool index) {
+  if (f == SweepFormat::kJsonl) return RowObject(spec, i, r, index).dump() + "\n";
+  const bool csv = f == SweepFormat::kCsv;
+  const char* sep = csv ? "," : "  ";
+  std::string o;
+  if (index) o += std::to_string(i) + sep;
+  std::vector<size_t> picks = spec.Picks(i);
+  for (size_t k : ShownAxes(spec)) {
+    const std::string& label = spec.axes[k].labels[picks[k]];
+    o += (label.empty() ? "-" : label) + sep;
+  }
+  if (!r.status.ok()) return o + "error: " + r.status.message() + "\n";
+  auto bytes = [&](int64_t b) { return csv ? std::to_string(b) : HumanBytes(b); };
+  const bool cap = spec.base.alloc.capacity_bytes != 0;
+  return o + bytes(r.peak_live_bytes) + sep + bytes(r.peak_allocated_bytes) + sep + bytes(r.peak_reserved_bytes) + sep +
+         (r.peak_device_bytes > 0 ? bytes(r.peak_device_bytes) : "-") + sep + (!cap ? "-" : r.oom ? "no" : "yes") + "\n";
 }
 
 std::string ToText(const SweepTable& t, bool csv) {
   const SweepSpec& spec = *t.spec;
-  std::ostringstream o;
-  std::vector<size_t> shown;
-  for (size_t k = 0; k < spec.axes.size(); ++k)
-    if (spec.axes[k].labels.size() > 1 || spec.axes[k].name == "batch") shown.push_back(k);
-  const char* sep = csv ? "," : "  ";
-  for (size_t k : shown) o << spec.axes[k].name << sep;
-  o << "peak_live" << sep << "peak_allocated" << sep << "peak_reserved" << sep << "device_used" << sep << "fits\n";
-  const bool cap = spec.base.alloc.capacity_bytes != 0;
-  for (size_t i = 0; i < t.rows.size(); ++i) {
-    std::vector<size_t> picks = spec.Picks(i);
-    for (size_t k : shown) {
-      const std::string& label = spec.axes[k].labels[picks[k]];
-      o << (label.empty() ? "-" : label) << sep;
-    }
-    const SweepRow& r = t.rows[i];
-    if (!r.status.ok()) {
-      o << "error: " << r.status.message() << "\n";
-      continue;
-    }
-    auto bytes = [&](int64_t b) { return csv ? std::to_string(b) : HumanBytes(b); };
-    o << bytes(r.peak_live_bytes) << sep << bytes(r.peak_allocated_bytes) << sep << bytes(r.peak_reserved_bytes) << sep
-      << (r.peak_device_bytes > 0 ? bytes(r.peak_device_bytes) : "-") << sep << (!cap ? "-" : r.oom ? "no" : "yes") << "\n";
+  const SweepFormat f = csv ? SweepFormat::kCsv : SweepFormat::kText;
+  std::string o = SweepHeaderLine(spec, f, false);
+  for (size_t i = 0; i < t.rows.size(); ++i) o += SweepRowLine(spec, i, t.rows[i], f, false);
+  return o;
+}
+
+std::string SweepFingerprint(const std::string& model, const SweepSpec& spec) {
+  uint64_t h = Fnv1a(0xcbf29ce484222325ULL, model);
+  for (const SweepAxis& ax : spec.axes) {
+    h = Fnv1a(h, ax.name);
+    for (const std::string& l : ax.labels) h = Fnv1a(h, l);
   }
-  return o.str();
+  const RunConfig& b = spec.base;
+  h = Fnv1a(h, std::to_string(b.alloc.capacity_bytes));
+  for (const std::string& s : b.sim.freeze_globs) h = Fnv1a(h, "freeze " + s);
+  for (const std::string& s : b.sim.checkpoint_globs) h = Fnv1a(h, "checkpoint " + s);
+  h = Fnv1a(h, std::to_string(b.sim.clip_grad_norm) + " " + b.sim.gpu_arch + " " + b.device.arch);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string SweepMetaLine(const SweepMeta& m, SweepFormat f) {
+  if (f == SweepFormat::kJsonl) {
+    nlohmann::ordered_json j;
+    j["model"] = m.model;
+    j["configurations"] = m.configurations;
+    j["fingerprint"] = m.fingerprint;
+    if (m.shards > 1) j["shard"] = std::to_string(m.shard) + "/" + std::to_string(m.shards);
+    nlohmann::ordered_json line;
+    line["memsim_sweep"] = j;
+    return line.dump() + "\n";
+  }
+  std::string o = "# memsim sweep: model " + m.model + ", configurations " + std::to_string(m.configurations) +
+                  ", fingerprint " + m.fingerprint;
+  if (m.shards > 1) o += ", shard " + std::to_string(m.shard) + "/" + std::to_string(m.shards);
+  return o + "\n";
+}
+
+Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f) {
+  const Status bad = Status::InvalidArgument("not a memsim sweep file (its first line is not the sweep's metadata)");
+  SweepMeta m;
+  std::string shard;
+  if (f == SweepFormat::kJsonl) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("memsim_sweep") || !j["memsim_sweep"].is_object()) return bad;
+    const auto& s = j["memsim_sweep"];
+    if (!s.contains("model") || !s["model"].is_string() || !s.contains("configurations") ||
+        !s["configurations"].is_number_unsigned() || !s.contains("fingerprint") || !s["fingerprint"].is_string())
+      return bad;
+    m.model = s["model"].get<std::string>();
+    m.configurations = s["configurations"].get<size_t>();
+    m.fingerprint = s["fingerprint"].get<std::string>();
+    if (s.contains("shard")) {
+      if (!s["shard"].is_string()) return bad;
+      shard = s["shard"].get<std::string>();
+    }
+  } else {
+    const std::string prefix = "# memsim sweep: model ";
+    if (line.rfind(prefix, 0) != 0) return bad;
+    size_t c = line.find(", configurations ", prefix.size());
+    size_t fp = line.find(", fingerprint ", c == std::string::npos ? 0 : c);
+    if (c == std::string::npos || fp == std::string::npos) return bad;
+    m.model = line.substr(prefix.size(), c - prefix.size());
+    std::string count = line.substr(c + 17, fp - c - 17);
+    if (count.empty() || count.find_first_not_of("0123456789") != std::string::npos || count.size() > 18) return bad;
+    m.configurations = std::stoull(count);
+    size_t sh = line.find(", shard ", fp);
+    m.fingerprint = line.substr(fp + 14, sh == std::string::npos ? std::string::npos : sh - fp - 14);
+    if (sh != std::string::npos) shard = line.substr(sh + 8);
+  }
+  if (!shard.empty()) {
+    unsigned long long k = 0, n = 0;
+    char tail = 0;
+    if (std::sscanf(shard.c_str(), "%llu/%llu%c", &k, &n, &tail) != 2 || k < 1 || k > n) return bad;
+    m.shard = k;
+    m.shards = n;
+  }
+  return m;
 }
 
 nlohmann::ordered_json ToJson(const FitReport& r) {

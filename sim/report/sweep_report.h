@@ -27,6 +27,29 @@ nlohmann::ordered_json ToJson(const SweepTable& t);
 /// axes that vary, and the batch.
 std::string ToText(const SweepTable& t, bool csv);
 
+// Streaming: a sweep written row by row (ToText is the header then every row). Files written
+// with --out carry the configuration index first (kCsv/kJsonl with |index|) and a metadata line
+// (SweepMetaLine) so that they can be resumed and merged.
+enum class SweepFormat : uint8_t { kText, kCsv, kJsonl };
+/// The column header line of |f| ("" for kJsonl).
+std::string SweepHeaderLine(const SweepSpec& spec, SweepFormat f, bool index);
+/// Row |i| of |spec| as one line (ends with '\n').
+std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, SweepFormat f, bool index);
+/// What a sweep file is: which sweep (a fingerprint of the model and the axes), how many
+/// configurations it has in all, and which shard of them the file holds.
+struct SweepMeta {
+  std::string model;
+  size_t configurations = 0;
+  std::string fingerprint;
+  size_t shard = 1, shards = 1;  ///< 1-based: shard K of N
+};
+/// The fingerprint of |spec| for |model|: 16 hex digits over the axes, their values and the base.
+std::string SweepFingerprint(const std::string& model, const SweepSpec& spec);
+/// The first line of a sweep file: "# memsim sweep ..." (kCsv) or {"memsim_sweep": ...} (kJsonl).
+std::string SweepMetaLine(const SweepMeta& m, SweepFormat f);
+/// Parses a line written by SweepMetaLine; error if it is not one.
+Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f);
+
 struct FitReport {
   std::string model;
   int64_t capacity_bytes = 0;

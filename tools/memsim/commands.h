@@ -16,6 +16,7 @@ void RegisterImportOnnxCommand(CLI::App& app);  // import_onnx_command.cc
 void RegisterSweepCommand(CLI::App& app);       // sweep_command.cc
 void RegisterFitCommand(CLI::App& app);         // sweep_command.cc
 void RegisterAdviseCommand(CLI::App& app);      // sweep_command.cc
+void RegisterMergeCommand(CLI::App& app);       // sweep_command.cc
 
 }  // namespace memsim::cli
 

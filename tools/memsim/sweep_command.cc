@@ -1,7 +1,13 @@
 // memsim sweep: the cartesian product of configuration lists, simulated in parallel.
 // memsim fit: the largest batch that fits a device. memsim advise: single changes ranked.
+// memsim merge: the shard files of one sweep joined (tools/memsim/sweep_files.h).
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "lib/util/atomic_file.h"
 #include "sim/advise.h"
@@ -10,6 +16,7 @@
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
 #include "tools/memsim/options.h"
+#include "tools/memsim/sweep_files.h"
 
 namespace memsim::cli {
 namespace {
@@ -20,23 +27,122 @@ struct SweepArgs {
   int64_t max_batch = 65536;
   bool json = false;
   bool csv = false;
+  bool jsonl = false;
+  std::string out;     ///< --out FILE (.csv or .jsonl): rows with their index, resumable
+  bool resume = false;
+  std::string shard;   ///< --shard K/N
 };
 
-constexpr size_t kMaxConfigurations = 1000000;
+constexpr size_t kMaxConfigurations = 1000000;             // a whole JSON document in memory
+constexpr size_t kMaxStreamedConfigurations = size_t{1} << 48;  // rows streamed as they complete
+
+Result<SweepSlice> ParseShard(const std::string& s) {
+  SweepSlice slice;
+  if (s.empty()) return slice;
+  unsigned long long k = 0, n = 0;
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "%llu/%llu%c", &k, &n, &tail) != 2 || k < 1 || k > n || s[0] < '0' || s[0] > '9')
+    return Status::InvalidArgument("--shard \"" + s + "\": expected K/N with 1 <= K <= N");
+  slice.shard = k;
+  slice.shards = n;
+  return slice;
+}
+
+/// "\r12,345/40,000 (30 %)  2,310 configurations/s  ETA 0:12" on a terminal's stderr.
+class Progress {
+ public:
+  Progress(size_t total, size_t start) : total_(total), start_(start), on_(::isatty(STDERR_FILENO) != 0) {}
+  void Update(size_t done, bool last = false) {
+    if (!on_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (!last && now - shown_ < std::chrono::milliseconds(100)) return;
+    shown_ = now;
+    const double secs = std::chrono::duration<double>(now - t0_).count();
+    const double rate = secs > 0 ? static_cast<double>(done - start_) / secs : 0;
+    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+    std::fprintf(stderr, "\r%zu/%zu (%.0f %%)  %.0f configurations/s  ETA %d:%02d   ", done, total_,
+                 total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, rate,
+                 static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+    if (last) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  size_t total_, start_;
+  bool on_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(), shown_{};
+};
 
 void Sweep(const SweepArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
   SweepSpec spec = ValueOrFail(a.config.Spec());
-  size_t n = ValueOrFail(spec.Count(kMaxConfigurations));
-  std::vector<RunConfig> configs;
-  configs.reserve(n);
-  for (size_t i = 0; i < n; ++i) configs.push_back(spec.Config(i));
-  SweepTable table{g.name, &spec, RunSweep(g, configs, a.threads)};
+  SweepSlice slice = ValueOrFail(ParseShard(a.shard));
+  if (a.resume && a.out.empty()) Fail(Status::InvalidArgument("--resume needs --out FILE"));
+  if (!a.out.empty() && (a.json || a.csv || a.jsonl))
+    Fail(Status::InvalidArgument("--out FILE picks the format by its extension (.csv or .jsonl): drop --json, --csv and --jsonl"));
+  if (a.json && slice.shards > 1) Fail(Status::InvalidArgument("--shard writes rows (--out FILE, --csv or --jsonl), not one --json document"));
+  const size_t n = ValueOrFail(spec.Count(a.json ? kMaxConfigurations : kMaxStreamedConfigurations));
+  SweepRow first_error;
+  bool any_ok = false, any = false;
+  auto note = [&](const SweepRow& r) {
+    if (!any) first_error = r;
+    any = true;
+    any_ok = any_ok || r.status.ok();
+  };
+  if (a.json) {  // one JSON document: every row in memory
+    SweepTable table{g.name, &spec, {}};
+    table.rows.reserve(n);
+    OkOrFail(StreamSweep(g, spec, n, slice, a.threads, [&](size_t, const SweepRow& r) {
+      note(r);
+      table.rows.push_back(r);
+      return Status::OK();
+    }));
+    if (any && !any_ok) Fail(first_error.status);
+    OkOrFail(WriteStdout(ToJson(table).dump(2) + "\n"));
+    return;
+  }
+  const SweepFormat f = !a.out.empty() ? ValueOrFail(FormatOfPath(a.out))
+                        : a.csv        ? SweepFormat::kCsv
+                        : a.jsonl      ? SweepFormat::kJsonl
+                                       : SweepFormat::kText;
+  const bool index = !a.out.empty() || slice.shards > 1;  // rows that can be resumed and merged
+  std::optional<SweepFileWriter> file;
+  if (!a.out.empty()) {
+    SweepMeta meta{g.name, n, SweepFingerprint(g.name, spec), slice.shard, slice.shards};
+    file.emplace(ValueOrFail(SweepFileWriter::Open(a.out, meta, SweepHeaderLine(spec, f, index), a.resume)));
+    slice.skip = file->rows_done();
+  } else {
+    OkOrFail(WriteStdout(SweepHeaderLine(spec, f, index)));
+  }
+  const size_t total = slice.Size(n);
+  Progress progress(total, slice.skip);
+  std::string pending;
+  auto flush = [&]() -> Status {
+    Status st = file ? file->Append(pending) : WriteStdout(pending);
+    pending.clear();
+    return st;
+  };
+  Status written;
+  OkOrFail(StreamSweep(
+      g, spec, n, slice, a.threads,
+      [&](size_t i, const SweepRow& r) {
+        note(r);
+        pending += SweepRowLine(spec, i, r, f, index);
+        return written;
+      },
+      [&](size_t done) {
+        if (written.ok()) written = flush();  // every batch of rows, in order, as soon as it is complete
+        progress.Update(done);
+      }));
+  OkOrFail(written);
+  OkOrFail(flush());
+  progress.Update(total, /*last=*/true);
+  if (file) OkOrFail(file->Close());
   // A sweep where no configuration is valid is a usage error, as `run` would say.
-  if (!table.rows.empty() && std::none_of(table.rows.begin(), table.rows.end(), [](const SweepRow& r) { return r.status.ok(); }))
-    Fail(table.rows.front().status);
-  OkOrFail(WriteStdout(a.json ? ToJson(table).dump(2) + "\n" : ToText(table, a.csv)));
+  if (any && !any_ok) Fail(first_error.status);
 }
+
+void Merge(const std::string& out, const std::vector<std::string>& parts) { OkOrFail(MergeSweepFiles(out, parts)); }
 
 void Fit(const SweepArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
@@ -72,8 +178,24 @@ void RegisterSweepCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sweep", "simulate every combination of the given options, in parallel");
   AddCommon(cmd, args.get(), true);
   cmd->add_flag("--csv", args->csv, "CSV output (bytes as integers)");
+  cmd->add_flag("--jsonl", args->jsonl, "JSON Lines output: one object per configuration");
+  cmd->add_option("--out", args->out,
+                  "write the rows to FILE (.csv or .jsonl) as they complete, each with its configuration index");
+  cmd->add_flag("--resume", args->resume,
+                "continue the --out FILE of an interrupted run of the same sweep (rows already there are kept)");
+  cmd->add_option("--shard", args->shard,
+                  "run shard K of N (K/N): configurations K-1, K-1+N, K-1+2N, ...; join the parts with memsim merge");
   cmd->add_option("--threads", args->threads, "worker threads (0 = all cores); output does not depend on it");
   cmd->callback([args] { Sweep(*args); });
+}
+
+void RegisterMergeCommand(CLI::App& app) {
+  auto out = std::make_shared<std::string>();
+  auto parts = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd = app.add_subcommand("merge", "join the --shard K/N files of one sweep into the file the whole sweep writes");
+  cmd->add_option("OUT", *out, "merged file (.csv or .jsonl, as the parts)")->required();
+  cmd->add_option("PARTS", *parts, "the shard files, one per shard, in any order")->required();
+  cmd->callback([out, parts] { Merge(*out, *parts); });
 }
 
 void RegisterFitCommand(CLI::App& app) {

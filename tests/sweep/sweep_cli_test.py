@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""`memsim sweep` at scale, end to end (Note [Sweep files] in docs/sweeps.md):
+
+  threads  one sweep with 1 and 2 threads gives the same bytes (CSV, JSONL, --out files)
+  resume   a sweep killed with SIGKILL at several moments, resumed each time, equals an
+           uninterrupted run byte for byte; --resume refuses a file of another sweep
+  shards   3 shards merged == the unsharded file; merge fails on a missing or duplicated shard
+           or configuration
+  memory   a 10-million-row sweep: the resident memory does not grow with the rows written
+
+usage: sweep_cli_test.py MEMSIM SOURCE_DIR MODE
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+MID = ["graphs/mlp.json", "--batch", ",".join(str(b) for b in range(1, 401)), "--optimizer", "sgd,adam,adamw",
+       "--profile", "cuda,cpu", "--gpu", "T4"]
+# Long enough (~24,000 configurations, a few seconds) to be killed in the middle.
+LONG = ["graphs/mlp.json", "--batch", ",".join(str(b) for b in range(1, 4001)), "--optimizer", "sgd,adam,adamw",
+        "--profile", "cuda,cpu", "--gpu", "T4"]
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def run(memsim, args, **kw):
+    r = subprocess.run([memsim] + args, capture_output=True, **kw)
+    if r.returncode != 0:
+        fail("memsim %s exited %d: %s" % (" ".join(args[:3]), r.returncode, r.stderr.decode()[-2000:]))
+    return r.stdout
+
+
+def expect_error(memsim, args, needle):
+    r = subprocess.run([memsim] + args, capture_output=True, text=True)
+    if r.returncode != 2 or needle not in r.stderr:
+        fail("expected exit 2 with %r from memsim %s, got %d: %s" % (needle, " ".join(args[:2]), r.returncode, r.stderr))
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def threads(memsim, tmp):
+    for fmt in (["--csv"], ["--jsonl"], []):
+        one = run(memsim, ["sweep"] + MID + fmt + ["--threads", "1"])
+        two = run(memsim, ["sweep"] + MID + fmt + ["--threads", "2"])
+        if one != two:
+            fail("sweep %s: 1 and 2 threads differ" % fmt)
+    for ext in ("csv", "jsonl"):
+        a, b = os.path.join(tmp, "one." + ext), os.path.join(tmp, "two." + ext)
+        run(memsim, ["sweep"] + MID + ["--threads", "1", "--out", a])
+        run(memsim, ["sweep"] + MID + ["--threads", "2", "--out", b])
+        if read(a) != read(b):
+            fail("--out %s: 1 and 2 threads differ" % ext)
+        rows = read(a).count(b"\n") - (2 if ext == "csv" else 1)
+        if rows != 400 * 3 * 2:
+            fail("--out %s: %d rows, expected 2400" % (ext, rows))
+    print("ok: 1 and 2 threads give the same bytes")
+    # The progress bar: on stderr when it is a terminal, nothing otherwise.
+    r = subprocess.run([memsim, "sweep"] + MID + ["--csv"], capture_output=True)
+    if r.stderr:
+        fail("stderr is not a terminal, yet the sweep wrote to it: %r" % r.stderr[:200])
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([memsim, "sweep"] + MID + ["--csv"], stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    p.wait()
+    os.close(master)
+    if b"configurations/s" not in shown or b"ETA" not in shown or b"2400/2400" not in shown:
+        fail("no progress bar on a terminal: %r" % shown[-300:])
+    print("ok: progress bar on a terminal only")
+
+
+def resume(memsim, tmp):
+    for ext in ("csv", "jsonl"):
+        whole = os.path.join(tmp, "whole." + ext)
+        run(memsim, ["sweep"] + LONG + ["--out", whole])
+        total = read(whole).count(b"\n")
+        part = os.path.join(tmp, "killed." + ext)
+        midway = 0
+        # Kill at several moments: at once (maybe before the header), then after some rows.
+        for delay in (0.0, 0.05, 0.1, 0.15, 0.25, 0.4):
+            p = subprocess.Popen([memsim, "sweep"] + LONG + ["--out", part, "--resume", "--threads", "2"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(delay)
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+            p.wait()
+            lines = read(part).count(b"\n") if os.path.exists(part) else 0
+            if p.returncode == -signal.SIGKILL and 3 < lines < total:
+                midway += 1
+        if midway < 2:
+            fail("%s: only %d kills landed in the middle of the sweep" % (ext, midway))
+        run(memsim, ["sweep"] + LONG + ["--out", part, "--resume"])
+        if read(part) != read(whole):
+            fail("%s: killed %d times midway and resumed, the file differs from an uninterrupted run" % (ext, midway))
+        # Resuming a finished file adds nothing.
+        run(memsim, ["sweep"] + LONG + ["--out", part, "--resume"])
+        if read(part) != read(whole):
+            fail("%s: resuming a finished sweep changed it" % ext)
+        # A half-written last row (what a kill inside write(2) would leave) is dropped and redone.
+        data = read(whole)
+        cut = data.rfind(b"\n", 0, len(data) // 2) + 7
+        with open(part, "wb") as f:
+            f.write(data[:cut])
+        run(memsim, ["sweep"] + LONG + ["--out", part, "--resume"])
+        if read(part) != data:
+            fail("%s: a partial last row was not redone" % ext)
+        print("%s: killed %d times midway, resumed == uninterrupted" % (ext, midway))
+    expect_error(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--out", part, "--resume"],
+                 "holds the rows of another sweep")
+    print("ok: SIGKILL + --resume == an uninterrupted run")
+
+
+def shards(memsim, tmp):
+    for ext in ("csv", "jsonl"):
+        whole = os.path.join(tmp, "whole." + ext)
+        run(memsim, ["sweep"] + MID + ["--out", whole])
+        parts = [os.path.join(tmp, "part-%d.%s" % (k, ext)) for k in (1, 2, 3)]
+        for k, p in enumerate(parts, 1):
+            run(memsim, ["sweep"] + MID + ["--shard", "%d/3" % k, "--out", p])
+        merged = os.path.join(tmp, "merged." + ext)
+        run(memsim, ["merge", merged, parts[2], parts[0], parts[1]])
+        if read(merged) != read(whole):
+            fail("%s: 3 shards merged differ from the unsharded sweep" % ext)
+        os.remove(merged)
+        expect_error(memsim, ["merge", merged, parts[0], parts[1]], "shard 3/3 is missing")
+        expect_error(memsim, ["merge", merged, parts[0], parts[1], parts[2], parts[1]], "given twice")
+        data = read(parts[1])
+        with open(parts[1], "wb") as f:  # the last rows of shard 2 lost
+            f.write(data[:data.rfind(b"\n", 0, len(data) - 1) + 1])
+        expect_error(memsim, ["merge", merged, parts[0], parts[1], parts[2]], "is missing")
+        with open(parts[1], "wb") as f:  # one row twice
+            lines = data.splitlines(keepends=True)
+            f.write(b"".join(lines[:5] + lines[4:]))
+        expect_error(memsim, ["merge", merged, parts[0], parts[1], parts[2]], "is duplicated")
+        if os.path.exists(merged):
+            fail("a failed merge left " + merged)
+    expect_error(memsim, ["sweep"] + MID + ["--shard", "4/3", "--csv"], "expected K/N")
+    print("ok: 3 shards merged == unsharded; merge refuses missing and duplicated rows")
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def memory(memsim, tmp):
+    # 10 million configurations of a two-op graph: 1000 batches x 10000 widths.
+    args = ["sweep", "tests/data/sweep_tiny.json", "--batch", ",".join(str(b) for b in range(1, 1001)),
+            "--set", "width=" + ",".join(str(w) for w in range(1, 10001)), "--profile", "cpu", "--optimizer", "none",
+            "--allocator", "ideal", "--csv"]
+    p = subprocess.Popen([memsim] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    rows, samples, t0 = 0, [], time.time()
+    while True:
+        chunk = p.stdout.read(1 << 20)
+        if not chunk:
+            break
+        rows += chunk.count(b"\n")
+        if rows > 500000 and (not samples or rows - samples[-1][0] > 1000000):
+            samples.append((rows, rss_kib(p.pid)))
+    p.wait()
+    if p.returncode != 0:
+        fail("the 10-million-row sweep failed: " + p.stderr.read().decode()[-2000:])
+    if rows != 10_000_000 + 1:
+        fail("%d lines, expected 10,000,001" % rows)
+    first, last = samples[0][1], max(s[1] for s in samples)
+    print("rows, RSS KiB:", samples, "%.0f s" % (time.time() - t0))
+    if last > first + 16 * 1024:
+        fail("RSS grew from %d KiB to %d KiB while writing 10 million rows" % (first, last))
+    print("ok: 10 million rows, RSS %d -> %d KiB" % (first, last))
+
+
+def main():
+    memsim, src, mode = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3]
+    os.chdir(src)
+    with tempfile.TemporaryDirectory(prefix="memsim-sweep-") as tmp:
+        {"threads": threads, "resume": resume, "shards": shards, "memory": memory}[mode](memsim, tmp)
+
+
+if __name__ == "__main__":
+    main()

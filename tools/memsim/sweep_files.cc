@@ -1,0 +1,224 @@
+#include "tools/memsim/sweep_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "lib/util/atomic_file.h"
+
+namespace memsim::cli {
+namespace {
+
+Status ErrnoError(const std::string& what, const std::string& path) {
+  return Status::InvalidArgument(path + ": " + what + ": " + std::strerror(errno));
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// The configuration index a row line starts with ("12,..." or {"index":12,...}); -1 if none.
+int64_t RowIndex(const std::string& line, SweepFormat f) {
+  size_t pos = 0;
+  if (f == SweepFormat::kJsonl) {
+    static const std::string kPrefix = "{\"index\":";
+    if (line.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+    pos = kPrefix.size();
+  }
+  int64_t v = 0;
+  size_t start = pos;
+  while (pos < line.size() && line[pos] >= '0' && line[pos] <= '9' && pos - start < 18) v = v * 10 + (line[pos++] - '0');
+  if (pos == start || pos >= line.size() || line[pos] != ',') return -1;
+  return v;
+}
+
+/// Writes all of |data| to |fd|.
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return ErrnoError("cannot write", path);
+    off += static_cast<size_t>(w);
+  }
+  return Status::OK();
+}
+
+/// Reads |path| line by line; a last line without its newline is reported as partial.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : in_(path, std::ios::binary) {}
+  bool ok() const { return static_cast<bool>(in_); }
+  /// false at the end; |complete| false for a last line cut short.
+  bool Next(std::string* line, bool* complete) {
+    if (!std::getline(in_, *line)) return false;
+    *complete = !in_.eof();
+    offset_ += line->size() + (*complete ? 1 : 0);
+    return true;
+  }
+  uint64_t offset() const { return offset_; }
+
+ private:
+  std::ifstream in_;
+  uint64_t offset_ = 0;
+};
+
+}  // namespace
+
+Result<SweepFormat> FormatOfPath(const std::string& path) {
+  if (EndsWith(path, ".csv")) return SweepFormat::kCsv;
+  if (EndsWith(path, ".jsonl")) return SweepFormat::kJsonl;
+  return Status::InvalidArgument(path + ": the file name must end in .csv or .jsonl (the format of the rows)");
+}
+
+Result<SweepFileWriter> SweepFileWriter::Open(const std::string& path, const SweepMeta& meta, const std::string& header,
+                                              bool resume) {
+  MEMSIM_ASSIGN_OR_RETURN(SweepFormat f, FormatOfPath(path));
+  const std::string meta_line = SweepMetaLine(meta, f);
+  struct stat st;
+  if (resume && ::stat(path.c_str(), &st) == 0) {
+    LineReader in(path);
+    if (!in.ok()) return ErrnoError("cannot read", path);
+    std::string line;
+    bool complete = false;
+    uint64_t keep = 0;  // bytes of the file that stay: the metadata, the header, complete rows
+    size_t done = 0;
+    bool started = in.Next(&line, &complete) && complete;
+    if (started) {
+      if (line + "\n" != meta_line)
+        return Status::InvalidArgument(path + " holds the rows of another sweep or shard (" + line +
+                                       "); remove it or run without --resume");
+      if (!header.empty()) {
+        started = in.Next(&line, &complete) && complete;
+        if (started && line + "\n" != header)
+          return Status::InvalidArgument(path + ": its column header differs from this sweep's");
+      }
+    }
+    if (started) {
+      keep = in.offset();
+      while (in.Next(&line, &complete) && complete) {
+        const int64_t want = static_cast<int64_t>(meta.shard - 1 + done * meta.shards);
+        if (RowIndex(line, f) != want)
+          return Status::InvalidArgument(path + ": line " + std::to_string(done + (header.empty() ? 2 : 3)) +
+                                         " is not the row of configuration " + std::to_string(want) +
+                                         " (the file was changed); remove it or run without --resume");
+        ++done;
+        keep = in.offset();
+      }
+    }
+    if (started) {
+      int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+      if (fd < 0) return ErrnoError("cannot open for appending", path);
+      if (::ftruncate(fd, static_cast<off_t>(keep)) != 0) {
+        ::close(fd);
+        return ErrnoError("cannot drop the partial last row", path);
+      }
+      return SweepFileWriter(path, fd, done);
+    }
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create", path);
+  SweepFileWriter w(path, fd, 0);
+  MEMSIM_RETURN_IF_ERROR(w.Append(meta_line + header));
+  return w;
+}
+
+SweepFileWriter::~SweepFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status SweepFileWriter::Append(const std::string& lines) { return WriteAll(fd_, lines, path_); }
+
+Status SweepFileWriter::Close() {
+  if (fd_ < 0) return Status::OK();
+  int fd = fd_;
+  fd_ = -1;
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    ::close(fd);
+    return ErrnoError("cannot sync", path_);
+  }
+  if (::close(fd) != 0) return ErrnoError("cannot close", path_);
+  return Status::OK();
+}
+
+Status MergeSweepFiles(const std::string& out, const std::vector<std::string>& parts) {
+  MEMSIM_ASSIGN_OR_RETURN(SweepFormat f, FormatOfPath(out));
+  if (parts.empty()) return Status::InvalidArgument("merge: no part files given");
+  struct Part {
+    std::string path;
+    std::unique_ptr<LineReader> in;
+    SweepMeta meta;
+  };
+  std::vector<Part> all;
+  std::string header;
+  for (const std::string& p : parts) {
+    MEMSIM_ASSIGN_OR_RETURN(SweepFormat pf, FormatOfPath(p));
+    if (pf != f) return Status::InvalidArgument(p + ": not the format of " + out);
+    Part part{p, std::make_unique<LineReader>(p), {}};
+    if (!part.in->ok()) return ErrnoError("cannot read", p);
+    std::string line;
+    bool complete = false;
+    if (!part.in->Next(&line, &complete) || !complete) return Status::InvalidArgument(p + ": empty or cut short");
+    auto meta = ParseSweepMetaLine(line, f);
+    if (!meta.ok()) return Status::InvalidArgument(p + ": " + meta.status().message());
+    part.meta = *meta;
+    if (f == SweepFormat::kCsv) {
+      if (!part.in->Next(&line, &complete) || !complete) return Status::InvalidArgument(p + ": no column header");
+      if (!header.empty() && line + "\n" != header) return Status::InvalidArgument(p + ": its columns differ from " + all[0].path + "'s");
+      header = line + "\n";
+    }
+    if (!all.empty()) {
+      const SweepMeta& a = all[0].meta;
+      if (a.model != part.meta.model || a.configurations != part.meta.configurations || a.fingerprint != part.meta.fingerprint)
+        return Status::InvalidArgument(p + " is a part of another sweep than " + all[0].path);
+      if (a.shards != part.meta.shards)
+        return Status::InvalidArgument(p + " is a shard of " + std::to_string(part.meta.shards) + ", " + all[0].path +
+                                       " of " + std::to_string(a.shards));
+    }
+    all.push_back(std::move(part));
+  }
+  const size_t shards = all[0].meta.shards, n = all[0].meta.configurations;
+  std::vector<Part*> by_shard(shards, nullptr);
+  for (Part& p : all) {
+    Part*& slot = by_shard[p.meta.shard - 1];
+    if (slot) return Status::InvalidArgument("shard " + std::to_string(p.meta.shard) + "/" + std::to_string(shards) +
+                                             " given twice (" + slot->path + " and " + p.path + ")");
+    slot = &p;
+  }
+  for (size_t k = 0; k < shards && k < std::max<size_t>(n, 1); ++k)
+    if (!by_shard[k]) return Status::InvalidArgument("shard " + std::to_string(k + 1) + "/" + std::to_string(shards) + " is missing");
+  SweepMeta merged = all[0].meta;
+  merged.shard = merged.shards = 1;
+  MEMSIM_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Open(out));
+  MEMSIM_RETURN_IF_ERROR(w.Write(SweepMetaLine(merged, f) + header));
+  std::string line;
+  bool complete = false;
+  for (size_t i = 0; i < n; ++i) {
+    Part& p = *by_shard[i % shards];
+    if (!p.in->Next(&line, &complete) || !complete)
+      return Status::InvalidArgument("configuration " + std::to_string(i) + " is missing (" + p.path + " ends before it)");
+    const int64_t got = RowIndex(line, f);
+    if (got < 0) return Status::InvalidArgument(p.path + ": a row without its configuration index");
+    if (static_cast<size_t>(got) < i) return Status::InvalidArgument("configuration " + std::to_string(got) + " is duplicated in " + p.path);
+    if (static_cast<size_t>(got) != i)
+      return Status::InvalidArgument("configuration " + std::to_string(i) + " is missing from " + p.path);
+    line += '\n';
+    MEMSIM_RETURN_IF_ERROR(w.Write(line));
+  }
+  for (Part& p : all)
+    if (p.in->Next(&line, &complete)) {
+      const int64_t got = RowIndex(line, f);
+      return Status::InvalidArgument(p.path + ": " +
+                                     (got >= 0 && static_cast<size_t>(got) < n ? "configuration " + std::to_string(got) + " is duplicated"
+                                                                               : std::string("rows beyond the sweep's configurations")));
+    }
+  return w.Commit();
+}
+
+}  // namespace memsim::cli
