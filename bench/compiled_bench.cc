@@ -64,7 +64,7 @@ void BM_StageStep(benchmark::State& state, const char* model, bool names) {
   auto bound = BindFor(g, (*cs)->sim, *BindingsOf(g, c.sim));
   size_t events = 0;
   for (auto _ : state) {
-    auto r = SimulatePlanned(g, (*cs)->sim, *bound, names);
+    auto r = SimulatePlanned(g, (*cs)->sim, *bound, c.sim, names);
     events = r->events.events.size();
   }
   state.counters["events"] = static_cast<double>(events);
