@@ -185,10 +185,10 @@ py::dict Sweep(const GraphHandle& graph, const std::vector<std::string>& args, i
   return d;
 }
 
-/// `memsim fit`: {"json", "text", "max_batch"}.
-py::dict Fit(const GraphHandle& graph, const std::vector<std::string>& args, int64_t max_batch) {
+/// `memsim fit [--search SYMBOL]`: {"json", "text", "max_batch"} (the largest value of |search|).
+py::dict Fit(const GraphHandle& graph, const std::vector<std::string>& args, int64_t max_batch, const std::string& search) {
   RunConfig base = SingleConfig(args, "fit");
-  Result<FitResult> fit = WithoutGil([&] { return FitBatch(*graph.g, base, max_batch); });
+  Result<FitResult> fit = WithoutGil([&] { return FitSymbol(*graph.g, base, search, max_batch); });
   if (!fit.ok()) RaisePipelineError(*graph.g, fit.status());
   FitReport report{graph.g->name, base.alloc.capacity_bytes, max_batch, std::move(fit).value()};
   py::dict d;
@@ -274,7 +274,7 @@ void BindModule(py::module_& m) {
         py::arg("text"), py::arg("source"), "Parses graph-file text; |source| names it in messages.");
   m.def("run", &RunGraph, py::arg("graph"), py::arg("args"), py::arg("explain") = false, py::arg("top") = 10);
   m.def("sweep", &Sweep, py::arg("graph"), py::arg("args"), py::arg("threads") = 0);
-  m.def("fit", &Fit, py::arg("graph"), py::arg("args"), py::arg("max_batch") = 65536);
+  m.def("fit", &Fit, py::arg("graph"), py::arg("args"), py::arg("max_batch") = 65536, py::arg("search") = "batch");
   m.def("advise", &AdviseGraph, py::arg("graph"), py::arg("args"), py::arg("threads") = 0,
         py::arg("max_batch") = 65536);
   m.attr("PHASES") = Names<Phase>(kNumPhases, PhaseName);

@@ -165,44 +165,37 @@ Status StreamSweep(const Graph& g, const SweepSpec& spec, size_t n, const SweepS
 }
 
 Result<FitResult> FitBatch(const Graph& g, const RunConfig& base, int64_t limit) {
+  return FitSymbol(g, base, "batch", limit);
+}
+
+Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::string& symbol, int64_t limit) {
   if (base.alloc.capacity_bytes <= 0) return Status::InvalidArgument("fit needs a device capacity (--gpu or --capacity)");
-  if (g.FindSymbol("batch") == kNone) return Status::InvalidArgument(g.source + ": the graph has no symbol \"batch\"");
-  if (limit < 1) return Status::InvalidArgument("the batch limit must be at least 1");
+  if (g.FindSymbol(symbol) == kNone) return Status::InvalidArgument(g.source + ": the graph has no symbol \"" + symbol + "\"");
+  if (limit < 1) return Status::InvalidArgument("the " + symbol + " limit must be at least 1");
   FitResult fit;
+  fit.symbol = symbol;
   MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, base));
-  auto eval = [&](int64_t batch) -> Result<SweepRow> {
-    RunConfig c = base;
-    c.sim.symbols["batch"] = batch;
-    ++fit.evaluated;
-    SweepRow row = RowOf(*cs, c);
-    if (!row.status.ok()) return row.status;
-    return row;
-  };
   // Invariant: |lo| fits (or is 0), |hi| does not fit (or is limit + 1).
   int64_t lo = 0, hi = limit + 1;
   SweepRow lo_row, hi_row;
-  for (int64_t b = 1; b <= limit; b = b > limit / 2 ? limit : b * 2) {
-    MEMSIM_ASSIGN_OR_RETURN(SweepRow row, eval(b));
-    if (row.oom) {
-      hi = b;
-      hi_row = row;
-      break;
-    }
-    lo = b;
-    lo_row = row;
-    if (b == limit) break;
+  // A value the graph refuses counts as not fitting once a smaller one has fitted.
+  auto fits = [&](int64_t v) -> Result<bool> {
+    RunConfig c = base;
+    c.sim.symbols[symbol] = v;
+    ++fit.evaluated;
+    SweepRow row = RowOf(*cs, c);
+    if (!row.status.ok() && lo == 0) return row.status;
+    const bool ok = row.status.ok() && !row.oom;
+    if (!row.status.ok()) row.oom_message = std::string(row.status.message());
+    (ok ? lo_row : hi_row) = std::move(row);
+    (ok ? lo : hi) = v;
+    return ok;
+  };
+  for (int64_t v = 1; v <= limit; v = v > limit / 2 ? limit : v * 2) {
+    MEMSIM_ASSIGN_OR_RETURN(bool ok, fits(v));
+    if (!ok || v == limit) break;
   }
-  while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    MEMSIM_ASSIGN_OR_RETURN(SweepRow row, eval(mid));
-    if (row.oom) {
-      hi = mid;
-      hi_row = row;
-    } else {
-      lo = mid;
-      lo_row = row;
-    }
-  }
+  while (hi - lo > 1) MEMSIM_RETURN_IF_ERROR(fits(lo + (hi - lo) / 2).status());
   fit.max_batch = lo;
   fit.at_max = lo_row;
   fit.above = hi_row;

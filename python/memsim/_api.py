@@ -150,11 +150,11 @@ def sweep(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, **opt
     return df
 
 
-def fit(graph_or_model, inputs=None, *, loss="cross_entropy", max_batch=65536, **options):
-    """The largest batch that fits the device (gpu= or capacity=), as `memsim fit`: an int
-    (0: not even batch 1 fits)."""
+def fit(graph_or_model, inputs=None, *, loss="cross_entropy", max_batch=65536, search="batch", **options):
+    """The largest batch (or value of the symbol `search`, e.g. "seq") that fits the device
+    (gpu= or capacity=), as `memsim fit [--search seq]`: an int (0: not even 1 fits)."""
     g = _graph_of(graph_or_model, inputs, loss)
-    return _core.fit(g, to_args(options, lists=False, where="fit"), max_batch=max_batch)["max_batch"]
+    return _core.fit(g, to_args(options, lists=False, where="fit"), max_batch=max_batch, search=search)["max_batch"]
 
 
 def advise(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, max_batch=65536, **options):

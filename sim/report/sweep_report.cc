@@ -185,28 +185,34 @@ Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f) {
 }
 
 nlohmann::ordered_json ToJson(const FitReport& r) {
+  const FitResult& f = r.fit;
+  const bool stopped = f.above.oom || !f.above.status.ok();  // an out-of-memory or a value the graph refuses
   nlohmann::ordered_json j;
   j["model"] = r.model;
   j["capacity_bytes"] = r.capacity_bytes;
-  j["max_batch"] = r.fit.max_batch;
-  j["at_max"] = r.fit.max_batch > 0 ? ToJson(r.fit.at_max) : nlohmann::ordered_json();
-  j["next"] = r.fit.above.oom ? ToJson(r.fit.above) : nlohmann::ordered_json();
-  j["evaluated"] = r.fit.evaluated;
+  if (f.symbol != "batch") j["search"] = f.symbol;
+  j["max_" + f.symbol] = f.max_batch;
+  j["at_max"] = f.max_batch > 0 ? ToJson(f.at_max) : nlohmann::ordered_json();
+  j["next"] = stopped ? ToJson(f.above) : nlohmann::ordered_json();
+  j["evaluated"] = f.evaluated;
   return j;
 }
 
 std::string ToText(const FitReport& r) {
+  const FitResult& f = r.fit;
   std::ostringstream o;
-  if (r.fit.max_batch == 0) {
-    o << r.model << ": batch 1 does not fit in " << HumanBytes(r.capacity_bytes) << ": " << r.fit.above.oom_message
+  if (f.max_batch == 0) {
+    o << r.model << ": " << f.symbol << " 1 does not fit in " << HumanBytes(r.capacity_bytes) << ": " << f.above.oom_message
       << "\n";
     return o.str();
   }
-  o << r.model << ": largest batch that fits in " << HumanBytes(r.capacity_bytes) << ": " << r.fit.max_batch
-    << " (" << DeviceUsed(r.fit.at_max) << "peak reserved " << HumanBytes(r.fit.at_max.peak_reserved_bytes) << ", allocated "
-    << HumanBytes(r.fit.at_max.peak_allocated_bytes) << ")\n";
-  if (r.fit.above.oom)
-    o << "batch " << r.fit.max_batch + 1 << ": " << r.fit.above.oom_message << "\n";
+  o << r.model << ": largest " << f.symbol << " that fits in " << HumanBytes(r.capacity_bytes) << ": " << f.max_batch
+    << " (" << DeviceUsed(f.at_max) << "peak reserved " << HumanBytes(f.at_max.peak_reserved_bytes) << ", allocated "
+    << HumanBytes(f.at_max.peak_allocated_bytes) << ")\n";
+  if (f.above.oom)
+    o << f.symbol << " " << f.max_batch + 1 << ": " << f.above.oom_message << "\n";
+  else if (!f.above.status.ok())
+    o << f.symbol << " " << f.max_batch + 1 << " or more is not a valid value: " << f.above.status.message() << "\n";
   else
     o << "(the search stopped at --max-batch " << r.max_batch_limit << ")\n";
   return o.str();

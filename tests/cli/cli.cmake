@@ -57,6 +57,8 @@ memsim_golden_test(sweep_resnet18_json sweep_resnet18.json
   sweep graphs/resnet18.json --batch 8,64 --optimizer sgd,adam --profile cuda,cpu --gpu T4 --json --threads 2)
 memsim_golden_test(sweep_mlp_csv sweep_mlp.csv sweep graphs/mlp.json --batch 1,256 --inplace-activations on,off --csv)
 memsim_golden_test(fit_resnet50_text fit_resnet50.txt fit graphs/resnet50.json --gpu V100-16GB --optimizer adam)
+memsim_golden_test(fit_gpt2_seq_json fit_gpt2_seq.json fit graphs/nanogpt_gpt2_small.json --search seq --batch 8 --gpu A100-40GB --optimizer adamw --json)
+memsim_golden_test(fit_cs336_seq_text fit_cs336_seq.txt fit graphs/cs336_small.json --search seq --batch 8 --gpu A100-40GB --optimizer adamw)
 memsim_error_test(fit_without_capacity 2 "fit needs a device capacity" fit graphs/mlp.json)
 memsim_error_test(sweep_bad_set 2 "--set \"seq=1,x\": \"x\" is not a non-negative integer" sweep graphs/mlp.json --set seq=1,x)
 

@@ -80,6 +80,13 @@ def test_fit_equals_cli():
     assert r.fits and not memsim.simulate("graphs/resnet18.json", batch=n + 1, gpu="T4", optimizer="adam").fits
 
 
+def test_fit_searches_the_sequence_length_like_the_cli():
+    out, _, _ = run_cli("fit", "graphs/cs336_small.json", "--search", "seq", "--batch", 8, "--gpu", "A100-40GB",
+                        "--optimizer", "adamw", "--json")
+    n = memsim.fit("graphs/cs336_small.json", search="seq", batch=8, gpu="A100-40GB", optimizer="adamw")
+    assert n == json.loads(out)["max_seq"] > 1
+
+
 def test_fit_needs_a_capacity():
     try:
         memsim.fit("graphs/mlp.json")

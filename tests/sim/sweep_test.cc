@@ -113,5 +113,39 @@ TEST(FitTest, StopsAtTheLimit) {
   EXPECT_FALSE(fit->above.oom);
 }
 
+// fit --search seq: the longest sequence that fits, batch fixed; the boundary is real.
+TEST(FitTest, SearchesAnySymbol) {
+  Graph g = Zoo("cs336_small");
+  RunConfig base;
+  base.sim.symbols["batch"] = 8;
+  base.sim.optimizer = "adamw";
+  base.alloc.capacity_bytes = int64_t{16} << 30;
+  base.device.context_bytes = 0;
+  auto fit = FitSymbol(g, base, "seq", 1 << 16);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->symbol, "seq");
+  ASSERT_GT(fit->max_batch, 1);
+  EXPECT_TRUE(fit->above.oom);
+  RunConfig c = base;
+  c.sim.symbols["seq"] = fit->max_batch;
+  EXPECT_FALSE(RunOne(g, c).oom);
+  c.sim.symbols["seq"] = fit->max_batch + 1;
+  EXPECT_TRUE(RunOne(g, c).oom);
+  EXPECT_FALSE(FitSymbol(g, base, "width", 64).ok()) << "no such symbol";
+}
+
+// A value the graph refuses (GPT-2's causal mask is a 1024 x 1024 buffer) ends the search.
+TEST(FitTest, AValueTheGraphRefusesEndsTheSearch) {
+  Graph g = Zoo("nanogpt_gpt2_small");
+  RunConfig base;
+  base.sim.symbols["batch"] = 1;
+  base.alloc.capacity_bytes = int64_t{80} << 30;
+  auto fit = FitSymbol(g, base, "seq", 1 << 16);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_EQ(fit->max_batch, 1024);
+  EXPECT_FALSE(fit->above.status.ok());
+  EXPECT_NE(std::string(fit->above.status.message()).find("does not broadcast"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace memsim

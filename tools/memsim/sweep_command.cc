@@ -25,6 +25,7 @@ struct SweepArgs {
   ConfigOptions config;
   int threads = 0;
   int64_t max_batch = 65536;
+  std::string search = "batch";  ///< fit: the symbol searched
   bool json = false;
   bool csv = false;
   bool jsonl = false;
@@ -147,7 +148,7 @@ void Merge(const std::string& out, const std::vector<std::string>& parts) { OkOr
 void Fit(const SweepArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
   RunConfig base = ValueOrFail(a.config.Single("fit"));
-  FitReport report{g.name, base.alloc.capacity_bytes, a.max_batch, ValueOrFail(FitBatch(g, base, a.max_batch))};
+  FitReport report{g.name, base.alloc.capacity_bytes, a.max_batch, ValueOrFail(FitSymbol(g, base, a.search, a.max_batch))};
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 
@@ -200,9 +201,11 @@ void RegisterMergeCommand(CLI::App& app) {
 
 void RegisterFitCommand(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
-  CLI::App* cmd = app.add_subcommand("fit", "the largest batch that fits a device (--gpu or --capacity)");
+  CLI::App* cmd = app.add_subcommand("fit", "the largest batch (or --search SYMBOL) that fits a device (--gpu or --capacity)");
   AddCommon(cmd, args.get(), false);
   cmd->add_option("--max-batch", args->max_batch, "upper end of the search")->capture_default_str();
+  cmd->add_option("--search", args->search, "the symbol to maximize, e.g. seq (the other symbols as --batch/--set give them)")
+      ->capture_default_str();
   cmd->callback([args] { Fit(*args); });
 }
 
