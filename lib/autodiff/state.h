@@ -94,6 +94,10 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
                       bool recompute);
 /// loss.backward() in autograd-engine order, then `del out, loss`.
 void RunBackwardPass(StepState& s);
+/// CPU (1.13): what one record_function(...) region allocates and frees (Note [record_function
+/// scratch]); nothing on profiles without it. optimizer.step(), zero_grad() and
+/// ZeroRedundancyOptimizer.step() each run inside one.
+void RecordFunctionScratch(StepState& s);
 /// Who holds each storage alive now (see ExplainAtEvent).
 std::vector<Retention> ExplainState(const StepState& s);
 

@@ -73,16 +73,6 @@ void Setup(StepState& s) {
     s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kInput);
 }
 
-/// CPU (1.13): optimizer.step() and zero_grad() run inside record_function (Note
-/// [record_function scratch] in docs/op-rules.md).
-void RecordFunctionScratch(StepState& s) {
-  if (!s.profile.record_function_scratch) return;
-  StorageId z = s.ledger.Alloc(4, "record_function zeros", Category::kTemporary);
-  StorageId h = s.ledger.Alloc(288, "record_function handle", Category::kTemporary);
-  s.ledger.Unref(h);
-  s.ledger.Unref(z);
-}
-
 /// optimizer.step(), then zero_grad(set_to_none=True).
 void OptimizerAndZeroGrad(StepState& s) {
   if (s.cfg.optimizer.name == "none") return;
@@ -126,6 +116,14 @@ void RunStep(StepState& s) {
 }
 
 }  // namespace
+
+void RecordFunctionScratch(StepState& s) {
+  if (!s.profile.record_function_scratch) return;
+  StorageId z = s.ledger.Alloc(4, "record_function zeros", Category::kTemporary);
+  StorageId h = s.ledger.Alloc(288, "record_function handle", Category::kTemporary);
+  s.ledger.Unref(h);
+  s.ledger.Unref(z);
+}
 
 Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const StepConfig& cfg) {
   return SimulateStep(g, bound, cfg, StepRecording{});

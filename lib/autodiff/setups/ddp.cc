@@ -58,16 +58,6 @@ std::vector<std::vector<size_t>> ComputeBucketAssignmentBySize(const std::vector
 
 namespace {
 
-/// record_function(...) on the CPU profile: a 4-byte zeros tensor and a 288-byte handle
-/// (Note [record_function scratch]).
-void RecordFunction(StepState& s) {
-  if (!s.profile.record_function_scratch) return;
-  StorageId z = s.ledger.Alloc(4, "record_function zeros", Category::kTemporary);
-  StorageId h = s.ledger.Alloc(288, "record_function handle", Category::kTemporary);
-  s.ledger.Unref(h);
-  s.ledger.Unref(z);
-}
-
 /// dist._broadcast_coalesced: per-dtype flat buckets of up to 250 MiB, at most two in flight;
 /// each flat copy is freed when its broadcast is finished.
 void BroadcastCoalesced(StepState& s, const std::vector<TensorId>& tensors, const std::string& what) {
@@ -102,7 +92,7 @@ class Ddp : public TrainingSetup {
 
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy*) override {
     if (o != 0) return;
-    RecordFunction(s);
+    RecordFunctionScratch(s);
     if (!s.g.buffers.empty()) BroadcastCoalesced(s, s.g.buffers, "buffers");
   }
 

@@ -51,14 +51,6 @@ namespace {
 /// model's (torch.empty(int(self.reduce_bucket_size)) in stage_1_and_2.py).
 constexpr int64_t kReduceBucketElements = 500'000'000;
 
-void RecordFunction(StepState& s) {
-  if (!s.profile.record_function_scratch) return;
-  StorageId z = s.ledger.Alloc(4, "record_function zeros", Category::kTemporary);
-  StorageId h = s.ledger.Alloc(288, "record_function handle", Category::kTemporary);
-  s.ledger.Unref(h);
-  s.ledger.Unref(z);
-}
-
 class Zero : public TrainingSetup {
  public:
   explicit Zero(const ParallelOptions& o) : o_(o), offload_(!o.offload.empty()) {}
@@ -133,7 +125,7 @@ class Zero : public TrainingSetup {
   }
 
   void BeforeOptimizerStep(StepState& s) override {
-    RecordFunction(s);  // ZeroRedundancyOptimizer.step (CPU) has its own record_function
+    RecordFunctionScratch(s);  // ZeroRedundancyOptimizer.step (CPU) has its own record_function
     if (s.profile.zero_whole_parameters || o_.zero_stage >= 2 || offload_) return;
     for (auto& [dtype, grp] : groups_)
       grp.grad = s.ledger.Alloc(grp.part_numel * 4, "ZeRO flat partition grad", Category::kGradient);
