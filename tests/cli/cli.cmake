@@ -126,6 +126,9 @@ memsim_error_test(zero_without_world 2 "--zero needs --world N" run graphs/mlp.j
 memsim_error_test(wrap_matches_nothing 2 "--wrap \"zzz\" matches no module" run graphs/mlp.json --fsdp full --world 2 --wrap zzz)
 memsim_error_test(offload_without_zero 2 "--offload needs --zero" run graphs/mlp.json --offload optimizer)
 if(MEMSIM_PYTHON3)
+  add_test(NAME scenarios.alexnet_amp_up_to_date
+           COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/alexnet_amp.py --memsim $<TARGET_FILE:memsim> --check
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   add_test(NAME scenarios.multi_gpu_up_to_date
            COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/multi_gpu.py --memsim $<TARGET_FILE:memsim> --check
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

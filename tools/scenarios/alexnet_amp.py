@@ -53,6 +53,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memsim", default=os.path.join(ROOT, "build", "memsim"))
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "scenarios", "alexnet_amp.md"))
+    ap.add_argument("--check", action="store_true", help="fail if --out differs from what would be generated")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ev = os.path.join(tmp, "events")
@@ -115,10 +116,19 @@ def main():
               "grow with the batch; at batch 1 they are small beside 16 B per parameter.",
               "- The GradScaler adds a few 0-dim tensors (scale, growth tracker, found_inf, inv_scale): bytes, not MB."]
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    text = "\n".join(lines) + "\n"
+    if a.check:
+        old = open(a.out).read() if os.path.exists(a.out) else ""
+        if old != text:
+            print("alexnet_amp.py: %s is out of date; regenerate it with tools/scenarios/alexnet_amp.py" % a.out,
+                  file=sys.stderr)
+            return 1
+        return 0
     with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(text)
     print("alexnet_amp: wrote %s" % a.out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
