@@ -182,6 +182,9 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   cfg.setup.autocast = r.bind.autocast.has_value();
   cfg.setup.grad_scaler = opt.grad_scaler.empty() ? opt.amp == "fp16" : opt.grad_scaler == "on";
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, ModulesMatching(g, opt.checkpoint_globs, "--checkpoint"));
+  if (opt.checkpoint_impl == "reentrant") cfg.setup.checkpoint_impl = CheckpointImpl::kReentrant;
+  else if (opt.checkpoint_impl == "non-reentrant") cfg.setup.checkpoint_impl = CheckpointImpl::kNonReentrant;
+  else return Status::InvalidArgument("--checkpoint-impl \"" + opt.checkpoint_impl + "\": expected reentrant or non-reentrant");
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.parallel, CheckParallel(g, opt.parallel, r.profile));
   cfg.apply_order = ModuleApplyOrder(g);
   return Status::OK();

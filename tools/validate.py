@@ -89,6 +89,8 @@ def setup_flags(graph, cfg):
         for m in module_paths(graph):
             if re.fullmatch(cfg["checkpoint"], m):
                 flags += ["--checkpoint", m]
+        if cfg.get("reentrant") == "True":  # torch.utils.checkpoint(..., use_reentrant=True)
+            flags += ["--checkpoint-impl", "reentrant"]
     return flags
 
 
@@ -293,6 +295,8 @@ def main():
                      (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("amp", "amp"),
                       ("warmup", "warmup"))
                      if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
+        if cfg.get("reentrant") == "True":
+            c += " (reentrant)"
         if cfg.get("warmup", "0") == "1":
             c += ", warmup 1"
         if cfg.get("keep_prev") == "True":

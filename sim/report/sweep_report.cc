@@ -119,6 +119,7 @@ std::string SweepFingerprint(const std::string& model, const SweepSpec& spec) {
   h = Fnv1a(h, std::to_string(b.alloc.capacity_bytes));
   for (const std::string& s : b.sim.freeze_globs) h = Fnv1a(h, "freeze " + s);
   for (const std::string& s : b.sim.checkpoint_globs) h = Fnv1a(h, "checkpoint " + s);
+  if (b.sim.checkpoint_impl != "non-reentrant") h = Fnv1a(h, "checkpoint-impl " + b.sim.checkpoint_impl);
   h = Fnv1a(h, std::to_string(b.sim.clip_grad_norm) + " " + b.sim.gpu_arch + " " + b.device.arch);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));

@@ -96,5 +96,51 @@ TEST(CheckpointTest, ForwardKeepsLessAndTheRecomputationRunsInBackward) {
   EXPECT_NE(bad.status().message().find("--checkpoint \"nosuchmodule*\" matches no module"), std::string::npos);
 }
 
+/// Index of the last event of |kind| on a buffer whose name contains |name_part| (or -1).
+int LastEvent(const EventStream& s, EventKind kind, const std::string& name_part) {
+  int last = -1;
+  for (size_t i = 0; i < s.events.size(); ++i)
+    if (s.events[i].kind == kind && s.buffers[s.events[i].buffer].name.find(name_part) != std::string::npos)
+      last = static_cast<int>(i);
+  return last;
+}
+
+int FirstEvent(const EventStream& s, EventKind kind, const std::string& name_part) {
+  for (size_t i = 0; i < s.events.size(); ++i)
+    if (s.events[i].kind == kind && s.buffers[s.events[i].buffer].name.find(name_part) != std::string::npos)
+      return static_cast<int>(i);
+  return -1;
+}
+
+TEST(CheckpointTest, ReentrantHoldsGradsOutputsAndRngStatesLonger) {
+  Graph g = Zoo("resnet18");
+  SimOptions opt;
+  opt.symbols["batch"] = 2;
+  opt.profile = "cpu";
+  opt.checkpoint_globs = {"layer?.?"};
+  SimResult plain = SimulateOk(g, opt);
+  opt.checkpoint_impl = "reentrant";
+  SimResult reent = SimulateOk(g, opt);
+  // The forward is the same (no_grad vs. saved-tensor hooks keep the same: the inputs, the RNG
+  // state); so are the allocations: reentrancy only changes how long things live.
+  EXPECT_EQ(reent.peak.phase_peaks[int(Phase::kForward)], plain.peak.phase_peaks[int(Phase::kForward)]);
+  EXPECT_EQ(Count(reent.events, EventKind::kAlloc, ""), Count(plain.events, EventKind::kAlloc, ""));
+  EXPECT_EQ(reent.peak.final_bytes, plain.peak.final_bytes);
+  // The nested backward's `args` (incoming grad) and `outputs` (recomputed block output) live
+  // through it: the backward peak grows by at least one block output (layer1: [2, 64, 56, 56] fp32).
+  EXPECT_GE(reent.peak.phase_peaks[int(Phase::kBackward)], plain.peak.phase_peaks[int(Phase::kBackward)] + 2 * 64 * 56 * 56 * 4);
+  // ctx.fwd_cpu_state lives with the graph: every forward RNG state is freed after the last
+  // recomputation (at `del out, loss`); non-reentrant frees the first one before the last recomputation.
+  const char* kFwd = "checkpoint: forward RNG state";
+  const char* kFork = "checkpoint: fork_rng";
+  EXPECT_EQ(Count(reent.events, EventKind::kFree, kFwd), 8u);
+  EXPECT_GT(FirstEvent(reent.events, EventKind::kFree, kFwd), LastEvent(reent.events, EventKind::kFree, kFork));
+  EXPECT_LT(FirstEvent(plain.events, EventKind::kFree, kFwd), LastEvent(plain.events, EventKind::kFree, kFork));
+  opt.checkpoint_impl = "sometimes";
+  auto bad = Simulate(g, opt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--checkpoint-impl \"sometimes\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace memsim

@@ -58,8 +58,12 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--clip-grad-norm", clip_grad_norm,
                   "call clip_grad_norm_(params, MAX) before optimizer.step() (0: off)");
   cmd->add_option("--checkpoint", checkpoint,
-                  "activation checkpointing (torch.utils.checkpoint, non-reentrant) of the modules whose path "
+                  "activation checkpointing (torch.utils.checkpoint; see --checkpoint-impl) of the modules whose path "
                   "matches this glob, e.g. 'layer?.*' (repeatable)");
+  cmd->add_option("--checkpoint-impl", checkpoint_impl,
+                  "torch.utils.checkpoint's use_reentrant: non-reentrant (use_reentrant=False, default) or "
+                  "reentrant (use_reentrant=True: nested backward through the recomputation)")
+      ->check(CLI::IsMember({"reentrant", "non-reentrant"}));
   cmd->add_option("--foreach", foreach_impl,
                   "optimizer implementation: on (multi-tensor foreach), off (for-loop) or fused; default: the "
                   "profile's PyTorch default (cuda: foreach, cpu: for-loop)")
@@ -131,6 +135,7 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   if (!(clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   base.sim.clip_grad_norm = clip_grad_norm;
   base.sim.checkpoint_globs = checkpoint;
+  base.sim.checkpoint_impl = checkpoint_impl;
   base.sim.grad_scaler = grad_scaler;
   if (num_steps < 1 || num_steps > 1000)
     return Status::InvalidArgument("--steps " + std::to_string(num_steps) + ": expected 1 to 1000");

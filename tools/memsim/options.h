@@ -41,6 +41,7 @@ struct ConfigOptions {
   std::string loop_holds = "none"; ///< --loop-holds output|none
   std::string zero_grad = "set-to-none";  ///< --zero-grad none|zeros|set-to-none
   std::vector<std::string> checkpoint;
+  std::string checkpoint_impl = "non-reentrant";  ///< --checkpoint-impl reentrant|non-reentrant
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;
   int64_t capacity = 0;

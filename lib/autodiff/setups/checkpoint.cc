@@ -1,6 +1,6 @@
-// Activation checkpointing, torch.utils.checkpoint non-reentrant (use_reentrant=False), on the
-// modules named in SetupOptions::checkpoint_modules (Note [Activation checkpointing] in
-// docs/op-rules.md):
+// Activation checkpointing, torch.utils.checkpoint, on the modules named in
+// SetupOptions::checkpoint_modules (Note [Activation checkpointing] in docs/op-rules.md).
+// Non-reentrant (use_reentrant=False):
 // - forward: every op of a checkpointed module runs as usual, but its node keeps nothing (the
 //   saved-tensor hooks pack a holder, not the tensor); the checkpoint keeps the module's inputs
 //   (its `args`: tensors made outside the module) alive instead;
@@ -9,6 +9,10 @@
 //   autograd thread); what each recomputed op would save is handed to the original node, which
 //   keeps it until its own backward has run; the recomputed outputs die as the recomputation's
 //   Python names do; the inputs are let go when the module's last node has run.
+// Reentrant (use_reentrant=True, CheckpointFunction) differs only where CheckpointRule says: the
+// module is one node of the outer graph, so the recomputation runs before any of its nodes; the
+// nested backward's Python frame holds the incoming grads and the recomputed outputs until it
+// returns; the forward RNG state is a ctx attribute, freed with the graph.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -24,9 +28,30 @@ bool Within(const std::string& module, const std::string& root) {
                             module[root.size()] == '.');
 }
 
+/// What an implementation holds in backward (Note [Activation checkpointing]).
+struct CheckpointRule {
+  /// The recomputation runs before the module's first backward node (reentrant: the module is
+  /// one CheckpointFunction node), not at the first node that unpacks a saved tensor.
+  bool recompute_before_first_node;
+  /// The grads coming into the module and its recomputed outputs stay alive until the module's
+  /// last node has run (CheckpointFunction.backward's `args` and `outputs`).
+  bool hold_grads_and_outputs;
+  /// The forward's RNG state lives until the autograd graph is destroyed (`ctx.fwd_cpu_state`),
+  /// not until the module's last node has run.
+  bool rng_state_lives_with_graph;
+};
+
+CheckpointRule RuleOf(CheckpointImpl impl) {
+  switch (impl) {
+    case CheckpointImpl::kReentrant: return {true, true, true};
+    case CheckpointImpl::kNonReentrant: break;
+  }
+  return {false, false, false};
+}
+
 class Checkpoint : public TrainingSetup {
  public:
-  explicit Checkpoint(std::vector<std::string> modules) : modules_(std::move(modules)) {}
+  Checkpoint(std::vector<std::string> modules, CheckpointImpl impl) : modules_(std::move(modules)), rule_(RuleOf(impl)) {}
 
   void OnSetup(StepState& s) override {
     region_.assign(s.g.ops.size(), -1);
@@ -43,6 +68,18 @@ class Checkpoint : public TrainingSetup {
       regions_.back().last = o;
     }
     for (Region& r : regions_) r.args = Args(s, r);
+    // What each region returns: the tensors it makes that an op outside it reads, or the caller.
+    auto returned = [&](TensorId t) {
+      OpId p = s.g.tensors[t].producer;
+      if (p == kNone || region_[p] < 0) return;
+      std::vector<TensorId>& outs = regions_[region_[p]].outputs;
+      if (std::find(outs.begin(), outs.end(), t) == outs.end()) outs.push_back(t);
+    };
+    for (OpId o = 0; o < s.g.ops.size(); ++o)
+      for (TensorId t : s.g.ops[o].inputs)
+        if (OpId p = s.g.tensors[t].producer; p != kNone && region_[p] >= 0 && region_[p] != region_[o]) returned(t);
+    for (TensorId t : s.g.outputs) returned(t);
+    if (s.g.loss != kNone) returned(s.g.loss);
   }
 
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy* policy) override {
@@ -62,7 +99,10 @@ class Checkpoint : public TrainingSetup {
       r.counted = true;
       for (OpId k = r.first; k <= r.last; ++k) r.pending += s.nodes[k].exists && s.nodes[k].reachable;
     }
-    if (!r.recomputed && NeedsSaved(s, o)) Recompute(s, r);
+    if (!r.recomputed && (rule_.recompute_before_first_node || NeedsSaved(s, o))) {
+      if (rule_.hold_grads_and_outputs) HoldIncomingGrads(s, r);
+      Recompute(s, r);
+    }
   }
 
   void AfterBackwardNode(StepState& s, OpId o) override {
@@ -74,6 +114,8 @@ class Checkpoint : public TrainingSetup {
   void AfterBackwardPass(StepState& s) override {
     for (Region& r : regions_) {
       Release(s, r);
+      if (r.rng_state) s.ledger.Unref(*r.rng_state);  // the graph is destroyed
+      r.rng_state.reset();
       r.recomputed = r.counted = false;
       r.released = false;
       r.pending = 0;
@@ -85,6 +127,8 @@ class Checkpoint : public TrainingSetup {
     std::string root;
     OpId first, last;
     std::vector<TensorId> args;  ///< tensors made outside the region that its ops read
+    std::vector<TensorId> outputs;  ///< tensors made inside the region that are read outside it
+    std::vector<StorageId> held;    ///< CheckpointRule::hold_grads_and_outputs, until Release
     std::optional<StorageId> rng_state;
     bool recomputed = false, counted = false, released = false;
     int pending = 0;             ///< region nodes still to run in backward
@@ -111,6 +155,19 @@ class Checkpoint : public TrainingSetup {
     return !plan.saved.empty();
   }
 
+  /// The grads already in the InputBuffers of the region's outputs (the nested backward's `args`).
+  static void HoldIncomingGrads(StepState& s, Region& r) {
+    for (OpId o = r.first; o <= r.last; ++o) {
+      const auto& outs = s.g.ops[o].outputs;
+      for (size_t j = 0; j < outs.size() && j < s.nodes[o].buffer.size(); ++j) {
+        const Grad& g = s.nodes[o].buffer[j];
+        if (!g.defined() || std::find(r.outputs.begin(), r.outputs.end(), outs[j]) == r.outputs.end()) continue;
+        s.ledger.Ref(g.s);
+        r.held.push_back(g.s);
+      }
+    }
+  }
+
   void Recompute(StepState& s, Region& r) {
     r.recomputed = true;
     const uint32_t op = s.ledger.op();
@@ -125,10 +182,20 @@ class Checkpoint : public TrainingSetup {
     std::optional<StorageId> fork = RngState(s, "checkpoint: fork_rng saved state");
     std::vector<TensorId> made;  // in-place outputs keep their owner's storage id after it is dropped
     ForwardOpPolicy keep;
+    // Reentrant: what the recomputed function returns is kept by the caller's `outputs`.
+    auto returned = [&](TensorId t) {
+      return rule_.hold_grads_and_outputs && std::find(r.outputs.begin(), r.outputs.end(), t) != r.outputs.end();
+    };
     for (OpId o = r.first; o <= r.last; ++o) {
       s.ledger.set_op(o);
       ExecuteForwardOp(s, o, storage, keep, /*recompute=*/true);
-      for (TensorId t : s.g.ops[o].outputs) made.push_back(t);
+      for (TensorId t : s.g.ops[o].outputs) {
+        made.push_back(t);
+        if (returned(t)) {
+          s.ledger.Ref(storage[t]);
+          r.held.push_back(storage[t]);
+        }
+      }
       for (TensorId t : made)
         if (last[t] == o) s.ledger.Unref(storage[t]);
     }
@@ -141,9 +208,13 @@ class Checkpoint : public TrainingSetup {
   void Release(StepState& s, Region& r) {
     if (r.released) return;
     r.released = true;
+    for (StorageId h : r.held) s.ledger.Unref(h);
+    r.held.clear();
     for (TensorId t : r.args) s.ledger.Unref(s.storage[t]);
-    if (r.rng_state) s.ledger.Unref(*r.rng_state);
-    r.rng_state.reset();
+    if (r.rng_state && !rule_.rng_state_lives_with_graph) {
+      s.ledger.Unref(*r.rng_state);
+      r.rng_state.reset();
+    }
   }
 
   /// torch.get_rng_state(): host memory on CUDA (Profile::checkpoint_rng_state_bytes 0).
@@ -153,14 +224,15 @@ class Checkpoint : public TrainingSetup {
   }
 
   std::vector<std::string> modules_;
+  CheckpointRule rule_;
   std::vector<int> region_;  ///< per op: its region, or -1
   std::vector<Region> regions_;
 };
 
 }  // namespace
 
-std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules) {
-  return std::make_unique<Checkpoint>(modules);
+std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules, CheckpointImpl impl) {
+  return std::make_unique<Checkpoint>(modules, impl);
 }
 
 }  // namespace memsim

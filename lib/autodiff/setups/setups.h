@@ -32,12 +32,19 @@ struct ParallelOptions {
   bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel; }
 };
 
+/// torch.utils.checkpoint's implementation (Note [Activation checkpointing]).
+enum class CheckpointImpl {
+  kNonReentrant,  ///< use_reentrant=False: saved-tensor hooks, recomputation on the first unpack
+  kReentrant,     ///< use_reentrant=True: CheckpointFunction, a nested backward through the recomputation
+};
+
 struct SetupOptions {
   /// torch.nn.utils.clip_grad_norm_(params, max_norm) before optimizer.step(); 0 = off.
   double clip_grad_norm = 0;
-  /// torch.utils.checkpoint (non-reentrant) around the forward of each of these modules
-  /// (dotted module paths; a module inside another one listed is part of the outer one).
+  /// torch.utils.checkpoint around the forward of each of these modules (dotted module paths;
+  /// a module inside another one listed is part of the outer one), as |checkpoint_impl| does it.
   std::vector<std::string> checkpoint_modules;
+  CheckpointImpl checkpoint_impl = CheckpointImpl::kNonReentrant;
   /// Data parallelism (DDP, ZeRO); world 1 = off.
   ParallelOptions parallel;
   /// torch.autocast around forward and loss (the dtypes are bound: BindOptions::autocast).
@@ -51,7 +58,8 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
 
 // The setups (one file each).
 std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc
-std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules);  // checkpoint.cc
+std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules,
+                                              CheckpointImpl impl);                   // checkpoint.cc
 std::unique_ptr<TrainingSetup> MakeDdp(const ParallelOptions& options);                   // ddp.cc
 std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options);                  // zero.cc
 std::unique_ptr<TrainingSetup> MakeZero3Params(const ParallelOptions& options);           // zero.cc
