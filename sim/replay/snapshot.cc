@@ -310,7 +310,7 @@ Result<std::vector<int64_t>> ElementSizes(const nlohmann::json& j) {
         return Bad(path, "expected an object {size, info}");
       v = &(*v)["size"];
     }
-    if (!v->is_number_integer() || v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ||
+    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX) ||
         v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxRequestBytes)
       return Bad(v20 ? path + "/size" : path, "expected a byte count in [0, 2^50]");
     size[i] = v->get<int64_t>();

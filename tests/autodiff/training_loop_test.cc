@@ -103,9 +103,11 @@ TEST(ModelDtypeTest, HalfModelHalvesParametersGradsAndOptimizerState) {
   auto grad = Lives(half.events, "l1.weight.grad");
   ASSERT_EQ(grad.size(), 1u);
   EXPECT_EQ(grad[0].bytes, testing::kW1 / 2);
-  for (const Buffer& b : half.events.buffers)
-    if (b.category == Category::kOptimizerState && b.name.find("l1.weight") != std::string::npos && b.bytes > 8)
+  for (const Buffer& b : half.events.buffers) {
+    if (b.category == Category::kOptimizerState && b.name.find("l1.weight") != std::string::npos && b.bytes > 8) {
       EXPECT_EQ(b.bytes, testing::kW1 / 2) << b.name;
+    }
+  }
   for (const Buffer& b : half.events.buffers)
     if (b.name == "t") {
       EXPECT_EQ(b.bytes, 8 * 8);  // integer inputs keep their dtype

@@ -65,7 +65,9 @@ TEST(SweepTest, BiggerBatchesRunOutOfMemoryFirst) {
   auto rows = RunSweep(g, Grid(), 0);
   bool seen_oom = false;
   for (size_t i = 0; i < rows.size(); i += 6) {  // sgd, cuda, ascending batch
-    if (seen_oom) EXPECT_TRUE(rows[i].oom) << "batch index " << i / 6;
+    if (seen_oom) {
+      EXPECT_TRUE(rows[i].oom) << "batch index " << i / 6;
+    }
     seen_oom |= rows[i].oom;
   }
   EXPECT_TRUE(seen_oom) << "200 MiB cannot hold resnet18 at batch 32";

@@ -63,7 +63,12 @@ class Checkpoint : public TrainingSetup {
       for (const std::string& c : modules_)
         if (Within(m, c) && (root.empty() || c.size() < root.size())) root = c;
       if (root.empty()) continue;
-      if (o == 0 || region_[o - 1] < 0 || regions_[region_[o - 1]].root != root) regions_.push_back({root, o, o});
+      if (o == 0 || region_[o - 1] < 0 || regions_[region_[o - 1]].root != root) {
+        Region r;
+        r.root = root;
+        r.first = r.last = o;
+        regions_.push_back(std::move(r));
+      }
       region_[o] = static_cast<int>(regions_.size()) - 1;
       regions_.back().last = o;
     }
