@@ -7,7 +7,9 @@
   * recording the same step with real PyTorch (the oracle's trace_step.py under allocspy.so),
     for the ratio printed beside memsim's figures.
 
-usage: tools/bench_report.py [--build build] [--oracle ../shared/oracle] [--out docs/benchmarks.md]
+usage: tools/bench_report.py [--build build] [--oracle DIR] [--out docs/benchmarks.md]
+  (--oracle: the recording kit's directory, with trace_step.py and allocspy.c; the ratio is left
+  out without it)
        [--quick]   (shorter runs, for a smoke test)
 The machine's load (uptime) before and after is written into the page: the figures of a shared
 machine are only as good as its load.
@@ -92,7 +94,8 @@ def pytorch_step_seconds(oracle, batch):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--oracle", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "oracle"))
+    ap.add_argument("--oracle", default=os.environ.get("MEMSIM_ORACLE", ""),
+                    help="the recording kit's directory (trace_step.py, allocspy.c); default $MEMSIM_ORACLE")
     ap.add_argument("--out", default="docs/benchmarks.md")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
@@ -106,7 +109,7 @@ def main():
     optimizers = ["sgd", "adam", "adamw", "rmsprop"][:opts]
     rate1, t1 = sweep_rate(memsim, src, 1, batches, optimizers)
     rate2, t2 = sweep_rate(memsim, src, 2, batches, optimizers)
-    torch_s = pytorch_step_seconds(os.path.abspath(a.oracle), 32)
+    torch_s = pytorch_step_seconds(os.path.abspath(a.oracle) if a.oracle else "", 32)
     load_after = uptime()
 
     def us(name):
