@@ -8,6 +8,8 @@ Every figure in the page comes from memsim runs made here; the page says so and 
 """
 import argparse, json, os, subprocess, sys, tempfile
 
+import page  # the shared write / --check tail (tools/scenarios/page.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 GRAPH = os.path.join(ROOT, "graphs", "alexnet.json")
@@ -115,19 +117,7 @@ def main():
               "- Where autocast saves memory is activations (half-size outputs of the GEMMs and convolutions), which "
               "grow with the batch; at batch 1 they are small beside 16 B per parameter.",
               "- The GradScaler adds a few 0-dim tensors (scale, growth tracker, found_inf, inv_scale): bytes, not MB."]
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    text = "\n".join(lines) + "\n"
-    if a.check:
-        old = open(a.out).read() if os.path.exists(a.out) else ""
-        if old != text:
-            print("alexnet_amp.py: %s is out of date; regenerate it with tools/scenarios/alexnet_amp.py" % a.out,
-                  file=sys.stderr)
-            return 1
-        return 0
-    with open(a.out, "w") as f:
-        f.write(text)
-    print("alexnet_amp: wrote %s" % a.out)
-    return 0
+    return page.write_or_check("alexnet_amp.py", lines, a.out, a.check)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ Usage: multi_gpu.py [--memsim build/memsim] [--out docs/scenarios/multi_gpu.md] 
 """
 import argparse, json, os, subprocess, sys
 
+import page  # the shared write / --check tail (tools/scenarios/page.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 GB = 1e9
@@ -185,19 +187,7 @@ def main():
     lines += bert_section(a.memsim)
     lines += zero_section(a.memsim)
     lines += fsdp_section(a.memsim)
-    text = "\n".join(lines) + "\n"
-    if a.check:
-        old = open(a.out).read() if os.path.exists(a.out) else ""
-        if old != text:
-            print("multi_gpu.py: %s is out of date; regenerate it with tools/scenarios/multi_gpu.py" % a.out,
-                  file=sys.stderr)
-            return 1
-        return 0
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        f.write(text)
-    print(text)
-    return 0
+    return page.write_or_check("multi_gpu.py", lines, a.out, a.check)
 
 
 if __name__ == "__main__":
