@@ -6,23 +6,15 @@
 #include "lib/ops/autocast_lists.h"
 #include "sim/simulator.h"
 #include "tests/autodiff/mlp_fixture.h"
+#include "tests/testing/graph_builder.h"
 #include "tests/testing/invariants.h"
 
 namespace memsim {
 namespace {
 
-Graph Parse(const std::string& body) {
-  auto g = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t", )" + body + "}", "test.json");
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return *g;
-}
+Graph Parse(const std::string& body) { return testing::ParseBody(body); }
 
-SimResult SimulateOk(const Graph& g, const SimOptions& opt) {
-  auto r = Simulate(g, opt);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(testing::VerifyEventStream(r->events).ok()) << testing::VerifyEventStream(r->events).message();
-  return *r;
-}
+using testing::SimulateOk;
 
 /// The allocations whose buffer name is |name|, as (bytes, phase of the alloc, phase of the free).
 struct Life {

@@ -10,6 +10,7 @@
 #include "lib/io/graph_json.h"
 #include "sim/ranks.h"
 #include "sim/simulator.h"
+#include "tests/testing/graph_builder.h"
 #include "tests/testing/invariants.h"
 
 namespace memsim {
@@ -17,12 +18,7 @@ namespace {
 
 Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
 
-SimResult SimulateOk(const Graph& g, const SimOptions& opt) {
-  auto r = Simulate(g, opt);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(testing::VerifyEventStream(r->events).ok()) << testing::VerifyEventStream(r->events).message();
-  return *r;
-}
+using testing::SimulateOk;
 
 int64_t BytesNamed(const EventStream& s, EventKind kind, const std::string& part, size_t* count = nullptr) {
   int64_t bytes = 0;

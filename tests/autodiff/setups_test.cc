@@ -3,6 +3,7 @@
 
 #include "lib/io/graph_json.h"
 #include "sim/simulator.h"
+#include "tests/testing/graph_builder.h"
 #include "tests/testing/invariants.h"
 
 namespace memsim {
@@ -10,12 +11,7 @@ namespace {
 
 Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
 
-SimResult SimulateOk(const Graph& g, SimOptions opt) {
-  auto r = Simulate(g, opt);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(testing::VerifyEventStream(r->events).ok()) << testing::VerifyEventStream(r->events).message();
-  return *r;
-}
+using testing::SimulateOk;
 
 size_t Count(const EventStream& s, EventKind kind, const std::string& name_part) {
   size_t n = 0;

@@ -5,23 +5,15 @@
 #include "lib/io/graph_json.h"
 #include "sim/simulator.h"
 #include "tests/autodiff/mlp_fixture.h"
+#include "tests/testing/graph_builder.h"
 #include "tests/testing/invariants.h"
 
 namespace memsim {
 namespace {
 
-Graph Mlp() {
-  auto g = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t", )" + testing::MlpBody() + "}", "t.json");
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return *g;
-}
+Graph Mlp() { return testing::ParseBody(testing::MlpBody()); }
 
-SimResult SimulateOk(const Graph& g, const SimOptions& opt) {
-  auto r = Simulate(g, opt);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(testing::VerifyEventStream(r->events).ok()) << testing::VerifyEventStream(r->events).message();
-  return *r;
-}
+using testing::SimulateOk;
 
 /// (alloc phase, free phase or nullopt) of the one buffer named |name|; fails if not exactly one.
 struct Life {

@@ -8,6 +8,7 @@
 #include "lib/autodiff/step.h"
 #include "lib/io/graph_json.h"
 #include "lib/ops/op_rules.h"
+#include "tests/testing/invariants.h"
 
 namespace memsim::testing {
 
@@ -29,6 +30,14 @@ SimOptions Opts(const std::string& profile, const std::string& optimizer) {
   o.profile = profile;
   o.optimizer = optimizer;
   return o;
+}
+
+SimResult SimulateOk(const Graph& g, const SimOptions& opt) {
+  auto r = memsim::Simulate(g, opt);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return SimResult{};
+  EXPECT_TRUE(VerifyEventStream(r->events).ok()) << VerifyEventStream(r->events).message();
+  return std::move(r).value();
 }
 
 Run Simulate(const std::string& body, const SimOptions& opt) {

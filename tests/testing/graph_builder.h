@@ -34,6 +34,8 @@ SimOptions Opts(const std::string& profile = "cuda", const std::string& optimize
 
 /// Parses and simulates; on error |ok| is false and |error| holds the message.
 Run Simulate(const std::string& body, const SimOptions& opt = Opts());
+/// Simulates |g| (a failure is a test failure) and checks the event stream's invariants.
+SimResult SimulateOk(const Graph& g, const SimOptions& opt);
 
 /// One tensor an op's autograd node keeps for backward.
 struct SavedItem {
