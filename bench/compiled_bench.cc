@@ -30,12 +30,16 @@ RunConfig Adam() {
   return c;
 }
 
-/// The compiled path: one compiled step, a different batch every iteration.
+/// The compiled path as a sweep of batch 1..64 runs it: one compiled step with its size schedule
+/// (Note [Size schedule]), a different batch every iteration.
 void BM_CompiledConfiguration(benchmark::State& state, const char* model) {
   const Graph& g = Zoo(model);
   RunConfig c = Adam();
-  auto cs = CompileStep(g, c);
+  CompileOptions co{{SymbolValues{"batch", {}}}, 64};
+  for (int64_t b = 1; b <= 64; ++b) co.vary[0].values.push_back(b);
+  auto cs = CompileStep(g, c, co);
   if (!cs.ok()) return state.SkipWithError(cs.status().message().c_str());
+  if (!(*cs)->schedule) return state.SkipWithError(("no size schedule: " + (*cs)->no_schedule).c_str());
   int64_t batch = 1;
   for (auto _ : state) {
     c.sim.symbols["batch"] = batch;

@@ -59,29 +59,70 @@ Verdict Decide(int64_t capacity, bool point_oom, const Bound& low, const Bound& 
   return Verdict::kUncertain;
 }
 
-Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const RunResult& r, const DeviceOverhead& overhead) {
+Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& profile, const EventStream& events,
+                             const AllocatorReport& alloc, const DeviceOverhead& overhead) {
   DeviceLevel d;
   d.modelled = true;
   d.overhead = overhead;
   d.capacity_bytes = c.alloc.capacity_bytes;
-  d.workspace_policy = ConvWorkspacePolicyName(r.sim.profile.conv_workspace_policy);
-  MEMSIM_ASSIGN_OR_RETURN(Bound point, BoundOf(r.alloc, r.sim.events, c.alloc, d.overhead.bytes));
+  d.workspace_policy = ConvWorkspacePolicyName(profile.conv_workspace_policy);
+  MEMSIM_ASSIGN_OR_RETURN(Bound point, BoundOf(alloc, events, c.alloc, d.overhead.bytes));
   d.peak_device_bytes = point.device_bytes;
   const int64_t need = point.device_bytes - d.overhead.bytes;  // reserved the step needs
   Bound low{need + d.overhead.low, point.oom}, high{need + d.overhead.high, point.oom};
   const bool ranged = c.workspace_range && d.overhead.uses_cudnn_conv &&
-                      r.sim.profile.conv_workspace_policy == ConvWorkspacePolicy::kTypical;
+                      profile.conv_workspace_policy == ConvWorkspacePolicy::kTypical;
   if (ranged) {
     MEMSIM_ASSIGN_OR_RETURN(low, BoundWith(g, c, ConvWorkspacePolicy::kNone, d.overhead.low));
     MEMSIM_ASSIGN_OR_RETURN(high, BoundWith(g, c, ConvWorkspacePolicy::kMax, d.overhead.high));
   } else if (c.workspace_range && d.capacity_bytes > 0 && point.oom && d.overhead.low < d.overhead.bytes) {
-    MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, Allocate(r.sim.events, c.alloc, d.overhead.low));
-    MEMSIM_ASSIGN_OR_RETURN(low, BoundOf(a, r.sim.events, c.alloc, d.overhead.low));
+    MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, Allocate(events, c.alloc, d.overhead.low));
+    MEMSIM_ASSIGN_OR_RETURN(low, BoundOf(a, events, c.alloc, d.overhead.low));
   }
   d.low_bytes = std::min(low.device_bytes, d.peak_device_bytes);
   d.high_bytes = std::max(high.device_bytes, d.peak_device_bytes);
   d.verdict = Decide(d.capacity_bytes, point.oom, low, high);
   return d;
+}
+
+// The symbol values of |vary|'s symbols in |c| (nullopt: one is not set).
+std::optional<std::vector<int64_t>> PointOf(const SizeSchedule& sched, const RunConfig& c) {
+  std::vector<int64_t> p;
+  for (const std::string& name : sched.symbols()) {
+    auto it = c.sim.symbols.find(name);
+    if (it == c.sim.symbols.end()) return std::nullopt;
+    p.push_back(it->second);
+  }
+  return p;
+}
+
+// The symbols of |c| but those |vary| varies.
+std::map<std::string, int64_t> FixedSymbols(const RunConfig& c, const std::vector<SymbolValues>& vary) {
+  std::map<std::string, int64_t> fixed = c.sim.symbols;
+  for (const SymbolValues& v : vary) fixed.erase(v.symbol);
+  return fixed;
+}
+
+// Builds |cs|'s size schedule over |co.vary| when it pays (Note [Size schedule]).
+void BuildSchedule(const Graph& g, const RunConfig& c, const CompileOptions& co, CompiledStep* cs) {
+  const size_t runs = SizeSchedule::RunsNeeded(co.vary);
+  if (runs == 0 || 2 * runs > co.configurations) {
+    cs->no_schedule = co.vary.empty() ? "no symbol varies" : "fewer configurations than twice the probe runs";
+    return;
+  }
+  auto probe = [&](const std::vector<int64_t>& point) -> Result<EventStream> {
+    SimOptions o = c.sim;
+    for (size_t k = 0; k < point.size(); ++k) o.symbols[co.vary[k].symbol] = point[k];
+    MEMSIM_ASSIGN_OR_RETURN(Bindings b, BindingsOf(g, o));
+    MEMSIM_ASSIGN_OR_RETURN(BoundGraph bound, BindFor(g, cs->sim, b));
+    MEMSIM_ASSIGN_OR_RETURN(SimResult r, SimulatePlanned(g, cs->sim, std::move(bound), o, /*names=*/false));
+    return std::move(r.events);
+  };
+  auto sched = SizeSchedule::Build(co.vary, probe, runs, &cs->no_schedule);
+  if (!sched) return;
+  cs->schedule = std::make_shared<const SizeSchedule>(std::move(*sched));
+  cs->fixed_symbols = FixedSymbols(c, co.vary);
+  cs->streams = std::make_unique<StreamPool>(&cs->schedule->order());
 }
 
 }  // namespace
@@ -96,7 +137,7 @@ std::string_view VerdictName(Verdict v) {
   return "";
 }
 
-Result<std::shared_ptr<const CompiledStep>> CompileStep(const Graph& g, const RunConfig& c) {
+Result<std::shared_ptr<const CompiledStep>> CompileStep(const Graph& g, const RunConfig& c, const CompileOptions& co) {
   auto cs = std::make_shared<CompiledStep>();
   cs->graph = &g;
   MEMSIM_RETURN_IF_ERROR(PrepareSim(g, c.sim, &cs->sim));
@@ -104,6 +145,7 @@ Result<std::shared_ptr<const CompiledStep>> CompileStep(const Graph& g, const Ru
     MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, c.device));
     cs->overhead = std::move(overhead);
   }
+  BuildSchedule(g, c, co, cs.get());
   return std::shared_ptr<const CompiledStep>(std::move(cs));
 }
 
@@ -126,8 +168,39 @@ Result<RunResult> EvaluateStep(const CompiledStep& cs, const RunConfig& c, const
     return r;
   }
   MEMSIM_ASSIGN_OR_RETURN(r.alloc, Allocate(r.sim.events, c.alloc, cs.overhead->bytes));
-  MEMSIM_ASSIGN_OR_RETURN(r.device, DeviceOf(g, c, r, *cs.overhead));
+  MEMSIM_ASSIGN_OR_RETURN(r.device, DeviceOf(g, c, r.sim.profile, r.sim.events, r.alloc, *cs.overhead));
   return r;
+}
+
+Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c) {
+  StepFigures f;
+  std::optional<std::vector<int64_t>> point;
+  if (cs.schedule) point = PointOf(*cs.schedule, c);
+  if (point && cs.schedule->Covers(*point)) {
+    std::map<std::string, int64_t> fixed = c.sim.symbols;
+    for (const std::string& name : cs.schedule->symbols()) fixed.erase(name);
+    std::unique_ptr<EventStream> events = cs.streams->Take();
+    if (fixed == cs.fixed_symbols && cs.schedule->Evaluate(*point, events.get())) {
+      f.scheduled = true;
+      f.peak = FindPeak(*events);
+      const int64_t overhead = cs.overhead ? cs.overhead->bytes : 0;
+      Result<AllocatorReport> a = Allocate(*events, c.alloc, overhead);
+      Result<DeviceLevel> d = a.ok() && cs.overhead ? DeviceOf(*cs.graph, c, cs.sim.profile, *events, *a, *cs.overhead)
+                                                     : Result<DeviceLevel>(DeviceLevel{});
+      cs.streams->Give(std::move(events));
+      MEMSIM_RETURN_IF_ERROR(a.status());
+      MEMSIM_RETURN_IF_ERROR(d.status());
+      f.alloc = std::move(*a);
+      f.device = std::move(*d);
+      return f;
+    }
+    cs.streams->Give(std::move(events));
+  }
+  MEMSIM_ASSIGN_OR_RETURN(RunResult r, EvaluateStep(cs, c, EvalOptions{/*names=*/false}));
+  f.peak = PeakPoint{r.sim.peak.peak_live_bytes, r.sim.peak.peak_event, r.sim.peak.peak_phase, r.sim.peak.peak_op};
+  f.alloc = std::move(r.alloc);
+  f.device = std::move(r.device);
+  return f;
 }
 
 Result<RunResult> RunPipeline(const Graph& g, const RunConfig& c) {

@@ -57,13 +57,13 @@ SweepRow RowOf(const CompiledStep& cs, const RunConfig& config) {
   SweepRow row;
   RunConfig c = config;
   c.alloc.compute_ideal = false;  // not reported per row; the lower bound costs a second pass
-  auto r = EvaluateStep(cs, c, EvalOptions{/*names=*/false});
+  auto r = EvaluateFigures(cs, c);
   if (!r.ok()) {
     row.status = r.status();
     return row;
   }
-  row.peak_live_bytes = r->sim.peak.peak_live_bytes;
-  row.peak_phase = r->sim.peak.peak_phase;
+  row.peak_live_bytes = r->peak.live_bytes;
+  row.peak_phase = r->peak.phase;
   row.peak_allocated_bytes = r->alloc.peak_allocated_bytes;
   row.peak_reserved_bytes = r->alloc.peak_reserved_bytes;
   row.peak_device_bytes = r->device.peak_device_bytes;
@@ -85,6 +85,19 @@ SweepRow RunOne(const Graph& g, const RunConfig& config) {
   return RowOf(**cs, config);
 }
 
+SweepEvaluator::SweepEvaluator(const Graph& g, const SweepSpec& spec) : g_(g), spec_(spec) {
+  // Every configuration of one structural option set differs only in the symbol axes: they are
+  // what its size schedule varies (Note [Size schedule]).
+  vary_.configurations = 1;
+  for (const SweepAxis& ax : spec.axes) {
+    if (!ax.symbol) continue;
+    SymbolValues v{ax.name, {}};
+    for (const std::string& label : ax.labels) v.values.push_back(std::stoll(label));
+    vary_.vary.push_back(std::move(v));
+    vary_.configurations *= ax.labels.size();
+  }
+}
+
 SweepRow SweepEvaluator::Row(size_t i) {
   std::vector<size_t> picks = spec_.Picks(i);
   RunConfig c = spec_.base;
@@ -95,7 +108,7 @@ SweepRow SweepEvaluator::Row(size_t i) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& slot = compiled_[key];
-    if (!slot) slot = std::make_shared<const Result<std::shared_ptr<const CompiledStep>>>(CompileStep(g_, c));
+    if (!slot) slot = std::make_shared<const Result<std::shared_ptr<const CompiledStep>>>(CompileStep(g_, c, vary_));
     cs = slot;
   }
   if (!cs->ok()) {
@@ -174,7 +187,10 @@ Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::st
   if (limit < 1) return Status::InvalidArgument("the " + symbol + " limit must be at least 1");
   FitResult fit;
   fit.symbol = symbol;
-  MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, base));
+  // The search takes about 2 log2(limit) values in [1, limit]: worth a size schedule.
+  CompileOptions co{{SymbolValues{symbol, {1, 2, 3, 4, std::max<int64_t>(limit / 64, 1), std::max<int64_t>(limit / 8, 1), limit}}},
+                    static_cast<size_t>(2 * (64 - __builtin_clzll(static_cast<uint64_t>(limit))) + 8)};
+  MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, base, co));
   // Invariant: |lo| fits (or is 0), |hi| does not fit (or is limit + 1).
   int64_t lo = 0, hi = limit + 1;
   SweepRow lo_row, hi_row;

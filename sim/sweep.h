@@ -75,13 +75,14 @@ SweepRow RowOf(const CompiledStep& cs, const RunConfig& config);
 /// symbols) is compiled once, on first use, and shared by every configuration and thread.
 class SweepEvaluator {
  public:
-  SweepEvaluator(const Graph& g, const SweepSpec& spec) : g_(g), spec_(spec) {}
+  SweepEvaluator(const Graph& g, const SweepSpec& spec);
   /// Configuration |i| of the spec.
   SweepRow Row(size_t i);
 
  private:
   const Graph& g_;
   const SweepSpec& spec_;
+  CompileOptions vary_;  ///< the symbol axes
   std::mutex mu_;
   std::map<std::vector<size_t>, std::shared_ptr<const Result<std::shared_ptr<const CompiledStep>>>> compiled_;
 };

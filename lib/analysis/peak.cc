@@ -4,12 +4,28 @@
 
 namespace memsim {
 
+PeakPoint FindPeak(const EventStream& s) {
+  PeakPoint p;
+  int64_t live = 0;
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const MemEvent& e = s.events[i];
+    live += e.kind == EventKind::kAlloc ? s.bytes(e) : -s.bytes(e);
+    if (live > p.live_bytes) p = PeakPoint{live, i, e.phase, e.op};
+  }
+  return p;
+}
+
 PeakReport AnalyzePeak(const EventStream& s) {
   PeakReport r;
+  const PeakPoint peak = FindPeak(s);
+  r.peak_live_bytes = peak.live_bytes;
+  r.peak_event = peak.event;
+  r.peak_phase = peak.phase;
+  r.peak_op = peak.op;
   int64_t live = 0;
   bool any_phase_seen[kNumPhases] = {};
   std::vector<bool> alive(s.buffers.size(), false);
-  // First pass: the peak and phase peaks.
+  // First pass: the phase peaks.
   for (size_t i = 0; i < s.events.size(); ++i) {
     const MemEvent& e = s.events[i];
     int ph = static_cast<int>(e.phase);
@@ -20,12 +36,6 @@ PeakReport AnalyzePeak(const EventStream& s) {
     live += e.kind == EventKind::kAlloc ? s.bytes(e) : -s.bytes(e);
     if (e.phase == Phase::kSetup) r.setup_bytes = live;
     r.phase_peaks[ph] = std::max(r.phase_peaks[ph], live);
-    if (live > r.peak_live_bytes) {
-      r.peak_live_bytes = live;
-      r.peak_event = i;
-      r.peak_phase = e.phase;
-      r.peak_op = e.op;
-    }
   }
   // A phase with no event of its own (no optimizer, say) holds the live bytes at its turn: those
   // at the end of the last earlier phase that had events.

@@ -30,6 +30,16 @@ struct PeakReport {
 
 PeakReport AnalyzePeak(const EventStream& s);
 
+/// The peak alone (what a sweep row needs): the first event after which the live bytes are
+/// largest. AnalyzePeak's peak_live_bytes, peak_event, peak_phase and peak_op are these.
+struct PeakPoint {
+  int64_t live_bytes = 0;
+  size_t event = 0;
+  Phase phase = Phase::kSetup;
+  uint32_t op = kNoOp;
+};
+PeakPoint FindPeak(const EventStream& s);
+
 }  // namespace memsim
 
 #endif  // MEMSIM_LIB_ANALYSIS_PEAK_H_

@@ -1,0 +1,277 @@
+#include "sim/schedule.h"
+
+#include <algorithm>
+
+namespace memsim {
+namespace {
+
+constexpr int kMaxDegree = 3;
+constexpr size_t kMaxSymbols = 3;
+constexpr size_t kChecksPerSymbol = 3;
+// Offsets from the first probe beyond which C(t, 3) could leave __int128 with a coefficient.
+constexpr int64_t kMaxOffset = int64_t{1} << 40;
+
+// One varying symbol: its probe window and the values checked beyond it.
+struct AxisPlan {
+  int64_t start = 0;
+  int degree = 0;
+  std::vector<int64_t> checks;  // values beyond the window, largest first
+};
+
+std::vector<int64_t> Distinct(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// |above_one|: the window starts above 1 (a size-1 dimension has strides of its own: PyTorch views,
+// contiguity and matmul folding can differ at 1, so the order at 1 may differ).
+AxisPlan PlanAxis(const SymbolValues& s, bool above_one) {
+  std::vector<int64_t> v = Distinct(s.values);
+  if (above_one) v.erase(v.begin(), std::upper_bound(v.begin(), v.end(), int64_t{1}));
+  AxisPlan a;
+  if (v.empty()) return a;
+  a.start = v.front();
+  a.degree = static_cast<int>(std::min<int64_t>(kMaxDegree, v.back() - v.front()));
+  std::vector<int64_t> beyond;
+  for (int64_t x : v)
+    if (x > a.start + a.degree) beyond.push_back(x);
+  if (beyond.empty()) return a;
+  // The largest (a cap or a staircase shows there), the median, the nearest to the window.
+  for (int64_t x : {beyond.back(), beyond[beyond.size() / 2], beyond.front()})
+    if (std::find(a.checks.begin(), a.checks.end(), x) == a.checks.end() && a.checks.size() < kChecksPerSymbol)
+      a.checks.push_back(x);
+  return a;
+}
+
+// All points of the product of |sets| (first axis slowest).
+std::vector<std::vector<int64_t>> Product(const std::vector<std::vector<int64_t>>& sets) {
+  std::vector<std::vector<int64_t>> out{{}};
+  for (const auto& s : sets) {
+    std::vector<std::vector<int64_t>> next;
+    for (const auto& p : out)
+      for (int64_t x : s) {
+        next.push_back(p);
+        next.back().push_back(x);
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+// The probe grid (start + j per axis) and the check points (start or a check value per axis,
+// not all start).
+std::pair<std::vector<std::vector<int64_t>>, std::vector<std::vector<int64_t>>> Points(const std::vector<AxisPlan>& plan) {
+  std::vector<std::vector<int64_t>> grid, check;
+  for (const AxisPlan& a : plan) {
+    grid.emplace_back();
+    for (int j = 0; j <= a.degree; ++j) grid.back().push_back(a.start + j);
+    check.push_back({a.start});
+    check.back().insert(check.back().end(), a.checks.begin(), a.checks.end());
+  }
+  auto checks = Product(check);
+  checks.erase(checks.begin());  // all at start: the first probe
+  return {Product(grid), checks};
+}
+
+}  // namespace
+
+bool SameOrder(const EventStream& a, const EventStream& b) {
+  if (a.events.size() != b.events.size() || a.buffers.size() != b.buffers.size() || a.step_starts != b.step_starts)
+    return false;
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    const MemEvent &x = a.events[i], &y = b.events[i];
+    if (x.kind != y.kind || x.phase != y.phase || x.buffer != y.buffer || x.op != y.op) return false;
+  }
+  for (size_t i = 0; i < a.buffers.size(); ++i)
+    if (a.buffers[i].category != b.buffers[i].category || a.buffers[i].op != b.buffers[i].op) return false;
+  return true;
+}
+
+size_t SizeSchedule::RunsNeeded(const std::vector<SymbolValues>& vary) {
+  if (vary.empty() || vary.size() > kMaxSymbols) return 0;
+  std::vector<AxisPlan> plan;
+  for (const SymbolValues& s : vary) {
+    if (s.values.empty()) return 0;
+    plan.push_back(PlanAxis(s, false));
+  }
+  auto [grid, checks] = Points(plan);
+  return grid.size() + checks.size();
+}
+
+size_t SizeSchedule::BasisSize() const {
+  size_t n = 1;
+  for (const Axis& a : axes_) n *= static_cast<size_t>(a.degree) + 1;
+  return n;
+}
+
+std::optional<SizeSchedule> SizeSchedule::Build(const std::vector<SymbolValues>& vary, const Probe& probe,
+                                                size_t max_runs, std::string* why) {
+  const size_t needed = RunsNeeded(vary);
+  if (needed == 0 || needed > max_runs) {
+    *why = needed == 0 ? "no symbol to vary, or more than 3" : "more probe runs than configurations to evaluate";
+    return std::nullopt;
+  }
+  bool order_changed = false;
+  auto s = BuildAt(vary, probe, false, why, &order_changed);
+  bool has_one = false;
+  for (const SymbolValues& v : vary)
+    has_one |= std::find(v.values.begin(), v.values.end(), int64_t{1}) != v.values.end();
+  // The order at 1 differs: the schedule covers the values above 1, 1 takes the exact path.
+  if (!s && has_one && order_changed) s = BuildAt(vary, probe, true, why, &order_changed);
+  return s;
+}
+
+std::optional<SizeSchedule> SizeSchedule::BuildAt(const std::vector<SymbolValues>& vary, const Probe& probe,
+                                                  bool above_one, std::string* why, bool* order_changed) {
+  std::vector<AxisPlan> plan;
+  SizeSchedule s;
+  for (const SymbolValues& v : vary) {
+    plan.push_back(PlanAxis(v, above_one));
+    if (plan.back().degree == 0 && plan.back().checks.empty() && above_one) {
+      *why = "no value above 1 to probe";
+      return std::nullopt;
+    }
+    s.symbols_.push_back(v.symbol);
+    s.axes_.push_back(Axis{plan.back().start, plan.back().degree, plan.back().start, plan.back().start + plan.back().degree});
+  }
+  auto [grid, checks] = Points(plan);
+  // Probe the grid: the same order everywhere, every size recorded.
+  std::vector<std::vector<int64_t>> y;  // [grid point][buffer, then host bytes]
+  for (const auto& p : grid) {
+    auto es = probe(p);
+    ++s.runs_;
+    if (!es.ok()) {
+      *why = "a probe failed: " + std::string(es.status().message());
+      return std::nullopt;
+    }
+    if (y.empty()) {
+      s.order_ = std::move(*es);
+    } else if (!SameOrder(s.order_, *es)) {
+      *why = "the order of the events changes with the symbol values";
+      *order_changed = true;
+      return std::nullopt;
+    }
+    const EventStream& got = y.empty() ? s.order_ : *es;
+    y.emplace_back();
+    for (const Buffer& b : got.buffers) y.back().push_back(b.bytes);
+    y.back().push_back(got.host_bytes);
+  }
+  // Forward differences along each axis, in place: y[e] = Δ^e f(start).
+  const size_t nvalues = s.order_.buffers.size() + 1;
+  std::vector<size_t> stride(s.axes_.size(), 1);
+  for (size_t k = s.axes_.size(); k-- > 1;) stride[k - 1] = stride[k] * (static_cast<size_t>(s.axes_[k].degree) + 1);
+  for (size_t k = 0; k < s.axes_.size(); ++k) {
+    const int deg = s.axes_[k].degree;
+    for (size_t g = 0; g < grid.size(); ++g) {
+      if ((g / stride[k]) % (deg + 1) != 0) continue;  // the first point of each line along k
+      for (int level = 1; level <= deg; ++level)
+        for (int j = deg; j >= level; --j)
+          for (size_t b = 0; b < nvalues; ++b) {
+            int64_t& hi = y[g + j * stride[k]][b];
+            if (__builtin_sub_overflow(hi, y[g + (j - 1) * stride[k]][b], &hi)) {
+              *why = "a size difference overflows";
+              return std::nullopt;
+            }
+          }
+    }
+  }
+  for (size_t b = 0; b < nvalues; ++b) {
+    s.term_begin_.push_back(static_cast<uint32_t>(s.term_basis_.size()));
+    for (size_t e = 0; e < grid.size(); ++e)
+      if (y[e][b] != 0) {
+        s.term_basis_.push_back(static_cast<uint32_t>(e));
+        s.term_coeff_.push_back(y[e][b]);
+      }
+  }
+  s.term_begin_.push_back(static_cast<uint32_t>(s.term_basis_.size()));
+  // Check beyond the window; the ranges grow to what was checked. With one symbol, a value the
+  // engine refuses (a sequence beyond a position table) ends the range below it.
+  EventStream at;
+  for (const auto& p : checks) {
+    auto es = probe(p);
+    ++s.runs_;
+    if (!es.ok()) {
+      if (s.axes_.size() == 1) continue;  // not covered: checks go from the largest down
+      *why = "a probe failed: " + std::string(es.status().message());
+      return std::nullopt;
+    }
+    at = s.order_;
+    *order_changed = !SameOrder(s.order_, *es);
+    if (*order_changed || !s.Evaluate(p, &at) || at.host_bytes != es->host_bytes) {
+      *why = "a size is not a polynomial of degree <= 3 in the symbols";
+      return std::nullopt;
+    }
+    for (size_t b = 0; b < at.buffers.size(); ++b)
+      if (at.buffers[b].bytes != es->buffers[b].bytes) {
+        *why = "a size is not a polynomial of degree <= 3 in the symbols";
+        return std::nullopt;
+      }
+    for (size_t k = 0; k < p.size(); ++k) s.axes_[k].hi = std::max(s.axes_[k].hi, p[k]);
+  }
+  return s;
+}
+
+bool SizeSchedule::Covers(const std::vector<int64_t>& point) const {
+  if (point.size() != axes_.size()) return false;
+  for (size_t k = 0; k < point.size(); ++k)
+    if (point[k] < axes_[k].lo || point[k] > axes_[k].hi) return false;
+  return true;
+}
+
+bool SizeSchedule::BasisAt(const std::vector<int64_t>& point, std::vector<__int128>* basis) const {
+  basis->assign(BasisSize(), 1);
+  size_t stride = basis->size();
+  for (size_t k = 0; k < axes_.size(); ++k) {
+    const __int128 t = point[k] - axes_[k].start;
+    if (t < 0 || t > kMaxOffset) return false;
+    const __int128 binom[kMaxDegree + 1] = {1, t, t * (t - 1) / 2, t * (t - 1) * (t - 2) / 6};
+    const size_t n = static_cast<size_t>(axes_[k].degree) + 1;
+    stride /= n;
+    for (size_t e = 0; e < basis->size(); ++e)
+      if (__builtin_mul_overflow((*basis)[e], binom[(e / stride) % n], &(*basis)[e])) return false;
+  }
+  return true;
+}
+
+bool SizeSchedule::Value(size_t b, const std::vector<__int128>& basis, int64_t* out) const {
+  __int128 sum = 0;
+  for (uint32_t t = term_begin_[b]; t < term_begin_[b + 1]; ++t) {
+    __int128 term;
+    if (__builtin_mul_overflow(basis[term_basis_[t]], static_cast<__int128>(term_coeff_[t]), &term) ||
+        __builtin_add_overflow(sum, term, &sum))
+      return false;
+  }
+  if (sum < 0 || sum > INT64_MAX) return false;
+  *out = static_cast<int64_t>(sum);
+  return true;
+}
+
+bool SizeSchedule::Evaluate(const std::vector<int64_t>& point, EventStream* out) const {
+  thread_local std::vector<__int128> basis;
+  if (point.size() != axes_.size() || !BasisAt(point, &basis)) return false;
+  const size_t n = order_.buffers.size();
+  if (out->buffers.size() != n) return false;
+  for (size_t b = 0; b < n; ++b)
+    if (!Value(b, basis, &out->buffers[b].bytes)) return false;
+  return Value(n, basis, &out->host_bytes);
+}
+
+std::unique_ptr<EventStream> StreamPool::Take() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      auto s = std::move(free_.back());
+      free_.pop_back();
+      return s;
+    }
+  }
+  return std::make_unique<EventStream>(*order_);
+}
+
+void StreamPool::Give(std::unique_ptr<EventStream> s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(std::move(s));
+}
+
+}  // namespace memsim
