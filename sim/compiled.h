@@ -75,6 +75,12 @@ struct StepFigures {
 /// EvaluateStep (names off). The same numbers either way (tests/sim/compiled_test.cc).
 Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c);
 
+/// |c|'s peak live bytes from |cs|'s size schedule alone (no allocator); nullopt when the
+/// schedule does not cover |c|. No allocator can hold them in less: a bound for fit.
+std::optional<int64_t> ScheduledPeakLive(const CompiledStep& cs, const RunConfig& c);
+/// The bytes the allocator may reserve for |c|: its capacity less the device overhead (0: none).
+int64_t AllocatorCapacity(const CompiledStep& cs, const RunConfig& c);
+
 }  // namespace memsim
 
 #endif  // MEMSIM_SIM_COMPILED_H_

@@ -172,35 +172,66 @@ Result<RunResult> EvaluateStep(const CompiledStep& cs, const RunConfig& c, const
   return r;
 }
 
-Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c) {
-  StepFigures f;
-  std::optional<std::vector<int64_t>> point;
-  if (cs.schedule) point = PointOf(*cs.schedule, c);
-  if (point && cs.schedule->Covers(*point)) {
+namespace {
+
+// A stream of |cs|'s pool holding the sizes of |c| from the size schedule, returned to the pool
+// on destruction; empty when the schedule does not cover |c|.
+class ScheduledStream {
+ public:
+  ScheduledStream(const CompiledStep& cs, const RunConfig& c) : cs_(cs) {
+    if (!cs.schedule) return;
+    std::optional<std::vector<int64_t>> point = PointOf(*cs.schedule, c);
+    if (!point || !cs.schedule->Covers(*point)) return;
     std::map<std::string, int64_t> fixed = c.sim.symbols;
     for (const std::string& name : cs.schedule->symbols()) fixed.erase(name);
-    std::unique_ptr<EventStream> events = cs.streams->Take();
-    if (fixed == cs.fixed_symbols && cs.schedule->Evaluate(*point, events.get())) {
-      f.scheduled = true;
-      f.peak = FindPeak(*events);
-      const int64_t overhead = cs.overhead ? cs.overhead->bytes : 0;
-      Result<AllocatorReport> a = Allocate(*events, c.alloc, overhead);
-      Result<DeviceLevel> d = a.ok() && cs.overhead ? DeviceOf(*cs.graph, c, cs.sim.profile, *events, *a, *cs.overhead)
-                                                     : Result<DeviceLevel>(DeviceLevel{});
-      cs.streams->Give(std::move(events));
-      MEMSIM_RETURN_IF_ERROR(a.status());
-      MEMSIM_RETURN_IF_ERROR(d.status());
-      f.alloc = std::move(*a);
-      f.device = std::move(*d);
-      return f;
+    if (fixed != cs.fixed_symbols) return;
+    s_ = cs.streams->Take();
+    if (!cs.schedule->Evaluate(*point, s_.get())) {
+      cs.streams->Give(std::move(s_));
+      s_.reset();
     }
-    cs.streams->Give(std::move(events));
+  }
+  ~ScheduledStream() {
+    if (s_) cs_.streams->Give(std::move(s_));
+  }
+  ScheduledStream(const ScheduledStream&) = delete;
+  ScheduledStream& operator=(const ScheduledStream&) = delete;
+  const EventStream* get() const { return s_.get(); }
+
+ private:
+  const CompiledStep& cs_;
+  std::unique_ptr<EventStream> s_;
+};
+
+}  // namespace
+
+Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c) {
+  StepFigures f;
+  ScheduledStream events(cs, c);
+  if (events.get()) {
+    f.scheduled = true;
+    f.peak = FindPeak(*events.get());
+    MEMSIM_ASSIGN_OR_RETURN(f.alloc, Allocate(*events.get(), c.alloc, cs.overhead ? cs.overhead->bytes : 0));
+    if (cs.overhead) {
+      MEMSIM_ASSIGN_OR_RETURN(f.device, DeviceOf(*cs.graph, c, cs.sim.profile, *events.get(), f.alloc, *cs.overhead));
+    }
+    return f;
   }
   MEMSIM_ASSIGN_OR_RETURN(RunResult r, EvaluateStep(cs, c, EvalOptions{/*names=*/false}));
   f.peak = PeakPoint{r.sim.peak.peak_live_bytes, r.sim.peak.peak_event, r.sim.peak.peak_phase, r.sim.peak.peak_op};
   f.alloc = std::move(r.alloc);
   f.device = std::move(r.device);
   return f;
+}
+
+std::optional<int64_t> ScheduledPeakLive(const CompiledStep& cs, const RunConfig& c) {
+  ScheduledStream events(cs, c);
+  if (!events.get()) return std::nullopt;
+  return FindPeak(*events.get()).live_bytes;
+}
+
+int64_t AllocatorCapacity(const CompiledStep& cs, const RunConfig& c) {
+  return LeftForAllocator(c.alloc, cs.overhead ? cs.overhead->bytes : 0).capacity_bytes;
 }
 
 Result<RunResult> RunPipeline(const Graph& g, const RunConfig& c) {

@@ -16,6 +16,7 @@ struct AxisPlan {
   int64_t start = 0;
   int degree = 0;
   std::vector<int64_t> checks;  // values beyond the window, largest first
+  std::vector<int64_t> low;     // values below the window (1, 0), checked one by one
 };
 
 std::vector<int64_t> Distinct(std::vector<int64_t> v) {
@@ -24,13 +25,18 @@ std::vector<int64_t> Distinct(std::vector<int64_t> v) {
   return v;
 }
 
-// |above_one|: the window starts above 1 (a size-1 dimension has strides of its own: PyTorch views,
-// contiguity and matmul folding can differ at 1, so the order at 1 may differ).
-AxisPlan PlanAxis(const SymbolValues& s, bool above_one) {
+// The window starts above 1 when larger values exist: a size-1 dimension has strides of its own
+// (PyTorch's views, contiguity and matmul folding can differ at 1), so the order at 1 may differ
+// from the rest. 0 and 1 are then checked on their own (|low|).
+AxisPlan PlanAxis(const SymbolValues& s) {
   std::vector<int64_t> v = Distinct(s.values);
-  if (above_one) v.erase(v.begin(), std::upper_bound(v.begin(), v.end(), int64_t{1}));
   AxisPlan a;
   if (v.empty()) return a;
+  auto above = std::upper_bound(v.begin(), v.end(), int64_t{1});
+  if (above != v.end()) {
+    a.low.assign(std::make_reverse_iterator(above), v.rend());  // 1, then 0
+    v.erase(v.begin(), above);
+  }
   a.start = v.front();
   a.degree = static_cast<int>(std::min<int64_t>(kMaxDegree, v.back() - v.front()));
   std::vector<int64_t> beyond;
@@ -93,10 +99,12 @@ size_t SizeSchedule::RunsNeeded(const std::vector<SymbolValues>& vary) {
   std::vector<AxisPlan> plan;
   for (const SymbolValues& s : vary) {
     if (s.values.empty()) return 0;
-    plan.push_back(PlanAxis(s, false));
+    plan.push_back(PlanAxis(s));
   }
   auto [grid, checks] = Points(plan);
-  return grid.size() + checks.size();
+  size_t runs = grid.size() + checks.size();
+  for (const AxisPlan& a : plan) runs += a.low.size();
+  return runs;
 }
 
 size_t SizeSchedule::BasisSize() const {
@@ -112,26 +120,10 @@ std::optional<SizeSchedule> SizeSchedule::Build(const std::vector<SymbolValues>&
     *why = needed == 0 ? "no symbol to vary, or more than 3" : "more probe runs than configurations to evaluate";
     return std::nullopt;
   }
-  bool order_changed = false;
-  auto s = BuildAt(vary, probe, false, why, &order_changed);
-  bool has_one = false;
-  for (const SymbolValues& v : vary)
-    has_one |= std::find(v.values.begin(), v.values.end(), int64_t{1}) != v.values.end();
-  // The order at 1 differs: the schedule covers the values above 1, 1 takes the exact path.
-  if (!s && has_one && order_changed) s = BuildAt(vary, probe, true, why, &order_changed);
-  return s;
-}
-
-std::optional<SizeSchedule> SizeSchedule::BuildAt(const std::vector<SymbolValues>& vary, const Probe& probe,
-                                                  bool above_one, std::string* why, bool* order_changed) {
   std::vector<AxisPlan> plan;
   SizeSchedule s;
   for (const SymbolValues& v : vary) {
-    plan.push_back(PlanAxis(v, above_one));
-    if (plan.back().degree == 0 && plan.back().checks.empty() && above_one) {
-      *why = "no value above 1 to probe";
-      return std::nullopt;
-    }
+    plan.push_back(PlanAxis(v));
     s.symbols_.push_back(v.symbol);
     s.axes_.push_back(Axis{plan.back().start, plan.back().degree, plan.back().start, plan.back().start + plan.back().degree});
   }
@@ -149,7 +141,6 @@ std::optional<SizeSchedule> SizeSchedule::BuildAt(const std::vector<SymbolValues
       s.order_ = std::move(*es);
     } else if (!SameOrder(s.order_, *es)) {
       *why = "the order of the events changes with the symbol values";
-      *order_changed = true;
       return std::nullopt;
     }
     const EventStream& got = y.empty() ? s.order_ : *es;
@@ -157,13 +148,38 @@ std::optional<SizeSchedule> SizeSchedule::BuildAt(const std::vector<SymbolValues
     for (const Buffer& b : got.buffers) y.back().push_back(b.bytes);
     y.back().push_back(got.host_bytes);
   }
-  // Forward differences along each axis, in place: y[e] = Δ^e f(start).
-  const size_t nvalues = s.order_.buffers.size() + 1;
-  std::vector<size_t> stride(s.axes_.size(), 1);
-  for (size_t k = s.axes_.size(); k-- > 1;) stride[k - 1] = stride[k] * (static_cast<size_t>(s.axes_[k].degree) + 1);
-  for (size_t k = 0; k < s.axes_.size(); ++k) {
-    const int deg = s.axes_[k].degree;
-    for (size_t g = 0; g < grid.size(); ++g) {
+  if (!s.SetTerms(std::move(y), why)) return std::nullopt;
+  // Below the window, axis by axis (the others at their start): the range reaches down to each
+  // value that agrees, 1 then 0; one that does not takes the exact path.
+  for (size_t k = 0; k < plan.size(); ++k)
+    for (int64_t x : plan[k].low) {
+      std::vector<int64_t> p;
+      for (const Axis& a : s.axes_) p.push_back(a.start);
+      p[k] = x;
+      if (s.Check(p, probe, why) != CheckResult::kAgrees) break;
+      s.axes_[k].lo = x;
+    }
+  // Beyond the window; the ranges grow to what was checked. With one symbol, a value the engine
+  // refuses (a sequence beyond a position table) or that disagrees (a cap reached) ends the range
+  // below it.
+  for (const auto& p : checks) {
+    const CheckResult r = s.Check(p, probe, why);
+    if (r != CheckResult::kAgrees && s.axes_.size() == 1) continue;  // checks go from the largest down
+    if (r != CheckResult::kAgrees) return std::nullopt;
+    for (size_t k = 0; k < p.size(); ++k) s.axes_[k].hi = std::max(s.axes_[k].hi, p[k]);
+  }
+  return s;
+}
+
+bool SizeSchedule::SetTerms(std::vector<std::vector<int64_t>> y, std::string* why) {
+  // Forward differences along each axis, in place: y[e] = Δ^e f(start), the coefficients of
+  // f(x) = Σ_e y[e] Π_k C(x_k - start_k, e_k) (Newton's forward formula).
+  const size_t nvalues = order_.buffers.size() + 1;
+  std::vector<size_t> stride(axes_.size(), 1);
+  for (size_t k = axes_.size(); k-- > 1;) stride[k - 1] = stride[k] * (static_cast<size_t>(axes_[k].degree) + 1);
+  for (size_t k = 0; k < axes_.size(); ++k) {
+    const int deg = axes_[k].degree;
+    for (size_t g = 0; g < y.size(); ++g) {
       if ((g / stride[k]) % (deg + 1) != 0) continue;  // the first point of each line along k
       for (int level = 1; level <= deg; ++level)
         for (int j = deg; j >= level; --j)
@@ -171,45 +187,35 @@ std::optional<SizeSchedule> SizeSchedule::BuildAt(const std::vector<SymbolValues
             int64_t& hi = y[g + j * stride[k]][b];
             if (__builtin_sub_overflow(hi, y[g + (j - 1) * stride[k]][b], &hi)) {
               *why = "a size difference overflows";
-              return std::nullopt;
+              return false;
             }
           }
     }
   }
   for (size_t b = 0; b < nvalues; ++b) {
-    s.term_begin_.push_back(static_cast<uint32_t>(s.term_basis_.size()));
-    for (size_t e = 0; e < grid.size(); ++e)
+    term_begin_.push_back(static_cast<uint32_t>(term_basis_.size()));
+    for (size_t e = 0; e < y.size(); ++e)
       if (y[e][b] != 0) {
-        s.term_basis_.push_back(static_cast<uint32_t>(e));
-        s.term_coeff_.push_back(y[e][b]);
+        term_basis_.push_back(static_cast<uint32_t>(e));
+        term_coeff_.push_back(y[e][b]);
       }
   }
-  s.term_begin_.push_back(static_cast<uint32_t>(s.term_basis_.size()));
-  // Check beyond the window; the ranges grow to what was checked. With one symbol, a value the
-  // engine refuses (a sequence beyond a position table) ends the range below it.
-  EventStream at;
-  for (const auto& p : checks) {
-    auto es = probe(p);
-    ++s.runs_;
-    if (!es.ok()) {
-      if (s.axes_.size() == 1) continue;  // not covered: checks go from the largest down
-      *why = "a probe failed: " + std::string(es.status().message());
-      return std::nullopt;
-    }
-    at = s.order_;
-    *order_changed = !SameOrder(s.order_, *es);
-    if (*order_changed || !s.Evaluate(p, &at) || at.host_bytes != es->host_bytes) {
-      *why = "a size is not a polynomial of degree <= 3 in the symbols";
-      return std::nullopt;
-    }
-    for (size_t b = 0; b < at.buffers.size(); ++b)
-      if (at.buffers[b].bytes != es->buffers[b].bytes) {
-        *why = "a size is not a polynomial of degree <= 3 in the symbols";
-        return std::nullopt;
-      }
-    for (size_t k = 0; k < p.size(); ++k) s.axes_[k].hi = std::max(s.axes_[k].hi, p[k]);
+  term_begin_.push_back(static_cast<uint32_t>(term_basis_.size()));
+  return true;
+}
+
+SizeSchedule::CheckResult SizeSchedule::Check(const std::vector<int64_t>& p, const Probe& probe, std::string* why) {
+  auto es = probe(p);
+  ++runs_;
+  if (!es.ok()) {
+    *why = "a probe failed: " + std::string(es.status().message());
+    return CheckResult::kRefused;
   }
-  return s;
+  EventStream at = order_;
+  bool same = SameOrder(order_, *es) && Evaluate(p, &at) && at.host_bytes == es->host_bytes;
+  for (size_t b = 0; same && b < at.buffers.size(); ++b) same = at.buffers[b].bytes == es->buffers[b].bytes;
+  if (!same) *why = "a size is not a polynomial of degree <= 3 in the symbols, or the order of the events changes";
+  return same ? CheckResult::kAgrees : CheckResult::kDiffers;
 }
 
 bool SizeSchedule::Covers(const std::vector<int64_t>& point) const {
@@ -224,7 +230,7 @@ bool SizeSchedule::BasisAt(const std::vector<int64_t>& point, std::vector<__int1
   size_t stride = basis->size();
   for (size_t k = 0; k < axes_.size(); ++k) {
     const __int128 t = point[k] - axes_[k].start;
-    if (t < 0 || t > kMaxOffset) return false;
+    if (t < -kMaxOffset || t > kMaxOffset) return false;
     const __int128 binom[kMaxDegree + 1] = {1, t, t * (t - 1) / 2, t * (t - 1) * (t - 2) / 6};
     const size_t n = static_cast<size_t>(axes_[k].degree) + 1;
     stride /= n;

@@ -70,8 +70,11 @@ class SizeSchedule {
   std::vector<uint32_t> term_basis_;
   std::vector<int64_t> term_coeff_;
 
-  static std::optional<SizeSchedule> BuildAt(const std::vector<SymbolValues>& vary, const Probe& probe,
-                                             bool above_one, std::string* why, bool* order_changed);
+  // The coefficients from the sizes |y| at the probe grid ([point][buffer, then host bytes]).
+  bool SetTerms(std::vector<std::vector<int64_t>> y, std::string* why);
+  enum class CheckResult { kAgrees, kDiffers, kRefused };
+  // One more engine run at |p|, compared with the schedule's sizes there.
+  CheckResult Check(const std::vector<int64_t>& p, const Probe& probe, std::string* why);
   size_t BasisSize() const;
   bool Value(size_t b, const std::vector<__int128>& basis, int64_t* out) const;
   bool BasisAt(const std::vector<int64_t>& point, std::vector<__int128>* basis) const;

@@ -177,6 +177,27 @@ Status StreamSweep(const Graph& g, const SweepSpec& spec, size_t n, const SweepS
   return status;
 }
 
+namespace {
+
+// The largest value of |symbol| in [0, limit] whose peak live bytes (from the size schedule) do
+// not exceed what the allocator may reserve; |limit| when there is no schedule or no capacity.
+// Live bytes grow with the value, as the search assumes.
+int64_t LiveBound(const CompiledStep& cs, const RunConfig& base, const std::string& symbol, int64_t limit) {
+  const int64_t capacity = AllocatorCapacity(cs, base);
+  if (!cs.schedule || capacity <= 0) return limit;
+  int64_t a = 0, b = limit + 1;  // |a| within the bound (or 0), |b| beyond it (or limit + 1)
+  while (b - a > 1) {
+    const int64_t m = a + (b - a) / 2;
+    RunConfig c = base;
+    c.sim.symbols[symbol] = m;
+    std::optional<int64_t> live = ScheduledPeakLive(cs, c);
+    (!live || *live <= capacity ? a : b) = m;
+  }
+  return a;
+}
+
+}  // namespace
+
 Result<FitResult> FitBatch(const Graph& g, const RunConfig& base, int64_t limit) {
   return FitSymbol(g, base, "batch", limit);
 }
@@ -194,24 +215,32 @@ Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::st
   // Invariant: |lo| fits (or is 0), |hi| does not fit (or is limit + 1).
   int64_t lo = 0, hi = limit + 1;
   SweepRow lo_row, hi_row;
-  // A value the graph refuses counts as not fitting once a smaller one has fitted.
-  auto fits = [&](int64_t v) -> Result<bool> {
+  bool hi_seen = false;
+  // A value the graph refuses counts as not fitting once a smaller one has fitted (or while
+  // |tentative|: the first guess below).
+  auto fits = [&](int64_t v, bool tentative = false) -> Result<bool> {
     RunConfig c = base;
     c.sim.symbols[symbol] = v;
     ++fit.evaluated;
     SweepRow row = RowOf(*cs, c);
-    if (!row.status.ok() && lo == 0) return row.status;
+    if (!row.status.ok() && lo == 0 && !tentative) return row.status;
     const bool ok = row.status.ok() && !row.oom;
     if (!row.status.ok()) row.oom_message = std::string(row.status.message());
     (ok ? lo_row : hi_row) = std::move(row);
     (ok ? lo : hi) = v;
+    hi_seen |= !ok;
     return ok;
   };
-  for (int64_t v = 1; v <= limit; v = v > limit / 2 ? limit : v * 2) {
+  // Note [Size schedule]: values above the live-bytes bound cannot fit; start at 3/4 of it
+  // (allocators keep more than the live bytes, rarely a third more), else double from 1.
+  hi = LiveBound(*cs, base, symbol, limit) + 1;
+  if (hi > 4) MEMSIM_RETURN_IF_ERROR(fits(std::max<int64_t>(1, (hi - 1) / 4 * 3), /*tentative=*/true).status());
+  for (int64_t v = 1; lo == 0 && v < hi; v = v > limit / 2 ? limit : v * 2) {
     MEMSIM_ASSIGN_OR_RETURN(bool ok, fits(v));
     if (!ok || v == limit) break;
   }
   while (hi - lo > 1) MEMSIM_RETURN_IF_ERROR(fits(lo + (hi - lo) / 2).status());
+  if (!hi_seen && hi <= limit) MEMSIM_RETURN_IF_ERROR(fits(hi).status());  // its row: why it does not fit
   fit.max_batch = lo;
   fit.at_max = lo_row;
   fit.above = hi_row;

@@ -41,26 +41,8 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config, const DeviceOp
       low_cursor_(kDecreasingTop),
       high_cursor_(kIncreasingBase),
       va_cursor_(kExpandableBase) {
-  pools_.emplace_back(nodes_.get());
-  pools_.emplace_back(nodes_.get());
+  pools_.resize(2);
   blocks_.reserve(1024);
-}
-
-void* CachingAllocator::NodePool::Get(size_t bytes) {
-  if (free_ == nullptr) {
-    constexpr size_t kAlign = alignof(std::max_align_t);
-    if (node_bytes_ == 0)
-      node_bytes_ = (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign * kAlign;
-    MEMSIM_CHECK(bytes <= node_bytes_);
-    constexpr size_t kNodesPerChunk = 256;
-    chunks_.push_back(std::make_unique<std::byte[]>(node_bytes_ * kNodesPerChunk));
-    std::byte* base = chunks_.back().get();
-    for (size_t k = kNodesPerChunk; k-- > 0;) Put(base + k * node_bytes_);
-  }
-  MEMSIM_CHECK(bytes <= node_bytes_);
-  FreeNode* n = free_;
-  free_ = n->next;
-  return n;
 }
 
 BlockId CachingAllocator::NewBlock() {
@@ -361,19 +343,20 @@ void CachingAllocator::GarbageCollect() {
   if (freeable == 0) return;
   int64_t reclaimed = 0;
   bool freed = true;
+  std::vector<BlockId> old;
   while (reclaimed < target && freed && freeable > 0) {
     const double age_threshold = total_age / static_cast<double>(freeable);
-    freed = false;
-    for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-      const BlockId b = it->id;
-      ++it;
-      if (!IsSplit(b) && !blocks_[b].expandable && age(b) >= age_threshold) {
-        freed = true;
-        reclaimed += blocks_[b].size;
-        total_age -= age(b);
-        --freeable;
-        ReleaseBlock(b);
-      }
+    // One pass in set order; releasing a whole segment changes no other block, so the blocks
+    // to release can be chosen first.
+    old.clear();
+    for (const Key& k : pool.blocks)
+      if (!IsSplit(k.id) && !blocks_[k.id].expandable && age(k.id) >= age_threshold) old.push_back(k.id);
+    freed = !old.empty();
+    for (BlockId b : old) {
+      reclaimed += blocks_[b].size;
+      total_age -= age(b);
+      --freeable;
+      ReleaseBlock(b);
     }
   }
 }
@@ -494,7 +477,13 @@ void CachingAllocator::RecordOom(int64_t requested, int64_t rounded, int64_t all
 int64_t CachingAllocator::LargestFreeBlock() const {
   int64_t best = 0;
   for (const Pool& p : pools_) {
-    for (const Key& k : p.blocks) best = std::max(best, k.size);
+    // Ordered by (stream, size, address): the last block of each stream is its largest.
+    auto it = p.blocks.end();
+    while (it != p.blocks.begin()) {
+      --it;
+      best = std::max(best, it->size);
+      it = std::lower_bound(p.blocks.begin(), it, Key{it->stream, INT64_MIN, 0, 0});
+    }
   }
   return best;
 }

@@ -11,10 +11,10 @@
 #ifndef MEMSIM_SIM_ALLOCATOR_CACHING_ALLOCATOR_H_
 #define MEMSIM_SIM_ALLOCATOR_CACHING_ALLOCATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -165,45 +165,38 @@ class CachingAllocator {
       return addr < o.addr;
     }
   };
-  // Recycles the free sets' tree nodes (all one size): no malloc per insert, O(1) release.
-  class NodePool {
+  // The free sets as sorted vectors: they hold tens of blocks (17 on average, 83 at most over a
+  // ResNet-50 step), where a binary search and a short move beat a tree's pointer chasing and
+  // node allocation. Iterators are invalidated by insert and by erase at or before them.
+  class KeySet {
    public:
-    void* Get(size_t bytes);
-    void Put(void* p) { free_ = new (p) FreeNode{free_}; }
+    using iterator = std::vector<Key>::iterator;
+    using const_iterator = std::vector<Key>::const_iterator;
+    iterator begin() { return v_.begin(); }
+    iterator end() { return v_.end(); }
+    const_iterator begin() const { return v_.begin(); }
+    const_iterator end() const { return v_.end(); }
+    size_t size() const { return v_.size(); }
+    bool empty() const { return v_.empty(); }
+    iterator lower_bound(const Key& k) { return std::lower_bound(v_.begin(), v_.end(), k); }
+    iterator find(const Key& k) {
+      auto it = lower_bound(k);
+      return it != v_.end() && !(k < *it) ? it : v_.end();
+    }
+    size_t count(const Key& k) const {
+      auto it = std::lower_bound(v_.begin(), v_.end(), k);
+      return it != v_.end() && !(k < *it) ? 1 : 0;
+    }
+    void insert(const Key& k) {
+      auto it = lower_bound(k);
+      if (it == v_.end() || k < *it) v_.insert(it, k);
+    }
+    iterator erase(iterator it) { return v_.erase(it); }
 
    private:
-    struct FreeNode {
-      FreeNode* next;
-    };
-    FreeNode* free_ = nullptr;
-    size_t node_bytes_ = 0;
-    std::vector<std::unique_ptr<std::byte[]>> chunks_;
+    std::vector<Key> v_;
   };
-  template <typename T>
-  struct NodeAllocator {
-    using value_type = T;
-    NodePool* pool;
-    explicit NodeAllocator(NodePool* p) : pool(p) {}
-    template <typename U>
-    NodeAllocator(const NodeAllocator<U>& o) : pool(o.pool) {}  // NOLINT: rebinding
-    T* allocate(size_t n) {
-      return n == 1 ? static_cast<T*>(pool->Get(sizeof(T))) : std::allocator<T>().allocate(n);
-    }
-    void deallocate(T* p, size_t n) {
-      if (n == 1) {
-        pool->Put(p);
-      } else {
-        std::allocator<T>().deallocate(p, n);
-      }
-    }
-    template <typename U>
-    bool operator==(const NodeAllocator<U>& o) const {
-      return pool == o.pool;
-    }
-  };
-  using KeySet = std::set<Key, std::less<Key>, NodeAllocator<Key>>;
   struct Pool {
-    explicit Pool(NodePool* r) : blocks(NodeAllocator<Key>(r)), unmapped(NodeAllocator<Key>(r)) {}
     KeySet blocks;    // free mapped blocks by (stream, size, address)
     KeySet unmapped;  // unmapped expandable blocks by (stream, address)
     uint64_t get_free_calls = 0;
@@ -250,7 +243,6 @@ class CachingAllocator {
   AllocatorConfig cfg_;
   DeviceOptions dev_;
   DeviceStats stats_;
-  std::unique_ptr<NodePool> nodes_ = std::make_unique<NodePool>();
   std::vector<Block> blocks_;
   std::vector<BlockId> free_ids_;
   std::vector<Segment> segments_;
