@@ -30,14 +30,18 @@ RunConfig Adam() {
   return c;
 }
 
+CompileOptions Batches1To64() {
+  CompileOptions co{{SymbolValues{"batch", {}}}, 64};
+  for (int64_t b = 1; b <= 64; ++b) co.vary[0].values.push_back(b);
+  return co;
+}
+
 /// The compiled path as a sweep of batch 1..64 runs it: one compiled step with its size schedule
 /// (Note [Size schedule]), a different batch every iteration.
 void BM_CompiledConfiguration(benchmark::State& state, const char* model) {
   const Graph& g = Zoo(model);
   RunConfig c = Adam();
-  CompileOptions co{{SymbolValues{"batch", {}}}, 64};
-  for (int64_t b = 1; b <= 64; ++b) co.vary[0].values.push_back(b);
-  auto cs = CompileStep(g, c, co);
+  auto cs = CompileStep(g, c, Batches1To64());
   if (!cs.ok()) return state.SkipWithError(cs.status().message().c_str());
   if (!(*cs)->schedule) return state.SkipWithError(("no size schedule: " + (*cs)->no_schedule).c_str());
   int64_t batch = 1;
@@ -74,6 +78,29 @@ void BM_StageStep(benchmark::State& state, const char* model, bool names) {
   state.counters["events"] = static_cast<double>(events);
 }
 
+/// Building the size schedule of a sweep over batch 1..64 (probe and check runs of the engine).
+void BM_StageScheduleBuild(benchmark::State& state, const char* model) {
+  const Graph& g = Zoo(model);
+  const RunConfig c = Adam();
+  size_t runs = 0;
+  for (auto _ : state) {
+    auto cs = CompileStep(g, c, Batches1To64());
+    if (!cs.ok() || !(*cs)->schedule) return state.SkipWithError("no size schedule");
+    runs = (*cs)->schedule->runs();
+  }
+  state.counters["engine_runs"] = static_cast<double>(runs);
+}
+
+/// One configuration's sizes from the schedule (batch 32) and its live peak, no allocator.
+void BM_StageScheduleSizes(benchmark::State& state, const char* model) {
+  const Graph& g = Zoo(model);
+  RunConfig c = Adam();
+  auto cs = CompileStep(g, c, Batches1To64());
+  if (!cs.ok() || !(*cs)->schedule) return state.SkipWithError("no size schedule");
+  c.sim.symbols["batch"] = 32;
+  for (auto _ : state) benchmark::DoNotOptimize(ScheduledPeakLive(**cs, c));
+}
+
 void BM_StageAllocator(benchmark::State& state, const char* model) {
   const Graph& g = Zoo(model);
   RunConfig c = Adam();
@@ -98,6 +125,8 @@ BENCHMARK_CAPTURE(BM_CompiledConfiguration, bert_base, "bert_base")->Unit(benchm
 BENCHMARK_CAPTURE(BM_StageBind, resnet50, "resnet50")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_StageStep, resnet50_names, "resnet50", true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_StageStep, resnet50_lean, "resnet50", false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_StageScheduleBuild, resnet50, "resnet50")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_StageScheduleSizes, resnet50, "resnet50")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_StageAllocator, resnet50, "resnet50")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Fit, resnet50, "resnet50")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Fit, bert_base, "bert_base")->Unit(benchmark::kMillisecond);

@@ -174,10 +174,17 @@ constexpr size_t kMaxConfigurations = 1000000;  // as `memsim sweep`
 py::dict Sweep(const GraphHandle& graph, const std::vector<std::string>& args, int threads) {
   SweepSpec spec = ValueOr(ParseOptions(args, /*lists=*/true).Spec(), g_option_error);
   size_t n = ValueOr(spec.Count(kMaxConfigurations), g_option_error);
-  std::vector<RunConfig> configs;
-  configs.reserve(n);
-  for (size_t i = 0; i < n; ++i) configs.push_back(spec.Config(i));
-  SweepTable table{graph.g->name, &spec, WithoutGil([&] { return RunSweep(*graph.g, configs, threads); })};
+  // The CLI's path: compiled steps shared by the configurations, size schedules (Note [Size schedule]).
+  std::vector<SweepRow> rows;
+  rows.reserve(n);
+  Status s = WithoutGil([&] {
+    return StreamSweep(*graph.g, spec, n, SweepSlice{}, threads, [&](size_t, const SweepRow& r) {
+      rows.push_back(r);
+      return Status::OK();
+    });
+  });
+  if (!s.ok()) RaisePipelineError(*graph.g, s);
+  SweepTable table{graph.g->name, &spec, std::move(rows)};
   py::dict d;
   d["json"] = ToJson(table).dump(2) + "\n";
   d["csv"] = ToText(table, /*csv=*/true);

@@ -194,11 +194,14 @@ bool SizeSchedule::SetTerms(std::vector<std::vector<int64_t>> y, std::string* wh
   }
   for (size_t b = 0; b < nvalues; ++b) {
     term_begin_.push_back(static_cast<uint32_t>(term_basis_.size()));
+    bool varies = false;
     for (size_t e = 0; e < y.size(); ++e)
       if (y[e][b] != 0) {
         term_basis_.push_back(static_cast<uint32_t>(e));
         term_coeff_.push_back(y[e][b]);
+        varies |= e != 0;
       }
+    if (varies && b + 1 < nvalues) varying_.push_back(static_cast<uint32_t>(b));
   }
   term_begin_.push_back(static_cast<uint32_t>(term_basis_.size()));
   return true;
@@ -258,7 +261,8 @@ bool SizeSchedule::Evaluate(const std::vector<int64_t>& point, EventStream* out)
   if (point.size() != axes_.size() || !BasisAt(point, &basis)) return false;
   const size_t n = order_.buffers.size();
   if (out->buffers.size() != n) return false;
-  for (size_t b = 0; b < n; ++b)
+  // |out| is a copy of order_: the sizes that do not vary are right already.
+  for (uint32_t b : varying_)
     if (!Value(b, basis, &out->buffers[b].bytes)) return false;
   return Value(n, basis, &out->host_bytes);
 }

@@ -69,6 +69,7 @@ class SizeSchedule {
   std::vector<uint32_t> term_begin_;
   std::vector<uint32_t> term_basis_;
   std::vector<int64_t> term_coeff_;
+  std::vector<uint32_t> varying_;  // the buffers whose size is not the same at every probe
 
   // The coefficients from the sizes |y| at the probe grid ([point][buffer, then host bytes]).
   bool SetTerms(std::vector<std::vector<int64_t>> y, std::string* why);
