@@ -104,6 +104,7 @@ TEST(ZeroMixedPrecisionTest, Stage3GathersFp16ModulesAndKeepsFp16GradPartitions)
       whole += n * 2;
   }
   EXPECT_EQ(Allocated(r.events, "ZeRO-3 shard"), shards);
+  EXPECT_EQ(Allocated(r.events, "low-precision shard"), 0);  // the module itself is fp16
   EXPECT_EQ(AliveAtEnd(r.events, Category::kParameter), shards + whole);
   EXPECT_EQ(AliveAtEnd(r.events, Category::kOptimizerState), 12 * part);
   // The fp16 ipg bucket and gradient partition live for the run; the fp32 grad only in the step.

@@ -34,7 +34,7 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
   auto unit_of = [&](const std::string& module) -> ShardUnit& {
     for (ShardUnit& u : units)
       if (u.module == module) return u;
-    units.push_back(ShardUnit{module, {}, 0, 0, kNone, kNone});
+    units.push_back(ShardUnit{module, {}, 0, 0, 0, kNone, kNone});
     return units.back();
   };
   const int64_t world = std::max(p.world, 1);
