@@ -159,13 +159,15 @@ def zero_section(memsim):
               "  gradient partition, the fp32 master partition and Adam's two states (12Ψ/N), created in",
               "  DeepSpeed's constructor; and the fp16 gradients AccumulateGrad has made but the hook has not",
               "  yet copied into the bucket (memsim copies each at once; what is left is the largest",
-              "  parameters' grads in flight). In the step the fp32 gradient partition (4Ψ/N) replaces the",
-              "  fp16 one.",
+              "  parameters' grads in flight). The peak is in the step: `flatten(...).to(fp32)` holds the fp16",
+              "  gradient partition (2Ψ/N), its flat fp16 copy (2Ψ/N) and the fp32 grad (4Ψ/N) at once, 2Ψ/N",
+              "  above DeepSpeed's estimate, which counts the fp16 grads and the fp32 grad only.",
               "- ZeRO-3: the fp16 shards (2Ψ/N), the bucket and the fp16 gradient partitions from the start;",
               "  each module's fp16 parameters are gathered for its forward and backward only (with",
               "  checkpointing, again for the recomputation); parameters of at most 1e5 elements stay whole.",
               "  memsim gathers each module (the embedding, 1.05 GB in fp16, is the largest) where the",
-              "  estimate reserves 4·L.",
+              "  estimate reserves 4·L. The peak is again the step's (bucket 1 GB + fp16 partition + flat",
+              "  copy + fp32 grad: 1 GB + 8Ψ/N of gradients), when no module is gathered.",
               "- With the optimizer offloaded, the fp32 partition, Adam's state, the fp32 grad and the fp16",
               "  gradient partition are host memory (the `host` column, per rank); the bucket stays on the GPU.",
               "", "### fp32, simulated", "",
@@ -211,8 +213,8 @@ def fsdp_section(memsim):
             "With `--fsdp-mixed-precision bf16` (MixedPrecision(param_dtype, reduce_dtype, buffer_dtype) all",
             "bf16; Note [FSDP mixed precision]) the shards, sharded grads and Adam's state stay fp32",
             "(16·Ψ/N as above) while the gathered units, their grads and the activations are bf16: peak live",
-            "%.1f GB (parameters at the peak %.1f GB, gradients %.1f GB, activations %.1f GB), device used %.1f GB." % (
-                mp["peak_live_bytes"] / GB, mp["breakdown_at_peak"]["parameter"] / GB,
+            "%.1f GB in %s (parameters at the peak %.1f GB, gradients %.1f GB, activations %.1f GB), device used %.1f GB." % (
+                mp["peak_live_bytes"] / GB, max(mp["phase_peaks"], key=mp["phase_peaks"].get), mp["breakdown_at_peak"]["parameter"] / GB,
                 mp["breakdown_at_peak"]["gradient"] / GB, mp["breakdown_at_peak"]["activation"] / GB,
                 mp.get("peak_device_used_bytes", 0) / GB)]
 
