@@ -58,3 +58,49 @@ TEST(DataParallelLossTest, Device0HoldsTheWholeBatchGradOfTheGatheredOutputs) {
 
 }  // namespace
 }  // namespace memsim
+
+#include "sim/advise.h"
+#include "sim/ranks.h"
+
+namespace memsim {
+namespace {
+
+TEST(AdviseRanksTest, RowsAreTheLargestRanksAndShardingRemediesAreSimulated) {
+  Graph g = *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/bert_small.json");
+  RunConfig c;
+  c.sim.symbols["batch"] = 32;
+  c.sim.optimizer = "adam";
+  c.sim.parallel.data_parallel = true;
+  c.sim.parallel.world = 4;
+  auto rep = Advise(g, c, 1, 64);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_EQ(rep->world, 4);
+  // The baseline is the largest of the distinct devices' peaks.
+  int64_t largest = 0;
+  auto runs = RunRanks(g, c);
+  ASSERT_TRUE(runs.ok());
+  for (const RankRun& r : *runs) {
+    RunConfig rc = c;
+    rc.sim.parallel.rank = r.ranks.front();
+    largest = std::max(largest, RunOne(g, rc).peak_reserved_bytes);
+  }
+  EXPECT_EQ(rep->baseline.peak_reserved_bytes, largest);
+  // DDP over 8 ranks: the ZeRO, mixed-precision and FSDP remedies are among the rows.
+  RunConfig d;
+  d.sim.symbols["batch"] = 8;
+  d.sim.optimizer = "adam";
+  d.sim.parallel.ddp = true;
+  d.sim.parallel.world = 8;
+  auto dr = Advise(g, d, 1, 64);
+  ASSERT_TRUE(dr.ok());
+  int sharding = 0;
+  for (const AdvisedChange& ch : dr->changes) {
+    EXPECT_TRUE(ch.row.status.ok()) << ch.what << ": " << ch.row.status.message();
+    sharding += ch.what.find("ZeRO") != std::string::npos || ch.what.find("FSDP") != std::string::npos;
+    EXPECT_EQ(ch.rank, 0);  // DeepSpeed and FSDP ranks are alike
+  }
+  EXPECT_EQ(sharding, 9);
+}
+
+}  // namespace
+}  // namespace memsim
