@@ -32,6 +32,61 @@ std::vector<std::string> RepeatedBlocks(const Graph& g) {
   return blocks;
 }
 
+namespace {
+
+/// Sharding remedies, when several ranks are given (--ddp WORLD or --world N): Notes [ZeRO],
+/// [ZeRO mixed precision], [FSDP], [FSDP mixed precision].
+void AddShardingRemedies(const std::vector<std::string>& blocks, std::vector<Change>* out) {
+  std::vector<Change>& c = *out;
+  // |dtype| "bf16": DeepSpeed's bf16 mode (module in bf16, fp32 master partition; Note [ZeRO
+  // mixed precision]), offered only for an fp32 model without autocast.
+  auto sharding = [](int stage, const char* offload, const char* dtype) {
+    return [stage, offload, dtype](const RunConfig& b, RunConfig* v) {
+      const ParallelOptions& p = b.sim.parallel;
+      auto profile = FindProfile(b.sim.profile);
+      if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage >= stage || !profile) return false;
+      if (profile->zero_whole_parameters && (stage > 1 || *offload || *dtype)) return false;  // 1.13 CPU: ZeRO-1 only
+      if (*dtype && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;
+      v->sim.parallel.zero_stage = stage;
+      v->sim.parallel.ddp = false;
+      v->sim.parallel.offload = offload;
+      if (*dtype) v->sim.dtype = dtype;
+      return true;
+    };
+  };
+  c.push_back({"shard the optimizer state over the ranks (ZeRO-1: --zero 1)", false, sharding(1, "", "")});
+  c.push_back({"shard the optimizer state and gradients (ZeRO-2: --zero 2)", false, sharding(2, "", "")});
+  c.push_back({"shard the optimizer state, gradients and parameters (ZeRO-3: --zero 3)", false, sharding(3, "", "")});
+  c.push_back({"ZeRO-3 with the optimizer in host memory (--zero 3 --offload optimizer)", false, sharding(3, "optimizer", "")});
+  c.push_back({"ZeRO-2 in DeepSpeed bf16 mode, fp32 master partition (--zero 2 --dtype bf16)", false, sharding(2, "", "bf16")});
+  c.push_back({"ZeRO-3 in DeepSpeed bf16 mode, fp32 master partition (--zero 3 --dtype bf16)", false, sharding(3, "", "bf16")});
+  if (!blocks.empty()) {
+    const std::string wrap = " --wrap " + blocks.front() + (blocks.size() > 1 ? " ... " + blocks.back() : "");
+    // |mp| "bf16": MixedPrecision(bf16) (Note [FSDP mixed precision]); |offload|: CPUOffload.
+    auto fsdp = [blocks](const char* mp, const char* offload) {
+      return [blocks, mp, offload](const RunConfig& b, RunConfig* v) {
+        const ParallelOptions& p = b.sim.parallel;
+        auto profile = FindProfile(b.sim.profile);
+        if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage > 0 || !profile || !profile->cuda)
+          return false;
+        if (*mp && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;
+        v->sim.parallel.ddp = false;
+        v->sim.parallel.fsdp = "full";
+        v->sim.parallel.wrap_modules = blocks;
+        v->sim.parallel.offload = offload;
+        if (*mp) v->sim.parallel.fsdp_mixed_precision = v->sim.dtype = mp;
+        return true;
+      };
+    };
+    c.push_back({"FSDP FULL_SHARD wrapping the repeated blocks (--fsdp full" + wrap + ")", false, fsdp("", "")});
+    c.push_back({"FSDP FULL_SHARD with bf16 MixedPrecision (--fsdp full --fsdp-mixed-precision bf16" + wrap + ")",
+                 false, fsdp("bf16", "")});
+    c.push_back({"FSDP FULL_SHARD with CPU offload (--fsdp full --offload params" + wrap + ")", false, fsdp("", "params")});
+  }
+}
+
+}  // namespace
+
 std::vector<Change> CandidateChanges(const Graph& g) {
   std::vector<Change> c;
   c.push_back({"in-place activations (--inplace-activations on)", false, [](const RunConfig& b, RunConfig* v) {
@@ -80,52 +135,7 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                  v->sim.optimizer = "momentum";
                  return true;
                }});
-  // Sharding remedies, when several ranks are given (--ddp WORLD or --world N): Notes [ZeRO], [FSDP].
-  // |dtype| "bf16": DeepSpeed's bf16 mode (module in bf16, fp32 master partition; Note [ZeRO
-  // mixed precision]), offered only for an fp32 model without autocast.
-  auto sharding = [](int stage, const char* offload, const char* dtype) {
-    return [stage, offload, dtype](const RunConfig& b, RunConfig* v) {
-      const ParallelOptions& p = b.sim.parallel;
-      auto profile = FindProfile(b.sim.profile);
-      if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage >= stage || !profile) return false;
-      if (profile->zero_whole_parameters && (stage > 1 || *offload || *dtype)) return false;  // 1.13 CPU: ZeRO-1 only
-      if (*dtype && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;
-      v->sim.parallel.zero_stage = stage;
-      v->sim.parallel.ddp = false;
-      v->sim.parallel.offload = offload;
-      if (*dtype) v->sim.dtype = dtype;
-      return true;
-    };
-  };
-  c.push_back({"shard the optimizer state over the ranks (ZeRO-1: --zero 1)", false, sharding(1, "", "")});
-  c.push_back({"shard the optimizer state and gradients (ZeRO-2: --zero 2)", false, sharding(2, "", "")});
-  c.push_back({"shard the optimizer state, gradients and parameters (ZeRO-3: --zero 3)", false, sharding(3, "", "")});
-  c.push_back({"ZeRO-3 with the optimizer in host memory (--zero 3 --offload optimizer)", false, sharding(3, "optimizer", "")});
-  c.push_back({"ZeRO-2 in DeepSpeed bf16 mode, fp32 master partition (--zero 2 --dtype bf16)", false, sharding(2, "", "bf16")});
-  c.push_back({"ZeRO-3 in DeepSpeed bf16 mode, fp32 master partition (--zero 3 --dtype bf16)", false, sharding(3, "", "bf16")});
-  if (!blocks.empty()) {
-    const std::string wrap = " --wrap " + blocks.front() + (blocks.size() > 1 ? " ... " + blocks.back() : "");
-    // |mp| "bf16": MixedPrecision(bf16) (Note [FSDP mixed precision]); |offload|: CPUOffload.
-    auto fsdp = [blocks](const char* mp, const char* offload) {
-      return [blocks, mp, offload](const RunConfig& b, RunConfig* v) {
-        const ParallelOptions& p = b.sim.parallel;
-        auto profile = FindProfile(b.sim.profile);
-        if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage > 0 || !profile || !profile->cuda)
-          return false;
-        if (*mp && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;
-        v->sim.parallel.ddp = false;
-        v->sim.parallel.fsdp = "full";
-        v->sim.parallel.wrap_modules = blocks;
-        v->sim.parallel.offload = offload;
-        if (*mp) v->sim.parallel.fsdp_mixed_precision = v->sim.dtype = mp;
-        return true;
-      };
-    };
-    c.push_back({"FSDP FULL_SHARD wrapping the repeated blocks (--fsdp full" + wrap + ")", false, fsdp("", "")});
-    c.push_back({"FSDP FULL_SHARD with bf16 MixedPrecision (--fsdp full --fsdp-mixed-precision bf16" + wrap + ")",
-                 false, fsdp("bf16", "")});
-    c.push_back({"FSDP FULL_SHARD with CPU offload (--fsdp full --offload params" + wrap + ")", false, fsdp("", "params")});
-  }
+  AddShardingRemedies(blocks, &c);
   size_t half = g.parameters.size() / 2;
   c.push_back({"freeze the first half of the parameter tensors (--freeze-params " + std::to_string(half) + ")", true,
                [half](const RunConfig& b, RunConfig* v) {
