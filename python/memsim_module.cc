@@ -18,6 +18,8 @@
 #include "sim/advise.h"
 #include "sim/gpus.h"
 #include "sim/pipeline.h"
+#include "sim/ranks.h"
+#include "sim/report/rank_report.h"
 #include "sim/report/memviz.h"
 #include "sim/report/run_report.h"
 #include "sim/report/sweep_report.h"
@@ -105,9 +107,14 @@ struct Run {
   RunConfig config;
   RunResult result;
   int top = 10;
+  std::optional<RanksReport> ranks;  ///< several ranks: every distinct one (as `memsim run`)
 
   const Graph& g() const { return *graph.g; }
-  RunReport Report() const { return MakeRunReport(g(), config, result, top); }
+  RunReport Report() const {
+    RunReport r = MakeRunReport(g(), config, result, top);
+    r.ranks = ranks;
+    return r;
+  }
   std::string Json() const { return ToJson(Report()).dump(2) + "\n"; }  // as `memsim run --json` prints it
   std::string Text() const { return ToText(Report()); }
   std::string Html() const { return HtmlTimeline(g(), result.sim.events, result.sim.peak, top, LevelsOf(result)); }
@@ -162,9 +169,11 @@ std::shared_ptr<Run> RunGraph(const GraphHandle& graph, const std::vector<std::s
   run->config.sim.explain = explain;
   run->config.alloc.record_placement = CanRecordPlacement(run->config.alloc);
   run->config.workspace_range = true;  // as `memsim run` does
-  Result<RunResult> r = WithoutGil([&] { return RunPipeline(*graph.g, run->config); });
+  // Several ranks: rank 0's run is the report's, every distinct rank is listed (sim/ranks.h).
+  Result<std::vector<RankRun>> r = WithoutGil([&] { return RunRanks(*graph.g, run->config); });
   if (!r.ok()) RaisePipelineError(*graph.g, r.status());
-  run->result = std::move(r).value();
+  if (run->config.sim.parallel.enabled()) run->ranks = MakeRanksReport(run->config, *r);
+  run->result = std::move(r->front().result);
   return run;
 }
 

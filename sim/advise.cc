@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <utility>
+
+#include "sim/ranks.h"
 
 namespace memsim {
 
@@ -28,6 +31,61 @@ std::vector<std::string> RepeatedBlocks(const Graph& g) {
   }
   return blocks;
 }
+
+namespace {
+
+/// Sharding remedies, when several ranks are given (--ddp WORLD or --world N): Notes [ZeRO],
+/// [ZeRO mixed precision], [FSDP], [FSDP mixed precision].
+void AddShardingRemedies(const std::vector<std::string>& blocks, std::vector<Change>* out) {
+  std::vector<Change>& c = *out;
+  // |dtype| "bf16": DeepSpeed's bf16 mode (module in bf16, fp32 master partition; Note [ZeRO
+  // mixed precision]), offered only for an fp32 model without autocast.
+  auto sharding = [](int stage, const char* offload, const char* dtype) {
+    return [stage, offload, dtype](const RunConfig& b, RunConfig* v) {
+      const ParallelOptions& p = b.sim.parallel;
+      auto profile = FindProfile(b.sim.profile);
+      if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage >= stage || !profile) return false;
+      if (profile->zero_whole_parameters && (stage > 1 || *offload || *dtype)) return false;  // 1.13 CPU: ZeRO-1 only
+      if (*dtype && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;
+      v->sim.parallel.zero_stage = stage;
+      v->sim.parallel.ddp = false;
+      v->sim.parallel.offload = offload;
+      if (*dtype) v->sim.dtype = dtype;
+      return true;
+    };
+  };
+  c.push_back({"shard the optimizer state over the ranks (ZeRO-1: --zero 1)", false, sharding(1, "", "")});
+  c.push_back({"shard the optimizer state and gradients (ZeRO-2: --zero 2)", false, sharding(2, "", "")});
+  c.push_back({"shard the optimizer state, gradients and parameters (ZeRO-3: --zero 3)", false, sharding(3, "", "")});
+  c.push_back({"ZeRO-3 with the optimizer in host memory (--zero 3 --offload optimizer)", false, sharding(3, "optimizer", "")});
+  c.push_back({"ZeRO-2 in DeepSpeed bf16 mode, fp32 master partition (--zero 2 --dtype bf16)", false, sharding(2, "", "bf16")});
+  c.push_back({"ZeRO-3 in DeepSpeed bf16 mode, fp32 master partition (--zero 3 --dtype bf16)", false, sharding(3, "", "bf16")});
+  if (!blocks.empty()) {
+    const std::string wrap = " --wrap " + blocks.front() + (blocks.size() > 1 ? " ... " + blocks.back() : "");
+    // |mp| "bf16": MixedPrecision(bf16) (Note [FSDP mixed precision]); |offload|: CPUOffload.
+    auto fsdp = [blocks](const char* mp, const char* offload) {
+      return [blocks, mp, offload](const RunConfig& b, RunConfig* v) {
+        const ParallelOptions& p = b.sim.parallel;
+        auto profile = FindProfile(b.sim.profile);
+        if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage > 0 || !profile || !profile->cuda)
+          return false;
+        if (*mp && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;
+        v->sim.parallel.ddp = false;
+        v->sim.parallel.fsdp = "full";
+        v->sim.parallel.wrap_modules = blocks;
+        v->sim.parallel.offload = offload;
+        if (*mp) v->sim.parallel.fsdp_mixed_precision = v->sim.dtype = mp;
+        return true;
+      };
+    };
+    c.push_back({"FSDP FULL_SHARD wrapping the repeated blocks (--fsdp full" + wrap + ")", false, fsdp("", "")});
+    c.push_back({"FSDP FULL_SHARD with bf16 MixedPrecision (--fsdp full --fsdp-mixed-precision bf16" + wrap + ")",
+                 false, fsdp("bf16", "")});
+    c.push_back({"FSDP FULL_SHARD with CPU offload (--fsdp full --offload params" + wrap + ")", false, fsdp("", "params")});
+  }
+}
+
+}  // namespace
 
 std::vector<Change> CandidateChanges(const Graph& g) {
   std::vector<Change> c;
@@ -77,36 +135,7 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                  v->sim.optimizer = "momentum";
                  return true;
                }});
-  // Sharding remedies, when several ranks are given (--ddp WORLD or --world N): Notes [ZeRO], [FSDP].
-  auto sharding = [](int stage, const char* offload) {
-    return [stage, offload](const RunConfig& b, RunConfig* v) {
-      const ParallelOptions& p = b.sim.parallel;
-      auto profile = FindProfile(b.sim.profile);
-      if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage >= stage || !profile) return false;
-      if (profile->zero_whole_parameters && (stage > 1 || *offload)) return false;  // 1.13 CPU: ZeRO-1 only
-      v->sim.parallel.zero_stage = stage;
-      v->sim.parallel.ddp = false;
-      v->sim.parallel.offload = offload;
-      return true;
-    };
-  };
-  c.push_back({"shard the optimizer state over the ranks (ZeRO-1: --zero 1)", false, sharding(1, "")});
-  c.push_back({"shard the optimizer state and gradients (ZeRO-2: --zero 2)", false, sharding(2, "")});
-  c.push_back({"shard the optimizer state, gradients and parameters (ZeRO-3: --zero 3)", false, sharding(3, "")});
-  c.push_back({"ZeRO-3 with the optimizer in host memory (--zero 3 --offload optimizer)", false, sharding(3, "optimizer")});
-  if (!blocks.empty())
-    c.push_back({"FSDP FULL_SHARD wrapping the repeated blocks (--fsdp full --wrap " + blocks.front() +
-                     (blocks.size() > 1 ? " ... " + blocks.back() : "") + ")",
-                 false, [blocks](const RunConfig& b, RunConfig* v) {
-                   const ParallelOptions& p = b.sim.parallel;
-                   auto profile = FindProfile(b.sim.profile);
-                   if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage > 0 || !profile || !profile->cuda)
-                     return false;
-                   v->sim.parallel.ddp = false;
-                   v->sim.parallel.fsdp = "full";
-                   v->sim.parallel.wrap_modules = blocks;
-                   return true;
-                 }});
+  AddShardingRemedies(blocks, &c);
   size_t half = g.parameters.size() / 2;
   c.push_back({"freeze the first half of the parameter tensors (--freeze-params " + std::to_string(half) + ")", true,
                [half](const RunConfig& b, RunConfig* v) {
@@ -116,6 +145,30 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                }});
   return c;
 }
+
+namespace {
+
+/// Several ranks whose streams differ (DataParallel's device 0 and the others,
+/// ZeroRedundancyOptimizer's partitions): |row| becomes the largest rank's (peak reserved),
+/// |rank| which one it is.
+void LargestRank(const Graph& g, const RunConfig& c, SweepRow* row, int* rank) {
+  *rank = 0;
+  if (!row->status.ok() || !RanksMayDiffer(c)) return;
+  auto runs = RunRanks(g, c);
+  if (!runs.ok()) return;
+  for (const RankRun& run : *runs) {
+    if (run.ranks.front() == 0) continue;
+    RunConfig rc = c;
+    rc.sim.parallel.rank = run.ranks.front();
+    SweepRow r = RunOne(g, rc);
+    if (r.status.ok() && r.peak_reserved_bytes > row->peak_reserved_bytes) {
+      *row = std::move(r);
+      *rank = run.ranks.front();
+    }
+  }
+}
+
+}  // namespace
 
 Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, int64_t max_batch) {
   std::vector<Change> changes = CandidateChanges(g);
@@ -134,8 +187,12 @@ Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, 
   rep.model = g.name;
   rep.capacity_bytes = base.alloc.capacity_bytes;
   rep.baseline = rows[0];
-  for (size_t k = 0; k < which.size(); ++k)
+  LargestRank(g, base, &rep.baseline, &rep.baseline_rank);
+  rep.world = base.sim.parallel.enabled() ? base.sim.parallel.world : 1;
+  for (size_t k = 0; k < which.size(); ++k) {
     rep.changes.push_back({changes[which[k]].what, changes[which[k]].changes_training, rows[k + 1]});
+    LargestRank(g, configs[k + 1], &rep.changes.back().row, &rep.changes.back().rank);
+  }
   std::stable_sort(rep.changes.begin(), rep.changes.end(), [](const AdvisedChange& x, const AdvisedChange& y) {
     return x.row.peak_reserved_bytes < y.row.peak_reserved_bytes;
   });

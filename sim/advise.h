@@ -1,7 +1,8 @@
 // Advice: single changes to a configuration (in-place activations, expandable segments, half
 // the batch with gradient accumulation, checkpointing the repeated blocks, a lighter
-// optimizer, freezing), each simulated through the run pipeline and
-// ranked by the peak reserved memory it saves; plus the largest batch that fits as configured.
+// optimizer, freezing; with several ranks the sharding remedies: ZeRO stages, offload, FSDP), each
+// simulated through the run pipeline and ranked by the peak reserved memory it saves (with
+// several ranks: of the largest rank); plus the largest batch that fits as configured.
 #ifndef MEMSIM_SIM_ADVISE_H_
 #define MEMSIM_SIM_ADVISE_H_
 
@@ -32,13 +33,16 @@ std::vector<Change> CandidateChanges(const Graph& g);
 struct AdvisedChange {
   std::string what;
   bool changes_training = false;
-  SweepRow row;
+  SweepRow row;  ///< several ranks: the largest rank's (peak reserved)
+  int rank = 0;  ///< the rank |row| is (0 when every rank is alike)
 };
 
 struct AdviseReport {
   std::string model;
   int64_t capacity_bytes = 0;
-  SweepRow baseline;
+  SweepRow baseline;      ///< several ranks: the largest rank's
+  int baseline_rank = 0;  ///< the rank |baseline| is
+  int world = 1;          ///< ranks of the baseline (--ddp, --world, --data-parallel)
   std::vector<AdvisedChange> changes;  ///< largest saving first; ties keep the table's order
   std::optional<int64_t> max_batch;    ///< with a capacity and a batch symbol
 };

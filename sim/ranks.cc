@@ -15,6 +15,10 @@ bool RanksDiffer(const RunConfig& c) {
 
 }  // namespace
 
+bool RanksMayDiffer(const RunConfig& c) {
+  return RanksDiffer(c) || (c.sim.parallel.data_parallel && c.sim.parallel.world > 1);
+}
+
 bool SameStream(const EventStream& a, const EventStream& b) {
   if (a.events.size() != b.events.size()) return false;
   for (size_t i = 0; i < a.events.size(); ++i) {

@@ -23,6 +23,10 @@ struct RankRun {
 /// first entry is rank 0's. Errors: those of RunPipeline.
 Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c);
 
+/// Whether the ranks of |c| can hold different buffers (ZeroRedundancyOptimizer's greedy
+/// partitions; DataParallel's device 0 and the chunks): only then are ranks beyond 0 simulated.
+bool RanksMayDiffer(const RunConfig& c);
+
 /// Whether two event streams allocate and free the same bytes in the same order.
 bool SameStream(const EventStream& a, const EventStream& b);
 

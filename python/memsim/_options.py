@@ -28,6 +28,7 @@ OPTIONS = {
     "fsdp": "--fsdp",
     "wrap": "--wrap",
     "offload": "--offload",
+    "fsdp_mixed_precision": "--fsdp-mixed-precision",
     "data_parallel": "--data-parallel",
     "amp": "--amp",
     "dtype": "--dtype",
@@ -38,7 +39,7 @@ OPTIONS = {
 }
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
-          "offload", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad"}
+          "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 

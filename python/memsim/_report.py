@@ -31,6 +31,9 @@ class Report:
     breakdown = property(lambda self: dict(self.data["breakdown_at_peak"]), doc="live bytes by category at the peak")
     capacity_bytes = property(lambda self: self.data["allocator"]["capacity_bytes"], doc="None: no device given")
     oom = property(lambda self: self.data["oom"], doc="the simulated out-of-memory (a dict), or None")
+    ranks = property(lambda self: [dict(r) for r in self.data.get("ranks", [])],
+                     doc="several ranks (ddp, zero, fsdp, data_parallel): one dict per distinct rank (ranks, "
+                         "peak_live_bytes, peak_reserved_bytes, host_bytes, ...); [] on one GPU")
 
     @property
     def fits(self):

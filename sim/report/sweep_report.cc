@@ -223,6 +223,10 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
   nlohmann::ordered_json j;
   j["model"] = r.model;
   j["baseline"] = ToJson(r.baseline);
+  if (r.world > 1) {  // several ranks: every row is the largest rank's
+    j["world"] = r.world;
+    j["baseline"]["rank"] = r.baseline_rank;
+  }
   j["capacity_bytes"] = r.capacity_bytes;
   j["changes"] = nlohmann::ordered_json::array();
   for (const AdvisedChange& ch : r.changes) {
@@ -230,11 +234,19 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
     c["change"] = ch.what;
     c["changes_training"] = ch.changes_training;
     c["saves_reserved_bytes"] = r.baseline.peak_reserved_bytes - ch.row.peak_reserved_bytes;
+    if (r.world > 1) c["rank"] = ch.rank;
     j["changes"].push_back(c);
   }
   if (r.max_batch) j["max_batch"] = *r.max_batch;
   return j;
 }
+
+namespace {
+
+/// " (rank N)" for a rank beyond 0 (DataParallel: device N).
+std::string RankTag(int rank) { return rank > 0 ? " (rank " + std::to_string(rank) + ")" : ""; }
+
+}  // namespace
 
 std::string ToText(const AdviseReport& r) {
   std::ostringstream o;
@@ -243,6 +255,8 @@ std::string ToText(const AdviseReport& r) {
   o << r.model << ": " << DeviceUsed(b) << "peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated "
     << HumanBytes(b.peak_allocated_bytes) << ")";
   if (cap) o << (b.oom ? ", does NOT fit in " : ", fits in ") << HumanBytes(r.capacity_bytes);
+  if (r.world > 1)
+    o << "\nper rank, " << r.world << " ranks: each figure is the largest rank's" << RankTag(r.baseline_rank);
   o << "\n\nsingle changes, largest saving first:\n";
   for (const AdvisedChange& ch : r.changes) {
     if (!ch.row.status.ok()) continue;
@@ -251,6 +265,7 @@ std::string ToText(const AdviseReport& r) {
                   100.0 * (ch.row.peak_reserved_bytes - b.peak_reserved_bytes) / std::max<int64_t>(b.peak_reserved_bytes, 1));
     o << "  " << HumanBytes(ch.row.peak_reserved_bytes) << "  (" << buf << ")  " << ch.what;
     if (ch.changes_training) o << "  [changes training]";
+    if (r.world > 1) o << RankTag(ch.rank);
     if (cap) o << (ch.row.oom ? "  - still does not fit" : "  - fits");
     o << "\n";
   }

@@ -125,6 +125,17 @@ memsim_error_test(zero2_cpu 2 "--zero 2 on the cpu profile" run graphs/mlp.json 
 memsim_error_test(zero_without_world 2 "--zero needs --world N" run graphs/mlp.json --zero 1)
 memsim_error_test(wrap_matches_nothing 2 "--wrap \"zzz\" matches no module" run graphs/mlp.json --fsdp full --world 2 --wrap zzz)
 memsim_error_test(offload_without_zero 2 "--offload needs --zero" run graphs/mlp.json --offload optimizer)
+# Mixed-precision ZeRO and FSDP (Notes [ZeRO mixed precision], [FSDP mixed precision]).
+memsim_golden_test(run_bert_small_zero3_fp16_json run_bert_small_zero3_fp16.json
+  run graphs/bert_small.json --batch 8 --optimizer adam --zero 3 --world 8 --dtype fp16 --gpu A100-40GB --json --top 3)
+memsim_golden_test(run_bert_small_fsdp_bf16_text run_bert_small_fsdp_bf16.txt
+  run graphs/bert_small.json --batch 8 --optimizer adamw --fsdp full --world 8 --wrap "text.enc.layers.?" --fsdp-mixed-precision bf16 --gpu A100-40GB --top 3)
+memsim_error_test(fsdp_mixed_precision_without_fsdp 2 "--fsdp-mixed-precision needs --fsdp"
+  run graphs/mlp.json --zero 2 --world 2 --fsdp-mixed-precision bf16)
+memsim_error_test(fsdp_mixed_precision_with_dtype 2 "--fsdp-mixed-precision casts an fp32 model"
+  run graphs/mlp.json --fsdp full --world 2 --dtype bf16 --fsdp-mixed-precision bf16)
+memsim_error_test(zero_fp16_with_amp 2 "does not combine with --amp"
+  run graphs/mlp.json --zero 2 --world 2 --dtype fp16 --amp fp16)
 if(MEMSIM_PYTHON3)
   add_test(NAME scenarios.alexnet_amp_up_to_date
            COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/alexnet_amp.py --memsim $<TARGET_FILE:memsim> --check

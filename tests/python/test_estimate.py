@@ -103,3 +103,16 @@ def test_load_graph_reused():
     a, b = memsim.simulate(g, batch=8), memsim.simulate(g, batch=16)
     assert a.peak_live_bytes < b.peak_live_bytes
     assert a.events().splitlines()[0].startswith("A setup")
+
+
+def test_simulate_reports_every_distinct_rank_as_cli_run():
+    """Several ranks: the Python report carries `memsim run`'s per-rank list (Note [DataParallel])."""
+    path = "graphs/bert_small.json"
+    r = memsim.simulate(path, explain=False, top=3, batch=32, optimizer="adam", data_parallel=4,
+                        fsdp_mixed_precision=None)
+    out, _, _ = run_cli("run", path, "--batch", 32, "--optimizer", "adam", "--data-parallel", 4, "--top", 3, "--json")
+    assert r.json == out
+    assert [e["ranks"] for e in r.ranks] == [[0], [1, 2, 3]]
+    z = memsim.simulate(path, explain=False, batch=8, zero=3, world=8, dtype="fp16")
+    assert len(z.ranks) == 1 and z.ranks[0]["ranks"] == list(range(8))
+    assert memsim.simulate(path, batch=8).ranks == []

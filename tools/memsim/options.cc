@@ -1,5 +1,7 @@
 #include "tools/memsim/options.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 
 #include "lib/autodiff/optimizer.h"
@@ -123,6 +125,10 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--offload", offload, "with --zero (DeepSpeed) or --fsdp: optimizer (ZeRO-Offload) or params "
                                         "(ZeRO-Infinity with --zero 3; FSDP CPUOffload): host memory instead")
       ->check(CLI::IsMember({"optimizer", "params"}));
+  cmd->add_option("--fsdp-mixed-precision", fsdp_mixed_precision,
+                  "with --fsdp on an fp32 model: MixedPrecision(param_dtype, reduce_dtype, buffer_dtype) all fp16 "
+                  "or bf16: units gathered and computed in that dtype, shards, sharded grads and optimizer fp32")
+      ->check(CLI::IsMember({"fp16", "bf16"}));
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");
@@ -172,6 +178,11 @@ Result<SweepSpec> ConfigOptions::Spec() const {
     base.sim.parallel.data_parallel = true;
     base.sim.parallel.world = static_cast<int>(data_parallel);
   }
+  MEMSIM_RETURN_IF_ERROR(CheckMixedPrecision());
+  if (!fsdp_mixed_precision.empty()) {  // the model computes in that dtype; the shards stay fp32
+    base.sim.parallel.fsdp_mixed_precision = fsdp_mixed_precision;
+    base.sim.dtype = fsdp_mixed_precision;
+  }
   if ((!zero.empty() || !fsdp.empty()) && world.empty() && ddp == 0)
     return Status::InvalidArgument(std::string(fsdp.empty() ? "--zero" : "--fsdp") + " needs --world N");
   std::vector<SweepAxis>& axes = spec.axes;
@@ -214,6 +225,24 @@ Result<SweepSpec> ConfigOptions::Spec() const {
                             [](const std::string& v, RunConfig* c) { c->alloc.model = *ParseAllocatorModel(v); }));
   axes.push_back(StringAxis("alloc_conf", alloc_confs, [](const std::string& v, RunConfig* c) { c->alloc.alloc_conf = v; }));
   return spec;
+}
+
+// Note [ZeRO mixed precision], Note [FSDP mixed precision]: which precision options combine.
+Status ConfigOptions::CheckMixedPrecision() const {
+  auto low = [](const std::vector<std::string>& v) {
+    return std::any_of(v.begin(), v.end(), [](const std::string& d) { return d == "fp16" || d == "bf16"; });
+  };
+  if (!fsdp_mixed_precision.empty()) {
+    if (fsdp.empty()) return Status::InvalidArgument("--fsdp-mixed-precision needs --fsdp");
+    if (!dtype.empty())
+      return Status::InvalidArgument("--fsdp-mixed-precision casts an fp32 model's gathered units: drop --dtype "
+                                     "(--dtype converts the whole model, shards included)");
+  }
+  const bool deepspeed = std::any_of(zero.begin(), zero.end(), [](int64_t z) { return z > 0; });
+  if (deepspeed && low(dtype) && low(amp))
+    return Status::InvalidArgument("--zero with --dtype fp16|bf16 is DeepSpeed's fp16/bf16 mode (module converted, fp32 "
+                                   "master partition); it does not combine with --amp (torch.autocast)");
+  return Status::OK();
 }
 
 Result<RunConfig> ConfigOptions::Single(const std::string& command) const {

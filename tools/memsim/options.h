@@ -58,6 +58,7 @@ struct ConfigOptions {
   std::string fsdp;                 ///< --fsdp full|grad-op
   std::vector<std::string> wrap;    ///< --wrap GLOB (FSDP units)
   std::string offload;              ///< --offload optimizer|params
+  std::string fsdp_mixed_precision; ///< --fsdp-mixed-precision fp16|bf16 (FSDP MixedPrecision)
   int64_t data_parallel = 0;        ///< --data-parallel N (0: off)
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
@@ -66,6 +67,11 @@ struct ConfigOptions {
   Result<SweepSpec> Spec() const;
   /// The one configuration run, fit and advise take (every option with a single value).
   Result<RunConfig> Single(const std::string& command) const;
+
+ private:
+  /// --dtype / --amp / --fsdp-mixed-precision with --zero / --fsdp: refuses the combinations
+  /// that mean nothing (Notes [ZeRO mixed precision], [FSDP mixed precision]).
+  Status CheckMixedPrecision() const;
 };
 
 }  // namespace memsim::cli

@@ -9,9 +9,17 @@
 // then reduce_add_coalesced flattens them per 10 MiB bucket on each device, copies the other
 // devices' flats to device 0 one at a time and adds them into device 0's; device 0's
 // AccumulateGrad then copies each parameter's slice of the result into .grad (the slices share
-// the flat's storage).
+// the flat's storage). The loss runs on device 0 over the gathered outputs, at the whole batch:
+// every tensor of the loss ops (those downstream of the model's outputs) and every grad the loss's
+// backward makes whose leading dimension is the chunk gets the other devices' part beside it
+// (saved ones until their producer's backward node, the others until the forward ends); the
+// whole-batch grad of the gathered outputs lives until the model's output op has run backward
+// (Gather's backward scatters it, device 0's chunk a view of it).
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lib/autodiff/setups/ddp.h"
 #include "lib/autodiff/setups/setups.h"
@@ -79,9 +87,50 @@ class DataParallel : public TrainingSetup {
         const int64_t rest = s.bound.metas[t].bytes() / ChunkBatch(s) * (o_.dp_total_batch - ChunkBatch(s));
         if (rest > 0) gathered_ = s.ledger.Alloc(rest, "DataParallel: gathered outputs of the other devices", Category::kActivation);
       }
+    if (!InLoss(s, o)) return;
+    for (TensorId t : s.g.ops[o].outputs) {
+      const int64_t rest = Rest(s, s.bound.metas[t]);
+      if (rest > 0)
+        loss_fwd_.push_back({t, s.ledger.Alloc(rest, "DataParallel: whole-batch loss, other devices' part of " +
+                                                         s.g.tensors[t].name, Category::kActivation)});
+    }
+  }
+
+  /// The forward is over: the loss tensors no node saved died in it.
+  void AfterForwardPass(StepState& s) override {
+    for (const auto& [t, extra] : loss_fwd_) {
+      bool saved = false;
+      for (OpId o = 0; o < s.g.ops.size() && !saved; ++o)
+        if (InLoss(s, o))
+          saved = std::find(s.nodes[o].saved.begin(), s.nodes[o].saved.end(), s.storage[t]) != s.nodes[o].saved.end();
+      if (saved)
+        free_after_.emplace(s.g.tensors[t].producer, extra);
+      else
+        s.ledger.Unref(extra);
+    }
+    loss_fwd_.clear();
+  }
+
+  /// The loss's backward nodes make whole-batch grads, down to the gathered outputs'.
+  void OnInputGrad(StepState& s, OpId o, size_t i, Grad* grad) override {
+    if (o_.rank != 0 || !grad->defined() || !InLoss(s, o)) return;
+    const int64_t rest = Rest(s, grad->meta);
+    if (rest <= 0) return;
+    const TensorId t = s.g.ops[o].inputs[i];
+    free_after_.emplace(s.g.tensors[t].producer,
+                        s.ledger.Alloc(rest, "DataParallel: whole-batch grad, other devices' part of " + s.g.tensors[t].name,
+                                       Category::kGradient));
+  }
+
+  void AfterBackwardNode(StepState& s, OpId o) override {
+    auto [lo, hi] = free_after_.equal_range(o);
+    for (auto it = lo; it != hi; ++it) s.ledger.Unref(it->second);
+    free_after_.erase(lo, hi);
   }
 
   void AfterBackwardPass(StepState& s) override {
+    for (const auto& [o, extra] : free_after_) s.ledger.Unref(extra);
+    free_after_.clear();
     // BroadcastBackward: reduce_add_coalesced of the replicas' parameter grads onto device 0.
     std::vector<TensorId> with_grad;
     for (size_t k = 0; k < s.g.parameters.size(); ++k)
@@ -117,7 +166,33 @@ class DataParallel : public TrainingSetup {
     return sym == kNone ? 0 : s.bound.bindings[sym].value_or(0);
   }
 
+  /// Whether op |o| is part of the loss: it reads a model output or a tensor made from one.
+  bool InLoss(const StepState& s, OpId o) {
+    if (in_loss_.empty()) {
+      std::vector<bool> derived(s.g.tensors.size(), false);
+      for (TensorId t : s.g.outputs) derived[t] = true;
+      in_loss_.assign(s.g.ops.size(), false);
+      for (OpId k = 0; k < s.g.ops.size(); ++k) {
+        for (TensorId t : s.g.ops[k].inputs) in_loss_[k] = in_loss_[k] || derived[t];
+        if (in_loss_[k])
+          for (TensorId t : s.g.ops[k].outputs) derived[t] = true;
+      }
+    }
+    return in_loss_[o];
+  }
+
+  /// The other devices' part of a device-0 loss tensor: its bytes scaled from the chunk to the
+  /// whole batch when its leading dimension is the chunk (Gather concatenates along dim 0).
+  int64_t Rest(const StepState& s, const TensorMeta& m) const {
+    const int64_t chunk = ChunkBatch(s);
+    if (chunk <= 0 || m.sizes.empty() || m.sizes[0] != chunk || o_.dp_total_batch <= chunk) return 0;
+    return m.bytes() / chunk * (o_.dp_total_batch - chunk);
+  }
+
   ParallelOptions o_;
+  std::vector<bool> in_loss_;                          ///< per op: part of the loss
+  std::vector<std::pair<TensorId, StorageId>> loss_fwd_;  ///< loss tensors' whole-batch parts, this forward
+  std::multimap<OpId, StorageId> free_after_;          ///< freed after that op's backward node
   StorageId rest_ = kNoStorage, gathered_ = kNoStorage;
   std::vector<StorageId> replica_;
   std::vector<uint32_t> grads_;

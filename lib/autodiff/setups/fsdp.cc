@@ -5,7 +5,10 @@
 // does), unsharded again in backward with BACKWARD_PRE prefetch of the next unit, its grads
 // reduce-scattered into a sharded flat grad; the optimizer steps the shards. With
 // --offload params (CPUOffload(offload_params=True)) the shards, their grads and the optimizer
-// live in host memory.
+// live in host memory. With --fsdp-mixed-precision fp16|bf16 (MixedPrecision(param_dtype,
+// reduce_dtype, buffer_dtype) all that dtype) the shards, sharded grads and optimizer stay fp32
+// and the gathered units, their grads and the reduce-scatter are low precision (Note [FSDP
+// mixed precision]).
 #include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/setups/sharded.h"
 
@@ -20,6 +23,7 @@ std::unique_ptr<TrainingSetup> MakeFsdp(const ParallelOptions& o) {
   p.prefetch_backward = true;  // backward_prefetch=BACKWARD_PRE (the default)
   p.reduce_scatter_grads = true;
   p.offload_params = o.offload == "params";
+  p.mixed_precision = !o.fsdp_mixed_precision.empty();
   return MakeShardedParams(p, o.wrap_modules);
 }
 

@@ -25,6 +25,9 @@ struct ParallelOptions {
   std::string fsdp;                     ///< FSDP sharding strategy: "full" or "grad-op" ("": off)
   std::vector<std::string> wrap_modules;  ///< FSDP: the wrapped modules (module paths)
   std::string offload;                  ///< "optimizer" or "params" (ZeRO-Offload / FSDP CPU offload)
+  /// FSDP MixedPrecision: "fp16" or "bf16" ("": off); the graph is bound in that dtype
+  /// (SimOptions::dtype) while the shards keep the graph's own (Note [FSDP mixed precision]).
+  std::string fsdp_mixed_precision;
   /// nn.DataParallel over |world| devices, one process; |rank| is the device simulated and the
   /// step is bound with that device's chunk of the batch (SimOptions' symbol "batch").
   bool data_parallel = false;

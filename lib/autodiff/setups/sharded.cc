@@ -34,7 +34,7 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
   auto unit_of = [&](const std::string& module) -> ShardUnit& {
     for (ShardUnit& u : units)
       if (u.module == module) return u;
-    units.push_back(ShardUnit{module, {}, 0, 0, kNone, kNone});
+    units.push_back(ShardUnit{module, {}, 0, 0, 0, kNone, kNone});
     return units.back();
   };
   const int64_t world = std::max(p.world, 1);
@@ -47,6 +47,7 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
       u.params.push_back(static_cast<uint32_t>(k));
       const int64_t shard = (m.numel() + world - 1) / world * ElementSize(m.dtype);
       u.shard_bytes += shard;
+      u.low_shard_bytes += shard;
       u.full_bytes += shard * world;
       continue;
     }
@@ -58,14 +59,16 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
   }
   if (p.flat)
     for (ShardUnit& u : units) {
-      int64_t numel = 0, elem = 4;
+      int64_t numel = 0, elem = 4, shard_elem = 4;
       for (uint32_t k : u.params) {
         numel += b.metas[g.parameters[k]].numel();
         elem = ElementSize(b.metas[g.parameters[k]].dtype);
+        shard_elem = p.mixed_precision ? ElementSize(g.tensors[g.parameters[k]].dtype) : elem;
       }
       const int64_t padded = RoundUp(numel, world);
       u.full_bytes = padded * elem;
-      u.shard_bytes = padded / world * elem;
+      u.low_shard_bytes = padded / world * elem;
+      u.shard_bytes = padded / world * shard_elem;
     }
   for (ShardUnit& u : units)
     for (OpId o = 0; o < g.ops.size(); ++o)
@@ -152,15 +155,26 @@ class ShardedParams : public TrainingSetup {
     if (++ready_[u] < trainable_[u]) return;
     ready_[u] = 0;
     // The FlatParameter's grad (the unit's grads concatenated, padded), reduce-scattered into
-    // the sharded grad (added to it from the second pass on), then freed.
+    // a new shard-sized grad, which becomes the sharded grad (or is added to it from the second
+    // pass on and dropped); then the unsharded grad is freed. Mixed precision: the
+    // reduce-scatter runs in the low dtype and its output is cast to the shard's dtype.
     StorageId full = s.ledger.Alloc(units_[u].full_bytes, p_.label + " unsharded grad " + Name(u), Category::kGradient);
     for (uint32_t q : units_[u].params)
       if (s.param_grad[q] != kNoStorage) {
         s.ledger.Unref(s.param_grad[q]);
         s.param_grad[q] = kNoStorage;
       }
-    if (grad_[u] == kNoStorage)
-      grad_[u] = s.ledger.Alloc(units_[u].shard_bytes, p_.label + " sharded grad " + Name(u), Category::kGradient);
+    StorageId shard = s.ledger.Alloc(units_[u].low_shard_bytes, p_.label + " sharded grad " + Name(u), Category::kGradient);
+    if (units_[u].low_shard_bytes != units_[u].shard_bytes) {  // _cast_grad_to_param_dtype
+      StorageId cast = s.ledger.Alloc(units_[u].shard_bytes, p_.label + " sharded grad " + Name(u), Category::kGradient);
+      s.ledger.Unref(shard);
+      shard = cast;
+    }
+    if (grad_[u] == kNoStorage) {
+      grad_[u] = shard;
+    } else {
+      s.ledger.Unref(shard);  // _saved_grad_shard += sharded_grad
+    }
     s.ledger.Unref(full);
     if (p_.offload_params) {  // copied to the host's grad shard
       s.ledger.Unref(grad_[u]);
@@ -218,7 +232,13 @@ class ShardedParams : public TrainingSetup {
 
   void Gather(StepState& s, size_t u) {
     if (gathered_[u] != kNoStorage || units_[u].first == kNone) return;
+    // Mixed precision: the shard is first cast into the low-precision shard (_mp_shard), which
+    // the all-gather reads and which is freed once the unit is unsharded.
+    StorageId low = kNoStorage;
+    if (units_[u].low_shard_bytes != units_[u].shard_bytes)
+      low = s.ledger.Alloc(units_[u].low_shard_bytes, p_.label + " low-precision shard " + Name(u), Category::kParameter);
     gathered_[u] = s.ledger.Alloc(units_[u].full_bytes, p_.label + " gathered " + Name(u), Category::kParameter);
+    if (low != kNoStorage) s.ledger.Unref(low);
   }
 
   void Release(StepState& s, size_t u) {

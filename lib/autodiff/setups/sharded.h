@@ -20,6 +20,9 @@ struct ShardUnit {
   std::vector<uint32_t> params;   ///< Graph::parameters indices, registration order
   int64_t full_bytes = 0;         ///< the all-gathered (unsharded) bytes, padding included
   int64_t shard_bytes = 0;        ///< what one rank keeps
+  /// The shard in the gathered dtype (FSDP MixedPrecision: the low-precision shard cast before
+  /// the all-gather and the reduce-scatter's output); = shard_bytes without mixed precision.
+  int64_t low_shard_bytes = 0;
   OpId first = kNone, last = kNone;  ///< the forward ops inside the module
 };
 
@@ -34,6 +37,10 @@ struct ShardPolicy {
   int64_t persistence_threshold = 0;  ///< ZeRO-3: parameters of at most this many elements stay whole
   bool reduce_scatter_grads = false;  ///< FSDP: a unit's grads become one sharded flat grad
   bool offload_params = false;        ///< the shards (FSDP: and their grads and optimizer) in host memory
+  /// FSDP MixedPrecision(param_dtype = reduce_dtype = the bound dtype): the shards, sharded
+  /// grads and optimizer keep the graph's own dtype (fp32); the gathered unit, its grad and the
+  /// reduce-scatter are in the bound (low) dtype (Note [FSDP mixed precision]).
+  bool mixed_precision = false;
 };
 
 /// The units of |g|: ZeRO-3 (|wrapped| empty, not flat): one per module owning non-persistent

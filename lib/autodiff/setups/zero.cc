@@ -12,12 +12,21 @@
 //   rank's part into a partition-sized fp32 grad. Stage 2: each gradient is copied into the
 //   reduce bucket (contiguous_gradients: an ipg buffer of reduce_bucket_size = 5e8 elements
 //   whatever the model's size, for the backward pass) as soon as AccumulateGrad has made it, and freed; the reduce-scatter leaves this
-//   rank's part in a partition-sized gradient buffer kept across steps.
+//   rank's part in a partition-sized gradient buffer (stage 3: one buffer for the whole run).
+// - optimizer.step() (stages 1-3 on the GPU): the rank's gradients are flattened into one
+//   partition-sized tensor in the parameters' dtype, converted to fp32 for the master partition
+//   (.to(fp32): a second copy when the parameters are fp16/bf16), then the parameters' grads
+//   (stage 1) or the gradient partition (stage 2) are freed; the fp32 grad dies after the step.
+// - mixed precision (--dtype fp16|bf16: DeepSpeed's fp16/bf16 config, the module converted):
+//   parameters, their grads, the ipg bucket and the gradient partition in the low dtype; the
+//   master partition, its grad and the optimizer state in fp32 (Note [ZeRO mixed precision]).
 #include "lib/autodiff/setups/zero.h"
 
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/setups/sharded.h"
@@ -61,6 +70,11 @@ class Zero : public TrainingSetup {
     for (auto& [dtype, grp] : groups_) {
       if (offload_) {  // fp32 partition, optimizer state and grad partition in host memory
         s.ledger.AddHostBytes(grp.part_numel * 4 * (2 + s.cfg.optimizer.states));
+        // Stage 3 still makes its ipg bucket on the GPU; its gradient partition is on the host.
+        if (o_.zero_stage == 3) {
+          grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
+          s.ledger.AddHostBytes(grp.part_numel * grp.elem);
+        }
         continue;
       }
       grp.master = s.ledger.Alloc(grp.part_numel * 4, "ZeRO fp32 partition (master)", Category::kOptimizerState);
@@ -126,9 +140,23 @@ class Zero : public TrainingSetup {
 
   void BeforeOptimizerStep(StepState& s) override {
     RecordFunctionScratch(s);  // ZeroRedundancyOptimizer.step (CPU) has its own record_function
-    if (s.profile.zero_whole_parameters || o_.zero_stage >= 2 || offload_) return;
-    for (auto& [dtype, grp] : groups_)
-      grp.grad = s.ledger.Alloc(grp.part_numel * 4, "ZeRO flat partition grad", Category::kGradient);
+    if (s.profile.zero_whole_parameters || offload_) return;
+    for (auto& [dtype, grp] : groups_) {
+      if (o_.zero_stage == 1) FreeGrads(s, grp, /*in_partition=*/false);  // params_not_in_partition
+      // flatten(averaged_gradients).to(fp32): the flat copy in the parameters' dtype, then
+      // (fp16/bf16) its fp32 conversion, the flat copy dropped.
+      grp.grad = s.ledger.Alloc(grp.part_numel * grp.elem, "ZeRO flat gradient partition", Category::kGradient);
+      if (grp.elem != 4) {
+        StorageId fp32 = s.ledger.Alloc(grp.part_numel * 4, "ZeRO fp32 gradient partition", Category::kGradient);
+        s.ledger.Unref(grp.grad);
+        grp.grad = fp32;
+      }
+      if (o_.zero_stage == 1) FreeGrads(s, grp, /*in_partition=*/true);
+      if (o_.zero_stage == 2 && grp.partition_grad != kNoStorage) {  // free_grad_in_param_list
+        s.ledger.Unref(grp.partition_grad);
+        grp.partition_grad = kNoStorage;
+      }
+    }
   }
 
   void AfterOptimizerStep(StepState& s) override {
@@ -150,6 +178,7 @@ class Zero : public TrainingSetup {
       if (!s.rg[t]) continue;
       Group& grp = groups_[static_cast<int>(s.bound.metas[t].dtype)];
       grp.elem = ElementSize(s.bound.metas[t].dtype);
+      grp.members.push_back({static_cast<uint32_t>(k), grp.numel});
       grp.numel += s.bound.metas[t].numel();
       grp.part_numel += (s.bound.metas[t].numel() + world - 1) / world;
     }
@@ -157,15 +186,29 @@ class Zero : public TrainingSetup {
       for (auto& [dtype, grp] : groups_) grp.part_numel = FlatPartitionNumel(grp.numel, o_.world);
   }
 
-  struct Group;
+  struct Group {
+    int64_t elem = 4, numel = 0, part_numel = 0;
+    std::vector<std::pair<uint32_t, int64_t>> members;  ///< (Graph::parameters index, flat offset)
+    StorageId master = kNoStorage, bucket = kNoStorage, partition_grad = kNoStorage, grad = kNoStorage;
+  };
+
+  /// Stage 1: frees the .grad of the group's parameters inside (or outside) this rank's range
+  /// of the flat group.
+  void FreeGrads(StepState& s, const Group& grp, bool in_partition) {
+    const int64_t lo = grp.part_numel * o_.rank, hi = lo + grp.part_numel;
+    for (const auto& [k, offset] : grp.members) {
+      const int64_t end = offset + s.bound.metas[s.g.parameters[k]].numel();
+      const bool inside = offset < hi && end > lo;
+      if (inside != in_partition || s.param_grad[k] == kNoStorage) continue;
+      s.ledger.Unref(s.param_grad[k]);
+      s.param_grad[k] = kNoStorage;
+    }
+  }
+
   static OptParam Partition(const Group& grp) {
     return OptParam{"ZeRO fp32 partition", grp.part_numel * 4, grp.grad != kNoStorage ? grp.grad : grp.partition_grad};
   }
 
-  struct Group {
-    int64_t elem = 4, numel = 0, part_numel = 0;
-    StorageId master = kNoStorage, bucket = kNoStorage, partition_grad = kNoStorage, grad = kNoStorage;
-  };
   ParallelOptions o_;
   bool offload_;
   std::map<int, Group> groups_;  ///< per dtype (DeepSpeed's flat groups)
