@@ -154,18 +154,13 @@ namespace {
 void LargestRank(const Graph& g, const RunConfig& c, SweepRow* row, int* rank) {
   *rank = 0;
   if (!row->status.ok() || !RanksMayDiffer(c)) return;
-  auto runs = RunRanks(g, c);
-  if (!runs.ok()) return;
-  for (const RankRun& run : *runs) {
-    if (run.ranks.front() == 0) continue;
-    RunConfig rc = c;
-    rc.sim.parallel.rank = run.ranks.front();
-    SweepRow r = RunOne(g, rc);
-    if (r.status.ok() && r.peak_reserved_bytes > row->peak_reserved_bytes) {
-      *row = std::move(r);
-      *rank = run.ranks.front();
-    }
-  }
+  std::vector<std::shared_ptr<const CompiledStep>> steps;
+  *row = LargestRankRow(c, [&](const RunConfig& rc) -> Result<const CompiledStep*> {
+    MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, rc));
+    steps.push_back(cs);
+    return cs.get();
+  });
+  *rank = row->rank;
 }
 
 }  // namespace

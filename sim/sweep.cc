@@ -6,6 +6,8 @@
 
 #include <memory>
 
+#include "sim/ranks.h"
+
 namespace memsim {
 
 Result<size_t> SweepSpec::Count(size_t limit) const {
@@ -98,25 +100,47 @@ SweepEvaluator::SweepEvaluator(const Graph& g, const SweepSpec& spec) : g_(g), s
   }
 }
 
+SweepRow LargestRankRow(const RunConfig& c, const std::function<Result<const CompiledStep*>(const RunConfig&)>& step) {
+  auto row_of = [&](const RunConfig& rc) {
+    auto cs = step(rc);
+    if (cs.ok()) return RowOf(**cs, rc);
+    SweepRow row;
+    row.status = cs.status();
+    return row;
+  };
+  SweepRow row = row_of(c);
+  if (!row.status.ok() || !RanksMayDiffer(c)) return row;
+  for (int r = 1; r < c.sim.parallel.world; ++r) {
+    RunConfig rc = c;
+    rc.sim.parallel.rank = r;
+    SweepRow x = row_of(rc);
+    if (x.status.ok() && x.peak_reserved_bytes > row.peak_reserved_bytes) {
+      row = std::move(x);
+      row.rank = r;
+    }
+  }
+  return row;
+}
+
 SweepRow SweepEvaluator::Row(size_t i) {
   std::vector<size_t> picks = spec_.Picks(i);
   RunConfig c = spec_.base;
   for (size_t k = 0; k < spec_.axes.size(); ++k) spec_.axes[k].apply(picks[k], &c);
   std::vector<size_t> key;
   for (size_t k = 0; k < spec_.axes.size(); ++k) key.push_back(spec_.axes[k].symbol ? SIZE_MAX : picks[k]);
-  std::shared_ptr<const Result<std::shared_ptr<const CompiledStep>>> cs;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = compiled_[key];
-    if (!slot) slot = std::make_shared<const Result<std::shared_ptr<const CompiledStep>>>(CompileStep(g_, c, vary_));
-    cs = slot;
-  }
-  if (!cs->ok()) {
-    SweepRow row;
-    row.status = cs->status();
-    return row;
-  }
-  return RowOf(***cs, c);
+  return LargestRankRow(c, [&](const RunConfig& rc) -> Result<const CompiledStep*> {
+    std::vector<size_t> rank_key = key;
+    rank_key.push_back(static_cast<size_t>(rc.sim.parallel.rank));
+    std::shared_ptr<const Result<std::shared_ptr<const CompiledStep>>> cs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& slot = compiled_[rank_key];
+      if (!slot) slot = std::make_shared<const Result<std::shared_ptr<const CompiledStep>>>(CompileStep(g_, rc, vary_));
+      cs = slot;  // the map keeps it alive
+    }
+    if (!cs->ok()) return cs->status();
+    return cs->value().get();
+  });
 }
 
 std::vector<SweepRow> RunSweep(const Graph& g, const std::vector<RunConfig>& configs, int threads) {
@@ -212,6 +236,14 @@ Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::st
   CompileOptions co{{SymbolValues{symbol, {1, 2, 3, 4, std::max<int64_t>(limit / 64, 1), std::max<int64_t>(limit / 8, 1), limit}}},
                     static_cast<size_t>(2 * (64 - __builtin_clzll(static_cast<uint64_t>(limit))) + 8)};
   MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, base, co));
+  std::map<int, std::shared_ptr<const CompiledStep>> ranks{{base.sim.parallel.rank, cs}};  // compiled on first use
+  auto step = [&](const RunConfig& rc) -> Result<const CompiledStep*> {
+    auto& slot = ranks[rc.sim.parallel.rank];
+    if (!slot) {
+      MEMSIM_ASSIGN_OR_RETURN(slot, CompileStep(g, rc, co));
+    }
+    return slot.get();
+  };
   // Invariant: |lo| fits (or is 0), |hi| does not fit (or is limit + 1).
   int64_t lo = 0, hi = limit + 1;
   SweepRow lo_row, hi_row;
@@ -222,7 +254,7 @@ Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::st
     RunConfig c = base;
     c.sim.symbols[symbol] = v;
     ++fit.evaluated;
-    SweepRow row = RowOf(*cs, c);
+    SweepRow row = LargestRankRow(c, step);
     if (!row.status.ok() && lo == 0 && !tentative) return row.status;
     const bool ok = row.status.ok() && !row.oom;
     if (!row.status.ok()) row.oom_message = std::string(row.status.message());

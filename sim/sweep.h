@@ -64,12 +64,18 @@ struct SweepRow {
   Verdict verdict = Verdict::kNoCapacity;
   bool oom = false;              ///< a simulated out-of-memory (capacity given; the whole device)
   std::string oom_message;
+  int rank = 0;                  ///< the rank the row is of: the largest (LargestRankRow)
 };
 
 /// Simulates one configuration (what RunSweep runs per row).
 SweepRow RunOne(const Graph& g, const RunConfig& config);
 /// The row of |config|, evaluated with |cs| compiled from its structural options.
 SweepRow RowOf(const CompiledStep& cs, const RunConfig& config);
+
+/// The row of |c|; when its ranks can hold different buffers (RanksMayDiffer: DataParallel's
+/// device 0 and chunks, ZeroRedundancyOptimizer's partitions), the row of the rank with the
+/// largest peak reserved. |step| gives the compiled step of a rank's configuration.
+SweepRow LargestRankRow(const RunConfig& c, const std::function<Result<const CompiledStep*>(const RunConfig&)>& step);
 
 /// The rows of one sweep: each structural option set (the picks of the axes that are not
 /// symbols) is compiled once, on first use, and shared by every configuration and thread.

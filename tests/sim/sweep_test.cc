@@ -151,3 +151,44 @@ TEST(FitTest, AValueTheGraphRefusesEndsTheSearch) {
 
 }  // namespace
 }  // namespace memsim
+
+namespace memsim {
+namespace {
+
+// With ranks that hold different buffers (DataParallel: device 0 gathers the outputs and holds
+// the optimizer), a sweep row and a fit answer for the largest rank, not for rank 0 only.
+TEST(SweepTest, RowsWithRanksAreTheLargestRanks) {
+  const Graph g = Zoo("mnist_cnn");
+  SweepSpec spec;
+  spec.base.sim.optimizer = "adam";
+  spec.base.sim.parallel.data_parallel = true;
+  spec.base.sim.parallel.world = 3;
+  spec.base.alloc.compute_ideal = false;
+  spec.axes.push_back(SymbolAxis("batch", {7, 16, 32}));
+  std::vector<SweepRow> rows;
+  ASSERT_TRUE(StreamSweep(g, spec, 3, SweepSlice{}, 1, [&](size_t, const SweepRow& r) {
+                rows.push_back(r);
+                return Status::OK();
+              }).ok());
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_TRUE(rows[i].status.ok()) << rows[i].status.message();
+    int64_t largest = -1;
+    int largest_rank = -1;
+    for (int r = 0; r < 3; ++r) {
+      RunConfig c = spec.Config(i);
+      c.sim.parallel.rank = r;
+      auto run = RunPipeline(g, c);
+      ASSERT_TRUE(run.ok()) << run.status().message();
+      if (run->alloc.peak_reserved_bytes > largest) {
+        largest = run->alloc.peak_reserved_bytes;
+        largest_rank = r;
+      }
+    }
+    EXPECT_EQ(rows[i].peak_reserved_bytes, largest) << "configuration " << i;
+    EXPECT_EQ(rows[i].rank, largest_rank) << "configuration " << i;
+  }
+}
+
+}  // namespace
+}  // namespace memsim
