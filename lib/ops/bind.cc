@@ -7,8 +7,10 @@ namespace memsim {
 namespace {
 
 /// The first op of the trailing run of ops the graph's outputs do not depend on (the loss
-/// computed from the model's outputs), or kNone if there is none.
+/// computed from the model's outputs), or kNone if there is none. A graph that names no
+/// outputs: the op producing the loss.
 OpId LossStart(const Graph& g) {
+  if (g.outputs.empty()) return g.loss == kNone ? kNone : g.tensors[g.loss].producer;
   std::vector<bool> needed(g.tensors.size(), false), model(g.ops.size(), false);
   for (TensorId t : g.outputs) needed[t] = true;
   for (OpId o = static_cast<OpId>(g.ops.size()); o-- > 0;) {

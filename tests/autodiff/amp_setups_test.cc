@@ -12,7 +12,7 @@
 namespace memsim {
 namespace {
 
-SimResult Run(const Graph& g, const SimOptions& opt) {
+SimResult RunAmp(const Graph& g, const SimOptions& opt) {
   auto r = SimulateConfigured(g, opt);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? std::move(*r) : SimResult{};
@@ -52,7 +52,7 @@ TEST(AmpCheckpointTest, RecomputationCastsAgainInItsOwnRegion) {
   opt.checkpoint_globs = {"l2"};
   for (const char* impl : {"non-reentrant", "reentrant"}) {
     opt.checkpoint_impl = impl;
-    SimResult r = Run(g, opt);
+    SimResult r = RunAmp(g, opt);
     // l2's weight is cast in the forward (cached, nothing saved inside the checkpoint: dies at
     // region exit) and again in backward's recomputation, whose cast the node saves.
     auto w = Lives(r.events, "l2.weight (autocast bfloat16)");
@@ -74,18 +74,18 @@ TEST(AmpCheckpointTest, RecomputationCastsAgainInItsOwnRegion) {
   }
   // Without autocast the recomputation casts nothing.
   opt.amp = "";
-  EXPECT_TRUE(Lives(Run(g, opt).events, "l2.weight (autocast bfloat16)").empty());
+  EXPECT_TRUE(Lives(RunAmp(g, opt).events, "l2.weight (autocast bfloat16)").empty());
 }
 
 TEST(AmpLossTest, LossOutsideTheRegionRunsOnTheLowPrecisionOutput) {
   Graph g = testing::ParseBody(testing::MlpBody());
   SimOptions opt = Amp("cpu");
-  SimResult inside = Run(g, opt);
+  SimResult inside = RunAmp(g, opt);
   // Inside: cross_entropy's fp32 policy casts the bf16 logits; the loss is fp32.
   EXPECT_EQ(Lives(inside.events, "logits (autocast float32)").size(), 1u);
   EXPECT_EQ(inside.bound.metas[g.loss].dtype, Dtype::kFloat32);
   opt.amp_loss = "outside";
-  SimResult outside = Run(g, opt);
+  SimResult outside = RunAmp(g, opt);
   EXPECT_TRUE(Lives(outside.events, "logits (autocast float32)").empty());
   EXPECT_EQ(outside.bound.metas[g.loss].dtype, Dtype::kBFloat16);
   EXPECT_EQ(outside.bound.autocast_exit, g.ops.size() - 1);  // the cross_entropy
@@ -106,7 +106,7 @@ TEST(AmpLossTest, TheLossIsTheTrailingOpsTheOutputsDoNotNeed) {
     "outputs": ["out"], "loss": "loss")");
   SimOptions opt = Amp("cuda");
   opt.amp_loss = "outside";
-  EXPECT_EQ(Run(g, opt).bound.autocast_exit, 2u);
+  EXPECT_EQ(RunAmp(g, opt).bound.autocast_exit, 2u);
 }
 
 /// One 3×3 (pad 1) and one 1×1 convolution on a [2, 3, 8, 8] input.
@@ -126,7 +126,7 @@ TEST(Bf16ConvTest, Avx2RunsSlowConv2dWithIm2colColumns) {
   Graph g = testing::ParseBody(ConvBody());
   SimOptions opt = Amp("cpu");
   opt.cpu_isa = "avx2";
-  SimResult r = Run(g, opt);
+  SimResult r = RunAmp(g, opt);
   // c1: columns [N, Cin·kh·kw, Hout·Wout] in bf16, in forward and again for grad_weight.
   int c1_columns = 0;
   for (const Buffer& b : r.events.buffers)
@@ -138,7 +138,7 @@ TEST(Bf16ConvTest, Avx2RunsSlowConv2dWithIm2colColumns) {
   for (const Buffer& b : r.events.buffers) EXPECT_EQ(b.name.find("onednn"), std::string::npos) << b.name;
   // avx512: oneDNN's blocked reorders instead, no columns.
   opt.cpu_isa = "avx512";
-  SimResult o = Run(g, opt);
+  SimResult o = RunAmp(g, opt);
   bool reorders = false;
   for (const Buffer& b : o.events.buffers) {
     EXPECT_EQ(b.name.find("slow_conv2d"), std::string::npos) << b.name;
@@ -147,7 +147,7 @@ TEST(Bf16ConvTest, Avx2RunsSlowConv2dWithIm2colColumns) {
   EXPECT_TRUE(reorders);
   // fp32 convolutions do not depend on the ISA.
   opt.amp = "";
-  for (const Buffer& b : Run(g, opt).events.buffers) EXPECT_EQ(b.name.find("slow_conv2d"), std::string::npos);
+  for (const Buffer& b : RunAmp(g, opt).events.buffers) EXPECT_EQ(b.name.find("slow_conv2d"), std::string::npos);
 }
 
 TEST(Bf16ConvTest, IsaIsACpuProfileOptionWithCheckedValues) {
@@ -163,7 +163,7 @@ TEST(Bf16ConvTest, IsaIsACpuProfileOptionWithCheckedValues) {
   // The default cpu profile is this machine's: avx2.
   opt.profile = "cpu";
   opt.cpu_isa = "";
-  EXPECT_FALSE(Run(g, opt).profile.bf16_conv_onednn);
+  EXPECT_FALSE(RunAmp(g, opt).profile.bf16_conv_onednn);
 }
 
 }  // namespace
