@@ -8,14 +8,18 @@
 #include "sim/amp_options.h"
 #include "tests/autodiff/mlp_fixture.h"
 #include "tests/testing/graph_builder.h"
+#include "tests/testing/invariants.h"
 
 namespace memsim {
 namespace {
 
+/// SimulateConfigured (--amp-loss, --cpu-isa applied); checks the event stream's invariants.
 SimResult RunAmp(const Graph& g, const SimOptions& opt) {
   auto r = SimulateConfigured(g, opt);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(*r) : SimResult{};
+  if (!r.ok()) return SimResult{};
+  EXPECT_TRUE(testing::VerifyEventStream(r->events).ok()) << testing::VerifyEventStream(r->events).message();
+  return std::move(*r);
 }
 
 SimOptions Amp(const std::string& profile) {
@@ -26,25 +30,7 @@ SimOptions Amp(const std::string& profile) {
   return opt;
 }
 
-/// (bytes, phase of the alloc, phase of the free) of every buffer named |name|, in order.
-struct Life {
-  int64_t bytes;
-  Phase alloc, free;
-};
-std::vector<Life> Lives(const EventStream& s, const std::string& name) {
-  std::vector<Life> out;
-  std::vector<int> index(s.buffers.size(), -1);
-  for (const MemEvent& e : s.events) {
-    if (s.buffers[e.buffer].name != name) continue;
-    if (e.kind == EventKind::kAlloc) {
-      index[e.buffer] = static_cast<int>(out.size());
-      out.push_back(Life{static_cast<int64_t>(s.buffers[e.buffer].bytes), e.phase, e.phase});
-    } else if (index[e.buffer] >= 0) {
-      out[index[e.buffer]].free = e.phase;
-    }
-  }
-  return out;
-}
+using testing::Lives;
 
 TEST(AmpCheckpointTest, RecomputationCastsAgainInItsOwnRegion) {
   Graph g = testing::ParseBody(testing::MlpBody());
