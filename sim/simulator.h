@@ -48,6 +48,12 @@ struct SimOptions {
   int steps = 1;                           ///< --steps N: consecutive training steps
   std::string loop_holds = "none";         ///< --loop-holds output|none
   std::string zero_grad = "set-to-none";   ///< --zero-grad none|zeros|set-to-none
+  /// --amp-loss inside|outside: the loss under autocast with the model, or after the region
+  /// (applied by ApplyAmpOptions, sim/amp_options.h).
+  std::string amp_loss = "inside";
+  /// --cpu-isa avx2|avx512 (cpu profile): the machine's ISA, Profile::bf16_conv_onednn; "" =
+  /// the profile's default (avx2).
+  std::string cpu_isa;
 };
 
 struct SimResult {

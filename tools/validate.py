@@ -77,6 +77,12 @@ def setup_flags(graph, cfg):
         flags += ["--accumulate", cfg["accumulate"]]
     if cfg.get("amp") not in (None, "", "None", "none"):
         flags += ["--amp", cfg["amp"]]  # torch.autocast("cpu", dtype=...) around forward and loss
+        if cfg.get("amp_loss", "inside") != "inside":  # the loss after the autocast region
+            flags += ["--amp-loss", cfg["amp_loss"]]
+        # The machine's ISA decides the bf16 convolution path (Note [bf16 convolutions on CPU]).
+        # Traces without an `isa` field come from the recording kit's reference machine, which
+        # has AVX-512 (its bf16 GEMMs use oneDNN's AVX-512 scratchpads, KNOWN_GAPS).
+        flags += ["--cpu-isa", cfg.get("isa", "avx512")]
     if float(cfg.get("clip", "0")) > 0:
         flags += ["--clip-grad-norm", cfg["clip"]]
     warmup = int(cfg.get("warmup", "0"))
@@ -279,7 +285,10 @@ def main():
              "the recording kit's `trace_step.py`), predicted by",
              "`memsim run graphs/MODEL.json --profile cpu --step first` with the trace's batch, optimizer,",
              "in-place, freeze and training-setup settings (`tests/data/traces_features/`: gradient accumulation,",
-             "clipping, activation checkpointing). Bytes are peak live bytes (exact requested sizes).",
+             "clipping, activation checkpointing, autocast bf16 with the loss inside or outside the region).",
+             "A trace whose config ends in `avx2` was recorded on an AVX2 machine (`--cpu-isa avx2`: bf16",
+             "convolutions in ATen's slow_conv2d); the others run `--cpu-isa avx512` (the recording kit's",
+             "machine; Note [bf16 convolutions on CPU]). Bytes are peak live bytes (exact requested sizes).",
              "Rows marked (llm) are the language models of the oracle's `llm_models.py` (`tests/oracle/llm/`,",
              "copied from the oracle's `traces_llm/`), against the zoo graphs exported from them by execution",
              "(`nanogpt_gpt2_small`, `cs336_small`, `cs336_small_course_loss`), with `--set seq=N`; the",
@@ -297,6 +306,10 @@ def main():
                      if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
         if cfg.get("reentrant") == "True":
             c += " (reentrant)"
+        if cfg.get("amp_loss", "inside") != "inside":
+            c += ", loss %s autocast" % cfg["amp_loss"]
+        if "isa" in cfg:
+            c += ", %s" % cfg["isa"]
         if cfg.get("warmup", "0") == "1":
             c += ", warmup 1"
         if cfg.get("keep_prev") == "True":

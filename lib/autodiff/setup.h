@@ -52,6 +52,13 @@ class TrainingSetup {
   virtual void AfterBackwardNode(StepState&, OpId) {}
   /// The forward (and the loss) of a pass is over, before backward (an autocast region exits).
   virtual void AfterForwardPass(StepState&) {}
+  /// A checkpoint's recomputation in backward (Note [Autocast] under checkpointing): it runs op
+  /// |o| again, under the autocast state the forward had; a setup may set the storages the op
+  /// reads (|policy|'s input_storage: the casts made again). Its node saves what it reads.
+  virtual void BeforeRecomputeOp(StepState&, OpId, ForwardOpPolicy*) {}
+  virtual void AfterRecomputeOp(StepState&, OpId) {}
+  /// The recomputed function has returned: its autocast region exits (before fork_rng does).
+  virtual void AfterRecompute(StepState&) {}
   /// Node |o| produced |grad| for its input |i|, before the engine hands it on; a setup may
   /// replace it (ToCopyBackward0 of an autocast cast) or take it (leaving it undefined).
   virtual void OnInputGrad(StepState&, OpId, size_t, Grad*) {}

@@ -4,6 +4,28 @@
 
 namespace memsim {
 
+namespace {
+
+/// The first op of the trailing run of ops the graph's outputs do not depend on (the loss
+/// computed from the model's outputs), or kNone if there is none. A graph that names no
+/// outputs: the op producing the loss.
+OpId LossStart(const Graph& g) {
+  if (g.outputs.empty()) return g.loss == kNone ? kNone : g.tensors[g.loss].producer;
+  std::vector<bool> needed(g.tensors.size(), false), model(g.ops.size(), false);
+  for (TensorId t : g.outputs) needed[t] = true;
+  for (OpId o = static_cast<OpId>(g.ops.size()); o-- > 0;) {
+    const Op& op = g.ops[o];
+    for (TensorId t : op.outputs) model[o] = model[o] || needed[t];
+    if (model[o])
+      for (TensorId t : op.inputs) needed[t] = true;
+  }
+  OpId start = static_cast<OpId>(g.ops.size());
+  while (start > 0 && !model[start - 1]) --start;
+  return start == g.ops.size() ? kNone : start;
+}
+
+}  // namespace
+
 Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOptions& opt) {
   BoundGraph out;
   out.bindings = b;
@@ -13,6 +35,7 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
   out.last_use.assign(g.tensors.size(), kNone);
   out.autocast = opt.autocast;
   if (opt.autocast) out.casts.resize(g.ops.size());
+  if (opt.autocast && opt.autocast_loss_outside) out.autocast_exit = LossStart(g);
   for (uint32_t s = 0; s < g.symbols.size(); ++s)
     if (s >= b.size() || !b[s])
       return Status::InvalidArgument(g.source + ": symbol \"" + g.symbols[s] +
@@ -52,7 +75,7 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
       out.last_use[in] = o;
     }
     for (TensorId t : op.keep_alive) out.last_use[t] = o;
-    if (opt.autocast) {
+    if (opt.autocast && o < out.autocast_exit) {
       out.casts[o] = AutocastCasts(opt.profile->autocast_table, op.kind, *opt.autocast, ctx.in);
       for (const InputCast& cast : out.casts[o]) ctx.in[cast.input] = &cast.meta;
     }

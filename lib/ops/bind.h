@@ -23,6 +23,10 @@ struct BindOptions {
   /// torch.autocast around the forward (and the loss): the lower-precision dtype (kFloat16 or
   /// kBFloat16); unset = off. Each op's inputs get the casts of Profile::autocast_table.
   std::optional<Dtype> autocast;
+  /// --amp-loss outside: `with autocast(): out = model(x)`, then the loss after the region: the
+  /// loss's ops (those the graph's outputs do not depend on, from the first of them on) run
+  /// without casts, on the model's lower-precision outputs (Note [Autocast]).
+  bool autocast_loss_outside = false;
   /// model.half() / .bfloat16() (--dtype): fp32 parameters, buffers and floating inputs are
   /// bound in this dtype instead, so activations, grads and optimizer state follow it.
   std::optional<Dtype> model_dtype;
@@ -38,6 +42,9 @@ struct BoundGraph {
   /// Per op (empty without autocast): the casts autocast makes of its inputs, in the order it
   /// makes them; the op's rule sees the cast metas (Note [Autocast] in docs/op-rules.md).
   std::vector<std::vector<InputCast>> casts;
+  /// With BindOptions::autocast_loss_outside: the first op after the autocast region (the
+  /// loss's first op); kNone = the region covers every op.
+  OpId autocast_exit = kNone;
 };
 
 /// Binds |b| (every symbol must have a value) and infers all shapes. Errors name the file,

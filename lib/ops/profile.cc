@@ -30,4 +30,10 @@ std::optional<Profile> FindProfile(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<bool> Bf16ConvOnednnForIsa(std::string_view isa) {
+  if (isa == "avx512") return true;
+  if (isa == "avx2") return false;
+  return std::nullopt;
+}
+
 }  // namespace memsim

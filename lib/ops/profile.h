@@ -40,6 +40,11 @@ struct Profile {
   /// CPU oneDNN (mkldnn) convolution with AVX2 8-channel blocking: blocked copies of the input,
   /// weight and output in forward, and of grads in backward (docs/research/cpu-1.13-rules.md §2.3).
   bool onednn_conv_reorders = false;
+  /// CPU (1.13), the machine's ISA (--cpu-isa): PyTorch runs bf16 convolutions through oneDNN
+  /// only when mkldnn_bf16_device_check() holds (AVX-512 BW, VL and DQ: `avx512`); otherwise
+  /// (`avx2`) through ATen's slow_conv2d, whose im2col column buffer is allocated around each
+  /// call (Note [bf16 convolutions on CPU]). Only read with onednn_conv_reorders.
+  bool bf16_conv_onednn = false;
   /// CPU native_batch_norm: per-channel temporaries in forward, and a backward that allocates
   /// grad_input twice (the first is discarded).
   bool batch_norm_cpu_kernels = false;
@@ -91,6 +96,8 @@ struct Profile {
 
 /// The built-in profiles: "cuda" (default) and "cpu".
 std::optional<Profile> FindProfile(std::string_view name);
+/// --cpu-isa avx2|avx512: Profile::bf16_conv_onednn on the cpu profile (unset: unknown ISA).
+std::optional<bool> Bf16ConvOnednnForIsa(std::string_view isa);
 
 }  // namespace memsim
 

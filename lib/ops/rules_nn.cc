@@ -133,6 +133,31 @@ int64_t CudnnTrial(const RuleCtx& c, ConvPass pass) {
   return ConvWorkspaceBytes(ConvWorkspacePolicy::kMax, 0, c.profile.gpu_arch, CudnnCall(c), pass);
 }
 
+/// Note [bf16 convolutions on CPU]: a bf16 convolution on a CPU without oneDNN's bf16 path
+/// (Profile::bf16_conv_onednn off) runs ATen's slow_conv2d (conv1d as a 2-d one): the bytes of
+/// its im2col column buffer, [N, Cin·∏kernel, ∏out], in the input's dtype — 0 for a 1×1
+/// stride-1 unpadded kernel, whose columns are a view of the input. Unset: not that path
+/// (another dtype or profile; grouped, dilated: their kernels are not modelled here).
+std::optional<int64_t> SlowConvColumns(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  const TensorMeta& y = *c.out[0];
+  if (!c.profile.onednn_conv_reorders || c.profile.bf16_conv_onednn || x.dtype != Dtype::kBFloat16) return std::nullopt;
+  const size_t nsp = static_cast<size_t>(w.dim()) - 2;
+  const std::vector<int64_t> ones(nsp, 1), zeros(nsp, 0);
+  auto stride = Spatial(c, "stride", nsp, std::vector<int64_t>{1}).value_or(ones);
+  auto pad = Spatial(c, "padding", nsp, std::vector<int64_t>{0}).value_or(zeros);
+  auto dil = Spatial(c, "dilation", nsp, std::vector<int64_t>{1}).value_or(ones);
+  if (c.op.attrs.GetInt("groups", c.bindings).value_or(1) != 1 || dil != ones) return std::nullopt;
+  bool one_by_one = stride == ones && pad == zeros;
+  for (size_t i = 0; i < nsp; ++i) one_by_one &= w.sizes[2 + i] == 1;
+  if (one_by_one) return 0;
+  const int64_t off = x.dim() == w.dim() ? 1 : 0;
+  int64_t cols = (off ? x.sizes[0] : 1) * x.sizes[off] * ElementSize(x.dtype);
+  for (size_t i = 0; i < nsp; ++i) cols *= w.sizes[2 + i] * y.sizes[off + 1 + i];
+  return cols;
+}
+
 void FwdConv(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
@@ -144,6 +169,12 @@ void FwdConv(const RuleCtx& c, FwdPlan* p) {
     if (ws > 0) p->FreeExtra(p->AddExtra(ws, "cudnn workspace"));
   }
   if (!c.profile.onednn_conv_reorders) return;
+  if (auto cols = SlowConvColumns(c)) {  // the columns, then the output
+    int k = *cols > 0 ? p->AddExtra(*cols, "slow_conv2d im2col columns") : -1;
+    p->AllocOutput(0);
+    if (k >= 0) p->FreeExtra(k);
+    return;
+  }
   // See docs/research/cpu-1.13-rules.md §2.3: scratch, src/weight reorders, a blocked dst, then
   // the dense output once the blocked one is reordered.
   ConvGeometry g = Geometry(c);
@@ -168,6 +199,18 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
       if (int64_t trial = CudnnTrial(c, pass); trial > 0) p->FreeTemp(p->Temp(trial, "cudnn benchmark trial workspace"));
       int64_t ws = CudnnWorkspace(c, pass);
       if (ws > 0) p->FreeTemp(p->Temp(ws, i == 0 ? "cudnn backward-data workspace" : "cudnn backward-filter workspace"));
+    }
+    return;
+  }
+  if (auto cols = SlowConvColumns(c)) {
+    // slow_conv2d_backward: grad_input, grad_bias (sum_out), grad_weight, then the columns
+    // computed again for the weight's GEMM.
+    const bool bias = c.num_in() > 2 && c.rg_in(2);
+    if (c.rg_in(0)) p->GradNew(0);
+    if (bias) p->GradNew(2);
+    if (c.rg_in(1)) {
+      p->GradNew(1);
+      if (*cols > 0) p->FreeTemp(p->Temp(*cols, "slow_conv2d im2col columns"));
     }
     return;
   }

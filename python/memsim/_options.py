@@ -36,10 +36,13 @@ OPTIONS = {
     "steps": "--steps",
     "loop_holds": "--loop-holds",
     "zero_grad": "--zero-grad",
+    "amp_loss": "--amp-loss",
+    "cpu_isa": "--cpu-isa",
 }
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
-          "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad"}
+          "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
+          "amp_loss", "cpu_isa"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 

@@ -120,6 +120,8 @@ std::string SweepFingerprint(const std::string& model, const SweepSpec& spec) {
   for (const std::string& s : b.sim.freeze_globs) h = Fnv1a(h, "freeze " + s);
   for (const std::string& s : b.sim.checkpoint_globs) h = Fnv1a(h, "checkpoint " + s);
   if (b.sim.checkpoint_impl != "non-reentrant") h = Fnv1a(h, "checkpoint-impl " + b.sim.checkpoint_impl);
+  if (b.sim.amp_loss != "inside") h = Fnv1a(h, "amp-loss " + b.sim.amp_loss);
+  if (!b.sim.cpu_isa.empty()) h = Fnv1a(h, "cpu-isa " + b.sim.cpu_isa);
   h = Fnv1a(h, std::to_string(b.sim.clip_grad_norm) + " " + b.sim.gpu_arch + " " + b.device.arch);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));

@@ -16,27 +16,7 @@ Graph Parse(const std::string& body) { return testing::ParseBody(body); }
 
 using testing::SimulateOk;
 
-/// The allocations whose buffer name is |name|, as (bytes, phase of the alloc, phase of the free).
-struct Life {
-  int64_t bytes = 0;
-  Phase alloc = Phase::kSetup, free = Phase::kSetup;
-  bool freed = false;
-};
-std::vector<Life> Lives(const EventStream& s, const std::string& name) {
-  std::vector<Life> out;
-  std::vector<int> index(s.buffers.size(), -1);
-  for (const MemEvent& e : s.events) {
-    if (s.buffers[e.buffer].name != name) continue;
-    if (e.kind == EventKind::kAlloc) {
-      index[e.buffer] = static_cast<int>(out.size());
-      out.push_back(Life{static_cast<int64_t>(s.buffers[e.buffer].bytes), e.phase, e.phase, false});
-    } else if (index[e.buffer] >= 0) {
-      out[index[e.buffer]].free = e.phase;
-      out[index[e.buffer]].freed = true;
-    }
-  }
-  return out;
-}
+using testing::Lives;
 
 TEST(AutocastListsTest, CpuAndCudaListsDiffer) {
   // 2.x CUDA runs layer_norm and exp in fp32; 1.13 CPU runs them in the incoming dtype.

@@ -97,6 +97,21 @@ def test_amp_is_simulated_like_the_cli():
         memsim.estimate(TinyLSTM(), "batch,5,8", amp=8)
 
 
+def test_amp_loss_and_cpu_isa_are_keywords_like_the_cli():
+    g = memsim.load_graph("graphs/mnist_cnn.json")
+    kw = dict(batch=64, optimizer="none", profile="cpu", amp="bf16", amp_loss="outside", cpu_isa="avx2")
+    r = memsim.simulate(g, **kw)
+    cli = subprocess.run([CLI, "run", "graphs/mnist_cnn.json", "--batch", "64", "--optimizer", "none", "--profile", "cpu",
+                          "--amp", "bf16",
+                          "--amp-loss", "outside", "--cpu-isa", "avx2", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(cli.stdout)["peak_live_bytes"] == r.peak_live_bytes
+    # avx512 runs the bf16 convolutions through oneDNN instead: another peak.
+    assert memsim.simulate(g, **dict(kw, cpu_isa="avx512")).peak_live_bytes != r.peak_live_bytes
+    with pytest.raises(memsim.OptionError, match="cpu-isa"):
+        memsim.simulate(g, **dict(kw, cpu_isa="sse2"))
+
+
 def test_export_error_lists_unsupported_ops():
     p = subprocess.run(["/usr/bin/python3", "tools/export_torch.py", "tests/python/models.py:tiny_lstm"],
                        cwd=ROOT, capture_output=True, text=True)

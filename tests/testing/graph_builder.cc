@@ -40,6 +40,22 @@ SimResult SimulateOk(const Graph& g, const SimOptions& opt) {
   return std::move(r).value();
 }
 
+std::vector<Life> Lives(const EventStream& s, const std::string& name) {
+  std::vector<Life> out;
+  std::vector<int> index(s.buffers.size(), -1);
+  for (const MemEvent& e : s.events) {
+    if (s.buffers[e.buffer].name != name) continue;
+    if (e.kind == EventKind::kAlloc) {
+      index[e.buffer] = static_cast<int>(out.size());
+      out.push_back(Life{static_cast<int64_t>(s.buffers[e.buffer].bytes), e.phase, e.phase, false});
+    } else if (index[e.buffer] >= 0) {
+      out[index[e.buffer]].free = e.phase;
+      out[index[e.buffer]].freed = true;
+    }
+  }
+  return out;
+}
+
 Run Simulate(const std::string& body, const SimOptions& opt) {
   Run run;
   auto g = ParseGraph(GraphDoc(body), "test.json");

@@ -51,6 +51,15 @@ std::vector<std::string> SavedNames(const Run& run, const std::string& op_name);
 /// Bytes of the non-leaf storages it saves (distinct storages).
 int64_t SavedActivationBytes(const Run& run, const std::string& op_name);
 
+/// One allocation of a buffer: its bytes and the phases of its alloc and of its free.
+struct Life {
+  int64_t bytes = 0;
+  Phase alloc = Phase::kSetup, free = Phase::kSetup;
+  bool freed = false;
+};
+/// The allocations of the buffers named |name|, in event order.
+std::vector<Life> Lives(const EventStream& s, const std::string& name);
+
 /// Buffer ids whose name equals |name|.
 std::vector<uint32_t> BuffersNamed(const EventStream& s, const std::string& name);
 /// Buffer ids whose name contains |part|.

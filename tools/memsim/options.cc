@@ -75,6 +75,14 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "mixed precision: torch.autocast(dtype=fp16|bf16) around forward and loss (off: none)")
       ->delimiter(',')
       ->check(CLI::IsMember({"off", "fp16", "bf16"}));
+  cmd->add_option("--amp-loss", amp_loss,
+                  "with --amp: inside (default: `with autocast(): out = model(x); loss = crit(out, y)`) or "
+                  "outside (the loss after the autocast region, on the model's low-precision output)")
+      ->check(CLI::IsMember({"inside", "outside"}));
+  cmd->add_option("--cpu-isa", cpu_isa,
+                  "cpu profile: the machine's ISA, avx2 (default: bf16 convolutions through ATen's im2col "
+                  "slow_conv2d) or avx512 (AVX-512 BW/VL/DQ: through oneDNN)")
+      ->check(CLI::IsMember({"avx2", "avx512"}));
   cmd->add_option("--dtype", dtype,
                   "model.half() / model.bfloat16(): parameters, buffers and inputs in fp16 or bf16 (default fp32)")
       ->delimiter(',')
@@ -143,6 +151,8 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.checkpoint_globs = checkpoint;
   base.sim.checkpoint_impl = checkpoint_impl;
   base.sim.grad_scaler = grad_scaler;
+  base.sim.amp_loss = amp_loss;
+  base.sim.cpu_isa = cpu_isa;
   if (num_steps < 1 || num_steps > 1000)
     return Status::InvalidArgument("--steps " + std::to_string(num_steps) + ": expected 1 to 1000");
   base.sim.steps = num_steps;

@@ -1,8 +1,10 @@
-// torch.autocast around the forward and the loss (Note [Autocast] in docs/op-rules.md): the
+// torch.autocast around the forward and the loss, or the forward alone (BoundGraph::
+// autocast_exit, --amp-loss outside) (Note [Autocast] in docs/op-rules.md): the
 // cast copies autocast makes of an op's inputs (the dtypes were decided when the graph was
 // bound: BoundGraph::casts), which the op saves in place of its inputs; the cache of the
 // lower-precision casts of trainable fp32 parameters, kept until the region exits; and in
-// backward each cast's ToCopyBackward0, which casts the grad back to the source's dtype.
+// backward each cast's ToCopyBackward0, which casts the grad back to the source's dtype; a
+// checkpoint's recomputation makes its casts again, in a region (and cache) of its own.
 #include <map>
 
 #include "lib/autodiff/setups/setups.h"
@@ -14,45 +16,27 @@ namespace {
 class Autocast : public TrainingSetup {
  public:
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy* policy) override {
-    if (o >= s.bound.casts.size() || s.bound.casts[o].empty()) return;
-    const Op& op = s.g.ops[o];
-    policy->input_storage.assign(op.inputs.size(), kNoStorage);
-    for (const InputCast& cast : s.bound.casts[o]) {
-      if (!cast.copy) continue;
-      TensorId t = op.inputs[cast.input];
-      std::string name = s.g.tensors[t].name + " (autocast " + std::string(DtypeName(cast.meta.dtype)) + ")";
-      StorageId st;
-      if (Cacheable(s, t, cast)) {
-        uint32_t k = s.param_index[t];
-        auto it = cache_.find(k);
-        if (it == cache_.end()) {
-          // cached_cast: the cache keeps the copy until the outermost region exits.
-          it = cache_.emplace(k, s.ledger.Alloc(cast.meta.bytes(), name, Category::kActivation, op.module)).first;
-          cache_order_.push_back(k);
-        }
-        st = it->second;
-        s.ledger.Ref(st);
-        ++cached_uses_[k].remaining;
-      } else {
-        st = s.ledger.Alloc(cast.meta.bytes(), name, Category::kActivation, op.module);
-      }
-      policy->input_storage[cast.input] = st;
-      op_local_.push_back(st);
-    }
+    if (s.bound.autocast_exit != kNone && o == s.bound.autocast_exit) ExitRegion(s, &forward_);
+    MakeCasts(s, o, policy, &forward_, /*count_uses=*/true);
   }
+
+  /// A checkpoint's recomputation runs in a region of its own (torch.utils.checkpoint enters
+  /// torch.autocast with the forward's state): the casts are made again, with a cache of their
+  /// own, cleared when it exits. The grads still flow through the forward's nodes, whose
+  /// ToCopyBackward0 uses were counted in the forward.
+  void BeforeRecomputeOp(StepState& s, OpId o, ForwardOpPolicy* policy) override {
+    MakeCasts(s, o, policy, &recompute_, /*count_uses=*/false);
+  }
+  void AfterRecomputeOp(StepState& s, OpId o) override { AfterForwardOp(s, o); }
+  void AfterRecompute(StepState& s) override { ExitRegion(s, &recompute_); }
 
   void AfterForwardOp(StepState& s, OpId) override {
     for (StorageId st : op_local_) s.ledger.Unref(st);
     op_local_.clear();
   }
 
-  /// The `with torch.autocast(...)` block ends: clear_cache() drops the cached casts (those a
-  /// node saved stay alive until its backward).
-  void AfterForwardPass(StepState& s) override {
-    for (uint32_t k : cache_order_) s.ledger.Unref(cache_.at(k));
-    cache_.clear();
-    cache_order_.clear();
-  }
+  /// The forward and the loss are over (the region has exited already when the loss is outside).
+  void AfterForwardPass(StepState& s) override { ExitRegion(s, &forward_); }
 
   /// Uses whose node backward never reached (not on the loss's path) leave their cast's
   /// ToCopyBackward0 unrun: its partial sum dies with the graph.
@@ -94,6 +78,48 @@ class Autocast : public TrainingSetup {
   }
 
  private:
+  /// The weight-cast cache of one autocast region: parameter index → its cached cast.
+  struct Cache {
+    std::map<uint32_t, StorageId> casts;
+    std::vector<uint32_t> order;  ///< insertion order (the frees at region exit)
+  };
+
+  void MakeCasts(StepState& s, OpId o, ForwardOpPolicy* policy, Cache* cache, bool count_uses) {
+    if (o >= s.bound.casts.size() || s.bound.casts[o].empty()) return;
+    const Op& op = s.g.ops[o];
+    policy->input_storage.assign(op.inputs.size(), kNoStorage);
+    for (const InputCast& cast : s.bound.casts[o]) {
+      if (!cast.copy) continue;
+      TensorId t = op.inputs[cast.input];
+      std::string name = s.g.tensors[t].name + " (autocast " + std::string(DtypeName(cast.meta.dtype)) + ")";
+      StorageId st;
+      if (Cacheable(s, t, cast)) {
+        uint32_t k = s.param_index[t];
+        auto it = cache->casts.find(k);
+        if (it == cache->casts.end()) {
+          // cached_cast: the cache keeps the copy until the outermost region exits.
+          it = cache->casts.emplace(k, s.ledger.Alloc(cast.meta.bytes(), name, Category::kActivation, op.module)).first;
+          cache->order.push_back(k);
+        }
+        st = it->second;
+        s.ledger.Ref(st);
+        if (count_uses) ++cached_uses_[k].remaining;
+      } else {
+        st = s.ledger.Alloc(cast.meta.bytes(), name, Category::kActivation, op.module);
+      }
+      policy->input_storage[cast.input] = st;
+      op_local_.push_back(st);
+    }
+  }
+
+  /// The `with torch.autocast(...)` block ends: clear_cache() drops the cached casts (those a
+  /// node saved stay alive until its backward).
+  void ExitRegion(StepState& s, Cache* cache) {
+    for (uint32_t k : cache->order) s.ledger.Unref(cache->casts.at(k));
+    cache->casts.clear();
+    cache->order.clear();
+  }
+
   struct Pending {
     int remaining = 0;
     Grad sum;
@@ -120,8 +146,8 @@ class Autocast : public TrainingSetup {
     *grad = Grad{st, *TensorMeta::Contiguous(m.dtype, m.sizes)};
   }
 
-  std::map<uint32_t, StorageId> cache_;     ///< parameter index → its cached cast
-  std::vector<uint32_t> cache_order_;       ///< insertion order (the frees at region exit)
+  Cache forward_;                           ///< the forward's region
+  Cache recompute_;                         ///< a checkpoint recomputation's region
   std::map<uint32_t, Pending> cached_uses_; ///< parameter index → its ToCopyBackward0 node
   std::vector<StorageId> op_local_;         ///< this op's references to its cast inputs
 };

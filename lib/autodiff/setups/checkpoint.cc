@@ -8,7 +8,9 @@
 //   forward is recomputed (its allocations on the timeline in the backward phase, GEMMs on the
 //   autograd thread); what each recomputed op would save is handed to the original node, which
 //   keeps it until its own backward has run; the recomputed outputs die as the recomputation's
-//   Python names do; the inputs are let go when the module's last node has run.
+//   Python names do; the inputs are let go when the module's last node has run. Under autocast
+//   the recomputation runs in the forward's autocast state: setups see each recomputed op
+//   (BeforeRecomputeOp) and the region's exit (AfterRecompute), Note [Autocast].
 // Reentrant (use_reentrant=True, CheckpointFunction) differs only where CheckpointRule says: the
 // module is one node of the outer graph, so the recomputation runs before any of its nodes; the
 // nested backward's Python frame holds the incoming grads and the recomputed outputs until it
@@ -72,6 +74,7 @@ class Checkpoint : public TrainingSetup {
       region_[o] = static_cast<int>(regions_.size()) - 1;
       regions_.back().last = o;
     }
+    MergeSharedModuleCalls();
     for (Region& r : regions_) r.args = Args(s, r);
     // What each region returns: the tensors it makes that an op outside it reads, or the caller.
     auto returned = [&](TensorId t) {
@@ -139,6 +142,31 @@ class Checkpoint : public TrainingSetup {
     int pending = 0;             ///< region nodes still to run in backward
   };
 
+  /// A checkpointed module that calls a shared module registered elsewhere (cs336's one RoPE
+  /// module, `positional_encoder`, called by every layer's attention): the graph names those
+  /// ops after the shared module, but they run inside the checkpointed call. Two regions of
+  /// the same root with only unchecked ops between them are one call (Note [Activation
+  /// checkpointing]).
+  void MergeSharedModuleCalls() {
+    std::vector<Region> merged;
+    for (Region& r : regions_) {
+      if (!merged.empty() && merged.back().root == r.root) {
+        Region& m = merged.back();
+        bool unchecked = true;
+        for (OpId o = m.last + 1; o < r.first; ++o) unchecked &= region_[o] < 0;
+        if (unchecked) {
+          m.last = r.last;
+          continue;
+        }
+      }
+      merged.push_back(std::move(r));
+    }
+    regions_ = std::move(merged);
+    std::fill(region_.begin(), region_.end(), -1);
+    for (size_t i = 0; i < regions_.size(); ++i)
+      for (OpId o = regions_[i].first; o <= regions_[i].last; ++o) region_[o] = static_cast<int>(i);
+  }
+
   static std::vector<TensorId> Args(const StepState& s, const Region& r) {
     std::vector<TensorId> args;
     for (OpId o = r.first; o <= r.last; ++o)
@@ -193,7 +221,10 @@ class Checkpoint : public TrainingSetup {
     };
     for (OpId o = r.first; o <= r.last; ++o) {
       s.ledger.set_op(o);
-      ExecuteForwardOp(s, o, storage, keep, /*recompute=*/true);
+      ForwardOpPolicy policy = keep;
+      s.Hook(&TrainingSetup::BeforeRecomputeOp, o, &policy);
+      ExecuteForwardOp(s, o, storage, policy, /*recompute=*/true);
+      s.Hook(&TrainingSetup::AfterRecomputeOp, o);
       for (TensorId t : s.g.ops[o].outputs) {
         made.push_back(t);
         if (returned(t)) {
@@ -204,6 +235,7 @@ class Checkpoint : public TrainingSetup {
       for (TensorId t : made)
         if (last[t] == o) s.ledger.Unref(storage[t]);
     }
+    s.Hook(&TrainingSetup::AfterRecompute);  // the recomputation's autocast region exits
     if (fork) s.ledger.Unref(*fork);  // fork_rng exits before the recomputed outputs are dropped
     for (TensorId t : made)
       if (last[t] == kNone) s.ledger.Unref(storage[t]);
