@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "sim/amp_options.h"
 #include "sim/compiled.h"
 #include "sim/gpus.h"
 
@@ -46,7 +45,7 @@ Result<Bound> BoundWith(const Graph& g, const RunConfig& c, ConvWorkspacePolicy 
   v.sim.explain = false;
   v.alloc.compute_ideal = false;
   v.alloc.record_placement = false;
-  MEMSIM_ASSIGN_OR_RETURN(SimResult s, SimulateConfigured(g, v.sim));
+  MEMSIM_ASSIGN_OR_RETURN(SimResult s, Simulate(g, v.sim));
   MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, Allocate(s.events, v.alloc, overhead));
   return BoundOf(a, s.events, v.alloc, overhead);
 }
@@ -142,7 +141,6 @@ Result<std::shared_ptr<const CompiledStep>> CompileStep(const Graph& g, const Ru
   auto cs = std::make_shared<CompiledStep>();
   cs->graph = &g;
   MEMSIM_RETURN_IF_ERROR(PrepareSim(g, c.sim, &cs->sim));
-  MEMSIM_RETURN_IF_ERROR(ApplyAmpOptions(c.sim, &cs->sim));
   if (cs->sim.profile.cuda) {
     MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, c.device));
     cs->overhead = std::move(overhead);

@@ -110,6 +110,19 @@ int64_t DataParallelTotal(const SimOptions& opt) {
   return it == opt.symbols.end() ? 0 : it->second;
 }
 
+// --amp-loss and --cpu-isa (Note [Autocast], Note [bf16 convolutions on CPU] in docs/op-rules.md).
+Status ApplyAmpOptions(const SimOptions& opt, SimPlan* plan) {
+  if (opt.amp_loss != "inside" && opt.amp_loss != "outside")
+    return Status::InvalidArgument("--amp-loss \"" + opt.amp_loss + "\": expected inside or outside");
+  plan->bind.autocast_loss_outside = opt.amp_loss == "outside";
+  if (opt.cpu_isa.empty()) return Status::OK();
+  std::optional<bool> onednn = Bf16ConvOnednnForIsa(opt.cpu_isa);
+  if (!onednn) return Status::InvalidArgument("--cpu-isa \"" + opt.cpu_isa + "\": expected avx2 or avx512");
+  if (plan->profile.cuda) return Status::InvalidArgument("--cpu-isa applies to the cpu profile only");
+  plan->profile.bf16_conv_onednn = *onednn;
+  return Status::OK();
+}
+
 }  // namespace
 
 Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
@@ -168,6 +181,7 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   r.bind.profile = &r.profile;
   r.bind.inplace_override = opt.inplace;
   MEMSIM_RETURN_IF_ERROR(ApplyPrecision(opt, &r.bind));
+  MEMSIM_RETURN_IF_ERROR(ApplyAmpOptions(opt, &r));
   r.explain = opt.explain;
   StepConfig& cfg = r.step;
   cfg.profile = &r.profile;

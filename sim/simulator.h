@@ -49,7 +49,7 @@ struct SimOptions {
   std::string loop_holds = "none";         ///< --loop-holds output|none
   std::string zero_grad = "set-to-none";   ///< --zero-grad none|zeros|set-to-none
   /// --amp-loss inside|outside: the loss under autocast with the model, or after the region
-  /// (applied by ApplyAmpOptions, sim/amp_options.h).
+  /// (applied by PrepareSim).
   std::string amp_loss = "inside";
   /// --cpu-isa avx2|avx512 (cpu profile): the machine's ISA, Profile::bf16_conv_onednn; "" =
   /// the profile's default (avx2).

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "lib/io/graph_json.h"
-#include "sim/amp_options.h"
 #include "tests/autodiff/mlp_fixture.h"
 #include "tests/testing/graph_builder.h"
 #include "tests/testing/invariants.h"
@@ -13,9 +12,9 @@
 namespace memsim {
 namespace {
 
-/// SimulateConfigured (--amp-loss, --cpu-isa applied); checks the event stream's invariants.
+/// Simulate (--amp-loss, --cpu-isa applied); checks the event stream's invariants.
 SimResult RunAmp(const Graph& g, const SimOptions& opt) {
-  auto r = SimulateConfigured(g, opt);
+  auto r = Simulate(g, opt);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) return SimResult{};
   EXPECT_TRUE(testing::VerifyEventStream(r->events).ok()) << testing::VerifyEventStream(r->events).message();
@@ -77,7 +76,7 @@ TEST(AmpLossTest, LossOutsideTheRegionRunsOnTheLowPrecisionOutput) {
   EXPECT_EQ(outside.bound.autocast_exit, g.ops.size() - 1);  // the cross_entropy
   // The region exits before the loss: the cached casts of the unsaved biases are gone by then.
   opt.amp_loss = "sideways";
-  auto bad = SimulateConfigured(g, opt);
+  auto bad = Simulate(g, opt);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().ToString().find("--amp-loss"), std::string::npos);
 }
@@ -140,12 +139,12 @@ TEST(Bf16ConvTest, IsaIsACpuProfileOptionWithCheckedValues) {
   Graph g = testing::ParseBody(ConvBody());
   SimOptions opt = Amp("cpu");
   opt.cpu_isa = "sse2";
-  auto bad = SimulateConfigured(g, opt);
+  auto bad = Simulate(g, opt);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().ToString().find("--cpu-isa"), std::string::npos);
   opt.cpu_isa = "avx2";
   opt.profile = "cuda";
-  EXPECT_FALSE(SimulateConfigured(g, opt).ok());
+  EXPECT_FALSE(Simulate(g, opt).ok());
   // The default cpu profile is this machine's: avx2.
   opt.profile = "cpu";
   opt.cpu_isa = "";

@@ -287,17 +287,6 @@ TEST(Zero3Test, ParametersAreGatheredPerModuleAndOffloadMovesStateToTheHost) {
 namespace memsim {
 namespace {
 
-/// Bytes of |cat| alive at the end of the step.
-int64_t AliveAtEnd(const EventStream& s, Category cat) {
-  std::vector<bool> freed(s.buffers.size(), false);
-  for (const MemEvent& e : s.events)
-    if (e.kind == EventKind::kFree) freed[e.buffer] = true;
-  int64_t bytes = 0;
-  for (size_t b = 0; b < s.buffers.size(); ++b)
-    if (!freed[b] && s.buffers[b].category == cat) bytes += s.buffers[b].bytes;
-  return bytes;
-}
-
 TEST(ZeroTest, SteadyModelStatesAreTheParametersPlusSixteenBytesPerPartitionElement) {
   // DeepSpeed's accounting (estimate_zero2_model_states_mem_needs: 4·Ψ + 16·Ψ/N, there for fp16
   // parameters and gradients): here fp32 parameters (4·Ψ) and, per element of the padded
@@ -311,10 +300,10 @@ TEST(ZeroTest, SteadyModelStatesAreTheParametersPlusSixteenBytesPerPartitionElem
   int64_t numel = 0;
   for (TensorId t : g.parameters) numel += r.bound.metas[t].numel();
   const int64_t part = FlatPartitionNumel(numel, 4);
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kParameter), 4 * numel);
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kOptimizerState), 12 * part);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kParameter), 4 * numel);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kOptimizerState), 12 * part);
   // The step frees the gradient partition (free_grad_in_param_list): none is kept across steps.
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kGradient), 0);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kGradient), 0);
   EXPECT_EQ(BytesNamed(r.events, EventKind::kAlloc, "ZeRO gradient partition"), 4 * part);
   // Stage 3: parameters above 1e5 elements are partitioned one by one, the others stay whole.
   o.parallel.zero_stage = 3;
@@ -325,10 +314,10 @@ TEST(ZeroTest, SteadyModelStatesAreTheParametersPlusSixteenBytesPerPartitionElem
     part3 += (n + 3) / 4;
     (n > 100'000 ? shards : whole) += n > 100'000 ? (n + 3) / 4 * 4 : n * 4;
   }
-  EXPECT_EQ(AliveAtEnd(z3.events, Category::kParameter), shards + whole);
-  EXPECT_EQ(AliveAtEnd(z3.events, Category::kOptimizerState), 12 * part3);
+  EXPECT_EQ(testing::LiveAtEnd(z3.events, Category::kParameter), shards + whole);
+  EXPECT_EQ(testing::LiveAtEnd(z3.events, Category::kOptimizerState), 12 * part3);
   // The gradient partition and DeepSpeed's 5e8-element ipg bucket, kept across steps.
-  EXPECT_EQ(AliveAtEnd(z3.events, Category::kGradient), 4 * part3 + int64_t{500'000'000} * 4);
+  EXPECT_EQ(testing::LiveAtEnd(z3.events, Category::kGradient), 4 * part3 + int64_t{500'000'000} * 4);
 }
 
 }  // namespace

@@ -16,30 +16,6 @@ using testing::SimulateOk;
 
 Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
 
-/// Bytes of the allocations whose buffer name contains |part| (and how many).
-int64_t Allocated(const EventStream& s, const std::string& part, size_t* count = nullptr) {
-  int64_t bytes = 0;
-  size_t n = 0;
-  for (const MemEvent& e : s.events)
-    if (e.kind == EventKind::kAlloc && s.buffers[e.buffer].name.find(part) != std::string::npos) {
-      bytes += s.bytes(e);
-      ++n;
-    }
-  if (count) *count = n;
-  return bytes;
-}
-
-/// Bytes of |cat| alive at the end of the step.
-int64_t AliveAtEnd(const EventStream& s, Category cat) {
-  std::vector<bool> freed(s.buffers.size(), false);
-  for (const MemEvent& e : s.events)
-    if (e.kind == EventKind::kFree) freed[e.buffer] = true;
-  int64_t bytes = 0;
-  for (size_t b = 0; b < s.buffers.size(); ++b)
-    if (!freed[b] && s.buffers[b].category == cat) bytes += s.buffers[b].bytes;
-  return bytes;
-}
-
 SimOptions MlpFp16(int zero_stage) {
   SimOptions o;
   o.symbols["batch"] = 64;
@@ -64,16 +40,16 @@ TEST(ZeroMixedPrecisionTest, Stage2KeepsFp16ParamsAndGradsAndAnFp32MasterPartiti
   const int64_t part = FlatPartitionNumel(psi, 4);
   // Between steps: the fp16 parameters (2Ψ), the fp32 master partition and Adam's two fp32
   // states of it (12 per partition element); the gradient partition was freed by the step.
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kParameter), 2 * psi);
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kOptimizerState), 12 * part);
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kGradient), 0);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kParameter), 2 * psi);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kOptimizerState), 12 * part);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kGradient), 0);
   // Backward: the fp16 ipg bucket (reduce_bucket_size elements) and the fp16 gradient partition.
-  EXPECT_EQ(Allocated(r.events, "ZeRO reduce bucket"), int64_t{500'000'000} * 2);
-  EXPECT_EQ(Allocated(r.events, "ZeRO gradient partition"), 2 * part);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO reduce bucket"), int64_t{500'000'000} * 2);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO gradient partition"), 2 * part);
   // The step: flatten (fp16), .to(fp32) for the master's grad.
-  EXPECT_EQ(Allocated(r.events, "ZeRO flat gradient partition"), 2 * part);
-  EXPECT_EQ(Allocated(r.events, "ZeRO fp32 gradient partition"), 4 * part);
-  EXPECT_EQ(Allocated(r.events, "ZeRO fp32 partition (master)"), 4 * part);  // made at setup
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO flat gradient partition"), 2 * part);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO fp32 gradient partition"), 4 * part);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO fp32 partition (master)"), 4 * part);  // made at setup
 }
 
 TEST(ZeroMixedPrecisionTest, FirstStepMakesTheMasterAndStatesAtSetup) {
@@ -82,11 +58,11 @@ TEST(ZeroMixedPrecisionTest, FirstStepMakesTheMasterAndStatesAtSetup) {
   o.first_step = true;
   SimResult r = SimulateOk(g, o);
   const int64_t part = FlatPartitionNumel(Numel(g, r), 4);
-  EXPECT_EQ(Allocated(r.events, "ZeRO fp32 partition (master)"), 4 * part);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO fp32 partition (master)"), 4 * part);
   // Stage 1: the whole fp16 grads until the step, which frees them around the fp32 partition grad.
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kGradient), 0);
-  EXPECT_EQ(Allocated(r.events, "ZeRO fp32 gradient partition"), 4 * part);
-  EXPECT_EQ(Allocated(r.events, "ZeRO reduce bucket"), 0);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kGradient), 0);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO fp32 gradient partition"), 4 * part);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO reduce bucket"), 0);
 }
 
 TEST(ZeroMixedPrecisionTest, Stage3GathersFp16ModulesAndKeepsFp16GradPartitions) {
@@ -103,16 +79,16 @@ TEST(ZeroMixedPrecisionTest, Stage3GathersFp16ModulesAndKeepsFp16GradPartitions)
     else
       whole += n * 2;
   }
-  EXPECT_EQ(Allocated(r.events, "ZeRO-3 shard"), shards);
-  EXPECT_EQ(Allocated(r.events, "low-precision shard"), 0);  // the module itself is fp16
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kParameter), shards + whole);
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kOptimizerState), 12 * part);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO-3 shard"), shards);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "low-precision shard"), 0);  // the module itself is fp16
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kParameter), shards + whole);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kOptimizerState), 12 * part);
   // The fp16 ipg bucket and gradient partition live for the run; the fp32 grad only in the step.
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kGradient), 2 * part + int64_t{500'000'000} * 2);
-  EXPECT_EQ(Allocated(r.events, "ZeRO fp32 gradient partition"), 4 * part);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kGradient), 2 * part + int64_t{500'000'000} * 2);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "ZeRO fp32 gradient partition"), 4 * part);
   // Each module is gathered in fp16: the first gather (forward's first module) is its shards × 4.
   size_t gathers = 0;
-  EXPECT_GT(Allocated(r.events, "ZeRO-3 gathered", &gathers), 0);
+  EXPECT_GT(testing::AllocatedContaining(r.events, "ZeRO-3 gathered", &gathers), 0);
   EXPECT_GT(gathers, 0u);
   ShardPolicy p;
   p.world = 4;
@@ -134,8 +110,8 @@ TEST(ZeroMixedPrecisionTest, OffloadLeavesFp16ParamsAndTheStage3BucketOnTheGpu) 
   SimResult r = SimulateOk(g, o);
   int64_t part = 0;
   for (TensorId t : g.parameters) part += (r.bound.metas[t].numel() + 3) / 4;
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kOptimizerState), 0);
-  EXPECT_EQ(AliveAtEnd(r.events, Category::kGradient), int64_t{500'000'000} * 2);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kOptimizerState), 0);
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kGradient), int64_t{500'000'000} * 2);
   // Host: fp32 partition, its fp32 grad, Adam's two states (16 B) and the fp16 grad partition.
   EXPECT_EQ(r.events.host_bytes, 16 * part + 2 * part);
 }
@@ -167,21 +143,21 @@ TEST(FsdpMixedPrecisionTest, ShardsStayFp32AndUnitsAreGatheredInTheLowDtype) {
     EXPECT_EQ(u.low_shard_bytes, (numel + 2) / 3 * 2);       // the bf16 _mp_shard
     shard += u.shard_bytes, low += u.low_shard_bytes, full += u.full_bytes;
   }
-  EXPECT_EQ(Allocated(mp.events, "FSDP shard "), shard);  // fp32 shards, made at setup
-  EXPECT_EQ(AliveAtEnd(mp.events, Category::kOptimizerState), 2 * shard);  // Adam, fp32
+  EXPECT_EQ(testing::AllocatedContaining(mp.events, "FSDP shard "), shard);  // fp32 shards, made at setup
+  EXPECT_EQ(testing::LiveAtEnd(mp.events, Category::kOptimizerState), 2 * shard);  // Adam, fp32
   // Every gather casts the shard first; every reduce-scatter output is cast to fp32.
   size_t gathers = 0, casts = 0;
-  Allocated(mp.events, "FSDP gathered", &gathers);
-  Allocated(mp.events, "FSDP low-precision shard", &casts);
+  testing::AllocatedContaining(mp.events, "FSDP gathered", &gathers);
+  testing::AllocatedContaining(mp.events, "FSDP low-precision shard", &casts);
   EXPECT_EQ(gathers, casts);
-  EXPECT_EQ(Allocated(mp.events, "FSDP unsharded grad"), full);
-  EXPECT_EQ(Allocated(mp.events, "FSDP sharded grad"), low + shard);
+  EXPECT_EQ(testing::AllocatedContaining(mp.events, "FSDP unsharded grad"), full);
+  EXPECT_EQ(testing::AllocatedContaining(mp.events, "FSDP sharded grad"), low + shard);
   // Without MixedPrecision the bf16 model (--dtype bf16) keeps bf16 shards and optimizer state.
   o.parallel.fsdp_mixed_precision.clear();
   SimResult pure = SimulateOk(g, o);
-  EXPECT_EQ(AliveAtEnd(pure.events, Category::kOptimizerState), low * 2);
-  EXPECT_EQ(Allocated(pure.events, "FSDP low-precision shard"), 0);
-  EXPECT_EQ(Allocated(pure.events, "FSDP sharded grad"), low);
+  EXPECT_EQ(testing::LiveAtEnd(pure.events, Category::kOptimizerState), low * 2);
+  EXPECT_EQ(testing::AllocatedContaining(pure.events, "FSDP low-precision shard"), 0);
+  EXPECT_EQ(testing::AllocatedContaining(pure.events, "FSDP sharded grad"), low);
 }
 
 }  // namespace

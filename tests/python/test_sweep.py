@@ -57,7 +57,7 @@ def test_sweep_releases_the_gil():
     ticks = 0
 
     def work():
-        memsim.sweep(g, batch=list(range(1, 97)), threads=1)
+        memsim.sweep(g, batch=list(range(1, 1001)), optimizer=["sgd", "adam"], threads=1)
         done.set()
 
     t = threading.Thread(target=work)

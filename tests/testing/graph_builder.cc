@@ -196,6 +196,18 @@ int CountAllocs(const EventStream& s, Category c, std::optional<Phase> p) {
   return n;
 }
 
+int64_t AllocatedContaining(const EventStream& s, const std::string& part, size_t* count) {
+  int64_t bytes = 0;
+  size_t n = 0;
+  for (const MemEvent& e : s.events)
+    if (e.kind == EventKind::kAlloc && s.buffers[e.buffer].name.find(part) != std::string::npos) {
+      bytes += s.bytes(e);
+      ++n;
+    }
+  if (count) *count = n;
+  return bytes;
+}
+
 int64_t LiveAtEnd(const EventStream& s, Category c) {
   int64_t live = 0;
   for (const MemEvent& e : s.events)

@@ -78,6 +78,8 @@ int64_t LiveAfterPhase(const EventStream& s, Phase p);
 int64_t LiveAfter(const EventStream& s, int i);
 /// Total bytes ever allocated with category |c| (optionally only in phase |p|).
 int64_t AllocatedBytes(const EventStream& s, Category c, std::optional<Phase> p = std::nullopt);
+/// Bytes of the allocations whose buffer name contains |part| (and how many, in |count|).
+int64_t AllocatedContaining(const EventStream& s, const std::string& part, size_t* count = nullptr);
 /// Bytes of category |c| live at the end of the step.
 int64_t LiveAtEnd(const EventStream& s, Category c);
 /// Number of buffers with category |c| allocated (with bytes > 0).

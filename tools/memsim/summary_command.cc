@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/analysis/summary.h"
-#include "sim/amp_options.h"
 #include "sim/report/format.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
@@ -23,7 +22,7 @@ void Summary(const SummaryArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
   RunConfig c = ValueOrFail(a.config.Single("summary"));
   c.sim.optimizer = "none";
-  auto r = SimulateConfigured(g, c.sim);
+  auto r = Simulate(g, c.sim);
   if (!r.ok()) Fail(r.status());
   LayerTable t = SummarizeLayers(g, r->bound, r->profile, r->frozen);
   if (a.json) {
