@@ -85,7 +85,7 @@ Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& 
   return d;
 }
 
-// The symbol values of |vary|'s symbols in |c| (nullopt: one is not set).
+// The values in |c| of the symbols |sched| varies (nullopt: one is not set).
 std::optional<std::vector<int64_t>> PointOf(const SizeSchedule& sched, const RunConfig& c) {
   std::vector<int64_t> p;
   for (const std::string& name : sched.symbols()) {
@@ -96,10 +96,10 @@ std::optional<std::vector<int64_t>> PointOf(const SizeSchedule& sched, const Run
   return p;
 }
 
-// The symbols of |c| but those |vary| varies.
-std::map<std::string, int64_t> FixedSymbols(const RunConfig& c, const std::vector<SymbolValues>& vary) {
+// The symbols of |c| but those |sched| varies.
+std::map<std::string, int64_t> FixedSymbols(const RunConfig& c, const SizeSchedule& sched) {
   std::map<std::string, int64_t> fixed = c.sim.symbols;
-  for (const SymbolValues& v : vary) fixed.erase(v.symbol);
+  for (const std::string& name : sched.symbols()) fixed.erase(name);
   return fixed;
 }
 
@@ -121,7 +121,7 @@ void BuildSchedule(const Graph& g, const RunConfig& c, const CompileOptions& co,
   auto sched = SizeSchedule::Build(co.vary, probe, runs, &cs->no_schedule);
   if (!sched) return;
   cs->schedule = std::make_shared<const SizeSchedule>(std::move(*sched));
-  cs->fixed_symbols = FixedSymbols(c, co.vary);
+  cs->fixed_symbols = FixedSymbols(c, *cs->schedule);
   cs->streams = std::make_unique<StreamPool>(&cs->schedule->order());
 }
 
@@ -182,9 +182,7 @@ class ScheduledStream {
     if (!cs.schedule) return;
     std::optional<std::vector<int64_t>> point = PointOf(*cs.schedule, c);
     if (!point || !cs.schedule->Covers(*point)) return;
-    std::map<std::string, int64_t> fixed = c.sim.symbols;
-    for (const std::string& name : cs.schedule->symbols()) fixed.erase(name);
-    if (fixed != cs.fixed_symbols) return;
+    if (FixedSymbols(c, *cs.schedule) != cs.fixed_symbols) return;
     s_ = cs.streams->Take();
     if (!cs.schedule->Evaluate(*point, s_.get())) {
       cs.streams->Give(std::move(s_));

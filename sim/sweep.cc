@@ -204,11 +204,11 @@ Status StreamSweep(const Graph& g, const SweepSpec& spec, size_t n, const SweepS
 namespace {
 
 // The largest value of |symbol| in [0, limit] whose peak live bytes (from the size schedule) do
-// not exceed what the allocator may reserve; |limit| when there is no schedule or no capacity.
+// not exceed what the allocator may reserve; nullopt when there is no schedule or no capacity.
 // Live bytes grow with the value, as the search assumes.
-int64_t LiveBound(const CompiledStep& cs, const RunConfig& base, const std::string& symbol, int64_t limit) {
+std::optional<int64_t> LiveBound(const CompiledStep& cs, const RunConfig& base, const std::string& symbol, int64_t limit) {
   const int64_t capacity = AllocatorCapacity(cs, base);
-  if (!cs.schedule || capacity <= 0) return limit;
+  if (!cs.schedule || capacity <= 0) return std::nullopt;
   int64_t a = 0, b = limit + 1;  // |a| within the bound (or 0), |b| beyond it (or limit + 1)
   while (b - a > 1) {
     const int64_t m = a + (b - a) / 2;
@@ -265,8 +265,9 @@ Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::st
   };
   // Note [Size schedule]: values above the live-bytes bound cannot fit; start at 3/4 of it
   // (allocators keep more than the live bytes, rarely a third more), else double from 1.
-  hi = LiveBound(*cs, base, symbol, limit) + 1;
-  if (hi > 4) MEMSIM_RETURN_IF_ERROR(fits(std::max<int64_t>(1, (hi - 1) / 4 * 3), /*tentative=*/true).status());
+  const std::optional<int64_t> bound = LiveBound(*cs, base, symbol, limit);
+  if (bound) hi = *bound + 1;
+  if (bound && hi > 4) MEMSIM_RETURN_IF_ERROR(fits(std::max<int64_t>(1, (hi - 1) / 4 * 3), /*tentative=*/true).status());
   for (int64_t v = 1; lo == 0 && v < hi; v = v > limit / 2 ? limit : v * 2) {
     MEMSIM_ASSIGN_OR_RETURN(bool ok, fits(v));
     if (!ok || v == limit) break;
