@@ -16,11 +16,22 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string TempDir() {
-  const fs::path d = fs::path(MEMSIM_BINARY_DIR) / ("atomic_file_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d.string();
-}
+// Each test's files go to a directory of its own, removed after the test.
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  std::string TempDir() {
+    fs::create_directories(dir_);
+    return dir_.string();
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(dir_, ec);
+  }
+
+ private:
+  const fs::path dir_ = fs::path(MEMSIM_BINARY_DIR) / ("atomic_file_test_" + std::to_string(::getpid()));
+};
 
 std::string ReadAll(const std::string& p) {
   std::ifstream in(p);
@@ -29,7 +40,7 @@ std::string ReadAll(const std::string& p) {
   return ss.str();
 }
 
-TEST(AtomicFileTest, CommitReplacesTheDestinationWhole) {
+TEST_F(AtomicFileTest, CommitReplacesTheDestinationWhole) {
   const std::string path = TempDir() + "/out.json";
   ASSERT_TRUE(WriteFileAtomic(path, "old").ok());
   auto w = AtomicFileWriter::Open(path);
@@ -42,7 +53,7 @@ TEST(AtomicFileTest, CommitReplacesTheDestinationWhole) {
   EXPECT_FALSE(fs::exists(w->temp_path()));
 }
 
-TEST(AtomicFileTest, AbandonedWriterLeavesNoFile) {
+TEST_F(AtomicFileTest, AbandonedWriterLeavesNoFile) {
   const std::string path = TempDir() + "/abandoned.json";
   std::string temp;
   {
@@ -56,13 +67,13 @@ TEST(AtomicFileTest, AbandonedWriterLeavesNoFile) {
   EXPECT_FALSE(fs::exists(path));
 }
 
-TEST(AtomicFileTest, UnwritableDirectoryIsAnError) {
+TEST_F(AtomicFileTest, UnwritableDirectoryIsAnError) {
   auto w = AtomicFileWriter::Open("/nonexistent-dir/out.json");
   ASSERT_FALSE(w.ok());
   EXPECT_THAT(w.status().message(), HasSubstr("/nonexistent-dir/out.json"));
 }
 
-TEST(AtomicFileTest, FullDiskIsAWriteError) {
+TEST_F(AtomicFileTest, FullDiskIsAWriteError) {
   if (!fs::exists("/dev/full")) GTEST_FAIL() << "/dev/full is part of every Linux system";
   std::FILE* full = std::fopen("/dev/full", "w");
   ASSERT_NE(full, nullptr);
@@ -73,7 +84,7 @@ TEST(AtomicFileTest, FullDiskIsAWriteError) {
   EXPECT_THAT(s.message(), HasSubstr("No space left"));
 }
 
-TEST(AtomicFileTest, RenameOntoADirectoryFailsAndKeepsIt) {
+TEST_F(AtomicFileTest, RenameOntoADirectoryFailsAndKeepsIt) {
   const std::string dir = TempDir() + "/is_a_dir";
   fs::create_directories(dir + "/inner");
   Status s = WriteFileAtomic(dir, "x");
