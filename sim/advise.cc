@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "lib/ir/module_paths.h"
 #include "sim/ranks.h"
 
 namespace memsim {
@@ -12,14 +13,11 @@ namespace memsim {
 std::vector<std::string> RepeatedBlocks(const Graph& g) {
   // Module paths ending in an index ("layer1.0", "transformer.h.11"), whose parent has several.
   std::map<std::string, std::set<std::string>> children;
-  for (const Op& op : g.ops) {
-    const std::string& m = op.module;
-    for (size_t end = m.find('.'); end != std::string::npos; end = m.find('.', end + 1)) {
-      size_t next = m.find('.', end + 1);
-      std::string last = m.substr(end + 1, next == std::string::npos ? std::string::npos : next - end - 1);
-      if (!last.empty() && std::all_of(last.begin(), last.end(), ::isdigit))
-        children[m.substr(0, end)].insert(m.substr(0, next));
-    }
+  for (const std::string& p : ModulePaths(g)) {
+    const size_t dot = p.rfind('.');
+    if (dot == std::string::npos) continue;
+    const std::string last = p.substr(dot + 1);
+    if (!last.empty() && std::all_of(last.begin(), last.end(), ::isdigit)) children[p.substr(0, dot)].insert(p);
   }
   std::vector<std::string> blocks;
   for (const auto& [parent, kids] : children) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lib/autodiff/step.h"
+#include "lib/ir/module_paths.h"
 
 namespace memsim {
 
@@ -14,14 +15,7 @@ namespace {
 /// error names |option| and the glob matching none.
 Result<std::vector<std::string>> ModulesMatching(const Graph& g, const std::vector<std::string>& globs,
                                                  const std::string& option) {
-  std::set<std::string> paths;
-  for (const Op& op : g.ops) {
-    const std::string& m = op.module;
-    for (size_t end = m.find('.');; end = m.find('.', end + 1)) {
-      paths.insert(m.substr(0, end));
-      if (end == std::string::npos) break;
-    }
-  }
+  const std::set<std::string> paths = ModulePaths(g);
   std::vector<std::string> modules;
   for (const std::string& glob : globs) {
     bool matched = false;
