@@ -22,9 +22,7 @@ SimResult RunAmp(const Graph& g, const SimOptions& opt) {
 }
 
 SimOptions Amp(const std::string& profile) {
-  SimOptions opt;
-  opt.profile = profile;
-  opt.optimizer = "sgd";
+  SimOptions opt = testing::Opts(profile, "sgd");
   opt.amp = "bf16";
   return opt;
 }

@@ -68,9 +68,7 @@ TEST(AutocastListsTest, CastsAreMadeLastArgumentFirstAndSkipIneligibleInputs) {
 }
 
 SimOptions MlpAmp(const std::string& profile) {
-  SimOptions opt;
-  opt.profile = profile;
-  opt.optimizer = "sgd";
+  SimOptions opt = testing::Opts(profile, "sgd");
   opt.amp = "bf16";
   return opt;
 }
