@@ -65,7 +65,7 @@ void CachingAllocator::DeleteBlock(BlockId b) {
 void CachingAllocator::InsertFree(BlockId b) {
   Pool& pool = PoolOf(blocks_[b].pool);
   blocks_[b].gc_base = pool.get_free_calls;
-  pool.blocks.insert(FreeKey(b));
+  pool.blocks.Insert(blocks_[b].stream, FreeKey(b), b);
 }
 
 bool CachingAllocator::GcEnabled() const {
@@ -92,7 +92,8 @@ BlockId CachingAllocator::Malloc(int64_t bytes, StreamId stream) {
   const int64_t alloc_size = SegmentSizeFor(size, cfg_);
 
   BlockId b = GetFreeBlock(pk, stream, size);
-  if (b == kNil) {
+  const bool cached = b != kNil;
+  if (!cached) {
     if (GcEnabled()) GarbageCollect();
     // The ladder as one short-circuit chain: new segment, release oversize cached blocks and
     // retry, release the whole cache and retry (counted), else OOM.
@@ -107,16 +108,19 @@ BlockId CachingAllocator::Malloc(int64_t bytes, StreamId stream) {
     }
   }
   hint_.reset();
-  return AllocFoundBlock(b, size, bytes);
+  return AllocFoundBlock(b, size, bytes, cached);
 }
 
 BlockId CachingAllocator::GetFreeBlock(PoolKind pk, StreamId stream, int64_t size) {
-  // See Note [Best fit].
+  // See Note [Best fit]. The block found stays in the free set (AllocFoundBlock takes it out).
   Pool& pool = PoolOf(pk);
   if (GcEnabled()) ++pool.get_free_calls;
-  auto it = pool.blocks.lower_bound(Key{stream, size, 0, 0});
-  if (it == pool.blocks.end() || it->stream != stream) return kNil;
-  if (blocks_[it->id].expandable) {
+  const FreeSet::Lane* lane = pool.blocks.Find(stream);
+  if (lane == nullptr) return kNil;
+  const size_t n = lane->size();
+  size_t i = lane->LowerBound(FreeSet::KeyOf(size, 0));
+  if (i == n) return kNil;
+  if (blocks_[lane->ids[i]].expandable) {
     if (cfg_.expandable_segments) {
       // R11.3: a block that can grow into the unmapped tail counts as that big.
       auto xsize = [&](BlockId id) {
@@ -124,25 +128,20 @@ BlockId CachingAllocator::GetFreeBlock(PoolKind pk, StreamId stream, int64_t siz
         return blk.size +
                (blk.next != kNil && !blocks_[blk.next].mapped ? blocks_[blk.next].size : 0);
       };
-      auto next = std::next(it);
-      while (blocks_[it->id].expandable && next != pool.blocks.end() && next->stream == stream &&
-             xsize(next->id) < xsize(it->id)) {
-        it = next++;
-      }
+      while (blocks_[lane->ids[i]].expandable && i + 1 < n && xsize(lane->ids[i + 1]) < xsize(lane->ids[i])) ++i;
     } else {
       do {
-        ++it;
-      } while (it != pool.blocks.end() && blocks_[it->id].expandable && it->stream == stream);
-      if (it == pool.blocks.end() || it->stream != stream) return kNil;
+        ++i;
+      } while (i < n && blocks_[lane->ids[i]].expandable);
+      if (i == n) return kNil;
     }
   }
-  const int64_t candidate = blocks_[it->id].size;
+  const BlockId b = lane->ids[i];
+  const int64_t candidate = blocks_[b].size;
   // R5.2 / R5.3, see Note [Oversize blocks].
   if (size < cfg_.max_split_size && candidate >= cfg_.max_split_size) return kNil;
   if (size >= cfg_.max_split_size && candidate >= size + cfg_.max_non_split_rounding_size)
     return kNil;
-  BlockId b = it->id;
-  pool.blocks.erase(it);
   return b;
 }
 
@@ -202,12 +201,13 @@ bool CachingAllocator::ShouldSplit(const Block& b, int64_t size) const {
   return size < cfg_.max_split_size && remaining > kSmallSize;
 }
 
-BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested) {
+BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested, bool in_free_set) {
   const PoolKind pk = blocks_[b].pool;
   const bool already_split = IsSplit(b);
   const bool expandable = blocks_[b].expandable;
   if (ShouldSplit(blocks_[b], rounded)) {
     const BlockId remaining = b;
+    const FreeSet::Key old_key = FreeKey(b);
     const BlockId front = NewBlock();
     Block& rem = blocks_[remaining];
     Block& blk = blocks_[front];
@@ -219,7 +219,14 @@ BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t re
     rem.prev = front;
     rem.addr += static_cast<uint64_t>(rounded);
     rem.size -= rounded;
-    InsertFree(remaining);
+    if (in_free_set) {
+      // The remainder keeps the block's id: move its entry instead of erasing and inserting.
+      Pool& pool = PoolOf(pk);
+      rem.gc_base = pool.get_free_calls;
+      pool.blocks.Replace(rem.stream, old_key, FreeKey(remaining), remaining);
+    } else {
+      InsertFree(remaining);
+    }
     if (!expandable) {
       if (already_split) {
         stats_.inactive_split_bytes.Decrease(pk, rounded);
@@ -229,9 +236,12 @@ BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t re
       }
     }
     b = front;
-  } else if (already_split && !expandable) {
-    stats_.inactive_split.Decrease(pk, 1);
-    stats_.inactive_split_bytes.Decrease(pk, blocks_[b].size);
+  } else {
+    if (in_free_set) EraseFree(b);
+    if (already_split && !expandable) {
+      stats_.inactive_split.Decrease(pk, 1);
+      stats_.inactive_split_bytes.Decrease(pk, blocks_[b].size);
+    }
   }
   Block& blk = blocks_[b];
   blk.allocated = true;
@@ -269,14 +279,21 @@ void CachingAllocator::FreeBlock(BlockId b) {
   int64_t net_count = 0;
   int64_t net_bytes = 0;
   const BlockId candidates[2] = {blocks_[b].prev, blocks_[b].next};
+  std::optional<FreeSet::Key> kept;  // a merged neighbour's entry, reused for b
   for (BlockId c : candidates) {
-    const int64_t subsumed = TryMerge(b, c);
+    const int64_t subsumed = TryMerge(b, c, &kept);
     if (subsumed > 0) {
       net_count -= 1;
       net_bytes -= subsumed;
     }
   }
-  InsertFree(b);
+  if (kept) {
+    Pool& pool = PoolOf(pk);
+    blocks_[b].gc_base = pool.get_free_calls;
+    pool.blocks.Replace(blocks_[b].stream, *kept, FreeKey(b), b);
+  } else {
+    InsertFree(b);
+  }
   if (IsSplit(b)) {
     net_count += 1;
     net_bytes += blocks_[b].size;
@@ -293,7 +310,7 @@ void CachingAllocator::FreeBlock(BlockId b) {
   if (original_size >= cfg_.max_split_size) stats_.oversize_allocations.Decrease(1);
 }
 
-int64_t CachingAllocator::TryMerge(BlockId dst, BlockId src) {
+int64_t CachingAllocator::TryMerge(BlockId dst, BlockId src, std::optional<FreeSet::Key>* kept) {
   if (src == kNil) return 0;
   Block& s = blocks_[src];
   Block& d = blocks_[dst];
@@ -307,11 +324,12 @@ int64_t CachingAllocator::TryMerge(BlockId dst, BlockId src) {
     if (d.next != kNil) blocks_[d.next].prev = dst;
   }
   const int64_t subsumed = s.size;
+  const FreeSet::Key src_key = s.mapped ? FreeKey(src) : UnmappedKey(src);
   Pool& pool = PoolOf(s.pool);
-  if (s.mapped) {
-    EraseKey(pool.blocks, FreeKey(src));
+  if (s.mapped && kept != nullptr && !*kept) {
+    *kept = src_key;  // the caller moves this entry to dst's merged key
   } else {
-    EraseKey(pool.unmapped, UnmappedKey(src));
+    (s.mapped ? pool.blocks : pool.unmapped).Erase(s.stream, src_key);
   }
   d.size += subsumed;
   DeleteBlock(src);
@@ -334,12 +352,12 @@ void CachingAllocator::GarbageCollect() {
   };
   double total_age = 0.0;
   int64_t freeable = 0;
-  for (const Key& k : pool.blocks) {
-    if (!IsSplit(k.id) && !blocks_[k.id].expandable) {
-      total_age += age(k.id);
+  pool.blocks.ForEach([&](BlockId b) {
+    if (!IsSplit(b) && !blocks_[b].expandable) {
+      total_age += age(b);
       ++freeable;
     }
-  }
+  });
   if (freeable == 0) return;
   int64_t reclaimed = 0;
   bool freed = true;
@@ -349,8 +367,9 @@ void CachingAllocator::GarbageCollect() {
     // One pass in set order; releasing a whole segment changes no other block, so the blocks
     // to release can be chosen first.
     old.clear();
-    for (const Key& k : pool.blocks)
-      if (!IsSplit(k.id) && !blocks_[k.id].expandable && age(k.id) >= age_threshold) old.push_back(k.id);
+    pool.blocks.ForEach([&](BlockId b) {
+      if (!IsSplit(b) && !blocks_[b].expandable && age(b) >= age_threshold) old.push_back(b);
+    });
     freed = !old.empty();
     for (BlockId b : old) {
       reclaimed += blocks_[b].size;
@@ -366,27 +385,26 @@ bool CachingAllocator::ReleaseAvailableCachedBlocks(PoolKind pk, StreamId stream
   if (cfg_.max_split_size == kUnlimitedSplitSize) return false;
   Pool& pool = PoolOf(pk);
   const int64_t key_size = std::max(size, cfg_.max_split_size);
-  auto it = pool.blocks.lower_bound(Key{stream, key_size, 0, 0});
-  if (it == pool.blocks.end() || it->stream != stream || blocks_[it->id].expandable) {
-    // No single block is big enough: free oversize blocks from the largest down.
-    if (it == pool.blocks.begin()) return false;
+  const FreeSet::Lane* lane = pool.blocks.Find(stream);
+  if (lane == nullptr) return false;
+  size_t i = lane->LowerBound(FreeSet::KeyOf(key_size, 0));
+  if (i == lane->size() || blocks_[lane->ids[i]].expandable) {
+    // No single block is big enough: free oversize blocks from the largest down. Releasing the
+    // block at position j leaves the positions below j in place.
     int64_t released = 0;
-    --it;
-    while (released < key_size && it->size >= cfg_.max_split_size && it->stream == stream) {
-      auto cur = it;
-      const bool is_first = cur == pool.blocks.begin();
-      if (!is_first) --it;
-      const BlockId b = cur->id;
+    while (i > 0 && released < key_size) {
+      const BlockId b = lane->ids[--i];
+      if (blocks_[b].size < cfg_.max_split_size) break;
       if (!blocks_[b].expandable && !IsSplit(b)) {
         released += blocks_[b].size;
         ReleaseBlock(b);
       }
-      if (is_first) break;
     }
     return released >= key_size;
   }
-  if (IsSplit(it->id)) return false;  // cannot happen with PyTorch's rules; be safe
-  ReleaseBlock(it->id);
+  const BlockId b = lane->ids[i];
+  if (IsSplit(b)) return false;  // cannot happen with PyTorch's rules; be safe
+  ReleaseBlock(b);
   return true;
 }
 
@@ -395,7 +413,7 @@ void CachingAllocator::ReleaseBlock(BlockId b) {
   Block& blk = blocks_[b];
   MEMSIM_CHECK(!blk.allocated && !IsSplit(b) && !blk.expandable);
   Pool& pool = PoolOf(blk.pool);
-  EraseKey(pool.blocks, FreeKey(b));
+  pool.blocks.Erase(blk.stream, FreeKey(b));
   Segment& seg = segments_[blk.segment];
   seg.live = false;
   stats_.segment.Decrease(blk.pool, 1);
@@ -409,13 +427,13 @@ void CachingAllocator::ReleasePool(PoolKind pk) {
   Pool& pool = PoolOf(pk);
   std::vector<BlockId> to_unmap;
   std::vector<BlockId> to_free;
-  for (const Key& k : pool.blocks) {
-    if (blocks_[k.id].expandable) {
-      to_unmap.push_back(k.id);
-    } else if (!IsSplit(k.id)) {
-      to_free.push_back(k.id);
+  pool.blocks.ForEach([&](BlockId b) {
+    if (blocks_[b].expandable) {
+      to_unmap.push_back(b);
+    } else if (!IsSplit(b)) {
+      to_free.push_back(b);
     }
-  }
+  });
   for (BlockId b : to_free) ReleaseBlock(b);
   for (BlockId b : to_unmap) {
     UnmapBlock(b);
@@ -477,13 +495,9 @@ void CachingAllocator::RecordOom(int64_t requested, int64_t rounded, int64_t all
 int64_t CachingAllocator::LargestFreeBlock() const {
   int64_t best = 0;
   for (const Pool& p : pools_) {
-    // Ordered by (stream, size, address): the last block of each stream is its largest.
-    auto it = p.blocks.end();
-    while (it != p.blocks.begin()) {
-      --it;
-      best = std::max(best, it->size);
-      it = std::lower_bound(p.blocks.begin(), it, Key{it->stream, INT64_MIN, 0, 0});
-    }
+    // Each lane is ordered by (size, address): its last block is its largest.
+    for (const FreeSet::Lane& l : p.blocks.lanes())
+      if (l.size() > 0) best = std::max(best, FreeSet::SizeOf(l.keys.back()));
   }
   return best;
 }
@@ -616,8 +630,8 @@ Status CachingAllocator::CheckInvariants() const {
     }
     const Pool& pool = pools_[static_cast<int>(blk.pool)];
     if (!blk.allocated) {
-      const bool in = blk.mapped ? pool.blocks.count(FreeKey(b)) == 1
-                                 : pool.unmapped.count(UnmappedKey(b)) == 1;
+      const bool in = blk.mapped ? pool.blocks.Contains(blk.stream, FreeKey(b))
+                                 : pool.unmapped.Contains(blk.stream, UnmappedKey(b));
       if (!in)
         return Status::Internal("free block missing from its set at " + std::to_string(blk.addr));
       if (blk.mapped) ++free_count;

@@ -22,6 +22,7 @@
 #include "lib/util/status.h"
 #include "sim/allocator/alloc_config.h"
 #include "sim/allocator/allocator_stats.h"
+#include "sim/allocator/free_set.h"
 
 namespace memsim {
 
@@ -154,76 +155,17 @@ class CachingAllocator {
     bool expandable = false;
     bool live = true;
   };
-  struct Key {
-    StreamId stream;
-    int64_t size;  // 0 in the unmapped set, which is ordered by (stream, address)
-    uint64_t addr;
-    BlockId id;
-    bool operator<(const Key& o) const {
-      if (stream != o.stream) return stream < o.stream;
-      return SizeAddr() < o.SizeAddr();  // one branch-free 128-bit compare
-    }
-    // Sizes in a free set are >= 0 (INT64_MIN only in a search key, mapped to 0).
-    unsigned __int128 SizeAddr() const {
-      return static_cast<unsigned __int128>(static_cast<uint64_t>(std::max<int64_t>(size, 0))) << 64 | addr;
-    }
-  };
-  // The free sets as sorted vectors: they hold tens of blocks (17 on average, 83 at most over a
-  // ResNet-50 step), where a binary search and a short move beat a tree's pointer chasing and
-  // node allocation. Iterators are invalidated by insert and by erase at or before them.
-  class KeySet {
-   public:
-    using iterator = std::vector<Key>::iterator;
-    using const_iterator = std::vector<Key>::const_iterator;
-    iterator begin() { return v_.begin(); }
-    iterator end() { return v_.end(); }
-    const_iterator begin() const { return v_.begin(); }
-    const_iterator end() const { return v_.end(); }
-    size_t size() const { return v_.size(); }
-    bool empty() const { return v_.empty(); }
-    // Branch-free binary search (a conditional move per halving, no mispredicted jumps).
-    iterator lower_bound(const Key& k) {
-      const Key* base = v_.data();
-      size_t n = v_.size();
-      while (n > 1) {
-        const size_t half = n / 2;
-        base = base[half - 1] < k ? base + half : base;
-        n -= half;
-      }
-      return v_.begin() + ((base - v_.data()) + (n == 1 && *base < k ? 1 : 0));
-    }
-    iterator find(const Key& k) {
-      auto it = lower_bound(k);
-      return it != v_.end() && !(k < *it) ? it : v_.end();
-    }
-    size_t count(const Key& k) const {
-      auto it = std::lower_bound(v_.begin(), v_.end(), k);
-      return it != v_.end() && !(k < *it) ? 1 : 0;
-    }
-    void insert(const Key& k) {
-      auto it = lower_bound(k);
-      if (it == v_.end() || k < *it) v_.insert(it, k);
-    }
-    iterator erase(iterator it) { return v_.erase(it); }
-
-   private:
-    std::vector<Key> v_;
-  };
   struct Pool {
-    KeySet blocks;    // free mapped blocks by (stream, size, address)
-    KeySet unmapped;  // unmapped expandable blocks by (stream, address)
+    FreeSet blocks;    // free mapped blocks by (stream, size, address)
+    FreeSet unmapped;  // unmapped expandable blocks by (stream, address)
     uint64_t get_free_calls = 0;
   };
 
   Pool& PoolOf(PoolKind k) { return pools_[static_cast<int>(k)]; }
-  // find + erase(iterator): one tree walk instead of erase(key)'s equal_range.
-  static void EraseKey(KeySet& set, const Key& key) {
-    auto it = set.find(key);
-    MEMSIM_CHECK(it != set.end());
-    set.erase(it);
-  }
-  Key FreeKey(BlockId b) const { return {blocks_[b].stream, blocks_[b].size, blocks_[b].addr, b}; }
-  Key UnmappedKey(BlockId b) const { return {blocks_[b].stream, 0, blocks_[b].addr, b}; }
+  FreeSet::Key FreeKey(BlockId b) const { return FreeSet::KeyOf(blocks_[b].size, blocks_[b].addr); }
+  FreeSet::Key UnmappedKey(BlockId b) const { return FreeSet::KeyOf(0, blocks_[b].addr); }
+  void EraseFree(BlockId b) { PoolOf(blocks_[b].pool).blocks.Erase(blocks_[b].stream, FreeKey(b)); }
+  void EraseUnmapped(BlockId b) { PoolOf(blocks_[b].pool).unmapped.Erase(blocks_[b].stream, UnmappedKey(b)); }
   bool IsSplit(BlockId b) const { return blocks_[b].prev != kNil || blocks_[b].next != kNil; }
   BlockId NewBlock();
   void DeleteBlock(BlockId b);
@@ -233,10 +175,10 @@ class CachingAllocator {
   int64_t AllowedMaximum() const;
   BlockId GetFreeBlock(PoolKind pk, StreamId stream, int64_t size);
   BlockId AllocBlock(PoolKind pk, StreamId stream, int64_t size, int64_t alloc_size, bool retry);
-  BlockId AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested);
+  BlockId AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested, bool in_free_set);
   bool ShouldSplit(const Block& b, int64_t size) const;
   void FreeBlock(BlockId b);
-  int64_t TryMerge(BlockId dst, BlockId src);
+  int64_t TryMerge(BlockId dst, BlockId src, std::optional<FreeSet::Key>* kept = nullptr);
   void GarbageCollect();
   bool ReleaseAvailableCachedBlocks(PoolKind pk, StreamId stream, int64_t size);
   void ReleaseCachedBlocks();

@@ -15,9 +15,9 @@ BlockId CachingAllocator::FindExpandableBlock(PoolKind pk, StreamId stream, int6
     }
     return bytes >= size;
   };
-  for (auto it = pool.unmapped.lower_bound(Key{stream, 0, 0, 0});
-       it != pool.unmapped.end() && it->stream == stream; ++it) {
-    BlockId c = it->id;
+  const FreeSet::Lane* lane = pool.unmapped.Find(stream);
+  for (size_t i = 0; lane != nullptr && i < lane->size(); ++i) {
+    BlockId c = lane->ids[i];
     // The lowest-address unmapped block, or the free block right before it.
     if (Allocatable(blocks_[c].prev)) c = blocks_[c].prev;
     if (has_space(c)) return c;
@@ -46,7 +46,7 @@ BlockId CachingAllocator::FindExpandableBlock(PoolKind pk, StreamId stream, int6
   blk.segment = static_cast<uint32_t>(segments_.size() - 1);
   blk.mapped = false;
   blk.expandable = true;
-  pool.unmapped.insert(UnmappedKey(b));
+  pool.unmapped.Insert(stream, UnmappedKey(b), b);
   return b;
 }
 
@@ -62,7 +62,7 @@ bool CachingAllocator::MapBlock(BlockId b, int64_t size) {
     return false;  // the physical pages cannot be created
   const PoolKind pk = blocks_[b].pool;
   Pool& pool = PoolOf(pk);
-  EraseKey(pool.unmapped, UnmappedKey(b));
+  EraseUnmapped(b);
   blocks_[b].mapped = true;
   if (mapped < blocks_[b].size) {
     // b -> remaining (still unmapped) -> b.next
@@ -79,7 +79,7 @@ bool CachingAllocator::MapBlock(BlockId b, int64_t size) {
     if (rem.next != kNil) blocks_[rem.next].prev = r;
     blk.next = r;
     blk.size = mapped;
-    pool.unmapped.insert(UnmappedKey(r));
+    pool.unmapped.Insert(rem.stream, UnmappedKey(r), r);
   }
   TryMerge(b, blocks_[b].prev);
   TryMerge(b, blocks_[b].next);
@@ -102,7 +102,7 @@ BlockId CachingAllocator::TryAllocateExpandable(PoolKind pk, StreamId stream, in
     if (!MapBlock(next, std::min(remaining, blocks_[next].size))) return kNil;
     c = next;  // the mapped block absorbed c
   }
-  EraseKey(PoolOf(pk).blocks, FreeKey(c));
+  EraseFree(c);
   return c;
 }
 
@@ -115,7 +115,7 @@ void CachingAllocator::UnmapBlock(BlockId b) {
   if (begin >= end) return;  // no whole page inside
   const PoolKind pk = blocks_[b].pool;
   Pool& pool = PoolOf(pk);
-  EraseKey(pool.blocks, FreeKey(b));
+  EraseFree(b);
   const uint64_t ustart = seg.addr + begin * page;
   const int64_t usize = static_cast<int64_t>((end - begin) * page);
   const int64_t before = static_cast<int64_t>(ustart - blocks_[b].addr);
@@ -155,7 +155,7 @@ void CachingAllocator::UnmapBlock(BlockId b) {
   blk.mapped = false;
   TryMerge(b, blocks_[b].prev);
   TryMerge(b, blocks_[b].next);
-  pool.unmapped.insert(UnmappedKey(b));
+  pool.unmapped.Insert(blk.stream, UnmappedKey(b), b);
   stats_.reserved_bytes.Decrease(pk, usize);
   ++stats_.num_device_free;
 }
@@ -164,7 +164,7 @@ void CachingAllocator::ReleaseExpandableSegment(BlockId b) {
   // The whole virtual range is unmapped: give it back.
   Segment& seg = segments_[blocks_[b].segment];
   MEMSIM_CHECK(blocks_[b].size == seg.size && !blocks_[b].mapped);
-  EraseKey(PoolOf(blocks_[b].pool).unmapped, UnmappedKey(b));
+  EraseUnmapped(b);
   seg.live = false;
   DeleteBlock(b);
 }
