@@ -208,14 +208,6 @@ class Parser {
 
 }  // namespace
 
-int64_t AllocatorConfig::DivisionsFor(int64_t size) const {
-  // See Note [Caching allocator rounding]: intervals start at 1 MiB (log2 = 20).
-  int log_size = size > 0 ? Log2Floor(static_cast<uint64_t>(size)) : 0;
-  int index = log_size > 20 ? log_size - 20 : 0;
-  if (index > kRoundupIntervals - 1) index = kRoundupIntervals - 1;
-  return roundup_power2_divisions[index];
-}
-
 std::string AllocatorConfig::ToString() const {
   std::ostringstream out;
   const char* sep = "";

@@ -5,7 +5,9 @@
 #ifndef MEMSIM_SIM_ALLOCATOR_ALLOC_CONFIG_H_
 #define MEMSIM_SIM_ALLOCATOR_ALLOC_CONFIG_H_
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -48,7 +50,12 @@ struct AllocatorConfig {
   int64_t pinned_num_register_threads = 1;     ///< accepted, no effect
 
   /// Division count that applies to a request of |size| bytes.
-  int64_t DivisionsFor(int64_t size) const;
+  int64_t DivisionsFor(int64_t size) const {
+    // See Note [Caching allocator rounding]: intervals start at 1 MiB (log2 = 20). Inline: the
+    // allocator rounds every request.
+    const int log_size = size > 0 ? 63 - std::countl_zero(static_cast<uint64_t>(size)) : 0;
+    return roundup_power2_divisions[std::min(log_size > 20 ? log_size - 20 : 0, kRoundupIntervals - 1)];
+  }
   /// The canonical PYTORCH_CUDA_ALLOC_CONF string for this config ("" for the defaults).
   std::string ToString() const;
 };

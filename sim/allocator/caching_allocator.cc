@@ -43,6 +43,8 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config, const DeviceOp
       va_cursor_(kExpandableBase) {
   pools_.resize(2);
   blocks_.reserve(1024);
+  gc_enabled_ = cfg_.garbage_collection_threshold > 0.0 && cfg_.per_process_memory_fraction < 1.0 &&
+                dev_.capacity_bytes > 0;
 }
 
 BlockId CachingAllocator::NewBlock() {
@@ -68,10 +70,6 @@ void CachingAllocator::InsertFree(BlockId b) {
   pool.blocks.Insert(blocks_[b].stream, FreeKey(b), b);
 }
 
-bool CachingAllocator::GcEnabled() const {
-  return cfg_.garbage_collection_threshold > 0.0 && cfg_.per_process_memory_fraction < 1.0 &&
-         dev_.capacity_bytes > 0;
-}
 
 int64_t CachingAllocator::AllowedMaximum() const {
   if (dev_.capacity_bytes <= 0) return INT64_MAX;
@@ -91,9 +89,10 @@ BlockId CachingAllocator::Malloc(int64_t bytes, StreamId stream) {
   const PoolKind pk = size <= kSmallSize ? PoolKind::kSmall : PoolKind::kLarge;
   const int64_t alloc_size = SegmentSizeFor(size, cfg_);
 
-  BlockId b = GetFreeBlock(pk, stream, size);
-  const bool cached = b != kNil;
-  if (!cached) {
+  const Found found = GetFreeBlock(pk, stream, size);
+  BlockId b = found.block;
+  const size_t position = b != kNil ? found.position : kNotCached;
+  if (b == kNil) {
     if (GcEnabled()) GarbageCollect();
     // The ladder as one short-circuit chain: new segment, release oversize cached blocks and
     // retry, release the whole cache and retry (counted), else OOM.
@@ -108,18 +107,18 @@ BlockId CachingAllocator::Malloc(int64_t bytes, StreamId stream) {
     }
   }
   hint_.reset();
-  return AllocFoundBlock(b, size, bytes, cached);
+  return AllocFoundBlock(b, size, bytes, position);
 }
 
-BlockId CachingAllocator::GetFreeBlock(PoolKind pk, StreamId stream, int64_t size) {
+CachingAllocator::Found CachingAllocator::GetFreeBlock(PoolKind pk, StreamId stream, int64_t size) {
   // See Note [Best fit]. The block found stays in the free set (AllocFoundBlock takes it out).
   Pool& pool = PoolOf(pk);
   if (GcEnabled()) ++pool.get_free_calls;
   const FreeSet::Lane* lane = pool.blocks.Find(stream);
-  if (lane == nullptr) return kNil;
+  if (lane == nullptr) return {};
   const size_t n = lane->size();
   size_t i = lane->LowerBound(FreeSet::KeyOf(size, 0));
-  if (i == n) return kNil;
+  if (i == n) return {};
   if (blocks_[lane->ids[i]].expandable) {
     if (cfg_.expandable_segments) {
       // R11.3: a block that can grow into the unmapped tail counts as that big.
@@ -133,16 +132,16 @@ BlockId CachingAllocator::GetFreeBlock(PoolKind pk, StreamId stream, int64_t siz
       do {
         ++i;
       } while (i < n && blocks_[lane->ids[i]].expandable);
-      if (i == n) return kNil;
+      if (i == n) return {};
     }
   }
   const BlockId b = lane->ids[i];
   const int64_t candidate = blocks_[b].size;
   // R5.2 / R5.3, see Note [Oversize blocks].
-  if (size < cfg_.max_split_size && candidate >= cfg_.max_split_size) return kNil;
+  if (size < cfg_.max_split_size && candidate >= cfg_.max_split_size) return {};
   if (size >= cfg_.max_split_size && candidate >= size + cfg_.max_non_split_rounding_size)
-    return kNil;
-  return b;
+    return {};
+  return {b, i};
 }
 
 uint64_t CachingAllocator::FreshSegmentAddress(int64_t size) {
@@ -201,13 +200,13 @@ bool CachingAllocator::ShouldSplit(const Block& b, int64_t size) const {
   return size < cfg_.max_split_size && remaining > kSmallSize;
 }
 
-BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested, bool in_free_set) {
+BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested, size_t free_position) {
+  const bool in_free_set = free_position != kNotCached;
   const PoolKind pk = blocks_[b].pool;
   const bool already_split = IsSplit(b);
   const bool expandable = blocks_[b].expandable;
   if (ShouldSplit(blocks_[b], rounded)) {
     const BlockId remaining = b;
-    const FreeSet::Key old_key = FreeKey(b);
     const BlockId front = NewBlock();
     Block& rem = blocks_[remaining];
     Block& blk = blocks_[front];
@@ -223,7 +222,7 @@ BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t re
       // The remainder keeps the block's id: move its entry instead of erasing and inserting.
       Pool& pool = PoolOf(pk);
       rem.gc_base = pool.get_free_calls;
-      pool.blocks.Replace(rem.stream, old_key, FreeKey(remaining), remaining);
+      pool.blocks.Find(rem.stream)->ReplaceAt(free_position, FreeKey(remaining), remaining);
     } else {
       InsertFree(remaining);
     }
@@ -237,7 +236,7 @@ BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t re
     }
     b = front;
   } else {
-    if (in_free_set) EraseFree(b);
+    if (in_free_set) PoolOf(pk).blocks.Find(blocks_[b].stream)->EraseAt(free_position);
     if (already_split && !expandable) {
       stats_.inactive_split.Decrease(pk, 1);
       stats_.inactive_split_bytes.Decrease(pk, blocks_[b].size);

@@ -171,11 +171,18 @@ class CachingAllocator {
   void DeleteBlock(BlockId b);
   void InsertFree(BlockId b);
 
-  bool GcEnabled() const;
+  bool GcEnabled() const { return gc_enabled_; }
   int64_t AllowedMaximum() const;
-  BlockId GetFreeBlock(PoolKind pk, StreamId stream, int64_t size);
+  // A cached block for a request and its position in its stream's lane of the free set.
+  struct Found {
+    BlockId block = kNil;
+    size_t position = 0;
+  };
+  static constexpr size_t kNotCached = SIZE_MAX;
+  Found GetFreeBlock(PoolKind pk, StreamId stream, int64_t size);
   BlockId AllocBlock(PoolKind pk, StreamId stream, int64_t size, int64_t alloc_size, bool retry);
-  BlockId AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested, bool in_free_set);
+  // |free_position|: b's position in its lane of the free set, or kNotCached (a new block).
+  BlockId AllocFoundBlock(BlockId b, int64_t rounded, int64_t requested, size_t free_position);
   bool ShouldSplit(const Block& b, int64_t size) const;
   void FreeBlock(BlockId b);
   int64_t TryMerge(BlockId dst, BlockId src, std::optional<FreeSet::Key>* kept = nullptr);
@@ -211,6 +218,7 @@ class CachingAllocator {
   uint64_t low_cursor_;   // next address for kDecreasing (segments end here)
   uint64_t high_cursor_;  // next address for kIncreasing
   uint64_t va_cursor_;    // expandable virtual ranges
+  bool gc_enabled_ = false;  // garbage collection configured (fixed at construction)
   int64_t last_device_bytes_ = 0;
   int64_t rounding_waste_ = 0;
   int64_t unsplit_waste_ = 0;

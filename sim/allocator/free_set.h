@@ -41,10 +41,11 @@ class FreeSet {
       if (n == 0) return 0;
       while (n > 1) {
         const size_t half = n / 2;
-        base = base[half - 1] < k ? base + half : base;
+        // Arithmetic, not a ternary: GCC compiles a 128-bit compare in a ternary to a jump.
+        base += static_cast<size_t>(base[half - 1] < k) * half;
         n -= half;
       }
-      return static_cast<size_t>(base - keys.data()) + (*base < k ? 1 : 0);
+      return static_cast<size_t>(base - keys.data()) + static_cast<size_t>(*base < k);
     }
     /// Position of exactly |k| (checked: the key must be present).
     size_t PositionOf(Key k) const {
