@@ -87,12 +87,12 @@ BlockId CachingAllocator::Malloc(int64_t bytes, StreamId stream) {
   last_device_bytes_ = 0;
   const int64_t size = RoundSize(bytes, cfg_);
   const PoolKind pk = size <= kSmallSize ? PoolKind::kSmall : PoolKind::kLarge;
-  const int64_t alloc_size = SegmentSizeFor(size, cfg_);
 
   const Found found = GetFreeBlock(pk, stream, size);
   BlockId b = found.block;
   const size_t position = b != kNil ? found.position : kNotCached;
   if (b == kNil) {
+    const int64_t alloc_size = SegmentSizeFor(size, cfg_);
     if (GcEnabled()) GarbageCollect();
     // The ladder as one short-circuit chain: new segment, release oversize cached blocks and
     // retry, release the whole cache and retry (counted), else OOM.
