@@ -7,6 +7,7 @@
 #include "lib/io/graph_json.h"
 #include "sim/allocator/simulate.h"
 #include "sim/compiled.h"
+#include "sim/fit.h"
 #include "sim/sweep.h"
 
 namespace memsim {

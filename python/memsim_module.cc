@@ -25,6 +25,7 @@
 #include "sim/report/sweep_report.h"
 #include "sim/report/timeline.h"
 #include "sim/report/timeline_table.h"
+#include "sim/fit.h"
 #include "sim/sweep.h"
 #include "tools/memsim/options.h"
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "lib/ir/module_paths.h"
+#include "sim/fit.h"
 #include "sim/ranks.h"
 
 namespace memsim {

@@ -48,6 +48,9 @@ struct CompiledStep {
 struct CompileOptions {
   std::vector<SymbolValues> vary;
   size_t configurations = 0;
+  /// false: the schedule gets no check runs, and whoever keeps an answer from it confirms it
+  /// with ConfirmScheduled (fit confirms the two values around its answer).
+  bool checked = true;
 };
 
 /// Validates and resolves everything of |c| that does not depend on the symbol values (an
@@ -80,6 +83,9 @@ Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c);
 std::optional<int64_t> ScheduledPeakLive(const CompiledStep& cs, const RunConfig& c);
 /// The bytes the allocator may reserve for |c|: its capacity less the device overhead (0: none).
 int64_t AllocatorCapacity(const CompiledStep& cs, const RunConfig& c);
+/// Whether EvaluateFigures(cs, c) is what the exact path gives: true when |c| does not take the
+/// size schedule, else one engine run at |c| compared with the schedule (SizeSchedule::Confirm).
+bool ConfirmScheduled(const CompiledStep& cs, const RunConfig& c);
 
 }  // namespace memsim
 

@@ -103,22 +103,33 @@ std::map<std::string, int64_t> FixedSymbols(const RunConfig& c, const SizeSchedu
   return fixed;
 }
 
+// The engine's event stream for |o| (buffer names off): one probe of a size schedule.
+Result<EventStream> ProbeStream(const Graph& g, const CompiledStep& cs, const SimOptions& o) {
+  MEMSIM_ASSIGN_OR_RETURN(Bindings b, BindingsOf(g, o));
+  MEMSIM_ASSIGN_OR_RETURN(BoundGraph bound, BindFor(g, cs.sim, b));
+  return SimulateEvents(g, cs.sim, bound, o);
+}
+
+// A schedule's probe: |base| with |symbols| at the point's values.
+SizeSchedule::Probe ProbeOf(const Graph& g, const CompiledStep& cs, const SimOptions& base,
+                            std::vector<std::string> symbols) {
+  return [&g, &cs, &base, symbols = std::move(symbols)](const std::vector<int64_t>& point) {
+    SimOptions o = base;
+    for (size_t k = 0; k < point.size(); ++k) o.symbols[symbols[k]] = point[k];
+    return ProbeStream(g, cs, o);
+  };
+}
+
 // Builds |cs|'s size schedule over |co.vary| when it pays (Note [Size schedule]).
 void BuildSchedule(const Graph& g, const RunConfig& c, const CompileOptions& co, CompiledStep* cs) {
-  const size_t runs = SizeSchedule::RunsNeeded(co.vary);
+  const size_t runs = SizeSchedule::RunsNeeded(co.vary, co.checked);
   if (runs == 0 || 2 * runs > co.configurations) {
     cs->no_schedule = co.vary.empty() ? "no symbol varies" : "fewer configurations than twice the probe runs";
     return;
   }
-  auto probe = [&](const std::vector<int64_t>& point) -> Result<EventStream> {
-    SimOptions o = c.sim;
-    for (size_t k = 0; k < point.size(); ++k) o.symbols[co.vary[k].symbol] = point[k];
-    MEMSIM_ASSIGN_OR_RETURN(Bindings b, BindingsOf(g, o));
-    MEMSIM_ASSIGN_OR_RETURN(BoundGraph bound, BindFor(g, cs->sim, b));
-    MEMSIM_ASSIGN_OR_RETURN(SimResult r, SimulatePlanned(g, cs->sim, std::move(bound), o, /*names=*/false));
-    return std::move(r.events);
-  };
-  auto sched = SizeSchedule::Build(co.vary, probe, runs, &cs->no_schedule);
+  std::vector<std::string> symbols;
+  for (const SymbolValues& v : co.vary) symbols.push_back(v.symbol);
+  auto sched = SizeSchedule::Build(co.vary, ProbeOf(g, *cs, c.sim, std::move(symbols)), runs, &cs->no_schedule, co.checked);
   if (!sched) return;
   cs->schedule = std::make_shared<const SizeSchedule>(std::move(*sched));
   cs->fixed_symbols = FixedSymbols(c, *cs->schedule);
@@ -226,6 +237,13 @@ std::optional<int64_t> ScheduledPeakLive(const CompiledStep& cs, const RunConfig
   ScheduledStream events(cs, c);
   if (!events.get()) return std::nullopt;
   return FindPeak(*events.get()).live_bytes;
+}
+
+bool ConfirmScheduled(const CompiledStep& cs, const RunConfig& c) {
+  if (!cs.schedule) return true;
+  std::optional<std::vector<int64_t>> point = PointOf(*cs.schedule, c);
+  if (!point || !cs.schedule->Covers(*point) || FixedSymbols(c, *cs.schedule) != cs.fixed_symbols) return true;
+  return cs.schedule->Confirm(*point, ProbeOf(*cs.graph, cs, c.sim, cs.schedule->symbols()));
 }
 
 int64_t AllocatorCapacity(const CompiledStep& cs, const RunConfig& c) {

@@ -94,7 +94,7 @@ bool SameOrder(const EventStream& a, const EventStream& b) {
   return true;
 }
 
-size_t SizeSchedule::RunsNeeded(const std::vector<SymbolValues>& vary) {
+size_t SizeSchedule::RunsNeeded(const std::vector<SymbolValues>& vary, bool checked) {
   if (vary.empty() || vary.size() > kMaxSymbols) return 0;
   std::vector<AxisPlan> plan;
   for (const SymbolValues& s : vary) {
@@ -102,6 +102,7 @@ size_t SizeSchedule::RunsNeeded(const std::vector<SymbolValues>& vary) {
     plan.push_back(PlanAxis(s));
   }
   auto [grid, checks] = Points(plan);
+  if (!checked) return grid.size();
   size_t runs = grid.size() + checks.size();
   for (const AxisPlan& a : plan) runs += a.low.size();
   return runs;
@@ -114,8 +115,8 @@ size_t SizeSchedule::BasisSize() const {
 }
 
 std::optional<SizeSchedule> SizeSchedule::Build(const std::vector<SymbolValues>& vary, const Probe& probe,
-                                                size_t max_runs, std::string* why) {
-  const size_t needed = RunsNeeded(vary);
+                                                size_t max_runs, std::string* why, bool checked) {
+  const size_t needed = RunsNeeded(vary, checked);
   if (needed == 0 || needed > max_runs) {
     *why = needed == 0 ? "no symbol to vary, or more than 3" : "more probe runs than configurations to evaluate";
     return std::nullopt;
@@ -149,6 +150,11 @@ std::optional<SizeSchedule> SizeSchedule::Build(const std::vector<SymbolValues>&
     y.back().push_back(got.host_bytes);
   }
   if (!s.SetTerms(std::move(y), why)) return std::nullopt;
+  if (!checked) {
+    s.checked_ = false;
+    for (size_t k = 0; k < plan.size(); ++k) s.axes_[k].hi = std::max(s.axes_[k].hi, Distinct(vary[k].values).back());
+    return s;
+  }
   // Below the window, axis by axis (the others at their start): the range reaches down to each
   // value that agrees, 1 then 0; one that does not takes the exact path.
   for (size_t k = 0; k < plan.size(); ++k)
@@ -208,8 +214,17 @@ bool SizeSchedule::SetTerms(std::vector<std::vector<int64_t>> y, std::string* wh
 }
 
 SizeSchedule::CheckResult SizeSchedule::Check(const std::vector<int64_t>& p, const Probe& probe, std::string* why) {
-  auto es = probe(p);
   ++runs_;
+  return Compare(p, probe, why);
+}
+
+bool SizeSchedule::Confirm(const std::vector<int64_t>& point, const Probe& probe) const {
+  std::string why;
+  return Compare(point, probe, &why) == CheckResult::kAgrees;
+}
+
+SizeSchedule::CheckResult SizeSchedule::Compare(const std::vector<int64_t>& p, const Probe& probe, std::string* why) const {
+  auto es = probe(p);
   if (!es.ok()) {
     *why = "a probe failed: " + std::string(es.status().message());
     return CheckResult::kRefused;

@@ -38,10 +38,13 @@ class SizeSchedule {
   /// nullopt with the reason in |why| when the order changes with the values, a size is not a
   /// polynomial of degree <= 3 in them, a probe fails, or more runs would be needed.
   static std::optional<SizeSchedule> Build(const std::vector<SymbolValues>& vary, const Probe& probe,
-                                           size_t max_runs, std::string* why);
+                                           size_t max_runs, std::string* why, bool checked = true);
+  // |checked| = false skips the check runs: the schedule then covers the probe window up to the
+  // largest value unverified, and its user must confirm every answer it keeps (Confirm; `fit`
+  // does, Note [Size schedule]).
 
   /// Probe runs the build needs for |vary| (0: no schedule can be built for it).
-  static size_t RunsNeeded(const std::vector<SymbolValues>& vary);
+  static size_t RunsNeeded(const std::vector<SymbolValues>& vary, bool checked = true);
 
   const std::vector<std::string>& symbols() const { return symbols_; }
   /// Whether |point| lies inside the ranges the schedule was checked on.
@@ -53,6 +56,10 @@ class SizeSchedule {
   const EventStream& order() const { return order_; }
   /// Engine runs the build made (probes and checks).
   size_t runs() const { return runs_; }
+  /// Whether the covered ranges were checked by engine runs (Build's |checked|).
+  bool checked() const { return checked_; }
+  /// One engine run at |point|: whether it gives exactly the schedule's order and sizes there.
+  bool Confirm(const std::vector<int64_t>& point, const Probe& probe) const;
 
  private:
   struct Axis {
@@ -64,6 +71,7 @@ class SizeSchedule {
   std::vector<Axis> axes_;
   EventStream order_;
   size_t runs_ = 0;
+  bool checked_ = true;
   // Per buffer, then the host bytes (index = buffers.size()): its non-zero forward differences,
   // terms [term_begin_[b], term_begin_[b + 1]) as (basis index, coefficient).
   std::vector<uint32_t> term_begin_;
@@ -76,6 +84,7 @@ class SizeSchedule {
   enum class CheckResult { kAgrees, kDiffers, kRefused };
   // One more engine run at |p|, compared with the schedule's sizes there.
   CheckResult Check(const std::vector<int64_t>& p, const Probe& probe, std::string* why);
+  CheckResult Compare(const std::vector<int64_t>& p, const Probe& probe, std::string* why) const;
   size_t BasisSize() const;
   bool Value(size_t b, const std::vector<__int128>& basis, int64_t* out) const;
   bool BasisAt(const std::vector<int64_t>& point, std::vector<__int128>* basis) const;

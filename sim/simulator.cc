@@ -222,6 +222,24 @@ Result<BoundGraph> BindFor(const Graph& g, const SimPlan& plan, const Bindings& 
   return BindGraph(g, b, plan.bind);
 }
 
+namespace {
+
+// The step configuration of |plan| for |opt| (nn.DataParallel: the whole batch is a
+// per-configuration value); |dp| holds it when it differs from the plan's.
+const StepConfig& StepFor(const SimPlan& plan, const SimOptions& opt, StepConfig* dp) {
+  if (!plan.step.setup.parallel.data_parallel) return plan.step;  // points at plan.profile
+  *dp = plan.step;
+  dp->setup.parallel.dp_total_batch = DataParallelTotal(opt);
+  return *dp;
+}
+
+}  // namespace
+
+Result<EventStream> SimulateEvents(const Graph& g, const SimPlan& plan, const BoundGraph& bound, const SimOptions& opt) {
+  StepConfig dp;
+  return SimulateStep(g, bound, StepFor(plan, opt, &dp), StepRecording{/*names=*/false, 0, 0});
+}
+
 Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGraph bound, const SimOptions& opt,
                                   bool names, size_t reserve_buffers, size_t reserve_events) {
   SimResult r;
@@ -229,13 +247,8 @@ Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGrap
   r.optimizer = plan.optimizer;
   r.frozen = plan.frozen;
   r.bound = std::move(bound);
-  const StepConfig* cfg = &plan.step;  // points at plan.profile, equal to r.profile
-  StepConfig dp;  // nn.DataParallel: the whole batch is a per-configuration value
-  if (plan.step.setup.parallel.data_parallel) {
-    dp = plan.step;
-    dp.setup.parallel.dp_total_batch = DataParallelTotal(opt);
-    cfg = &dp;
-  }
+  StepConfig dp;
+  const StepConfig* cfg = &StepFor(plan, opt, &dp);
   MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, *cfg, StepRecording{names, reserve_buffers, reserve_events}));
   r.peak = AnalyzePeak(r.events);
   if (plan.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, *cfg, r.peak.peak_event);

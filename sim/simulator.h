@@ -96,6 +96,8 @@ Result<BoundGraph> BindFor(const Graph& g, const SimPlan& plan, const Bindings& 
 Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGraph bound, const SimOptions& opt,
                                   bool names = true,
                                   size_t reserve_buffers = 0, size_t reserve_events = 0);
+/// Only the event stream of that step (no names, no peak analysis): a size schedule's probe.
+Result<EventStream> SimulateEvents(const Graph& g, const SimPlan& plan, const BoundGraph& bound, const SimOptions& opt);
 
 }  // namespace memsim
 

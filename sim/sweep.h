@@ -1,7 +1,7 @@
 // Sweeps: the cartesian product of configuration axes over one graph, simulated in parallel
 // with oneTBB through the run pipeline. The graph is parsed once and shared read-only; each
 // configuration writes its row at its own index, so the output is the same bytes whatever the
-// thread count. Also FitBatch: the largest batch that fits a device.
+// thread count. LargestRankRow: the row of the rank that needs the most. (fit: sim/fit.h.)
 #ifndef MEMSIM_SIM_SWEEP_H_
 #define MEMSIM_SIM_SWEEP_H_
 
@@ -113,22 +113,6 @@ struct SweepSlice {
 Status StreamSweep(const Graph& g, const SweepSpec& spec, size_t n, const SweepSlice& slice, int threads,
                    const std::function<Status(size_t index, const SweepRow& row)>& sink,
                    const std::function<void(size_t done)>& progress = {});
-
-struct FitResult {
-  std::string symbol = "batch";  ///< the symbol searched (fit --search)
-  int64_t max_batch = 0;         ///< the largest value of |symbol| that fits; 0: not even 1 fits
-  SweepRow at_max;               ///< the row for max_batch (if > 0)
-  SweepRow above;                ///< the row for max_batch + 1 (the first that does not fit)
-  int evaluated = 0;             ///< configurations simulated
-};
-
-/// Largest value of the symbol "batch" in [1, limit] for which |base| (with a capacity) does not
-/// run out of memory, assuming memory grows with the batch: doubling, then bisection.
-Result<FitResult> FitBatch(const Graph& g, const RunConfig& base, int64_t limit);
-/// The same search over any symbol of |g| (`fit --search seq`: the longest sequence that fits),
-/// the other symbols as |base| binds them. A value the graph cannot take (a sequence longer than
-/// a learned position table) ends the search like an out-of-memory, with its message.
-Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::string& symbol, int64_t limit);
 
 }  // namespace memsim
 

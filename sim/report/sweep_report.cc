@@ -198,6 +198,7 @@ nlohmann::ordered_json ToJson(const FitReport& r) {
   j["at_max"] = f.max_batch > 0 ? ToJson(f.at_max) : nlohmann::ordered_json();
   j["next"] = stopped ? ToJson(f.above) : nlohmann::ordered_json();
   j["evaluated"] = f.evaluated;
+  j["confirmed"] = f.confirmed;  // engine runs confirming the size schedule around the answer
   return j;
 }
 

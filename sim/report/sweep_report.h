@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/advise.h"
+#include "sim/fit.h"
 #include "sim/sweep.h"
 
 namespace memsim {

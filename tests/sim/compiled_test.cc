@@ -190,6 +190,32 @@ TEST(SizeScheduleTest, AValueTheGraphRefusesIsNotCovered) {
   }
 }
 
+// An unchecked schedule (fit's, Note [Fit search]) costs the probes only and covers up to the
+// largest value on trust; ConfirmScheduled finds where it is wrong (GPT-2 beyond 1024 positions).
+TEST(SizeScheduleTest, AnUncheckedScheduleIsConfirmedWhereItIsUsed) {
+  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/nanogpt_gpt2_small.json");
+  ASSERT_TRUE(g.ok());
+  RunConfig base;
+  base.sim.symbols["batch"] = 1;
+  base.alloc.compute_ideal = false;
+  auto cs = CompileStep(*g, base, CompileOptions{{SymbolValues{"seq", {8, 9, 10, 11, 1024, 4096}}}, 1000, /*checked=*/false});
+  ASSERT_TRUE(cs.ok());
+  ASSERT_TRUE((*cs)->schedule) << (*cs)->no_schedule;
+  EXPECT_FALSE((*cs)->schedule->checked());
+  EXPECT_EQ((*cs)->schedule->runs(), 4u) << "the probes only";
+  RunConfig c = base;
+  c.sim.symbols["seq"] = 1024;
+  EXPECT_TRUE(ConfirmScheduled(**cs, c));
+  auto f = EvaluateFigures(**cs, c);
+  ASSERT_TRUE(f.ok() && f->scheduled);
+  EXPECT_EQ(Figures(f), AloneFigures(*g, c));
+  c.sim.symbols["seq"] = 4096;
+  EXPECT_TRUE(EvaluateFigures(**cs, c)->scheduled) << "covered on trust";
+  EXPECT_FALSE(ConfirmScheduled(**cs, c)) << "the engine refuses 4096 positions";
+  c.sim.symbols["seq"] = 1;
+  EXPECT_TRUE(ConfirmScheduled(**cs, c)) << "below the window: the exact path, nothing to confirm";
+}
+
 TEST(SizeScheduleTest, FewConfigurationsAreNotWorthASchedule) {
   auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/mlp.json");
   ASSERT_TRUE(g.ok());

@@ -7,6 +7,7 @@
 
 #include "lib/io/graph_json.h"
 #include "sim/pipeline.h"
+#include "sim/fit.h"
 #include "sim/sweep.h"
 
 namespace memsim {

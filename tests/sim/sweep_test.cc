@@ -1,3 +1,4 @@
+#include "sim/fit.h"
 #include "sim/sweep.h"
 
 #include <gtest/gtest.h>
@@ -92,7 +93,8 @@ TEST(FitTest, FindsTheBoundary) {
   EXPECT_TRUE(RunOne(g, c).oom);
   c.sim.symbols["batch"] = fit->max_batch;
   EXPECT_FALSE(RunOne(g, c).oom);
-  EXPECT_LT(fit->evaluated, 30) << "doubling then bisection";
+  EXPECT_LT(fit->evaluated, 10) << "down from the live-bytes bound";
+  EXPECT_EQ(fit->confirmed, 2) << "both sides of the answer confirmed on the exact path";
 }
 
 TEST(FitTest, NeedsACapacityAndABatchSymbol) {
@@ -145,6 +147,7 @@ TEST(FitTest, AValueTheGraphRefusesEndsTheSearch) {
   auto fit = FitSymbol(g, base, "seq", 1 << 16);
   ASSERT_TRUE(fit.ok()) << fit.status().message();
   EXPECT_EQ(fit->max_batch, 1024);
+  EXPECT_GE(fit->confirmed, 1) << "the schedule's answer beyond 1024 was not confirmed: searched again exactly";
   EXPECT_FALSE(fit->above.status.ok());
   EXPECT_NE(std::string(fit->above.status.message()).find("does not broadcast"), std::string::npos);
 }

@@ -12,6 +12,7 @@
 #include "lib/util/atomic_file.h"
 #include "sim/advise.h"
 #include "sim/report/sweep_report.h"
+#include "sim/fit.h"
 #include "sim/sweep.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
