@@ -66,6 +66,26 @@ Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const P
   return p;
 }
 
+/// Which precision options combine with the data-parallel setups (Notes [ZeRO mixed precision],
+/// [FSDP mixed precision]); the CLI refuses the same with its option names first.
+Status CheckParallelPrecision(const SimOptions& opt) {
+  const std::string& mp = opt.parallel.fsdp_mixed_precision;
+  if (!mp.empty()) {
+    if (opt.parallel.fsdp.empty()) return Status::InvalidArgument("FSDP mixed precision needs FSDP (--fsdp)");
+    if (mp != "fp16" && mp != "bf16")
+      return Status::InvalidArgument("--fsdp-mixed-precision \"" + mp + "\": expected fp16 or bf16");
+    if (opt.dtype != mp)
+      return Status::InvalidArgument("FSDP mixed precision " + mp + " computes in " + mp + ": the model dtype must be " +
+                                     mp + " (the shards stay fp32), not \"" + opt.dtype + "\"");
+  }
+  const bool low_dtype = opt.dtype == "fp16" || opt.dtype == "bf16";
+  const bool autocast = opt.amp == "fp16" || opt.amp == "bf16";
+  if (opt.parallel.zero_stage > 0 && low_dtype && autocast)
+    return Status::InvalidArgument("--zero with --dtype fp16|bf16 is DeepSpeed's fp16/bf16 mode (module converted, fp32 "
+                                   "master partition); it does not combine with --amp (torch.autocast)");
+  return Status::OK();
+}
+
 /// --dtype (model.half()) and --amp (torch.autocast) into the binding options.
 Status ApplyPrecision(const SimOptions& opt, BindOptions* bo) {
   if (opt.dtype == "fp16" || opt.dtype == "bf16") {
@@ -194,6 +214,7 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   else if (opt.checkpoint_impl == "non-reentrant") cfg.setup.checkpoint_impl = CheckpointImpl::kNonReentrant;
   else return Status::InvalidArgument("--checkpoint-impl \"" + opt.checkpoint_impl + "\": expected reentrant or non-reentrant");
   MEMSIM_ASSIGN_OR_RETURN(cfg.setup.parallel, CheckParallel(g, opt.parallel, r.profile));
+  MEMSIM_RETURN_IF_ERROR(CheckParallelPrecision(opt));
   cfg.apply_order = ModuleApplyOrder(g);
   return Status::OK();
 }

@@ -162,3 +162,36 @@ TEST(FsdpMixedPrecisionTest, ShardsStayFp32AndUnitsAreGatheredInTheLowDtype) {
 
 }  // namespace
 }  // namespace memsim
+
+namespace memsim {
+namespace {
+
+// The precision combinations the CLI refuses are refused by the simulator too, for a caller that
+// builds SimOptions itself (Notes [ZeRO mixed precision], [FSDP mixed precision]).
+TEST(ParallelPrecisionTest, RefusedCombinationsAreRefusedBelowTheCli) {
+  Graph g = Zoo("mlp");
+  SimOptions zero_amp = MlpFp16(2);
+  zero_amp.amp = "fp16";
+  auto r = Simulate(g, zero_amp);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("does not combine with --amp"), std::string::npos);
+
+  SimOptions mp;
+  mp.symbols["batch"] = 8;
+  mp.parallel.world = 2;
+  mp.parallel.fsdp_mixed_precision = "bf16";
+  mp.dtype = "bf16";
+  r = Simulate(g, mp);
+  ASSERT_FALSE(r.ok()) << "FSDP mixed precision without FSDP";
+  EXPECT_NE(std::string(r.status().message()).find("needs FSDP"), std::string::npos);
+  mp.parallel.fsdp = "full";
+  mp.dtype = "";
+  r = Simulate(g, mp);
+  ASSERT_FALSE(r.ok()) << "the compute dtype left fp32";
+  EXPECT_NE(std::string(r.status().message()).find("model dtype must be bf16"), std::string::npos);
+  mp.dtype = "bf16";
+  EXPECT_TRUE(Simulate(g, mp).ok());
+}
+
+}  // namespace
+}  // namespace memsim
