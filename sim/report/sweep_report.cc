@@ -41,6 +41,16 @@ std::vector<size_t> ShownAxes(const SweepSpec& spec) {
   return shown;
 }
 
+/// Whether a configuration has several ranks: rows then name the rank they are (LargestRankRow).
+bool SeveralRanks(const SweepSpec& spec) {
+  if (spec.base.sim.parallel.world > 1) return true;
+  for (const SweepAxis& ax : spec.axes)
+    if (ax.name == "world")
+      for (const std::string& label : ax.labels)
+        if (std::stoll(label) > 1) return true;
+  return false;
+}
+
 /// Configuration |i|'s axis values and results as one JSON object (|index|: "index" first).
 nlohmann::ordered_json RowObject(const SweepSpec& spec, size_t i, const SweepRow& r, bool index) {
   nlohmann::ordered_json row;
@@ -51,6 +61,7 @@ nlohmann::ordered_json RowObject(const SweepSpec& spec, size_t i, const SweepRow
     if (spec.axes[k].numeric) row[spec.axes[k].name] = std::stoll(label);
     else row[spec.axes[k].name] = label;
   }
+  if (r.status.ok() && SeveralRanks(spec)) row["rank"] = r.rank;
   nlohmann::ordered_json result = ToJson(r);
   for (auto& [key, v] : result.items()) row[key] = v;
   return row;
@@ -80,6 +91,7 @@ std::string SweepHeaderLine(const SweepSpec& spec, SweepFormat f, bool index) {
   std::string o;
   if (index) o += std::string("index") + sep;
   for (size_t k : ShownAxes(spec)) o += spec.axes[k].name + sep;
+  if (SeveralRanks(spec)) o += std::string("rank") + sep;
   return o + "peak_live" + sep + "peak_allocated" + sep + "peak_reserved" + sep + "device_used" + sep + "fits\n";
 }
 
@@ -95,6 +107,7 @@ std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, Swe
     o += (label.empty() ? "-" : label) + sep;
   }
   if (!r.status.ok()) return o + "error: " + r.status.message() + "\n";
+  if (SeveralRanks(spec)) o += std::to_string(r.rank) + sep;
   auto bytes = [&](int64_t b) { return csv ? std::to_string(b) : HumanBytes(b); };
   const bool cap = spec.base.alloc.capacity_bytes != 0;
   return o + bytes(r.peak_live_bytes) + sep + bytes(r.peak_allocated_bytes) + sep + bytes(r.peak_reserved_bytes) + sep +

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "lib/io/graph_json.h"
+#include "sim/report/sweep_report.h"
 
 namespace memsim {
 namespace {
@@ -190,7 +191,14 @@ TEST(SweepTest, RowsWithRanksAreTheLargestRanks) {
     }
     EXPECT_EQ(rows[i].peak_reserved_bytes, largest) << "configuration " << i;
     EXPECT_EQ(rows[i].rank, largest_rank) << "configuration " << i;
+    // The CSV and JSONL rows name that rank.
+    const std::string csv = SweepRowLine(spec, i, rows[i], SweepFormat::kCsv, false);
+    EXPECT_EQ(csv.substr(0, csv.find(',', csv.find(',') + 1) + 1),
+              spec.axes[0].labels[i] + "," + std::to_string(largest_rank) + ",");
+    EXPECT_NE(SweepRowLine(spec, i, rows[i], SweepFormat::kJsonl, true).find("\"rank\":" + std::to_string(largest_rank)),
+              std::string::npos);
   }
+  EXPECT_EQ(SweepHeaderLine(spec, SweepFormat::kCsv, false).rfind("batch,rank,peak_live", 0), 0u);
 }
 
 }  // namespace
