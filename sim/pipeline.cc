@@ -107,7 +107,11 @@ std::map<std::string, int64_t> FixedSymbols(const RunConfig& c, const SizeSchedu
 Result<EventStream> ProbeStream(const Graph& g, const CompiledStep& cs, const SimOptions& o) {
   MEMSIM_ASSIGN_OR_RETURN(Bindings b, BindingsOf(g, o));
   MEMSIM_ASSIGN_OR_RETURN(BoundGraph bound, BindFor(g, cs.sim, b));
-  return SimulateEvents(g, cs.sim, bound, o);
+  MEMSIM_ASSIGN_OR_RETURN(EventStream es, SimulateEvents(g, cs.sim, bound, o, cs.buffers_hint.load(std::memory_order_relaxed),
+                                                         cs.events_hint.load(std::memory_order_relaxed)));
+  cs.buffers_hint.store(es.buffers.size(), std::memory_order_relaxed);
+  cs.events_hint.store(es.events.size(), std::memory_order_relaxed);
+  return es;
 }
 
 // A schedule's probe: |base| with |symbols| at the point's values.

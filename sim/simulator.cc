@@ -256,9 +256,10 @@ const StepConfig& StepFor(const SimPlan& plan, const SimOptions& opt, StepConfig
 
 }  // namespace
 
-Result<EventStream> SimulateEvents(const Graph& g, const SimPlan& plan, const BoundGraph& bound, const SimOptions& opt) {
+Result<EventStream> SimulateEvents(const Graph& g, const SimPlan& plan, const BoundGraph& bound, const SimOptions& opt,
+                                   size_t reserve_buffers, size_t reserve_events) {
   StepConfig dp;
-  return SimulateStep(g, bound, StepFor(plan, opt, &dp), StepRecording{/*names=*/false, 0, 0});
+  return SimulateStep(g, bound, StepFor(plan, opt, &dp), StepRecording{/*names=*/false, reserve_buffers, reserve_events});
 }
 
 Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGraph bound, const SimOptions& opt,

@@ -97,7 +97,9 @@ Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGrap
                                   bool names = true,
                                   size_t reserve_buffers = 0, size_t reserve_events = 0);
 /// Only the event stream of that step (no names, no peak analysis): a size schedule's probe.
-Result<EventStream> SimulateEvents(const Graph& g, const SimPlan& plan, const BoundGraph& bound, const SimOptions& opt);
+/// |reserve_buffers|, |reserve_events|: capacity hints (the sizes of an earlier run).
+Result<EventStream> SimulateEvents(const Graph& g, const SimPlan& plan, const BoundGraph& bound, const SimOptions& opt,
+                                   size_t reserve_buffers = 0, size_t reserve_events = 0);
 
 }  // namespace memsim
 

@@ -2,15 +2,15 @@
 
 namespace memsim {
 
-bool Attrs::Has(const std::string& name) const { return Find(name) != nullptr; }
+bool Attrs::Has(std::string_view name) const { return Find(name) != nullptr; }
 
-const AttrValue* Attrs::Find(const std::string& name) const {
+const AttrValue* Attrs::Find(std::string_view name) const {
   auto it = values_.find(name);
   if (it == values_.end() || std::holds_alternative<AttrNull>(it->second)) return nullptr;
   return &it->second;
 }
 
-bool Attrs::GetBool(const std::string& name, bool dflt) const {
+bool Attrs::GetBool(std::string_view name, bool dflt) const {
   const AttrValue* v = Find(name);
   if (!v) return dflt;
   if (auto* b = std::get_if<bool>(v)) return *b;
@@ -18,7 +18,7 @@ bool Attrs::GetBool(const std::string& name, bool dflt) const {
   return dflt;
 }
 
-double Attrs::GetFloat(const std::string& name, double dflt) const {
+double Attrs::GetFloat(std::string_view name, double dflt) const {
   const AttrValue* v = Find(name);
   if (!v) return dflt;
   if (auto* f = std::get_if<double>(v)) return *f;
@@ -26,14 +26,14 @@ double Attrs::GetFloat(const std::string& name, double dflt) const {
   return dflt;
 }
 
-std::string Attrs::GetString(const std::string& name, const std::string& dflt) const {
+std::string Attrs::GetString(std::string_view name, const std::string& dflt) const {
   const AttrValue* v = Find(name);
   if (!v) return dflt;
   if (auto* s = std::get_if<std::string>(v)) return *s;
   return dflt;
 }
 
-std::optional<int64_t> Attrs::GetInt(const std::string& name, const Bindings& b) const {
+std::optional<int64_t> Attrs::GetInt(std::string_view name, const Bindings& b) const {
   const AttrValue* v = Find(name);
   if (!v) return std::nullopt;
   if (auto* d = std::get_if<DimExpr>(v)) return d->Eval(b);
@@ -41,7 +41,7 @@ std::optional<int64_t> Attrs::GetInt(const std::string& name, const Bindings& b)
   return std::nullopt;
 }
 
-std::optional<std::vector<int64_t>> Attrs::GetInts(const std::string& name,
+std::optional<std::vector<int64_t>> Attrs::GetInts(std::string_view name,
                                                    const Bindings& b) const {
   const AttrValue* v = Find(name);
   if (!v) return std::nullopt;
