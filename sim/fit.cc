@@ -54,7 +54,8 @@ class Search {
     for (int64_t step = 1; scheduled && lo_ == 0 && hi_ - step > 1; step *= 2)
       MEMSIM_RETURN_IF_ERROR(Fits(hi_ - step).status());
     while (hi_ - lo_ > 1) MEMSIM_RETURN_IF_ERROR(Fits(lo_ + (hi_ - lo_) / 2).status());
-    if (!hi_seen_ && hi_ <= limit_) MEMSIM_RETURN_IF_ERROR(Fits(hi_).status());  // its row: why it does not fit
+    // The row above the answer in full (why it does not fit, and what it would need).
+    if (hi_ <= limit_ && (!hi_seen_ || hi_row_.oom)) MEMSIM_RETURN_IF_ERROR(Fits(hi_, false, /*full=*/true).status());
     fit_.max_batch = lo_;
     fit_.at_max = lo_row_;
     fit_.above = hi_row_;
@@ -64,9 +65,11 @@ class Search {
  private:
   // Whether |v| fits. A value the graph refuses counts as not fitting once a smaller one has
   // fitted (or while |tentative|: the first guess).
-  Result<bool> Fits(int64_t v, bool tentative = false) {
+  // Without |full|, a row that runs out of memory skips what the step would need beyond it.
+  Result<bool> Fits(int64_t v, bool tentative = false, bool full = false) {
     RunConfig c = base_;
     c.sim.symbols[symbol_] = v;
+    c.need_after_oom = full;
     ++fit_.evaluated;
     SweepRow row = LargestRankRow(c, step_);
     if (!row.status.ok() && lo_ == 0 && !tentative) return row.status;

@@ -26,9 +26,10 @@ struct Bound {
 
 /// |a| (the allocator over |events| with the capacity |overhead| leaves) as a bound; after an OOM
 /// the allocator runs again without a capacity, for what the step would need.
-Result<Bound> BoundOf(const AllocatorReport& a, const EventStream& events, AllocatorOptions ao, int64_t overhead) {
+Result<Bound> BoundOf(const AllocatorReport& a, const EventStream& events, AllocatorOptions ao, int64_t overhead,
+                      bool need_after_oom = true) {
   Bound b{a.peak_reserved_bytes + overhead, a.oom.has_value()};
-  if (!b.oom) return b;
+  if (!b.oom || !need_after_oom) return b;
   ao.capacity_bytes = 0;
   ao.compute_ideal = false;
   ao.record_placement = false;
@@ -66,7 +67,7 @@ Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& 
   d.overhead = overhead;
   d.capacity_bytes = c.alloc.capacity_bytes;
   d.workspace_policy = ConvWorkspacePolicyName(profile.conv_workspace_policy);
-  MEMSIM_ASSIGN_OR_RETURN(Bound point, BoundOf(alloc, events, c.alloc, d.overhead.bytes));
+  MEMSIM_ASSIGN_OR_RETURN(Bound point, BoundOf(alloc, events, c.alloc, d.overhead.bytes, c.need_after_oom));
   d.peak_device_bytes = point.device_bytes;
   const int64_t need = point.device_bytes - d.overhead.bytes;  // reserved the step needs
   Bound low{need + d.overhead.low, point.oom}, high{need + d.overhead.high, point.oom};

@@ -30,6 +30,10 @@ struct RunConfig {
   /// Also simulate the cuDNN workspace bounds (policies none and max) for the device-used range
   /// when the workspace policy is typical and the model has convolutions (costs two more runs).
   bool workspace_range = false;
+  /// After a simulated out-of-memory, run the allocator again without a capacity for the bytes
+  /// the step would need (the device level's figure). `fit` turns it off for the values it only
+  /// needs a yes or no for.
+  bool need_after_oom = true;
 };
 
 enum class Verdict : uint8_t { kNoCapacity, kFits, kDoesNotFit, kUncertain };
