@@ -131,15 +131,16 @@ SweepRow SweepEvaluator::Row(size_t i) {
   return LargestRankRow(c, [&](const RunConfig& rc) -> Result<const CompiledStep*> {
     std::vector<size_t> rank_key = key;
     rank_key.push_back(static_cast<size_t>(rc.sim.parallel.rank));
-    std::shared_ptr<const Result<std::shared_ptr<const CompiledStep>>> cs;
+    std::shared_ptr<Compiled> slot;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto& slot = compiled_[rank_key];
-      if (!slot) slot = std::make_shared<const Result<std::shared_ptr<const CompiledStep>>>(CompileStep(g_, rc, vary_));
-      cs = slot;  // the map keeps it alive
+      auto& s = compiled_[rank_key];
+      if (!s) s = std::make_shared<Compiled>();
+      slot = s;  // the map keeps it alive
     }
-    if (!cs->ok()) return cs->status();
-    return cs->value().get();
+    std::call_once(slot->once, [&] { slot->step = CompileStep(g_, rc, vary_); });
+    if (!slot->step.ok()) return slot->step.status();
+    return slot->step.value().get();
   });
 }
 

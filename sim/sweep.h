@@ -89,8 +89,14 @@ class SweepEvaluator {
   const Graph& g_;
   const SweepSpec& spec_;
   CompileOptions vary_;  ///< the symbol axes
-  std::mutex mu_;
-  std::map<std::vector<size_t>, std::shared_ptr<const Result<std::shared_ptr<const CompiledStep>>>> compiled_;
+  // One compiled step per structural option set (and rank), compiled once by the first row that
+  // needs it, outside the map's lock: different sets compile in parallel.
+  struct Compiled {
+    std::once_flag once;
+    Result<std::shared_ptr<const CompiledStep>> step = Status::Internal("not compiled");
+  };
+  std::mutex mu_;  // guards the map only
+  std::map<std::vector<size_t>, std::shared_ptr<Compiled>> compiled_;
 };
 /// Simulates every configuration; |threads| = 0 lets oneTBB choose.
 std::vector<SweepRow> RunSweep(const Graph& g, const std::vector<RunConfig>& configs, int threads);
