@@ -21,7 +21,9 @@ std::vector<std::string> RepeatedBlocks(const Graph& g) {
     if (!last.empty() && std::all_of(last.begin(), last.end(), ::isdigit)) children[p.substr(0, dot)].insert(p);
   }
   std::vector<std::string> blocks;
-  for (const auto& [parent, kids] : children) {
+  for (const auto& entry : children) {
+    const std::string& parent = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const std::set<std::string>& kids = entry.second;
     if (kids.size() < 2) continue;
     bool nested = std::any_of(blocks.begin(), blocks.end(), [&](const std::string& b) {
       return parent.size() > b.size() && parent.compare(0, b.size() + 1, b + ".") == 0;
