@@ -136,6 +136,7 @@ Result<EventStream> SimulateStep(const Graph& g, const BoundGraph& bound, const 
   s.ledger.set_record_names(rec.names);
   s.ledger.Reserve(rec.reserve_buffers, rec.reserve_events);
   RunStep(s);
+  MEMSIM_RETURN_IF_ERROR(s.ledger.CheckBytes());
   return std::move(s.ledger).Finish();
 }
 

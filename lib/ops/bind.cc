@@ -1,6 +1,7 @@
 #include "lib/ops/bind.h"
 
 #include "lib/ops/op_rules.h"
+#include "lib/util/checked.h"
 
 namespace memsim {
 
@@ -22,6 +23,12 @@ OpId LossStart(const Graph& g) {
   OpId start = static_cast<OpId>(g.ops.size());
   while (start > 0 && !model[start - 1]) --start;
   return start == g.ops.size() ? kNone : start;
+}
+
+/// Why a tensor's size is refused: its bytes overflow 64 bits (nullopt) or pass kMaxTensorBytes.
+std::string TooLarge(const std::optional<TensorMeta>& m) {
+  if (!m) return "too large (its byte size overflows 64 bits)";
+  return "too large (" + std::to_string(m->bytes()) + " bytes; memsim models tensors up to 2^50 bytes = 1 PiB)";
 }
 
 }  // namespace
@@ -55,9 +62,9 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
     }
     Dtype dt = opt.model_dtype && tensor.dtype == Dtype::kFloat32 ? *opt.model_dtype : tensor.dtype;
     auto m = TensorMeta::Contiguous(dt, sizes);
-    if (!m)
-      return Status::InvalidArgument(g.source + ": " + tensor.pointer + ": \"" + tensor.name +
-                                     "\" is too large (its byte size overflows 64 bits)");
+    if (!m || m->bytes() > kMaxTensorBytes)
+      return Status::InvalidArgument(g.source + ": " + tensor.pointer + ": \"" + tensor.name + "\" is " +
+                                     TooLarge(m));
     out.metas[t] = std::move(*m);
   }
   for (OpId o = 0; o < g.ops.size(); ++o) {
@@ -89,9 +96,11 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
                                      std::to_string(op.outputs.size()));
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId t = op.outputs[j];
-      if (!TensorMeta::Contiguous(inferred.metas[j].dtype, inferred.metas[j].sizes))
-        return Status::InvalidArgument(g.source + ": " + op.pointer + ": output \"" + g.tensors[t].name +
-                                       "\" is too large (its byte size overflows 64 bits)");
+      auto m = TensorMeta::Contiguous(inferred.metas[j].dtype, inferred.metas[j].sizes);
+      if (inferred.overflow) m.reset();
+      if (!m || m->bytes() > kMaxTensorBytes)
+        return Status::InvalidArgument(g.source + ": " + op.pointer + ": output \"" + g.tensors[t].name + "\" is " +
+                                       TooLarge(m));
       out.metas[t] = std::move(inferred.metas[j]);
       int a = inferred.alias_of[j];
       out.owner[t] = a < 0 ? t : out.owner[op.inputs[a]];

@@ -41,7 +41,13 @@ struct RuleCtx {
 struct InferOut {
   std::vector<TensorMeta> metas;
   std::vector<int> alias_of;
+  bool overflow = false;  ///< a fresh output's byte size overflows 64 bits (the binder refuses it)
   void Fresh(TensorMeta m) { metas.push_back(std::move(m)); alias_of.push_back(-1); }
+  /// A fresh contiguous output (TensorMeta::Contiguous); nullopt sets |overflow|.
+  void Fresh(std::optional<TensorMeta> m) {
+    overflow |= !m;
+    Fresh(m ? std::move(*m) : TensorMeta{});
+  }
   void Alias(TensorMeta m, int input) { metas.push_back(std::move(m)); alias_of.push_back(input); }
 };
 

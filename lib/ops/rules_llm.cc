@@ -25,7 +25,7 @@ Status InferCompare(const RuleCtx& c, InferOut* o) {
   } else if (!c.op.attrs.Has("scalar")) {
     return Fail(c, "needs a second input or a \"scalar\" attribute");
   }
-  o->Fresh(*TensorMeta::Contiguous(Dtype::kBool, sizes));
+  o->Fresh(TensorMeta::Contiguous(Dtype::kBool, sizes));
   return Status::OK();
 }
 
@@ -41,7 +41,7 @@ Status InferWhere(const RuleCtx& c, InferOut* o) {
     if (!b) return Fail(c, "inputs do not broadcast");
     sizes = *b;
   }
-  o->Fresh(*TensorMeta::Contiguous(dt, sizes));
+  o->Fresh(TensorMeta::Contiguous(dt, sizes));
   return Status::OK();
 }
 
@@ -59,7 +59,7 @@ void BwdEachNew(const RuleCtx& c, BwdPlan* p) {
 Status InferSameShape(const RuleCtx& c, InferOut* o) {
   if (c.in.size() != 1) return Fail(c, "expected 1 input");
   if (c.op.attrs.GetBool("inplace", false)) o->Alias(*c.in[0], 0);
-  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  else o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
   return Status::OK();
 }
 
@@ -95,14 +95,14 @@ Status InferMaxMin(const RuleCtx& c, InferOut* o) {
   if (c.in.size() != 1) return Fail(c, "expected 1 input");
   const TensorMeta& x = *c.in[0];
   if (!c.op.attrs.Has("dim")) {
-    o->Fresh(*TensorMeta::Contiguous(x.dtype, {}));
+    o->Fresh(TensorMeta::Contiguous(x.dtype, {}));
     return Status::OK();
   }
   auto d = Dim(c, x.dim());
   if (!d) return Fail(c, "dim out of range");
   auto s = Reduced(x, *d, c.op.attrs.GetBool("keepdim", false));
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, s));
-  o->Fresh(*TensorMeta::Contiguous(Dtype::kInt64, s));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, s));
+  o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, s));
   return Status::OK();
 }
 
@@ -140,7 +140,7 @@ Status InferAmax(const RuleCtx& c, InferOut* o) {
   for (int64_t i = 0; i < x.dim(); ++i)
     if (!red[i]) s.push_back(x.sizes[i]);
     else if (keep) s.push_back(1);
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, s));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, s));
   return Status::OK();
 }
 
@@ -167,8 +167,8 @@ Status InferTopk(const RuleCtx& c, InferOut* o) {
   auto k = c.op.attrs.GetInt("k", c.bindings);
   if (!d || !k || x.dim() == 0 || *k < 0 || *k > x.sizes[*d]) return Fail(c, "bad k/dim");
   auto s = Reduced(x, *d, true, *k);
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, s));
-  o->Fresh(*TensorMeta::Contiguous(Dtype::kInt64, s));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, s));
+  o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, s));
   return Status::OK();
 }
 
@@ -181,7 +181,7 @@ Status InferGather(const RuleCtx& c, InferOut* o) {
   if (c.in.size() != 2) return Fail(c, "expected (self, index)");
   if (c.in[0]->dim() != c.in[1]->dim() || !Dim(c, c.in[0]->dim(), 0))
     return Fail(c, "index must have the rank of self, dim in range");
-  o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[1]->sizes));
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[1]->sizes));
   return Status::OK();
 }
 
@@ -197,7 +197,7 @@ Status InferScatter(const RuleCtx& c, InferOut* o) {
     return Fail(c, "expected (self, index, src) or (self, index) with `value`");
   if (!Dim(c, c.in[0]->dim(), 0)) return Fail(c, "dim out of range");
   if (c.op.attrs.GetBool("inplace", false)) o->Alias(*c.in[0], 0);
-  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  else o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
   return Status::OK();
 }
 
@@ -217,7 +217,7 @@ Status InferIndex(const RuleCtx& c, InferOut* o) {
   std::vector<int64_t> s(x.sizes.begin(), x.sizes.begin() + *d);
   s.insert(s.end(), idx.sizes.begin(), idx.sizes.end());
   s.insert(s.end(), x.sizes.begin() + *d + 1, x.sizes.end());
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, s));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, s));
   return Status::OK();
 }
 
@@ -258,7 +258,7 @@ Status InferRepeatInterleave(const RuleCtx& c, InferOut* o) {
   if (!d || !r || *r < 0 || x.dim() == 0) return Fail(c, "bad repeats/dim");
   auto s = x.sizes;
   s[*d] *= *r;
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, s));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, s));
   return Status::OK();
 }
 

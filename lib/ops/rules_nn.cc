@@ -63,7 +63,7 @@ Status InferConv(const RuleCtx& c, InferOut* o) {
     if (out <= 0) return RuleError(c, "kernel is larger than the padded input " + x.ShapeString());
     sizes.push_back(out);
   }
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
 
@@ -251,7 +251,7 @@ Status InferLinear(const RuleCtx& c, InferOut* o) {
   if (c.in.size() == 3 && c.in[2]->numel() != w.sizes[0]) return RuleError(c, "bias size does not match");
   auto sizes = x.sizes;
   sizes.back() = w.sizes[0];
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
 
@@ -321,7 +321,7 @@ Status InferMatmul(const RuleCtx& c, InferOut* o) {
   std::vector<int64_t> sizes = *batch;
   if (a.dim() >= 2) sizes.push_back(a.sizes[a.dim() - 2]);
   if (b.dim() >= 2) sizes.push_back(b.sizes.back());
-  o->Fresh(*TensorMeta::Contiguous(a.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(a.dtype, sizes));
   return Status::OK();
 }
 
@@ -363,7 +363,7 @@ Status InferBaddbmm(const RuleCtx& c, InferOut* o) {
     return RuleError(c, "batch1 " + b1.ShapeString() + " and batch2 " + b2.ShapeString() + " do not match");
   std::vector<int64_t> sizes = {b1.sizes[0], b1.sizes[1], b2.sizes[2]};
   if (!BroadcastShapes(c.in[0]->sizes, sizes)) return RuleError(c, "self does not broadcast to the result");
-  o->Fresh(*TensorMeta::Contiguous(b1.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(b1.dtype, sizes));
   return Status::OK();
 }
 
@@ -390,7 +390,7 @@ Status InferEmbedding(const RuleCtx& c, InferOut* o) {
   if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
   auto sizes = idx.sizes;
   sizes.push_back(w.sizes[1]);
-  o->Fresh(*TensorMeta::Contiguous(w.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(w.dtype, sizes));
   return Status::OK();
 }
 
@@ -419,7 +419,7 @@ Status InferNorm(const RuleCtx& c, InferOut* o) {
         !std::equal(ns->begin(), ns->end(), x.sizes.end() - ns->size()))
       return RuleError(c, "normalized_shape does not match the trailing dims of " + x.ShapeString());
   }
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, x.sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, x.sizes));
   return Status::OK();
 }
 
@@ -518,7 +518,7 @@ Status InferPool(const RuleCtx& c, InferOut* o) {
       if (sizes[h + i] <= 0) return RuleError(c, "output would be empty for " + x.ShapeString());
     }
   }
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
 
@@ -551,7 +551,7 @@ Status InferSdpa(const RuleCtx& c, InferOut* o) {
     return RuleError(c, "q " + q.ShapeString() + ", k " + k.ShapeString() + ", v " + v.ShapeString() + " do not match");
   auto sizes = q.sizes;
   sizes.back() = v.sizes.back();
-  o->Fresh(*TensorMeta::Contiguous(q.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(q.dtype, sizes));
   return Status::OK();
 }
 

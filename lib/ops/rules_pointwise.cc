@@ -14,7 +14,7 @@ Status InferUnary(const RuleCtx& c, InferOut* o) {
   if (c.inplace()) {
     o->Alias(x, 0);
   } else {
-    o->Fresh(*TensorMeta::Contiguous(x.dtype, x.sizes));
+    o->Fresh(TensorMeta::Contiguous(x.dtype, x.sizes));
   }
   return Status::OK();
 }
@@ -74,7 +74,7 @@ Status InferDropout(const RuleCtx& c, InferOut* o) {
   if (prob < 0 || prob > 1) return RuleError(c, "p must be in [0, 1]");
   // Eval mode or p = 0: F.dropout returns its input.
   if (!DropoutActive(c) || c.inplace()) o->Alias(*c.in[0], 0);
-  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  else o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
   return Status::OK();
 }
 
@@ -135,7 +135,7 @@ Status InferBinary(const RuleCtx& c, InferOut* o) {
     if (sizes != a.sizes) return RuleError(c, "in-place result would change the shape of the first input");
     o->Alias(a, 0);
   } else {
-    o->Fresh(*TensorMeta::Contiguous(dt, sizes));
+    o->Fresh(TensorMeta::Contiguous(dt, sizes));
   }
   return Status::OK();
 }
@@ -206,7 +206,7 @@ Status InferReduce(const RuleCtx& c, InferOut* o) {
     if (!reduce[i]) sizes.push_back(x.sizes[i]);
     else if (keep) sizes.push_back(1);
   }
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
 
@@ -232,7 +232,7 @@ Status InferLoss(const RuleCtx& c, InferOut* o) {
   if (red != "mean" && red != "sum" && red != "none") return RuleError(c, "unknown reduction " + red);
   if (c.op.kind == OpKind::kMseLoss) {
     if (!BroadcastShapes(x.sizes, t.sizes)) return RuleError(c, "target shape does not match");
-    o->Fresh(*TensorMeta::Contiguous(x.dtype, red == "none" ? x.sizes : std::vector<int64_t>{}));
+    o->Fresh(TensorMeta::Contiguous(x.dtype, red == "none" ? x.sizes : std::vector<int64_t>{}));
     return Status::OK();
   }
   if (x.dim() < 1) return RuleError(c, "input must have a class dimension");
@@ -249,7 +249,7 @@ Status InferLoss(const RuleCtx& c, InferOut* o) {
     if (x.dim() >= 2) sizes.erase(sizes.begin() + 1);
     else sizes.clear();
   }
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
 
@@ -288,7 +288,7 @@ Status InferMaskedFill(const RuleCtx& c, InferOut* o) {
   auto b = BroadcastShapes(c.in[0]->sizes, c.in[1]->sizes);
   if (!b || *b != c.in[0]->sizes) return RuleError(c, "mask " + c.in[1]->ShapeString() + " does not broadcast to " + c.in[0]->ShapeString());
   if (c.inplace()) o->Alias(*c.in[0], 0);
-  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  else o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
   return Status::OK();
 }
 
@@ -306,7 +306,7 @@ Status InferStochasticDepth(const RuleCtx& c, InferOut* o) {
   std::string mode = c.op.attrs.GetString("mode", "row");
   if (mode != "row" && mode != "batch") return RuleError(c, "mode must be \"row\" or \"batch\"");
   if (!StochasticDepthActive(c)) o->Alias(*c.in[0], 0);
-  else o->Fresh(*TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  else o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
   return Status::OK();
 }
 

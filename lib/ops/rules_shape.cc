@@ -53,7 +53,7 @@ Status ReshapeTo(const RuleCtx& c, InferOut* o, std::vector<int64_t> sizes, bool
     return Status::OK();
   }
   if (!may_copy) return RuleError(c, "view is not possible on a non-contiguous input; use reshape");
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, std::move(sizes)));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, std::move(sizes)));
   return Status::OK();
 }
 
@@ -174,7 +174,7 @@ Status InferContiguous(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
   const TensorMeta& x = *c.in[0];
   if (x.is_contiguous()) View(c, o, x.sizes, x.strides);
-  else o->Fresh(*TensorMeta::Contiguous(x.dtype, x.sizes));
+  else o->Fresh(TensorMeta::Contiguous(x.dtype, x.sizes));
   return Status::OK();
 }
 
@@ -264,7 +264,7 @@ Status InferCat(const RuleCtx& c, InferOut* o) {
     }
     sizes[*d] += stack ? 1 : t->sizes[*d];
   }
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
 
@@ -275,7 +275,7 @@ Status InferIndexSelect(const RuleCtx& c, InferOut* o) {
   if (!d || c.in[1]->dim() > 1) return RuleError(c, "bad dim or index rank");
   auto sizes = x.sizes;
   if (!sizes.empty()) sizes[*d] = c.in[1]->numel();
-  o->Fresh(*TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
 
@@ -286,7 +286,7 @@ Status InferArange(const RuleCtx& c, InferOut* o) {
   if (!end || *end < start) return RuleError(c, "\"end\" is missing or below \"start\"");
   auto dt = ParseDtype(c.op.attrs.GetString("dtype", "int64"));
   if (!dt) return RuleError(c, "unknown dtype");
-  o->Fresh(*TensorMeta::Contiguous(*dt, {*end - start}));
+  o->Fresh(TensorMeta::Contiguous(*dt, {*end - start}));
   return Status::OK();
 }
 

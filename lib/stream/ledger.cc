@@ -1,6 +1,7 @@
 #include "lib/stream/ledger.h"
 
 #include "lib/util/check.h"
+#include "lib/util/checked.h"
 
 namespace memsim {
 
@@ -11,8 +12,23 @@ Ledger::StorageId Ledger::Alloc(int64_t bytes, std::string_view name, Category c
   if (names_) stream_.buffers.push_back(Buffer{std::string(name), bytes, category, op_, std::string(module)});
   else stream_.buffers.push_back(Buffer{std::string(), bytes, category, op_, std::string()});
   refs_.push_back(1);
+  if (too_large_ == UINT32_MAX) {
+    if (bytes > kMaxTensorBytes || requested_ > kMaxTotalBytes - bytes) too_large_ = id;
+    else requested_ += bytes;
+  }
   if (bytes > 0) Emit(EventKind::kAlloc, id);
   return id;
+}
+
+Status Ledger::CheckBytes() const {
+  if (too_large_ == UINT32_MAX) return Status::OK();
+  const Buffer& b = stream_.buffers[too_large_];
+  std::string what = names_ ? "tensor \"" + b.name + "\"" : "buffer " + std::to_string(too_large_);
+  if (b.bytes > kMaxTensorBytes)
+    return Status::InvalidArgument(what + ": " + std::to_string(b.bytes) +
+                                   " bytes is more than memsim models (2^50 bytes = 1 PiB)");
+  return Status::InvalidArgument(what + ": the bytes requested by the whole step exceed 2^62; the totals "
+                                        "would overflow 64-bit arithmetic");
 }
 
 Ledger::StorageId Ledger::AllocJoined(int64_t bytes, std::initializer_list<std::string_view> name_parts,

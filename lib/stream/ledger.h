@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lib/stream/events.h"
+#include "lib/util/status.h"
 
 namespace memsim {
 
@@ -62,6 +63,10 @@ class Ledger {
   /// Storages alive now.
   std::vector<StorageId> Live() const;
 
+  /// Every storage is at most kMaxTensorBytes and their sum at most kMaxTotalBytes (so no byte
+  /// total of the stream can overflow); otherwise an error naming the first storage past it.
+  Status CheckBytes() const;
+
   EventStream Finish() && { return std::move(stream_); }
 
  private:
@@ -70,6 +75,8 @@ class Ledger {
   Phase phase_ = Phase::kSetup;
   uint32_t op_ = kNoOp;
   int64_t host_now_ = 0;
+  int64_t requested_ = 0;                ///< sum of the bytes of every storage so far
+  StorageId too_large_ = UINT32_MAX;     ///< the first storage past the limits of CheckBytes
   bool names_ = true;
   size_t probe_at_ = SIZE_MAX;
   std::function<void()> probe_;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "lib/util/status.h"
+#include "lib/util/checked.h"
 
 namespace memsim {
 
@@ -25,12 +26,9 @@ inline constexpr int64_t kMinLargeAlloc = 10485760;        // bytes; >= gets its
 inline constexpr int64_t kRoundLarge = 2097152;            // bytes; big-segment rounding unit
 inline constexpr int64_t kUnlimitedSplitSize = INT64_MAX;  // max_split_size default
 inline constexpr int kRoundupIntervals = 16;               // 1 MiB ... 64 GiB
-/// The largest single request (or segment) memsim models: 1 PiB. Larger sizes are input
-/// errors, so RoundSize / SegmentSizeFor and every byte sum stay far from int64 overflow.
-inline constexpr int64_t kMaxRequestBytes = int64_t{1} << 50;
-/// The largest byte total a simulation may accumulate (sum of every request of a run); a run
-/// that would exceed it is refused before it starts (see CheckByteBudget in simulate.h).
-inline constexpr int64_t kMaxTotalBytes = int64_t{1} << 62;
+/// The largest single request (or segment) memsim models (kMaxTensorBytes, 1 PiB); a run whose
+/// requests sum past kMaxTotalBytes is refused before it starts (ByteBudget in simulate.h).
+inline constexpr int64_t kMaxRequestBytes = kMaxTensorBytes;
 
 /// The native allocator's options (PyTorch's AcceleratorAllocatorConfig + CUDAAllocatorConfig).
 struct AllocatorConfig {

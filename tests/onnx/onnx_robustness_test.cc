@@ -129,6 +129,17 @@ TEST(OnnxRobustnessTest, FuzzDataPropagationFaultStaysInTheChild) {
   EXPECT_THAT(m, HasSubstr("index out of range"));
 }
 
+// The inference worker that died on that model is replaced: the next import infers shapes (a
+// valid Conv gets its output shape), and so does the one after (the new worker is kept).
+TEST(OnnxRobustnessTest, AfterAFaultInsideLibonnxTheNextImportsStillInferShapes) {
+  ImportFileError("onnx_data_propagation_slice_segv.onnx");
+  for (int k = 0; k < 2; ++k) {
+    auto r = ImportOnnx(ConvModel({2, 2}).SerializeAsString(), "m.onnx", OnnxImportOptions{});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_THAT(r->dump(), HasSubstr("conv"));
+  }
+}
+
 // Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
 // "unknown", never undefined behaviour or SIGFPE.
 TEST(OnnxRobustnessTest, ConstantShapeArithmeticCannotOverflow) {

@@ -29,5 +29,27 @@ TEST(BindTest, LossThatIsNotOneElementIsRefused) {
   EXPECT_THAT(bound.status().message(), HasSubstr("graph_loss_not_scalar.json"));
 }
 
+// Sizes are checked before anything adds them up: a 2^62-byte tensor used to overflow the peak
+// analysis (UBSan, make test-sanitize). An input past 2^50 bytes and an op output that grows past
+// it from small inputs are both refused, each naming its JSON pointer.
+TEST(BindTest, TensorsPastTheModelledSizeAreRefusedWithTheirPointer) {
+  auto in = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t",
+    "inputs": [{"name": "x", "shape": [1099511627776, 1048576]}],
+    "ops": [{"op": "relu", "inputs": ["x"], "outputs": ["y"]}]})", "in.json");
+  ASSERT_TRUE(in.ok()) << in.status().message();
+  auto bound = BindGraph(*in, in->DefaultBindings(), BindOptions{});
+  ASSERT_FALSE(bound.ok());
+  EXPECT_THAT(bound.status().message(), HasSubstr("in.json: /inputs/0/name: \"x\" is too large (4611686018427387904 bytes"));
+
+  // [2^25, 1] x [1, 2^25] = 2^50 elements, 2^52 bytes: each input is 128 MiB.
+  auto out = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t",
+    "inputs": [{"name": "a", "shape": [33554432, 1]}, {"name": "b", "shape": [1, 33554432]}],
+    "ops": [{"op": "matmul", "inputs": ["a", "b"], "outputs": ["c"]}]})", "out.json");
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  bound = BindGraph(*out, out->DefaultBindings(), BindOptions{});
+  ASSERT_FALSE(bound.ok());
+  EXPECT_THAT(bound.status().message(), HasSubstr("out.json: /ops/0: output \"c\" is too large (4503599627370496 bytes"));
+}
+
 }  // namespace
 }  // namespace memsim
