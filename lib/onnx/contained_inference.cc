@@ -78,6 +78,11 @@ bool RecvMessage(int fd, std::string* bytes, int timeout_ms, bool* timed_out) {
   // what happened in one line.
   int devnull = open("/dev/null", O_WRONLY);
   if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+  // A fault or the alarm must end the worker with its signal: handlers inherited from the parent
+  // (a sanitizer's or libFuzzer's, which write crash reports and artifacts, or a command's own
+  // SIGTERM cleanup) are the parent's business, not the worker's.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM, SIGTERM, SIGINT, SIGXFSZ})
+    signal(sig, SIG_DFL);
   for (;;) {
     char data_propagation = 0;
     std::string request;

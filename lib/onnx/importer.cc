@@ -586,7 +586,8 @@ std::string Compact(const nlohmann::ordered_json& v) {
   }
   if (v.is_number_float()) {
     double d = v.get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d)) && std::abs(d) < 1e15) {
+    // The range test first: converting a double beyond int64 is undefined (onnx_import_fuzz).
+    if (std::abs(d) < 1e15 && d == static_cast<double>(static_cast<int64_t>(d))) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.1f", d);
       return buf;

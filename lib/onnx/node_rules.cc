@@ -777,7 +777,11 @@ Status Cast(Importer& im, const NP& n, int) {
       for (int64_t v : *ints) c->floats.push_back(static_cast<double>(v));
       c->ints.clear();
     } else if (!IsFloatType(to) && c->is_float) {
-      for (double v : c->floats) c->ints.push_back(SymInt::Const(static_cast<int64_t>(v)));
+      for (double v : c->floats) {
+        // Converting a double beyond int64 (or NaN) is undefined: refused, not wrapped.
+        if (!(std::abs(v) < 9.2e18)) return Unsup("Cast of a float constant beyond the int64 range to an integer");
+        c->ints.push_back(SymInt::Const(static_cast<int64_t>(v)));
+      }
       c->floats.clear();
       c->is_float = false;
     }

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <functional>
+
 #include "lib/onnx/const_value.h"
 #include "lib/onnx/model_check.h"
 #include "lib/onnx/onnx_import.h"
@@ -138,6 +141,91 @@ TEST(OnnxRobustnessTest, AfterAFaultInsideLibonnxTheNextImportsStillInferShapes)
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_THAT(r->dump(), HasSubstr("conv"));
   }
+}
+
+// x[1,4] -> |op|(attributes) -> y: a one-node model.
+onnx::ModelProto OneNodeModel(const std::string& op, const std::function<void(onnx::NodeProto*, onnx::GraphProto*)>& build) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("g");
+  onnx::ValueInfoProto* x = g->add_input();
+  x->set_name("x");
+  auto* tt = x->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 4}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name("n");
+  n->add_input("x");
+  n->add_output("y");
+  build(n, g);
+  g->add_output()->set_name("y");
+  return m;
+}
+
+// onnx_import_fuzz (UBSan): a float attribute of 4.3e27 was converted to int64 to test whether it
+// is whole before its size was checked. It is written as the float it is.
+TEST(OnnxRobustnessTest, FuzzHugeFloatAttributeIsWrittenAsAFloat) {
+  auto m = OneNodeModel("LeakyRelu", [](onnx::NodeProto* n, onnx::GraphProto*) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("alpha");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(4.321787613889555e+27f);
+  });
+  auto r = ImportOnnx(m.SerializeAsString(), "m.onnx", OnnxImportOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string text = GraphJsonText(*r);
+  EXPECT_THAT(text, HasSubstr("e+27"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("9223372036854775808")));
+}
+
+// The same conversion in a constant Cast from float to int64: a value beyond int64 is refused.
+TEST(OnnxRobustnessTest, CastOfAFloatConstantBeyondInt64IsRefused) {
+  auto m = OneNodeModel("Reshape", [](onnx::NodeProto* n, onnx::GraphProto* g) {
+    onnx::TensorProto* c = g->add_initializer();
+    c->set_name("shape_f");
+    c->set_data_type(onnx::TensorProto::INT64);
+    c->add_dims(2);
+    c->add_int64_data(1);
+    c->add_int64_data(4);
+    onnx::NodeProto* tof = g->add_node();
+    tof->set_op_type("Cast");
+    tof->add_input("shape_f");
+    tof->add_output("shape_float");
+    onnx::AttributeProto* to = tof->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::FLOAT);
+    onnx::NodeProto* mul = g->add_node();
+    mul->set_op_type("Mul");
+    mul->add_input("shape_float");
+    mul->add_input("huge");
+    mul->add_output("shape_big");
+    onnx::TensorProto* h = g->add_initializer();
+    h->set_name("huge");
+    h->set_data_type(onnx::TensorProto::FLOAT);
+    h->add_float_data(1e30f);
+    onnx::NodeProto* back = g->add_node();
+    back->set_op_type("Cast");
+    back->add_input("shape_big");
+    back->add_output("shape");
+    onnx::AttributeProto* to2 = back->add_attribute();
+    to2->set_name("to");
+    to2->set_type(onnx::AttributeProto::INT);
+    to2->set_i(onnx::TensorProto::INT64);
+    n->add_input("shape");
+  });
+  // Nodes must be in topological order: the Reshape (added first) goes last.
+  auto* nodes = m.mutable_graph()->mutable_node();
+  std::rotate(nodes->begin(), nodes->begin() + 1, nodes->end());
+  auto r = ImportOnnx(m.SerializeAsString(), "m.onnx", OnnxImportOptions{});
+  if (r.ok()) {
+    ADD_FAILURE() << "accepted: " << GraphJsonText(*r);
+    return;
+  }
+  EXPECT_THAT(r.status().message(), HasSubstr("beyond the int64 range"));
 }
 
 // Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
