@@ -4,7 +4,7 @@ was made) and, for each class of hostile input in tests/data/robustness/, what `
 exit code, the first line of its message, wall time and peak memory, measured now.
 Usage: robustness_report.py --memsim build/memsim [--out docs/robustness.md]
 Exits 1 if any hostile input does not exit 2 with a short message in bounded time and memory."""
-import argparse, os, subprocess, sys, tempfile, time
+import argparse, os, re, subprocess, sys, tempfile, time
 import report_io  # the shared report tail (tools/report_io.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +65,24 @@ def fuzz_rows():
     return rows
 
 
+def ten_million_summary(rows):
+    """Which targets have one run of >= 10 million executions (issue 13), from the rows' figures."""
+    best = {}
+    for r in rows:
+        target = r[0].split()[0]
+        m = re.fullmatch(r"[0-9,]+", r[2].strip())
+        runs = int(r[2].replace(",", "")) if m else 0  # "≈525,000 over 5 runs" is not one run
+        best[target] = max(best.get(target, 0), runs)
+    met = sorted(t for t, n in best.items() if n >= 10_000_000)
+    short = sorted(t for t, n in best.items() if n < 10_000_000)
+    out = ["Targets with a single run of at least 10 million executions (issue 13): %s." %
+           (", ".join("`%s` (%s)" % (t, format(best[t], ",")) for t in met) if met else "none")]
+    if short:
+        out.append("Not yet: %s (largest single run %s)." %
+                   (", ".join("`%s`" % t for t in short), ", ".join(format(best[t], ",") for t in short)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memsim", default=os.path.join(ROOT, "build", "memsim"))
@@ -100,11 +118,12 @@ def main():
              "libFuzzer targets in `fuzz/`, built by Debian's clang-14 with ASan+UBSan (`make fuzz` runs",
              "each for `FUZZ_SECONDS`). Figures of the runs made, from `fuzz/results.tsv`:", "",
              "| target | input | executions | seconds | findings |", "|---|---|---:|---:|---|"]
-    for r in fuzz_rows():
+    rows = fuzz_rows()
+    for r in rows:
         lines.append("| %s |" % " | ".join(r))
-    lines += ["", "No target has reached the 10 million executions issue 13 asks for: the runs above were",
-              "made niced on a 2-core machine shared with other builds. Every fixed finding is a regression",
-              "test named after what it found (see the findings column); open ones are in `fuzz/findings/`.", "",
+    lines += [""] + ten_million_summary(rows) + [
+              "Every fixed finding is a regression test named after what it found (see the findings",
+              "column); open ones are in `fuzz/findings/`.", "",
               "## Sanitizers", "",
               "Every `make test` (so CI) runs a subset first, `make sanitize-smoke` (`fuzz/regress.sh`): the",
               "three readers of hostile input (graph files; snapshots, alloc_data and trace_plot files; the",

@@ -1,5 +1,6 @@
 // Frozen parameters (--freeze globs, --freeze-params): no grads, no optimizer state, and fewer
-// saved activations (../shared/reference/autograd_saved.md §3).
+// saved activations (docs/op-rules.md, Note [Saved tensors]: what a node saves depends on which
+// inputs require grad).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

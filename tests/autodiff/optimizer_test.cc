@@ -1,4 +1,4 @@
-// Optimizer state and step temporaries (../shared/reference/autograd_saved.md §6,
+// Optimizer state and step temporaries (docs/op-rules.md, Note [Optimizer state];
 // docs/research/cpu-1.13-rules.md R12).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -7,7 +7,7 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOLS = os.path.join(ROOT, "tools")
 GRAPHS = os.path.join(ROOT, "graphs")
-TRACE_STEP = "/work/shared/oracle/trace_step.py"
+TRACE_STEP = os.path.join(ROOT, "tests", "oracle", "kit", "trace_step.py")  # the recording kit
 PY = "/usr/bin/python3"
 
 for p in (TOOLS, GRAPHS):
@@ -35,10 +35,8 @@ def vocabulary():
 
 
 def trace_step_models():
-    """The model table of /work/shared/oracle/trace_step.py (its source up to main(), executed
-    without the allocation spy), or None if the file is not there."""
-    if not os.path.exists(TRACE_STEP):
-        return None
+    """The model table of the recording kit's trace_step.py (tests/oracle/kit; its source up to
+    main(), executed without the allocation spy)."""
     with open(TRACE_STEP) as f:
         src = f.read()
     src = src[:src.index("\ndef main(")]

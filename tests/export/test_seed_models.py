@@ -101,7 +101,6 @@ class SeedModels(unittest.TestCase):
         self.assertEqual(sum(p.numel() for p in m.parameters()), 124439808)
 
 
-@unittest.skipIf(trace_step_models() is None, "trace_step.py not available")
 class SameAsTraceStep(unittest.TestCase):
     """graphs/models.py builds exactly the networks trace_step.py records (names, shapes, order)."""
 

@@ -1,5 +1,5 @@
 // Op rules of lib/ops/rules_nn.cc: shape inference, errors, and what each node saves for
-// backward depending on which inputs require grad (../shared/reference/autograd_saved.md §2-3).
+// backward depending on which inputs require grad (docs/op-rules.md, Note [Saved tensors]).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Records the extra oracle traces in tests/oracle/ (real PyTorch 1.13 CPU steps, see README.md).
-# Needs: apt-get install -y python3-torch python3-torchvision gcc; ../shared/oracle beside the repo.
+# Needs: apt-get install -y python3-torch python3-torchvision gcc. The recording kit is kit/.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-oracle=${ORACLE:-$here/../../../shared/oracle}
+oracle=${ORACLE:-$here/kit}
 out=${1:-$here}
 spy=$(mktemp -d)/allocspy.so
 gcc -O2 -shared -fPIC -o "$spy" "$oracle/allocspy.c" -ldl -lpthread
