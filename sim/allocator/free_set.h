@@ -27,6 +27,9 @@ class FreeSet {
   }
   static int64_t SizeOf(Key k) { return static_cast<int64_t>(static_cast<uint64_t>(k >> 64)); }
 
+  /// Lanes up to this long are searched by counting, longer ones by halving (BM_StageAllocator).
+  static constexpr size_t kLinearLane = 32;
+
   /// The free blocks of one stream, in (size, address) order.
   struct Lane {
     Stream stream = 0;
@@ -38,7 +41,13 @@ class FreeSet {
     size_t LowerBound(Key k) const {
       const Key* base = keys.data();
       size_t n = keys.size();
-      if (n == 0) return 0;
+      if (n <= kLinearLane) {
+        // Short lanes (most of them): count the smaller keys. Independent compares, no chain of
+        // dependent loads as in a binary search.
+        size_t below = 0;
+        for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(base[i] < k);
+        return below;
+      }
       while (n > 1) {
         const size_t half = n / 2;
         // Arithmetic, not a ternary: GCC compiles a 128-bit compare in a ternary to a jump.
