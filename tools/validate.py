@@ -23,17 +23,10 @@ GRAPH_FOR_LOSS = {"cs336": "_course_loss"}
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",
        "cs336_adamw": "recorded"}
 MAX_ERR, MAX_MEDIAN = 3.0, 1.0
-# Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. The bf16
-# traces were recorded on a CPU whose oneDNN takes its AVX-512 BF16 kernels; their scratchpads
-# (GEMM packing buffers of ~5-130 KB; fp32 weight-gradient accumulation buffers of bf16
-# convolutions, ~1-10 MB) are not modelled. bf16 traces of GEMM models recorded on an AVX2 CPU
-# (no such kernels) have no scratchpads and memsim matches them exactly; there, bf16
-# convolutions take oneDNN's im2col path instead, not modelled either (docs/handoff/amp.md).
-KNOWN_GAPS = {
-    ("mlp_b256_adam_amp", "backward"): "oneDNN AVX-512 BF16 GEMM scratchpads (84,864 B at the backward peak)",
-    ("resnet18_b4_sgd_amp", "peak"): "oneDNN AVX-512 BF16 backward-weights scratch of bf16 convolutions",
-    ("resnet18_b4_sgd_amp", "backward"): "oneDNN AVX-512 BF16 backward-weights scratch of bf16 convolutions",
-}
+# Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. None now:
+# the oneDNN AVX-512 BF16 scratchpads that were the last ones are modelled (Note [oneDNN bf16
+# scratchpads] in docs/op-rules.md).
+KNOWN_GAPS = {}
 
 
 def summarize(path):
@@ -79,9 +72,9 @@ def setup_flags(graph, cfg):
         flags += ["--amp", cfg["amp"]]  # torch.autocast("cpu", dtype=...) around forward and loss
         if cfg.get("amp_loss", "inside") != "inside":  # the loss after the autocast region
             flags += ["--amp-loss", cfg["amp_loss"]]
-        # The machine's ISA decides the bf16 convolution path (Note [bf16 convolutions on CPU]).
-        # Traces without an `isa` field come from the recording kit's reference machine, which
-        # has AVX-512 (its bf16 GEMMs use oneDNN's AVX-512 scratchpads, KNOWN_GAPS).
+        # The machine's ISA decides the bf16 convolution and GEMM paths (Note [bf16 convolutions
+        # on CPU]). Traces without an `isa` field come from the recording kit's reference machine,
+        # which has AVX-512 with AVX512_BF16 (oneDNN's avx512_core_bf16 kernels and scratchpads).
         flags += ["--cpu-isa", cfg.get("isa", "avx512")]
     if float(cfg.get("clip", "0")) > 0:
         flags += ["--clip-grad-norm", cfg["clip"]]

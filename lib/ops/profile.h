@@ -40,11 +40,16 @@ struct Profile {
   /// CPU oneDNN (mkldnn) convolution with AVX2 8-channel blocking: blocked copies of the input,
   /// weight and output in forward, and of grads in backward (docs/research/cpu-1.13-rules.md §2.3).
   bool onednn_conv_reorders = false;
-  /// CPU (1.13), the machine's ISA (--cpu-isa): PyTorch runs bf16 convolutions through oneDNN
-  /// only when mkldnn_bf16_device_check() holds (AVX-512 BW, VL and DQ: `avx512`); otherwise
-  /// (`avx2`) through ATen's slow_conv2d, whose im2col column buffer is allocated around each
-  /// call (Note [bf16 convolutions on CPU]). Only read with onednn_conv_reorders.
+  /// CPU (1.13), the machine's ISA (--cpu-isa): PyTorch runs bf16 convolutions and GEMMs through
+  /// oneDNN only when mkldnn_bf16_device_check() holds (`avx512`: AVX-512 BW, VL, DQ, and
+  /// AVX512_BF16 for the avx512_core_bf16 kernels and their scratchpads, Note [oneDNN bf16
+  /// scratchpads]); otherwise (`avx2`) bf16 convolutions run ATen's slow_conv2d, whose im2col
+  /// column buffer is allocated around each call (Note [bf16 convolutions on CPU]), and GEMMs stay
+  /// in ATen. Only read with onednn_conv_reorders.
   bool bf16_conv_onednn = false;
+  /// The per-core L2 size oneDNN 2.6 believes (its blocking heuristics read it; Note [oneDNN bf16
+  /// scratchpads]): xbyak reads no cache levels on AMD CPUs, and oneDNN then assumes 512 KiB.
+  int64_t onednn_l2_bytes = int64_t{512} << 10;
   /// CPU native_batch_norm: per-channel temporaries in forward, and a backward that allocates
   /// grad_input twice (the first is discarded).
   bool batch_norm_cpu_kernels = false;

@@ -3,6 +3,7 @@
 // baddbmm) keep an operand only if the other operand needs a grad; ops with one combined line
 // (convolution, the norms, fused attention) keep everything whenever the node exists
 // (Note [Saved tensors] in docs/op-rules.md).
+#include "lib/ops/onednn_scratchpad.h"
 #include "lib/ops/op_rules.h"
 
 namespace memsim {
@@ -67,13 +68,55 @@ Status InferConv(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
-/// oneDNN's blocked layouts pad channels to a multiple of 8 (AVX2).
-int64_t Ceil8(int64_t c) { return (c + 7) / 8 * 8; }
+int64_t CeilTo(int64_t c, int64_t block) { return (c + block - 1) / block * block; }
+
+/// A bf16 convolution on oneDNN's avx512_core_bf16 kernels (cpu profile, --cpu-isa avx512):
+/// 16-channel blocked layouts and the scratchpads of lib/ops/onednn_scratchpad.h. Otherwise the
+/// fp32 AVX2 kernels the cpu profile was measured on: 8-channel blocks.
+bool Bf16OneDnn(const RuleCtx& c) {
+  return c.profile.onednn_conv_reorders && c.profile.bf16_conv_onednn && c.in[0]->dtype == Dtype::kBFloat16;
+}
+
+/// The convolution as oneDNN's descriptors see it (a 1-D conv as a 2-D one with height 1).
+std::optional<OneDnnConv> OneDnnConvOf(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  const TensorMeta& y = *c.out[0];
+  const size_t nsp = static_cast<size_t>(w.dim()) - 2;
+  if (nsp < 1 || nsp > 2) return std::nullopt;  // 3-D convolutions: not derived
+  const int64_t off = x.dim() == w.dim() ? 1 : 0;
+  auto stride = Spatial(c, "stride", nsp, std::vector<int64_t>{1});
+  auto pad = Spatial(c, "padding", nsp, std::vector<int64_t>{0});
+  auto dil = Spatial(c, "dilation", nsp, std::vector<int64_t>{1});
+  if (!stride || !pad || !dil) return std::nullopt;  // "same"/"valid" padding strings: not derived
+  OneDnnConv k;
+  k.batch = off ? x.sizes[0] : 1;
+  k.in_ch = x.sizes[off];
+  k.out_ch = w.sizes[0];
+  k.groups = c.op.attrs.GetInt("groups", c.bindings).value_or(1);
+  k.bias = c.num_in() > 2;
+  const size_t h = nsp == 2 ? 0 : SIZE_MAX, wi = nsp - 1;  // spatial indices of H and W
+  k.iw = x.sizes[off + 1 + wi], k.ow = y.sizes[off + 1 + wi], k.kw = w.sizes[2 + wi];
+  k.stride_w = (*stride)[wi], k.pad_w = (*pad)[wi], k.dil_w = (*dil)[wi];
+  if (h != SIZE_MAX) {
+    k.ih = x.sizes[off + 1], k.oh = y.sizes[off + 1], k.kh = w.sizes[2];
+    k.stride_h = (*stride)[0], k.pad_h = (*pad)[0], k.dil_h = (*dil)[0];
+  }
+  return k;
+}
+
+/// Bytes of oneDNN's scratchpad for one pass of this convolution (0: none).
+int64_t OneDnnScratch(const RuleCtx& c, OneDnnPass pass, bool one_by_one_s2, int64_t avx2_bytes) {
+  if (!Bf16OneDnn(c)) return one_by_one_s2 ? avx2_bytes : 0;
+  auto k = OneDnnConvOf(c);
+  return k ? OneDnnBf16ConvScratchpad(*k, pass, c.profile.onednn_l2_bytes) : 0;
+}
 
 struct ConvGeometry {
   int64_t in_ch, bi, bo, bw, ob;  ///< input channels; bytes of input, output, weight, bias
-  bool one_by_one_s2;             ///< 1×1 stride-2 (downsample) convs use scratchpads
+  bool one_by_one_s2;             ///< 1×1 stride-2 (downsample) convs use scratchpads (AVX2)
   int64_t out_hw;                 ///< output spatial elements
+  bool first;                     ///< bf16 on avx512: a first conv (< 16 input channels, 1 group)
 };
 
 ConvGeometry Geometry(const RuleCtx& c) {
@@ -83,10 +126,15 @@ ConvGeometry Geometry(const RuleCtx& c) {
   ConvGeometry g;
   int64_t off = x.dim() == w.dim() ? 1 : 0;
   g.in_ch = x.sizes[off];
+  const bool bf16 = Bf16OneDnn(c);
+  const int64_t block = bf16 ? 16 : 8, groups = c.op.attrs.GetInt("groups", c.bindings).value_or(1);
   int64_t es = ElementSize(x.dtype);
-  g.bi = x.numel() / g.in_ch * Ceil8(g.in_ch) * es;
-  g.bo = y.numel() / w.sizes[0] * Ceil8(w.sizes[0]) * es;
+  g.bi = x.numel() / g.in_ch * CeilTo(g.in_ch, block) * es;
+  g.bo = y.numel() / w.sizes[0] * CeilTo(w.sizes[0], block) * es;
   g.bw = w.bytes();
+  g.first = bf16 && g.in_ch < 16 && groups == 1;
+  // avx512 bf16 first conv: its weight is blocked as AcdB16a2b (input channels to pairs).
+  if (g.first) g.bw = w.bytes() / g.in_ch * CeilTo(g.in_ch, 2) / w.sizes[0] * CeilTo(w.sizes[0], 16);
   g.ob = w.sizes[0] * es;
   g.out_hw = 1;
   for (int64_t i = off + 1; i < y.dim(); ++i) g.out_hw *= y.sizes[i];
@@ -178,8 +226,9 @@ void FwdConv(const RuleCtx& c, FwdPlan* p) {
   // See docs/research/cpu-1.13-rules.md §2.3: scratch, src/weight reorders, a blocked dst, then
   // the dense output once the blocked one is reordered.
   ConvGeometry g = Geometry(c);
-  int scr = g.one_by_one_s2 ? p->AddExtra(g.in_ch * g.out_hw * 4 + 128, "onednn scratchpad") : -1;
-  int src = PlainSource(g) ? -1 : p->AddExtra(g.bi, "onednn src reorder");
+  const int64_t scratch = OneDnnScratch(c, OneDnnPass::kForward, g.one_by_one_s2, g.in_ch * g.out_hw * 4 + 128);
+  int scr = scratch > 0 ? p->AddExtra(scratch, "onednn scratchpad") : -1;
+  int src = PlainSource(g) || g.first ? -1 : p->AddExtra(g.bi, "onednn src reorder");
   int wr = p->AddExtra(g.bw, "onednn weight reorder");
   int dst = p->AddExtra(g.bo, "onednn blocked dst");
   p->FreeExtra(wr);
@@ -219,7 +268,8 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
     int gout = p->Temp(g.bo, "onednn grad_out reorder");
     int wr = p->Temp(g.bw, "onednn weight reorder");
     int gib = p->Temp(g.bi, "onednn blocked grad_input");
-    if (g.one_by_one_s2) p->FreeTemp(p->Temp(576 * g.out_hw + 128, "onednn scratchpad"));
+    const int64_t scratch = OneDnnScratch(c, OneDnnPass::kBackwardData, g.one_by_one_s2, 576 * g.out_hw + 128);
+    if (scratch > 0) p->FreeTemp(p->Temp(scratch, "onednn scratchpad"));
     p->FreeTemp(wr);
     p->FreeTemp(gout);
     p->GradNew(0);
@@ -228,10 +278,14 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
   if (c.rg_in(1) || (c.num_in() > 2 && c.rg_in(2))) {  // weight part
     bool bias = c.num_in() > 2 && c.rg_in(2);
     int gout = p->Temp(g.bo, "onednn grad_out reorder");
-    int src = g.in_ch == 3 ? -1 : p->Temp(g.bi, "onednn src reorder");  // IC=1 padded to 8
-    int gwb = p->Temp(g.in_ch == 1 ? g.bw * 8 : g.bw, "onednn blocked grad_weight");
+    int src = g.in_ch == 3 || g.first ? -1 : p->Temp(g.bi, "onednn src reorder");  // AVX2: IC=1 padded to 8
+    // avx512 bf16 first conv: grad_weight blocked as Acdb16a, input channels unpadded.
+    const int64_t gw = g.first ? c.in[1]->bytes() / c.in[1]->sizes[0] * CeilTo(c.in[1]->sizes[0], 16)
+                               : (g.in_ch == 1 ? g.bw * 8 : g.bw);
+    int gwb = p->Temp(gw, "onednn blocked grad_weight");
     int gbb = bias ? p->Temp(g.ob, "onednn blocked grad_bias") : -1;
-    if (g.one_by_one_s2) p->FreeTemp(p->Temp(256 * g.out_hw + 128, "onednn scratchpad"));
+    const int64_t scratch = OneDnnScratch(c, OneDnnPass::kBackwardWeights, g.one_by_one_s2, 256 * g.out_hw + 128);
+    if (scratch > 0) p->FreeTemp(p->Temp(scratch, "onednn scratchpad"));
     if (src >= 0) p->FreeTemp(src);
     p->FreeTemp(gout);
     if (bias) p->GradNew(2);
@@ -269,13 +323,42 @@ bool LinearViaMatmul(const RuleCtx& c) {
   return !(x.is_contiguous() && c.num_in() == 3);
 }
 
+/// The oneDNN scratchpad of one of linear's GEMMs on the avx512 bf16 path (Note [oneDNN bf16
+/// scratchpads]): the forward x·Wᵀ, grad_input = grad·W, grad_weight = gradᵀ·x (A transposed).
+enum class LinearGemm { kForward, kGradInput, kGradWeight };
+int64_t LinearScratch(const RuleCtx& c, LinearGemm gemm) {
+  const TensorMeta& x = *c.in[0];
+  if (!c.profile.onednn_conv_reorders || !c.profile.bf16_conv_onednn || x.dtype != Dtype::kBFloat16) return 0;
+  const int64_t k = c.in[1]->sizes[1], n = c.in[1]->sizes[0], m = k > 0 ? x.numel() / k : 0;
+  if (!OneDnnBf16Gemm(m, k, n)) return 0;
+  switch (gemm) {
+    case LinearGemm::kForward: return OneDnnBf16MatmulScratchpad(m, k, n, false);
+    case LinearGemm::kGradInput: return OneDnnBf16MatmulScratchpad(m, n, k, false);
+    case LinearGemm::kGradWeight: return OneDnnBf16MatmulScratchpad(n, m, k, true);
+  }
+  return 0;
+}
+
+/// Allocates and frees a GEMM's scratchpad (after its result) in forward / backward.
+void GemmScratch(FwdPlan* p, int64_t bytes) {
+  if (bytes > 0) p->FreeExtra(p->AddExtra(bytes, "onednn scratchpad"));
+}
+void GemmScratch(BwdPlan* p, int64_t bytes) {
+  if (bytes > 0) p->FreeTemp(p->Temp(bytes, "onednn scratchpad"));
+}
+
 void FwdLinear(const RuleCtx& c, FwdPlan* p) {
   int copy = LinearFoldCopies(*c.in[0]) ? p->AddExtra(Bytes(*c.in[0]), "reshape copy of input") : -1;
+  const int64_t scratch = LinearScratch(c, LinearGemm::kForward);
   if (LinearViaMatmul(c) && c.num_in() == 3 && !c.profile.linear_nd_addmm) {
     // 1.13: mm into a temporary, then an out-of-place `+ bias`.
     int mm = p->AddExtra(Bytes(*c.out[0]), "mm result");
+    GemmScratch(p, scratch);
     p->AllocOutput(0);
     p->FreeExtra(mm);
+  } else if (scratch > 0) {
+    p->AllocOutput(0);
+    GemmScratch(p, scratch);
   }
   if (c.rg_in(1)) {
     if (copy >= 0) p->Save(SavedRef::kExtra, copy);
@@ -287,17 +370,25 @@ void FwdLinear(const RuleCtx& c, FwdPlan* p) {
 
 void BwdLinear(const RuleCtx& c, BwdPlan* p) {
   bool has_bias = c.num_in() == 3 && c.rg_in(2);
+  auto grad_input = [&] {
+    p->GradNew(0);
+    GemmScratch(p, LinearScratch(c, LinearGemm::kGradInput));
+  };
+  auto grad_weight = [&] {
+    p->GradNew(1);
+    GemmScratch(p, LinearScratch(c, LinearGemm::kGradWeight));
+  };
   if (LinearViaMatmul(c)) {
     // AddBackward (bias grad, reduced) runs first, then MmBackward: dW before dX.
     if (has_bias) p->GradAlias(2);
-    if (c.profile.mm_grad_mat2_first && c.rg_in(1)) p->GradNew(1);
-    if (c.rg_in(0)) p->GradNew(0);
-    if (!c.profile.mm_grad_mat2_first && c.rg_in(1)) p->GradNew(1);
+    if (c.profile.mm_grad_mat2_first && c.rg_in(1)) grad_weight();
+    if (c.rg_in(0)) grad_input();
+    if (!c.profile.mm_grad_mat2_first && c.rg_in(1)) grad_weight();
     return;
   }
   // addmm: dX, dW, then the bias grad reduced in validate_outputs.
-  if (c.rg_in(0)) p->GradNew(0);
-  if (c.rg_in(1)) p->GradNew(1);
+  if (c.rg_in(0)) grad_input();
+  if (c.rg_in(1)) grad_weight();
   if (has_bias) p->GradAlias(2);
 }
 
