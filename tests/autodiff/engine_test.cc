@@ -171,7 +171,7 @@ TEST(DeterminismTest, SameGraphTwiceGivesIdenticalEventStreams) {
 
 TEST(DeterminismTest, ModelZooGraphSimulatesIdenticallyTwice) {
   auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/mnist_cnn.json");
-  if (!g.ok()) GTEST_SKIP() << "graphs/mnist_cnn.json unavailable: " << g.status().message();
+  ASSERT_TRUE(g.ok()) << "graphs/mnist_cnn.json: " << g.status().message();
   SimOptions o = Opts("cpu", "adam");
   auto a = memsim::Simulate(*g, o);
   auto b = memsim::Simulate(*g, o);
