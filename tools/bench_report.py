@@ -8,8 +8,8 @@
     for the ratio printed beside memsim's figures.
 
 usage: tools/bench_report.py [--build build] [--oracle DIR] [--out docs/benchmarks.md]
-  (--oracle: the recording kit's directory, with trace_step.py and allocspy.c; the ratio is left
-  out without it)
+  (--oracle: the recording kit's directory, with trace_step.py and allocspy.c; default
+  tests/oracle/kit, the repository's copy)
        [--quick]   (shorter runs, for a smoke test)
 The machine's load (uptime) before and after is written into the page: the figures of a shared
 machine are only as good as its load.
@@ -94,7 +94,7 @@ def pytorch_step_seconds(oracle, batch):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--oracle", default=os.environ.get("MEMSIM_ORACLE", ""),
+    ap.add_argument("--oracle", default=os.environ.get("MEMSIM_ORACLE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle", "kit")),
                     help="the recording kit's directory (trace_step.py, allocspy.c); default $MEMSIM_ORACLE")
     ap.add_argument("--out", default="docs/benchmarks.md")
     ap.add_argument("--quick", action="store_true")
