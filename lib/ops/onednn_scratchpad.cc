@@ -175,18 +175,24 @@ int64_t OneDnnBf16ConvScratchpad(const OneDnnConv& c, OneDnnPass pass, int64_t l
   return 0;
 }
 
-bool OneDnnBf16Gemm(int64_t m, int64_t k, int64_t n) { return m * k * n > 16 * 16 * 16; }
+bool OneDnnBf16Gemm(int64_t m, int64_t k, int64_t n, int64_t batch) {
+  return static_cast<__int128>(batch) * m * k * n > 16 * 16 * 16;  // 128-bit: no overflow
+}
 
 int64_t OneDnnBf16MatmulScratchpad(int64_t m, int64_t k, int64_t n, bool transposed_a) {
   // brgemm_matmul_utils.cpp: init_brgemm_matmul_conf, compute_blocking_heuristic_avx512 (one
   // thread), init_aux_values, init_scratchpad; bf16 always copies B, and A when transposed.
   if (n == 1 && m != 1) std::swap(m, n);  // addmm_impl_cpu_: a one-column result swaps operands
+  // init_brgemm_matmul_conf: A is copied when transposed, or when its leading dimension is a
+  // large power of 2 (cache aliasing).
+  const bool big_pow2_lda = !transposed_a && k >= 4096 && (k & (k - 1)) == 0 && m >= 1024;
+  const bool buffer_a = transposed_a || big_pow2_lda;
   const int64_t n_blk = std::min<int64_t>(64, n);
   const int64_t k_blk = std::min<int64_t>(k, k > 1024 && !transposed_a ? 1024 : 512);
   const int64_t num_n_blk = DivUp(n, n_blk);
   int64_t best_m_blk = std::min<int64_t>(256, m), best_n_chunk = 1;
   float best = 1.0f;
-  for (int64_t n_chunk = std::min<int64_t>(transposed_a ? 16 : 1, num_n_blk); n_chunk >= 1; --n_chunk) {
+  for (int64_t n_chunk = std::min<int64_t>(buffer_a ? 16 : 1, num_n_blk); n_chunk >= 1; --n_chunk) {
     for (int64_t m_blk = std::min<int64_t>(256, m); m_blk >= std::min<int64_t>(32, m); --m_blk) {
       const float m_dis = static_cast<float>((m_blk * DivUp(m, m_blk)) % m) / static_cast<float>(m);
       const float n_dis = static_cast<float>(DivUp(num_n_blk, n_chunk) * n_chunk - num_n_blk) /
@@ -206,7 +212,7 @@ int64_t OneDnnBf16MatmulScratchpad(int64_t m, int64_t k, int64_t n, bool transpo
   if (lda >= 512 && (lda & (lda - 1)) == 0) lda += 32;
   const bool buffer_c = k > k_blk || k % k_blk > 0;  // f32 accumulation for a bf16 result
   return Entry(16 * 32, 64) +                        // the brgemm batch
-         (transposed_a ? Entry(2 * best_m_blk * lda) : 0) + Entry(2 * 64 * RndUp(k_blk, 32)) +
+         (buffer_a ? Entry(2 * best_m_blk * lda) : 0) + Entry(2 * 64 * RndUp(k_blk, 32)) +
          (buffer_c ? Entry(4 * n_blk * best_m_blk * best_n_chunk) : 0);
 }
 

@@ -25,13 +25,14 @@ enum class OneDnnPass { kForward, kBackwardData, kBackwardWeights };
 /// |l2_bytes|: the per-core L2 size oneDNN believes (Profile::onednn_l2_bytes).
 int64_t OneDnnBf16ConvScratchpad(const OneDnnConv& c, OneDnnPass pass, int64_t l2_bytes);
 
-/// Whether PyTorch 1.13 sends a bf16 [m, k] x [k, n] GEMM to oneDNN (mkldnn_bf16_gemm declines
-/// m·n·k <= 16³ and the GEMM stays in ATen).
-bool OneDnnBf16Gemm(int64_t m, int64_t k, int64_t n);
+/// Whether PyTorch 1.13 sends a bf16 [batch ×] [m, k] x [k, n] GEMM to oneDNN (it declines
+/// batch·m·k·n <= 16³ and the GEMM stays in ATen).
+bool OneDnnBf16Gemm(int64_t m, int64_t k, int64_t n, int64_t batch = 1);
 
-/// Scratchpad bytes of a bf16 [m, k] x [k, n] brgemm matmul; |transposed_a|: A is a transposed
-/// view (linear's grad_weight = grad_outᵀ · x). A GEMM with n = 1 is run with its operands
-/// swapped (1 x k x m), as addmm does for a one-column result.
+/// Scratchpad bytes of a bf16 [m, k] x [k, n] brgemm matmul, or of a bmm of such matrices (one
+/// thread: the batch does not enter); |transposed_a|: A is a transposed view (linear's
+/// grad_weight = grad_outᵀ · x, bmm's grad of mat2 = mat1ᵀ · grad). A GEMM with n = 1 is run with
+/// its operands swapped (1 x k x m), as addmm does for a one-column result.
 int64_t OneDnnBf16MatmulScratchpad(int64_t m, int64_t k, int64_t n, bool transposed_a);
 
 }  // namespace memsim

@@ -1,6 +1,7 @@
 // lib/onnx: the ONNX importer on tiny models that tests/onnx/make_models.py writes at test time
 // with Debian's python3-onnx (no ONNX binaries are committed).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -17,10 +18,13 @@ using Json = nlohmann::ordered_json;
 class OnnxImportTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = std::string(MEMSIM_BINARY_DIR) + "/onnx_test_models";
+    // One directory per test process: ctest runs the cases of this suite in parallel processes,
+    // and a shared directory let one rewrite a model while another read it.
+    dir_ = std::string(MEMSIM_BINARY_DIR) + "/onnx_test_models/" + std::to_string(getpid());
     std::string cmd = "/usr/bin/python3 " + std::string(MEMSIM_SOURCE_DIR) + "/tests/onnx/make_models.py " + dir_;
     ok_ = std::system(cmd.c_str()) == 0;
   }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   void SetUp() override {
     // python3-onnx is in the Makefile's packages: a missing one fails, it does not skip.
     ASSERT_TRUE(ok_) << "tests/onnx/make_models.py failed (is python3-onnx installed?)";
