@@ -76,7 +76,10 @@ def pytorch_step_seconds(oracle, batch):
     tmp = tempfile.mkdtemp(prefix="memsim-bench-")
     try:
         so = os.path.join(tmp, "allocspy.so")
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", os.path.join(oracle, "allocspy.c"), "-o", so, "-ldl"], check=True)
+        spy = os.path.join(oracle, "allocspy.c")  # the kit's own, or memsim's copy of it
+        if not os.path.exists(spy):
+            spy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memsim_export", "allocspy.c")
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", spy, "-o", so, "-ldl"], check=True)
         env = dict(os.environ, LD_PRELOAD=so)
         best = None
         for _ in range(2):

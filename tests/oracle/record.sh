@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 oracle=${ORACLE:-$here/kit}
 out=${1:-$here}
 spy=$(mktemp -d)/allocspy.so
-gcc -O2 -shared -fPIC -o "$spy" "$oracle/allocspy.c" -ldl -lpthread
+gcc -O2 -shared -fPIC -o "$spy" "$here/../../tools/memsim_export/allocspy.c" -ldl -lpthread
 run() { name=$1; shift
   ONEDNN_MAX_CPU_ISA=AVX2 LD_PRELOAD=$spy /usr/bin/python3 "$oracle/trace_step.py" "$@" --marks $out/$name.trace.tmp && mv $out/$name.trace.tmp $out/$name.trace
   echo "done $name"; }
