@@ -3,8 +3,7 @@
 // baddbmm) keep an operand only if the other operand needs a grad; ops with one combined line
 // (convolution, the norms, fused attention) keep everything whenever the node exists
 // (Note [Saved tensors] in docs/op-rules.md).
-#include <type_traits>
-
+#include "lib/ops/onednn_plan.h"
 #include "lib/ops/onednn_scratchpad.h"
 #include "lib/ops/op_rules.h"
 
@@ -325,35 +324,6 @@ bool LinearViaMatmul(const RuleCtx& c) {
   return !(x.is_contiguous() && c.num_in() == 3);
 }
 
-/// The oneDNN scratchpad of one of linear's GEMMs on the avx512 bf16 path (Note [oneDNN bf16
-/// scratchpads]): the forward x·Wᵀ, grad_input = grad·W, grad_weight = gradᵀ·x (A transposed).
-enum class LinearGemm { kForward, kGradInput, kGradWeight };
-/// bf16 GEMMs run oneDNN's brgemm matmul (cpu profile, --cpu-isa avx512).
-bool Bf16OneDnnGemm(const RuleCtx& c, const TensorMeta& a) {
-  return c.profile.onednn_conv_reorders && c.profile.bf16_conv_onednn && a.dtype == Dtype::kBFloat16;
-}
-
-int64_t LinearScratch(const RuleCtx& c, LinearGemm gemm) {
-  const TensorMeta& x = *c.in[0];
-  if (!Bf16OneDnnGemm(c, x)) return 0;
-  const int64_t k = c.in[1]->sizes[1], n = c.in[1]->sizes[0], m = k > 0 ? x.numel() / k : 0;
-  if (!OneDnnBf16Gemm(m, k, n)) return 0;
-  switch (gemm) {
-    case LinearGemm::kForward: return OneDnnBf16MatmulScratchpad(m, k, n, false);
-    case LinearGemm::kGradInput: return OneDnnBf16MatmulScratchpad(m, n, k, false);
-    case LinearGemm::kGradWeight: return OneDnnBf16MatmulScratchpad(n, m, k, true);
-  }
-  return 0;
-}
-
-/// Allocates and frees a GEMM's scratchpad (after its result) in forward / backward.
-void GemmScratch(FwdPlan* p, int64_t bytes) {
-  if (bytes > 0) p->FreeExtra(p->AddExtra(bytes, "onednn scratchpad"));
-}
-void GemmScratch(BwdPlan* p, int64_t bytes) {
-  if (bytes > 0) p->FreeTemp(p->Temp(bytes, "onednn scratchpad"));
-}
-
 void FwdLinear(const RuleCtx& c, FwdPlan* p) {
   int copy = LinearFoldCopies(*c.in[0]) ? p->AddExtra(Bytes(*c.in[0]), "reshape copy of input") : -1;
   const int64_t scratch = LinearScratch(c, LinearGemm::kForward);
@@ -435,82 +405,6 @@ bool MatmulOperandCopies(const RuleCtx& c, int i) {
   return !ViewStrides(x.sizes, x.strides, {x.numel() / (rows * cols), rows, cols});
 }
 
-/// How oneDNN's matmul takes a 3-D bmm operand (PyTorch 1.13 mkldnn_matmul): contiguous (size-1
-/// dims ignored) as it is, a transposed view with strides exactly (R·C, 1, R) as such, anything
-/// else (other strides, a broadcast batch) as a contiguous copy made inside the op.
-enum class OneDnnOperand { kPlain, kTransposed, kCopied };
-OneDnnOperand OperandLayout(const TensorMeta& t, bool transpose) {
-  TensorMeta v = t;
-  if (transpose) {
-    std::swap(v.sizes[1], v.sizes[2]);
-    std::swap(v.strides[1], v.strides[2]);
-  }
-  if (v.is_contiguous()) return OneDnnOperand::kPlain;
-  const int64_t r = v.sizes[1], cols = v.sizes[2];
-  if (v.strides[0] == r * cols && v.strides[1] == 1 && v.strides[2] == r) return OneDnnOperand::kTransposed;
-  return OneDnnOperand::kCopied;
-}
-
-/// One GEMM of a matmul / mm / bmm / baddbmm on the avx512 bf16 path (Note [oneDNN bf16
-/// scratchpads]): the operand copies a bmm makes and the scratchpad, in bytes (all 0 elsewhere).
-struct OneDnnGemm {
-  int64_t copy_a = 0, copy_b = 0, scratch = 0;
-};
-
-/// Operands |ia|, |ib|; |grad| = -1 for the forward product, otherwise the operand whose grad is
-/// computed: grad·bᵀ, or aᵀ·grad.
-OneDnnGemm MatmulGemm(const RuleCtx& c, int ia, int ib, int grad) {
-  const TensorMeta& a = *c.in[ia];
-  const TensorMeta& b = *c.in[ib];
-  OneDnnGemm r;
-  if (!Bf16OneDnnGemm(c, a) || b.dtype != Dtype::kBFloat16 || a.dim() < 2 || b.dim() < 2) return r;
-  const int64_t k = a.sizes.back(), n = b.sizes.back(), rows = a.sizes[a.dim() - 2];
-  if (k == 0 || n == 0 || rows == 0) return r;
-  // ≥3-D times 2-D folds A's batch into its rows (one mm); otherwise a bmm over the batch.
-  const bool folded = b.dim() == 2;
-  const int64_t m = folded ? a.numel() / k : rows;
-  const int64_t batch = folded ? 1 : c.out[0]->numel() / (rows * n);
-  int64_t gm = m, gk = k, gn = n;
-  if (grad == ib) gm = k, gk = m;  // aᵀ · grad
-  if (grad == ia) gk = n, gn = k;  // grad · bᵀ
-  if (!OneDnnBf16Gemm(gm, gk, gn, batch)) return r;
-  // The GEMM's two operands as oneDNN sees them (the incoming grad is contiguous).
-  OneDnnOperand first = OneDnnOperand::kPlain, second = OneDnnOperand::kPlain;
-  const bool bmm = a.dim() == 3 && b.dim() == 3 && c.op.kind != OpKind::kMatmul;
-  if (bmm) {
-    if (grad != ia) first = OperandLayout(a, grad == ib);
-    if (grad != ib) second = OperandLayout(b, grad == ia);
-  } else if (!folded && grad != ia) {
-    const bool col_major = rows > 1 && k > 1 && a.strides[a.dim() - 2] == 1 && a.strides.back() == rows;
-    if (col_major != (grad == ib)) first = OneDnnOperand::kTransposed;
-  } else if (folded && grad == ib) {
-    first = OneDnnOperand::kTransposed;  // the folded aᵀ
-  }
-  if (first == OneDnnOperand::kCopied) r.copy_a = 2 * batch * gm * gk;
-  if (second == OneDnnOperand::kCopied) r.copy_b = 2 * batch * gk * gn;
-  r.scratch = OneDnnBf16MatmulScratchpad(gm, gk, gn, first == OneDnnOperand::kTransposed);
-  return r;
-}
-
-/// A GEMM's transients after its result: the operand copies, the scratchpad, then the copies go.
-template <typename Plan>
-void GemmTransients(Plan* p, const OneDnnGemm& g) {
-  int copies[2] = {-1, -1};
-  const int64_t bytes[2] = {g.copy_a, g.copy_b};
-  for (int i = 0; i < 2; ++i) {
-    if (bytes[i] == 0) continue;
-    if constexpr (std::is_same_v<Plan, FwdPlan>) copies[i] = p->AddExtra(bytes[i], "onednn bmm operand copy");
-    else copies[i] = p->Temp(bytes[i], "onednn bmm operand copy");
-  }
-  GemmScratch(p, g.scratch);
-  for (int k : copies) {
-    if (k < 0) continue;
-    if constexpr (std::is_same_v<Plan, FwdPlan>) p->FreeExtra(k);
-    else p->FreeTemp(k);
-  }
-}
-bool Any(const OneDnnGemm& g) { return g.copy_a > 0 || g.copy_b > 0 || g.scratch > 0; }
-
 void FwdMatmul(const RuleCtx& c, FwdPlan* p) {
   int copy[2] = {-1, -1};
   for (int i = 0; i < 2; ++i)
@@ -546,7 +440,7 @@ Status InferBaddbmm(const RuleCtx& c, InferOut* o) {
 }
 
 void FwdBaddbmm(const RuleCtx& c, FwdPlan* p) {
-  if (const OneDnnGemm g = MatmulGemm(c, 1, 2, -1); Any(g)) {
+  if (const OneDnnGemm g = MatmulGemm(c, 1, 2, -1); HasTransients(g)) {
     p->AllocOutput(0);
     GemmTransients(p, g);
   }

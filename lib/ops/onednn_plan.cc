@@ -1,0 +1,116 @@
+#include "lib/ops/onednn_plan.h"
+
+#include <type_traits>
+#include <utility>
+
+#include "lib/ops/onednn_scratchpad.h"
+
+namespace memsim {
+
+namespace {
+
+/// bf16 GEMMs run oneDNN's brgemm matmul (cpu profile, --cpu-isa avx512).
+bool Bf16OneDnnGemm(const RuleCtx& c, const TensorMeta& a) {
+  return c.profile.onednn_conv_reorders && c.profile.bf16_conv_onednn && a.dtype == Dtype::kBFloat16;
+}
+
+}  // namespace
+
+int64_t LinearScratch(const RuleCtx& c, LinearGemm gemm) {
+  const TensorMeta& x = *c.in[0];
+  if (!Bf16OneDnnGemm(c, x)) return 0;
+  const int64_t k = c.in[1]->sizes[1], n = c.in[1]->sizes[0], m = k > 0 ? x.numel() / k : 0;
+  if (!OneDnnBf16Gemm(m, k, n)) return 0;
+  switch (gemm) {
+    case LinearGemm::kForward: return OneDnnBf16MatmulScratchpad(m, k, n, false);
+    case LinearGemm::kGradInput: return OneDnnBf16MatmulScratchpad(m, n, k, false);
+    case LinearGemm::kGradWeight: return OneDnnBf16MatmulScratchpad(n, m, k, true);
+  }
+  return 0;
+}
+
+void GemmScratch(FwdPlan* p, int64_t bytes) {
+  if (bytes > 0) p->FreeExtra(p->AddExtra(bytes, "onednn scratchpad"));
+}
+void GemmScratch(BwdPlan* p, int64_t bytes) {
+  if (bytes > 0) p->FreeTemp(p->Temp(bytes, "onednn scratchpad"));
+}
+
+namespace {
+
+/// How oneDNN's matmul takes a 3-D bmm operand (PyTorch 1.13 mkldnn_matmul): contiguous (size-1
+/// dims ignored) as it is, a transposed view with strides exactly (R·C, 1, R) as such, anything
+/// else (other strides, a broadcast batch) as a contiguous copy made inside the op.
+enum class OneDnnOperand { kPlain, kTransposed, kCopied };
+OneDnnOperand OperandLayout(const TensorMeta& t, bool transpose) {
+  TensorMeta v = t;
+  if (transpose) {
+    std::swap(v.sizes[1], v.sizes[2]);
+    std::swap(v.strides[1], v.strides[2]);
+  }
+  if (v.is_contiguous()) return OneDnnOperand::kPlain;
+  const int64_t r = v.sizes[1], cols = v.sizes[2];
+  if (v.strides[0] == r * cols && v.strides[1] == 1 && v.strides[2] == r) return OneDnnOperand::kTransposed;
+  return OneDnnOperand::kCopied;
+}
+
+}  // namespace
+
+OneDnnGemm MatmulGemm(const RuleCtx& c, int ia, int ib, int grad) {
+  const TensorMeta& a = *c.in[ia];
+  const TensorMeta& b = *c.in[ib];
+  OneDnnGemm r;
+  if (!Bf16OneDnnGemm(c, a) || b.dtype != Dtype::kBFloat16 || a.dim() < 2 || b.dim() < 2) return r;
+  const int64_t k = a.sizes.back(), n = b.sizes.back(), rows = a.sizes[a.dim() - 2];
+  if (k == 0 || n == 0 || rows == 0) return r;
+  // ≥3-D times 2-D folds A's batch into its rows (one mm); otherwise a bmm over the batch.
+  const bool folded = b.dim() == 2;
+  const int64_t m = folded ? a.numel() / k : rows;
+  const int64_t batch = folded ? 1 : c.out[0]->numel() / (rows * n);
+  int64_t gm = m, gk = k, gn = n;
+  if (grad == ib) gm = k, gk = m;  // aᵀ · grad
+  if (grad == ia) gk = n, gn = k;  // grad · bᵀ
+  if (!OneDnnBf16Gemm(gm, gk, gn, batch)) return r;
+  // The GEMM's two operands as oneDNN sees them (the incoming grad is contiguous).
+  OneDnnOperand first = OneDnnOperand::kPlain, second = OneDnnOperand::kPlain;
+  const bool bmm = a.dim() == 3 && b.dim() == 3 && c.op.kind != OpKind::kMatmul;
+  if (bmm) {
+    if (grad != ia) first = OperandLayout(a, grad == ib);
+    if (grad != ib) second = OperandLayout(b, grad == ia);
+  } else if (!folded && grad != ia) {
+    const bool col_major = rows > 1 && k > 1 && a.strides[a.dim() - 2] == 1 && a.strides.back() == rows;
+    if (col_major != (grad == ib)) first = OneDnnOperand::kTransposed;
+  } else if (folded && grad == ib) {
+    first = OneDnnOperand::kTransposed;  // the folded aᵀ
+  }
+  if (first == OneDnnOperand::kCopied) r.copy_a = 2 * batch * gm * gk;
+  if (second == OneDnnOperand::kCopied) r.copy_b = 2 * batch * gk * gn;
+  r.scratch = OneDnnBf16MatmulScratchpad(gm, gk, gn, first == OneDnnOperand::kTransposed);
+  return r;
+}
+
+namespace {
+
+template <typename Plan>
+void AddTransients(Plan* p, const OneDnnGemm& g) {
+  int copies[2] = {-1, -1};
+  const int64_t bytes[2] = {g.copy_a, g.copy_b};
+  for (int i = 0; i < 2; ++i) {
+    if (bytes[i] == 0) continue;
+    if constexpr (std::is_same_v<Plan, FwdPlan>) copies[i] = p->AddExtra(bytes[i], "onednn bmm operand copy");
+    else copies[i] = p->Temp(bytes[i], "onednn bmm operand copy");
+  }
+  GemmScratch(p, g.scratch);
+  for (int k : copies) {
+    if (k < 0) continue;
+    if constexpr (std::is_same_v<Plan, FwdPlan>) p->FreeExtra(k);
+    else p->FreeTemp(k);
+  }
+}
+}  // namespace
+
+void GemmTransients(FwdPlan* p, const OneDnnGemm& g) { AddTransients(p, g); }
+void GemmTransients(BwdPlan* p, const OneDnnGemm& g) { AddTransients(p, g); }
+bool HasTransients(const OneDnnGemm& g) { return g.copy_a > 0 || g.copy_b > 0 || g.scratch > 0; }
+
+}  // namespace memsim
