@@ -53,11 +53,9 @@ struct StatArray {
 struct DeviceStats {
   StatArray allocation;            ///< COUNT: allocated blocks
   StatArray segment;               ///< COUNT: cudaMalloc'ed segments (not expandable maps)
-  StatArray active;                ///< COUNT: allocated or pending-free blocks
   StatArray inactive_split;        ///< COUNT: free blocks inside split segments
   StatArray allocated_bytes;       ///< SUM: block sizes of allocated blocks
   StatArray reserved_bytes;        ///< SUM: segment sizes / mapped pages
-  StatArray active_bytes;          ///< SUM: block sizes of active blocks
   StatArray inactive_split_bytes;  ///< SUM: free bytes inside split segments
   StatArray requested_bytes;       ///< SUM: caller-requested bytes of active blocks
   int64_t num_alloc_retries = 0;   ///< COUNT: cache flushes + retries (R7.5)
@@ -67,6 +65,12 @@ struct DeviceStats {
   int64_t num_device_free = 0;   ///< COUNT: cudaFree / page-unmap calls
   Stat oversize_allocations;     ///< COUNT: allocated blocks >= max_split_size
   Stat oversize_segments;        ///< COUNT: segments >= max_split_size
+
+  /// COUNT / SUM of active (allocated or pending-free) blocks. The model frees with single-stream
+  /// semantics (no block waits on another stream's events), so a block is active exactly while it
+  /// is allocated: PyTorch's active stats are the allocation stats, counters and peaks alike.
+  const StatArray& active() const { return allocation; }
+  const StatArray& active_bytes() const { return allocated_bytes; }
 };
 
 }  // namespace memsim

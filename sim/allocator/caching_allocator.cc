@@ -117,7 +117,7 @@ CachingAllocator::Found CachingAllocator::GetFreeBlock(PoolKind pk, StreamId str
   const FreeSet::Lane* lane = pool.blocks.Find(stream);
   if (lane == nullptr) return {};
   const size_t n = lane->size();
-  size_t i = lane->LowerBound(FreeSet::KeyOf(size, 0));
+  size_t i = lane->LowerBoundSize(size);
   if (i == n) return {};
   if (blocks_[lane->ids[i]].expandable) {
     if (cfg_.expandable_segments) {
@@ -248,8 +248,6 @@ BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t re
   blk.rounded = rounded;
   stats_.allocation.Increase(pk, 1);
   stats_.allocated_bytes.Increase(pk, blk.size);
-  stats_.active.Increase(pk, 1);
-  stats_.active_bytes.Increase(pk, blk.size);
   stats_.requested_bytes.Increase(pk, requested);
   if (blk.size >= cfg_.max_split_size) stats_.oversize_allocations.Increase(1);
   rounding_waste_ += rounded - requested;
@@ -303,8 +301,6 @@ void CachingAllocator::FreeBlock(BlockId b) {
     if (net_bytes > 0) stats_.inactive_split_bytes.Increase(pk, net_bytes);
     if (net_bytes < 0) stats_.inactive_split_bytes.Decrease(pk, -net_bytes);
   }
-  stats_.active.Decrease(pk, 1);
-  stats_.active_bytes.Decrease(pk, original_size);
   stats_.requested_bytes.Decrease(pk, requested);
   if (original_size >= cfg_.max_split_size) stats_.oversize_allocations.Decrease(1);
 }
@@ -448,8 +444,8 @@ void CachingAllocator::ReleaseCachedBlocks() {
 void CachingAllocator::EmptyCache() { ReleaseCachedBlocks(); }
 
 void CachingAllocator::ResetPeakStats() {
-  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                       &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.inactive_split,
+                       &stats_.allocated_bytes, &stats_.reserved_bytes,
                        &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
     for (Stat& s : a->s) s.peak = s.current;
   }
@@ -550,8 +546,6 @@ Result<std::vector<BlockId>> CachingAllocator::ImportSegment(const ImportedSegme
       blk.allocated = true;
       stats_.allocation.Increase(pk, 1);
       stats_.allocated_bytes.Increase(pk, v.size);
-      stats_.active.Increase(pk, 1);
-      stats_.active_bytes.Increase(pk, v.size);
       stats_.requested_bytes.Increase(pk, v.requested_size);
       if (v.size >= cfg_.max_split_size) stats_.oversize_allocations.Increase(1);
       rounding_waste_ += blk.rounded - blk.requested;

@@ -56,6 +56,16 @@ class FreeSet {
       }
       return static_cast<size_t>(base - keys.data()) + static_cast<size_t>(*base < k);
     }
+    /// First position whose size is >= |size|, = LowerBound(KeyOf(size, 0)): a short lane
+    /// compares only the keys' size halves.
+    size_t LowerBoundSize(int64_t size) const {
+      const size_t n = keys.size();
+      if (n > kLinearLane) return LowerBound(KeyOf(size, 0));
+      const uint64_t s = static_cast<uint64_t>(size);
+      size_t below = 0;
+      for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(static_cast<uint64_t>(keys[i] >> 64) < s);
+      return below;
+    }
     /// Position of exactly |k| (checked: the key must be present).
     size_t PositionOf(Key k) const {
       const size_t i = LowerBound(k);

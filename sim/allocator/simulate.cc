@@ -194,12 +194,12 @@ nlohmann::ordered_json DeviceStatsToJson(const DeviceStats& s) {
   ordered_json j;
   j["allocated_bytes"] = arr(s.allocated_bytes);
   j["reserved_bytes"] = arr(s.reserved_bytes);
-  j["active_bytes"] = arr(s.active_bytes);
+  j["active_bytes"] = arr(s.active_bytes());
   j["requested_bytes"] = arr(s.requested_bytes);
   j["inactive_split_bytes"] = arr(s.inactive_split_bytes);
   j["allocation"] = arr(s.allocation);
   j["segment"] = arr(s.segment);
-  j["active"] = arr(s.active);
+  j["active"] = arr(s.active());
   j["inactive_split"] = arr(s.inactive_split);
   j["num_alloc_retries"] = s.num_alloc_retries;
   j["num_ooms"] = s.num_ooms;
