@@ -630,8 +630,12 @@ Status Unsqueeze(Importer& im, const NP& n, int) {
   for (int64_t& a : ax) {
     if (a < 0 && !r) return Unsup("negative Unsqueeze axis on an input of unknown rank");
     if (a < 0) a += out_rank;
+    // ONNX: each axis in [-out_rank, out_rank) (onnx_import_fuzz: an axis of -3e8 indexed before
+    // the shape's start).
+    if (a < 0 || (r && a >= out_rank)) return Unsup("Unsqueeze axis out of range for the output rank " + std::to_string(out_rank));
   }
   std::sort(ax.begin(), ax.end());
+  if (std::adjacent_find(ax.begin(), ax.end()) != ax.end()) return Unsup("Unsqueeze with a repeated axis");
   if (auto c = im.AsConst(In(n, 0)); c && !IsFloatInit(im, In(n, 0))) {
     for (int64_t a : ax) c->shape.insert(c->shape.begin() + std::min<int64_t>(a, c->shape.size()), 1);
     im.BindConst(n.output(0), *c);

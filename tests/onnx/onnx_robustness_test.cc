@@ -228,6 +228,27 @@ TEST(OnnxRobustnessTest, CastOfAFloatConstantBeyondInt64IsRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("beyond the int64 range"));
 }
 
+// onnx_import_fuzz (UBSan): an Unsqueeze axis of -3e8 on a constant (a Shape's result) indexed
+// before the start of the shape vector. An axis outside [-out_rank, out_rank) is refused.
+TEST(OnnxRobustnessTest, FuzzUnsqueezeAxisOutOfRangeIsRefused) {
+  auto m = OneNodeModel("Shape", [](onnx::NodeProto* n, onnx::GraphProto* g) {
+    n->set_output(0, "s");
+    onnx::TensorProto* axes = g->add_initializer();
+    axes->set_name("axes");
+    axes->set_data_type(onnx::TensorProto::INT64);
+    axes->add_dims(1);
+    axes->add_int64_data(-300000000);
+    onnx::NodeProto* u = g->add_node();
+    u->set_op_type("Unsqueeze");
+    u->add_input("s");
+    u->add_input("axes");
+    u->add_output("y");
+  });
+  auto r = ImportOnnx(m.SerializeAsString(), "m.onnx", OnnxImportOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("Unsqueeze axis out of range"));
+}
+
 // Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
 // "unknown", never undefined behaviour or SIGFPE.
 TEST(OnnxRobustnessTest, ConstantShapeArithmeticCannotOverflow) {
