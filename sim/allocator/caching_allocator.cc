@@ -119,7 +119,7 @@ CachingAllocator::Found CachingAllocator::GetFreeBlock(PoolKind pk, StreamId str
   const size_t n = lane->size();
   size_t i = lane->LowerBoundSize(size);
   if (i == n) return {};
-  if (blocks_[lane->ids[i]].expandable) {
+  if (blocks_[lane->id(i)].expandable) {
     if (cfg_.expandable_segments) {
       // R11.3: a block that can grow into the unmapped tail counts as that big.
       auto xsize = [&](BlockId id) {
@@ -127,15 +127,15 @@ CachingAllocator::Found CachingAllocator::GetFreeBlock(PoolKind pk, StreamId str
         return blk.size +
                (blk.next != kNil && !blocks_[blk.next].mapped ? blocks_[blk.next].size : 0);
       };
-      while (blocks_[lane->ids[i]].expandable && i + 1 < n && xsize(lane->ids[i + 1]) < xsize(lane->ids[i])) ++i;
+      while (blocks_[lane->id(i)].expandable && i + 1 < n && xsize(lane->id(i + 1)) < xsize(lane->id(i))) ++i;
     } else {
       do {
         ++i;
-      } while (i < n && blocks_[lane->ids[i]].expandable);
+      } while (i < n && blocks_[lane->id(i)].expandable);
       if (i == n) return {};
     }
   }
-  const BlockId b = lane->ids[i];
+  const BlockId b = lane->id(i);
   const int64_t candidate = blocks_[b].size;
   // R5.2 / R5.3, see Note [Oversize blocks].
   if (size < cfg_.max_split_size && candidate >= cfg_.max_split_size) return {};
@@ -383,12 +383,12 @@ bool CachingAllocator::ReleaseAvailableCachedBlocks(PoolKind pk, StreamId stream
   const FreeSet::Lane* lane = pool.blocks.Find(stream);
   if (lane == nullptr) return false;
   size_t i = lane->LowerBound(FreeSet::KeyOf(key_size, 0));
-  if (i == lane->size() || blocks_[lane->ids[i]].expandable) {
+  if (i == lane->size() || blocks_[lane->id(i)].expandable) {
     // No single block is big enough: free oversize blocks from the largest down. Releasing the
     // block at position j leaves the positions below j in place.
     int64_t released = 0;
     while (i > 0 && released < key_size) {
-      const BlockId b = lane->ids[--i];
+      const BlockId b = lane->id(--i);
       if (blocks_[b].size < cfg_.max_split_size) break;
       if (!blocks_[b].expandable && !IsSplit(b)) {
         released += blocks_[b].size;
@@ -397,7 +397,7 @@ bool CachingAllocator::ReleaseAvailableCachedBlocks(PoolKind pk, StreamId stream
     }
     return released >= key_size;
   }
-  const BlockId b = lane->ids[i];
+  const BlockId b = lane->id(i);
   if (IsSplit(b)) return false;  // cannot happen with PyTorch's rules; be safe
   ReleaseBlock(b);
   return true;
@@ -492,7 +492,7 @@ int64_t CachingAllocator::LargestFreeBlock() const {
   for (const Pool& p : pools_) {
     // Each lane is ordered by (size, address): its last block is its largest.
     for (const FreeSet::Lane& l : p.blocks.lanes())
-      if (l.size() > 0) best = std::max(best, FreeSet::SizeOf(l.keys.back()));
+      if (l.size() > 0) best = std::max(best, FreeSet::SizeOf(l.key(l.size() - 1)));
   }
   return best;
 }

@@ -17,7 +17,7 @@ BlockId CachingAllocator::FindExpandableBlock(PoolKind pk, StreamId stream, int6
   };
   const FreeSet::Lane* lane = pool.unmapped.Find(stream);
   for (size_t i = 0; lane != nullptr && i < lane->size(); ++i) {
-    BlockId c = lane->ids[i];
+    BlockId c = lane->id(i);
     // The lowest-address unmapped block, or the free block right before it.
     if (Allocatable(blocks_[c].prev)) c = blocks_[c].prev;
     if (has_space(c)) return c;

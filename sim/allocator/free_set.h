@@ -1,7 +1,7 @@
 // FreeSet: the free blocks of one allocator pool in PyTorch's order, (stream, size, address),
-// kept as one sorted lane per stream. A lane is a sorted array of 128-bit keys (size << 64 |
-// address) beside the block ids, so a best-fit search is a branch-free binary search over plain
-// integers. Lanes hold tens of blocks (17 on average, 83 at most over a ResNet-50 step), where a
+// kept as one sorted lane per stream. A lane is a sorted array of (128-bit key = size << 64 |
+// address, block id) entries, so a search compares plain integers and an insert or erase moves
+// one array. Lanes hold tens of blocks (17 on average, 83 at most over a ResNet-50 step), where a
 // search and a short move beat a tree's pointer chasing. Note [Free sets] in docs/allocator.md.
 #ifndef MEMSIM_SIM_ALLOCATOR_FREE_SET_H_
 #define MEMSIM_SIM_ALLOCATOR_FREE_SET_H_
@@ -30,71 +30,73 @@ class FreeSet {
   /// Lanes up to this long are searched by counting, longer ones by halving (BM_StageAllocator).
   static constexpr size_t kLinearLane = 32;
 
+  /// One free block: its key and id side by side, so an insert or erase moves one array.
+  struct Entry {
+    Key key;
+    Id id;
+  };
+
   /// The free blocks of one stream, in (size, address) order.
   struct Lane {
     Stream stream = 0;
-    std::vector<Key> keys;
-    std::vector<Id> ids;
+    std::vector<Entry> entries;
 
-    size_t size() const { return keys.size(); }
+    size_t size() const { return entries.size(); }
+    Key key(size_t i) const { return entries[i].key; }
+    Id id(size_t i) const { return entries[i].id; }
     /// First position whose key is >= |k| (branch-free: one conditional move per halving).
     size_t LowerBound(Key k) const {
-      const Key* base = keys.data();
-      size_t n = keys.size();
+      const Entry* base = entries.data();
+      size_t n = entries.size();
       if (n <= kLinearLane) {
         // Short lanes (most of them): count the smaller keys. Independent compares, no chain of
         // dependent loads as in a binary search.
         size_t below = 0;
-        for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(base[i] < k);
+        for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(base[i].key < k);
         return below;
       }
       while (n > 1) {
         const size_t half = n / 2;
         // Arithmetic, not a ternary: GCC compiles a 128-bit compare in a ternary to a jump.
-        base += static_cast<size_t>(base[half - 1] < k) * half;
+        base += static_cast<size_t>(base[half - 1].key < k) * half;
         n -= half;
       }
-      return static_cast<size_t>(base - keys.data()) + static_cast<size_t>(*base < k);
+      return static_cast<size_t>(base - entries.data()) + static_cast<size_t>(base->key < k);
     }
     /// First position whose size is >= |size|, = LowerBound(KeyOf(size, 0)): a short lane
     /// compares only the keys' size halves.
     size_t LowerBoundSize(int64_t size) const {
-      const size_t n = keys.size();
+      const size_t n = entries.size();
       if (n > kLinearLane) return LowerBound(KeyOf(size, 0));
       const uint64_t s = static_cast<uint64_t>(size);
       size_t below = 0;
-      for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(static_cast<uint64_t>(keys[i] >> 64) < s);
+      for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(static_cast<uint64_t>(entries[i].key >> 64) < s);
       return below;
     }
     /// Position of exactly |k| (checked: the key must be present).
     size_t PositionOf(Key k) const {
       const size_t i = LowerBound(k);
-      MEMSIM_CHECK(i < keys.size() && keys[i] == k);
+      MEMSIM_CHECK(i < entries.size() && entries[i].key == k);
       return i;
     }
-    void EraseAt(size_t i) {
-      keys.erase(keys.begin() + static_cast<ptrdiff_t>(i));
-      ids.erase(ids.begin() + static_cast<ptrdiff_t>(i));
-    }
+    void EraseAt(size_t i) { entries.erase(entries.begin() + static_cast<ptrdiff_t>(i)); }
     /// Replaces the entry at |i| by (|k|, |id|) and moves it to its place: one shift of the
     /// entries between the old and the new position instead of an erase and an insert.
     void ReplaceAt(size_t i, Key k, Id id) {
       size_t j = i;
-      if (k > keys[i]) {
-        while (j + 1 < keys.size() && keys[j + 1] < k) {
-          keys[j] = keys[j + 1];
-          ids[j] = ids[j + 1];
+      const size_t n = entries.size();
+      if (k > entries[i].key) {
+        while (j + 1 < n && entries[j + 1].key < k) {
+          entries[j] = entries[j + 1];
           ++j;
         }
       } else {
-        while (j > 0 && k < keys[j - 1]) {
-          keys[j] = keys[j - 1];
-          ids[j] = ids[j - 1];
+        while (j > 0 && k < entries[j - 1].key) {
+          entries[j] = entries[j - 1];
           --j;
         }
       }
-      keys[j] = k;
-      ids[j] = id;
+      entries[j] = Entry{k, id};
     }
   };
 
@@ -109,8 +111,7 @@ class FreeSet {
   void Insert(Stream stream, Key k, Id id) {
     Lane& l = Obtain(stream);
     const size_t i = l.LowerBound(k);
-    l.keys.insert(l.keys.begin() + static_cast<ptrdiff_t>(i), k);
-    l.ids.insert(l.ids.begin() + static_cast<ptrdiff_t>(i), id);
+    l.entries.insert(l.entries.begin() + static_cast<ptrdiff_t>(i), Entry{k, id});
   }
   /// Erases |k| of |stream| (checked: it must be present).
   void Erase(Stream stream, Key k) {
@@ -128,7 +129,7 @@ class FreeSet {
     const Lane* l = Find(stream);
     if (l == nullptr) return false;
     const size_t i = l->LowerBound(k);
-    return i < l->size() && l->keys[i] == k;
+    return i < l->size() && l->key(i) == k;
   }
   size_t size() const {
     size_t n = 0;
@@ -139,7 +140,7 @@ class FreeSet {
   template <typename Fn>
   void ForEach(Fn&& fn) const {
     for (const Lane& l : lanes_)
-      for (Id id : l.ids) fn(id);
+      for (const Entry& e : l.entries) fn(e.id);
   }
   const std::vector<Lane>& lanes() const { return lanes_; }
 
