@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 
 #include "lib/onnx/const_value.h"
 #include "lib/onnx/model_check.h"
@@ -17,8 +18,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// x[1,3,8,8] -> Conv(w[4,3,3,3]) -> y, with the given attributes.
-onnx::ModelProto ConvModel(const std::vector<int64_t>& strides, int64_t group = 1) {
+// An opset-13 model whose graph has one float input x of |shape| (nodes to be added).
+onnx::ModelProto ModelWithInput(std::initializer_list<int64_t> shape) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
@@ -28,7 +29,14 @@ onnx::ModelProto ConvModel(const std::vector<int64_t>& strides, int64_t group = 
   x->set_name("x");
   auto* tt = x->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  for (int64_t d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  return m;
+}
+
+// x[1,3,8,8] -> Conv(w[4,3,3,3]) -> y, with the given attributes.
+onnx::ModelProto ConvModel(const std::vector<int64_t>& strides, int64_t group = 1) {
+  onnx::ModelProto m = ModelWithInput({1, 3, 8, 8});
+  onnx::GraphProto* g = m.mutable_graph();
   onnx::TensorProto* w = g->add_initializer();
   w->set_name("w");
   w->set_data_type(onnx::TensorProto::FLOAT);
@@ -145,16 +153,8 @@ TEST(OnnxRobustnessTest, AfterAFaultInsideLibonnxTheNextImportsStillInferShapes)
 
 // x[1,4] -> |op|(attributes) -> y: a one-node model.
 onnx::ModelProto OneNodeModel(const std::string& op, const std::function<void(onnx::NodeProto*, onnx::GraphProto*)>& build) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(13);
+  onnx::ModelProto m = ModelWithInput({1, 4});
   onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("g");
-  onnx::ValueInfoProto* x = g->add_input();
-  x->set_name("x");
-  auto* tt = x->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 4}) tt->mutable_shape()->add_dim()->set_dim_value(d);
   onnx::NodeProto* n = g->add_node();
   n->set_op_type(op);
   n->set_name("n");
