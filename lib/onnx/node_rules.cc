@@ -632,7 +632,8 @@ Status Unsqueeze(Importer& im, const NP& n, int) {
     if (a < 0) a += out_rank;
     // ONNX: each axis in [-out_rank, out_rank) (onnx_import_fuzz: an axis of -3e8 indexed before
     // the shape's start).
-    if (a < 0 || (r && a >= out_rank)) return Unsup("Unsqueeze axis out of range for the output rank " + std::to_string(out_rank));
+    if (a < 0 || (r && a >= out_rank))
+      return Unsup("Unsqueeze axis out of range for the output rank " + std::to_string(out_rank));
   }
   std::sort(ax.begin(), ax.end());
   if (std::adjacent_find(ax.begin(), ax.end()) != ax.end()) return Unsup("Unsqueeze with a repeated axis");

@@ -7,24 +7,22 @@
 
 namespace memsim {
 
-namespace {
-
-/// bf16 GEMMs run oneDNN's brgemm matmul (cpu profile, --cpu-isa avx512).
-bool Bf16OneDnnGemm(const RuleCtx& c, const TensorMeta& a) {
-  return c.profile.onednn_conv_reorders && c.profile.bf16_conv_onednn && a.dtype == Dtype::kBFloat16;
+bool OneDnnBf16Path(const RuleCtx& c, const TensorMeta& t) {
+  return c.profile.onednn_conv_reorders && c.profile.bf16_conv_onednn && t.dtype == Dtype::kBFloat16;
 }
-
-}  // namespace
 
 int64_t LinearScratch(const RuleCtx& c, LinearGemm gemm) {
   const TensorMeta& x = *c.in[0];
-  if (!Bf16OneDnnGemm(c, x)) return 0;
+  if (!OneDnnBf16Path(c, x)) return 0;
   const int64_t k = c.in[1]->sizes[1], n = c.in[1]->sizes[0], m = k > 0 ? x.numel() / k : 0;
   if (!OneDnnBf16Gemm(m, k, n)) return 0;
   switch (gemm) {
-    case LinearGemm::kForward: return OneDnnBf16MatmulScratchpad(m, k, n, false);
-    case LinearGemm::kGradInput: return OneDnnBf16MatmulScratchpad(m, n, k, false);
-    case LinearGemm::kGradWeight: return OneDnnBf16MatmulScratchpad(n, m, k, true);
+    case LinearGemm::kForward:
+      return OneDnnBf16MatmulScratchpad(m, k, n, false);
+    case LinearGemm::kGradInput:
+      return OneDnnBf16MatmulScratchpad(m, n, k, false);
+    case LinearGemm::kGradWeight:
+      return OneDnnBf16MatmulScratchpad(n, m, k, true);
   }
   return 0;
 }
@@ -60,7 +58,7 @@ OneDnnGemm MatmulGemm(const RuleCtx& c, int ia, int ib, int grad) {
   const TensorMeta& a = *c.in[ia];
   const TensorMeta& b = *c.in[ib];
   OneDnnGemm r;
-  if (!Bf16OneDnnGemm(c, a) || b.dtype != Dtype::kBFloat16 || a.dim() < 2 || b.dim() < 2) return r;
+  if (!OneDnnBf16Path(c, a) || b.dtype != Dtype::kBFloat16 || a.dim() < 2 || b.dim() < 2) return r;
   const int64_t k = a.sizes.back(), n = b.sizes.back(), rows = a.sizes[a.dim() - 2];
   if (k == 0 || n == 0 || rows == 0) return r;
   // ≥3-D times 2-D folds A's batch into its rows (one mm); otherwise a bmm over the batch.
@@ -97,14 +95,18 @@ void AddTransients(Plan* p, const OneDnnGemm& g) {
   const int64_t bytes[2] = {g.copy_a, g.copy_b};
   for (int i = 0; i < 2; ++i) {
     if (bytes[i] == 0) continue;
-    if constexpr (std::is_same_v<Plan, FwdPlan>) copies[i] = p->AddExtra(bytes[i], "onednn bmm operand copy");
-    else copies[i] = p->Temp(bytes[i], "onednn bmm operand copy");
+    if constexpr (std::is_same_v<Plan, FwdPlan>)
+      copies[i] = p->AddExtra(bytes[i], "onednn bmm operand copy");
+    else
+      copies[i] = p->Temp(bytes[i], "onednn bmm operand copy");
   }
   GemmScratch(p, g.scratch);
   for (int k : copies) {
     if (k < 0) continue;
-    if constexpr (std::is_same_v<Plan, FwdPlan>) p->FreeExtra(k);
-    else p->FreeTemp(k);
+    if constexpr (std::is_same_v<Plan, FwdPlan>)
+      p->FreeExtra(k);
+    else
+      p->FreeTemp(k);
   }
 }
 }  // namespace

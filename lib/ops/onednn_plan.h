@@ -11,6 +11,10 @@
 
 namespace memsim {
 
+/// Whether a bf16 tensor |t| of this op runs oneDNN's avx512_core_bf16 kernels: the cpu profile
+/// with --cpu-isa avx512 (Profile::bf16_conv_onednn).
+bool OneDnnBf16Path(const RuleCtx& c, const TensorMeta& t);
+
 /// linear's GEMMs: the forward x·Wᵀ, grad_input = grad·W, grad_weight = gradᵀ·x (A transposed).
 enum class LinearGemm { kForward, kGradInput, kGradWeight };
 /// The scratchpad bytes of one of linear's GEMMs (0 off the path).

@@ -167,10 +167,14 @@ int64_t GemmConv(const OneDnnConv& c, OneDnnPass pass) {
 
 int64_t OneDnnBf16ConvScratchpad(const OneDnnConv& c, OneDnnPass pass, int64_t l2_bytes) {
   switch (ImplOf(c, pass)) {
-    case Impl::kJit: return JitConv(c, pass, l2_bytes);
-    case Impl::kJit1x1: return Jit1x1(c, pass, l2_bytes);
-    case Impl::kDepthwise: return Depthwise(c, pass);
-    case Impl::kGemm: return GemmConv(c, pass);
+    case Impl::kJit:
+      return JitConv(c, pass, l2_bytes);
+    case Impl::kJit1x1:
+      return Jit1x1(c, pass, l2_bytes);
+    case Impl::kDepthwise:
+      return Depthwise(c, pass);
+    case Impl::kGemm:
+      return GemmConv(c, pass);
   }
   return 0;
 }
@@ -195,11 +199,11 @@ int64_t OneDnnBf16MatmulScratchpad(int64_t m, int64_t k, int64_t n, bool transpo
   for (int64_t n_chunk = std::min<int64_t>(buffer_a ? 16 : 1, num_n_blk); n_chunk >= 1; --n_chunk) {
     for (int64_t m_blk = std::min<int64_t>(256, m); m_blk >= std::min<int64_t>(32, m); --m_blk) {
       const float m_dis = static_cast<float>((m_blk * DivUp(m, m_blk)) % m) / static_cast<float>(m);
-      const float n_dis = static_cast<float>(DivUp(num_n_blk, n_chunk) * n_chunk - num_n_blk) /
-                          static_cast<float>(num_n_blk);
+      const float n_dis =
+          static_cast<float>(DivUp(num_n_blk, n_chunk) * n_chunk - num_n_blk) / static_cast<float>(num_n_blk);
       const int64_t mod = k % k_blk;
-      const float k_dis = static_cast<float>(k < k_blk ? k_blk - mod : std::min(k_blk - mod, mod)) /
-                          static_cast<float>(k_blk);
+      const float k_dis =
+          static_cast<float>(k < k_blk ? k_blk - mod : std::min(k_blk - mod, mod)) / static_cast<float>(k_blk);
       const float score = (0.0f + m_dis + n_dis + 0.0f + k_dis) / 5.0f;
       if (score < best) {
         best = score;

@@ -71,12 +71,10 @@ Status InferConv(const RuleCtx& c, InferOut* o) {
 
 int64_t CeilTo(int64_t c, int64_t block) { return (c + block - 1) / block * block; }
 
-/// A bf16 convolution on oneDNN's avx512_core_bf16 kernels (cpu profile, --cpu-isa avx512):
-/// 16-channel blocked layouts and the scratchpads of lib/ops/onednn_scratchpad.h. Otherwise the
-/// fp32 AVX2 kernels the cpu profile was measured on: 8-channel blocks.
-bool Bf16OneDnn(const RuleCtx& c) {
-  return c.profile.onednn_conv_reorders && c.profile.bf16_conv_onednn && c.in[0]->dtype == Dtype::kBFloat16;
-}
+/// A bf16 convolution on oneDNN's avx512_core_bf16 kernels has 16-channel blocked layouts and the
+/// scratchpads of lib/ops/onednn_scratchpad.h; otherwise the fp32 AVX2 kernels the cpu profile was
+/// measured on: 8-channel blocks.
+bool Bf16OneDnn(const RuleCtx& c) { return OneDnnBf16Path(c, *c.in[0]); }
 
 /// The convolution as oneDNN's descriptors see it (a 1-D conv as a 2-D one with height 1).
 std::optional<OneDnnConv> OneDnnConvOf(const RuleCtx& c) {
@@ -269,7 +267,8 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
     int gout = p->Temp(g.bo, "onednn grad_out reorder");
     int wr = p->Temp(g.bw, "onednn weight reorder");
     int gib = p->Temp(g.bi, "onednn blocked grad_input");
-    const int64_t scratch = OneDnnScratch(c, OneDnnPass::kBackwardData, g.one_by_one_s2, 576 * g.out_hw + 128);
+    const int64_t scratch =
+        OneDnnScratch(c, OneDnnPass::kBackwardData, g.one_by_one_s2, 576 * g.out_hw + 128);
     if (scratch > 0) p->FreeTemp(p->Temp(scratch, "onednn scratchpad"));
     p->FreeTemp(wr);
     p->FreeTemp(gout);
@@ -285,7 +284,8 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
                                : (g.in_ch == 1 ? g.bw * 8 : g.bw);
     int gwb = p->Temp(gw, "onednn blocked grad_weight");
     int gbb = bias ? p->Temp(g.ob, "onednn blocked grad_bias") : -1;
-    const int64_t scratch = OneDnnScratch(c, OneDnnPass::kBackwardWeights, g.one_by_one_s2, 256 * g.out_hw + 128);
+    const int64_t scratch =
+        OneDnnScratch(c, OneDnnPass::kBackwardWeights, g.one_by_one_s2, 256 * g.out_hw + 128);
     if (scratch > 0) p->FreeTemp(p->Temp(scratch, "onednn scratchpad"));
     if (src >= 0) p->FreeTemp(src);
     p->FreeTemp(gout);

@@ -152,7 +152,8 @@ TEST(OnnxRobustnessTest, AfterAFaultInsideLibonnxTheNextImportsStillInferShapes)
 }
 
 // x[1,4] -> |op|(attributes) -> y: a one-node model.
-onnx::ModelProto OneNodeModel(const std::string& op, const std::function<void(onnx::NodeProto*, onnx::GraphProto*)>& build) {
+onnx::ModelProto OneNodeModel(const std::string& op,
+                              const std::function<void(onnx::NodeProto*, onnx::GraphProto*)>& build) {
   onnx::ModelProto m = ModelWithInput({1, 4});
   onnx::GraphProto* g = m.mutable_graph();
   onnx::NodeProto* n = g->add_node();

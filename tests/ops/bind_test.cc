@@ -39,7 +39,8 @@ TEST(BindTest, TensorsPastTheModelledSizeAreRefusedWithTheirPointer) {
   ASSERT_TRUE(in.ok()) << in.status().message();
   auto bound = BindGraph(*in, in->DefaultBindings(), BindOptions{});
   ASSERT_FALSE(bound.ok());
-  EXPECT_THAT(bound.status().message(), HasSubstr("in.json: /inputs/0/name: \"x\" is too large (4611686018427387904 bytes"));
+  EXPECT_THAT(bound.status().message(),
+              HasSubstr("in.json: /inputs/0/name: \"x\" is too large (4611686018427387904 bytes"));
 
   // [2^25, 1] x [1, 2^25] = 2^50 elements, 2^52 bytes: each input is 128 MiB.
   auto out = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t",
@@ -48,7 +49,8 @@ TEST(BindTest, TensorsPastTheModelledSizeAreRefusedWithTheirPointer) {
   ASSERT_TRUE(out.ok()) << out.status().message();
   bound = BindGraph(*out, out->DefaultBindings(), BindOptions{});
   ASSERT_FALSE(bound.ok());
-  EXPECT_THAT(bound.status().message(), HasSubstr("out.json: /ops/0: output \"c\" is too large (4503599627370496 bytes"));
+  EXPECT_THAT(bound.status().message(),
+              HasSubstr("out.json: /ops/0: output \"c\" is too large (4503599627370496 bytes"));
 }
 
 }  // namespace

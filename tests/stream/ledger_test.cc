@@ -60,7 +60,8 @@ TEST(LedgerTest, StoragesPastTheModelledSizesAreAnErrorNamingThem) {
   total.set_record_names(false);  // names off (sweep rows): the storage's index; 4096 x 2^50 = 2^62 is still fine
   for (int i = 0; i <= 4096; ++i) total.Alloc(int64_t{1} << 50, {}, Category::kActivation);
   ASSERT_FALSE(total.CheckBytes().ok());
-  EXPECT_THAT(total.CheckBytes().message(), ::testing::HasSubstr("buffer 4096: the bytes requested by the whole step exceed 2^62"));
+  EXPECT_THAT(total.CheckBytes().message(),
+              ::testing::HasSubstr("buffer 4096: the bytes requested by the whole step exceed 2^62"));
 }
 
 }  // namespace
