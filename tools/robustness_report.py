@@ -37,6 +37,7 @@ CASES = [
     ("ONNX (found by onnx_import_fuzz): node input nothing defines", ["import-onnx", "{d}/fuzz_onnx_undefined_node_input.onnx", "-o", "{t}/out.json"]),
     ("ONNX (found by onnx_import_fuzz): required attribute missing", ["import-onnx", "{d}/fuzz_onnx_missing_required_attribute.onnx", "-o", "{t}/out.json"]),
     ("ONNX (found by onnx_import_fuzz): op type with no schema", ["import-onnx", "{d}/fuzz_onnx_unknown_op_type.onnx", "-o", "{t}/out.json"]),
+    ("ONNX (found by onnx_import_fuzz): node without its output", ["import-onnx", "{d}/fuzz_onnx_node_without_output.onnx", "-o", "{t}/out.json"]),
     ("ONNX (found by onnx_import_fuzz): libonnx data propagation faults", ["import-onnx", "{d}/onnx_data_propagation_slice_segv.onnx", "-o", "{t}/out.json"]),
     ("ONNX: Conv with strides [0, 0]", ["import-onnx", "{d}/onnx_conv_zero_strides.onnx", "-o", "{t}/out.json"]),
 ]

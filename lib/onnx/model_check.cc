@@ -137,6 +137,14 @@ Status CheckAgainstSchema(const onnx::NodeProto& n, int opset, const std::string
   if (schema == nullptr)
     return Bad(where, "unknown ONNX op (no schema for '" + Excerpt(n.op_type()) + "' in domain '" +
                           Excerpt(n.domain()) + "' at opset " + std::to_string(opset) + ")");
+  // Input and output counts within the schema's (node rules read n.output(0) and the required
+  // inputs; onnx_import_fuzz: an Add with no output read past the end of its outputs).
+  if (n.input_size() < schema->min_input() || n.input_size() > schema->max_input())
+    return Bad(where, std::to_string(n.input_size()) + " inputs; the op takes " +
+                          std::to_string(schema->min_input()) + " to " + std::to_string(schema->max_input()));
+  if (n.output_size() < schema->min_output() || n.output_size() > schema->max_output())
+    return Bad(where, std::to_string(n.output_size()) + " outputs; the op makes " +
+                          std::to_string(schema->min_output()) + " to " + std::to_string(schema->max_output()));
   for (const auto& [name, attr] : schema->attributes()) {
     const onnx::AttributeProto* given = nullptr;
     for (const auto& a : n.attribute())

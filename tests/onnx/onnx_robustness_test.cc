@@ -250,6 +250,14 @@ TEST(OnnxRobustnessTest, FuzzUnsqueezeAxisOutOfRangeIsRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("Unsqueeze axis out of range"));
 }
 
+// onnx_import_fuzz (UBSan, and libprotobuf's CHECK in a release build): an Add with no output,
+// fused into the MatMul before it, had its output(0) read. Input and output counts are checked
+// against the op's schema before anything reads them.
+TEST(OnnxRobustnessTest, FuzzNodeWithoutItsOutputIsRefused) {
+  const std::string m = ImportFileError("fuzz_onnx_node_without_output.onnx");
+  EXPECT_THAT(m, HasSubstr("Add \"/lin/Add\": 0 outputs; the op makes 1 to 1"));
+}
+
 // Shape arithmetic on constants from the model is checked: overflow and INT64_MIN / -1 give
 // "unknown", never undefined behaviour or SIGFPE.
 TEST(OnnxRobustnessTest, ConstantShapeArithmeticCannotOverflow) {
