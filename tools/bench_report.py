@@ -108,7 +108,7 @@ def main():
     min_time, reps = (0.1, 1) if a.quick else (0.5, 3)
     load_before = uptime()
     b = bench(binary, "BM_(Compiled|One|Stage|Fit|CachingAllocator|ReplaySnapshot)", min_time, reps)
-    batches, opts = (50, 4) if a.quick else (250, 4)
+    batches, opts = (50, 4) if a.quick else (1000, 4)  # the sweep: batch 1-1,000 x 4 optimizers
     optimizers = ["sgd", "adam", "adamw", "rmsprop"][:opts]
     rate1, t1 = sweep_rate(memsim, src, 1, batches, optimizers)
     rate2, t2 = sweep_rate(memsim, src, 2, batches, optimizers)
