@@ -784,7 +784,8 @@ Status Cast(Importer& im, const NP& n, int) {
     } else if (!IsFloatType(to) && c->is_float) {
       for (double v : c->floats) {
         // Converting a double beyond int64 (or NaN) is undefined: refused, not wrapped.
-        if (!(std::abs(v) < 9.2e18)) return Unsup("Cast of a float constant beyond the int64 range to an integer");
+        if (!(v >= -0x1p63 && v < 0x1p63))
+          return Unsup("Cast of a float constant beyond the int64 range to an integer");
         c->ints.push_back(SymInt::Const(static_cast<int64_t>(v)));
       }
       c->floats.clear();

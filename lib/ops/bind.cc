@@ -97,7 +97,7 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId t = op.outputs[j];
       auto m = TensorMeta::Contiguous(inferred.metas[j].dtype, inferred.metas[j].sizes);
-      if (inferred.overflow) m.reset();
+      if (inferred.overflow == static_cast<int>(j)) m.reset();
       if (!m || m->bytes() > kMaxTensorBytes)
         return Status::InvalidArgument(g.source + ": " + op.pointer + ": output \"" + g.tensors[t].name + "\" is " +
                                        TooLarge(m));

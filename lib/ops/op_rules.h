@@ -41,11 +41,11 @@ struct RuleCtx {
 struct InferOut {
   std::vector<TensorMeta> metas;
   std::vector<int> alias_of;
-  bool overflow = false;  ///< a fresh output's byte size overflows 64 bits (the binder refuses it)
+  int overflow = -1;  ///< the first fresh output whose byte size overflows 64 bits (the binder refuses it)
   void Fresh(TensorMeta m) { metas.push_back(std::move(m)); alias_of.push_back(-1); }
-  /// A fresh contiguous output (TensorMeta::Contiguous); nullopt sets |overflow|.
+  /// A fresh contiguous output (TensorMeta::Contiguous); nullopt records it in |overflow|.
   void Fresh(std::optional<TensorMeta> m) {
-    overflow |= !m;
+    if (!m && overflow < 0) overflow = static_cast<int>(metas.size());
     Fresh(m ? std::move(*m) : TensorMeta{});
   }
   void Alias(TensorMeta m, int input) { metas.push_back(std::move(m)); alias_of.push_back(input); }

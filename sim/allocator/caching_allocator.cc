@@ -382,7 +382,7 @@ bool CachingAllocator::ReleaseAvailableCachedBlocks(PoolKind pk, StreamId stream
   const int64_t key_size = std::max(size, cfg_.max_split_size);
   const FreeSet::Lane* lane = pool.blocks.Find(stream);
   if (lane == nullptr) return false;
-  size_t i = lane->LowerBound(FreeSet::KeyOf(key_size, 0));
+  size_t i = lane->LowerBoundSize(key_size);
   if (i == lane->size() || blocks_[lane->id(i)].expandable) {
     // No single block is big enough: free oversize blocks from the largest down. Releasing the
     // block at position j leaves the positions below j in place.
