@@ -94,10 +94,10 @@ std::optional<OneDnnConv> OneDnnConvOf(const RuleCtx& c) {
   k.out_ch = w.sizes[0];
   k.groups = c.op.attrs.GetInt("groups", c.bindings).value_or(1);
   k.bias = c.num_in() > 2;
-  const size_t h = nsp == 2 ? 0 : SIZE_MAX, wi = nsp - 1;  // spatial indices of H and W
+  const size_t wi = nsp - 1;  // W is the last spatial dim; a 2-D conv's H the first
   k.iw = x.sizes[off + 1 + wi], k.ow = y.sizes[off + 1 + wi], k.kw = w.sizes[2 + wi];
   k.stride_w = (*stride)[wi], k.pad_w = (*pad)[wi], k.dil_w = (*dil)[wi];
-  if (h != SIZE_MAX) {
+  if (nsp == 2) {
     k.ih = x.sizes[off + 1], k.oh = y.sizes[off + 1], k.kh = w.sizes[2];
     k.stride_h = (*stride)[0], k.pad_h = (*pad)[0], k.dil_h = (*dil)[0];
   }
