@@ -41,6 +41,8 @@ struct CompiledStep {
   std::map<std::string, int64_t> fixed_symbols;
   std::string no_schedule;
   std::unique_ptr<StreamPool> streams;
+  /// The allocator's state after the schedule's fixed prefix, per allocator options.
+  std::unique_ptr<CheckpointCache> checkpoints;
 };
 
 /// The symbols a sweep or fit will vary, and how many configurations it will evaluate per

@@ -86,6 +86,14 @@ Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& 
   return d;
 }
 
+// The peak of |events|' live bytes: the caching models' peak of the requested bytes, which is
+// that peak when every event reached the allocator (no OOM stopped it), else FindPeak's pass.
+PeakPoint LivePeak(const EventStream& events, const AllocatorReport& a) {
+  if (a.oom || a.peak_requested_event < 0) return FindPeak(events);
+  const MemEvent& e = events.events[static_cast<size_t>(a.peak_requested_event)];
+  return PeakPoint{a.peak_requested_bytes, static_cast<size_t>(a.peak_requested_event), e.phase, e.op};
+}
+
 // The values in |c| of the symbols |sched| varies (nullopt: one is not set).
 std::optional<std::vector<int64_t>> PointOf(const SizeSchedule& sched, const RunConfig& c) {
   std::vector<int64_t> p;
@@ -139,6 +147,7 @@ void BuildSchedule(const Graph& g, const RunConfig& c, const CompileOptions& co,
   cs->schedule = std::make_shared<const SizeSchedule>(std::move(*sched));
   cs->fixed_symbols = FixedSymbols(c, *cs->schedule);
   cs->streams = std::make_unique<StreamPool>(&cs->schedule->order());
+  cs->checkpoints = std::make_unique<CheckpointCache>();
 }
 
 }  // namespace
@@ -224,8 +233,10 @@ Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c) 
   ScheduledStream events(cs, c);
   if (events.get()) {
     f.scheduled = true;
-    f.peak = FindPeak(*events.get());
-    MEMSIM_ASSIGN_OR_RETURN(f.alloc, Allocate(*events.get(), c.alloc, cs.overhead ? cs.overhead->bytes : 0));
+    const AllocatorOptions ao = LeftForAllocator(c.alloc, cs.overhead ? cs.overhead->bytes : 0);
+    const AllocatorCheckpoint* from = cs.checkpoints->Get(*events.get(), cs.schedule->fixed_prefix(), ao);
+    MEMSIM_ASSIGN_OR_RETURN(f.alloc, SimulateAllocator(*events.get(), ao, from));
+    f.peak = LivePeak(*events.get(), f.alloc);
     if (cs.overhead) {
       MEMSIM_ASSIGN_OR_RETURN(f.device, DeviceOf(*cs.graph, c, cs.sim.profile, *events.get(), f.alloc, *cs.overhead));
     }

@@ -228,6 +228,10 @@ bool SizeSchedule::SetTerms(std::vector<std::vector<int64_t>> y, std::string* wh
     if (varies && b + 1 < nvalues) varying_.push_back(static_cast<uint32_t>(b));
   }
   term_begin_.push_back(static_cast<uint32_t>(term_basis_.size()));
+  std::vector<bool> varies(order_.buffers.size(), false);
+  for (uint32_t b : varying_) varies[b] = true;
+  fixed_prefix_ = 0;
+  while (fixed_prefix_ < order_.events.size() && !varies[order_.events[fixed_prefix_].buffer]) ++fixed_prefix_;
   return true;
 }
 

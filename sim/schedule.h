@@ -54,6 +54,10 @@ class SizeSchedule {
   bool Evaluate(const std::vector<int64_t>& point, EventStream* out) const;
   /// The stream of the first probe: the order every configuration shares.
   const EventStream& order() const { return order_; }
+  /// How many leading events of order() touch only buffers whose size never varies: every
+  /// configuration's stream starts with the same events of the same sizes (the parameters,
+  /// typically), so an allocator's state after them is shared (sim/allocator/simulate.h).
+  size_t fixed_prefix() const { return fixed_prefix_; }
   /// Engine runs the build made (probes and checks).
   size_t runs() const { return runs_; }
   /// Whether the covered ranges were checked by engine runs (Build's |checked|).
@@ -78,6 +82,7 @@ class SizeSchedule {
   std::vector<uint32_t> term_basis_;
   std::vector<int64_t> term_coeff_;
   std::vector<uint32_t> varying_;  // the buffers whose size is not the same at every probe
+  size_t fixed_prefix_ = 0;
 
   // The coefficients from the sizes |y| at the probe grid ([point][buffer, then host bytes]).
   bool SetTerms(std::vector<std::vector<int64_t>> y, std::string* why);

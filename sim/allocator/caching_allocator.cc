@@ -54,7 +54,7 @@ BlockId CachingAllocator::NewBlock() {
     blocks_[id] = Block{};
     return id;
   }
-  MEMSIM_CHECK(blocks_.size() < kNoBlock);
+  MEMSIM_CHECK(blocks_.size() < kMaxBlocks);
   blocks_.emplace_back();
   return static_cast<BlockId>(blocks_.size() - 1);
 }

@@ -91,6 +91,9 @@ class CachingAllocator {
  public:
   explicit CachingAllocator(const AllocatorConfig& config, const DeviceOptions& device = {});
 
+  /// Block ids are below this (the ids above are free for callers' sentinels).
+  static constexpr BlockId kMaxBlocks = kNoBlock - 16;
+
   /// torch's malloc(bytes, stream); |bytes| > 0. Returns kNoBlock on a simulated OOM (the
   /// allocator state then reflects what the ladder already released; see last_oom()).
   BlockId Malloc(int64_t bytes, StreamId stream = 0);

@@ -33,15 +33,15 @@ Result<std::pair<int64_t, int64_t>> RunIdeal(const EventStream& es, size_t limit
   return std::make_pair(packer.peak_arena_bytes(), packer.peak_live_bytes());
 }
 
-// Every buffer the stream allocates fits the byte budget (checked before any model runs).
-Status CheckStreamBytes(const EventStream& es, const AllocatorConfig& cfg) {
-  ByteBudget budget(cfg);
-  for (size_t i = 0; i < es.events.size(); ++i) {
+// Every buffer of events [from, to) that allocates fits |budget| (the budget of the events
+// before |from| already added).
+Status CheckStreamBytes(const EventStream& es, size_t from, size_t to, ByteBudget* budget) {
+  for (size_t i = from; i < to; ++i) {
     const MemEvent& e = es.events[i];
     if (e.kind != EventKind::kAlloc) continue;
     if (e.buffer >= es.buffers.size()) return BadEvent(i, "buffer index out of range");
     const Buffer& b = es.buffers[e.buffer];
-    MEMSIM_RETURN_IF_ERROR(budget.AddNamed(b.bytes, [&] { return "tensor \"" + b.name + "\""; }));
+    MEMSIM_RETURN_IF_ERROR(budget->AddNamed(b.bytes, [&] { return "tensor \"" + b.name + "\""; }));
   }
   return Status::OK();
 }
@@ -83,102 +83,198 @@ Result<AllocatorModel> ParseAllocatorModel(std::string_view name) {
                                  "' is not one of caching, expandable, ideal");
 }
 
-Result<AllocatorReport> SimulateAllocator(const EventStream& es, const AllocatorOptions& opt) {
+namespace {
+
+// The ideal model: best-fit offsets in one arena.
+Result<AllocatorReport> SimulateIdeal(const EventStream& es, const AllocatorConfig& cfg, AllocatorReport rep) {
+  ByteBudget budget(cfg);
+  MEMSIM_RETURN_IF_ERROR(CheckStreamBytes(es, 0, es.events.size(), &budget));
+  MEMSIM_ASSIGN_OR_RETURN(auto ideal, RunIdeal(es, es.events.size()));
+  rep.peak_reserved_bytes = rep.ideal_peak_bytes = ideal.first;
+  rep.peak_allocated_bytes = ideal.second;
+  int64_t live = 0;
+  for (const MemEvent& e : es.events) {
+    live += (e.kind == EventKind::kAlloc ? 1 : -1) * es.buffers[e.buffer].bytes;
+    rep.peak_requested_bytes = std::max(rep.peak_requested_bytes, live);
+  }
+  rep.events_simulated = static_cast<int64_t>(es.events.size());
+  return rep;
+}
+
+// See Note [Fragmentation]: sampled when reserved first reaches a new peak, after event |i|.
+void SampleFragmentation(const CachingAllocator& alloc, size_t i, Fragmentation* f) {
+  const DeviceStats& st = alloc.stats();
+  f->event_index = static_cast<int64_t>(i);
+  f->reserved_bytes = st.reserved_bytes.all().current;
+  f->allocated_bytes = st.allocated_bytes.all().current;
+  f->requested_bytes = st.requested_bytes.all().current;
+  f->internal_bytes = f->allocated_bytes - f->requested_bytes;
+  f->internal_rounding_bytes = alloc.rounding_waste_bytes();
+  f->internal_unsplit_bytes = alloc.unsplit_waste_bytes();
+  f->external_bytes = f->reserved_bytes - f->allocated_bytes;
+  f->inactive_split_bytes = st.inactive_split_bytes.all().current;
+  f->largest_free_block_bytes = alloc.LargestFreeBlock();
+}
+
+// What a buffer holds while the caching models run: its block, or one of these.
+constexpr BlockId kNotLive = kNoBlock;
+constexpr BlockId kLiveZeroBytes = kNoBlock - 1;  // allocated, but never reached the allocator
+static_assert(kLiveZeroBytes >= CachingAllocator::kMaxBlocks, "a block id would read as a state");
+
+// Whether a checkpoint made with |a| applies to a run with |b|.
+bool SameRun(const AllocatorOptions& a, const AllocatorOptions& b) {
+  return a.model == b.model && a.alloc_conf == b.alloc_conf && a.capacity_bytes == b.capacity_bytes &&
+         a.address_order == b.address_order && !b.record_placement;
+}
+
+}  // namespace
+
+// One caching-model simulation in progress: the allocator, each buffer's block, and what the
+// report samples along the way. Copyable: a checkpoint is one of these.
+struct CachingRun {
+  CachingRun(const AllocatorConfig& cfg, const AllocatorOptions& opt, size_t buffers)
+      : budget(cfg), alloc(cfg, DeviceOptions{opt.capacity_bytes, opt.address_order, 0}), block(buffers, kNotLive) {}
+
+  // Simulates events [next, to) of |es|. An OOM stops the run (the rest of the stream must
+  // still fit the byte budget). Checks the stream and the budget as it goes.
+  Status Advance(const EventStream& es, size_t to, Placement* place);
+
+  ByteBudget budget;
+  CachingAllocator alloc;
+  std::vector<BlockId> block;
+  int64_t frag_reserved = -1, peak_requested = 0, peak_requested_event = -1;
+  Fragmentation fragmentation;
+  std::optional<OomRecord> oom;
+  size_t next = 0;  // events simulated
+};
+
+struct AllocatorCheckpoint {
+  AllocatorOptions options;
+  size_t buffers = 0;
+  CachingRun run;
+};
+
+Status CachingRun::Advance(const EventStream& es, size_t to, Placement* place) {
+  const DeviceStats& st = alloc.stats();
+  for (; next < to && !oom; ++next) {
+    const size_t i = next;
+    const MemEvent& e = es.events[i];
+    if (e.buffer >= es.buffers.size()) return BadEvent(i, "buffer index out of range");
+    BlockId& held = block[e.buffer];
+    if (e.kind == EventKind::kFree) {
+      if (held == kNotLive) return BadEvent(i, "free of a buffer that is not allocated");
+      if (held != kLiveZeroBytes) {
+        if (place) place->address[i] = alloc.BlockAddress(held);
+        alloc.Free(held);
+      }
+      held = kNotLive;
+      continue;
+    }
+    if (held != kNotLive) return BadEvent(i, "buffer allocated twice");
+    const Buffer& buf = es.buffers[e.buffer];
+    MEMSIM_RETURN_IF_ERROR(budget.AddNamed(buf.bytes, [&] { return "tensor \"" + buf.name + "\""; }));
+    if (buf.bytes == 0) {  // a zero-byte tensor never reaches the allocator
+      held = kLiveZeroBytes;
+      continue;
+    }
+    held = alloc.Malloc(buf.bytes);
+    if (held == kNoBlock) {
+      oom = OomRecord{*alloc.last_oom(), e.buffer, e.op, e.phase, static_cast<int64_t>(i)};
+      return CheckStreamBytes(es, i + 1, es.events.size(), &budget);  // |next| stays at the OOM
+    }
+    if (place) {
+      place->address[i] = alloc.BlockAddress(held);
+      place->segment_bytes[i] = alloc.last_malloc_device_bytes();
+    }
+    if (st.requested_bytes.all().current > peak_requested) {
+      peak_requested = st.requested_bytes.all().current;
+      peak_requested_event = static_cast<int64_t>(i);
+    }
+    if (st.reserved_bytes.all().current > frag_reserved) {
+      frag_reserved = st.reserved_bytes.all().current;
+      SampleFragmentation(alloc, i, &fragmentation);
+    }
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// The caching models over the whole stream, from the start or from |from| (a run of its first
+// events).
+Status RunCaching(const EventStream& es, const AllocatorConfig& cfg, const AllocatorOptions& opt,
+                  const CachingRun* from, AllocatorReport* rep) {
+  Placement* place = nullptr;
+  if (opt.record_placement) {
+    place = &rep->placement.emplace();
+    place->address.assign(es.events.size(), 0);
+    place->segment_bytes.assign(es.events.size(), 0);
+  }
+  CachingRun run = from ? *from : CachingRun(cfg, opt, es.buffers.size());
+  MEMSIM_RETURN_IF_ERROR(run.Advance(es, es.events.size(), place));
+  const DeviceStats& st = run.alloc.stats();
+  rep->events_simulated = static_cast<int64_t>(run.next);
+  if (place) place->final_segments = run.alloc.Snapshot();
+  rep->stats = st;
+  rep->peak_allocated_bytes = st.allocated_bytes.all().peak;
+  rep->peak_reserved_bytes = st.reserved_bytes.all().peak;
+  rep->peak_requested_bytes = st.requested_bytes.all().peak;
+  rep->peak_requested_event = run.peak_requested_event;
+  rep->fragmentation = run.fragmentation;
+  rep->oom = std::move(run.oom);
+  if (opt.compute_ideal) {
+    MEMSIM_ASSIGN_OR_RETURN(auto ideal, RunIdeal(es, run.next));
+    rep->ideal_peak_bytes = ideal.first;
+  }
+  return Status::OK();
+}
+
+// The options' config, checked.
+Result<AllocatorConfig> ConfigOf(const AllocatorOptions& opt) {
   MEMSIM_ASSIGN_OR_RETURN(AllocatorConfig cfg, ParseAllocConf(opt.alloc_conf));
   if (opt.model == AllocatorModel::kExpandable) cfg.expandable_segments = true;
   if (opt.capacity_bytes < 0) return Status::InvalidArgument("capacity_bytes must be >= 0");
   if (opt.record_placement && (opt.model == AllocatorModel::kIdeal || cfg.expandable_segments))
     return Status::Unsupported("the memory_viz export needs the caching allocator without expandable_segments");
-  MEMSIM_RETURN_IF_ERROR(CheckStreamBytes(es, cfg));
+  return cfg;
+}
+
+}  // namespace
+
+Result<AllocatorReport> SimulateAllocator(const EventStream& es, const AllocatorOptions& opt,
+                                          const AllocatorCheckpoint* from) {
+  MEMSIM_ASSIGN_OR_RETURN(AllocatorConfig cfg, ConfigOf(opt));
   AllocatorReport rep;
   rep.model = opt.model;
   rep.alloc_conf = cfg.ToString();
   rep.capacity_bytes = opt.capacity_bytes;
-
-  if (opt.model == AllocatorModel::kIdeal) {
-    MEMSIM_ASSIGN_OR_RETURN(auto ideal, RunIdeal(es, es.events.size()));
-    rep.peak_reserved_bytes = rep.ideal_peak_bytes = ideal.first;
-    rep.peak_allocated_bytes = ideal.second;
-    int64_t live = 0;
-    for (const MemEvent& e : es.events) {
-      live += (e.kind == EventKind::kAlloc ? 1 : -1) * es.buffers[e.buffer].bytes;
-      rep.peak_requested_bytes = std::max(rep.peak_requested_bytes, live);
-    }
-    rep.events_simulated = static_cast<int64_t>(es.events.size());
-    return rep;
-  }
-
-  CachingAllocator alloc(cfg, DeviceOptions{opt.capacity_bytes, opt.address_order, 0});
-  std::vector<BlockId> block(es.buffers.size(), kNoBlock);
-  std::vector<uint8_t> live(es.buffers.size(), 0);
-  const DeviceStats& st = alloc.stats();
-  int64_t frag_reserved = -1;
-  Placement* place = nullptr;
-  if (opt.record_placement) {
-    rep.placement.emplace();
-    place = &*rep.placement;
-    place->address.assign(es.events.size(), 0);
-    place->segment_bytes.assign(es.events.size(), 0);
-  }
-  size_t i = 0;
-  for (; i < es.events.size(); ++i) {
-    const MemEvent& e = es.events[i];
-    if (e.buffer >= es.buffers.size()) return BadEvent(i, "buffer index out of range");
-    const int64_t bytes = es.buffers[e.buffer].bytes;
-    if (e.kind == EventKind::kAlloc) {
-      if (live[e.buffer]) return BadEvent(i, "buffer allocated twice");
-      live[e.buffer] = 1;
-      if (bytes <= 0) continue;  // a zero-byte tensor never reaches the allocator
-      const BlockId b = alloc.Malloc(bytes);
-      if (b == kNoBlock) {
-        OomRecord o;
-        o.info = *alloc.last_oom();
-        o.buffer = e.buffer;
-        o.op = e.op;
-        o.phase = e.phase;
-        o.event_index = static_cast<int64_t>(i);
-        rep.oom = std::move(o);
-        break;
-      }
-      block[e.buffer] = b;
-      if (place) {
-        place->address[i] = alloc.BlockAddress(b);
-        place->segment_bytes[i] = alloc.last_malloc_device_bytes();
-      }
-      if (st.reserved_bytes.all().current > frag_reserved) {
-        // See Note [Fragmentation]: sampled when reserved first reaches a new peak.
-        frag_reserved = st.reserved_bytes.all().current;
-        Fragmentation& f = rep.fragmentation;
-        f.event_index = static_cast<int64_t>(i);
-        f.reserved_bytes = frag_reserved;
-        f.allocated_bytes = st.allocated_bytes.all().current;
-        f.requested_bytes = st.requested_bytes.all().current;
-        f.internal_bytes = f.allocated_bytes - f.requested_bytes;
-        f.internal_rounding_bytes = alloc.rounding_waste_bytes();
-        f.internal_unsplit_bytes = alloc.unsplit_waste_bytes();
-        f.external_bytes = f.reserved_bytes - f.allocated_bytes;
-        f.inactive_split_bytes = st.inactive_split_bytes.all().current;
-        f.largest_free_block_bytes = alloc.LargestFreeBlock();
-      }
-    } else {
-      if (!live[e.buffer]) return BadEvent(i, "free of a buffer that is not allocated");
-      live[e.buffer] = 0;
-      if (place && block[e.buffer] != kNoBlock) place->address[i] = alloc.BlockAddress(block[e.buffer]);
-      if (block[e.buffer] != kNoBlock) alloc.Free(block[e.buffer]);
-      block[e.buffer] = kNoBlock;
-    }
-  }
-  rep.events_simulated = static_cast<int64_t>(i);
-  if (place) place->final_segments = alloc.Snapshot();
-  rep.stats = st;
-  rep.peak_allocated_bytes = st.allocated_bytes.all().peak;
-  rep.peak_reserved_bytes = st.reserved_bytes.all().peak;
-  rep.peak_requested_bytes = st.requested_bytes.all().peak;
-  if (opt.compute_ideal) {
-    MEMSIM_ASSIGN_OR_RETURN(auto ideal, RunIdeal(es, i));
-    rep.ideal_peak_bytes = ideal.first;
-  }
+  if (opt.model == AllocatorModel::kIdeal) return SimulateIdeal(es, cfg, std::move(rep));
+  const bool resume = from != nullptr && SameRun(from->options, opt) && from->buffers == es.buffers.size();
+  MEMSIM_RETURN_IF_ERROR(RunCaching(es, cfg, opt, resume ? &from->run : nullptr, &rep));
   return rep;
+}
+
+Result<std::shared_ptr<const AllocatorCheckpoint>> SimulatePrefix(const EventStream& es, size_t events,
+                                                                  const AllocatorOptions& opt) {
+  MEMSIM_ASSIGN_OR_RETURN(AllocatorConfig cfg, ConfigOf(opt));
+  if (opt.model == AllocatorModel::kIdeal || opt.record_placement || events > es.events.size())
+    return std::shared_ptr<const AllocatorCheckpoint>();
+  auto c = std::make_shared<AllocatorCheckpoint>(AllocatorCheckpoint{opt, es.buffers.size(), CachingRun(cfg, opt, es.buffers.size())});
+  MEMSIM_RETURN_IF_ERROR(c->run.Advance(es, events, nullptr));
+  if (c->run.oom) return std::shared_ptr<const AllocatorCheckpoint>();
+  return std::shared_ptr<const AllocatorCheckpoint>(std::move(c));
+}
+
+const AllocatorCheckpoint* CheckpointCache::Get(const EventStream& events, size_t prefix,
+                                                const AllocatorOptions& options) {
+  if (prefix == 0 || options.record_placement) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [opt, made] : made_)
+    if (SameRun(opt, options)) return made.get();
+  if (made_.size() >= kMaxEntries) return nullptr;
+  Result<std::shared_ptr<const AllocatorCheckpoint>> c = SimulatePrefix(events, prefix, options);
+  made_.emplace_back(options, c.ok() ? *c : nullptr);
+  return made_.back().second.get();
 }
 
 nlohmann::ordered_json DeviceStatsToJson(const DeviceStats& s) {

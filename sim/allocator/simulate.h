@@ -16,9 +16,12 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lib/stream/events.h"
@@ -84,6 +87,9 @@ struct AllocatorReport {
   int64_t peak_allocated_bytes = 0;  ///< max_memory_allocated(): block bytes
   int64_t peak_reserved_bytes = 0;   ///< max_memory_reserved(); arena peak for kIdeal
   int64_t peak_requested_bytes = 0;  ///< peak of caller bytes alive
+  /// The event after which the caller bytes alive first reached that peak (caching models; -1:
+  /// none reached the allocator). Without an OOM this is lib/analysis/peak.h's FindPeak event.
+  int64_t peak_requested_event = -1;
   int64_t ideal_peak_bytes = 0;      ///< ideal packing lower bound (0 if not computed)
   int64_t events_simulated = 0;      ///< events processed (fewer than all after an OOM)
   DeviceStats stats;                 ///< final stats (peaks included); zero for kIdeal
@@ -117,11 +123,37 @@ class ByteBudget {
   int64_t total_ = 0;
 };
 
-/// Simulates |events|. Errors: a bad alloc_conf, a buffer or byte total out of range (see
-/// ByteBudget), or an event stream that frees a buffer that is not allocated / allocates one
-/// twice / names a buffer out of range.
-Result<AllocatorReport> SimulateAllocator(const EventStream& events,
-                                          const AllocatorOptions& options);
+/// The caching models' state after the first events of a stream, to resume from on streams
+/// that start with the same events of the same sizes (a size schedule's fixed prefix).
+struct AllocatorCheckpoint;
+
+/// Simulates |events|; from |from| (SimulatePrefix's state after their first events) when it is
+/// not null and was made with the same model, alloc_conf, capacity and address order (and
+/// |options| records no placement), else from the start: the same report either way. Errors: a
+/// bad alloc_conf, a buffer or byte total out of range (see ByteBudget), or an event stream that
+/// frees a buffer that is not allocated / allocates one twice / names a buffer out of range.
+Result<AllocatorReport> SimulateAllocator(const EventStream& events, const AllocatorOptions& options,
+                                          const AllocatorCheckpoint* from = nullptr);
+
+/// The state after the first |prefix| events of |events| under |options|; null (simulate from
+/// the start) for the ideal model, a placement record, or an OOM among them.
+Result<std::shared_ptr<const AllocatorCheckpoint>> SimulatePrefix(const EventStream& events, size_t prefix,
+                                                                  const AllocatorOptions& options);
+
+/// Checkpoints by allocator options, each made on first use from the first stream it is asked
+/// with: every stream a cache sees must start with the same |prefix| events of the same sizes.
+/// Thread-safe.
+class CheckpointCache {
+ public:
+  /// The checkpoint after the first |prefix| events of |events| for |options|; null when there is
+  /// none (see SimulatePrefix; also after an error, which the full run then reports).
+  const AllocatorCheckpoint* Get(const EventStream& events, size_t prefix, const AllocatorOptions& options);
+
+ private:
+  static constexpr size_t kMaxEntries = 16;  // option sets of one compiled step: a few
+  std::mutex mu_;
+  std::vector<std::pair<AllocatorOptions, std::shared_ptr<const AllocatorCheckpoint>>> made_;
+};
 
 /// The report as JSON with a fixed key order (the run command embeds it).
 nlohmann::ordered_json AllocatorReportToJson(const AllocatorReport& report);

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/analysis/peak.h"
+
 namespace memsim {
 namespace {
 
@@ -133,6 +135,72 @@ TEST(SimulateAllocatorTest, JsonHasStableKeyOrder) {
                                            "events_simulated", "fragmentation", "stats", "oom"));
   EXPECT_EQ(j["stats"]["reserved_bytes"]["small_pool"]["peak"], 2 * MiB);
   EXPECT_EQ(j.dump(), AllocatorReportToJson(*SimulateAllocator(s.es, {})).dump());
+}
+
+// A stream whose first 7 events (the "parameters", a zero-byte buffer and a freed workspace)
+// never change, followed by activations whose sizes grow with |k|.
+EventStream PrefixedStream(int64_t k) {
+  StreamBuilder s;
+  s.A(37632);
+  s.A(0);
+  const uint32_t w = s.A(3 * MiB);
+  s.A(256);
+  s.A(9 * MiB);
+  s.F(w);
+  s.A(600);
+  const uint32_t x = s.A(k * 602112), y = s.A(k * 3 * MiB + 512);
+  s.F(x);
+  const uint32_t z = s.A(k * 700000);
+  s.F(y);
+  s.A(1000 * k);
+  s.F(z);
+  return s.es;
+}
+
+TEST(SimulateAllocatorTest, ResumingFromAPrefixCheckpointGivesTheSameReport) {
+  for (int64_t capacity : {int64_t{0}, 64 * MiB, 24 * MiB, 8 * MiB}) {
+    for (const char* conf : {"", "max_split_size_mb:20", "expandable_segments:True"}) {
+      AllocatorOptions opt;
+      opt.alloc_conf = conf;
+      opt.capacity_bytes = capacity;
+      CheckpointCache cache;
+      for (int64_t k : {1, 2, 5, 9, 17}) {
+        SCOPED_TRACE("capacity " + std::to_string(capacity) + " conf '" + conf + "' k " + std::to_string(k));
+        const EventStream es = PrefixedStream(k);
+        const AllocatorCheckpoint* from = cache.Get(es, 7, opt);
+        // 8 MiB cannot hold the prefix's 9 MiB buffer: no checkpoint, the run starts over.
+        EXPECT_EQ(from == nullptr, capacity == 8 * MiB);
+        auto resumed = SimulateAllocator(es, opt, from);
+        auto fresh = SimulateAllocator(es, opt);
+        ASSERT_TRUE(resumed.ok() && fresh.ok());
+        EXPECT_EQ(AllocatorReportToJson(*resumed).dump(), AllocatorReportToJson(*fresh).dump());
+        EXPECT_EQ(resumed->peak_requested_event, fresh->peak_requested_event);
+        if (!fresh->oom) {
+          const PeakPoint p = FindPeak(es);
+          EXPECT_EQ(static_cast<int64_t>(p.event), fresh->peak_requested_event);
+          EXPECT_EQ(p.live_bytes, fresh->peak_requested_bytes);
+        }
+        EXPECT_EQ(cache.Get(es, 7, opt), from);  // made once per option set
+      }
+    }
+  }
+}
+
+TEST(SimulateAllocatorTest, ACheckpointOfOtherOptionsIsNotUsed) {
+  const EventStream es = PrefixedStream(3);
+  AllocatorOptions small;
+  small.capacity_bytes = 24 * MiB;
+  CheckpointCache cache;
+  const AllocatorCheckpoint* unlimited = cache.Get(es, 7, AllocatorOptions{});
+  ASSERT_NE(unlimited, nullptr);
+  auto r = SimulateAllocator(es, small, unlimited);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(AllocatorReportToJson(*r).dump(), AllocatorReportToJson(*SimulateAllocator(es, small)).dump());
+  EXPECT_NE(cache.Get(es, 7, small), unlimited);
+  AllocatorOptions place;
+  place.record_placement = true;
+  EXPECT_EQ(cache.Get(es, 7, place), nullptr);  // a placement record needs every event's address
+  EXPECT_EQ(cache.Get(es, 0, AllocatorOptions{}), nullptr);
 }
 
 }  // namespace
