@@ -1,6 +1,7 @@
 // Allocator statistics with PyTorch's names and meaning (torch.cuda.memory_stats()): every stat
-// is kept for {all, small_pool, large_pool} as {current, peak, allocated, freed}. Values only
-// change through Increase/Decrease. Plain data; see docs/allocator.md, Note [Allocator stats].
+// is kept for {all, small_pool, large_pool} as {current, peak} (what memsim reports; PyTorch's
+// cumulative allocated/freed counters are not kept). Values only change through
+// Increase/Decrease. Plain data; see docs/allocator.md, Note [Allocator stats].
 #ifndef MEMSIM_SIM_ALLOCATOR_ALLOCATOR_STATS_H_
 #define MEMSIM_SIM_ALLOCATOR_ALLOCATOR_STATS_H_
 
@@ -17,17 +18,13 @@ enum class PoolKind : uint8_t { kSmall = 0, kLarge = 1 };
 struct Stat {
   int64_t current = 0;
   int64_t peak = 0;
-  int64_t allocated = 0;  ///< cumulative increases
-  int64_t freed = 0;      ///< cumulative decreases
 
   void Increase(int64_t amount) {
     current += amount;
-    allocated += amount;
     if (current > peak) peak = current;
   }
   void Decrease(int64_t amount) {
     current -= amount;
-    freed += amount;
     MEMSIM_CHECK(current >= 0);
   }
 };

@@ -47,15 +47,15 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config, const DeviceOp
                 dev_.capacity_bytes > 0;
 }
 
-BlockId CachingAllocator::NewBlock() {
+BlockId CachingAllocator::NewBlock(const Block& init) {
   if (!free_ids_.empty()) {
     BlockId id = free_ids_.back();
     free_ids_.pop_back();
-    blocks_[id] = Block{};
+    blocks_[id] = init;
     return id;
   }
   MEMSIM_CHECK(blocks_.size() < kMaxBlocks);
-  blocks_.emplace_back();
+  blocks_.push_back(init);  // safe when |init| is an element: it is copied before any reallocation
   return static_cast<BlockId>(blocks_.size() - 1);
 }
 
@@ -207,10 +207,9 @@ BlockId CachingAllocator::AllocFoundBlock(BlockId b, int64_t rounded, int64_t re
   const bool expandable = blocks_[b].expandable;
   if (ShouldSplit(blocks_[b], rounded)) {
     const BlockId remaining = b;
-    const BlockId front = NewBlock();
+    const BlockId front = NewBlock(blocks_[remaining]);  // same stream, pool, segment, expandable, mapped
     Block& rem = blocks_[remaining];
     Block& blk = blocks_[front];
-    blk = rem;  // same stream, pool, segment, expandable, mapped
     blk.size = rounded;
     blk.prev = rem.prev;
     if (blk.prev != kNil) blocks_[blk.prev].next = front;

@@ -170,7 +170,8 @@ class CachingAllocator {
   void EraseFree(BlockId b) { PoolOf(blocks_[b].pool).blocks.Erase(blocks_[b].stream, FreeKey(b)); }
   void EraseUnmapped(BlockId b) { PoolOf(blocks_[b].pool).unmapped.Erase(blocks_[b].stream, UnmappedKey(b)); }
   bool IsSplit(BlockId b) const { return blocks_[b].prev != kNil || blocks_[b].next != kNil; }
-  BlockId NewBlock();
+  BlockId NewBlock() { return NewBlock(Block{}); }
+  BlockId NewBlock(const Block& init);  // a block initialized as a copy of |init|
   void DeleteBlock(BlockId b);
   void InsertFree(BlockId b);
 

@@ -49,11 +49,12 @@ class FreeSet {
       const Entry* base = entries.data();
       size_t n = entries.size();
       if (n <= kLinearLane) {
-        // Short lanes (most of them): count the smaller keys. Independent compares, no chain of
-        // dependent loads as in a binary search.
-        size_t below = 0;
-        for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(base[i].key < k);
-        return below;
+        // Short lanes (most of them): count the smaller sizes (independent compares, no chain
+        // of dependent loads as in a binary search), then step over the blocks of the same size
+        // at lower addresses.
+        size_t i = LowerBoundSize(SizeOf(k));
+        while (i < n && base[i].key < k) ++i;
+        return i;
       }
       while (n > 1) {
         const size_t half = n / 2;
