@@ -156,8 +156,18 @@ struct AllocatorCheckpoint {
 
 Status CachingRun::Advance(const EventStream& es, size_t to, Placement* place) {
   const DeviceStats& st = alloc.stats();
-  for (; next < to && !oom; ++next) {
-    const size_t i = next;
+  if (oom) return Status::OK();
+  // Locals, not the members, in the loop: the calls into the allocator would make the compiler
+  // store and reload them at every event.
+  int64_t peak = peak_requested, peak_event = peak_requested_event, reserved_sampled = frag_reserved;
+  size_t i = next;
+  auto done = [&] {
+    next = i;
+    peak_requested = peak;
+    peak_requested_event = peak_event;
+    frag_reserved = reserved_sampled;
+  };
+  for (; i < to; ++i) {
     const MemEvent& e = es.events[i];
     if (e.buffer >= es.buffers.size()) return BadEvent(i, "buffer index out of range");
     BlockId& held = block[e.buffer];
@@ -180,21 +190,23 @@ Status CachingRun::Advance(const EventStream& es, size_t to, Placement* place) {
     held = alloc.Malloc(buf.bytes);
     if (held == kNoBlock) {
       oom = OomRecord{*alloc.last_oom(), e.buffer, e.op, e.phase, static_cast<int64_t>(i)};
-      return CheckStreamBytes(es, i + 1, es.events.size(), &budget);  // |next| stays at the OOM
+      done();  // |next| stays at the OOM
+      return CheckStreamBytes(es, i + 1, es.events.size(), &budget);
     }
     if (place) {
       place->address[i] = alloc.BlockAddress(held);
       place->segment_bytes[i] = alloc.last_malloc_device_bytes();
     }
-    if (st.requested_bytes.all().current > peak_requested) {
-      peak_requested = st.requested_bytes.all().current;
-      peak_requested_event = static_cast<int64_t>(i);
+    if (st.requested_bytes.all().current > peak) {
+      peak = st.requested_bytes.all().current;
+      peak_event = static_cast<int64_t>(i);
     }
-    if (st.reserved_bytes.all().current > frag_reserved) {
-      frag_reserved = st.reserved_bytes.all().current;
+    if (st.reserved_bytes.all().current > reserved_sampled) {
+      reserved_sampled = st.reserved_bytes.all().current;
       SampleFragmentation(alloc, i, &fragmentation);
     }
   }
+  done();
   return Status::OK();
 }
 
