@@ -70,19 +70,23 @@ bool RecvMessage(int fd, std::string* bytes, int timeout_ms, bool* timed_out) {
   return RecvAll(fd, bytes->data(), n, timeout_ms, timed_out);
 }
 
+/// A fault or the alarm must end a child with its signal: handlers inherited from the parent (a
+/// sanitizer's or libFuzzer's, which write crash reports and artifacts, or a command's own
+/// SIGTERM cleanup) are the parent's business, not the child's.
+void ResetSignals() {
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM, SIGTERM, SIGINT, SIGXFSZ})
+    signal(sig, SIG_DFL);
+}
+
 /// The worker's loop: each request is one byte (data propagation on/off) and a serialized
 /// ModelProto; each answer the inferred value_info and outputs as a serialized GraphProto.
-/// Exits when the parent closes its end. Never returns.
+/// Exits when its supervisor closes its end. Never returns.
 [[noreturn]] void ServeInference(int fd) {
   // libonnx's (or a sanitizer's) report of a fault is the worker's business: the parent says
   // what happened in one line.
   int devnull = open("/dev/null", O_WRONLY);
   if (devnull >= 0) dup2(devnull, STDERR_FILENO);
-  // A fault or the alarm must end the worker with its signal: handlers inherited from the parent
-  // (a sanitizer's or libFuzzer's, which write crash reports and artifacts, or a command's own
-  // SIGTERM cleanup) are the parent's business, not the worker's.
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM, SIGTERM, SIGINT, SIGXFSZ})
-    signal(sig, SIG_DFL);
+  ResetSignals();
   for (;;) {
     char data_propagation = 0;
     std::string request;
@@ -105,37 +109,16 @@ bool RecvMessage(int fd, std::string* bytes, int timeout_ms, bool* timed_out) {
   }
 }
 
-/// One worker process, started on first use and kept for the next import (a fuzzer or a
-/// program importing many models pays one fork, not one per model); restarted after it dies.
-class InferenceWorker {
+/// A child process at the other end of a socket, serving requests (a flag byte and a message)
+/// with one message each; stopped by closing the socket.
+class Child {
  public:
-  ~InferenceWorker() { Stop(); }
+  ~Child() { Stop(); }
+  bool running() const { return pid_ >= 0; }
 
-  struct Outcome {
-    bool ok = false;
-    std::string how;  ///< why not ok: "signal 11 (Segmentation fault)", "exit 3"
-    std::string bytes;
-  };
-
-  Outcome Infer(const std::string& model_bytes, bool data_propagation) {
-    Outcome r;
-    if (pid_ < 0 && !Start(&r.how)) return r;
-    const char flag = data_propagation ? 1 : 0;
-    bool timed_out = false;
-    if (SendAll(fd_, &flag, 1) && SendMessage(fd_, model_bytes) &&
-        RecvMessage(fd_, &r.bytes, static_cast<int>(kChildSeconds + 5) * 1000, &timed_out)) {
-      r.ok = true;
-      return r;
-    }
-    r.how = Reap(timed_out);
-    return r;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-
-  bool Start(std::string* how) {
+  /// Forks a child running |serve(fd)| (which never returns); the child first closes
+  /// |close_in_child| (-1: none), a socket of its parent's that must not outlive the parent.
+  bool Start(void (*serve)(int), int close_in_child, std::string* how) {
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
       *how = std::string("socketpair: ") + std::strerror(errno);
@@ -150,7 +133,8 @@ class InferenceWorker {
     }
     if (pid == 0) {
       close(fds[0]);
-      ServeInference(fds[1]);
+      if (close_in_child >= 0) close(close_in_child);
+      serve(fds[1]);
     }
     close(fds[1]);
     pid_ = pid;
@@ -158,7 +142,29 @@ class InferenceWorker {
     return true;
   }
 
-  /// The worker failed a request: kills it (if it hangs), waits for it and says how it ended.
+  /// One request and its answer. false: the child failed it (it is then reaped, and |how| says
+  /// how it ended).
+  bool Exchange(char flag, const std::string& request, int timeout_ms, std::string* answer, std::string* how) {
+    bool timed_out = false;
+    if (SendAll(fd_, &flag, 1) && SendMessage(fd_, request) && RecvMessage(fd_, answer, timeout_ms, &timed_out))
+      return true;
+    *how = Reap(timed_out);
+    return false;
+  }
+
+  void Stop() {
+    if (pid_ < 0) return;
+    close(fd_);  // the child reads EOF and exits
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+
+  /// The child failed a request: kills it (if it hangs), waits for it and says how it ended.
   std::string Reap(bool timed_out) {
     if (timed_out) kill(pid_, SIGKILL);
     close(fd_);
@@ -175,28 +181,73 @@ class InferenceWorker {
     }
     return "exit " + std::to_string(WEXITSTATUS(status));
   }
+};
 
-  void Stop() {
-    if (pid_ < 0) return;
-    close(fd_);  // the worker reads EOF and exits
-    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
+/// The supervisor's loop: relays each request to its worker (forked from the supervisor, which
+/// stays small, and replaced after a fault) and answers with a status byte (0: the worker's
+/// answer follows; 1: how the worker ended). Exits when the parent closes its end.
+[[noreturn]] void Supervise(int fd) {
+  ResetSignals();
+  Child worker;
+  for (;;) {
+    char flag = 0;
+    std::string request;
+    if (!RecvAll(fd, &flag, 1, -1, nullptr) || !RecvMessage(fd, &request, -1, nullptr)) break;
+    std::string answer, how;
+    const bool ok = (worker.running() || worker.Start(ServeInference, fd, &how)) &&
+                    worker.Exchange(flag, request, static_cast<int>(kChildSeconds + 5) * 1000, &answer, &how);
+    if (!SendMessage(fd, std::string(1, ok ? '\0' : '\1') + (ok ? answer : how))) break;
   }
+  worker.Stop();
+  _exit(0);
+}
+
+/// The inference service: a supervisor process started on first use and kept (a fuzzer or a
+/// program importing many models pays one fork of itself, not one per model or per fault: a
+/// worker that faults is replaced by the supervisor, whose fork copies a small process, not this
+/// one); restarted if the supervisor itself dies.
+class InferenceService {
+ public:
+  struct Outcome {
+    bool ok = false;
+    std::string how;  ///< why not ok: "signal 11 (Segmentation fault)", "exit 3"
+    std::string bytes;
+  };
+
+  Outcome Infer(const std::string& model_bytes, bool data_propagation) {
+    Outcome r;
+    if (!supervisor_.running() && !supervisor_.Start(Supervise, -1, &r.how)) return r;
+    std::string answer;
+    if (!supervisor_.Exchange(data_propagation ? 1 : 0, model_bytes, static_cast<int>(kChildSeconds + 15) * 1000,
+                              &answer, &r.how)) {
+      r.how = "the inference supervisor ended: " + r.how;
+      return r;
+    }
+    if (answer.empty()) {
+      r.how = "an empty answer";
+      return r;
+    }
+    r.ok = answer[0] == 0;
+    (r.ok ? r.bytes : r.how) = answer.substr(1);
+    return r;
+  }
+
+ private:
+  Child supervisor_;
 };
 
 }  // namespace
 
 Result<onnx::GraphProto> InferShapesContained(const onnx::ModelProto& model, const std::string& source) {
   static std::mutex mu;
-  static InferenceWorker worker;
+  static InferenceService service;
   std::string bytes;
   if (!model.SerializeToString(&bytes))
     return Status::Unsupported(source + ": the model cannot be serialized for ONNX shape inference");
   std::lock_guard<std::mutex> lock(mu);
   std::string first_failure;
   for (bool data_propagation : {true, false}) {
-    InferenceWorker::Outcome c = worker.Infer(bytes, data_propagation);
+    InferenceService::Outcome c = service.Infer(bytes, data_propagation);
     onnx::GraphProto g;
     if (c.ok && g.ParseFromString(c.bytes)) return g;
     if (first_failure.empty()) first_failure = c.ok ? "unreadable answer" : c.how;

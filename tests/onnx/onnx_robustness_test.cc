@@ -4,7 +4,12 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <initializer_list>
 
@@ -149,6 +154,40 @@ TEST(OnnxRobustnessTest, AfterAFaultInsideLibonnxTheNextImportsStillInferShapes)
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_THAT(r->dump(), HasSubstr("conv"));
   }
+}
+
+// The pids of the live child processes of |parent| (from /proc/*/stat).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> kids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat) || stat.rfind(')') == std::string::npos) continue;
+    // "pid (comm) state ppid ...": the command may hold spaces and parentheses.
+    std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid && ppid == parent && state != "Z") kids.push_back(std::stoi(name));
+  }
+  return kids;
+}
+
+// Note [Contained ONNX shape inference]: memsim forks one supervisor, once; the workers that
+// fault are replaced by forks of the supervisor, never of memsim (whose heap may be large).
+TEST(OnnxRobustnessTest, AFaultingWorkerIsReplacedByTheSupervisorNotByMemsim) {
+  ImportFileError("onnx_data_propagation_slice_segv.onnx");
+  const std::vector<pid_t> supervisor = ChildrenOf(getpid());
+  ASSERT_EQ(supervisor.size(), 1u);
+  for (int k = 0; k < 3; ++k) {
+    ImportFileError("onnx_data_propagation_slice_segv.onnx");
+    EXPECT_EQ(ChildrenOf(getpid()), supervisor);
+  }
+  auto r = ImportOnnx(ConvModel({2, 2}).SerializeAsString(), "m.onnx", OnnxImportOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(ChildrenOf(getpid()), supervisor);
+  EXPECT_EQ(ChildrenOf(supervisor[0]).size(), 1u);  // the worker, kept for the next import
 }
 
 // x[1,4] -> |op|(attributes) -> y: a one-node model.
