@@ -12,6 +12,7 @@ for t in $targets; do
   [ -x "$bin" ] || { echo "fuzz: $bin is missing" >&2; status=1; continue; }
   corpus=$build/fuzz-corpus/$t
   mkdir -p "$corpus"
+  extra=
   case $t in
     graph_json_fuzz) seeds="$root/graphs $root/fuzz/corpus/graph_json" ;;
     snapshot_fuzz) seeds="$root/fuzz/corpus/snapshot" ;;
@@ -19,10 +20,12 @@ for t in $targets; do
     onnx_import_fuzz)
       seeds=$build/fuzz-seeds/onnx
       # /usr/bin/python3: the python3 on PATH may be one without onnx.
-      [ -d "$seeds" ] || /usr/bin/python3 "$root/tests/onnx/make_models.py" "$seeds" >/dev/null ;;
+      [ -d "$seeds" ] || /usr/bin/python3 "$root/tests/onnx/make_models.py" "$seeds" >/dev/null
+      # ~28,000 coverage features: the entropic schedule's bookkeeping took half the time (perf).
+      extra=-entropic=0 ;;
   esac
   log=$build/fuzz-$t.log
-  "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  "$bin" $extra -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
          -artifact_prefix="$build/fuzz-$t-" "$corpus" $seeds >"$log" 2>&1
   rc=$?
   runs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1)
