@@ -14,9 +14,20 @@ AllocatorOptions LeftForAllocator(AllocatorOptions ao, int64_t overhead) {
   return ao;
 }
 
+/// Where the allocator may resume a stream from: the checkpoints of the prefix it shares with
+/// the other configurations of its size schedule (no cache: from the start).
+struct Resume {
+  CheckpointCache* cache = nullptr;
+  size_t prefix = 0;
+  Result<AllocatorReport> Simulate(const EventStream& events, const AllocatorOptions& ao) const {
+    return SimulateAllocator(events, ao, cache ? cache->Get(events, prefix, ao) : nullptr);
+  }
+};
+
 /// The allocator over |events| with the capacity the overhead leaves it.
-Result<AllocatorReport> Allocate(const EventStream& events, const AllocatorOptions& ao, int64_t overhead) {
-  return SimulateAllocator(events, LeftForAllocator(ao, overhead));
+Result<AllocatorReport> Allocate(const EventStream& events, const AllocatorOptions& ao, int64_t overhead,
+                                 const Resume& resume = {}) {
+  return resume.Simulate(events, LeftForAllocator(ao, overhead));
 }
 
 struct Bound {
@@ -27,13 +38,13 @@ struct Bound {
 /// |a| (the allocator over |events| with the capacity |overhead| leaves) as a bound; after an OOM
 /// the allocator runs again without a capacity, for what the step would need.
 Result<Bound> BoundOf(const AllocatorReport& a, const EventStream& events, AllocatorOptions ao, int64_t overhead,
-                      bool need_after_oom = true) {
+                      bool need_after_oom = true, const Resume& resume = {}) {
   Bound b{a.peak_reserved_bytes + overhead, a.oom.has_value()};
   if (!b.oom || !need_after_oom) return b;
   ao.capacity_bytes = 0;
   ao.compute_ideal = false;
   ao.record_placement = false;
-  MEMSIM_ASSIGN_OR_RETURN(AllocatorReport unlimited, SimulateAllocator(events, ao));
+  MEMSIM_ASSIGN_OR_RETURN(AllocatorReport unlimited, resume.Simulate(events, ao));
   b.device_bytes = unlimited.peak_reserved_bytes + overhead;
   return b;
 }
@@ -61,13 +72,13 @@ Verdict Decide(int64_t capacity, bool point_oom, const Bound& low, const Bound& 
 }
 
 Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& profile, const EventStream& events,
-                             const AllocatorReport& alloc, const DeviceOverhead& overhead) {
+                             const AllocatorReport& alloc, const DeviceOverhead& overhead, const Resume& resume = {}) {
   DeviceLevel d;
   d.modelled = true;
   d.overhead = overhead;
   d.capacity_bytes = c.alloc.capacity_bytes;
   d.workspace_policy = ConvWorkspacePolicyName(profile.conv_workspace_policy);
-  MEMSIM_ASSIGN_OR_RETURN(Bound point, BoundOf(alloc, events, c.alloc, d.overhead.bytes, c.need_after_oom));
+  MEMSIM_ASSIGN_OR_RETURN(Bound point, BoundOf(alloc, events, c.alloc, d.overhead.bytes, c.need_after_oom, resume));
   d.peak_device_bytes = point.device_bytes;
   const int64_t need = point.device_bytes - d.overhead.bytes;  // reserved the step needs
   Bound low{need + d.overhead.low, point.oom}, high{need + d.overhead.high, point.oom};
@@ -77,8 +88,8 @@ Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& 
     MEMSIM_ASSIGN_OR_RETURN(low, BoundWith(g, c, ConvWorkspacePolicy::kNone, d.overhead.low));
     MEMSIM_ASSIGN_OR_RETURN(high, BoundWith(g, c, ConvWorkspacePolicy::kMax, d.overhead.high));
   } else if (c.workspace_range && d.capacity_bytes > 0 && point.oom && d.overhead.low < d.overhead.bytes) {
-    MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, Allocate(events, c.alloc, d.overhead.low));
-    MEMSIM_ASSIGN_OR_RETURN(low, BoundOf(a, events, c.alloc, d.overhead.low));
+    MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, Allocate(events, c.alloc, d.overhead.low, resume));
+    MEMSIM_ASSIGN_OR_RETURN(low, BoundOf(a, events, c.alloc, d.overhead.low, true, resume));
   }
   d.low_bytes = std::min(low.device_bytes, d.peak_device_bytes);
   d.high_bytes = std::max(high.device_bytes, d.peak_device_bytes);
@@ -233,12 +244,12 @@ Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c) 
   ScheduledStream events(cs, c);
   if (events.get()) {
     f.scheduled = true;
-    const AllocatorOptions ao = LeftForAllocator(c.alloc, cs.overhead ? cs.overhead->bytes : 0);
-    const AllocatorCheckpoint* from = cs.checkpoints->Get(*events.get(), cs.schedule->fixed_prefix(), ao);
-    MEMSIM_ASSIGN_OR_RETURN(f.alloc, SimulateAllocator(*events.get(), ao, from));
+    const Resume resume{cs.checkpoints.get(), cs.schedule->fixed_prefix()};
+    MEMSIM_ASSIGN_OR_RETURN(f.alloc, Allocate(*events.get(), c.alloc, cs.overhead ? cs.overhead->bytes : 0, resume));
     f.peak = LivePeak(*events.get(), f.alloc);
     if (cs.overhead) {
-      MEMSIM_ASSIGN_OR_RETURN(f.device, DeviceOf(*cs.graph, c, cs.sim.profile, *events.get(), f.alloc, *cs.overhead));
+      MEMSIM_ASSIGN_OR_RETURN(f.device,
+                              DeviceOf(*cs.graph, c, cs.sim.profile, *events.get(), f.alloc, *cs.overhead, resume));
     }
     return f;
   }

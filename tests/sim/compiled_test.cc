@@ -117,8 +117,11 @@ TEST(SizeScheduleTest, ScheduledFiguresEqualTheEngineOverWideRanges) {
          c->sim.parallel.data_parallel = true;
          c->sim.parallel.world = 3;
        }},
+      // OOMs after the parameters (resumed from the fixed prefix's checkpoint, and again without
+      // a capacity for what the step needs) and, for the largest graphs, within them.
+      {"cuda sgd 1 GiB", [](RunConfig* c) { c->alloc.capacity_bytes = int64_t{1} << 30; }},
   };
-  size_t scheduled = 0, compared = 0;
+  size_t scheduled = 0, compared = 0, ooms = 0;
   for (const auto& e : std::filesystem::directory_iterator(std::string(MEMSIM_SOURCE_DIR) + "/graphs")) {
     if (e.path().extension() != ".json") continue;
     auto g = LoadGraph(e.path().string());
@@ -137,6 +140,7 @@ TEST(SizeScheduleTest, ScheduledFiguresEqualTheEngineOverWideRanges) {
         c.sim.symbols["batch"] = b;
         auto f = EvaluateFigures(**cs, c);
         scheduled += f.ok() && f->scheduled;
+        ooms += f.ok() && f->scheduled && f->alloc.oom.has_value();
         ++compared;
         EXPECT_EQ(Figures(f), AloneFigures(*g, c)) << e.path().filename() << " " << st.name << " batch " << b
                                                    << (f.ok() && f->scheduled ? " (scheduled)" : "");
@@ -145,6 +149,7 @@ TEST(SizeScheduleTest, ScheduledFiguresEqualTheEngineOverWideRanges) {
   }
   EXPECT_GE(compared, 20u * 3 * batches.size());
   EXPECT_GE(scheduled, compared / 2);
+  EXPECT_GE(ooms, 20u);
 }
 
 TEST(SizeScheduleTest, SequenceAndBatchTogether) {
