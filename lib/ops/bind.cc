@@ -1,6 +1,7 @@
 #include "lib/ops/bind.h"
 
 #include "lib/ops/op_rules.h"
+#include "lib/util/check.h"
 #include "lib/util/checked.h"
 
 namespace memsim {
@@ -34,6 +35,7 @@ std::string TooLarge(const std::optional<TensorMeta>& m) {
 }  // namespace
 
 Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOptions& opt) {
+  MEMSIM_CHECK(opt.profile != nullptr);
   BoundGraph out;
   out.bindings = b;
   out.inplace_override = opt.inplace_override;

@@ -33,11 +33,14 @@ TEST(BindTest, LossThatIsNotOneElementIsRefused) {
 // analysis (UBSan, make test-sanitize). An input past 2^50 bytes and an op output that grows past
 // it from small inputs are both refused, each naming its JSON pointer.
 TEST(BindTest, TensorsPastTheModelledSizeAreRefusedWithTheirPointer) {
+  const Profile profile = *FindProfile("cuda");
+  BindOptions opt;
+  opt.profile = &profile;  // required (make test-sanitize: UBSan saw a null one bound to a reference)
   auto in = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t",
     "inputs": [{"name": "x", "shape": [1099511627776, 1048576]}],
     "ops": [{"op": "relu", "inputs": ["x"], "outputs": ["y"]}]})", "in.json");
   ASSERT_TRUE(in.ok()) << in.status().message();
-  auto bound = BindGraph(*in, in->DefaultBindings(), BindOptions{});
+  auto bound = BindGraph(*in, in->DefaultBindings(), opt);
   ASSERT_FALSE(bound.ok());
   EXPECT_THAT(bound.status().message(),
               HasSubstr("in.json: /inputs/0/name: \"x\" is too large (4611686018427387904 bytes"));
@@ -47,7 +50,7 @@ TEST(BindTest, TensorsPastTheModelledSizeAreRefusedWithTheirPointer) {
     "inputs": [{"name": "a", "shape": [33554432, 1]}, {"name": "b", "shape": [1, 33554432]}],
     "ops": [{"op": "matmul", "inputs": ["a", "b"], "outputs": ["c"]}]})", "out.json");
   ASSERT_TRUE(out.ok()) << out.status().message();
-  bound = BindGraph(*out, out->DefaultBindings(), BindOptions{});
+  bound = BindGraph(*out, out->DefaultBindings(), opt);
   ASSERT_FALSE(bound.ok());
   EXPECT_THAT(bound.status().message(),
               HasSubstr("out.json: /ops/0: output \"c\" is too large (4503599627370496 bytes"));
