@@ -70,8 +70,12 @@ class FreeSet {
       const size_t n = entries.size();
       if (n > kLinearLane) return LowerBound(KeyOf(size, 0));
       const uint64_t s = static_cast<uint64_t>(size);
+      auto smaller = [s](const Entry& e) { return static_cast<size_t>(static_cast<uint64_t>(e.key >> 64) < s); };
+      const Entry* p = entries.data();
+      const Entry* const end = p + n;
       size_t below = 0;
-      for (size_t i = 0; i < n; ++i) below += static_cast<size_t>(static_cast<uint64_t>(entries[i].key >> 64) < s);
+      for (; end - p >= 4; p += 4) below += smaller(p[0]) + smaller(p[1]) + smaller(p[2]) + smaller(p[3]);
+      for (; p != end; ++p) below += smaller(*p);
       return below;
     }
     /// Position of exactly |k| (checked: the key must be present).
