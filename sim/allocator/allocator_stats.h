@@ -5,6 +5,7 @@
 #ifndef MEMSIM_SIM_ALLOCATOR_ALLOCATOR_STATS_H_
 #define MEMSIM_SIM_ALLOCATOR_ALLOCATOR_STATS_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -21,7 +22,7 @@ struct Stat {
 
   void Increase(int64_t amount) {
     current += amount;
-    if (current > peak) peak = current;
+    peak = std::max(peak, current);  // a conditional move: whether a peak moves is data, not a pattern
   }
   void Decrease(int64_t amount) {
     current -= amount;

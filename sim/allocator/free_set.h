@@ -36,24 +36,29 @@ class FreeSet {
     Id id;
   };
 
-  /// The free blocks of one stream, in (size, address) order.
+  /// Past a lane's blocks, kPad entries of the largest key (no block has it: sizes are below
+  /// 2^63): a count reads four entries at a time and a search stops at them without a bound check.
+  static constexpr size_t kPad = 3;
+  static constexpr Key kEndKey = ~Key{0};
+
+  /// The free blocks of one stream, in (size, address) order, then the kPad end entries.
   struct Lane {
     Stream stream = 0;
-    std::vector<Entry> entries;
+    std::vector<Entry> entries = std::vector<Entry>(kPad, Entry{kEndKey, UINT32_MAX});
 
-    size_t size() const { return entries.size(); }
+    size_t size() const { return entries.size() - kPad; }
     Key key(size_t i) const { return entries[i].key; }
     Id id(size_t i) const { return entries[i].id; }
     /// First position whose key is >= |k| (branch-free: one conditional move per halving).
     size_t LowerBound(Key k) const {
       const Entry* base = entries.data();
-      size_t n = entries.size();
+      size_t n = size();
       if (n <= kLinearLane) {
         // Short lanes (most of them): count the smaller sizes (independent compares, no chain
         // of dependent loads as in a binary search), then step over the blocks of the same size
         // at lower addresses.
         size_t i = LowerBoundSize(SizeOf(k));
-        while (i < n && base[i].key < k) ++i;
+        while (base[i].key < k) ++i;  // stops at the end entries
         return i;
       }
       while (n > 1) {
@@ -66,22 +71,21 @@ class FreeSet {
     }
     /// First position whose size is >= |size|, = LowerBound(KeyOf(size, 0)): a short lane
     /// compares only the keys' size halves.
-    size_t LowerBoundSize(int64_t size) const {
-      const size_t n = entries.size();
-      if (n > kLinearLane) return LowerBound(KeyOf(size, 0));
-      const uint64_t s = static_cast<uint64_t>(size);
+    size_t LowerBoundSize(int64_t bytes) const {
+      const size_t n = size();
+      if (n > kLinearLane) return LowerBound(KeyOf(bytes, 0));
+      const uint64_t s = static_cast<uint64_t>(bytes);
       auto smaller = [s](const Entry& e) { return static_cast<size_t>(static_cast<uint64_t>(e.key >> 64) < s); };
       const Entry* p = entries.data();
-      const Entry* const end = p + n;
       size_t below = 0;
-      for (; end - p >= 4; p += 4) below += smaller(p[0]) + smaller(p[1]) + smaller(p[2]) + smaller(p[3]);
-      for (; p != end; ++p) below += smaller(*p);
+      // Four at a time; the last four may take up to three end entries, which are never smaller.
+      for (size_t i = 0; i < n; i += 4) below += smaller(p[i]) + smaller(p[i + 1]) + smaller(p[i + 2]) + smaller(p[i + 3]);
       return below;
     }
     /// Position of exactly |k| (checked: the key must be present).
     size_t PositionOf(Key k) const {
       const size_t i = LowerBound(k);
-      MEMSIM_CHECK(i < entries.size() && entries[i].key == k);
+      MEMSIM_CHECK(i < size() && entries[i].key == k);
       return i;
     }
     void EraseAt(size_t i) { entries.erase(entries.begin() + static_cast<ptrdiff_t>(i)); }
@@ -89,9 +93,8 @@ class FreeSet {
     /// entries between the old and the new position instead of an erase and an insert.
     void ReplaceAt(size_t i, Key k, Id id) {
       size_t j = i;
-      const size_t n = entries.size();
       if (k > entries[i].key) {
-        while (j + 1 < n && entries[j + 1].key < k) {
+        while (entries[j + 1].key < k) {  // stops at the end entries
           entries[j] = entries[j + 1];
           ++j;
         }
@@ -145,7 +148,7 @@ class FreeSet {
   template <typename Fn>
   void ForEach(Fn&& fn) const {
     for (const Lane& l : lanes_)
-      for (const Entry& e : l.entries) fn(e.id);
+      for (size_t i = 0; i < l.size(); ++i) fn(l.id(i));
   }
   const std::vector<Lane>& lanes() const { return lanes_; }
 
