@@ -90,12 +90,16 @@ def threads(memsim, tmp):
 def resume(memsim, tmp):
     for ext in ("csv", "jsonl"):
         whole = os.path.join(tmp, "whole." + ext)
+        t0 = time.perf_counter()
         run(memsim, ["sweep"] + LONG + ["--out", whole])
+        elapsed = time.perf_counter() - t0
         total = read(whole).count(b"\n")
         part = os.path.join(tmp, "killed." + ext)
         midway = 0
-        # Kill at several moments: at once (maybe before the header), then after some rows.
-        for delay in (0.0, 0.05, 0.1, 0.15, 0.25, 0.4):
+        # Kill at several moments: at once (maybe before the header), then after some rows. Each
+        # attempt resumes the last, so each gets a tenth of an uninterrupted run's time (whatever
+        # the speed of memsim and of the machine) and the file grows a little each time.
+        for delay in [0.0] + [0.1 * elapsed] * 5:
             p = subprocess.Popen([memsim, "sweep"] + LONG + ["--out", part, "--resume", "--threads", "2"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             time.sleep(delay)
