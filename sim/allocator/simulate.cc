@@ -150,8 +150,7 @@ struct CachingRun {
 
 struct AllocatorCheckpoint {
   AllocatorOptions options;
-  size_t buffers = 0;
-  CachingRun run;
+  CachingRun run;  // its block map has one entry per buffer of the stream it was made on
 };
 
 Status CachingRun::Advance(const EventStream& es, size_t to, Placement* place) {
@@ -261,7 +260,7 @@ Result<AllocatorReport> SimulateAllocator(const EventStream& es, const Allocator
   rep.alloc_conf = cfg.ToString();
   rep.capacity_bytes = opt.capacity_bytes;
   if (opt.model == AllocatorModel::kIdeal) return SimulateIdeal(es, cfg, std::move(rep));
-  const bool resume = from != nullptr && SameRun(from->options, opt) && from->buffers == es.buffers.size();
+  const bool resume = from != nullptr && SameRun(from->options, opt) && from->run.block.size() == es.buffers.size();
   MEMSIM_RETURN_IF_ERROR(RunCaching(es, cfg, opt, resume ? &from->run : nullptr, &rep));
   return rep;
 }
@@ -271,7 +270,7 @@ Result<std::shared_ptr<const AllocatorCheckpoint>> SimulatePrefix(const EventStr
   MEMSIM_ASSIGN_OR_RETURN(AllocatorConfig cfg, ConfigOf(opt));
   if (opt.model == AllocatorModel::kIdeal || opt.record_placement || events > es.events.size())
     return std::shared_ptr<const AllocatorCheckpoint>();
-  auto c = std::make_shared<AllocatorCheckpoint>(AllocatorCheckpoint{opt, es.buffers.size(), CachingRun(cfg, opt, es.buffers.size())});
+  auto c = std::make_shared<AllocatorCheckpoint>(AllocatorCheckpoint{opt, CachingRun(cfg, opt, es.buffers.size())});
   MEMSIM_RETURN_IF_ERROR(c->run.Advance(es, events, nullptr));
   if (c->run.oom) return std::shared_ptr<const AllocatorCheckpoint>();
   return std::shared_ptr<const AllocatorCheckpoint>(std::move(c));
