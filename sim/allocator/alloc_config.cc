@@ -253,20 +253,15 @@ Result<AllocatorConfig> ParseAllocConf(std::string_view conf) {
   return c;
 }
 
-int64_t RoundSize(int64_t size, const AllocatorConfig& config) {
-  // See Note [Caching allocator rounding].
-  if (size < kMinBlockSize) return kMinBlockSize;
-  const int64_t divisions = config.DivisionsFor(size);
-  // size > 512 * divisions, written so that no division count can overflow it.
-  if (divisions > 1 && (size - 1) / kMinBlockSize >= divisions) {
-    if (IsPowerOfTwo(size)) return size;
-    const int64_t floor2 = int64_t{1} << Log2Floor(static_cast<uint64_t>(size));
-    const int64_t step = floor2 >> Log2Floor(static_cast<uint64_t>(divisions));
-    if (step == 0) return floor2 << 1;
-    const int64_t down = size & ~(step - 1);
-    return down == size ? size : down + step;
-  }
-  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+int64_t RoundSizeByDivisions(int64_t size, int64_t divisions) {
+  // See Note [Caching allocator rounding]: the next of |divisions| steps of size's power-of-two
+  // interval.
+  if (IsPowerOfTwo(size)) return size;
+  const int64_t floor2 = int64_t{1} << Log2Floor(static_cast<uint64_t>(size));
+  const int64_t step = floor2 >> Log2Floor(static_cast<uint64_t>(divisions));
+  if (step == 0) return floor2 << 1;
+  const int64_t down = size & ~(step - 1);
+  return down == size ? size : down + step;
 }
 
 int64_t SegmentSizeFor(int64_t rounded, const AllocatorConfig& config) {

@@ -62,9 +62,19 @@ struct AllocatorConfig {
 /// value is rejected with InvalidArgument naming the key and the offending text.
 Result<AllocatorConfig> ParseAllocConf(std::string_view conf);
 
+/// round_size's power-of-two rounding: |size| > 512 * |divisions|, |divisions| > 1.
+int64_t RoundSizeByDivisions(int64_t size, int64_t divisions);
+
 /// PyTorch's round_size: < 512 -> 512; power-of-two divisions when configured; else the next
 /// multiple of 512. |size| must be in [0, kMaxRequestBytes]. See Note [Caching allocator rounding].
-int64_t RoundSize(int64_t size, const AllocatorConfig& config);
+/// Inline: the allocator rounds every request, and most configs have no divisions.
+inline int64_t RoundSize(int64_t size, const AllocatorConfig& config) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  const int64_t divisions = config.DivisionsFor(size);
+  // size > 512 * divisions, written so that no division count can overflow it.
+  if (divisions > 1 && (size - 1) / kMinBlockSize >= divisions) return RoundSizeByDivisions(size, divisions);
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
 
 /// PyTorch's get_allocation_size: the cudaMalloc size for a rounded request (R4.2).
 int64_t SegmentSizeFor(int64_t rounded, const AllocatorConfig& config);

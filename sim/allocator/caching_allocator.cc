@@ -119,24 +119,18 @@ CachingAllocator::Found CachingAllocator::GetFreeBlock(PoolKind pk, StreamId str
   const size_t n = lane->size();
   size_t i = lane->LowerBoundSize(size);
   if (i == n) return {};
-  if (blocks_[lane->id(i)].expandable) {
-    if (cfg_.expandable_segments) {
-      // R11.3: a block that can grow into the unmapped tail counts as that big.
-      auto xsize = [&](BlockId id) {
-        const Block& blk = blocks_[id];
-        return blk.size +
-               (blk.next != kNil && !blocks_[blk.next].mapped ? blocks_[blk.next].size : 0);
-      };
-      while (blocks_[lane->id(i)].expandable && i + 1 < n && xsize(lane->id(i + 1)) < xsize(lane->id(i))) ++i;
-    } else {
-      do {
-        ++i;
-      } while (i < n && blocks_[lane->id(i)].expandable);
-      if (i == n) return {};
-    }
+  // Expandable blocks exist only with expandable_segments, and then every block is one: without
+  // it the search touches no block, only the lane.
+  if (cfg_.expandable_segments) {
+    // R11.3: a block that can grow into the unmapped tail counts as that big.
+    auto xsize = [&](BlockId id) {
+      const Block& blk = blocks_[id];
+      return blk.size + (blk.next != kNil && !blocks_[blk.next].mapped ? blocks_[blk.next].size : 0);
+    };
+    while (blocks_[lane->id(i)].expandable && i + 1 < n && xsize(lane->id(i + 1)) < xsize(lane->id(i))) ++i;
   }
   const BlockId b = lane->id(i);
-  const int64_t candidate = blocks_[b].size;
+  const int64_t candidate = lane->block_size(i);
   // R5.2 / R5.3, see Note [Oversize blocks].
   if (size < cfg_.max_split_size && candidate >= cfg_.max_split_size) return {};
   if (size >= cfg_.max_split_size && candidate >= size + cfg_.max_non_split_rounding_size)

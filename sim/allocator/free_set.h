@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "lib/util/check.h"
@@ -48,6 +49,7 @@ class FreeSet {
 
     size_t size() const { return entries.size() - kPad; }
     Key key(size_t i) const { return entries[i].key; }
+    int64_t block_size(size_t i) const { return SizeOf(entries[i].key); }
     Id id(size_t i) const { return entries[i].id; }
     /// First position whose key is >= |k| (branch-free: one conditional move per halving).
     size_t LowerBound(Key k) const {
@@ -72,11 +74,19 @@ class FreeSet {
     /// First position whose size is >= |size|, = LowerBound(KeyOf(size, 0)): a short lane
     /// compares only the keys' size halves.
     size_t LowerBoundSize(int64_t bytes) const {
-      const size_t n = size();
-      if (n > kLinearLane) return LowerBound(KeyOf(bytes, 0));
+      size_t n = size();
       const uint64_t s = static_cast<uint64_t>(bytes);
       auto smaller = [s](const Entry& e) { return static_cast<size_t>(static_cast<uint64_t>(e.key >> 64) < s); };
       const Entry* p = entries.data();
+      if (n > kLinearLane) {  // halving on the size halves only
+        const Entry* base = p;
+        while (n > 1) {
+          const size_t half = n / 2;
+          base += smaller(base[half - 1]) * half;
+          n -= half;
+        }
+        return static_cast<size_t>(base - p) + smaller(*base);
+      }
       size_t below = 0;
       // Four at a time; the last four may take up to three end entries, which are never smaller.
       for (size_t i = 0; i < n; i += 4) below += smaller(p[i]) + smaller(p[i + 1]) + smaller(p[i + 2]) + smaller(p[i + 3]);
@@ -88,24 +98,43 @@ class FreeSet {
       MEMSIM_CHECK(i < size() && entries[i].key == k);
       return i;
     }
-    void EraseAt(size_t i) { entries.erase(entries.begin() + static_cast<ptrdiff_t>(i)); }
+    /// Inserts (|k|, |id|) at |i| (= LowerBound(k)): one more end entry, one move of the rest.
+    void InsertAt(size_t i, Key k, Id id) {
+      const size_t n = size();
+      entries.push_back(entries.back());
+      Entry* p = entries.data();
+      std::memmove(p + i + 1, p + i, (n - i) * sizeof(Entry));
+      p[i] = Entry{k, id};
+    }
+    void EraseAt(size_t i) {
+      Entry* p = entries.data();
+      std::memmove(p + i, p + i + 1, (size() - i) * sizeof(Entry));  // the first end entry too
+      entries.pop_back();
+    }
     /// Replaces the entry at |i| by (|k|, |id|) and moves it to its place: one shift of the
-    /// entries between the old and the new position instead of an erase and an insert.
+    /// entries between the old and the new position instead of an erase and an insert. The
+    /// steps compare sizes first: most neighbours differ in size, and a size compare is one
+    /// 64-bit compare.
     void ReplaceAt(size_t i, Key k, Id id) {
+      const uint64_t s = static_cast<uint64_t>(k >> 64);
       size_t j = i;
       if (k > entries[i].key) {
-        while (entries[j + 1].key < k) {  // stops at the end entries
+        // Stops at the end entries.
+        while (SizeBits(j + 1) < s || (SizeBits(j + 1) == s && entries[j + 1].key < k)) {
           entries[j] = entries[j + 1];
           ++j;
         }
       } else {
-        while (j > 0 && k < entries[j - 1].key) {
+        while (j > 0 && (SizeBits(j - 1) > s || (SizeBits(j - 1) == s && k < entries[j - 1].key))) {
           entries[j] = entries[j - 1];
           --j;
         }
       }
       entries[j] = Entry{k, id};
     }
+
+   private:
+    uint64_t SizeBits(size_t i) const { return static_cast<uint64_t>(entries[i].key >> 64); }
   };
 
   /// The lane of |stream|, or nullptr when it has no free block.
@@ -117,9 +146,10 @@ class FreeSet {
   const Lane* Find(Stream stream) const { return const_cast<FreeSet*>(this)->Find(stream); }
 
   void Insert(Stream stream, Key k, Id id) {
-    Lane& l = Obtain(stream);
+    Lane* found = Find(stream);
+    Lane& l = found != nullptr ? *found : Obtain(stream);
     const size_t i = l.LowerBound(k);
-    l.entries.insert(l.entries.begin() + static_cast<ptrdiff_t>(i), Entry{k, id});
+    l.InsertAt(i, k, id);
   }
   /// Erases |k| of |stream| (checked: it must be present).
   void Erase(Stream stream, Key k) {
