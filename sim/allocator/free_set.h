@@ -51,38 +51,27 @@ class FreeSet {
     Key key(size_t i) const { return entries[i].key; }
     int64_t block_size(size_t i) const { return SizeOf(entries[i].key); }
     Id id(size_t i) const { return entries[i].id; }
-    /// First position whose key is >= |k| (branch-free: one conditional move per halving).
+    /// First position whose key is >= |k|: the first of its size, then a step over the blocks
+    /// of that size at lower addresses.
     size_t LowerBound(Key k) const {
-      const Entry* base = entries.data();
-      size_t n = size();
-      if (n <= kLinearLane) {
-        // Short lanes (most of them): count the smaller sizes (independent compares, no chain
-        // of dependent loads as in a binary search), then step over the blocks of the same size
-        // at lower addresses.
-        size_t i = LowerBoundSize(SizeOf(k));
-        while (base[i].key < k) ++i;  // stops at the end entries
-        return i;
-      }
-      while (n > 1) {
-        const size_t half = n / 2;
-        // Arithmetic, not a ternary: GCC compiles a 128-bit compare in a ternary to a jump.
-        base += static_cast<size_t>(base[half - 1].key < k) * half;
-        n -= half;
-      }
-      return static_cast<size_t>(base - entries.data()) + static_cast<size_t>(base->key < k);
+      size_t i = LowerBoundSize(SizeOf(k));
+      while (entries[i].key < k) ++i;  // stops at the end entries
+      return i;
     }
-    /// First position whose size is >= |size|, = LowerBound(KeyOf(size, 0)): a short lane
-    /// compares only the keys' size halves.
+    /// First position whose size is >= |bytes|, = LowerBound(KeyOf(bytes, 0)). Only the keys'
+    /// size halves are compared. Short lanes (most of them) count the smaller sizes: independent
+    /// compares, no chain of dependent loads as in a binary search. Longer ones halve, one
+    /// conditional move per halving.
     size_t LowerBoundSize(int64_t bytes) const {
       size_t n = size();
       const uint64_t s = static_cast<uint64_t>(bytes);
       auto smaller = [s](const Entry& e) { return static_cast<size_t>(static_cast<uint64_t>(e.key >> 64) < s); };
       const Entry* p = entries.data();
-      if (n > kLinearLane) {  // halving on the size halves only
+      if (n > kLinearLane) {
         const Entry* base = p;
         while (n > 1) {
           const size_t half = n / 2;
-          base += smaller(base[half - 1]) * half;
+          base = smaller(base[half - 1]) ? base + half : base;
           n -= half;
         }
         return static_cast<size_t>(base - p) + smaller(*base);
