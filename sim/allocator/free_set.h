@@ -87,13 +87,12 @@ class FreeSet {
       MEMSIM_CHECK(i < size() && entries[i].key == k);
       return i;
     }
-    /// Inserts (|k|, |id|) at |i| (= LowerBound(k)): one more end entry, one move of the rest.
-    void InsertAt(size_t i, Key k, Id id) {
+    /// Inserts (|k|, |id|): one more entry at the end, moved back to its place. The steps of the
+    /// move find the place, so an insert needs no search (and no call to memmove).
+    void Insert(Key k, Id id) {
       const size_t n = size();
       entries.push_back(entries.back());
-      Entry* p = entries.data();
-      std::memmove(p + i + 1, p + i, (n - i) * sizeof(Entry));
-      p[i] = Entry{k, id};
+      ReplaceAt(n, k, id);  // from an end entry, so down
     }
     void EraseAt(size_t i) {
       Entry* p = entries.data();
@@ -137,8 +136,7 @@ class FreeSet {
   void Insert(Stream stream, Key k, Id id) {
     Lane* found = Find(stream);
     Lane& l = found != nullptr ? *found : Obtain(stream);
-    const size_t i = l.LowerBound(k);
-    l.InsertAt(i, k, id);
+    l.Insert(k, id);
   }
   /// Erases |k| of |stream| (checked: it must be present).
   void Erase(Stream stream, Key k) {
