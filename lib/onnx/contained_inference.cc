@@ -153,26 +153,29 @@ class Child {
   }
 
   void Stop() {
-    if (pid_ < 0) return;
-    close(fd_);  // the child reads EOF and exits
-    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
+    if (pid_ >= 0) End(false);  // the child reads EOF and exits
   }
 
  private:
   pid_t pid_ = -1;
   int fd_ = -1;
 
-  /// The child failed a request: kills it (if it hangs), waits for it and says how it ended.
-  std::string Reap(bool timed_out) {
-    if (timed_out) kill(pid_, SIGKILL);
+  /// Closes the socket (after killing the child if |kill_first|), waits for the child and
+  /// returns its wait status.
+  int End(bool kill_first) {
+    if (kill_first) kill(pid_, SIGKILL);
     close(fd_);
     int status = 0;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
     pid_ = -1;
     fd_ = -1;
+    return status;
+  }
+
+  /// The child failed a request: kills it (if it hangs), waits for it and says how it ended.
+  std::string Reap(bool timed_out) {
+    const int status = End(timed_out);
     if (timed_out) return "no answer within " + std::to_string(kChildSeconds) + " s";
     if (WIFSIGNALED(status)) {
       int sig = WTERMSIG(status);
