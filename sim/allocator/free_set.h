@@ -100,29 +100,22 @@ class FreeSet {
       entries.pop_back();
     }
     /// Replaces the entry at |i| by (|k|, |id|) and moves it to its place: one shift of the
-    /// entries between the old and the new position instead of an erase and an insert. The
-    /// steps compare sizes first: most neighbours differ in size, and a size compare is one
-    /// 64-bit compare.
+    /// entries between the old and the new position instead of an erase and an insert.
     void ReplaceAt(size_t i, Key k, Id id) {
-      const uint64_t s = static_cast<uint64_t>(k >> 64);
       size_t j = i;
       if (k > entries[i].key) {
-        // Stops at the end entries.
-        while (SizeBits(j + 1) < s || (SizeBits(j + 1) == s && entries[j + 1].key < k)) {
+        while (entries[j + 1].key < k) {  // stops at the end entries
           entries[j] = entries[j + 1];
           ++j;
         }
       } else {
-        while (j > 0 && (SizeBits(j - 1) > s || (SizeBits(j - 1) == s && k < entries[j - 1].key))) {
+        while (j > 0 && k < entries[j - 1].key) {
           entries[j] = entries[j - 1];
           --j;
         }
       }
       entries[j] = Entry{k, id};
     }
-
-   private:
-    uint64_t SizeBits(size_t i) const { return static_cast<uint64_t>(entries[i].key >> 64); }
   };
 
   /// The lane of |stream|, or nullptr when it has no free block.
