@@ -22,7 +22,9 @@ struct Stat {
 
   void Increase(int64_t amount) {
     current += amount;
-    peak = std::max(peak, current);  // a conditional move: whether a peak moves is data, not a pattern
+    // GCC compiles this to a branch in some callers (AllocFoundBlock); a branch-free max was
+    // measured no faster (docs/benchmarks.md, BM_CompiledConfiguration).
+    peak = std::max(peak, current);
   }
   void Decrease(int64_t amount) {
     current -= amount;
