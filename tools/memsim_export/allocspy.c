@@ -93,3 +93,17 @@ void free(void *p) {
   }
   real_free(p);
 }
+
+// Whether p is a storage the spy saw allocated and not yet freed (trace_step.py --check-spy asks
+// this of every tensor an ATen op returns, so a storage allocated by another path is caught).
+int allocspy_known(const void *p) {
+  pthread_mutex_lock(&mu);
+  size_t i = slot((uintptr_t)p);
+  int found = 0;
+  while (keys[i]) {
+    if (keys[i] == (uintptr_t)p) { found = 1; break; }
+    i = (i + 1) & (CAP - 1);
+  }
+  pthread_mutex_unlock(&mu);
+  return found;
+}

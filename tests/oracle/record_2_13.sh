@@ -1,0 +1,47 @@
+#!/bin/bash
+# Records the PyTorch 2.13 CPU development traces in tests/data/traces_2_13/ (one training step each,
+# the kit of kit/ under torch 2.13: see README.md). Needs the 2.x venv (`make deps`: .venv with
+# torch==2.13.0) and gcc. Usage: record_2_13.sh [OUTDIR] [PYTHON]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+out=${1:-$root/tests/data/traces_2_13}; mkdir -p "$out"
+py=${2:-$root/.venv/bin/python}
+spy=$(mktemp -d)/allocspy.so
+gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
+run() { name=$1; shift
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
+    && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+# fp32, built-in optimizers (as traces/ of 1.13)
+run mlp_b256_sgd              mlp --batch 256 --opt sgd --marks
+run mlp_b256_adam             mlp --batch 256 --opt adam --marks
+run mnist_cnn_b64_sgd         mnist_cnn --batch 64 --opt sgd --marks
+run mnist_cnn_b64_inplace     mnist_cnn --batch 64 --opt sgd --inplace --marks
+run mnist_cnn_b32_adam_freeze2 mnist_cnn --batch 32 --opt adam --freeze 2
+run bert_small_b8_adam        bert_small --batch 8 --opt adam --marks
+run bert_small_b16_sgd        bert_small --batch 16 --opt sgd
+run bert_small_b4_mom_freeze6 bert_small --batch 4 --opt momentum --freeze 6
+# setups: checkpointing (non-reentrant and reentrant), accumulation, clipping, autocast bf16
+run mlp_b256_adam_ckpt        mlp --batch 256 --opt adam --checkpoint '[0-7]'
+run mnist_cnn_b64_mom_acc2    mnist_cnn --batch 64 --opt momentum --accumulate 2
+run bert_small_b4_adam_ckpt   bert_small --batch 4 --opt adam --checkpoint 'text\.enc\.layers\.[0-3]'
+run bert_small_b4_adam_ckpt_reentrant bert_small --batch 4 --opt adam --checkpoint 'text\.enc\.layers\.[0-3]' --reentrant
+run bert_small_b4_adam_acc2_clip bert_small --batch 4 --opt adam --accumulate 2 --clip 1.0
+run mlp_b256_adam_amp         mlp --batch 256 --opt adam --amp bf16
+run mnist_cnn_b64_adam_amp    mnist_cnn --batch 64 --opt adam --amp bf16
+run bert_small_b4_adam_amp    bert_small --batch 4 --opt adam --amp bf16
+run bert_small_b4_adam_amp_ckpt bert_small --batch 4 --opt adam --amp bf16 --checkpoint 'text\.enc\.layers\.[0-3]'
+# steady-state steps
+run mlp_b256_adam_warm1       mlp --batch 256 --opt adam --warmup 1
+run bert_small_b4_adam_warm1_keep bert_small --batch 4 --opt adam --warmup 1 --keep-prev
+run mnist_cnn_b64_mom_warm1_keep mnist_cnn --batch 64 --opt momentum --warmup 1 --keep-prev
+# language models: the CS336 transformer and nanoGPT (F.scaled_dot_product_attention under 2.x)
+run cs336_small_b2_s128_adamw cs336_small --batch 2 --seq 128 --opt adamw
+run cs336_small_b4_s64_none   cs336_small --batch 4 --seq 64 --opt none
+run cs336_small_b2_s128_cs336 cs336_small --batch 2 --seq 128 --loss cs336 --opt cs336_adamw
+run cs336_small_b2_s64_adamw_amp cs336_small --batch 2 --seq 64 --opt adamw --amp bf16
+run cs336_small_b2_s64_adamw_ckpt cs336_small --batch 2 --seq 64 --opt adamw --checkpoint 'layers\.[0-3]'
+run cs336_small_b2_s32_cs336adamw_warm cs336_small --batch 2 --seq 32 --opt cs336_adamw --loss cs336 --warmup 1
+run gpt2_small_b2_s128_adamw  gpt2_small --batch 2 --seq 128 --opt adamw
+run gpt2_small_b2_s64_adamw_amp_ckpt gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+'
+run gpt2_small_b2_s64_adamw_clip_warm1 gpt2_small --batch 2 --seq 64 --opt adamw --clip 1.0 --warmup 1
