@@ -11,7 +11,7 @@ root=$(cd "$here/.." && pwd)
 out=${1:-$here}
 shift || true
 mkdir -p "$out"
-PY=/usr/bin/python3
+PY=${PYTHON:-/usr/bin/python3}  # PYTHON=.venv/bin/python exports under torch 2.x
 EXPORT="$PY $root/tools/export_torch.py"
 M=graphs/models.py
 TS="trace_step.py"  # the oracle script that records the real traces (named, not located)

@@ -44,7 +44,7 @@ void AddShardingRemedies(const std::vector<std::string>& blocks, std::vector<Cha
   auto sharding = [](int stage, const char* offload, const char* dtype) {
     return [stage, offload, dtype](const RunConfig& b, RunConfig* v) {
       const ParallelOptions& p = b.sim.parallel;
-      auto profile = FindProfile(b.sim.profile);
+      auto profile = FindProfile(b.sim.profile, b.sim.torch);
       if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage >= stage || !profile) return false;
       if (profile->zero_whole_parameters && (stage > 1 || *offload || *dtype)) return false;  // 1.13 CPU: ZeRO-1 only
       if (*dtype && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;
@@ -67,7 +67,7 @@ void AddShardingRemedies(const std::vector<std::string>& blocks, std::vector<Cha
     auto fsdp = [blocks](const char* mp, const char* offload) {
       return [blocks, mp, offload](const RunConfig& b, RunConfig* v) {
         const ParallelOptions& p = b.sim.parallel;
-        auto profile = FindProfile(b.sim.profile);
+        auto profile = FindProfile(b.sim.profile, b.sim.torch);
         if (p.world <= 1 || p.data_parallel || !p.fsdp.empty() || p.zero_stage > 0 || !profile || !profile->cuda)
           return false;
         if (*mp && (!b.sim.dtype.empty() || !b.sim.amp.empty())) return false;

@@ -9,7 +9,7 @@ namespace {
 /// ZeroRedundancyOptimizer (Note [ZeRO]).
 bool RanksDiffer(const RunConfig& c) {
   if (c.sim.parallel.zero_stage == 0 || c.sim.parallel.world <= 1) return false;
-  auto profile = FindProfile(c.sim.profile);
+  auto profile = FindProfile(c.sim.profile, c.sim.torch);
   return profile && profile->zero_whole_parameters;
 }
 

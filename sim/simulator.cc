@@ -141,8 +141,10 @@ Status ApplyAmpOptions(const SimOptions& opt, SimPlan* plan) {
 
 Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   SimPlan& r = *plan;
-  auto profile = FindProfile(opt.profile);
-  if (!profile) return Status::InvalidArgument("unknown profile \"" + opt.profile + "\" (expected cuda or cpu)");
+  auto profile = FindProfile(opt.profile, opt.torch);
+  if (!profile)
+    return Status::InvalidArgument("unknown profile \"" + opt.profile + "\" or --torch \"" + opt.torch +
+                                   "\" (expected cuda or cpu, and 1.13 or 2.13)");
   r.profile = *profile;
   if (opt.cublas_workspace_bytes) {
     if (*opt.cublas_workspace_bytes < 0) return Status::InvalidArgument("the cuBLAS workspace size must be non-negative");

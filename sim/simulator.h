@@ -25,6 +25,7 @@ struct SimOptions {
   std::string optimizer = "sgd";
   bool first_step = true;                  ///< --step first|steady
   std::string profile = "cuda";
+  std::string torch = std::string(kDefaultTorch);  ///< --torch 1.13|2.13: the release whose rules apply
   std::vector<std::string> freeze_globs;   ///< parameter-name globs (fnmatch) to freeze
   int64_t freeze_params = 0;               ///< freeze the first K parameter tensors
   std::optional<bool> inplace;             ///< --inplace-activations on|off; unset = keep

@@ -1,32 +1,81 @@
 #include "lib/ops/profile.h"
 
+#include <charconv>
+
 namespace memsim {
 
-std::optional<Profile> FindProfile(std::string_view name) {
+namespace {
+
+// Note [Version profiles] (docs/op-rules.md): a profile is the cuda / 2.13 defaults of Profile's
+// fields, then every row whose device and release match, in this order. A row names the field it
+// sets and the PyTorch source (or the oracle traces) that decides it.
+const std::vector<ProfileRow> kRows = {
+    // --- the CPU device, every release -------------------------------------------------------
+    {"cuda", "cpu", "", [](Profile& p) { p.cuda = false; }, "no device: host memory, no caching allocator"},
+    {"dropout_keeps_noise", "cpu", "", [](Profile& p) { p.dropout_keeps_noise = true; },
+     "aten/src/ATen/native/Dropout.cpp: is_fused_kernel_acceptable needs CUDA/XPU, else _dropout: noise.bernoulli_().div_(1-p), input*noise"},
+    {"optimizer_foreach", "cpu", "", [](Profile& p) { p.optimizer_foreach = false; },
+     "torch/optim/optimizer.py _default_to_fused_or_foreach: foreach only when every tensor is on a foreach-supported device (CUDA)"},
+    {"onednn_conv_reorders", "cpu", "", [](Profile& p) { p.onednn_conv_reorders = true; },
+     "aten/src/ATen/native/mkldnn/Conv.cpp: oneDNN convolution with blocked layouts (docs/research/cpu-1.13-rules.md §2.3; 2.13 traces agree)"},
+    {"batch_norm_cpu_kernels", "cpu", "", [](Profile& p) { p.batch_norm_cpu_kernels = true; },
+     "aten/src/ATen/native/Normalization.cpp batch_norm_cpu: per-channel temporaries, grad_input allocated twice"},
+    {"layer_norm_backward_scratch", "cpu", "", [](Profile& p) { p.layer_norm_backward_scratch = true; },
+     "aten/src/ATen/native/cpu/layer_norm_kernel.cpp LayerNormBackwardKernelImplInternal: 2·N fp32 scratch"},
+    {"cublas_workspace_bytes", "cpu", "", [](Profile& p) { p.cublas_workspace_bytes = 0; }, "no cuBLAS on the CPU"},
+    {"checkpoint_rng_state_bytes", "cpu", "", [](Profile& p) { p.checkpoint_rng_state_bytes = 5056; },
+     "torch/utils/checkpoint.py preserve_rng_state: torch.get_rng_state() is a 5,056-byte uint8 CPU tensor"},
+    {"index_put_sort_buffers", "cpu", "", [](Profile& p) { p.index_put_sort_buffers = 0; },
+     "aten/src/ATen/native/TensorAdvancedIndexing.cpp: the CPU index_put_ accumulates without sorting"},
+    {"scalar_operand_bytes", "cpu", "", [](Profile& p) { p.scalar_operand_bytes = 8; },
+     "wrapped-number tensors (scalar_to_tensor) are host tensors: device memory on the CPU only"},
+    {"zero_whole_parameters", "cpu", "", [](Profile& p) { p.zero_whole_parameters = true; },
+     "ZeRO-1 on the CPU is torch.distributed.optim.ZeroRedundancyOptimizer (whole parameters), on CUDA DeepSpeed"},
+    {"conv_workspace_policy", "cpu", "", [](Profile& p) { p.conv_workspace_policy = ConvWorkspacePolicy::kNone; },
+     "no cuDNN on the CPU"},
+    {"autocast_table", "cpu", "", [](Profile& p) { p.autocast_table = AutocastTable::kCpu113; },
+     "aten/src/ATen/autocast_mode.cpp AutocastCPU registrations (1.13; the 2.13 bf16 traces match them for the zoo's ops)"},
+    {"mixed_dtype_input_copies", "cpu", "", [](Profile& p) { p.mixed_dtype_input_copies = true; },
+     "the CPU TensorIterator copies the narrower floating input to the common dtype first"},
+    // --- PyTorch 1.13, every device ----------------------------------------------------------
+    {"mean_keeps_input", "", "1.13", [](Profile& p) { p.mean_keeps_input = true; },
+     "tools/autograd/derivatives.yaml 1.13: mean.dim's backward reads self; 2.x saves self_sym_sizes only"},
+    {"linear_nd_addmm", "", "1.13", [](Profile& p) { p.linear_nd_addmm = false; },
+     "aten/src/ATen/native/Linear.cpp 1.13: ≥3-D input goes through matmul + in-place bias add"},
+    {"accumulate_inplace", "", "1.13", [](Profile& p) { p.accumulate_inplace = false; },
+     "torch/csrc/autograd/input_buffer.cpp 1.13: accumulate always sums out of place"},
+    {"checkpoint_early_stop", "", "1.13", [](Profile& p) { p.checkpoint_early_stop = false; },
+     "torch/utils/checkpoint.py 1.13: no early stop, recomputed tensors kept until the region's backward ends (PRs #90105, #96866 came in 2.0/2.1)"},
+    // --- PyTorch 1.13 on the CPU --------------------------------------------------------------
+    {"record_function_scratch", "cpu", "1.13", [](Profile& p) { p.record_function_scratch = true; },
+     "torch/optim/optimizer.py 1.13: step() and zero_grad() in record_function, a 4-byte zeros and a 288-byte handle; gone in the 2.13 traces"},
+};
+
+bool Matches(std::string_view want, std::string_view have) { return want.empty() || want == have; }
+
+}  // namespace
+
+const std::vector<ProfileRow>& ProfileRows() { return kRows; }
+
+std::optional<Profile> FindProfile(std::string_view device, std::string_view torch) {
+  if (device != "cuda" && device != "cpu") return std::nullopt;
+  bool known = false;
+  for (std::string_view r : kTorchReleases) known = known || r == torch;
+  if (!known) return std::nullopt;
   Profile p;
-  p.name = std::string(name);
-  if (name == "cuda") return p;
-  if (name == "cpu") {
-    p.cuda = false;
-    p.dropout_keeps_noise = true;
-    p.mean_keeps_input = true;
-    p.linear_nd_addmm = false;
-    p.optimizer_foreach = false;
-    p.record_function_scratch = true;
-    p.accumulate_inplace = false;
-    p.onednn_conv_reorders = true;
-    p.batch_norm_cpu_kernels = true;
-    p.layer_norm_backward_scratch = true;
-    p.cublas_workspace_bytes = 0;
-    p.checkpoint_rng_state_bytes = 5056;
-    p.index_put_sort_buffers = 0;
-    p.scalar_operand_bytes = 8;
-    p.zero_whole_parameters = true;
-    p.conv_workspace_policy = ConvWorkspacePolicy::kNone;
-    p.autocast_table = AutocastTable::kCpu113;
-    p.mixed_dtype_input_copies = true;
-    return p;
-  }
+  p.name = std::string(device);
+  p.torch = std::string(torch);
+  for (const ProfileRow& row : kRows)
+    if (Matches(row.device, device) && Matches(row.torch, torch)) row.set(p);
+  return p;
+}
+
+std::optional<std::string> TorchReleaseFor(std::string_view version) {
+  int major = 0;
+  auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
+  if (ec != std::errc() || end == version.data() + version.size() || *end != '.') return std::nullopt;
+  if (major == 1) return std::string("1.13");
+  if (major == 2) return std::string("2.13");
   return std::nullopt;
 }
 

@@ -1,13 +1,15 @@
 // Device profiles: the named, version-specific rules that make memsim follow PyTorch on a given
-// device and release. `cuda` follows current PyTorch 2.x on CUDA; `cpu` follows PyTorch 1.13 on
-// CPU (the oracle traces). Every difference between them is a field here, never a special case
-// buried in an op rule.
+// device (`cuda`, `cpu`) and release (`--torch 1.13|2.13`). Every difference is a field here, set
+// by a row of the profile table (profile.cc: device rows, then release rows, each citing the
+// PyTorch source; Note [Version profiles] in docs/op-rules.md), never a special case buried in an
+// op rule.
 #ifndef MEMSIM_LIB_OPS_PROFILE_H_
 #define MEMSIM_LIB_OPS_PROFILE_H_
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lib/ops/autocast_lists.h"
 #include "lib/ops/conv_workspace.h"
@@ -15,7 +17,8 @@
 namespace memsim {
 
 struct Profile {
-  std::string name;
+  std::string name;          ///< the device: "cuda" or "cpu"
+  std::string torch = "2.13";  ///< the PyTorch release whose rules apply: "1.13" or "2.13"
   bool cuda = true;
   /// Dropout in training keeps an input-dtype noise tensor (CPU `_dropout`: bernoulli / (1-p),
   /// then mul) instead of a 1-byte bool mask (CUDA `native_dropout`).
@@ -31,6 +34,11 @@ struct Profile {
   /// Optimizers use the fused kernels (`fused=True`: Adam, AdamW, SGD): no temporaries at all.
   /// Off by default on both profiles (PyTorch's default); `--foreach fused` sets it.
   bool optimizer_fused = false;
+  /// Non-reentrant checkpoint (2.x, torch/utils/checkpoint.py): recomputation stops as soon as
+  /// the last tensor the backward needs is recomputed (set_checkpoint_early_stop, default on),
+  /// and each recomputed tensor is cleared when the backward unpacks it. 1.13 recomputes the
+  /// whole region and keeps its recomputed tensors until the region's backward ends.
+  bool checkpoint_early_stop = true;
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;
@@ -99,8 +107,28 @@ struct Profile {
   bool mixed_dtype_input_copies = false;
 };
 
-/// The built-in profiles: "cuda" (default) and "cpu".
-std::optional<Profile> FindProfile(std::string_view name);
+/// The PyTorch releases memsim has rules for, oldest first; the last is the default.
+inline constexpr std::string_view kTorchReleases[] = {"1.13", "2.13"};
+inline constexpr std::string_view kDefaultTorch = "2.13";
+
+/// The profile of |device| ("cuda" or "cpu") under PyTorch |torch| ("1.13" or "2.13"); nullopt
+/// for an unknown device or release.
+std::optional<Profile> FindProfile(std::string_view device, std::string_view torch = kDefaultTorch);
+
+/// The release memsim's rules follow for a `torch.__version__` ("2.11.0+cu128" -> "2.13", the
+/// nearest release not older that has rules; "1.13.1" -> "1.13"); nullopt for one it cannot read.
+std::optional<std::string> TorchReleaseFor(std::string_view version);
+
+/// One row of the profile table: where a field differs from the cuda / 2.13 defaults.
+struct ProfileRow {
+  std::string_view field;   ///< the Profile field it sets
+  std::string_view device;  ///< "cpu" or "cuda"; empty: both
+  std::string_view torch;   ///< "1.13" or "2.13"; empty: both
+  void (*set)(Profile&);
+  std::string_view source;  ///< the PyTorch source (or trace) that decides it
+};
+/// Every row, device rows first (docs/op-rules.md prints them; tests check each).
+const std::vector<ProfileRow>& ProfileRows();
 /// --cpu-isa avx2|avx512: Profile::bf16_conv_onednn on the cpu profile (unset: unknown ISA).
 std::optional<bool> Bf16ConvOnednnForIsa(std::string_view isa);
 

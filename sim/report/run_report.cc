@@ -116,6 +116,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.optimizer = opt.optimizer == "recorded" && g.optimizer ? "recorded (" + g.optimizer->name + ")" : opt.optimizer;
   rep.step = opt.first_step ? "first" : "steady";
   rep.profile = s.profile.name;
+  rep.torch = s.profile.torch;
   rep.inplace_activations = opt.inplace ? (*opt.inplace ? "on" : "off") : "keep";
   int64_t frozen = 0, trainable = 0;
   for (size_t k = 0; k < g.parameters.size(); ++k) {
@@ -157,6 +158,7 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   cfg["optimizer"] = r.optimizer;
   cfg["step"] = r.step;
   cfg["profile"] = r.profile;
+  cfg["torch"] = r.torch;
   cfg["inplace_activations"] = r.inplace_activations;
   cfg["frozen_parameters"] = r.frozen_parameters;
   if (!r.amp.empty()) cfg["amp"] = r.amp;

@@ -34,7 +34,7 @@ struct RunReport {
   std::string model;
   // The configuration.
   std::map<std::string, int64_t> symbols;
-  std::string optimizer, step, profile, inplace_activations;
+  std::string optimizer, step, profile, torch, inplace_activations;
   int64_t frozen_parameters = 0;
   // The model.
   int64_t parameter_count = 0, trainable_parameters = 0, parameter_bytes = 0;

@@ -35,9 +35,12 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
       ->delimiter(',');
   cmd->add_option("--set", sets, lists ? "symbol values: --set seq=128,512 (repeatable)"
                                        : "bind a symbol: --set seq=512 (repeatable)");
-  cmd->add_option("--profile", profiles, "device profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU)")
+  cmd->add_option("--profile", profiles, "device profile: cuda or cpu (a CPU training step, as the oracle traces)")
       ->delimiter(',')
       ->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd->add_option("--torch", torch, "the PyTorch release whose rules apply: 2.13 (default) or 1.13 (Note [Version profiles])")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"1.13", "2.13"}));
   if (scope == Scope::kShapes) return;
   cmd->add_option("--optimizer", optimizers, OptimizerNames())->delimiter(',');
   cmd->add_option("--step", steps, "first (optimizer state created during the step) or steady")
@@ -226,6 +229,7 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   axes.push_back(StringAxis("optimizer", optimizers, [](const std::string& v, RunConfig* c) { c->sim.optimizer = v; }));
   axes.push_back(StringAxis("step", steps, [](const std::string& v, RunConfig* c) { c->sim.first_step = v == "first"; }));
   axes.push_back(StringAxis("profile", profiles, [](const std::string& v, RunConfig* c) { c->sim.profile = v; }));
+  axes.push_back(StringAxis("torch", torch, [](const std::string& v, RunConfig* c) { c->sim.torch = v; }));
   axes.push_back(StringAxis("inplace", inplace, [](const std::string& v, RunConfig* c) {
     if (v != "keep") c->sim.inplace = v == "on";
   }));

@@ -27,6 +27,7 @@ struct ConfigOptions {
   std::vector<std::string> optimizers = {"sgd"};
   std::vector<std::string> steps = {"first"};
   std::vector<std::string> profiles = {"cuda"};
+  std::vector<std::string> torch = {"2.13"};  ///< --torch 1.13|2.13 (sweeps: a list)
   std::vector<std::string> inplace = {"keep"};
   std::vector<int64_t> freeze_params = {0};
   std::vector<std::string> freeze;
