@@ -31,7 +31,8 @@ def trace_sets(d):
 
 
 def memsim_cmd(memsim, graph, cfg):
-    cmd = [memsim, "run", graph, "--profile", "cpu", "--step", "first", "--json", "--batch", cfg["batch"],
+    cmd = [memsim, "run", graph, "--profile", "cpu", "--torch", validate.trace_release(cfg), "--step", "first",
+           "--json", "--batch", cfg["batch"],
            "--optimizer", validate.OPT[cfg.get("opt", "sgd")], "--inplace-activations", "off",
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
     if cfg.get("mode") == "zero1":
@@ -81,7 +82,7 @@ def section(memsim, graphs, d=DATA):
     lines = ["", "## Several ranks: DDP and ZeroRedundancyOptimizer, per rank", "",
              "Every rank of each trace set in `tests/data/traces_ddp/` (real PyTorch 1.13.1 CPU steps recorded by",
              "the recording kit's `trace_ddp.py`: gloo, one process per rank, DDP construction traced as a `setup`",
-             "phase; `mode zero1` = DDP + `ZeroRedundancyOptimizer`), predicted by one `memsim run --profile cpu",
+             "phase; `mode zero1` = DDP + `ZeroRedundancyOptimizer`), predicted by one `memsim run --profile cpu --torch 1.13",
              "--step first --ddp W` (or `--zero 1 --world W`) with the trace's batch, optimizer, `--bucket-cap-mb`",
              "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance.", "",
              "| trace | rank | memsim ranks | config | phase | measured | predicted | error |",

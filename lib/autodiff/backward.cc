@@ -134,6 +134,19 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
         s.ledger.Unref(temps[a.index]);
         temps[a.index] = kNoStorage;
         break;
+      case BwdPlan::Action::kGradNewLike: {
+        const TensorMeta& layout = plan.layouts[a.bytes];
+        produced[a.index] = Grad{s.ledger.AllocJoined(layout.bytes(), {s.g.tensors[op.inputs[a.index]].name, ".grad"},
+                                                      Category::kGradient, op.module),
+                                 layout};
+        break;
+      }
+      case BwdPlan::Action::kReleaseGradOut:
+        for (Grad& in : node.buffer) {
+          if (in.defined()) s.ledger.Unref(in.s);
+          in = Grad{};
+        }
+        break;
       case BwdPlan::Action::kReleaseSaved:
         if (a.index < static_cast<int>(node.saved.size()) && !node.released[a.index]) {
           s.ledger.Unref(node.saved[a.index]);

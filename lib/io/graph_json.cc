@@ -36,6 +36,7 @@ class GraphReader {
       return Err("/version", "expected 1");
     MEMSIM_ASSIGN_OR_RETURN(g_.name, String(doc, "name", "", true));
     MEMSIM_ASSIGN_OR_RETURN(g_.provenance, String(doc, "provenance", "", false));
+    MEMSIM_ASSIGN_OR_RETURN(g_.torch_version, String(doc, "torch_version", "", false));
     if (auto it = doc.find("symbols"); it != doc.end()) {
       if (!it->is_object()) return Err("/symbols", "expected an object of symbol: integer");
       for (auto& [k, v] : it->items()) {

@@ -52,6 +52,7 @@ struct Op {
 struct Graph {
   std::string name;
   std::string provenance;
+  std::string torch_version;  ///< torch.__version__ the exporter ran under ("" = not recorded)
   std::string source;                       ///< file it came from (messages)
   std::vector<std::string> symbols;         ///< symbol id → name
   std::vector<std::optional<int64_t>> symbol_defaults;

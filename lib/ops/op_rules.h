@@ -89,12 +89,15 @@ struct BwdPlan {
       kTemp,          ///< scratch of |bytes|, freed by kFreeTemp or at the node's end
       kFreeTemp,      ///< frees temp number |index|
       kReleaseSaved,  ///< drops saved tensor number |index| early (composite ops)
+      kReleaseGradOut,  ///< drops the incoming grads now (the first node of a composite used them)
+      kGradNewLike,   ///< a new grad for input |index| laid out as layouts[bytes] (same sizes)
     } kind;
     int index;
     int64_t bytes = 0;
     std::string_view label;
   };
   std::vector<Action> actions;
+  std::vector<TensorMeta> layouts;  ///< the layouts of kGradNewLike actions
   int num_temps = 0;
 
   void GradNew(int input) { actions.push_back({Action::kGradNew, input, 0, {}}); }
@@ -105,6 +108,11 @@ struct BwdPlan {
   }
   void FreeTemp(int k) { actions.push_back({Action::kFreeTemp, k, 0, {}}); }
   void ReleaseSaved(int k) { actions.push_back({Action::kReleaseSaved, k, 0, {}}); }
+  void ReleaseGradOut() { actions.push_back({Action::kReleaseGradOut, 0, 0, {}}); }
+  void GradNewLike(int input, TensorMeta layout) {
+    layouts.push_back(std::move(layout));
+    actions.push_back({Action::kGradNewLike, input, static_cast<int64_t>(layouts.size()) - 1, {}});
+  }
 };
 
 using InferFn = Status (*)(const RuleCtx&, InferOut*);
@@ -135,6 +143,7 @@ extern const std::vector<OpRule> kNnRules;
 extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
 extern const std::vector<OpRule> kLlmRules;
+extern const std::vector<OpRule> kAttentionRules;
 
 /// True for ops that call cuBLAS (GEMMs) on CUDA: the row's |gemm| column.
 bool IsGemm(OpKind kind);

@@ -39,6 +39,9 @@ struct Profile {
   /// and each recomputed tensor is cleared when the backward unpacks it. 1.13 recomputes the
   /// whole region and keeps its recomputed tensors until the region's backward ends.
   bool checkpoint_early_stop = true;
+  /// 2.x: F.scaled_dot_product_attention dispatches to a fused kernel when its gates hold
+  /// (lib/ops/sdpa_backend.h); 1.13 has no fused attention (an sdpa op runs its math form).
+  bool fused_sdpa = true;
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;
@@ -86,6 +89,10 @@ struct Profile {
   /// Tensor overload with an 8-byte wrapped-number tensor; MulBackward/DivBackward keep it. On
   /// CUDA that tensor stays on the host (0 device bytes); on CPU it is one more allocation.
   int64_t scalar_operand_bytes = 0;
+  /// 1.13: the wrapped number is an operand of the Tensor overload, kept by MulBackward0 /
+  /// DivBackward0; 2.x calls the Scalar overload (the backward keeps a Scalar) and the CPU kernel's
+  /// 4-byte wrapped tensor lives only around the op (the 2.13 traces).
+  bool scalar_operand_saved = false;
   /// ZeRO's partition of the optimizer state (Note [ZeRO]): on the 1.13 CPU profile ZeRO-1 is
   /// torch.distributed.optim.ZeroRedundancyOptimizer under DDP (whole parameters, assigned
   /// greedily by size); on CUDA it is DeepSpeed (flat partitions of the flattened parameters).
@@ -97,6 +104,9 @@ struct Profile {
   /// trial before every call; repeated shapes reuse the cached trial block, so reserved memory
   /// grows as with PyTorch's once-per-shape cache.
   bool cudnn_benchmark_trials = false;
+  /// torch.get_num_threads() on the CPU: kernels with per-thread scratch (the CPU flash
+  /// attention) allocate one buffer per thread. The oracle traces run one thread.
+  int64_t cpu_threads = 1;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
   /// torch.autocast's op lists (lib/ops/autocast_lists.h): PyTorch 2.x CUDA or 1.13 CPU.

@@ -1,5 +1,5 @@
-// Layers: convolution, linear and the matmul family, embedding, normalisation, pooling and
-// fused attention. Ops whose derivatives.yaml entry has one line per input (mm, addmm, bmm,
+// Layers: convolution, linear and the matmul family, embedding, normalisation and pooling
+// (attention: rules_attention.cc). Ops whose derivatives.yaml entry has one line per input (mm, addmm, bmm,
 // baddbmm) keep an operand only if the other operand needs a grad; ops with one combined line
 // (convolution, the norms, fused attention) keep everything whenever the node exists
 // (Note [Saved tensors] in docs/op-rules.md).
@@ -619,70 +619,6 @@ void FwdPool(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
 }
 
-// Fused attention (q, k, v, [mask]): keeps q, k, v, the output and an fp32 logsumexp.
-Status InferSdpa(const RuleCtx& c, InferOut* o) {
-  MEMSIM_RETURN_IF_ERROR(Need(c, 3, 4));
-  const TensorMeta& q = *c.in[0];
-  const TensorMeta& k = *c.in[1];
-  const TensorMeta& v = *c.in[2];
-  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() || q.sizes.back() != k.sizes.back() ||
-      k.sizes[k.dim() - 2] != v.sizes[v.dim() - 2])
-    return RuleError(c, "q " + q.ShapeString() + ", k " + k.ShapeString() + ", v " + v.ShapeString() + " do not match");
-  auto sizes = q.sizes;
-  sizes.back() = v.sizes.back();
-  o->Fresh(TensorMeta::Contiguous(q.dtype, sizes));
-  return Status::OK();
-}
-
-std::string SdpaBackend(const RuleCtx& c) {
-  std::string b = c.op.attrs.GetString("backend", "auto");
-  if (b != "auto") return b;
-  if (!c.profile.cuda) return "math";
-  bool low = c.in[0]->dtype == Dtype::kFloat16 || c.in[0]->dtype == Dtype::kBFloat16;
-  if (low && c.num_in() == 3) return "flash";
-  return "efficient";
-}
-
-void FwdSdpa(const RuleCtx& c, FwdPlan* p) {
-  const TensorMeta& q = *c.in[0];
-  int64_t s_q = q.sizes[q.dim() - 2];
-  int64_t s_k = c.in[1]->sizes[c.in[1]->dim() - 2];
-  int64_t bh = q.numel() / (s_q * q.sizes.back());
-  std::string backend = SdpaBackend(c);
-  for (int i = 0; i < c.num_in(); ++i) p->Save(SavedRef::kInput, i);
-  p->Save(SavedRef::kOutput, 0);
-  if (backend == "math") {
-    // Explicit softmax(q kᵀ) v: the S² probabilities are kept (and dropped-out copy + mask).
-    int64_t elems = bh * s_q * s_k;
-    p->AllocOutput(0);
-    int scores = p->AddExtra(elems * ElementSize(q.dtype), "attention scores");
-    int probs = p->AddExtra(elems * ElementSize(q.dtype), "attention probs");
-    p->FreeExtra(scores);
-    p->Save(SavedRef::kExtra, probs);
-    if (c.op.attrs.GetFloat("dropout_p", 0.0) > 0) {
-      p->Save(SavedRef::kExtra, p->AddExtra(elems * (c.profile.dropout_keeps_noise ? ElementSize(q.dtype) : 1), "dropout mask"));
-      p->Save(SavedRef::kExtra, p->AddExtra(elems * ElementSize(q.dtype), "dropped probs"));
-    }
-    return;
-  }
-  int64_t rows = backend == "efficient" ? (s_q + 31) / 32 * 32 : s_q;
-  p->AllocOutput(0);
-  p->Save(SavedRef::kExtra, p->AddExtra(bh * rows * 4, "logsumexp"));
-}
-
-void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
-  const TensorMeta& q = *c.in[0];
-  int64_t s_q = q.sizes[q.dim() - 2];
-  int64_t bh = q.numel() / (s_q * q.sizes.back());
-  int t = -1;
-  if (SdpaBackend(c) == "flash")
-    t = p->Temp(bh * ((s_q + 127) / 128 * 128) * 4 + bh * ((s_q + 127) / 128 * 128) * ((q.sizes.back() + 31) / 32 * 32) * 4,
-                "flash softmax_d + dq_accum");
-  for (int i = 0; i < 3; ++i)
-    if (c.rg_in(i)) p->GradNew(i);
-  if (t >= 0) p->FreeTemp(t);
-}
-
 constexpr uint32_t kConvDiff = 7u;      // X, weight, bias
 constexpr uint32_t kNormDiff = 7u;      // X, weight, bias (running stats are not)
 
@@ -704,7 +640,6 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kSdpa, 3, 4, 7u, InferSdpa, FwdSdpa, BwdSdpa},
 };
 
 }  // namespace memsim

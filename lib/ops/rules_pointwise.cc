@@ -155,7 +155,7 @@ void FwdAddSub(const RuleCtx& c, FwdPlan* p) {  // transient
 }
 
 void FwdMul(const RuleCtx& c, FwdPlan* p) {
-  if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0)) p->Save(SavedRef::kExtra, k);
+  if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0) && c.profile.scalar_operand_saved) p->Save(SavedRef::kExtra, k);
   if (c.in.size() < 2) return;
   MixedDtypeCopies(c, p);
   if (c.rg_in(1)) {
@@ -166,7 +166,7 @@ void FwdMul(const RuleCtx& c, FwdPlan* p) {
 }
 
 void FwdDiv(const RuleCtx& c, FwdPlan* p) {
-  if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0)) p->Save(SavedRef::kExtra, k);
+  if (int k = ScalarOperand(c, p); k >= 0 && c.rg_in(0) && c.profile.scalar_operand_saved) p->Save(SavedRef::kExtra, k);
   if (c.in.size() < 2) return;
   MixedDtypeCopies(c, p);
   p->Save(SavedRef::kInput, 1);

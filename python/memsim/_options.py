@@ -8,6 +8,7 @@ OPTIONS = {
     "optimizer": "--optimizer",
     "step": "--step",
     "profile": "--profile",
+    "torch": "--torch",
     "inplace_activations": "--inplace-activations",
     "freeze": "--freeze",
     "freeze_params": "--freeze-params",
@@ -76,9 +77,22 @@ def _set_args(symbols, lists):
     return args
 
 
+def running_torch_release():
+    """The release memsim's rules follow for the torch this process runs (Note [Version
+    profiles]): "1.13" under torch 1.x, "2.13" under 2.x and when torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return "2.13"
+    return "1.13" if torch.__version__.startswith("1.") else "2.13"
+
+
 def to_args(options, lists, where):
     """The CLI arguments for |options| (a dict of keywords; None values are left out). Unknown
-    keywords raise TypeError naming |where| and the known ones."""
+    keywords raise TypeError naming |where| and the known ones. torch= defaults to the release
+    of the torch this process runs, as the exporter records it."""
+    if options.get("torch") is None:
+        options = dict(options, torch=running_torch_release())
     unknown = sorted(k for k in options if k not in OPTIONS)
     if unknown:
         raise TypeError("%s() got unexpected keyword argument(s) %s (options: %s)" % (

@@ -117,6 +117,10 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.step = opt.first_step ? "first" : "steady";
   rep.profile = s.profile.name;
   rep.torch = s.profile.torch;
+  if (auto exported = TorchReleaseFor(g.torch_version); exported && *exported != rep.torch)
+    rep.warnings.push_back("the graph was exported under torch " + g.torch_version + " (rules of " + *exported +
+                           ") and is simulated with --torch " + rep.torch +
+                           ": re-export it under that release, or pass --torch " + *exported);
   rep.inplace_activations = opt.inplace ? (*opt.inplace ? "on" : "off") : "keep";
   int64_t frozen = 0, trainable = 0;
   for (size_t k = 0; k < g.parameters.size(); ++k) {
@@ -164,6 +168,7 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   if (!r.amp.empty()) cfg["amp"] = r.amp;
   if (!r.dtype.empty()) cfg["dtype"] = r.dtype;
   j["config"] = cfg;
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
   j["peak_live_bytes"] = r.peak_live_bytes;
   j["peak_phase"] = PhaseName(r.peak_phase);
@@ -209,7 +214,8 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
 
 std::string ToText(const RunReport& r) {
   std::ostringstream o;
-  o << "memsim: " << r.model << "  (profile " << r.profile << ", optimizer " << r.optimizer << ", " << r.step << " step";
+  for (const std::string& w : r.warnings) o << "warning: " << w << "\n";
+  o << "memsim: " << r.model << "  (profile " << r.profile << ", torch " << r.torch << ", optimizer " << r.optimizer << ", " << r.step << " step";
   for (const auto& [k, v] : r.symbols) o << ", " << k << "=" << v;
   o << ")\n";
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "

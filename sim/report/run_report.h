@@ -35,6 +35,8 @@ struct RunReport {
   // The configuration.
   std::map<std::string, int64_t> symbols;
   std::string optimizer, step, profile, torch, inplace_activations;
+  /// What the reader should know about this run (a graph exported under another release).
+  std::vector<std::string> warnings;
   int64_t frozen_parameters = 0;
   // The model.
   int64_t parameter_count = 0, trainable_parameters = 0, parameter_bytes = 0;

@@ -145,6 +145,7 @@ TEST(Bf16ConvTest, IsaIsACpuProfileOptionWithCheckedValues) {
   EXPECT_FALSE(Simulate(g, opt).ok());
   // The default cpu profile is this machine's: avx2.
   opt.profile = "cpu";
+  opt.torch = "1.13";
   opt.cpu_isa = "";
   EXPECT_FALSE(RunAmp(g, opt).profile.bf16_conv_onednn);
 }

@@ -43,7 +43,7 @@ TEST(EngineTest, CudaAccumulatesSecondGradInPlace) {
 }
 
 TEST(EngineTest, CpuAccumulatesOutOfPlaceIntoANewBuffer) {
-  auto run = testing::Simulate(TwoConsumers(), Opts("cpu"));
+  auto run = testing::Simulate(TwoConsumers(), Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   auto bufs = BuffersNamed(run.r.events, "h.grad");
   ASSERT_EQ(bufs.size(), 3u) << Dump(run.r.events);
@@ -107,7 +107,7 @@ TEST(EngineTest, EveryActivationIsFreedByTheEndOfBackward) {
 }
 
 TEST(EngineTest, StreamIsWellFormed) {
-  auto run = testing::Simulate(TwoConsumers(), Opts("cpu", "adam"));
+  auto run = testing::Simulate(TwoConsumers(), Opts("cpu", "adam", "1.13"));
   ASSERT_TRUE(run.ok);
   const auto& s = run.r.events;
   std::vector<int> state(s.buffers.size(), 0);
@@ -172,7 +172,7 @@ TEST(DeterminismTest, SameGraphTwiceGivesIdenticalEventStreams) {
 TEST(DeterminismTest, ModelZooGraphSimulatesIdenticallyTwice) {
   auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/mnist_cnn.json");
   ASSERT_TRUE(g.ok()) << "graphs/mnist_cnn.json: " << g.status().message();
-  SimOptions o = Opts("cpu", "adam");
+  SimOptions o = Opts("cpu", "adam", "1.13");
   auto a = memsim::Simulate(*g, o);
   auto b = memsim::Simulate(*g, o);
   ASSERT_TRUE(a.ok()) << a.status().message();
@@ -224,6 +224,7 @@ TEST(CublasWorkspaceTest, FirstGemmAllocatesItAfterItsOutputAndItLivesOn) {
 
   SimOptions cpu;
   cpu.profile = "cpu";
+  cpu.torch = "1.13";
   auto rc = Simulate(*g, cpu);
   ASSERT_TRUE(rc.ok());
   for (const memsim::Buffer& b : rc->events.buffers) EXPECT_NE(b.name, "cuBLAS workspace");

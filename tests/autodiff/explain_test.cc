@@ -50,6 +50,7 @@ TEST(ExplainTest, NamesSavedTensorsGradsAndState) {
   ASSERT_TRUE(g.ok());
   SimOptions opt;
   opt.profile = "cpu";
+  opt.torch = "1.13";
   opt.optimizer = "adam";
   opt.explain = true;
   auto r = Simulate(*g, opt);

@@ -123,6 +123,7 @@ TEST(RanksTest, ZeroRedundancyOptimizerRanksDifferAndDdpRanksAreOne) {
   c.sim.symbols["batch"] = 32;
   c.sim.optimizer = "adam";
   c.sim.profile = "cpu";
+  c.sim.torch = "1.13";
   c.sim.parallel.world = 2;
   c.sim.parallel.ddp = true;
   auto ddp = RunRanks(g, c);
@@ -360,6 +361,7 @@ TEST(RanksTest, ZeroRedundancyOptimizerRanksBeyondTheParametersShareOneEmptyPart
   c.sim.symbols["batch"] = 8;
   c.sim.optimizer = "adam";
   c.sim.profile = "cpu";
+  c.sim.torch = "1.13";
   c.sim.parallel.world = 64;
   c.sim.parallel.zero_stage = 1;
   auto runs = RunRanks(g, c);

@@ -64,6 +64,7 @@ TEST(CheckpointTest, ForwardKeepsLessAndTheRecomputationRunsInBackward) {
   SimOptions opt;
   opt.symbols["batch"] = 2;
   opt.profile = "cpu";
+  opt.torch = "1.13";
   SimResult plain = SimulateOk(g, opt);
   opt.checkpoint_globs = {"layer?.?"};
   SimResult ckpt = SimulateOk(g, opt);
@@ -113,6 +114,7 @@ TEST(CheckpointTest, ReentrantHoldsGradsOutputsAndRngStatesLonger) {
   SimOptions opt;
   opt.symbols["batch"] = 2;
   opt.profile = "cpu";
+  opt.torch = "1.13";
   opt.checkpoint_globs = {"layer?.?"};
   SimResult plain = SimulateOk(g, opt);
   opt.checkpoint_impl = "reentrant";

@@ -113,6 +113,7 @@ SimOptions Loop(int steps) {
   SimOptions opt;
   opt.optimizer = "adam";
   opt.profile = "cpu";
+  opt.torch = "1.13";
   opt.steps = steps;
   return opt;
 }

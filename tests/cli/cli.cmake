@@ -18,7 +18,7 @@ function(memsim_error_test name exit regex)
 endfunction()
 
 memsim_golden_test(run_mlp_cpu_adam_json run_mlp_cpu_adam.json
-  run graphs/mlp.json --batch 256 --profile cpu --optimizer adam --json)
+  run graphs/mlp.json --batch 256 --profile cpu --torch 1.13 --optimizer adam --json)
 memsim_golden_test(run_resnet18_cuda_text run_resnet18_cuda.txt
   run graphs/resnet18.json --batch 16 --optimizer sgd --gpu T4)
 memsim_golden_test(run_alexnet_oom_json run_alexnet_oom.json
@@ -70,7 +70,7 @@ function(memsim_golden_file_test name golden)
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endfunction()
 memsim_golden_file_test(timeline_mlp_html timeline_mlp.html run graphs/mlp.json --batch 32 --optimizer adam)
-memsim_golden_file_test(timeline_mnist_json timeline_mnist.json run graphs/mnist_cnn.json --batch 8 --profile cpu)
+memsim_golden_file_test(timeline_mnist_json timeline_mnist.json run graphs/mnist_cnn.json --batch 8 --profile cpu --torch 1.13)
 memsim_golden_test(advise_resnet18_text advise_resnet18.txt advise graphs/resnet18.json --batch 64 --optimizer adam --gpu T4)
 memsim_golden_test(advise_bert_small_json advise_bert_small.json advise graphs/bert_small.json --batch 16 --optimizer adamw --json)
 memsim_error_test(advise_two_values 2 "advise takes one value per option" advise graphs/mlp.json --batch 1,2)
@@ -79,7 +79,7 @@ memsim_error_test(advise_two_values 2 "advise takes one value per option" advise
 add_test(NAME layers.include_order COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_layers.py ${PROJECT_SOURCE_DIR})
 add_test(NAME layers.checker_self_test COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_layers.py --self-test)
 memsim_golden_test(run_resnet18_setups_cpu_json run_resnet18_setups_cpu.json
-                   run graphs/resnet18.json --batch 4 --profile cpu --optimizer adam --accumulate 2 --clip-grad-norm 1 --checkpoint "layer?.?" --foreach on --json)
+                   run graphs/resnet18.json --batch 4 --profile cpu --torch 1.13 --optimizer adam --accumulate 2 --clip-grad-norm 1 --checkpoint "layer?.?" --foreach on --json)
 memsim_error_test(checkpoint_no_module 2 "--checkpoint \"zz\\*\" matches no module" run graphs/mlp.json --checkpoint "zz*")
 memsim_error_test(fused_rmsprop 2 "--foreach fused: PyTorch has no fused rmsprop" run graphs/mlp.json --optimizer rmsprop --foreach fused)
 memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)
@@ -116,12 +116,12 @@ memsim_error_test(sweep_every_row_invalid 2 "unknown optimizer \"adamx\"" sweep 
 
 # Several ranks (issue 10): the per-rank report (Notes [DDP], [ZeRO], [FSDP], [DataParallel]).
 memsim_golden_test(run_mnist_zero1_cpu_json run_mnist_zero1_cpu.json
-  run graphs/mnist_cnn.json --batch 32 --profile cpu --optimizer adam --zero 1 --world 2 --json --top 3)
+  run graphs/mnist_cnn.json --batch 32 --profile cpu --torch 1.13 --optimizer adam --zero 1 --world 2 --json --top 3)
 memsim_golden_test(run_bert_small_data_parallel_text run_bert_small_data_parallel.txt
   run graphs/bert_small.json --batch 32 --optimizer adam --data-parallel 4 --gpu V100-16GB --top 3)
 memsim_golden_test(run_bert_small_fsdp_json run_bert_small_fsdp.json
   run graphs/bert_small.json --batch 8 --optimizer adamw --fsdp full --world 8 --wrap "text.enc.layers.?" --gpu A100-40GB --json --top 3)
-memsim_error_test(zero2_cpu 2 "--zero 2 on the cpu profile" run graphs/mlp.json --profile cpu --zero 2 --world 2)
+memsim_error_test(zero2_cpu 2 "--zero 2 on the cpu profile" run graphs/mlp.json --profile cpu --torch 1.13 --zero 2 --world 2)
 memsim_error_test(zero_without_world 2 "--zero needs --world N" run graphs/mlp.json --zero 1)
 memsim_error_test(wrap_matches_nothing 2 "--wrap \"zzz\" matches no module" run graphs/mlp.json --fsdp full --world 2 --wrap zzz)
 memsim_error_test(offload_without_zero 2 "--offload needs --zero" run graphs/mlp.json --offload optimizer)
@@ -147,5 +147,5 @@ endif()
 # Training setups of issue 8: autocast + GradScaler, and a three-step loop (per-step peaks).
 memsim_golden_test(run_mlp_amp_fp16_json run_mlp_amp_fp16.json run graphs/mlp.json --batch 64 --optimizer adam --amp fp16 --json)
 memsim_golden_test(run_mlp_steps3_text run_mlp_steps3.txt
-                   run graphs/mlp.json --batch 32 --profile cpu --optimizer adam --steps 3 --loop-holds output)
+                   run graphs/mlp.json --batch 32 --profile cpu --torch 1.13 --optimizer adam --steps 3 --loop-holds output)
 memsim_error_test(bad_steps 2 "--steps 0: expected 1 to 1000" run graphs/mlp.json --steps 0)

@@ -55,9 +55,9 @@ class RecordedOptimizerTest(unittest.TestCase):
                 g = json.load(f)
             self.assertEqual(g["optimizer"]["name"], "SGD")
             if memsim:  # run by ctest with the binary (export.optimizer)
-                rec = json.loads(subprocess.run([memsim, "run", out, "--profile", "cpu", "--optimizer", "recorded",
+                rec = json.loads(subprocess.run([memsim, "run", out, "--profile", "cpu", "--torch", "1.13", "--optimizer", "recorded",
                                                  "--json"], capture_output=True, text=True, check=True).stdout)
-                ref = json.loads(subprocess.run([memsim, "run", out, "--profile", "cpu", "--optimizer", "momentum",
+                ref = json.loads(subprocess.run([memsim, "run", out, "--profile", "cpu", "--torch", "1.13", "--optimizer", "momentum",
                                                  "--json"], capture_output=True, text=True, check=True).stdout)
                 self.assertEqual(rec["config"]["optimizer"], "recorded (SGD)")
                 # torch's own SGD with momentum, recorded, against memsim's rule for it.

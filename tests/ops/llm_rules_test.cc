@@ -136,7 +136,7 @@ std::string IndexBody(const std::string& op, const std::string& attrs, bool rg) 
 }
 
 TEST(LlmRuleTest, IndexByTokenIdsKeepsIdsAndGrowsAWeightSizedGrad) {
-  auto run = testing::Simulate(IndexBody("index", R"({"dim": 0})", true), Opts("cpu"));
+  auto run = testing::Simulate(IndexBody("index", R"({"dim": 0})", true), Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_THAT(SizesOf(run, "y"), ElementsAre(2, 5, 8));
   EXPECT_THAT(SavedNames(run, "y"), ElementsAre("ids"));
@@ -209,17 +209,17 @@ TEST(LlmRuleTest, ScatterKeepsItsIndexForEitherGrad) {
 // ------------------------------------------------------------------------- Python-number operands
 TEST(LlmRuleTest, PythonNumberOperandIsAWrappedTensorKeptByMulAndDivOnCpu) {
   for (const char* op : {"mul", "div"}) {
-    auto cpu = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})"), Opts("cpu"));
+    auto cpu = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})"), Opts("cpu", "sgd", "1.13"));
     ASSERT_TRUE(cpu.ok) << op << ": " << cpu.error;
     EXPECT_THAT(SavedNames(cpu, "y"), ElementsAre("extra:wrapped scalar")) << op;
-    auto frozen = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})", false), Opts("cpu"));
+    auto frozen = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})", false), Opts("cpu", "sgd", "1.13"));
     ASSERT_TRUE(frozen.ok);
     EXPECT_THAT(SavedNames(frozen, "y"), IsEmpty()) << op;
     auto cuda = testing::Simulate(AfterLinear(op, R"({"scalar": 8.0})"), Opts("cuda"));
     ASSERT_TRUE(cuda.ok);
     EXPECT_THAT(SavedNames(cuda, "y"), IsEmpty()) << op << ": the wrapped number stays on the host";
   }
-  auto add = testing::Simulate(AfterLinear("add", R"({"scalar": 1.0})"), Opts("cpu"));
+  auto add = testing::Simulate(AfterLinear("add", R"({"scalar": 1.0})"), Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(add.ok) << add.error;
   EXPECT_THAT(SavedNames(add, "y"), IsEmpty());
   auto wrapped = testing::BuffersContaining(add.r.events, "wrapped scalar");

@@ -184,7 +184,7 @@ TEST(Conv2dRuleTest, GroupedConvShape) {
 TEST(Conv2dRuleTest, CpuProfileAddsOnednnReordersThatAreNotSaved) {
   auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 16, 8, 8]}, {"name": "w", "shape": [8, 16, 3, 3]})",
                                           R"({"op": "conv2d", "inputs": ["x", "w"], "outputs": ["y"]})"),
-                               Opts("cpu"));
+                               Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_FALSE(testing::BuffersContaining(run.r.events, "onednn").empty());
   for (uint32_t b : testing::BuffersContaining(run.r.events, "onednn"))
@@ -374,7 +374,7 @@ TEST(BatchNormRuleTest, EvalModeSavesNoStatistics) {
 }
 
 TEST(BatchNormRuleTest, CpuBackwardAllocatesGradInputTwice) {
-  auto run = testing::Simulate(BatchNormBody(true, true), Opts("cpu"));
+  auto run = testing::Simulate(BatchNormBody(true, true), Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   auto d = testing::BuffersContaining(run.r.events, "discarded grad_input");
   ASSERT_EQ(d.size(), 1u);
@@ -415,7 +415,7 @@ TEST(LayerNormRuleTest, CpuBackwardHasScratch) {
   auto run = testing::Simulate(ParamXBody(
       R"({"name": "x", "shape": [2, 3, 8]}, {"name": "g", "shape": [8]}, {"name": "b", "shape": [8]})",
       R"({"op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"normalized_shape": [8]}})"),
-      Opts("cpu"));
+      Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   auto s = testing::BuffersContaining(run.r.events, "layer_norm backward scratch");
   ASSERT_EQ(s.size(), 1u);
@@ -501,7 +501,7 @@ TEST(AdaptiveAvgPool2dRuleTest, GlobalPoolKeepsNothingOnCuda) {
 }
 
 TEST(AdaptiveAvgPool2dRuleTest, GlobalPoolKeepsInputOnCpu113) {
-  auto run = testing::Simulate(PoolBody("adaptive_avg_pool2d", R"({"output_size": [1, 1]})"), Opts("cpu"));
+  auto run = testing::Simulate(PoolBody("adaptive_avg_pool2d", R"({"output_size": [1, 1]})"), Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_THAT(SavedNames(run, "y"), ElementsAre("x"));
 }
@@ -547,10 +547,45 @@ TEST(SdpaRuleTest, FlashBackendLogsumexpUnpadded) {
 }
 
 TEST(SdpaRuleTest, MathBackendKeepsAttentionProbabilities) {
-  auto run = testing::Simulate(SdpaBody("float32", "{}"), Opts("cpu"));
+  auto run = testing::Simulate(SdpaBody("float32", "{}"), Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_EQ(ExtraBytes(run, "y", "attention probs"), 2 * 3 * 10 * 10 * 4);
   EXPECT_EQ(ExtraBytes(run, "y", "logsumexp"), -1);
+}
+
+TEST(SdpaRuleTest, CpuFlashKeepsLogsumexpAndAPerThreadBufferAroundTheKernel) {
+  auto run = testing::Simulate(SdpaBody("float32", "{}"), Opts("cpu"));  // 2.13 CPU, no dropout -> flash
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(ExtraBytes(run, "y", "logsumexp"), 2 * 3 * 10 * 4);
+  EXPECT_EQ(ExtraBytes(run, "y", "attention probs"), -1);
+  // qSplit = min(32, S) = 10, kvSplit = min(512, S) = 10: 10 * (10 + 2 + 8) fp32, one thread
+  auto buf = testing::BuffersContaining(run.r.events, "flash per-thread buffer");
+  ASSERT_EQ(buf.size(), 1u);
+  EXPECT_EQ(run.r.events.buffers[buf[0]].bytes, 10 * (10 + 2 + 8) * 4);
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "flash backward per-thread buffer").empty());
+}
+
+TEST(SdpaRuleTest, CpuMathWithDropoutKeepsTheCompositesSavedTensors) {
+  auto run = testing::Simulate(SdpaBody("float32", R"({"dropout_p": 0.1})"), Opts("cpu"));  // dropout -> math
+  ASSERT_TRUE(run.ok) << run.error;
+  const int64_t s2 = 2 * 3 * 10 * 10 * 4, qk = 2 * 3 * 10 * 8 * 4;
+  EXPECT_EQ(ExtraBytes(run, "y", "q scaled"), qk);
+  EXPECT_EQ(ExtraBytes(run, "y", "k transposed scaled"), qk);
+  EXPECT_EQ(ExtraBytes(run, "y", "attention probs"), s2);
+  EXPECT_EQ(ExtraBytes(run, "y", "dropout noise"), s2);
+  EXPECT_EQ(ExtraBytes(run, "y", "dropped probs"), s2);
+  EXPECT_EQ(ExtraBytes(run, "y", "logsumexp"), -1);
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("v", "extra:q scaled", "extra:k transposed scaled",
+                                                         "extra:attention probs", "extra:dropout noise",
+                                                         "extra:dropped probs"));
+}
+
+TEST(SdpaRuleTest, MathUpcastsBf16ToFp32) {
+  auto run = testing::Simulate(SdpaBody("bfloat16", R"({"dropout_p": 0.1})"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(ExtraBytes(run, "y", "attention probs"), 2 * 3 * 10 * 10 * 4);  // fp32 scores
+  EXPECT_EQ(ExtraBytes(run, "y", "v in fp32"), 2 * 3 * 10 * 8 * 4);
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "attention weights cast back").empty());
 }
 
 TEST(SdpaRuleTest, MismatchedHeadDimIsAnError) {

@@ -18,9 +18,18 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+CONFIG_COMMANDS = {"run", "sweep", "fit", "advise", "summary"}
+
+
 def run_cli(*args, check=True):
-    """`memsim ARGS` from the source root: (stdout, stderr, exit code); |check| wants exit 0."""
-    p = subprocess.run([CLI] + [str(a) for a in args], cwd=ROOT, capture_output=True, text=True)
+    """`memsim ARGS` from the source root: (stdout, stderr, exit code); |check| wants exit 0.
+    A configuration command gets `--torch` of the torch running these tests unless it names one:
+    the module's default (Note [Version profiles]), so the two are compared on the same rules."""
+    args = [str(a) for a in args]
+    if args and args[0] in CONFIG_COMMANDS and "--torch" not in args:
+        from memsim._options import running_torch_release
+        args += ["--torch", running_torch_release()]
+    p = subprocess.run([CLI] + args, cwd=ROOT, capture_output=True, text=True)
     if check:
         assert p.returncode == 0, p.stderr
     return p.stdout, p.stderr, p.returncode

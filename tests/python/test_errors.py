@@ -77,8 +77,8 @@ def test_checkpoint_is_simulated_like_the_cli():
     plain = memsim.simulate(g, batch=2, profile="cpu")
     assert memsim.simulate(g, batch=2, profile="cpu", checkpoint="layer?.?").phase_peaks["forward"] < \
         plain.phase_peaks["forward"]
-    ckpt = memsim.simulate(g, batch=2, profile="cpu", checkpoint="layer?.?", accumulate=2, foreach="on")
-    cli = subprocess.run([CLI, "run", "graphs/resnet18.json", "--batch", "2", "--profile", "cpu", "--checkpoint",
+    ckpt = memsim.simulate(g, batch=2, profile="cpu", torch="1.13", checkpoint="layer?.?", accumulate=2, foreach="on")
+    cli = subprocess.run([CLI, "run", "graphs/resnet18.json", "--batch", "2", "--profile", "cpu", "--torch", "1.13", "--checkpoint",
                           "layer?.?", "--accumulate", "2", "--foreach", "on", "--json"],
                          cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(cli.stdout)["peak_live_bytes"] == ckpt.peak_live_bytes
@@ -88,7 +88,7 @@ def test_checkpoint_is_simulated_like_the_cli():
 
 def test_amp_is_simulated_like_the_cli():
     g = memsim.load_graph("graphs/mlp.json")
-    amp = memsim.simulate(g, batch=64, optimizer="adam", amp="fp16", steps=2, zero_grad="zeros")
+    amp = memsim.simulate(g, batch=64, optimizer="adam", amp="fp16", steps=2, zero_grad="zeros", torch="2.13")
     cli = subprocess.run([CLI, "run", "graphs/mlp.json", "--batch", "64", "--optimizer", "adam", "--amp", "fp16",
                           "--steps", "2", "--zero-grad", "zeros", "--json"],
                          cwd=ROOT, capture_output=True, text=True, check=True)
@@ -99,9 +99,9 @@ def test_amp_is_simulated_like_the_cli():
 
 def test_amp_loss_and_cpu_isa_are_keywords_like_the_cli():
     g = memsim.load_graph("graphs/mnist_cnn.json")
-    kw = dict(batch=64, optimizer="none", profile="cpu", amp="bf16", amp_loss="outside", cpu_isa="avx2")
+    kw = dict(batch=64, optimizer="none", profile="cpu", torch="1.13", amp="bf16", amp_loss="outside", cpu_isa="avx2")
     r = memsim.simulate(g, **kw)
-    cli = subprocess.run([CLI, "run", "graphs/mnist_cnn.json", "--batch", "64", "--optimizer", "none", "--profile", "cpu",
+    cli = subprocess.run([CLI, "run", "graphs/mnist_cnn.json", "--batch", "64", "--optimizer", "none", "--profile", "cpu", "--torch", "1.13",
                           "--amp", "bf16",
                           "--amp-loss", "outside", "--cpu-isa", "avx2", "--json"],
                          cwd=ROOT, capture_output=True, text=True, check=True)

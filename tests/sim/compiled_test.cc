@@ -104,6 +104,7 @@ TEST(SizeScheduleTest, ScheduledFiguresEqualTheEngineOverWideRanges) {
       {"cuda adam", [](RunConfig* c) { c->sim.optimizer = "adam"; }},
       {"cpu sgd accumulate 2 inplace off", [](RunConfig* c) {
          c->sim.profile = "cpu";
+         c->sim.torch = "1.13";
          c->sim.accumulate = 2;
          c->sim.inplace = false;
        }},

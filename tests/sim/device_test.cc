@@ -130,6 +130,7 @@ TEST_F(DeviceLevelTest, TheThreeVerdicts) {
 TEST_F(DeviceLevelTest, TheCpuProfileHasNoDeviceLevelAndFitUsesTheWholeDevice) {
   RunConfig cpu = c_;
   cpu.sim.profile = "cpu";
+  cpu.sim.torch = "1.13";
   auto r = RunPipeline(g_, cpu);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->device.modelled);

@@ -171,7 +171,7 @@ def rss_kib(pid):
 def memory(memsim, tmp):
     # 10 million configurations of a two-op graph: 1000 batches x 10000 widths.
     args = ["sweep", "tests/data/sweep_tiny.json", "--batch", ",".join(str(b) for b in range(1, 1001)),
-            "--set", "width=" + ",".join(str(w) for w in range(1, 10001)), "--profile", "cpu", "--optimizer", "none",
+            "--set", "width=" + ",".join(str(w) for w in range(1, 10001)), "--profile", "cpu", "--torch", "1.13", "--optimizer", "none",
             "--allocator", "ideal", "--csv"]
     p = subprocess.Popen([memsim] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     rows, samples, t0 = 0, [], time.time()

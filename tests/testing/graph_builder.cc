@@ -25,9 +25,10 @@ Graph ParseBody(const std::string& body) {
   return std::move(g).value();
 }
 
-SimOptions Opts(const std::string& profile, const std::string& optimizer) {
+SimOptions Opts(const std::string& profile, const std::string& optimizer, const std::string& torch) {
   SimOptions o;
   o.profile = profile;
+  o.torch = torch;
   o.optimizer = optimizer;
   return o;
 }

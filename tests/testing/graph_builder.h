@@ -30,7 +30,8 @@ struct Run {
   std::string error;
 };
 
-SimOptions Opts(const std::string& profile = "cuda", const std::string& optimizer = "sgd");
+SimOptions Opts(const std::string& profile = "cuda", const std::string& optimizer = "sgd",
+                const std::string& torch = "2.13");
 
 /// Parses and simulates; on error |ok| is false and |error| holds the message.
 Run Simulate(const std::string& body, const SimOptions& opt = Opts());

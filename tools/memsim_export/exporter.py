@@ -201,7 +201,8 @@ def probe_graph(cx, out_value, specs, input_names, loss, model):
 def finish_graph(graphs, probes, syms, defaults, specs, input_names, name, provenance, outputs_held):
     """Merges the probes' graphs (symbolic sizes) into the graph document."""
     merged = merge(graphs, probes, syms, "")
-    g = {"format": "memsim-graph", "version": 1, "name": name}
+    # The release whose rules the graph's ops follow (memsim warns when run under another one).
+    g = {"format": "memsim-graph", "version": 1, "name": name, "torch_version": torch.__version__.split("+")[0]}
     if provenance:
         g["provenance"] = provenance
     if syms:

@@ -1,0 +1,229 @@
+// F.scaled_dot_product_attention (q, k, v, [mask]): the backend PyTorch picks (sdpa_backend.h)
+// decides what the forward allocates and saves and what the backward allocates (Note [SDPA
+// backends] in docs/op-rules.md).
+//   fused (flash, cuDNN, efficient): q, k, v, the output and an fp32 logsumexp are saved;
+//   CPU flash: the output follows q's memory order, a per-thread fp32 buffer lives around the
+//     kernel, and the grads are laid out [B, L, H, D] (returned as [B, H, L, D] views);
+//   math (`_scaled_dot_product_attention_math`): the composite's own autograd nodes, emulated
+//     node by node (the scaled q and kᵀ, the S² scores, probabilities and dropout tensors).
+#include <algorithm>
+
+#include "lib/ops/op_rules.h"
+#include "lib/ops/sdpa_backend.h"
+
+namespace memsim {
+namespace {
+
+struct Dims {
+  int64_t bh = 0, s_q = 0, s_k = 0, e = 0, e_v = 0;
+};
+
+Dims DimsOf(const RuleCtx& c) {
+  const TensorMeta& q = *c.in[0];
+  Dims d;
+  d.s_q = q.sizes[q.dim() - 2];
+  d.e = q.sizes.back();
+  d.s_k = c.in[1]->sizes[c.in[1]->dim() - 2];
+  d.e_v = c.in[2]->sizes.back();
+  d.bh = q.numel() / (d.s_q * d.e);
+  return d;
+}
+
+// The graph's `backend` attribute, or PyTorch's choice for the profile; cuDNN saves and
+// allocates what flash does.
+SdpaBackend BackendOf(const RuleCtx& c) {
+  std::string b = c.op.attrs.GetString("backend", "auto");
+  if (auto named = ParseSdpaBackend(b)) return *named;
+  SdpaCall call;
+  call.dtype = c.in[0]->dtype;
+  call.has_mask = c.num_in() > 3;
+  call.dropout_p = c.op.attrs.GetFloat("dropout_p", 0.0);
+  call.head_dim_qk = c.in[0]->sizes.back();
+  call.head_dim_v = c.in[2]->sizes.back();
+  return ChooseSdpaBackend(c.profile, call);
+}
+
+bool CpuFlash(const RuleCtx& c) { return !c.profile.cuda && BackendOf(c) == SdpaBackend::kFlash; }
+
+bool Reduced(Dtype t) { return t == Dtype::kFloat16 || t == Dtype::kBFloat16; }
+/// The math path computes fp16/bf16 inputs in fp32 (2.x, unless allowFP16BF16ReductionMathSDP).
+Dtype MathDtype(Dtype t) { return Reduced(t) ? Dtype::kFloat32 : t; }
+
+/// [B, H, L, D] laid out [B, L, H, D]: what the CPU flash kernels allocate.
+TensorMeta HeadsInnerLayout(Dtype t, const std::vector<int64_t>& sizes) {
+  TensorMeta m = *TensorMeta::Contiguous(t, sizes);
+  const size_t n = sizes.size();
+  if (n == 4) m.strides = {sizes[1] * sizes[2] * sizes[3], sizes[3], sizes[1] * sizes[3], 1};
+  return m;
+}
+
+/// [B, H, S, E] as the transpose of a contiguous [B, H, E, S]: the grad of kᵀ·√scale, transposed back.
+TensorMeta LastTwoTransposed(Dtype t, const std::vector<int64_t>& sizes) {
+  TensorMeta m = *TensorMeta::Contiguous(t, sizes);
+  const size_t n = sizes.size();
+  if (n >= 2) {
+    m.strides[n - 1] = sizes[n - 2];
+    m.strides[n - 2] = 1;
+  }
+  return m;
+}
+
+/// CPU flash: qSplit·(kvSplit + 2 + Dv) accumulate-dtype elements per thread in forward, and
+/// qSplit·kvSplit·2 + qSplit in backward (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp:
+/// qSplit 256/64/32 by S_q >= 768/192, kvSplit min(512, S_k)).
+int64_t QSplit(int64_t s_q) { return s_q >= 768 ? 256 : s_q >= 192 ? 64 : 32; }
+int64_t KvSplit(int64_t s_k) { return s_k < 512 ? s_k : 512; }
+
+Status InferSdpa(const RuleCtx& c, InferOut* o) {
+  const TensorMeta& q = *c.in[0];
+  const TensorMeta& k = *c.in[1];
+  const TensorMeta& v = *c.in[2];
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() || q.sizes.back() != k.sizes.back() ||
+      k.sizes[k.dim() - 2] != v.sizes[v.dim() - 2])
+    return RuleError(c, "q " + q.ShapeString() + ", k " + k.ShapeString() + ", v " + v.ShapeString() + " do not match");
+  auto sizes = q.sizes;
+  sizes.back() = v.sizes.back();
+  auto out = TensorMeta::Contiguous(q.dtype, sizes);
+  // The CPU flash output is allocated like the query: [B, L, H, D] order for nanoGPT's
+  // transposed views, so the `y.transpose(1, 2).contiguous()` after it copies nothing.
+  if (out && q.dim() == 4 && CpuFlash(c) && q.strides[1] < q.strides[2]) *out = HeadsInnerLayout(q.dtype, sizes);
+  o->Fresh(std::move(out));
+  return Status::OK();
+}
+
+void FwdFused(const RuleCtx& c, const Dims& d, SdpaBackend backend, FwdPlan* p) {
+  for (int i = 0; i < c.num_in(); ++i) p->Save(SavedRef::kInput, i);
+  p->Save(SavedRef::kOutput, 0);
+  int64_t rows = backend == SdpaBackend::kEfficient ? (d.s_q + 31) / 32 * 32 : d.s_q;
+  p->AllocOutput(0);
+  p->Save(SavedRef::kExtra, p->AddExtra(d.bh * rows * 4, "logsumexp"));
+  if (c.profile.cuda) return;
+  const int64_t q_split = std::min(QSplit(d.s_q), d.s_q), kv_split = KvSplit(d.s_k);
+  const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
+  int buf = p->AddExtra(c.profile.cpu_threads * q_split * (kv_split + 2 + d.e_v) * acc, "flash per-thread buffer");
+  int reduced = Reduced(c.in[0]->dtype)
+                    ? p->AddExtra(c.profile.cpu_threads * q_split * kv_split * ElementSize(c.in[0]->dtype),
+                                  "flash per-thread reduced buffer")
+                    : -1;
+  if (reduced >= 0) p->FreeExtra(reduced);
+  p->FreeExtra(buf);
+}
+
+// _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp), 2.x:
+// q·√scale and kᵀ·√scale (fp32 copies first for fp16/bf16), bmm, [mask add], _safe_softmax
+// (a bool S² and a bool row mask around it), dropout (noise, then input·noise), bmm; fp16/bf16:
+// the probabilities and the output cast back. Saved: the scaled q and kᵀ (bmm), the
+// probabilities (softmax), the noise (dropout), the dropped probabilities and v (bmm).
+void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
+  const Dtype in = c.in[0]->dtype, acc = MathDtype(in);
+  const int64_t es = ElementSize(acc), s2 = d.bh * d.s_q * d.s_k;
+  const bool up = acc != in, dropout = c.op.attrs.GetFloat("dropout_p", 0.0) > 0;
+  int q_acc = up ? p->AddExtra(Bytes(*c.in[0]) / ElementSize(in) * es, "q in fp32") : -1;
+  int k_acc = up ? p->AddExtra(Bytes(*c.in[1]) / ElementSize(in) * es, "k in fp32") : -1;
+  int v_acc = up ? p->AddExtra(Bytes(*c.in[2]) / ElementSize(in) * es, "v in fp32") : -1;
+  int qs = p->AddExtra(d.bh * d.s_q * d.e * es, "q scaled");
+  int ks = p->AddExtra(d.bh * d.s_k * d.e * es, "k transposed scaled");
+  int scores = p->AddExtra(s2 * es, "attention scores");
+  if (c.op.attrs.GetBool("is_causal", false)) {  // the [L, S] bool tril, then its additive form
+    int tril = p->AddExtra(d.s_q * d.s_k, "causal mask");
+    p->FreeExtra(p->AddExtra(d.s_q * d.s_k * es, "causal additive mask"));
+    p->FreeExtra(tril);
+  }
+  int probs = p->AddExtra(s2 * es, "attention probs");
+  int neginf = p->AddExtra(s2, "safe_softmax -inf mask");
+  p->FreeExtra(p->AddExtra(d.bh * d.s_q, "safe_softmax row mask"));
+  p->FreeExtra(neginf);
+  p->FreeExtra(scores);
+  p->Save(SavedRef::kExtra, qs);
+  p->Save(SavedRef::kExtra, ks);
+  p->Save(SavedRef::kExtra, probs);
+  int dropped = probs;
+  if (dropout) {
+    int noise = p->AddExtra(s2 * es, "dropout noise");
+    dropped = p->AddExtra(s2 * es, "dropped probs");
+    p->Save(SavedRef::kExtra, noise);
+    p->Save(SavedRef::kExtra, dropped);
+  }
+  if (up) p->AddExtra(s2 * ElementSize(in), "attention weights cast back");  // returned, then dropped
+  p->Save(up ? SavedRef::kExtra : SavedRef::kInput, up ? v_acc : 2);
+  if (up) {
+    p->AddExtra(d.bh * d.s_q * d.e_v * es, "output in fp32");
+    p->AllocOutput(0);
+  } else {
+    p->AllocOutput(0);
+  }
+  (void)q_acc, (void)k_acc, (void)dropped;
+}
+
+void FwdSdpa(const RuleCtx& c, FwdPlan* p) {
+  const Dims d = DimsOf(c);
+  SdpaBackend b = BackendOf(c);
+  if (b == SdpaBackend::kMath) return FwdMath(c, d, p);
+  FwdFused(c, d, b, p);
+}
+
+// The math path's nodes in engine order (saved indices as FwdMath saves them: q scaled, k
+// scaled, probs, [noise, dropped], v): BmmBackward (grad v, then grad of the dropped
+// probabilities), [MulBackward: · noise], SafeSoftmaxBackward, BmmBackward (grad kᵀ, grad q),
+// MulBackward (k), MulBackward (q). Each node drops its incoming grad and its saved tensors.
+void BwdMath(const RuleCtx& c, const Dims& d, BwdPlan* p) {
+  const Dtype acc = MathDtype(c.in[0]->dtype);
+  const int64_t es = ElementSize(acc), s2 = d.bh * d.s_q * d.s_k;
+  const bool dropout = c.op.attrs.GetFloat("dropout_p", 0.0) > 0;
+  const int v_saved = dropout ? 5 : 3;
+  if (c.rg_in(2)) p->GradNew(2);
+  int g = p->Temp(s2 * es, "grad of the attention weights");
+  p->ReleaseGradOut();
+  p->ReleaseSaved(v_saved);
+  if (dropout) {
+    p->ReleaseSaved(4);
+    int g2 = p->Temp(s2 * es, "grad of the probabilities");
+    p->FreeTemp(g);
+    p->ReleaseSaved(3);
+    g = g2;
+  }
+  int gs = p->Temp(s2 * es, "grad of the scores");
+  p->FreeTemp(g);
+  p->ReleaseSaved(2);
+  int gk = p->Temp(d.bh * d.s_k * d.e * es, "grad of k scaled");
+  int gq = p->Temp(d.bh * d.s_q * d.e * es, "grad of q scaled");
+  p->FreeTemp(gs);
+  p->ReleaseSaved(0);
+  p->ReleaseSaved(1);
+  if (c.rg_in(1)) p->GradNewLike(1, LastTwoTransposed(c.in[1]->dtype, c.in[1]->sizes));
+  p->FreeTemp(gk);
+  if (c.rg_in(0)) p->GradNew(0);
+  p->FreeTemp(gq);
+}
+
+void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
+  const Dims d = DimsOf(c);
+  SdpaBackend b = BackendOf(c);
+  if (b == SdpaBackend::kMath) return BwdMath(c, d, p);
+  if (!c.profile.cuda) {  // CPU flash: grads laid out [B, L, H, D], then per-thread buffers
+    for (int i = 0; i < 3; ++i)
+      if (c.rg_in(i)) p->GradNewLike(i, HeadsInnerLayout(c.in[i]->dtype, c.in[i]->sizes));
+    const int64_t q_split = std::min(QSplit(d.s_q), d.s_q), kv_split = KvSplit(d.s_k);
+    const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
+    int buf = p->Temp(c.profile.cpu_threads * q_split * kv_split * 2 * acc, "flash backward per-thread buffer");
+    p->FreeTemp(p->Temp(c.profile.cpu_threads * q_split * acc, "flash backward row sums"));
+    p->FreeTemp(buf);
+    return;
+  }
+  int t = -1;
+  if (b == SdpaBackend::kFlash || b == SdpaBackend::kCudnn)
+    t = p->Temp(d.bh * ((d.s_q + 127) / 128 * 128) * 4 +
+                    d.bh * ((d.s_q + 127) / 128 * 128) * ((d.e + 31) / 32 * 32) * 4,
+                "flash softmax_d + dq_accum");
+  for (int i = 0; i < 3; ++i)
+    if (c.rg_in(i)) p->GradNew(i);
+  if (t >= 0) p->FreeTemp(t);
+}
+
+}  // namespace
+
+const std::vector<OpRule> kAttentionRules = {
+    {OpKind::kSdpa, 3, 4, 7u, InferSdpa, FwdSdpa, BwdSdpa},
+};
+
+}  // namespace memsim
