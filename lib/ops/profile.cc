@@ -35,6 +35,8 @@ const std::vector<ProfileRow> kRows = {
      "no cuDNN on the CPU"},
     {"autocast_table", "cpu", "", [](Profile& p) { p.autocast_table = AutocastTable::kCpu113; },
      "aten/src/ATen/autocast_mode.cpp AutocastCPU registrations (1.13; the 2.13 bf16 traces match them for the zoo's ops)"},
+    {"accumulate_inplace", "cpu", "", [](Profile& p) { p.accumulate_inplace = false; },
+     "2.13 CPU traces (nanoGPT's residual grads) and a dispatch log of the 2.13 engine: a multi-consumer grad is summed by add.Tensor, out of place, even when both grads are fresh"},
     {"mixed_dtype_input_copies", "cpu", "", [](Profile& p) { p.mixed_dtype_input_copies = true; },
      "the CPU TensorIterator copies the narrower floating input to the common dtype first"},
     // --- PyTorch 1.13, every device ----------------------------------------------------------

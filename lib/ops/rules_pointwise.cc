@@ -94,6 +94,15 @@ void FwdDropout(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kExtra, k);
 }
 
+// Eval mode or p = 0: F.dropout returns its input itself, so autograd has no node there and
+// the grad passes through unchanged (aten/src/ATen/native/Dropout.cpp _dropout_impl: `if (p == 0
+// || !train || input.numel() == 0) return input;`). Active: grad · noise (or the mask), new.
+void BwdDropout(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  if (DropoutActive(c)) p->GradNew(0);
+  else p->GradAlias(0);
+}
+
 // Arithmetic. `scalar` (no second input) saves nothing.
 /// torch.result_type of two tensor operands: a floating one wins over an integer one; two
 /// floating ones give the wider, except that a 0-dim operand defers to a dimensioned one.
@@ -336,7 +345,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kHardsigmoid, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
     {OpKind::kSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
     {OpKind::kLogSoftmax, 1, 1, kFirst, InferSoftmax, FwdActivation, nullptr},
-    {OpKind::kDropout, 1, 1, kFirst, InferDropout, FwdDropout, nullptr},
+    {OpKind::kDropout, 1, 1, kFirst, InferDropout, FwdDropout, BwdDropout},
     {OpKind::kAdd, 1, 2, kBoth, InferBinary, FwdAddSub, BwdAddSub, AliasGradSame},
     {OpKind::kSub, 1, 2, kBoth, InferBinary, FwdAddSub, BwdAddSub, AliasGradSame},
     {OpKind::kMul, 1, 2, kBoth, InferBinary, FwdMul, BwdScaled},
