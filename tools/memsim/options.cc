@@ -69,6 +69,10 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "torch.utils.checkpoint's use_reentrant: non-reentrant (use_reentrant=False, default) or "
                   "reentrant (use_reentrant=True: nested backward through the recomputation)")
       ->check(CLI::IsMember({"reentrant", "non-reentrant"}));
+  cmd->add_option("--checkpoint-early-stop", checkpoint_early_stop,
+                  "non-reentrant checkpoint: the recomputation stops after the last op that saves a tensor "
+                  "(torch.utils.checkpoint.set_checkpoint_early_stop; default on under --torch 2.13, off under 1.13)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--foreach", foreach_impl,
                   "optimizer implementation: on (multi-tensor foreach), off (for-loop) or fused; default: the "
                   "profile's PyTorch default (cuda: foreach, cpu: for-loop)")
@@ -153,6 +157,7 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.clip_grad_norm = clip_grad_norm;
   base.sim.checkpoint_globs = checkpoint;
   base.sim.checkpoint_impl = checkpoint_impl;
+  if (!checkpoint_early_stop.empty()) base.sim.checkpoint_early_stop = checkpoint_early_stop == "on";
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;

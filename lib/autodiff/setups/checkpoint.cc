@@ -201,8 +201,28 @@ class Checkpoint : public TrainingSetup {
     }
   }
 
+  /// Whether op |o|'s node keeps a tensor (what the recomputation's pack hook counts).
+  static bool Saves(StepState& s, OpId o) {
+    const OpRule& rule = RuleFor(s.g.ops[o].kind);
+    if (!s.nodes[o].exists || !rule.forward) return false;
+    FwdPlan plan;
+    rule.forward(s.Ctx(o), &plan);
+    return !plan.saved.empty();
+  }
+
+  /// The recomputation's last op: with early stop (2.x non-reentrant, Note [Activation
+  /// checkpointing]) the last op whose node saves a tensor, since the pack hook raises
+  /// _StopRecomputationError once every saved tensor is recomputed; else the region's last op.
+  OpId StopAt(StepState& s, const Region& r) const {
+    if (!s.profile.checkpoint_early_stop || rule_.hold_grads_and_outputs) return r.last;
+    for (OpId o = r.last; o > r.first; --o)
+      if (Saves(s, o)) return o;
+    return r.first;
+  }
+
   void Recompute(StepState& s, Region& r) {
     r.recomputed = true;
+    const OpId stop = StopAt(s, r);
     const uint32_t op = s.ledger.op();
     std::vector<StorageId> storage = s.storage;  // args and parameters as the region sees them
     // The recomputation's Python names: each tensor it makes dies after its last use inside the
@@ -219,7 +239,7 @@ class Checkpoint : public TrainingSetup {
     auto returned = [&](TensorId t) {
       return rule_.hold_grads_and_outputs && std::find(r.outputs.begin(), r.outputs.end(), t) != r.outputs.end();
     };
-    for (OpId o = r.first; o <= r.last; ++o) {
+    for (OpId o = r.first; o <= stop; ++o) {
       s.ledger.set_op(o);
       ForwardOpPolicy policy = keep;
       s.Hook(&TrainingSetup::BeforeRecomputeOp, o, &policy);
@@ -237,8 +257,8 @@ class Checkpoint : public TrainingSetup {
     }
     s.Hook(&TrainingSetup::AfterRecompute);  // the recomputation's autocast region exits
     if (fork) s.ledger.Unref(*fork);  // fork_rng exits before the recomputed outputs are dropped
-    for (TensorId t : made)
-      if (last[t] == kNone) s.ledger.Unref(storage[t]);
+    for (TensorId t : made)  // the function's locals, and what the stopped part would have used
+      if (last[t] == kNone || last[t] > stop) s.ledger.Unref(storage[t]);
     s.ledger.set_op(op);
   }
 
