@@ -1,6 +1,6 @@
 // memsim._core: the pybind11 binding behind the Python package memsim (python/memsim/,
 // docs/python.md). It has no logic of its own: options are parsed by the CLI's one option spec
-// (tools/memsim/options.h) from the argument vector the Python layer builds out of keyword
+// (sim/options/options.h) from the argument vector the Python layer builds out of keyword
 // arguments, every number comes from RunPipeline / RunSweep / FitBatch / Advise, and every
 // rendering from the typed reports (ToJson, ToText, HtmlTimeline, ChromeTrace, ToPickle), so
 // Python and `memsim run/sweep/fit/advise` give the same bytes. The GIL is released while C++
@@ -17,6 +17,7 @@
 #include "lib/io/graph_json.h"
 #include "sim/advise.h"
 #include "sim/gpus.h"
+#include "sim/options/options.h"
 #include "sim/pipeline.h"
 #include "sim/ranks.h"
 #include "sim/report/rank_report.h"
@@ -27,7 +28,6 @@
 #include "sim/report/timeline_table.h"
 #include "sim/fit.h"
 #include "sim/sweep.h"
-#include "tools/memsim/options.h"
 
 namespace py = pybind11;
 

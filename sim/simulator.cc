@@ -2,10 +2,14 @@
 
 #include <fnmatch.h>
 
+#include <memory>
 #include <set>
+#include <vector>
 
+#include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/step.h"
 #include "lib/ir/module_paths.h"
+#include "lib/util/check.h"
 
 namespace memsim {
 
@@ -137,6 +141,21 @@ Status ApplyAmpOptions(const SimOptions& opt, SimPlan* plan) {
   return Status::OK();
 }
 
+/// The training setups |opt| enables, as data (MakeSetups makes the objects for every simulated
+/// step); |plan| has the profile and the binding options resolved.
+Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPlan& plan) {
+  SetupOptions setup;
+  setup.clip_grad_norm = opt.clip_grad_norm;
+  setup.autocast = plan.bind.autocast.has_value();
+  setup.grad_scaler = opt.grad_scaler.empty() ? opt.amp == "fp16" : opt.grad_scaler == "on";
+  MEMSIM_ASSIGN_OR_RETURN(setup.checkpoint_modules, ModulesMatching(g, opt.checkpoint_globs, "--checkpoint"));
+  if (opt.checkpoint_impl == "reentrant") setup.checkpoint_impl = CheckpointImpl::kReentrant;
+  else if (opt.checkpoint_impl == "non-reentrant") setup.checkpoint_impl = CheckpointImpl::kNonReentrant;
+  else return Status::InvalidArgument("--checkpoint-impl \"" + opt.checkpoint_impl + "\": expected reentrant or non-reentrant");
+  MEMSIM_ASSIGN_OR_RETURN(setup.parallel, CheckParallel(g, opt.parallel, plan.profile));
+  return setup;
+}
+
 }  // namespace
 
 Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
@@ -209,14 +228,7 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   if (!(opt.clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   cfg.passes = opt.accumulate;
   MEMSIM_RETURN_IF_ERROR(ApplyLoop(opt, &cfg));
-  cfg.setup.clip_grad_norm = opt.clip_grad_norm;
-  cfg.setup.autocast = r.bind.autocast.has_value();
-  cfg.setup.grad_scaler = opt.grad_scaler.empty() ? opt.amp == "fp16" : opt.grad_scaler == "on";
-  MEMSIM_ASSIGN_OR_RETURN(cfg.setup.checkpoint_modules, ModulesMatching(g, opt.checkpoint_globs, "--checkpoint"));
-  if (opt.checkpoint_impl == "reentrant") cfg.setup.checkpoint_impl = CheckpointImpl::kReentrant;
-  else if (opt.checkpoint_impl == "non-reentrant") cfg.setup.checkpoint_impl = CheckpointImpl::kNonReentrant;
-  else return Status::InvalidArgument("--checkpoint-impl \"" + opt.checkpoint_impl + "\": expected reentrant or non-reentrant");
-  MEMSIM_ASSIGN_OR_RETURN(cfg.setup.parallel, CheckParallel(g, opt.parallel, r.profile));
+  MEMSIM_ASSIGN_OR_RETURN(r.setup, SetupsOf(g, opt, r));
   MEMSIM_RETURN_IF_ERROR(CheckParallelPrecision(opt));
   cfg.apply_order = ModuleApplyOrder(g);
   return Status::OK();
@@ -248,21 +260,43 @@ Result<BoundGraph> BindFor(const Graph& g, const SimPlan& plan, const Bindings& 
 
 namespace {
 
-// The step configuration of |plan| for |opt| (nn.DataParallel: the whole batch is a
-// per-configuration value); |dp| holds it when it differs from the plan's.
-const StepConfig& StepFor(const SimPlan& plan, const SimOptions& opt, StepConfig* dp) {
-  if (!plan.step.setup.parallel.data_parallel) return plan.step;  // points at plan.profile
-  *dp = plan.step;
-  dp->setup.parallel.dp_total_batch = DataParallelTotal(opt);
-  return *dp;
-}
+/// One simulated step of |plan| for |opt|: the plan's StepConfig with a fresh set of the plan's
+/// training setups, which this object owns and the StepConfig points at (they keep per-step
+/// state, and one plan serves the configurations a sweep evaluates concurrently). Without
+/// setups it is the plan's own StepConfig. Outlives the SimulateStep / ExplainAtEvent call it is
+/// made for.
+class PlannedStep {
+ public:
+  PlannedStep(const SimPlan& plan, const SimOptions& opt) : cfg_(&plan.step) {
+    MEMSIM_CHECK(plan.step.setups.empty());  // a plan's setups are data (SimPlan::setup)
+    if (!plan.setup.parallel.data_parallel) {
+      owned_ = MakeSetups(plan.setup, plan.profile);
+    } else {  // nn.DataParallel: the whole batch is a per-configuration value
+      SetupOptions setup = plan.setup;
+      setup.parallel.dp_total_batch = DataParallelTotal(opt);
+      owned_ = MakeSetups(setup, plan.profile);
+    }
+    if (owned_.empty()) return;  // cfg_ points at plan.step (and so at plan.profile)
+    copy_ = plan.step;
+    for (const auto& s : owned_) copy_.setups.push_back(s.get());
+    cfg_ = &copy_;
+  }
+  PlannedStep(const PlannedStep&) = delete;
+  PlannedStep& operator=(const PlannedStep&) = delete;
+  const StepConfig& config() const { return *cfg_; }
+
+ private:
+  std::vector<std::unique_ptr<TrainingSetup>> owned_;
+  StepConfig copy_;
+  const StepConfig* cfg_;
+};
 
 }  // namespace
 
 Result<EventStream> SimulateEvents(const Graph& g, const SimPlan& plan, const BoundGraph& bound, const SimOptions& opt,
                                    size_t reserve_buffers, size_t reserve_events) {
-  StepConfig dp;
-  return SimulateStep(g, bound, StepFor(plan, opt, &dp), StepRecording{/*names=*/false, reserve_buffers, reserve_events});
+  PlannedStep step(plan, opt);
+  return SimulateStep(g, bound, step.config(), StepRecording{/*names=*/false, reserve_buffers, reserve_events});
 }
 
 Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGraph bound, const SimOptions& opt,
@@ -272,11 +306,16 @@ Result<SimResult> SimulatePlanned(const Graph& g, const SimPlan& plan, BoundGrap
   r.optimizer = plan.optimizer;
   r.frozen = plan.frozen;
   r.bound = std::move(bound);
-  StepConfig dp;
-  const StepConfig* cfg = &StepFor(plan, opt, &dp);
-  MEMSIM_ASSIGN_OR_RETURN(r.events, SimulateStep(g, r.bound, *cfg, StepRecording{names, reserve_buffers, reserve_events}));
+  {
+    PlannedStep step(plan, opt);
+    MEMSIM_ASSIGN_OR_RETURN(r.events,
+                            SimulateStep(g, r.bound, step.config(), StepRecording{names, reserve_buffers, reserve_events}));
+  }
   r.peak = AnalyzePeak(r.events);
-  if (plan.explain && !r.events.events.empty()) r.at_peak = ExplainAtEvent(g, r.bound, *cfg, r.peak.peak_event);
+  if (plan.explain && !r.events.events.empty()) {
+    PlannedStep again(plan, opt);  // the step re-run, with setups of its own
+    r.at_peak = ExplainAtEvent(g, r.bound, again.config(), r.peak.peak_event);
+  }
   return r;
 }
 

@@ -13,6 +13,7 @@
 #include "lib/stream/events.h"
 #include "lib/analysis/peak.h"
 #include "lib/autodiff/optimizer.h"
+#include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/step.h"
 #include "lib/ir/graph.h"
 #include "lib/ops/profile.h"
@@ -74,7 +75,9 @@ Result<SimResult> Simulate(const Graph& g, const SimOptions& opt);
 
 /// What SimOptions fixes before the symbols are bound: resolved and validated once per
 /// structural option set (Note [Compiled step] in docs/sweeps.md). Not copyable: |step| points
-/// at |profile|.
+/// at |profile|. Shared read-only by the configurations evaluated from it, concurrently in a
+/// sweep: the training setups are here as data (|setup|), and every simulated step makes its
+/// own set of setup objects from it (they keep per-step state).
 struct SimPlan {
   SimPlan() = default;
   SimPlan(const SimPlan&) = delete;
@@ -85,7 +88,10 @@ struct SimPlan {
   std::vector<bool> frozen;
   BindOptions bind;  ///< profile (points at |profile|), in-place override, --dtype, --amp
   bool explain = false;
+  /// The step's configuration; its |setups| stay empty (each simulated step gets its own).
   StepConfig step;
+  /// The training setups this configuration enables (MakeSetups makes them for each step).
+  SetupOptions setup;
 };
 /// Validates everything of |opt| but the symbol values into |plan|.
 Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan);

@@ -6,7 +6,7 @@ import re
 import sys
 
 LAYERS = ["lib/util", "lib/ir", "lib/io", "lib/ops", "lib/stream", "lib/autodiff", "lib/analysis", "lib/onnx",
-          "sim/allocator", "sim/replay", "sim", "sim/report", "tools", "python"]
+          "sim/allocator", "sim/replay", "sim", "sim/report", "sim/options", "tools", "python"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

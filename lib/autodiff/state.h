@@ -8,7 +8,6 @@
 #define MEMSIM_LIB_AUTODIFF_STATE_H_
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <vector>
 
@@ -64,8 +63,7 @@ struct StepState {
   std::vector<StorageId> param_grad;    ///< per parameter: its .grad
   std::vector<StorageId> states;        ///< optimizer state
   LibraryWorkspaces workspaces;
-  std::vector<std::unique_ptr<TrainingSetup>> owned_setups;  ///< made from cfg.setup
-  std::vector<TrainingSetup*> setups;   ///< called at every hook, in order
+  const std::vector<TrainingSetup*>& setups;  ///< cfg.setups: called at every hook, in order
 
   /// Forgets the autograd graph and the activations of a finished forward+backward pass
   /// (what `del out, loss` leaves), before the next pass of an accumulation.

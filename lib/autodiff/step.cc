@@ -10,9 +10,7 @@
 namespace memsim {
 
 StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& c)
-    : g(graph), bound(b), cfg(c), profile(*c.profile), workspaces(*c.profile), owned_setups(MakeSetups(c.setup, *c.profile)) {
-  for (const auto& s : owned_setups) setups.push_back(s.get());
-  setups.insert(setups.end(), c.setups.begin(), c.setups.end());
+    : g(graph), bound(b), cfg(c), profile(*c.profile), workspaces(*c.profile), setups(c.setups) {
   rg = PropagateRequiresGrad(g, bound, cfg.frozen);
   storage.assign(g.tensors.size(), kNoStorage);
   param_index.assign(g.tensors.size(), kNoStorage);

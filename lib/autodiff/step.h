@@ -3,8 +3,11 @@
 // the allocate/free stream PyTorch would issue. Storages are reference-counted like PyTorch's:
 // Python names hold activations until their last forward use, autograd nodes hold what they
 // save until their backward has run, grad buffers accumulate as in the engine's InputBuffer.
-// Training setups (lib/autodiff/setup.h) plug into the step's hook points through StepConfig.
-// Pure function of its arguments; safe to call concurrently on a shared Graph.
+// Training setups (lib/autodiff/setup.h) plug into the step's hook points through
+// StepConfig::setups; the caller makes them (the pipeline, with MakeSetups from
+// lib/autodiff/setups/setups.h), so the engine knows the hook points only. Given fresh setups,
+// a pure function of its arguments; safe to call concurrently on a shared Graph, each call
+// with setups of its own.
 #ifndef MEMSIM_LIB_AUTODIFF_STEP_H_
 #define MEMSIM_LIB_AUTODIFF_STEP_H_
 
@@ -14,7 +17,6 @@
 #include "lib/stream/events.h"
 #include "lib/autodiff/optimizer.h"
 #include "lib/autodiff/setup.h"
-#include "lib/autodiff/setups/setups.h"
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
 
@@ -37,10 +39,10 @@ struct StepConfig {
   /// --zero-grad: set-to-none frees .grad after the step; zeros / none keep it (zeroed in place
   /// or not at all), so the next backward adds into it.
   enum class ZeroGrad : uint8_t { kSetToNone, kZeros, kNone } zero_grad = ZeroGrad::kSetToNone;
-  /// The training setups this configuration enables (made fresh for every simulated step).
-  SetupOptions setup;
-  /// More setups called at every hook point after those of |setup| (not owned; each used by one
-  /// step at a time).
+  /// The training setups, called at every hook point in this order. Not owned: they keep
+  /// per-step state, so the caller makes a fresh set for every SimulateStep / ExplainAtEvent
+  /// call (sim/simulator.cc: MakeSetups) and keeps it alive until the call returns; a set is
+  /// used by one step at a time.
   std::vector<TrainingSetup*> setups;
   /// ModuleApplyOrder(g) computed once (a compiled step); empty = compute it for this step.
   std::vector<TensorId> apply_order;

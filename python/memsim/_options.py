@@ -1,5 +1,5 @@
 """Keyword arguments → the command line's options (docs/cli.md), parsed in C++ by the CLI's own
-option spec (tools/memsim/options.h): same names with ``_`` for ``-``, same checks, same messages."""
+option spec (sim/options/options.h): same names with ``_`` for ``-``, same checks, same messages."""
 
 # Keyword → CLI option, for the options every configuration command takes.
 OPTIONS = {

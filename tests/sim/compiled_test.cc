@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <thread>
 
 #include "lib/io/graph_json.h"
 #include "sim/report/sweep_report.h"
@@ -246,6 +248,47 @@ TEST(CompiledStepTest, AnInvalidStructureIsAnErrorRowNotAFailure) {
   EXPECT_TRUE(rows[0].status.ok());
   EXPECT_NE(rows[1].status.message().find("unknown optimizer \"adamx\""), std::string::npos);
   EXPECT_GT(rows[2].peak_live_bytes, rows[0].peak_live_bytes);
+}
+
+// The training setups keep per-step state (ZeRO partitions and buckets, checkpoint regions, the
+// GradScaler's scale, ...): the pipeline makes a fresh set for every simulated step, so one
+// CompiledStep evaluated on several threads at once gives, every time, what the configuration
+// gives alone (SimPlan::setup is data; the setup objects are never shared).
+TEST(CompiledStepTest, EveryEvaluationGetsTrainingSetupsOfItsOwn) {
+  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/resnet18.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  RunConfig c;
+  c.sim.symbols["batch"] = 4;
+  c.sim.optimizer = "adam";
+  c.sim.amp = "fp16";  // autocast and the GradScaler
+  c.sim.clip_grad_norm = 1;
+  c.sim.checkpoint_globs = {"layer?.?"};
+  c.sim.parallel.zero_stage = 2;
+  c.sim.parallel.world = 2;
+  c.sim.explain = true;  // the step re-run for the explanations, with setups of its own too
+  auto alone = RunPipeline(*g, c);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  ASSERT_FALSE(alone->sim.at_peak.empty());
+  auto cs = CompileStep(*g, c);
+  ASSERT_TRUE(cs.ok()) << cs.status().message();
+  std::vector<std::optional<Result<RunResult>>> runs(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t k = t; k < runs.size(); k += 4) runs[k].emplace(EvaluateStep(**cs, c));
+    });
+  for (std::thread& t : threads) t.join();
+  for (const auto& r : runs) {
+    ASSERT_TRUE(r && r->ok());
+    const RunResult& x = **r;
+    EXPECT_EQ(x.sim.events.events.size(), alone->sim.events.events.size());
+    EXPECT_EQ(x.sim.events.buffers.size(), alone->sim.events.buffers.size());
+    EXPECT_EQ(x.sim.peak.peak_live_bytes, alone->sim.peak.peak_live_bytes);
+    EXPECT_EQ(x.sim.peak.peak_event, alone->sim.peak.peak_event);
+    EXPECT_EQ(x.alloc.peak_reserved_bytes, alone->alloc.peak_reserved_bytes);
+    ASSERT_EQ(x.sim.at_peak.size(), alone->sim.at_peak.size());
+    for (size_t i = 0; i < x.sim.at_peak.size(); ++i) EXPECT_EQ(x.sim.at_peak[i].held_by, alone->sim.at_peak[i].held_by);
+  }
 }
 
 TEST(CompiledStepTest, ShardsPartitionTheConfigurations) {

@@ -2,13 +2,13 @@
 #include <memory>
 
 #include "lib/util/atomic_file.h"
+#include "sim/options/options.h"
 #include "sim/ranks.h"
 #include "sim/report/memviz.h"
 #include "sim/report/run_report.h"
 #include "sim/report/timeline.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
-#include "tools/memsim/options.h"
 
 namespace memsim::cli {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "lib/analysis/summary.h"
 #include "sim/report/format.h"
+#include "sim/options/options.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
-#include "tools/memsim/options.h"
 
 namespace memsim::cli {
 namespace {

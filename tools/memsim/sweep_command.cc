@@ -14,9 +14,9 @@
 #include "sim/report/sweep_report.h"
 #include "sim/fit.h"
 #include "sim/sweep.h"
+#include "sim/options/options.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
-#include "tools/memsim/options.h"
 #include "tools/memsim/sweep_files.h"
 
 namespace memsim::cli {

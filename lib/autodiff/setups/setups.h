@@ -1,6 +1,8 @@
-// The training setups a configuration asks for, as data (SetupOptions, carried in StepConfig)
-// and the factory that makes a fresh set of setup objects for one simulated step. Each setup
-// is one file in this folder, plugged into the step's hook points (lib/autodiff/setup.h).
+// The training setups a configuration asks for, as data (SetupOptions, resolved by the pipeline:
+// sim/simulator.h's SimPlan) and the factory that makes a fresh set of setup objects for one
+// simulated step, which the pipeline hands to the step in StepConfig::setups. Each setup is one
+// file in this folder, plugged into the step's hook points (lib/autodiff/setup.h); a new one is
+// a file here and a line in MakeSetups, with no change to the step engine.
 #ifndef MEMSIM_LIB_AUTODIFF_SETUPS_SETUPS_H_
 #define MEMSIM_LIB_AUTODIFF_SETUPS_SETUPS_H_
 

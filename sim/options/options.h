@@ -1,8 +1,10 @@
 // The one option spec of the configuration commands: run, fit and advise take one value per
 // option, sweep takes lists (a comma-separated list, or the option repeated) and varies every
-// option given several values. Also the one --set parser.
-#ifndef MEMSIM_TOOLS_MEMSIM_OPTIONS_H_
-#define MEMSIM_TOOLS_MEMSIM_OPTIONS_H_
+// option given several values. Also the one --set parser. Bound (CLI11) by the command line
+// (tools/memsim) and by the Python module (python/, from keyword arguments) alike, so both
+// accept the same options with the same checks and messages.
+#ifndef MEMSIM_SIM_OPTIONS_OPTIONS_H_
+#define MEMSIM_SIM_OPTIONS_OPTIONS_H_
 
 #include <CLI/CLI.hpp>
 #include <optional>
@@ -80,4 +82,4 @@ struct ConfigOptions {
 
 }  // namespace memsim::cli
 
-#endif  // MEMSIM_TOOLS_MEMSIM_OPTIONS_H_
+#endif  // MEMSIM_SIM_OPTIONS_OPTIONS_H_

@@ -1,4 +1,4 @@
-#include "tools/memsim/options.h"
+#include "sim/options/options.h"
 
 #include <algorithm>
 
