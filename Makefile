@@ -6,7 +6,14 @@ APT_PACKAGES := g++ cmake make libboost-graph-dev libtbb-dev nlohmann-json3-dev 
   libonnx-dev libprotobuf-dev protobuf-compiler \
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pandas python3-matplotlib python3-pytest \
   jupyter-nbconvert python3-nbformat python3-ipykernel jupyter-client chromium \
-  slurmctld slurmd slurm-client munge libtcmalloc-minimal4
+  slurmctld slurmd slurm-client munge libtcmalloc-minimal4 python3-venv ccache
+
+# The PyTorch 2.x environment (.venv, from Debian's python3 -m venv): torch 2.13 and the packaging
+# tools of the wheel test. Reinstalled only when REQUIREMENTS differs from the copy in the venv.
+VENV ?= .venv
+REQUIREMENTS := requirements/torch2.txt
+# ccache when it is installed (make deps installs it): the wheel test's build reuses these objects.
+CCACHE = $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 # clang + compiler-rt (libFuzzer, ASan, UBSan): only `make fuzz` and `make test-sanitize` need them.
 CLANG_PACKAGES := clang-14 libclang-rt-14-dev
@@ -20,7 +27,7 @@ FUZZ_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz onnx_import_fuzz
 # `make`: the CLI, the libraries, the tests and the Python module (build/python, docs/python.md).
 all: build
 
-# Installs only the Debian packages that are missing.
+# Installs only the Debian packages that are missing, then the venv if its requirements changed.
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
@@ -29,12 +36,17 @@ deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+	@if ! cmp -s $(REQUIREMENTS) $(VENV)/requirements.installed; then \
+	  echo "setting up $(VENV) from $(REQUIREMENTS)"; \
+	  /usr/bin/python3 -m venv --clear $(VENV) && $(VENV)/bin/pip install -q -r $(REQUIREMENTS) && \
+	  cp $(REQUIREMENTS) $(VENV)/requirements.installed; \
+	fi
 
 deps-clang: deps
 	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(CLANG_PACKAGES)"
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CCACHE)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The Python packages memsim and memsim_export into Debian's dist-packages (PREFIX=/usr/local:
@@ -45,7 +57,7 @@ install: build
 
 # Builds only the CLI (not the test suite), then runs one example.
 demo: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CCACHE)
 	cmake --build $(BUILD) -j $(JOBS) --target memsim
 	./$(BUILD)/memsim run graphs/resnet50.json --batch 32 --optimizer adam --gpu V100-16GB
 
@@ -88,4 +100,4 @@ robustness-doc: build
 	python3 tools/robustness_report.py --memsim $(BUILD)/memsim --out docs/robustness.md
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(BUILD)-wheel $(FUZZ_BUILD) $(SANITIZE_BUILD)
