@@ -152,6 +152,13 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
   if (opt.checkpoint_impl == "reentrant") setup.checkpoint_impl = CheckpointImpl::kReentrant;
   else if (opt.checkpoint_impl == "non-reentrant") setup.checkpoint_impl = CheckpointImpl::kNonReentrant;
   else return Status::InvalidArgument("--checkpoint-impl \"" + opt.checkpoint_impl + "\": expected reentrant or non-reentrant");
+  if (!opt.sac.empty()) {
+    if (setup.checkpoint_modules.empty())
+      return Status::InvalidArgument("--sac " + opt.sac + " selects ops inside checkpointed modules: add --checkpoint GLOB");
+    if (setup.checkpoint_impl == CheckpointImpl::kReentrant)
+      return Status::InvalidArgument("--sac needs --checkpoint-impl non-reentrant (create_selective_checkpoint_contexts is not supported by use_reentrant=True)");
+    MEMSIM_ASSIGN_OR_RETURN(setup.sac, ParseSacPolicy(opt.sac));
+  }
   MEMSIM_ASSIGN_OR_RETURN(setup.parallel, CheckParallel(g, opt.parallel, plan.profile));
   return setup;
 }

@@ -44,6 +44,30 @@ StorageId InputStorage(const Op& op, int i, const std::vector<StorageId>& storag
   return storage[op.inputs[i]];
 }
 
+/// Selective checkpointing's recomputation of a cached op: its outputs and saved extras are the
+/// ones the forward kept (|cached|: outputs, then saved extras in the node's order); nothing runs.
+void RunCachedOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
+                 const FwdPlan& plan) {
+  const Op& op = s.g.ops[o];
+  const std::vector<StorageId>& cached = *policy.sac_cached;
+  for (size_t j = 0; j < op.outputs.size(); ++j) {
+    storage[op.outputs[j]] = cached[j];
+    s.ledger.Ref(cached[j]);
+  }
+  Node& node = s.nodes[o];
+  if (!node.exists) return;
+  size_t extra = op.outputs.size();
+  for (const SavedRef& r : plan.saved) {
+    StorageId st = r.kind == SavedRef::kInput    ? InputStorage(op, r.index, storage, policy)
+                   : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
+                                                 : cached[extra++];
+    MEMSIM_CHECK(st != kNoStorage);
+    s.ledger.Ref(st);
+    node.saved.push_back(st);
+  }
+  node.released.resize(node.saved.size(), false);
+}
+
 }  // namespace
 
 void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
@@ -58,6 +82,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   }
   FwdPlan plan;
   if (rule.forward) rule.forward(c, &plan);
+  if (policy.sac_cached) return RunCachedOp(s, o, storage, policy, plan);
   const bool saves = node.exists && policy.save_for_backward;
 
   std::vector<bool> explicit_out(op.outputs.size(), false);
@@ -67,11 +92,14 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     if (!explicit_out[j]) AllocOutput(s, o, j, storage);
   std::vector<StorageId> extras(plan.extras.size(), kNoStorage);
   std::vector<bool> extra_live(plan.extras.size(), false);
-  auto is_saved_extra = [&](int k) {
-    return saves && std::any_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
+  auto node_saves_extra = [&](int k) {
+    return node.exists && std::any_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
              return r.kind == SavedRef::kExtra && r.index == k;
            });
   };
+  auto is_saved_extra = [&](int k) { return saves && node_saves_extra(k); };
+  // Kept for the node now, or for a selective checkpoint's recomputation.
+  auto is_kept_extra = [&](int k) { return (saves || policy.sac_cache) && node_saves_extra(k); };
   for (const auto& a : plan.actions) {
     switch (a.kind) {
       case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index, storage); break;
@@ -85,7 +113,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
         extra_live[a.index] = false;
         break;
       case FwdPlan::Action::kReleaseUnsaved:
-        if (extra_live[a.index] && !is_saved_extra(a.index)) {
+        if (extra_live[a.index] && !is_kept_extra(a.index)) {
           s.ledger.Unref(extras[a.index]);
           extra_live[a.index] = false;
         }
@@ -105,6 +133,13 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     }
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
+  }
+  if (policy.sac_cache) {
+    for (TensorId t : op.outputs) policy.sac_cache->push_back(storage[t]);
+    if (node.exists)
+      for (const SavedRef& r : plan.saved)
+        if (r.kind == SavedRef::kExtra) policy.sac_cache->push_back(extras[r.index]);
+    for (StorageId st : *policy.sac_cache) s.ledger.Ref(st);
   }
   for (size_t k = 0; k < extras.size(); ++k)
     if (extra_live[k]) s.ledger.Unref(extras[k]);

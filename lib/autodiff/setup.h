@@ -33,6 +33,12 @@ struct ForwardOpPolicy {
   /// Per input (empty: none): the storage the op reads instead of the input's own, e.g. an
   /// autocast copy (Ledger::StorageId; UINT32_MAX = the input itself). The node saves these.
   std::vector<uint32_t> input_storage;
+  /// Selective checkpointing (Note [Selective activation checkpointing]). Forward: the op's
+  /// outputs, then the extras its node would save, are referenced into |sac_cache| for the
+  /// recomputation. Recomputation: |sac_cached| holds them, the op allocates nothing (its kernel
+  /// does not run) and its node saves from them.
+  std::vector<uint32_t>* sac_cache = nullptr;
+  const std::vector<uint32_t>* sac_cached = nullptr;
 };
 
 class TrainingSetup {

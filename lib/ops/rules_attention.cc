@@ -29,21 +29,7 @@ Dims DimsOf(const RuleCtx& c) {
   return d;
 }
 
-// The graph's `backend` attribute, or PyTorch's choice for the profile; cuDNN saves and
-// allocates what flash does.
-SdpaBackend BackendOf(const RuleCtx& c) {
-  std::string b = c.op.attrs.GetString("backend", "auto");
-  if (auto named = ParseSdpaBackend(b)) return *named;
-  SdpaCall call;
-  call.dtype = c.in[0]->dtype;
-  call.has_mask = c.num_in() > 3;
-  call.dropout_p = c.op.attrs.GetFloat("dropout_p", 0.0);
-  call.head_dim_qk = c.in[0]->sizes.back();
-  call.head_dim_v = c.in[2]->sizes.back();
-  return ChooseSdpaBackend(c.profile, call);
-}
-
-bool CpuFlash(const RuleCtx& c) { return !c.profile.cuda && BackendOf(c) == SdpaBackend::kFlash; }
+bool CpuFlash(const RuleCtx& c) { return !c.profile.cuda && SdpaBackendOfOp(c) == SdpaBackend::kFlash; }
 
 bool Reduced(Dtype t) { return t == Dtype::kFloat16 || t == Dtype::kBFloat16; }
 /// The math path computes fp16/bf16 inputs in fp32 (2.x, unless allowFP16BF16ReductionMathSDP).
@@ -160,7 +146,7 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
 
 void FwdSdpa(const RuleCtx& c, FwdPlan* p) {
   const Dims d = DimsOf(c);
-  SdpaBackend b = BackendOf(c);
+  SdpaBackend b = SdpaBackendOfOp(c);
   if (b == SdpaBackend::kMath) return FwdMath(c, d, p);
   FwdFused(c, d, b, p);
 }
@@ -201,7 +187,7 @@ void BwdMath(const RuleCtx& c, const Dims& d, BwdPlan* p) {
 
 void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
   const Dims d = DimsOf(c);
-  SdpaBackend b = BackendOf(c);
+  SdpaBackend b = SdpaBackendOfOp(c);
   if (b == SdpaBackend::kMath) return BwdMath(c, d, p);
   if (!c.profile.cuda) {  // CPU flash: grads laid out [B, L, H, D], then per-thread buffers
     for (int i = 0; i < 3; ++i)

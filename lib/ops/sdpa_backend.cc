@@ -31,7 +31,7 @@ const std::vector<SdpaGate> kCuda2x = {
     kMath,
 };
 // 1.13 has no fused attention: a graph's sdpa op runs its math decomposition.
-const std::vector<SdpaGate> kNone = {kMath};
+const std::vector<SdpaGate> kMathOnly = {kMath};
 
 bool Holds(const SdpaGate& g, const SdpaCall& c, const Profile& p) {
   if (g.backend == SdpaBackend::kMath) return true;
@@ -65,8 +65,19 @@ std::optional<SdpaBackend> ParseSdpaBackend(std::string_view name) {
 }
 
 const std::vector<SdpaGate>& SdpaPriority(const Profile& profile) {
-  if (!profile.fused_sdpa) return kNone;
+  if (!profile.fused_sdpa) return kMathOnly;
   return profile.cuda ? kCuda2x : kCpu2x;
+}
+
+SdpaBackend SdpaBackendOfOp(const RuleCtx& c) {
+  if (auto named = ParseSdpaBackend(c.op.attrs.GetString("backend", "auto"))) return *named;
+  SdpaCall call;
+  call.dtype = c.in[0]->dtype;
+  call.has_mask = c.num_in() > 3;
+  call.dropout_p = c.op.attrs.GetFloat("dropout_p", 0.0);
+  call.head_dim_qk = c.in[0]->sizes.back();
+  call.head_dim_v = c.in[2]->sizes.back();
+  return ChooseSdpaBackend(c.profile, call);
 }
 
 SdpaBackend ChooseSdpaBackend(const Profile& profile, const SdpaCall& call) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/ir/dtype.h"
+#include "lib/ops/op_rules.h"
 #include "lib/ops/profile.h"
 
 namespace memsim {
@@ -49,6 +50,10 @@ const std::vector<SdpaGate>& SdpaPriority(const Profile& profile);
 
 /// The backend PyTorch picks for |call| under |profile| (the first whose gates hold).
 SdpaBackend ChooseSdpaBackend(const Profile& profile, const SdpaCall& call);
+
+/// The backend of one scaled_dot_product_attention op: its `backend` attribute when it names
+/// one, else PyTorch's choice for its inputs and attributes.
+SdpaBackend SdpaBackendOfOp(const RuleCtx& c);
 
 }  // namespace memsim
 

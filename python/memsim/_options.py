@@ -21,6 +21,8 @@ OPTIONS = {
     "accumulate": "--accumulate",
     "clip_grad_norm": "--clip-grad-norm",
     "checkpoint": "--checkpoint",
+    "checkpoint_early_stop": "--checkpoint-early-stop",
+    "sac": "--sac",
     "foreach": "--foreach",
     "ddp": "--ddp",
     "world": "--world",
@@ -43,7 +45,7 @@ OPTIONS = {
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
-          "amp_loss", "cpu_isa"}
+          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 

@@ -73,6 +73,10 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "non-reentrant checkpoint: the recomputation stops after the last op that saves a tensor "
                   "(torch.utils.checkpoint.set_checkpoint_early_stop; default on under --torch 2.13, off under 1.13)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--sac", sac,
+                  "selective activation checkpointing in the --checkpoint modules: torchtitan (save mm and fused "
+                  "attention outputs, every other mm recomputed), ops:NAME,... (those ATen ops saved) or a JSON "
+                  "policy file {\"save\": [...], \"every_other_mm\": false}");
   cmd->add_option("--foreach", foreach_impl,
                   "optimizer implementation: on (multi-tensor foreach), off (for-loop) or fused; default: the "
                   "profile's PyTorch default (cuda: foreach, cpu: for-loop)")
@@ -158,6 +162,7 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.checkpoint_globs = checkpoint;
   base.sim.checkpoint_impl = checkpoint_impl;
   if (!checkpoint_early_stop.empty()) base.sim.checkpoint_early_stop = checkpoint_early_stop == "on";
+  base.sim.sac = sac;
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "lib/autodiff/setups/sac.h"
 #include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/state.h"
 
@@ -53,7 +54,8 @@ CheckpointRule RuleOf(CheckpointImpl impl) {
 
 class Checkpoint : public TrainingSetup {
  public:
-  Checkpoint(std::vector<std::string> modules, CheckpointImpl impl) : modules_(std::move(modules)), rule_(RuleOf(impl)) {}
+  Checkpoint(std::vector<std::string> modules, CheckpointImpl impl, SacPolicy sac)
+      : modules_(std::move(modules)), rule_(RuleOf(impl)), sac_(std::move(sac)) {}
 
   void OnSetup(StepState& s) override {
     region_.assign(s.g.ops.size(), -1);
@@ -76,6 +78,7 @@ class Checkpoint : public TrainingSetup {
     }
     MergeSharedModuleCalls();
     for (Region& r : regions_) r.args = Args(s, r);
+    SelectCachedOps(s);
     // What each region returns: the tensors it makes that an op outside it reads, or the caller.
     auto returned = [&](TensorId t) {
       OpId p = s.g.tensors[t].producer;
@@ -94,6 +97,7 @@ class Checkpoint : public TrainingSetup {
     if (region_[o] < 0) return;
     policy->save_for_backward = false;
     Region& r = regions_[region_[o]];
+    if (sac_save_[o]) policy->sac_cache = &r.sac_cache[o - r.first];
     if (o != r.first) return;
     // The checkpoint's closure holds the CPU RNG state taken at the call, and the call's args.
     r.rng_state = RngState(s, "checkpoint: forward RNG state");
@@ -122,6 +126,7 @@ class Checkpoint : public TrainingSetup {
   void AfterBackwardPass(StepState& s) override {
     for (Region& r : regions_) {
       Release(s, r);
+      DropCache(s, r);
       if (r.rng_state) s.ledger.Unref(*r.rng_state);  // the graph is destroyed
       r.rng_state.reset();
       r.recomputed = r.counted = false;
@@ -140,7 +145,34 @@ class Checkpoint : public TrainingSetup {
     std::optional<StorageId> rng_state;
     bool recomputed = false, counted = false, released = false;
     int pending = 0;             ///< region nodes still to run in backward
+    /// Per op of the region: what selective checkpointing keeps from the forward until the
+    /// recomputation takes it (Note [Selective activation checkpointing]).
+    std::vector<std::vector<StorageId>> sac_cache;
   };
+
+  /// Which ops the SAC policy caches: those whose ATen op it saves, but with every_other_mm
+  /// only the 1st, 3rd, ... mm of each region call (torchtitan counts per checkpointed call).
+  void SelectCachedOps(StepState& s) {
+    sac_save_.assign(s.g.ops.size(), false);
+    for (Region& r : regions_) {
+      r.sac_cache.assign(r.last - r.first + 1, {});
+      if (!sac_.enabled()) continue;
+      int mm = 0;
+      for (OpId o = r.first; o <= r.last; ++o) {
+        const std::string aten = AtenOpOf(s.Ctx(o));
+        if (aten.empty() || std::find(sac_.save.begin(), sac_.save.end(), aten) == sac_.save.end()) continue;
+        sac_save_[o] = aten != "mm" || !sac_.every_other_mm || ++mm % 2 == 1;
+      }
+    }
+  }
+
+  /// Drops what the recomputation did not take (a region whose backward never ran).
+  static void DropCache(StepState& s, Region& r) {
+    for (std::vector<StorageId>& c : r.sac_cache) {
+      for (StorageId st : c) s.ledger.Unref(st);
+      c.clear();
+    }
+  }
 
   /// A checkpointed module that calls a shared module registered elsewhere (cs336's one RoPE
   /// module, `positional_encoder`, called by every layer's attention): the graph names those
@@ -243,7 +275,11 @@ class Checkpoint : public TrainingSetup {
       s.ledger.set_op(o);
       ForwardOpPolicy policy = keep;
       s.Hook(&TrainingSetup::BeforeRecomputeOp, o, &policy);
+      std::vector<StorageId>& cached = r.sac_cache[o - r.first];
+      if (!cached.empty()) policy.sac_cached = &cached;
       ExecuteForwardOp(s, o, storage, policy, /*recompute=*/true);
+      for (StorageId st : cached) s.ledger.Unref(st);  // taken: popped from the cache
+      cached.clear();
       s.Hook(&TrainingSetup::AfterRecomputeOp, o);
       for (TensorId t : s.g.ops[o].outputs) {
         made.push_back(t);
@@ -282,14 +318,17 @@ class Checkpoint : public TrainingSetup {
 
   std::vector<std::string> modules_;
   CheckpointRule rule_;
+  SacPolicy sac_;
+  std::vector<bool> sac_save_;  ///< per op: the SAC policy caches its outputs
   std::vector<int> region_;  ///< per op: its region, or -1
   std::vector<Region> regions_;
 };
 
 }  // namespace
 
-std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules, CheckpointImpl impl) {
-  return std::make_unique<Checkpoint>(modules, impl);
+std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules, CheckpointImpl impl,
+                                              const SacPolicy& sac) {
+  return std::make_unique<Checkpoint>(modules, impl, sac);
 }
 
 }  // namespace memsim

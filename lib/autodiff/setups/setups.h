@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/autodiff/setup.h"
+#include "lib/autodiff/setups/sac.h"
 #include "lib/ops/profile.h"
 
 namespace memsim {
@@ -50,6 +51,8 @@ struct SetupOptions {
   /// a module inside another one listed is part of the outer one), as |checkpoint_impl| does it.
   std::vector<std::string> checkpoint_modules;
   CheckpointImpl checkpoint_impl = CheckpointImpl::kNonReentrant;
+  /// Selective checkpointing inside those regions (--sac; non-reentrant only); empty: off.
+  SacPolicy sac;
   /// Data parallelism (DDP, ZeRO); world 1 = off.
   ParallelOptions parallel;
   /// torch.autocast around forward and loss (the dtypes are bound: BindOptions::autocast).
@@ -63,8 +66,8 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
 
 // The setups (one file each).
 std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc
-std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules,
-                                              CheckpointImpl impl);                   // checkpoint.cc
+std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules, CheckpointImpl impl,
+                                              const SacPolicy& sac);                  // checkpoint.cc
 std::unique_ptr<TrainingSetup> MakeDdp(const ParallelOptions& options);                   // ddp.cc
 std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options);                  // zero.cc
 std::unique_ptr<TrainingSetup> MakeZero3Params(const ParallelOptions& options);           // zero.cc
