@@ -138,3 +138,34 @@ TEST_F(MlpPipelineTest, GpuNamesSetCapacityAndWorkspaceUnlessGiven) {
 
 }  // namespace
 }  // namespace memsim
+
+namespace memsim {
+namespace {
+
+// Note [Version profiles]: a graph records the torch it was exported under; the report warns
+// when the run follows another release's rules, and says nothing when they agree.
+TEST(VersionWarningTest, AGraphExportedUnder213RunsUnder213WithoutAWarning) {
+  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/tests/data/traces_2_13/graphs/mlp.json");
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->torch_version, "2.13.0");
+  RunConfig c;
+  c.sim.symbols["batch"] = 8;
+  c.sim.profile = "cpu";
+  auto same = RunPipeline(*g, c);
+  ASSERT_TRUE(same.ok());
+  RunReport rep = MakeRunReport(*g, c, *same, 3);
+  EXPECT_TRUE(rep.warnings.empty());
+  EXPECT_FALSE(ToJson(rep).contains("warnings"));
+  c.sim.torch = "1.13";
+  auto other = RunPipeline(*g, c);
+  ASSERT_TRUE(other.ok());
+  RunReport old = MakeRunReport(*g, c, *other, 3);
+  ASSERT_EQ(old.warnings.size(), 1u);
+  EXPECT_THAT(old.warnings[0], HasSubstr("exported under torch 2.13.0"));
+  EXPECT_THAT(old.warnings[0], HasSubstr("--torch 2.13"));
+  EXPECT_THAT(ToText(old), HasSubstr("warning: the graph was exported under torch 2.13.0"));
+  EXPECT_EQ(ToJson(old)["config"]["torch"], "1.13");
+}
+
+}  // namespace
+}  // namespace memsim

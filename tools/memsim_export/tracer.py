@@ -58,7 +58,7 @@ class MemsimTracer(fx.Tracer):
 
     def __init__(self, extra_leaves=()):
         super().__init__()
-        self.scope = [""]
+        self.memsim_scope = [""]
         self.extra_leaves = tuple(extra_leaves)
         self.proxy_buffer_attributes = True  # buffers used in forward become get_attr nodes
 
@@ -74,8 +74,8 @@ class MemsimTracer(fx.Tracer):
         try:
             path = self.path_of_module(m)
         except NameError:
-            path = self.scope[-1]
-        self.scope.append(path)
+            path = self.memsim_scope[-1]
+        self.memsim_scope.append(path)
         try:
             if self.is_leaf_module(m, path):
                 return super().call_module(m, forward, args, kwargs)
@@ -85,7 +85,7 @@ class MemsimTracer(fx.Tracer):
             self.mark_python_refs((args, kwargs, fl.locals))
             return out
         finally:
-            self.scope.pop()
+            self.memsim_scope.pop()
 
     def mark_python_refs(self, values):
         """Python keeps a module's arguments (the caller's stack) and its forward's locals alive until
@@ -116,7 +116,7 @@ class MemsimTracer(fx.Tracer):
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
-        node.meta["memsim_module"] = target if kind == "call_module" else self.scope[-1]
+        node.meta["memsim_module"] = target if kind == "call_module" else self.memsim_scope[-1]
         return node
 
 
