@@ -270,6 +270,10 @@ def main():
     rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, a.graphs)
     lines += rank_lines
     failures += rank_failures
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_2_13,
+                                                          validate_ranks.DATA_2_13, "2.13")
+    lines += rank_lines
+    failures += rank_failures
     return report_io.finish("validate", lines, failures, a.out)
 
 

@@ -14,6 +14,9 @@ import validate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp")
+# The PyTorch 2.13 sets (tests/oracle/record_2_13.sh), against the graphs exported under 2.13.
+DATA_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp_2_13")
+GRAPHS_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_2_13", "graphs")
 # Phases whose measured figure depends on thread timing, not on a rule (listed as notes,
 # outside the tolerance): on the broadcast's source rank, gloo's work object may still hold the
 # flat copy of the module states when the Reducer's bucket is allocated (re-recording the same
@@ -44,7 +47,7 @@ def memsim_cmd(memsim, graph, cfg):
     return cmd
 
 
-def section(memsim, graphs, d=DATA):
+def section(memsim, graphs, d=DATA, release="1.13"):
     """(Markdown lines, failures, absolute peak errors) of every per-rank trace set in |d|."""
     if not os.path.isdir(d):
         raise FileNotFoundError("validate: missing per-rank traces %s (part of the repository)" % d)
@@ -79,10 +82,11 @@ def section(memsim, graphs, d=DATA):
                 if abs(e) > validate.MAX_ERR:
                     failures.append("%s rank %d: %s error %.3f %% (predicted %d, measured %d)" % (name, rank, label, e, pred, real))
             rows.append((name, rank, cfg, entry["ranks"], cells))
-    lines = ["", "## Several ranks: DDP and ZeroRedundancyOptimizer, per rank", "",
-             "Every rank of each trace set in `tests/data/traces_ddp/` (real PyTorch 1.13.1 CPU steps recorded by",
+    lines = ["", "## Several ranks: DDP and ZeroRedundancyOptimizer, per rank" + ("" if release == "1.13" else ", PyTorch " + release), "",
+             "Every rank of each trace set in `tests/data/%s/` (real PyTorch %s CPU steps recorded by" % (
+                 os.path.basename(os.path.normpath(d)), "1.13.1" if release == "1.13" else "2.13.0"),
              "the recording kit's `trace_ddp.py`: gloo, one process per rank, DDP construction traced as a `setup`",
-             "phase; `mode zero1` = DDP + `ZeroRedundancyOptimizer`), predicted by one `memsim run --profile cpu --torch 1.13",
+             "phase; `mode zero1` = DDP + `ZeroRedundancyOptimizer`), predicted by one `memsim run --profile cpu --torch %s" % release,
              "--step first --ddp W` (or `--zero 1 --world W`) with the trace's batch, optimizer, `--bucket-cap-mb`",
              "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance.", "",
              "| trace | rank | memsim ranks | config | phase | measured | predicted | error |",

@@ -45,3 +45,11 @@ run cs336_small_b2_s32_cs336adamw_warm cs336_small --batch 2 --seq 32 --opt cs33
 run gpt2_small_b2_s128_adamw  gpt2_small --batch 2 --seq 128 --opt adamw
 run gpt2_small_b2_s64_adamw_amp_ckpt gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+'
 run gpt2_small_b2_s64_adamw_clip_warm1 gpt2_small --batch 2 --seq 64 --opt adamw --clip 1.0 --warmup 1
+# data parallel, per rank (gloo, 2 processes): DDP and DDP + ZeroRedundancyOptimizer
+d=${out%/}/../traces_ddp_2_13; mkdir -p "$d"
+rund() { name=$1; shift
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_ddp.py" "$@" "$d/$name" && echo "done $name"; }
+rund mlp_b64_adam_ddp2 mlp --batch 64 --opt adam --mode ddp
+rund mlp_b64_adam_zero1 mlp --batch 64 --opt adam --mode zero1
+rund mnist_cnn_b32_adam_zero1 mnist_cnn --batch 32 --opt adam --mode zero1
+rund bert_small_b4_adam_ddp2_view bert_small --batch 4 --opt adam --mode ddp --bucket-view

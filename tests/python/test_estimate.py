@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import memsim
+from memsim._options import running_torch_release
 from conftest import GRAPHS, ROOT, run_cli
 from models import TinyCNN
 
@@ -27,8 +28,10 @@ def test_estimate_equals_cli_run_json(resnet18, exported_by_cli):
     out, _, _ = run_cli("run", exported_by_cli, "--batch", 4, *RUN, "--json")
     assert report.json == out  # byte for byte
     assert report.data == json.loads(out)
+    # the module follows the release of the torch it runs under (Note [Version profiles])
     assert report.data["config"] == {"symbols": {"batch": 4}, "optimizer": "adam", "step": "first",
-                                     "profile": "cuda", "inplace_activations": "keep", "frozen_parameters": 0}
+                                     "profile": "cuda", "torch": running_torch_release(),
+                                     "inplace_activations": "keep", "frozen_parameters": 0}
 
 
 def test_estimate_text_equals_cli_run_text(resnet18, exported_by_cli):

@@ -22,7 +22,7 @@ def test_sweep_equals_cli_json_and_csv():
     expected = pd.DataFrame(json.loads(out_json)["configurations"])
     pd.testing.assert_frame_equal(df, expected)
     assert len(df) == 8
-    assert list(df.columns) == ["batch", "optimizer", "step", "profile", "inplace", "freeze_params", "allocator",
+    assert list(df.columns) == ["batch", "optimizer", "step", "profile", "torch", "inplace", "freeze_params", "allocator",
                                 "alloc_conf", "peak_live_bytes", "peak_phase", "peak_allocated_bytes",
                                 "peak_reserved_bytes", "peak_device_used_bytes", "verdict", "oom"]
     # The CLI's CSV, column by column.
