@@ -119,6 +119,18 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                    v->sim.checkpoint_globs = blocks;
                    return true;
                  }});
+  // Selective checkpointing (Note [Selective activation checkpointing]): the same blocks with
+  // torchtitan's policy, between none and full recomputation.
+  if (!blocks.empty())
+    c.push_back({"selectively checkpoint the " + std::to_string(blocks.size()) +
+                     " repeated blocks, torchtitan's policy: matmul and attention outputs kept (--checkpoint " +
+                     blocks.front() + (blocks.size() > 1 ? " ... " + blocks.back() : "") + " --sac torchtitan)",
+                 false, [blocks](const RunConfig& b, RunConfig* v) {
+                   if (!b.sim.checkpoint_globs.empty() || b.sim.checkpoint_impl == "reentrant") return false;
+                   v->sim.checkpoint_globs = blocks;
+                   v->sim.sac = "torchtitan";
+                   return true;
+                 }});
   // Mixed precision (Note [Autocast]): the same model, GEMMs and convolutions in 16 bits.
   c.push_back({"mixed precision: torch.autocast bf16 (--amp bf16)", false, [](const RunConfig& b, RunConfig* v) {
                  if (!b.sim.amp.empty() || !b.sim.dtype.empty()) return false;

@@ -81,7 +81,7 @@ def test_installed_cli_equals_build_cli(wheel):
     _, venv = wheel
     args = ["run", "graphs/resnet50.json", "--batch", "32", "--optimizer", "adam", "--gpu", "V100-16GB"]
     out = run([venv / "bin" / "memsim"] + args, cwd=ROOT, env=clean_env())
-    assert out.startswith("memsim: resnet50  (profile cuda, optimizer adam, first step, batch=32)\n")
+    assert "\nmemsim: resnet50  (profile cuda, torch 2.13, optimizer adam, first step, batch=32)\n" in out
     assert "peak live memory:" in out and "verdict:" in out
     assert out == run([CLI] + args, cwd=ROOT)  # byte for byte
 
