@@ -104,11 +104,13 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   }
   std::vector<Grad> produced(op.inputs.size());
   std::vector<StorageId> temps(plan.num_temps, kNoStorage);
-  auto new_grad = [&](size_t i) {
-    const TensorMeta& in = *c.in[i];
-    return Grad{s.ledger.AllocJoined(in.bytes(), {s.g.tensors[op.inputs[i]].name, ".grad"}, Category::kGradient, op.module),
-                *TensorMeta::Contiguous(in.dtype, in.sizes)};
+  // A new grad for input |i| laid out as |layout| (input-sized).
+  auto grad_like = [&](size_t i, const TensorMeta& layout) {
+    return Grad{s.ledger.AllocJoined(layout.bytes(), {s.g.tensors[op.inputs[i]].name, ".grad"}, Category::kGradient,
+                                     op.module),
+                layout};
   };
+  auto new_grad = [&](size_t i) { return grad_like(i, *TensorMeta::Contiguous(c.in[i]->dtype, c.in[i]->sizes)); };
   for (const auto& a : plan.actions) {
     switch (a.kind) {
       case BwdPlan::Action::kGradNew:
@@ -134,13 +136,9 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
         s.ledger.Unref(temps[a.index]);
         temps[a.index] = kNoStorage;
         break;
-      case BwdPlan::Action::kGradNewLike: {
-        const TensorMeta& layout = plan.layouts[a.bytes];
-        produced[a.index] = Grad{s.ledger.AllocJoined(layout.bytes(), {s.g.tensors[op.inputs[a.index]].name, ".grad"},
-                                                      Category::kGradient, op.module),
-                                 layout};
+      case BwdPlan::Action::kGradNewLike:
+        produced[a.index] = grad_like(a.index, plan.layouts[a.bytes]);
         break;
-      }
       case BwdPlan::Action::kReleaseGradOut:
         for (Grad& in : node.buffer) {
           if (in.defined()) s.ledger.Unref(in.s);

@@ -104,9 +104,10 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   const Dtype in = c.in[0]->dtype, acc = MathDtype(in);
   const int64_t es = ElementSize(acc), s2 = d.bh * d.s_q * d.s_k;
   const bool up = acc != in, dropout = c.op.attrs.GetFloat("dropout_p", 0.0) > 0;
-  int q_acc = up ? p->AddExtra(Bytes(*c.in[0]) / ElementSize(in) * es, "q in fp32") : -1;
-  int k_acc = up ? p->AddExtra(Bytes(*c.in[1]) / ElementSize(in) * es, "k in fp32") : -1;
-  int v_acc = up ? p->AddExtra(Bytes(*c.in[2]) / ElementSize(in) * es, "v in fp32") : -1;
+  // fp32 copies of q, k, v (locals of the math function: they die as it returns)
+  if (up) p->AddExtra(Bytes(*c.in[0]) / ElementSize(in) * es, "q in fp32");
+  if (up) p->AddExtra(Bytes(*c.in[1]) / ElementSize(in) * es, "k in fp32");
+  const int v_acc = up ? p->AddExtra(Bytes(*c.in[2]) / ElementSize(in) * es, "v in fp32") : -1;
   int qs = p->AddExtra(d.bh * d.s_q * d.e * es, "q scaled");
   int ks = p->AddExtra(d.bh * d.s_k * d.e * es, "k transposed scaled");
   int scores = p->AddExtra(s2 * es, "attention scores");
@@ -124,24 +125,23 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   p->Save(SavedRef::kExtra, qs);
   p->Save(SavedRef::kExtra, ks);
   p->Save(SavedRef::kExtra, probs);
-  int dropped = probs;
   if (dropout) {
     int noise = p->AddExtra(s2 * es, "dropout noise");
-    dropped = p->AddExtra(s2 * es, "dropped probs");
+    int dropped = p->AddExtra(s2 * es, "dropped probs");
     p->ReleaseUnsaved(noise);  // dropout's local, then `attn = dropout(attn)` rebinds the name
     p->ReleaseUnsaved(probs);
     p->Save(SavedRef::kExtra, noise);
     p->Save(SavedRef::kExtra, dropped);
   }
-  if (up) p->AddExtra(s2 * ElementSize(in), "attention weights cast back");  // returned, then dropped
+  // the bmm with v (v's fp32 copy when upcast) saves v; fp16/bf16: the attention weights the
+  // math function returns (cast back, then dropped by F.scaled_dot_product_attention) and the
+  // fp32 output before its cast
   p->Save(up ? SavedRef::kExtra : SavedRef::kInput, up ? v_acc : 2);
   if (up) {
+    p->AddExtra(s2 * ElementSize(in), "attention weights cast back");
     p->AddExtra(d.bh * d.s_q * d.e_v * es, "output in fp32");
-    p->AllocOutput(0);
-  } else {
-    p->AllocOutput(0);
   }
-  (void)q_acc, (void)k_acc, (void)dropped;
+  p->AllocOutput(0);
 }
 
 void FwdSdpa(const RuleCtx& c, FwdPlan* p) {
