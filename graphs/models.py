@@ -159,6 +159,10 @@ def mnist_cnn():
     return _mnist_cnn(), ["batch,1,28,28"]
 
 
+def rms_mlp():  # trace_step.py rms_mlp: nn.RMSNorm needs torch >= 2.4
+    return nn.Sequential(nn.Linear(1000, 256), nn.RMSNorm(256), nn.ReLU(), nn.Linear(256, 10)), ["batch,1000"]
+
+
 IDS_SEQ = "ids=int64:batch,seq@0:30522"
 
 

@@ -42,6 +42,9 @@ struct Profile {
   /// 2.x: F.scaled_dot_product_attention dispatches to a fused kernel when its gates hold
   /// (lib/ops/sdpa_backend.h); 1.13 has no fused attention (an sdpa op runs its math form).
   bool fused_sdpa = true;
+  /// F.rms_norm runs the fused `_fused_rms_norm` kernel (CUDA, 2.x) rather than its composite of
+  /// pow, mean, rsqrt and two muls, each with its autograd node (the CPU; Note [rms_norm]).
+  bool rms_norm_fused = true;
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;

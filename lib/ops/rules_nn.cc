@@ -528,11 +528,6 @@ void FwdNorm(const RuleCtx& c, FwdPlan* p) {
   // Affine parameters and running stats are kept too; they are existing tensors.
   for (int i = 1; i < c.num_in(); ++i)
     if (!(c.op.kind == OpKind::kGroupNorm && i == 2)) p->Save(SavedRef::kInput, i);
-  if (c.op.kind == OpKind::kRmsNorm) {
-    p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "rstd"));
-    if (c.num_in() > 1 && c.rg_in(1)) p->Save(SavedRef::kExtra, p->AddExtra(x.bytes(), "normalized input"));
-    return;
-  }
   bool bn_cpu = c.op.kind == OpKind::kBatchNorm && c.profile.batch_norm_cpu_kernels && training;
   if (c.op.kind == OpKind::kBatchNorm && !training) return;
   p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "mean"));
@@ -550,6 +545,86 @@ void FwdNorm(const RuleCtx& c, FwdPlan* p) {
     p->FreeExtra(b);
     p->FreeExtra(a);
   }
+}
+
+// rms_norm (X, [weight]), Note [rms_norm]. Fused (CUDA 2.x, _fused_rms_norm): X, weight and an
+// fp32 rstd per row saved. Composite (aten/src/ATen/native/layer_norm.cpp rms_norm_symint on the
+// CPU): x² → mean → add_(eps) → rsqrt → x·rstd → ·weight, each with its own autograd node.
+void FwdRmsNorm(const RuleCtx& c, FwdPlan* p) {
+  const TensorMeta& x = *c.in[0];
+  const int64_t rows = NormStatRows(c), es = std::max<int64_t>(ElementSize(x.dtype), 4);
+  const bool weight = c.num_in() > 1;
+  p->Save(SavedRef::kInput, 0);
+  if (weight) p->Save(SavedRef::kInput, 1);
+  if (c.profile.rms_norm_fused) {
+    p->AllocOutput(0);
+    p->Save(SavedRef::kExtra, p->AddExtra(rows * 4, "rstd"));
+    return;
+  }
+  int sq = p->AddExtra(x.numel() * es, "x squared");
+  int mean = p->AddExtra(rows * es, "mean of squares");
+  int rstd = p->AddExtra(rows * es, "rstd");  // a temporary of the expression: x² and the mean die after it
+  p->FreeExtra(mean);
+  p->FreeExtra(sq);
+  p->Save(SavedRef::kExtra, rstd);
+  if (!weight) return p->AllocOutput(0);
+  int normed = p->AddExtra(x.bytes(), "normalized input");
+  p->AllocOutput(0);
+  if (c.rg_in(1)) p->Save(SavedRef::kExtra, normed);
+  p->ReleaseUnsaved(normed);  // `result = result.mul(weight)` rebinds the name
+}
+
+// The composite's nodes in engine order (saved: x, [weight], rstd, [normed]): MulBackward (·weight:
+// grad·weight, grad·normed summed into grad_weight), MulBackward (x·rstd: grad·rstd, grad·x summed
+// per row), RsqrtBackward (rstd³·-½·grad), MeanBackward (grad / N, expanded), PowBackward (2·x·grad);
+// the two grads of x are summed into a new one. Fused: grad_input and grad_weight.
+void BwdRmsNorm(const RuleCtx& c, BwdPlan* p) {
+  if (c.profile.rms_norm_fused) {
+    for (int i = 0; i < c.num_in(); ++i)
+      if (c.rg_in(i)) p->GradNew(i);
+    return;
+  }
+  const TensorMeta& x = *c.in[0];
+  const int64_t rows = NormStatRows(c), es = std::max<int64_t>(ElementSize(x.dtype), 4), xs = x.numel() * es;
+  const bool weight = c.num_in() > 1;
+  const int rstd_saved = weight ? 2 : 1;
+  int g = -1;  // the grad of x·rstd
+  if (weight) {
+    g = p->Temp(x.bytes(), "grad of the normalized input");
+    if (c.rg_in(1)) {
+      int t = p->Temp(x.bytes(), "grad times normalized input");
+      p->GradNew(1);
+      p->FreeTemp(t);
+    }
+    p->ReleaseGradOut();
+    if (c.rg_in(1)) p->ReleaseSaved(3);
+  }
+  if (!c.rg_in(0)) return;
+  int gx1 = p->Temp(xs, "grad times rstd");
+  int tx = p->Temp(xs, "grad times x");
+  int gr = p->Temp(rows * es, "grad of rstd");  // grad·x summed per row
+  p->FreeTemp(tx);
+  if (g >= 0) p->FreeTemp(g);
+  else p->ReleaseGradOut();
+  int cube = p->Temp(rows * es, "rstd cubed");
+  int half = p->Temp(rows * es, "-rstd³/2");
+  int gv = p->Temp(rows * es, "grad of the mean of squares");
+  p->FreeTemp(cube);
+  p->FreeTemp(half);
+  p->FreeTemp(gr);
+  p->ReleaseSaved(rstd_saved);
+  int gsq = p->Temp(xs, "grad of x squared");
+  p->FreeTemp(gv);
+  int pw = p->Temp(xs, "x to the 1");
+  int twice = p->Temp(xs, "2·x");
+  int gx2 = p->Temp(xs, "grad of x through x squared");
+  p->FreeTemp(pw);
+  p->FreeTemp(twice);
+  p->FreeTemp(gsq);
+  p->ReleaseSaved(0);
+  if (c.rg_in(0)) p->GradNew(0);  // the two paths summed out of place
+  p->FreeTemp(gx1);
+  p->FreeTemp(gx2);
 }
 
 void BwdNorm(const RuleCtx& c, BwdPlan* p) {
@@ -636,7 +711,7 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kBatchNorm, 1, 5, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kLayerNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kGroupNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
-    {OpKind::kRmsNorm, 1, 2, 3u, InferNorm, FwdNorm, BwdNorm},
+    {OpKind::kRmsNorm, 1, 2, 3u, InferNorm, FwdRmsNorm, BwdRmsNorm},
     {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},

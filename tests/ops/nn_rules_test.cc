@@ -453,6 +453,23 @@ TEST(RmsNormRuleTest, SavesInputAndRstd) {
     }
 }
 
+// Note [rms_norm]: the CPU runs F.rms_norm's composite; x² and the mean of squares die inside the
+// forward, the normalized input is kept for the weight's grad.
+TEST(RmsNormRuleTest, CpuCompositeKeepsTheNormalizedInputForTheWeight) {
+  const std::string body = ParamXBody(
+      R"({"name": "x", "shape": [2, 3, 8]}, {"name": "w", "shape": [8]})",
+      R"({"op": "rms_norm", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"normalized_shape": [8]}})");
+  auto run = testing::Simulate(body, Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "w", "extra:rstd", "extra:normalized input"));
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "x squared").empty());
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "grad of x through x squared").empty());
+  auto fused = testing::Simulate(body);  // cuda 2.13: _fused_rms_norm
+  ASSERT_TRUE(fused.ok) << fused.error;
+  EXPECT_THAT(SavedNames(fused, "y"), UnorderedElementsAre("x", "w", "extra:rstd"));
+  EXPECT_TRUE(testing::BuffersContaining(fused.r.events, "x squared").empty());
+}
+
 // ---------------------------------------------------------------- pooling
 std::string PoolBody(const std::string& op, const std::string& attrs, const std::string& shape = "[2, 4, 8, 8]") {
   return ParamXBody(R"({"name": "x", "shape": )" + shape + "}",

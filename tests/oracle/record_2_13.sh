@@ -18,6 +18,7 @@ run mlp_b256_adam             mlp --batch 256 --opt adam --marks
 run mnist_cnn_b64_sgd         mnist_cnn --batch 64 --opt sgd --marks
 run mnist_cnn_b64_inplace     mnist_cnn --batch 64 --opt sgd --inplace --marks
 run mnist_cnn_b32_adam_freeze2 mnist_cnn --batch 32 --opt adam --freeze 2
+run rms_mlp_b64_adam          rms_mlp --batch 64 --opt adam --marks
 run bert_small_b8_adam        bert_small --batch 8 --opt adam --marks
 run bert_small_b16_sgd        bert_small --batch 16 --opt sgd
 run bert_small_b4_mom_freeze6 bert_small --batch 4 --opt momentum --freeze 6
@@ -45,6 +46,12 @@ run cs336_small_b2_s32_cs336adamw_warm cs336_small --batch 2 --seq 32 --opt cs33
 run gpt2_small_b2_s128_adamw  gpt2_small --batch 2 --seq 128 --opt adamw
 run gpt2_small_b2_s64_adamw_amp_ckpt gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+'
 run gpt2_small_b2_s64_adamw_clip_warm1 gpt2_small --batch 2 --seq 64 --opt adamw --clip 1.0 --warmup 1
+# the graphs these traces are checked on, exported under the same torch (tools/validate.py)
+g=$out/graphs; mkdir -p "$g"
+PYTHON=$py "$root/graphs/generate.sh" "$g" mlp mnist_cnn bert_small cs336_small cs336_small_course_loss nanogpt_gpt2_small
+(cd "$root" && "$py" tools/export_torch.py graphs/models.py:rms_mlp --input "x=batch,1000" --name rms_mlp \
+  --loss cross_entropy --provenance "graphs/models.py rms_mlp: Linear(1000,256), RMSNorm(256), ReLU, Linear(256,10); trace_step.py rms_mlp; input float32 [batch,1000]" \
+  -o "$g/rms_mlp.json")
 # data parallel, per rank (gloo, 2 processes): DDP and DDP + ZeroRedundancyOptimizer
 d=${out%/}/../traces_ddp_2_13; mkdir -p "$d"
 rund() { name=$1; shift

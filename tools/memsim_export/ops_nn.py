@@ -91,6 +91,25 @@ def f_layer_norm(cx, x, normalized_shape, weight=None, bias=None, eps=1e-5):
                    shape=x.shape)
 
 
+def _rms_norm(cx, x, normalized_shape, weight, eps):
+    x = T(x)
+    if eps is None:  # F.rms_norm's default: the dtype's machine epsilon
+        eps = torch.finfo(x.dtype).eps
+    return cx.emit("rms_norm", [x, weight], {"normalized_shape": _ilist(list(normalized_shape)), "eps": float(eps)},
+                   shape=x.shape)
+
+
+if hasattr(nn, "RMSNorm"):  # torch >= 2.4
+    @module(nn.RMSNorm)
+    def m_rms_norm(cx, mod, path, x):
+        return _rms_norm(cx, x, mod.normalized_shape, cx.param(mod.weight) if mod.weight is not None else None, mod.eps)
+
+
+@function(getattr(F, "rms_norm", None))
+def f_rms_norm(cx, x, normalized_shape, weight=None, eps=None):
+    return _rms_norm(cx, x, normalized_shape, weight, eps)
+
+
 @module(nn.GroupNorm)
 def m_group_norm(cx, mod, path, x):
     x = T(x)
