@@ -95,7 +95,8 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                  v->sim.inplace = true;
                  return true;
                }});
-  c.push_back({"expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)", false,
+  c.push_back({"expandable segments (--alloc-conf expandable_segments:True; PYTORCH_ALLOC_CONF, "
+               "PYTORCH_CUDA_ALLOC_CONF in 1.13)", false,
                [](const RunConfig& b, RunConfig* v) {
                  if (b.alloc.alloc_conf.find("expandable_segments:True") != std::string::npos) return false;
                  v->alloc.alloc_conf = b.alloc.alloc_conf.empty() ? "expandable_segments:True"

@@ -52,6 +52,8 @@ const std::vector<ProfileRow> kRows = {
      "torch/utils/checkpoint.py 1.13: no early stop, recomputed tensors kept until the region's backward ends (PRs #90105, #96866 came in 2.0/2.1)"},
     {"rms_norm_fused", "", "1.13", [](Profile& p) { p.rms_norm_fused = false; },
      "F.rms_norm came in 2.4 (a 1.13 model writes the composite itself)"},
+    {"alloc_conf_env", "", "1.13", [](Profile& p) { p.alloc_conf_env = "PYTORCH_CUDA_ALLOC_CONF"; },
+     "c10/cuda/CUDAAllocatorConfig: 1.13 reads PYTORCH_CUDA_ALLOC_CONF only; 2.13's libc10 names PYTORCH_ALLOC_CONF too"},
     {"fused_sdpa", "", "1.13", [](Profile& p) { p.fused_sdpa = false; },
      "F.scaled_dot_product_attention and its fused kernels came in 2.0"},
     {"scalar_operand_saved", "", "1.13", [](Profile& p) { p.scalar_operand_saved = true; },

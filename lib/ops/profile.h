@@ -45,6 +45,10 @@ struct Profile {
   /// F.rms_norm runs the fused `_fused_rms_norm` kernel (CUDA, 2.x) rather than its composite of
   /// pow, mean, rsqrt and two muls, each with its autograd node (the CPU; Note [rms_norm]).
   bool rms_norm_fused = true;
+  /// The environment variable the caching allocator reads its options from: PYTORCH_ALLOC_CONF
+  /// in 2.x releases that know it (2.13's libc10 reads it, and the old name as an alias);
+  /// PYTORCH_CUDA_ALLOC_CONF in 1.13.
+  std::string alloc_conf_env = "PYTORCH_ALLOC_CONF";
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;

@@ -55,7 +55,7 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--allocator", allocators, "caching (PyTorch's CUDA caching allocator), expandable, or ideal")
       ->delimiter(',')
       ->check(CLI::IsMember({"caching", "expandable", "ideal"}));
-  cmd->add_option("--alloc-conf", alloc_confs, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True" +
+  cmd->add_option("--alloc-conf", alloc_confs, "the caching allocator's options, as PYTORCH_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF in 1.13) takes them, e.g. expandable_segments:True" +
                                                    std::string(lists ? " (repeat the option for several)" : ""));
   cmd->add_option("--accumulate", accumulate,
                   "gradient accumulation: K forward+backward passes per optimizer step (default 1)")

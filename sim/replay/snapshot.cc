@@ -88,11 +88,15 @@ Status ReadSettings(const PyValue* s, MemorySnapshot* out) {
   const std::string path = "allocator_settings";
   if (!s->is_dict()) return Bad(path, "expected a dict");
   AllocatorConfig& c = out->recorded_config;
-  if (const PyValue* v = s->Get("PYTORCH_CUDA_ALLOC_CONF"); v && !v->is_none()) {
-    if (!v->is_str()) return Bad(path + ".PYTORCH_CUDA_ALLOC_CONF", "expected str");
+  // The options string, under its 2.x name or the older one (Note [Version profiles]).
+  for (const char* key : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+    const PyValue* v = s->Get(key);
+    if (v == nullptr || v->is_none()) continue;
+    if (!v->is_str()) return Bad(path + "." + key, "expected str");
     out->recorded_conf = v->as_str();
     Result<AllocatorConfig> parsed = ParseAllocConf(out->recorded_conf);
-    if (!parsed.ok()) return Bad(path + ".PYTORCH_CUDA_ALLOC_CONF", parsed.status().message());
+    if (!parsed.ok()) return Bad(path + "." + key, parsed.status().message());
+    break;
   }
   if (const PyValue* v = s->Get("max_split_size"); v && v->kind() != PyValue::Kind::kBigInt) {
     // -1 (or SIZE_MAX, a big int) means unlimited.

@@ -45,7 +45,8 @@ nlohmann::ordered_json AllocatorJson(const RunReport& r) {
 std::string AllocatorText(const RunReport& r) {
   const AllocatorReport& a = r.allocator;
   std::ostringstream o;
-  o << "allocator (" << AllocatorModelName(a.model) << (a.alloc_conf.empty() ? "" : ", " + a.alloc_conf) << "):\n"
+  o << "allocator (" << AllocatorModelName(a.model)
+    << (a.alloc_conf.empty() ? "" : ", " + r.alloc_conf_env + "=" + a.alloc_conf) << "):\n"
     << "  peak allocated  " << HumanBytes(a.peak_allocated_bytes) << "  (torch.cuda.max_memory_allocated)\n"
     << "  peak reserved   " << HumanBytes(a.peak_reserved_bytes) << "  (torch.cuda.max_memory_reserved)\n";
   if (a.ideal_peak_bytes > 0)
@@ -117,6 +118,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.step = opt.first_step ? "first" : "steady";
   rep.profile = s.profile.name;
   rep.torch = s.profile.torch;
+  rep.alloc_conf_env = s.profile.alloc_conf_env;
   if (auto exported = TorchReleaseFor(g.torch_version); exported && *exported != rep.torch)
     rep.warnings.push_back("the graph was exported under torch " + g.torch_version + " (rules of " + *exported +
                            ") and is simulated with --torch " + rep.torch +

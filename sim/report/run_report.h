@@ -35,6 +35,7 @@ struct RunReport {
   // The configuration.
   std::map<std::string, int64_t> symbols;
   std::string optimizer, step, profile, torch, inplace_activations;
+  std::string alloc_conf_env;  ///< where the release reads the allocator options (Profile::alloc_conf_env)
   /// What the reader should know about this run (a graph exported under another release).
   std::vector<std::string> warnings;
   int64_t frozen_parameters = 0;

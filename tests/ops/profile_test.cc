@@ -23,6 +23,8 @@ TEST(ProfileTest, Cpu113KeepsThe113Rules) {
   EXPECT_FALSE(p.fused_sdpa);
   EXPECT_TRUE(p.onednn_conv_reorders);
   EXPECT_EQ(p.autocast_table, AutocastTable::kCpu113);
+  EXPECT_EQ(p.alloc_conf_env, "PYTORCH_CUDA_ALLOC_CONF");
+  EXPECT_EQ(FindProfile("cuda", "2.13")->alloc_conf_env, "PYTORCH_ALLOC_CONF");
 }
 
 TEST(ProfileTest, Cpu213HasThe2xReleaseRowsAndTheCpuDeviceRows) {

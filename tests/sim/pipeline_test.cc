@@ -165,6 +165,17 @@ TEST(VersionWarningTest, AGraphExportedUnder213RunsUnder213WithoutAWarning) {
   EXPECT_THAT(old.warnings[0], HasSubstr("--torch 2.13"));
   EXPECT_THAT(ToText(old), HasSubstr("warning: the graph was exported under torch 2.13.0"));
   EXPECT_EQ(ToJson(old)["config"]["torch"], "1.13");
+  // The allocator's options are named as the release reads them.
+  c.sim.profile = "cuda";
+  c.alloc.alloc_conf = "expandable_segments:True";
+  for (const char* torch : {"2.13", "1.13"}) {
+    c.sim.torch = torch;
+    auto r = RunPipeline(*g, c);
+    ASSERT_TRUE(r.ok());
+    EXPECT_THAT(ToText(MakeRunReport(*g, c, *r, 3)),
+                HasSubstr(std::string(torch) == "2.13" ? "PYTORCH_ALLOC_CONF=expandable_segments:True"
+                                                       : "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+  }
 }
 
 }  // namespace
