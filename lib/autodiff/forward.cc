@@ -44,6 +44,20 @@ StorageId InputStorage(const Op& op, int i, const std::vector<StorageId>& storag
   return storage[op.inputs[i]];
 }
 
+/// The node of |op| keeps what |plan| saves: inputs (or the policy's replacements), outputs, and
+/// extras (|extras|, by extra index).
+void KeepSaved(StepState& s, Node& node, const Op& op, const FwdPlan& plan, const std::vector<StorageId>& storage,
+               const ForwardOpPolicy& policy, const std::vector<StorageId>& extras) {
+  for (const SavedRef& r : plan.saved) {
+    StorageId st = r.kind == SavedRef::kInput    ? InputStorage(op, r.index, storage, policy)
+                   : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
+                                                 : extras[r.index];
+    MEMSIM_CHECK(st != kNoStorage);
+    s.ledger.Ref(st);
+    node.saved.push_back(st);
+  }
+}
+
 /// Selective checkpointing's recomputation of a cached op: its outputs and saved extras are the
 /// ones the forward kept (|cached|: outputs, then saved extras in the node's order); nothing runs.
 void RunCachedOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
@@ -56,15 +70,11 @@ void RunCachedOp(StepState& s, OpId o, std::vector<StorageId>& storage, const Fo
   }
   Node& node = s.nodes[o];
   if (!node.exists) return;
-  size_t extra = op.outputs.size();
-  for (const SavedRef& r : plan.saved) {
-    StorageId st = r.kind == SavedRef::kInput    ? InputStorage(op, r.index, storage, policy)
-                   : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
-                                                 : cached[extra++];
-    MEMSIM_CHECK(st != kNoStorage);
-    s.ledger.Ref(st);
-    node.saved.push_back(st);
-  }
+  std::vector<StorageId> extras(plan.extras.size(), kNoStorage);
+  size_t next = op.outputs.size();
+  for (const SavedRef& r : plan.saved)
+    if (r.kind == SavedRef::kExtra) extras[r.index] = cached[next++];
+  KeepSaved(s, node, op, plan, storage, policy, extras);
   node.released.resize(node.saved.size(), false);
 }
 
@@ -122,14 +132,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   }
   if (node.exists) {
     if (saves) {
-      for (const SavedRef& r : plan.saved) {
-        StorageId st = r.kind == SavedRef::kInput    ? InputStorage(op, r.index, storage, policy)
-                       : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
-                                                     : extras[r.index];
-        MEMSIM_CHECK(st != kNoStorage);
-        s.ledger.Ref(st);
-        node.saved.push_back(st);
-      }
+      KeepSaved(s, node, op, plan, storage, policy, extras);
     }
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
