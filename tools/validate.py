@@ -99,6 +99,8 @@ def setup_flags(graph, cfg):
                 flags += ["--checkpoint", m]
         if cfg.get("reentrant") == "True":  # torch.utils.checkpoint(..., use_reentrant=True)
             flags += ["--checkpoint-impl", "reentrant"]
+        if cfg.get("sac"):  # create_selective_checkpoint_contexts with the kit's policy_fn
+            flags += ["--sac", cfg["sac"]]
     return flags
 
 
@@ -334,7 +336,7 @@ def config_text(cfg):
                                 ", freeze %s" % cfg["freeze"] if cfg.get("freeze", "0") != "0" else "",
                                 ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
-                 (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("amp", "amp"),
+                 (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"), ("amp", "amp"),
                   ("warmup", "warmup"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":

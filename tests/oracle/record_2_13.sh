@@ -46,6 +46,12 @@ run cs336_small_b2_s32_cs336adamw_warm cs336_small --batch 2 --seq 32 --opt cs33
 run gpt2_small_b2_s128_adamw  gpt2_small --batch 2 --seq 128 --opt adamw
 run gpt2_small_b2_s64_adamw_amp_ckpt gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+'
 run gpt2_small_b2_s64_adamw_clip_warm1 gpt2_small --batch 2 --seq 64 --opt adamw --clip 1.0 --warmup 1
+# selective activation checkpointing (create_selective_checkpoint_contexts with the kit's policy_fn)
+run gpt2_small_b2_s64_adamw_sac gpt2_small --batch 2 --seq 64 --opt adamw --checkpoint 'transformer\.h\.[0-9]+' --sac torchtitan
+run gpt2_small_b2_s64_adamw_sac_mm_sdpa gpt2_small --batch 2 --seq 64 --opt adamw --checkpoint 'transformer\.h\.[0-9]+' \
+  --sac ops:mm,_scaled_dot_product_flash_attention_for_cpu
+run gpt2_small_b2_s64_adamw_amp_sac gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+' --sac torchtitan
+run cs336_small_b2_s64_adamw_sac_bmm cs336_small --batch 2 --seq 64 --opt adamw --checkpoint 'layers\.[0-3]' --sac ops:bmm,mm
 # the graphs these traces are checked on, exported under the same torch (tools/validate.py)
 g=$out/graphs; mkdir -p "$g"
 PYTHON=$py "$root/graphs/generate.sh" "$g" mlp mnist_cnn bert_small cs336_small cs336_small_course_loss nanogpt_gpt2_small
