@@ -345,6 +345,8 @@ def config_text(cfg):
         c += ", loss %s autocast" % cfg["amp_loss"]
     if "isa" in cfg:
         c += ", %s" % cfg["isa"]
+    if cfg.get("torch", "2.13.0") not in ("2.13.0",) and not cfg["torch"].startswith("1."):
+        c += ", torch %s" % cfg["torch"]
     if cfg.get("warmup", "0") == "1":
         c += ", warmup 1"
     if cfg.get("keep_prev") == "True":
@@ -367,8 +369,10 @@ def table_213(memsim, failures):
              "ATen op returned was recorded) into `tests/data/traces_2_13/`, predicted by",
              "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings, where GRAPH",
              "is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`, by `PYTHON=.venv/bin/python",
-             "graphs/generate.sh`). Tolerance: every peak and phase within %.1f %%, median peak error within"
-             " %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+             "graphs/generate.sh`). The torchvision CNNs are recorded and exported under torch 2.14.1 with",
+             "torchvision 0.29.1 (the only 2.x release with a torchvision wheel on the recording machine; same",
+             "oneDNN 3.12) and simulated with the same `--torch 2.13` rules. Tolerance: every peak and phase",
+             "within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 
 
