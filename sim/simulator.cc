@@ -159,6 +159,9 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
       return Status::InvalidArgument("--sac needs --checkpoint-impl non-reentrant (create_selective_checkpoint_contexts is not supported by use_reentrant=True)");
     MEMSIM_ASSIGN_OR_RETURN(setup.sac, ParseSacPolicy(opt.sac));
   }
+  if (opt.save_on_cpu != "off" && opt.save_on_cpu != "on" && opt.save_on_cpu != "pin")
+    return Status::InvalidArgument("--save-on-cpu \"" + opt.save_on_cpu + "\": expected off, on or pin");
+  if (opt.save_on_cpu != "off") setup.save_on_cpu = opt.save_on_cpu == "pin" ? "pin" : "on";
   MEMSIM_ASSIGN_OR_RETURN(setup.parallel, CheckParallel(g, opt.parallel, plan.profile));
   return setup;
 }

@@ -36,8 +36,9 @@ struct SimOptions {
   double clip_grad_norm = 0;               ///< --clip-grad-norm MAX (0: no clipping)
   std::vector<std::string> checkpoint_globs;  ///< --checkpoint GLOB: module paths (fnmatch) to checkpoint
   std::string checkpoint_impl = "non-reentrant";  ///< --checkpoint-impl reentrant|non-reentrant
-  std::optional<bool> checkpoint_early_stop;
-  std::string sac;  ///< --sac POLICY: selective checkpointing in the --checkpoint regions ("" = off)  ///< --checkpoint-early-stop on|off; unset = the release's
+  std::optional<bool> checkpoint_early_stop;  ///< --checkpoint-early-stop on|off; unset = the release's
+  std::string sac;  ///< --sac POLICY: selective checkpointing in the --checkpoint regions ("" = off)
+  std::string save_on_cpu = "off";  ///< --save-on-cpu off|on|pin (Note [Activation offloading])
   std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda): kFixed
   std::optional<ConvWorkspacePolicy> conv_workspace_policy;  ///< --cudnn-workspace (cuda; default typical)
   std::string gpu_arch;                    ///< --gpu's architecture, for the typical workspaces

@@ -101,6 +101,8 @@ def setup_flags(graph, cfg):
             flags += ["--checkpoint-impl", "reentrant"]
         if cfg.get("sac"):  # create_selective_checkpoint_contexts with the kit's policy_fn
             flags += ["--sac", cfg["sac"]]
+    if cfg.get("save_on_cpu", "off") != "off":  # torch.autograd.graph.save_on_cpu around forward and loss
+        flags += ["--save-on-cpu", cfg["save_on_cpu"]]
     return flags
 
 
@@ -336,7 +338,8 @@ def config_text(cfg):
                                 ", freeze %s" % cfg["freeze"] if cfg.get("freeze", "0") != "0" else "",
                                 ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
-                 (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"), ("amp", "amp"),
+                 (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
+                  ("save_on_cpu", "save_on_cpu"), ("amp", "amp"),
                   ("warmup", "warmup"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":

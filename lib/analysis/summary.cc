@@ -48,9 +48,10 @@ LayerTable SummarizeLayers(const Graph& g, const BoundGraph& bound, const Profil
     if (!rule.forward || c.rg == 0) continue;
     FwdPlan plan;
     rule.forward(c, &plan);
+    std::set<int> saved_extras;  // a composite's inner nodes may each save the same extra
     for (const SavedRef& s : plan.saved) {
       if (s.kind == SavedRef::kExtra) {
-        row.saved_bytes += plan.extras[s.index].bytes;
+        if (saved_extras.insert(s.index).second) row.saved_bytes += plan.extras[s.index].bytes;
         continue;
       }
       TensorId tid = s.kind == SavedRef::kInput ? op.inputs[s.index] : op.outputs[s.index];

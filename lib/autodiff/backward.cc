@@ -179,10 +179,25 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   return produced;
 }
 
+/// save_on_cpu's unpack hook (Note [Activation offloading]): as the node's apply begins, each
+/// saved tensor packed into host memory is copied back to the device (`packed.to(device)`); the
+/// copy is what the node holds from then on.
+void UnpackSaved(StepState& s, Node& node, const Op& op) {
+  for (size_t k = 0; k < node.saved.size(); ++k) {
+    if (node.released[k]) continue;
+    const int64_t host = s.ledger.host_bytes(node.saved[k]);
+    if (host == 0) continue;
+    StorageId device = s.ledger.AllocJoined(host, {op.name, ":saved (unpacked)"}, Category::kActivation, op.module);
+    s.ledger.Unref(node.saved[k]);
+    node.saved[k] = device;
+  }
+}
+
 void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   const Op& op = s.g.ops[o];
   s.ledger.set_op(o);
   s.Hook(&TrainingSetup::BeforeBackwardNode, o);
+  UnpackSaved(s, s.nodes[o], op);
   RuleCtx c = s.Ctx(o);
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];

@@ -44,17 +44,79 @@ StorageId InputStorage(const Op& op, int i, const std::vector<StorageId>& storag
   return storage[op.inputs[i]];
 }
 
+/// The storage saved reference |r| of |op| names.
+StorageId SavedStorage(const Op& op, const SavedRef& r, const std::vector<StorageId>& storage,
+                       const ForwardOpPolicy& policy, const std::vector<StorageId>& extras) {
+  return r.kind == SavedRef::kInput    ? InputStorage(op, r.index, storage, policy)
+         : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
+                                       : extras[r.index];
+}
+
+/// copy_same_type_transpose_ (aten/src/ATen/native/Copy.cpp): a CPU copy of a transposed 2-D
+/// tensor of at least 60·60 elements (of |elem| bytes each) into a contiguous one goes through a
+/// 60×60 block buffer (120×120 for bytes).
+int64_t CpuTransposeCopyBuffer(int64_t numel, int64_t elem) {
+  if (numel < 60 * 60) return 0;
+  return elem == 1 ? 120 * 120 : 60 * 60 * elem;
+}
+
+/// save_on_cpu's pack hook on the tensor saved by |r| (Note [Activation offloading]): the
+/// storage the node keeps instead of it, already referenced once.
+StorageId PackSaved(StepState& s, const Op& op, const SavedRef& r, StorageId st, ForwardOpPolicy::Pack pack) {
+  using Pack = ForwardOpPolicy::Pack;
+  // A tensor of the graph is copied at its own (view's) size; an extra or autocast copy whole.
+  const TensorId t = r.kind == SavedRef::kInput ? op.inputs[r.index] : r.kind == SavedRef::kOutput ? op.outputs[r.index] : kNone;
+  const bool own = t != kNone && s.storage[t] == st;
+  const int64_t bytes = own ? s.bound.metas[t].bytes() : s.ledger.bytes(st);
+  if (pack == Pack::kCopy) {  // torch.empty(size, pin_memory=False).copy_(tensor) on the CPU
+    StorageId copy = s.ledger.AllocJoined(bytes, {op.name, ":saved (packed)"}, Category::kActivation, op.module);
+    if (r.transposed && t != kNone) {  // the saved tensor may be an autocast copy of another dtype
+      const int64_t numel = s.bound.metas[t].numel();
+      const int64_t buffer = CpuTransposeCopyBuffer(numel, numel > 0 ? bytes / numel : 0);
+      if (buffer > 0)
+        s.ledger.Unref(s.ledger.AllocJoined(buffer, {op.name, ":transpose copy block"}, Category::kTemporary, op.module));
+    }
+    return copy;
+  }
+  StorageId host = s.ledger.AllocHost(bytes, s.ledger.record_names() ? op.name + ":saved (on host)" : std::string());
+  // Into pinned memory (a contiguous tensor), a transposed source is made contiguous on the
+  // device first (Copy.cu, copy_requires_temporaries); .cpu() keeps its strides and needs none.
+  if (pack == Pack::kHostPinned && r.transposed)
+    s.ledger.Unref(s.ledger.AllocJoined(bytes, {op.name, ":contiguous copy for the host"}, Category::kTemporary, op.module));
+  return host;
+}
+
 /// The node of |op| keeps what |plan| saves: inputs (or the policy's replacements), outputs, and
-/// extras (|extras|, by extra index).
+/// extras (|extras|, by extra index); |packed|: per saved reference, the storage its pack hook
+/// made (kNoStorage: the tensor itself is kept).
 void KeepSaved(StepState& s, Node& node, const Op& op, const FwdPlan& plan, const std::vector<StorageId>& storage,
-               const ForwardOpPolicy& policy, const std::vector<StorageId>& extras) {
-  for (const SavedRef& r : plan.saved) {
-    StorageId st = r.kind == SavedRef::kInput    ? InputStorage(op, r.index, storage, policy)
-                   : r.kind == SavedRef::kOutput ? storage[op.outputs[r.index]]
-                                                 : extras[r.index];
+               const ForwardOpPolicy& policy, const std::vector<StorageId>& extras,
+               const std::vector<StorageId>& packed = {}) {
+  for (size_t k = 0; k < plan.saved.size(); ++k) {
+    if (k < packed.size() && packed[k] != kNoStorage) {
+      node.saved.push_back(packed[k]);
+      continue;
+    }
+    StorageId st = SavedStorage(op, plan.saved[k], storage, policy, extras);
     MEMSIM_CHECK(st != kNoStorage);
     s.ledger.Ref(st);
     node.saved.push_back(st);
+  }
+}
+
+/// The pack hook runs as each tensor is saved: at |point| of the plan, the saved references
+/// whose SavedRef::pack_after is |point|; kBeforeKernel: inputs saved before the kernel,
+/// kAfterKernel: outputs and extras saved after it.
+constexpr int kBeforeKernel = -1, kAfterKernel = -2;
+void PackSavedRefs(StepState& s, const Op& op, const FwdPlan& plan, const std::vector<StorageId>& storage,
+                   const ForwardOpPolicy& policy, const std::vector<StorageId>& extras, int point,
+                   std::vector<StorageId>* packed) {
+  if (packed->empty()) return;
+  for (size_t k = 0; k < plan.saved.size(); ++k) {
+    const SavedRef& r = plan.saved[k];
+    const int at = r.pack_after >= 0 ? r.pack_after : r.kind == SavedRef::kInput ? kBeforeKernel : kAfterKernel;
+    if (at != point) continue;
+    (*packed)[k] = PackSaved(s, op, r, SavedStorage(op, r, storage, policy, extras), policy.pack);
   }
 }
 
@@ -94,6 +156,9 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   if (rule.forward) rule.forward(c, &plan);
   if (policy.sac_cached) return RunCachedOp(s, o, storage, policy, plan);
   const bool saves = node.exists && policy.save_for_backward;
+  const bool pack = saves && policy.pack != ForwardOpPolicy::Pack::kNone;
+  std::vector<StorageId> packed(pack ? plan.saved.size() : 0, kNoStorage);
+  PackSavedRefs(s, op, plan, storage, policy, {}, kBeforeKernel, &packed);
 
   std::vector<bool> explicit_out(op.outputs.size(), false);
   for (const auto& a : plan.actions)
@@ -102,6 +167,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     if (!explicit_out[j]) AllocOutput(s, o, j, storage);
   std::vector<StorageId> extras(plan.extras.size(), kNoStorage);
   std::vector<bool> extra_live(plan.extras.size(), false);
+  PackSavedRefs(s, op, plan, storage, policy, extras, 0, &packed);
   auto node_saves_extra = [&](int k) {
     return node.exists && std::any_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
              return r.kind == SavedRef::kExtra && r.index == k;
@@ -109,8 +175,10 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   };
   auto is_saved_extra = [&](int k) { return saves && node_saves_extra(k); };
   // Kept for the node now, or for a selective checkpoint's recomputation.
-  auto is_kept_extra = [&](int k) { return (saves || policy.sac_cache) && node_saves_extra(k); };
-  for (const auto& a : plan.actions) {
+  // (A packed extra is not: the node keeps its packed copy.)
+  auto is_kept_extra = [&](int k) { return ((saves && !pack) || policy.sac_cache) && node_saves_extra(k); };
+  for (size_t i = 0; i < plan.actions.size(); ++i) {
+    const FwdPlan::Action& a = plan.actions[i];
     switch (a.kind) {
       case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index, storage); break;
       case FwdPlan::Action::kAllocExtra:
@@ -129,10 +197,12 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
         }
         break;
     }
+    PackSavedRefs(s, op, plan, storage, policy, extras, static_cast<int>(i) + 1, &packed);
   }
   if (node.exists) {
     if (saves) {
-      KeepSaved(s, node, op, plan, storage, policy, extras);
+      PackSavedRefs(s, op, plan, storage, policy, extras, kAfterKernel, &packed);
+      KeepSaved(s, node, op, plan, storage, policy, extras, packed);
     }
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});

@@ -39,6 +39,12 @@ struct ForwardOpPolicy {
   /// does not run) and its node saves from them.
   std::vector<uint32_t>* sac_cache = nullptr;
   const std::vector<uint32_t>* sac_cached = nullptr;
+  /// saved_tensors_hooks that pack each tensor the node saves (torch.autograd.graph.save_on_cpu,
+  /// Note [Activation offloading]): inputs as they are saved, before the op's kernel; outputs and
+  /// extras after it. kCopy: into a new tensor in the same memory (the CPU, pin_memory=True),
+  /// unpacked without a copy; kHost / kHostPinned: into host memory (pin_memory False / True; the
+  /// device copy is no longer held), copied back to the device when the backward node unpacks it.
+  enum class Pack : uint8_t { kNone, kCopy, kHost, kHostPinned } pack = Pack::kNone;
 };
 
 class TrainingSetup {

@@ -55,6 +55,13 @@ struct InferOut {
 struct SavedRef {
   enum Kind : uint8_t { kInput, kOutput, kExtra } kind;
   int index;
+  /// The node saves a transposed 2-D view of it (linear's Wᵀ): what a copy of it costs
+  /// (Note [Activation offloading]).
+  bool transposed = false;
+  /// Where a saved-tensor hook packs it: after this many of the plan's actions (a composite
+  /// whose inner node saves between its kernels, FwdPlan::SaveNow); -1: an input before the
+  /// kernel, an output or extra after it.
+  int pack_after = -1;
 };
 
 /// What the forward of one op does to memory, in order. New outputs that no action allocates
@@ -79,7 +86,11 @@ struct FwdPlan {
   int AddExtra(int64_t bytes, std::string_view label);
   void FreeExtra(int k) { actions.push_back({Action::kFreeExtra, k}); }
   void ReleaseUnsaved(int k) { actions.push_back({Action::kReleaseUnsaved, k}); }
-  void Save(SavedRef::Kind kind, int index) { saved.push_back({kind, index}); }
+  void Save(SavedRef::Kind kind, int index, bool transposed = false) { saved.push_back({kind, index, transposed}); }
+  /// Saved by an inner node of a composite at this point of the plan (SavedRef::pack_after).
+  void SaveNow(SavedRef::Kind kind, int index) {
+    saved.push_back({kind, index, false, static_cast<int>(actions.size())});
+  }
 };
 
 /// What the backward node of one op does, in order. The engine then reduces broadcast grads

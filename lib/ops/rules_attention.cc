@@ -79,10 +79,11 @@ Status InferSdpa(const RuleCtx& c, InferOut* o) {
 
 void FwdFused(const RuleCtx& c, const Dims& d, SdpaBackend backend, FwdPlan* p) {
   for (int i = 0; i < c.num_in(); ++i) p->Save(SavedRef::kInput, i);
-  p->Save(SavedRef::kOutput, 0);
   int64_t rows = backend == SdpaBackend::kEfficient ? (d.s_q + 31) / 32 * 32 : d.s_q;
   p->AllocOutput(0);
+  // Saved in the order of their names (logsumexp before output, Note [Activation offloading]).
   p->Save(SavedRef::kExtra, p->AddExtra(d.bh * rows * 4, "logsumexp"));
+  p->Save(SavedRef::kOutput, 0);
   if (c.profile.cuda) return;
   const int64_t q_split = std::min(QSplit(d.s_q), d.s_q), kv_split = KvSplit(d.s_k);
   const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
@@ -98,8 +99,10 @@ void FwdFused(const RuleCtx& c, const Dims& d, SdpaBackend backend, FwdPlan* p) 
 // _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp), 2.x:
 // q·√scale and kᵀ·√scale (fp32 copies first for fp16/bf16), bmm, [mask add], _safe_softmax
 // (a bool S² and a bool row mask around it), dropout (noise, then input·noise), bmm; fp16/bf16:
-// the probabilities and the output cast back. Saved: the scaled q and kᵀ (bmm), the
-// probabilities (softmax), the noise (dropout), the dropped probabilities and v (bmm).
+// the probabilities and the output cast back. Saved, one entry per SavedVariable as each inner
+// node saves it (Note [Activation offloading]): kᵀ and q scaled (the first bmm's mat2 and self),
+// the probabilities (_safe_softmax's result), [the noise (dropout's mul)], v and the (dropped)
+// probabilities (the last bmm's mat2 and self).
 void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   const Dtype in = c.in[0]->dtype, acc = MathDtype(in);
   const int64_t es = ElementSize(acc), s2 = d.bh * d.s_q * d.s_k;
@@ -110,6 +113,8 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   const int v_acc = up ? p->AddExtra(Bytes(*c.in[2]) / ElementSize(in) * es, "v in fp32") : -1;
   int qs = p->AddExtra(d.bh * d.s_q * d.e * es, "q scaled");
   int ks = p->AddExtra(d.bh * d.s_k * d.e * es, "k transposed scaled");
+  p->SaveNow(SavedRef::kExtra, ks);
+  p->SaveNow(SavedRef::kExtra, qs);
   int scores = p->AddExtra(s2 * es, "attention scores");
   p->ReleaseUnsaved(ks);  // an rvalue of the matmul
   if (c.op.attrs.GetBool("is_causal", false)) {  // the [L, S] bool tril, then its additive form
@@ -121,26 +126,23 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   int neginf = p->AddExtra(s2, "safe_softmax -inf mask");
   p->FreeExtra(p->AddExtra(d.bh * d.s_q, "safe_softmax row mask"));
   p->FreeExtra(neginf);
+  p->SaveNow(SavedRef::kExtra, probs);
   p->FreeExtra(scores);
-  p->Save(SavedRef::kExtra, qs);
-  p->Save(SavedRef::kExtra, ks);
-  p->Save(SavedRef::kExtra, probs);
+  int weights = probs;
   if (dropout) {
     int noise = p->AddExtra(s2 * es, "dropout noise");
-    int dropped = p->AddExtra(s2 * es, "dropped probs");
+    p->SaveNow(SavedRef::kExtra, noise);
+    weights = p->AddExtra(s2 * es, "dropped probs");
     p->ReleaseUnsaved(noise);  // dropout's local, then `attn = dropout(attn)` rebinds the name
     p->ReleaseUnsaved(probs);
-    p->Save(SavedRef::kExtra, noise);
-    p->Save(SavedRef::kExtra, dropped);
   }
-  // the bmm with v (v's fp32 copy when upcast) saves v; fp16/bf16: the attention weights the
-  // math function returns (cast back, then dropped by F.scaled_dot_product_attention) and the
-  // fp32 output before its cast
-  p->Save(up ? SavedRef::kExtra : SavedRef::kInput, up ? v_acc : 2);
-  if (up) {
-    p->AddExtra(s2 * ElementSize(in), "attention weights cast back");
-    p->AddExtra(d.bh * d.s_q * d.e_v * es, "output in fp32");
-  }
+  // fp16/bf16: the attention weights the math function returns, cast back before the last bmm
+  // (then dropped by F.scaled_dot_product_attention); the bmm with v (v's fp32 copy when upcast)
+  // saves v and the weights; then the fp32 output before its cast
+  if (up) p->AddExtra(s2 * ElementSize(in), "attention weights cast back");
+  p->SaveNow(up ? SavedRef::kExtra : SavedRef::kInput, up ? v_acc : 2);
+  p->SaveNow(SavedRef::kExtra, weights);
+  if (up) p->AddExtra(d.bh * d.s_q * d.e_v * es, "output in fp32");
   p->AllocOutput(0);
 }
 
@@ -151,34 +153,35 @@ void FwdSdpa(const RuleCtx& c, FwdPlan* p) {
   FwdFused(c, d, b, p);
 }
 
-// The math path's nodes in engine order (saved indices as FwdMath saves them: q scaled, k
-// scaled, probs, [noise, dropped], v): BmmBackward (grad v, then grad of the dropped
-// probabilities), [MulBackward: · noise], SafeSoftmaxBackward, BmmBackward (grad kᵀ, grad q),
+// The math path's nodes in engine order (saved indices as FwdMath saves them: k scaled, q
+// scaled, probs, [noise], v, the (dropped) probs): BmmBackward (grad v, then grad of the
+// weights), [MulBackward: · noise], SafeSoftmaxBackward, BmmBackward (grad kᵀ, grad q),
 // MulBackward (k), MulBackward (q). Each node drops its incoming grad and its saved tensors.
 void BwdMath(const RuleCtx& c, const Dims& d, BwdPlan* p) {
   const Dtype acc = MathDtype(c.in[0]->dtype);
   const int64_t es = ElementSize(acc), s2 = d.bh * d.s_q * d.s_k;
   const bool dropout = c.op.attrs.GetFloat("dropout_p", 0.0) > 0;
-  const int v_saved = dropout ? 5 : 3;
+  const int ks_saved = 0, qs_saved = 1, probs_saved = 2, noise_saved = 3;
+  const int v_saved = dropout ? 4 : 3, weights_saved = v_saved + 1;
   if (c.rg_in(2)) p->GradNew(2);
   int g = p->Temp(s2 * es, "grad of the attention weights");
   p->ReleaseGradOut();
   p->ReleaseSaved(v_saved);
+  p->ReleaseSaved(weights_saved);
   if (dropout) {
-    p->ReleaseSaved(4);
     int g2 = p->Temp(s2 * es, "grad of the probabilities");
     p->FreeTemp(g);
-    p->ReleaseSaved(3);
+    p->ReleaseSaved(noise_saved);
     g = g2;
   }
   int gs = p->Temp(s2 * es, "grad of the scores");
   p->FreeTemp(g);
-  p->ReleaseSaved(2);
+  p->ReleaseSaved(probs_saved);
   int gk = p->Temp(d.bh * d.s_k * d.e * es, "grad of k scaled");
   int gq = p->Temp(d.bh * d.s_q * d.e * es, "grad of q scaled");
   p->FreeTemp(gs);
-  p->ReleaseSaved(0);
-  p->ReleaseSaved(1);
+  p->ReleaseSaved(qs_saved);
+  p->ReleaseSaved(ks_saved);
   if (c.rg_in(1)) p->GradNewLike(1, LastTwoTransposed(c.in[1]->dtype, c.in[1]->sizes));
   p->FreeTemp(gk);
   if (c.rg_in(0)) p->GradNew(0);

@@ -326,6 +326,8 @@ bool LinearViaMatmul(const RuleCtx& c) {
 
 void FwdLinear(const RuleCtx& c, FwdPlan* p) {
   int copy = LinearFoldCopies(*c.in[0]) ? p->AddExtra(Bytes(*c.in[0]), "reshape copy of input") : -1;
+  const bool x_saved = c.rg_in(1);  // the GEMM saves the copy as it runs, after the copy is made
+  if (copy >= 0 && x_saved) p->SaveNow(SavedRef::kExtra, copy);
   const int64_t scratch = LinearScratch(c, LinearGemm::kForward);
   if (LinearViaMatmul(c) && c.num_in() == 3 && !c.profile.linear_nd_addmm) {
     // 1.13: mm into a temporary, then an out-of-place `+ bias`.
@@ -337,12 +339,14 @@ void FwdLinear(const RuleCtx& c, FwdPlan* p) {
     p->AllocOutput(0);
     GemmScratch(p, scratch);
   }
-  if (c.rg_in(1)) {
-    if (copy >= 0) p->Save(SavedRef::kExtra, copy);
-    else p->Save(SavedRef::kInput, 0);
-  }
-  // W (as Wᵀ, a view of the parameter) is kept iff X needs a grad: no new memory.
-  if (c.rg_in(0)) p->Save(SavedRef::kInput, 1);
+  // X is kept iff W needs a grad; W (as Wᵀ, a view of the parameter) iff X does: no new memory.
+  // The node saves them in the order of their names in derivatives.yaml (what a saved-tensor
+  // hook sees, Note [Activation offloading]): addmm's mat1 (X) before mat2 (Wᵀ), mm's mat2 (Wᵀ)
+  // before self (X).
+  const bool addmm = c.num_in() == 3 && !(LinearViaMatmul(c) && !c.profile.linear_nd_addmm);
+  if (c.rg_in(0) && !addmm) p->Save(SavedRef::kInput, 1, /*transposed=*/true);
+  if (x_saved && copy < 0) p->Save(SavedRef::kInput, 0);
+  if (c.rg_in(0) && addmm) p->Save(SavedRef::kInput, 1, /*transposed=*/true);
 }
 
 void BwdLinear(const RuleCtx& c, BwdPlan* p) {

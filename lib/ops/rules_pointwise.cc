@@ -83,15 +83,17 @@ void FwdDropout(const RuleCtx& c, FwdPlan* p) {
   const TensorMeta& x = *c.in[0];
   int k;
   if (c.profile.dropout_keeps_noise || c.inplace()) {
-    // _dropout / dropout_: noise = bernoulli(1-p) / (1-p) in the input dtype, then x * noise.
+    // _dropout / dropout_: noise = bernoulli(1-p) / (1-p) in the input dtype, then x * noise
+    // (whose node saves the noise before its kernel).
     k = p->AddExtra(x.bytes(), "dropout noise");
+    p->SaveNow(SavedRef::kExtra, k);
     if (!c.inplace()) p->AllocOutput(0);
   } else {
     // native_dropout: output and a bool mask.
     p->AllocOutput(0);
     k = p->AddExtra(x.numel(), "dropout mask");
+    p->Save(SavedRef::kExtra, k);
   }
-  p->Save(SavedRef::kExtra, k);
 }
 
 // Eval mode or p = 0: F.dropout returns its input itself, so autograd has no node there and
@@ -262,20 +264,24 @@ Status InferLoss(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
-// cross_entropy = log_softmax (saves its result L) then nll_loss (saves L, target, and a
-// 0-dim total_weight).
+// cross_entropy = log_softmax (LogSoftmaxBackward saves its result L) then nll_loss
+// (NllLossBackward saves L as self and the target before its kernel, then a 0-dim total_weight):
+// saved = [L, L, target, total_weight], one entry per SavedVariable.
 void FwdCrossEntropy(const RuleCtx& c, FwdPlan* p) {
   int L = p->AddExtra(Bytes(*c.in[0]), "log_softmax");
+  p->SaveNow(SavedRef::kExtra, L);
+  p->SaveNow(SavedRef::kExtra, L);
+  p->SaveNow(SavedRef::kInput, 1);
   p->AllocOutput(0);
   int tw = p->AddExtra(ElementSize(c.in[0]->dtype), "total_weight");
-  p->Save(SavedRef::kExtra, L);
   p->Save(SavedRef::kExtra, tw);
 }
 
-// NllLossBackward: a zero-filled [N, C] grad; then LogSoftmaxBackward: the input grad.
+// NllLossBackward: a zero-filled [N, C] grad, then it releases its saved L, target and
+// total_weight; then LogSoftmaxBackward: the input grad.
 void BwdCrossEntropy(const RuleCtx& c, BwdPlan* p) {
   int nll_grad = p->Temp(Bytes(*c.in[0]), "nll_loss grad");
-  p->ReleaseSaved(1);  // total_weight, when NllLossBackward finishes
+  for (int k = 1; k <= 3; ++k) p->ReleaseSaved(k);
   p->GradNew(0);
   p->FreeTemp(nll_grad);
 }

@@ -1,5 +1,7 @@
 #include "lib/stream/ledger.h"
 
+#include <algorithm>
+
 #include "lib/util/check.h"
 #include "lib/util/checked.h"
 
@@ -51,9 +53,22 @@ std::vector<Ledger::StorageId> Ledger::Live() const {
   return live;
 }
 
+Ledger::StorageId Ledger::AllocHost(int64_t bytes, std::string_view name) {
+  StorageId id = Alloc(0, name, Category::kActivation);
+  host_.emplace_back(id, bytes);
+  AddHostBytes(bytes);
+  return id;
+}
+
 void Ledger::Unref(StorageId s) {
   MEMSIM_CHECK(refs_[s] > 0);
-  if (--refs_[s] == 0 && stream_.buffers[s].bytes > 0) Emit(EventKind::kFree, s);
+  if (--refs_[s] != 0) return;
+  if (stream_.buffers[s].bytes > 0) Emit(EventKind::kFree, s);
+  if (host_.empty()) return;
+  auto it = std::find_if(host_.begin(), host_.end(), [s](const auto& h) { return h.first == s; });
+  if (it == host_.end()) return;
+  AddHostBytes(-it->second);
+  host_.erase(it);
 }
 
 }  // namespace memsim

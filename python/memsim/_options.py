@@ -23,6 +23,7 @@ OPTIONS = {
     "checkpoint": "--checkpoint",
     "checkpoint_early_stop": "--checkpoint-early-stop",
     "sac": "--sac",
+    "save_on_cpu": "--save-on-cpu",
     "foreach": "--foreach",
     "ddp": "--ddp",
     "world": "--world",
@@ -45,7 +46,7 @@ OPTIONS = {
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
-          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac"}
+          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 

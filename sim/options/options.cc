@@ -77,6 +77,10 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "selective activation checkpointing in the --checkpoint modules: torchtitan (save mm and fused "
                   "attention outputs, every other mm recomputed), ops:NAME,... (those ATen ops saved) or a JSON "
                   "policy file {\"save\": [...], \"every_other_mm\": false}");
+  cmd->add_option("--save-on-cpu", save_on_cpu,
+                  "activation offloading: forward and loss under torch.autograd.graph.save_on_cpu(pin_memory=False) "
+                  "(on) or pin_memory=True (pin); checkpointed modules keep their own hooks")
+      ->check(CLI::IsMember({"off", "on", "pin"}));
   cmd->add_option("--foreach", foreach_impl,
                   "optimizer implementation: on (multi-tensor foreach), off (for-loop) or fused; default: the "
                   "profile's PyTorch default (cuda: foreach, cpu: for-loop)")
@@ -163,6 +167,7 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.checkpoint_impl = checkpoint_impl;
   if (!checkpoint_early_stop.empty()) base.sim.checkpoint_early_stop = checkpoint_early_stop == "on";
   base.sim.sac = sac;
+  base.sim.save_on_cpu = save_on_cpu;
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;

@@ -47,8 +47,9 @@ struct ConfigOptions {
   std::string zero_grad = "set-to-none";  ///< --zero-grad none|zeros|set-to-none
   std::vector<std::string> checkpoint;
   std::string checkpoint_impl = "non-reentrant";  ///< --checkpoint-impl reentrant|non-reentrant
-  std::string checkpoint_early_stop;
-  std::string sac;  ///< --sac POLICY  ///< --checkpoint-early-stop on|off ("" = the release's default)
+  std::string checkpoint_early_stop;  ///< --checkpoint-early-stop on|off ("" = the release's default)
+  std::string sac;                    ///< --sac POLICY
+  std::string save_on_cpu = "off";    ///< --save-on-cpu off|on|pin
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;
   int64_t capacity = 0;

@@ -25,7 +25,7 @@ TEST(SummaryTest, SavedBytesPerLayerFollowTheRules) {
   EXPECT_EQ(Row(t, "l1")->saved_bytes, 8 * 32 * 4);           // x (W requires grad)
   EXPECT_EQ(Row(t, "act")->saved_bytes, 8 * 64 * 4);          // relu result
   EXPECT_EQ(Row(t, "l2")->saved_bytes, 8 * 64 * 4);           // r
-  EXPECT_EQ(Row(t, "loss")->saved_bytes, 8 * 10 * 4 + 4);     // log_softmax + total_weight
+  EXPECT_EQ(Row(t, "loss")->saved_bytes, 8 * 10 * 4 + 8 * 8 + 4);  // log_softmax, the int64 target, total_weight
   EXPECT_EQ(Row(t, "l1")->params, 64 * 32 + 64);
   EXPECT_EQ(t.total_params, kParamBytes / 4);
   EXPECT_EQ(t.trainable_params, t.total_params);

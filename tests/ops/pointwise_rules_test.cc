@@ -337,12 +337,16 @@ TEST(CrossEntropyRuleTest, SavesLogSoftmaxOutputAndTotalWeight) {
   auto run = testing::Simulate(CeBody());
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_THAT(SizesOf(run, "loss"), IsEmpty());
+  // One entry per SavedVariable: LogSoftmaxBackward's result, NllLossBackward's self (the same
+  // tensor) and target, then its total_weight (what a saved-tensor hook packs, in that order).
   auto saved = SavedBy(run, "loss");
-  ASSERT_EQ(saved.size(), 2u);
+  ASSERT_EQ(saved.size(), 4u);
   EXPECT_EQ(saved[0].name, "extra:log_softmax");
   EXPECT_EQ(saved[0].bytes, 4 * 10 * 4);
-  EXPECT_EQ(saved[1].name, "extra:total_weight");
-  EXPECT_EQ(saved[1].bytes, 4);
+  EXPECT_EQ(saved[1].name, "extra:log_softmax");
+  EXPECT_EQ(saved[2].bytes, 4 * 8);  // the int64 target
+  EXPECT_EQ(saved[3].name, "extra:total_weight");
+  EXPECT_EQ(saved[3].bytes, 4);
 }
 
 TEST(CrossEntropyRuleTest, ReductionNoneKeepsBatchShape) {

@@ -53,6 +53,15 @@ run gpt2_small_b2_s64_adamw_sac_mm_sdpa gpt2_small --batch 2 --seq 64 --opt adam
   --sac ops:mm,_scaled_dot_product_flash_attention_for_cpu
 run gpt2_small_b2_s64_adamw_amp_sac gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+' --sac torchtitan
 run cs336_small_b2_s64_adamw_sac_bmm cs336_small --batch 2 --seq 64 --opt adamw --checkpoint 'layers\.[0-3]' --sac ops:bmm,mm
+# activation offloading: forward and loss under torch.autograd.graph.save_on_cpu (pin: packed copies)
+run mlp_b256_adam_soc_on      mlp --batch 256 --opt adam --save-on-cpu on
+run mlp_b256_adam_soc_pin     mlp --batch 256 --opt adam --save-on-cpu pin --marks
+run mnist_cnn_b64_adam_soc_pin mnist_cnn --batch 64 --opt adam --save-on-cpu pin
+run bert_small_b4_adam_soc_pin bert_small --batch 4 --opt adam --save-on-cpu pin --marks
+run bert_small_b4_adam_amp_soc_pin bert_small --batch 4 --opt adam --amp bf16 --save-on-cpu pin
+run cs336_small_b2_s64_adamw_soc_pin_ckpt cs336_small --batch 2 --seq 64 --opt adamw --save-on-cpu pin --checkpoint 'layers\.[0-1]'
+run gpt2_small_b2_s64_adamw_soc_pin gpt2_small --batch 2 --seq 64 --opt adamw --save-on-cpu pin --marks
+run gpt2_small_b2_s64_adamw_amp_soc_pin gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --save-on-cpu pin --marks
 # the graphs these traces are checked on, exported under the same torch (tools/validate.py)
 g=$out/graphs; mkdir -p "$g"
 # torchvision CNNs under torch 2.14.1 (CONFIG torch=2.14.1; memsim runs them with --torch 2.13)

@@ -241,8 +241,14 @@ def m_encoder_layer(cx, mod, path, src, src_mask=None, src_key_padding_mask=None
         x = add(x, sa(cx.call_submodule(mod.norm1, _sub(path, "norm1"), x)), "res1")
         x = add(x, ff(cx.call_submodule(mod.norm2, _sub(path, "norm2"), x)), "res2")
     else:
-        x = cx.call_submodule(mod.norm1, _sub(path, "norm1"), add(x, sa(x), "res1"))
-        x = cx.call_submodule(mod.norm2, _sub(path, "norm2"), add(x, ff(x), "res2"))
+        # `x = self.norm2(x + self._ff_block(x))`: the name x is rebound only when the norm returns,
+        # so the old x lives through it
+        y = cx.call_submodule(mod.norm1, _sub(path, "norm1"), add(x, sa(x), "res1"))
+        cx.keep_alive([x])
+        x = y
+        y = cx.call_submodule(mod.norm2, _sub(path, "norm2"), add(x, ff(x), "res2"))
+        cx.keep_alive([x])
+        x = y
     cx.keep_alive([src, src_mask])  # forward's `src` holds the layer input until it returns
     return x
 

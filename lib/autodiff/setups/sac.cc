@@ -95,9 +95,9 @@ bool SacPolicy::Saves(const std::string& module, size_t call, const std::string&
 }
 
 Result<SacPolicy> ParseSacPolicy(const std::string& spec) {
-  if (spec == "torchtitan") return SacPolicy{kTorchtitanSave, true};
+  if (spec == "torchtitan") return SacPolicy{kTorchtitanSave, true, {}};
   if (spec.rfind("ops:", 0) == 0) {
-    SacPolicy p{SplitNames(std::string_view(spec).substr(4)), false};
+    SacPolicy p{SplitNames(std::string_view(spec).substr(4)), false, {}};
     if (p.save.empty()) return Status::InvalidArgument("--sac ops: names no op (e.g. --sac ops:mm,addmm)");
     return p;
   }

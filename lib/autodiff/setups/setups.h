@@ -59,6 +59,9 @@ struct SetupOptions {
   bool autocast = false;
   /// torch.amp.GradScaler: scale(loss).backward(), step() (unscale_), update().
   bool grad_scaler = false;
+  /// torch.autograd.graph.save_on_cpu around forward and loss: "on" (pin_memory=False), "pin"
+  /// (pin_memory=True), "" = off (Note [Activation offloading]).
+  std::string save_on_cpu;
 };
 
 /// One object per enabled setup, in hook order.
@@ -77,6 +80,7 @@ std::unique_ptr<TrainingSetup> MakeDataParallel(const ParallelOptions& options);
 /// device, the last ones smaller or empty).
 int64_t DataParallelChunk(int64_t batch, int world, int device);                          // data_parallel.cc
 std::unique_ptr<TrainingSetup> MakeAutocast();                                     // autocast.cc
+std::unique_ptr<TrainingSetup> MakeSaveOnCpu(bool pin_memory, const Profile& profile);  // save_on_cpu.cc
 std::unique_ptr<TrainingSetup> MakeGradScaler();                                   // grad_scaler.cc
 
 }  // namespace memsim
