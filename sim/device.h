@@ -35,6 +35,7 @@ const std::vector<ContextRow>& ContextTable();
 /// How the device is known: its architecture (empty: unknown GPU) and an exact context size
 /// (--context-bytes, replaces the table: no context uncertainty).
 struct ContextOptions {
+  std::string gpu;  ///< --gpu's name ("" : none), for the verdict line
   std::string arch;
   std::optional<int64_t> context_bytes;
 };

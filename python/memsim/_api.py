@@ -139,7 +139,9 @@ def sweep(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, **opt
     """Every combination of the given option lists (batch=[8, 16], optimizer=["sgd", "adam"],
     set={"seq": [128, 512]}, ...), simulated in parallel by the C++ oneTBB sweep with the GIL
     released, as `memsim sweep`. Returns a pandas DataFrame with one row per configuration (every
-    axis, then peak_live_bytes, peak_phase, peak_allocated_bytes, peak_reserved_bytes, oom;
+    axis, then the figures of `memsim run --json` under the same names: peak_live_bytes, peak_phase,
+    peak_allocated_bytes, peak_reserved_bytes, peak_device_used_bytes, capacity_bytes, oom, oom_op,
+    oom_phase, verdict, oom_message;
     error for an invalid configuration); attrs["csv"] and attrs["json"] hold the CLI's
     `--csv` and `--json` output."""
     import pandas as pd
