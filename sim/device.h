@@ -35,9 +35,9 @@ const std::vector<ContextRow>& ContextTable();
 /// How the device is known: its architecture (empty: unknown GPU) and an exact context size
 /// (--context-bytes, replaces the table: no context uncertainty).
 struct ContextOptions {
-  std::string gpu;  ///< --gpu's name ("" : none), for the verdict line
   std::string arch;
   std::optional<int64_t> context_bytes;
+  std::string gpu;  ///< --gpu's name ("" : none), for the verdict line
 };
 
 /// Memory outside the caching allocator, as a point estimate and a range.

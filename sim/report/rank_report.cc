@@ -56,7 +56,8 @@ nlohmann::ordered_json ToJson(const RanksReport& r) {
     nlohmann::ordered_json j;
     if (k.ranks.size() == 1) j["rank"] = k.ranks[0];
     j["ranks"] = k.ranks;
-    for (auto& [key, v] : FiguresJson(k).items()) j[key] = v;
+    const nlohmann::ordered_json figures = FiguresJson(k);  // named: items() refers to it
+    for (auto& [key, v] : figures.items()) j[key] = v;
     j["phase_peaks"] = {{"setup", k.phase_peaks[int(Phase::kSetup)]},
                         {"forward", k.phase_peaks[int(Phase::kForward)]},
                         {"backward", k.phase_peaks[int(Phase::kBackward)]},

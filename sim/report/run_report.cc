@@ -187,7 +187,8 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   j["config"] = cfg;
   if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
-  for (auto& [k, v] : FiguresJson(r.figures).items()) j[k] = v;
+  const nlohmann::ordered_json figures = FiguresJson(r.figures);  // named: items() refers to it
+  for (auto& [k, v] : figures.items()) j[k] = v;
   j["peak_op"] = r.peak_op;
   j["setup_bytes"] = r.setup_bytes;
   j["final_bytes"] = r.final_bytes;
