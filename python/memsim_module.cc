@@ -212,6 +212,7 @@ py::dict Fit(const GraphHandle& graph, const std::vector<std::string>& args, int
   d["json"] = ToJson(report).dump(2) + "\n";
   d["text"] = ToText(report);
   d["max_batch"] = report.fit.max_batch;
+  d["max_batch_at_top"] = report.fit.max_batch_at_top;
   return d;
 }
 

@@ -60,6 +60,8 @@ class Search {
     while (hi_ - lo_ > 1) MEMSIM_RETURN_IF_ERROR(Fits(lo_ + (hi_ - lo_) / 2).status());
     // The row above the answer in full (why it does not fit, and what it would need).
     if (hi_ <= limit_ && (!hi_seen_ || hi_row_.oom)) MEMSIM_RETURN_IF_ERROR(Fits(hi_, false, /*full=*/true).status());
+    // The answer's row in full too (its verdict with the device-used range, as `run` gives it).
+    if (lo_ > 0 && !at_top_) MEMSIM_RETURN_IF_ERROR(Fits(lo_, false, /*full=*/true).status());
     fit_.max_batch = lo_;
     fit_.at_max = lo_row_;
     fit_.above = hi_row_;
@@ -74,7 +76,7 @@ class Search {
     RunConfig c = base_;
     c.sim.symbols[symbol_] = v;
     c.need_after_oom = full;
-    c.workspace_range = at_top_;
+    c.workspace_range = at_top_ || full;  // a row reported in full has run's verdict
     ++fit_.evaluated;
     SweepRow row = LargestRankRow(c, step_);
     if (!row.status.ok() && lo_ == 0 && !tentative) return row.status;

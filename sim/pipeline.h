@@ -29,7 +29,9 @@ struct RunConfig {
   ContextOptions device;   ///< the GPU's architecture and --context-bytes
   /// Also simulate the cuDNN workspace bounds (policies none and max) for the device-used range
   /// when the workspace policy is typical and the model has convolutions (costs two more runs).
-  bool workspace_range = false;
+  /// On by default, so that run, sweep, advise and fit give the same verdict; fit turns it off
+  /// for the values it only needs a yes or no for.
+  bool workspace_range = true;
   /// After a simulated out-of-memory, run the allocator again without a capacity: the report's
   /// peaks are then what the step would need (Note [Would need] in docs/cli.md). `fit` turns it
   /// off for the values it only needs a yes or no for (their peaks stop at the OOM).

@@ -152,11 +152,15 @@ def sweep(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, **opt
     return df
 
 
-def fit(graph_or_model, inputs=None, *, loss="cross_entropy", max_batch=65536, search="batch", **options):
+def fit(graph_or_model, inputs=None, *, loss="cross_entropy", max_batch=65536, search="batch", at_top=False,
+        **options):
     """The largest batch (or value of the symbol `search`, e.g. "seq") that fits the device
-    (gpu= or capacity=), as `memsim fit [--search seq]`: an int (0: not even 1 fits)."""
+    (gpu= or capacity=), as `memsim fit [--search seq]`: an int (0: not even 1 fits). It fits on
+    the point estimate of device used (simulate() there says fits, one more does not); with
+    at_top=True, the largest that fits at the top of the uncertainty range (verdict "fits")."""
     g = _graph_of(graph_or_model, inputs, loss)
-    return _core.fit(g, to_args(options, lists=False, where="fit"), max_batch=max_batch, search=search)["max_batch"]
+    out = _core.fit(g, to_args(options, lists=False, where="fit"), max_batch=max_batch, search=search)
+    return out["max_batch_at_top"] if at_top else out["max_batch"]
 
 
 def advise(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, max_batch=65536, **options):

@@ -75,7 +75,8 @@ nlohmann::ordered_json ToJson(const SweepTable& t) {
   const SweepSpec& spec = *t.spec;
   nlohmann::ordered_json j;
   j["model"] = t.model;
-  j["capacity_bytes"] = spec.base.alloc.capacity_bytes;
+  j["capacity_bytes"] = spec.base.alloc.capacity_bytes > 0 ? nlohmann::ordered_json(spec.base.alloc.capacity_bytes)
+                                                           : nlohmann::ordered_json();
   j["configurations"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < t.rows.size(); ++i) j["configurations"].push_back(RowObject(spec, i, t.rows[i], false));
   return j;
@@ -252,7 +253,7 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
     j["world"] = r.world;
     j["baseline"]["rank"] = r.baseline_rank;
   }
-  j["capacity_bytes"] = r.capacity_bytes;
+  j["capacity_bytes"] = r.capacity_bytes > 0 ? nlohmann::ordered_json(r.capacity_bytes) : nlohmann::ordered_json();
   j["changes"] = nlohmann::ordered_json::array();
   for (const AdvisedChange& ch : r.changes) {
     nlohmann::ordered_json c = ToJson(ch.row);
@@ -288,8 +289,8 @@ std::string ToText(const AdviseReport& r) {
   const bool cap = r.capacity_bytes > 0;
   o << r.model << ": ";
   if (cap) o << VerdictLine(b, r.gpu) << "\n  ";
-  o << (b.oom ? "would need " : "") << "peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated "
-    << HumanBytes(b.peak_allocated_bytes) << ")";
+  o << "peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated " << HumanBytes(b.peak_allocated_bytes)
+    << ")" << (b.oom ? ", what it would need without the capacity limit" : "");
   if (!cap && b.peak_device_used_bytes > 0) o << ", device used " << HumanBytes(b.peak_device_used_bytes);
   if (r.world > 1)
     o << "\nper rank, " << r.world << " ranks: each figure is the largest rank's" << RankTag(r.baseline_rank);
