@@ -221,9 +221,11 @@ std::string ToText(const FitReport& r) {
   const std::string on = r.gpu.empty() ? "" : " on " + r.gpu;
   std::ostringstream o;
   if (f.max_batch == 0) {
-    o << r.model << ": " << f.symbol << " 1 does not fit" << on << " (" << HumanBytes(r.capacity_bytes) << ")";
-    if (f.above.oom) o << ": " << VerdictLine(f.above, r.gpu) << "\n" << f.above.oom_message << "\n";
-    else o << ": " << f.above.oom_message << "\n";
+    if (f.above.oom)
+      o << r.model << ": " << f.symbol << " 1 " << VerdictLine(f.above, r.gpu) << "\n  " << f.above.oom_message << "\n";
+    else
+      o << r.model << ": " << f.symbol << " 1 does not fit" << on << " (" << HumanBytes(r.capacity_bytes)
+        << "): " << f.above.oom_message << "\n";
     return o.str();
   }
   o << r.model << ": largest " << f.symbol << " that fits" << on << " (" << HumanBytes(r.capacity_bytes)
