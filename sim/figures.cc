@@ -27,4 +27,10 @@ MemoryFigures FiguresOf(const Graph* g, const PeakPoint& peak, const AllocatorRe
   return f;
 }
 
+MemoryFigures FiguresOf(const Graph& g, const RunResult& r, int64_t capacity_bytes) {
+  const PeakReport& p = r.sim.peak;
+  return FiguresOf(&g, PeakPoint{p.peak_live_bytes, p.peak_event, p.peak_phase, p.peak_op}, r.alloc, r.device,
+                   capacity_bytes);
+}
+
 }  // namespace memsim

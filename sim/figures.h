@@ -43,6 +43,8 @@ struct MemoryFigures {
 /// |g| names the OOM's op (null: left empty).
 MemoryFigures FiguresOf(const Graph* g, const PeakPoint& peak, const AllocatorReport& alloc, const DeviceLevel& device,
                         int64_t capacity_bytes);
+/// The figures of a run of |g| (RunPipeline's result) against |capacity_bytes|.
+MemoryFigures FiguresOf(const Graph& g, const RunResult& r, int64_t capacity_bytes);
 
 }  // namespace memsim
 

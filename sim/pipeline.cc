@@ -296,7 +296,7 @@ Status ApplyGpu(const std::string& name, RunConfig* c, bool keep_capacity) {
 
 AllocatorOptions EffectiveAllocatorOptions(const RunConfig& c, const RunResult& r) {
   AllocatorOptions ao = r.device.modelled ? LeftForAllocator(c.alloc, r.device.overhead.bytes) : c.alloc;
-  if (r.alloc.oom && c.need_after_oom) ao.capacity_bytes = 0;  // the report's peaks are the unconstrained run's (Allocate)
+  if (r.alloc.oom && c.need_after_oom) ao.capacity_bytes = 0;  // the peaks are the unconstrained run's (Allocate)
   return ao;
 }
 

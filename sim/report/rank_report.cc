@@ -38,9 +38,7 @@ RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vecto
   for (const RankRun& run : runs) {
     const RunResult& r = run.result;
     RankReport k;
-    static_cast<MemoryFigures&>(k) =
-        FiguresOf(&g, PeakPoint{r.sim.peak.peak_live_bytes, r.sim.peak.peak_event, r.sim.peak.peak_phase, r.sim.peak.peak_op},
-                  r.alloc, r.device, c.alloc.capacity_bytes);
+    static_cast<MemoryFigures&>(k) = FiguresOf(g, r, c.alloc.capacity_bytes);
     k.ranks = run.ranks;
     k.phase_peaks = r.sim.peak.phase_peaks;
     k.breakdown_at_peak = r.sim.peak.breakdown_at_peak;
@@ -77,8 +75,9 @@ std::string ToText(const RanksReport& r) {
   const bool device = !r.ranks.empty() && r.ranks[0].peak_device_used_bytes > 0;
   const bool cap = !r.ranks.empty() && r.ranks[0].capacity_bytes > 0;
   char buf[200];
-  std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s %12s%s\n", r.scheme == "data-parallel" ? "devices" : "ranks",
-                "peak live", "allocated", "reserved", device ? "device used" : "", "host", cap ? "  fits" : "");
+  std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s %12s%s\n",
+                r.scheme == "data-parallel" ? "devices" : "ranks", "peak live", "allocated", "reserved",
+                device ? "device used" : "", "host", cap ? "  fits" : "");
   o << buf;
   for (const RankReport& k : r.ranks) {
     const std::string fits = !cap ? "" : k.oom ? "  no, OOM at op " + (k.oom_op.empty() ? "-" : k.oom_op) : "  yes";

@@ -60,8 +60,8 @@ std::string AllocatorText(const RunReport& r) {
   const std::string need = f.oom ? "would need " : "";
   std::ostringstream o;
   o << "allocator (" << AllocatorModelName(a.model)
-    << (a.alloc_conf.empty() ? "" : ", " + r.alloc_conf_env + "=" + a.alloc_conf) << (f.oom ? ", without the capacity limit" : "")
-    << "):\n"
+    << (a.alloc_conf.empty() ? "" : ", " + r.alloc_conf_env + "=" + a.alloc_conf)
+    << (f.oom ? ", without the capacity limit" : "") << "):\n"
     << "  peak allocated  " << need << HumanBytes(f.peak_allocated_bytes) << "  (torch.cuda.max_memory_allocated)\n"
     << "  peak reserved   " << need << HumanBytes(f.peak_reserved_bytes) << "  (torch.cuda.max_memory_reserved)\n";
   if (a.ideal_peak_bytes > 0)
@@ -83,7 +83,8 @@ std::string AllocatorText(const RunReport& r) {
 std::string DeviceText(const DeviceLevel& d, bool oom) {
   std::ostringstream o;
   o << "device (what nvidia-smi shows; docs/device-memory.md):\n"
-    << "  peak device used " << (oom ? "would need " : "") << HumanBytes(d.peak_device_bytes) << "  (peak reserved + " << HumanBytes(d.overhead.bytes)
+    << "  peak device used " << (oom ? "would need " : "") << HumanBytes(d.peak_device_bytes)
+    << "  (peak reserved + " << HumanBytes(d.overhead.bytes)
     << " CUDA context and libraries" << (d.overhead.uses_cudnn_conv ? ", cuDNN convolutions included" : "") << ")\n"
     << "  range            " << HumanBytes(d.low_bytes) << " - " << HumanBytes(d.high_bytes) << "\n"
     << "  context from     " << d.overhead.source << "\n"
@@ -148,8 +149,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.parameter_count = frozen + trainable;
   rep.trainable_parameters = trainable;
   rep.gpu = c.device.gpu;
-  rep.figures = FiguresOf(&g, PeakPoint{s.peak.peak_live_bytes, s.peak.peak_event, s.peak.peak_phase, s.peak.peak_op},
-                          r.alloc, r.device, c.alloc.capacity_bytes);
+  rep.figures = FiguresOf(g, r, c.alloc.capacity_bytes);
   rep.peak_op = OpLabel(g, s.peak.peak_op);
   rep.setup_bytes = s.peak.setup_bytes;
   rep.final_bytes = s.peak.final_bytes;

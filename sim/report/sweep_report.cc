@@ -239,7 +239,8 @@ std::string ToText(const FitReport& r) {
       o << "none\n";
   }
   if (f.above.oom)
-    o << f.symbol << " " << f.max_batch + 1 << ": " << VerdictLine(f.above, r.gpu) << "\n  " << f.above.oom_message << "\n";
+    o << f.symbol << " " << f.max_batch + 1 << ": " << VerdictLine(f.above, r.gpu) << "\n  " << f.above.oom_message
+      << "\n";
   else if (!f.above.status.ok())
     o << f.symbol << " " << f.max_batch + 1 << " or more is not a valid value: " << f.above.status.message() << "\n";
   else

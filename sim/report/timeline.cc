@@ -70,7 +70,8 @@ std::string LevelLines(const TimelineLevels& lv, const std::vector<size_t>& xs, 
   if (lv.oom_event >= 0) {
     char oom[512];
     const double x = X(static_cast<size_t>(lv.oom_event));
-    std::snprintf(oom, sizeof oom, "<line x1=\"%.1f\" y1=\"20\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\">"
+    std::snprintf(oom, sizeof oom,
+                  "<line x1=\"%.1f\" y1=\"20\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\">"
                   "<title>%s</title></line><text x=\"%.1f\" y=\"36\" font-size=\"11\" fill=\"%s\">%s</text>\n",
                   x, x, Y(0), kCapacityColor, Escape(OomLabel(lv)).c_str(), x + 3, kCapacityColor,
                   Escape(OomLabel(lv)).c_str());
@@ -150,7 +151,8 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
                     {"ts", p.peak_event}, {"args", {{"peak_live_bytes", p.peak_live_bytes}, {"op", OpName(g, p.peak_op)}}}});
   if (levels.oom_event >= 0)
     events.push_back({{"name", OomLabel(levels)}, {"ph", "i"}, {"s", "g"}, {"pid", 1}, {"tid", 1},
-                      {"ts", levels.oom_event}, {"args", {{"oom_op", levels.oom_op}, {"capacity_bytes", levels.capacity_bytes}}}});
+                      {"ts", levels.oom_event},
+                      {"args", {{"oom_op", levels.oom_op}, {"capacity_bytes", levels.capacity_bytes}}}});
   nlohmann::ordered_json doc;
   doc["traceEvents"] = events;
   doc["displayTimeUnit"] = "ns";
@@ -158,7 +160,8 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
   if (levels.capacity_bytes > 0) {
     doc["otherData"]["capacity_bytes"] = levels.capacity_bytes;
     doc["otherData"]["oom"] = levels.oom_event >= 0;
-    doc["otherData"]["oom_op"] = levels.oom_event >= 0 ? nlohmann::ordered_json(levels.oom_op) : nlohmann::ordered_json();
+    doc["otherData"]["oom_op"] =
+        levels.oom_event >= 0 ? nlohmann::ordered_json(levels.oom_op) : nlohmann::ordered_json();
   }
   return doc;
 }

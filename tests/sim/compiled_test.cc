@@ -59,9 +59,7 @@ TEST(CompiledStepTest, EverySweepRowEqualsTheConfigurationAlone) {
       if (!r.ok()) {
         alone.status = r.status();
       } else {
-        const PeakReport& p = r->sim.peak;
-        static_cast<MemoryFigures&>(alone) = FiguresOf(&*g, PeakPoint{p.peak_live_bytes, p.peak_event, p.peak_phase, p.peak_op},
-                                                       r->alloc, r->device, c.alloc.capacity_bytes);
+        static_cast<MemoryFigures&>(alone) = FiguresOf(*g, *r, c.alloc.capacity_bytes);
         if (alone.oom) alone.oom_message = r->alloc.oom->info.message;
       }
       EXPECT_EQ(lines[i], SweepRowLine(spec, i, alone, SweepFormat::kJsonl, true)) << file.filename() << " configuration " << i;
