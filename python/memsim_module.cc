@@ -118,9 +118,9 @@ struct Run {
   }
   std::string Json() const { return ToJson(Report()).dump(2) + "\n"; }  // as `memsim run --json` prints it
   std::string Text() const { return ToText(Report()); }
-  std::string Html() const { return HtmlTimeline(g(), result.sim.events, result.sim.peak, top, LevelsOf(result)); }
+  std::string Html() const { return HtmlTimeline(g(), result.sim.events, result.sim.peak, top, LevelsOf(g(), result)); }
   std::string ChromeTraceText() const {  // as `memsim run --timeline x.json` writes it
-    return ChromeTrace(g(), result.sim.events, result.sim.peak, 1 << 20, LevelsOf(result)).dump() + "\n";
+    return ChromeTrace(g(), result.sim.events, result.sim.peak, 1 << 20, LevelsOf(g(), result)).dump() + "\n";
   }
   py::bytes MemoryViz() const {
     if (!result.alloc.placement)
@@ -173,7 +173,7 @@ std::shared_ptr<Run> RunGraph(const GraphHandle& graph, const std::vector<std::s
   // Several ranks: rank 0's run is the report's, every distinct rank is listed (sim/ranks.h).
   Result<std::vector<RankRun>> r = WithoutGil([&] { return RunRanks(*graph.g, run->config); });
   if (!r.ok()) RaisePipelineError(*graph.g, r.status());
-  if (run->config.sim.parallel.enabled()) run->ranks = MakeRanksReport(run->config, *r);
+  if (run->config.sim.parallel.enabled()) run->ranks = MakeRanksReport(*graph.g, run->config, *r);
   run->result = std::move(r->front().result);
   return run;
 }
@@ -207,11 +207,12 @@ py::dict Fit(const GraphHandle& graph, const std::vector<std::string>& args, int
   RunConfig base = SingleConfig(args, "fit");
   Result<FitResult> fit = WithoutGil([&] { return FitSymbol(*graph.g, base, search, max_batch); });
   if (!fit.ok()) RaisePipelineError(*graph.g, fit.status());
-  FitReport report{graph.g->name, base.alloc.capacity_bytes, max_batch, std::move(fit).value()};
+  FitReport report{graph.g->name, base.device.gpu, base.alloc.capacity_bytes, max_batch, std::move(fit).value()};
   py::dict d;
   d["json"] = ToJson(report).dump(2) + "\n";
   d["text"] = ToText(report);
   d["max_batch"] = report.fit.max_batch;
+  d["max_batch_at_top"] = report.fit.max_batch_at_top;
   return d;
 }
 
@@ -282,6 +283,11 @@ void BindModule(py::module_& m) {
       .def("events_text", [](const Run& r) { return EventsText(r.result.sim.events); }, "`memsim run --events`")
       .def("timeline", &Run::Timeline, "the timeline table's columns")
       .def_property_readonly("peak_event", [](const Run& r) { return r.result.sim.peak.peak_event; })
+      .def_property_readonly("oom_event",
+                             [](const Run& r) -> py::object {
+                               if (!r.result.alloc.oom) return py::none();
+                               return py::int_(r.result.alloc.oom->event_index);
+                             })
       .def_property_readonly("fragmentation_event",
                              [](const Run& r) { return r.result.alloc.fragmentation.event_index; })
       .def_property_readonly("graph", [](const Run& r) { return r.graph; });

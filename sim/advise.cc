@@ -194,16 +194,19 @@ Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, 
   if (!rows[0].status.ok()) return rows[0].status;
   AdviseReport rep;
   rep.model = g.name;
+  rep.gpu = base.device.gpu;
   rep.capacity_bytes = base.alloc.capacity_bytes;
   rep.baseline = rows[0];
   LargestRank(g, base, &rep.baseline, &rep.baseline_rank);
   rep.world = base.sim.parallel.enabled() ? base.sim.parallel.world : 1;
   for (size_t k = 0; k < which.size(); ++k) {
-    rep.changes.push_back({changes[which[k]].what, changes[which[k]].changes_training, rows[k + 1]});
-    LargestRank(g, configs[k + 1], &rep.changes.back().row, &rep.changes.back().rank);
+    AdvisedChange ch{changes[which[k]].what, changes[which[k]].changes_training, rows[k + 1]};
+    LargestRank(g, configs[k + 1], &ch.row, &ch.rank);
+    const bool more = ch.row.status.ok() && ch.row.peak_reserved_bytes > rep.baseline.peak_reserved_bytes;
+    (more ? rep.left_out : rep.changes).push_back(std::move(ch));
   }
   std::stable_sort(rep.changes.begin(), rep.changes.end(), [](const AdvisedChange& x, const AdvisedChange& y) {
-    return x.row.peak_reserved_bytes < y.row.peak_reserved_bytes;
+    return std::make_pair(x.row.oom, x.row.peak_reserved_bytes) < std::make_pair(y.row.oom, y.row.peak_reserved_bytes);
   });
   if (rep.capacity_bytes > 0 && g.FindSymbol("batch") != kNone) {
     auto fit = FitBatch(g, base, max_batch);

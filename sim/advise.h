@@ -39,11 +39,16 @@ struct AdvisedChange {
 
 struct AdviseReport {
   std::string model;
+  std::string gpu;  ///< --gpu's name ("" : none)
   int64_t capacity_bytes = 0;
   SweepRow baseline;      ///< several ranks: the largest rank's
   int baseline_rank = 0;  ///< the rank |baseline| is
   int world = 1;          ///< ranks of the baseline (--ddp, --world, --data-parallel)
-  std::vector<AdvisedChange> changes;  ///< largest saving first; ties keep the table's order
+  /// Measured against the baseline's peak reserved (what it would need, sim/figures.h): the
+  /// changes that fit first, then those that still do not fit; each group largest saving first,
+  /// ties in the table's order.
+  std::vector<AdvisedChange> changes;
+  std::vector<AdvisedChange> left_out;  ///< changes that need more memory than the baseline
   std::optional<int64_t> max_batch;    ///< with a capacity and a batch symbol
 };
 

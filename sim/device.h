@@ -37,6 +37,7 @@ const std::vector<ContextRow>& ContextTable();
 struct ContextOptions {
   std::string arch;
   std::optional<int64_t> context_bytes;
+  std::string gpu;  ///< --gpu's name ("" : none), for the verdict line
 };
 
 /// Memory outside the caching allocator, as a point estimate and a range.

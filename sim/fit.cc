@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "sim/ranks.h"
 
@@ -30,8 +31,11 @@ int64_t LiveBound(const CompiledStep& cs, const RunConfig& base, const std::stri
 // One search for the largest value that fits, with rows from |step| (Note [Fit search]).
 class Search {
  public:
-  Search(const RunConfig& base, const std::string& symbol, int64_t limit, const CompiledStep& cs, StepFn step)
-      : base_(base), symbol_(symbol), limit_(limit), cs_(cs), step_(std::move(step)) {
+  // |at_top|: a value fits when it fits at the top of the device-used range (the verdict "fits",
+  // with the cuDNN workspace bounds simulated as `run` does), else on the point estimate.
+  Search(const RunConfig& base, const std::string& symbol, int64_t limit, const CompiledStep& cs, StepFn step,
+         bool at_top = false)
+      : base_(base), symbol_(symbol), limit_(limit), cs_(cs), step_(std::move(step)), at_top_(at_top) {
     fit_.symbol = symbol;
     hi_ = limit + 1;
     alloc_capacity_ = AllocatorCapacity(cs, base);
@@ -56,6 +60,8 @@ class Search {
     while (hi_ - lo_ > 1) MEMSIM_RETURN_IF_ERROR(Fits(lo_ + (hi_ - lo_) / 2).status());
     // The row above the answer in full (why it does not fit, and what it would need).
     if (hi_ <= limit_ && (!hi_seen_ || hi_row_.oom)) MEMSIM_RETURN_IF_ERROR(Fits(hi_, false, /*full=*/true).status());
+    // The answer's row in full too (its verdict with the device-used range, as `run` gives it).
+    if (lo_ > 0 && !at_top_) MEMSIM_RETURN_IF_ERROR(Fits(lo_, false, /*full=*/true).status());
     fit_.max_batch = lo_;
     fit_.at_max = lo_row_;
     fit_.above = hi_row_;
@@ -70,10 +76,11 @@ class Search {
     RunConfig c = base_;
     c.sim.symbols[symbol_] = v;
     c.need_after_oom = full;
+    c.workspace_range = at_top_ || full;  // a row reported in full has run's verdict
     ++fit_.evaluated;
     SweepRow row = LargestRankRow(c, step_);
     if (!row.status.ok() && lo_ == 0 && !tentative) return row.status;
-    const bool ok = row.status.ok() && !row.oom;
+    const bool ok = row.status.ok() && !row.oom && (!at_top_ || row.fits_at_top());
     if (!row.status.ok()) row.oom_message = std::string(row.status.message());
     (ok ? lo_row_ : hi_row_) = std::move(row);
     (ok ? lo_ : hi_) = v;
@@ -86,6 +93,7 @@ class Search {
   const int64_t limit_;
   const CompiledStep& cs_;
   StepFn step_;
+  const bool at_top_;
   FitResult fit_;
   int64_t alloc_capacity_ = 0;
   // Invariant: |lo_| fits (or is 0), |hi_| does not fit (or is limit + 1).
@@ -132,23 +140,42 @@ Result<FitResult> FitBatch(const Graph& g, const RunConfig& base, int64_t limit)
   return FitSymbol(g, base, "batch", limit);
 }
 
+namespace {
+
+// Both searches (point estimate, then the top of the range below it) over |cs|'s step.
+Result<FitResult> SearchBoth(const RunConfig& base, const std::string& symbol, int64_t limit, const CompiledStep& cs,
+                             const StepFn& step) {
+  MEMSIM_ASSIGN_OR_RETURN(FitResult fit, Search(base, symbol, limit, cs, step).Run());
+  fit.max_batch_at_top = fit.max_batch;
+  fit.at_top = fit.at_max;
+  if (!cs.overhead || fit.max_batch == 0) return fit;  // no device range: the same answer
+  MEMSIM_ASSIGN_OR_RETURN(FitResult top, Search(base, symbol, fit.max_batch, cs, step, /*at_top=*/true).Run());
+  fit.max_batch_at_top = top.max_batch;
+  fit.at_top = top.at_max;
+  fit.evaluated += top.evaluated;
+  return fit;
+}
+
+}  // namespace
+
 Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::string& symbol, int64_t limit) {
   if (base.alloc.capacity_bytes <= 0) return Status::InvalidArgument("fit needs a device capacity (--gpu or --capacity)");
   if (g.FindSymbol(symbol) == kNone) return Status::InvalidArgument(g.source + ": the graph has no symbol \"" + symbol + "\"");
   if (limit < 1) return Status::InvalidArgument("the " + symbol + " limit must be at least 1");
   // The search takes a handful of values in [1, limit]: worth an unchecked size schedule, whose
-  // answer two engine runs then confirm (Note [Fit search]).
+  // answers engine runs then confirm (Note [Fit search]).
   const CompileOptions co{{SymbolValues{symbol, {2, 3, 4, 5, limit}}},
                           static_cast<size_t>(2 * (64 - __builtin_clzll(static_cast<uint64_t>(limit))) + 8),
                           /*checked=*/false};
   RankSteps scheduled(g, co);
   MEMSIM_ASSIGN_OR_RETURN(const CompiledStep* cs, scheduled(base));
-  MEMSIM_ASSIGN_OR_RETURN(FitResult fit, Search(base, symbol, limit, *cs, std::ref(scheduled)).Run());
+  MEMSIM_ASSIGN_OR_RETURN(FitResult fit, SearchBoth(base, symbol, limit, *cs, std::ref(scheduled)));
   if (!cs->schedule) return fit;
-  // Confirm both sides of the answer on the exact path; if the schedule was wrong there, search
+  // Confirm both sides of each answer on the exact path; if the schedule was wrong there, search
   // again without it.
   bool agrees = true;
-  for (int64_t v : {fit.max_batch, fit.max_batch + 1}) {
+  const std::set<int64_t> around = {fit.max_batch, fit.max_batch + 1, fit.max_batch_at_top, fit.max_batch_at_top + 1};
+  for (int64_t v : around) {
     if (v < 1 || v > limit || !agrees) continue;
     RunConfig c = base;
     c.sim.symbols[symbol] = v;
@@ -158,7 +185,7 @@ Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::st
   RankSteps exact(g, CompileOptions{});
   MEMSIM_ASSIGN_OR_RETURN(const CompiledStep* plain, exact(base));
   const int evaluated = fit.evaluated, confirmed = fit.confirmed;
-  MEMSIM_ASSIGN_OR_RETURN(fit, Search(base, symbol, limit, *plain, std::ref(exact)).Run());
+  MEMSIM_ASSIGN_OR_RETURN(fit, SearchBoth(base, symbol, limit, *plain, std::ref(exact)));
   fit.evaluated += evaluated;
   fit.confirmed = confirmed;
   return fit;

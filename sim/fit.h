@@ -11,11 +11,17 @@
 
 namespace memsim {
 
+/// Two answers (Note [Fit search]): the largest value that fits on the point estimate of the
+/// device's overhead (`run` there says "fits", one more says "does not fit"), and the largest
+/// that fits at the top of the device-used uncertainty range (`run` there says "fits at the top
+/// of the uncertainty range too"; sim/device.h's context range, the cuDNN workspace bounds).
 struct FitResult {
   std::string symbol = "batch";  ///< the symbol searched (fit --search)
   int64_t max_batch = 0;         ///< the largest value of |symbol| that fits; 0: not even 1 fits
   SweepRow at_max;               ///< the row for max_batch (if > 0)
   SweepRow above;                ///< the row for max_batch + 1 (the first that does not fit)
+  int64_t max_batch_at_top = 0;  ///< the largest value that fits at the top of the range
+  SweepRow at_top;               ///< the row for max_batch_at_top (if > 0)
   int evaluated = 0;             ///< configurations simulated
   int confirmed = 0;             ///< engine runs confirming the schedule's answer (0: exact path)
 };

@@ -24,29 +24,31 @@ struct Resume {
   }
 };
 
-/// The allocator over |events| with the capacity the overhead leaves it.
+/// The allocator over |events| with the capacity the overhead leaves it. After an OOM (with
+/// |would_need|) the report is that of the same allocator without the capacity, whose peaks are
+/// what the step would need, with the capacity-limited run's OOM record and capacity (Note
+/// [Would need] in docs/cli.md): no peak is ever one truncated at the OOM. Without |would_need|
+/// the peaks of an OOM run stop at it (fit's yes-or-no probes only).
 Result<AllocatorReport> Allocate(const EventStream& events, const AllocatorOptions& ao, int64_t overhead,
-                                 const Resume& resume = {}) {
-  return resume.Simulate(events, LeftForAllocator(ao, overhead));
+                                 const Resume& resume = {}, bool would_need = true) {
+  const AllocatorOptions limited = LeftForAllocator(ao, overhead);
+  MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, resume.Simulate(events, limited));
+  if (!a.oom || !would_need) return a;
+  AllocatorOptions unlimited = limited;
+  unlimited.capacity_bytes = 0;
+  MEMSIM_ASSIGN_OR_RETURN(AllocatorReport need, resume.Simulate(events, unlimited));
+  need.capacity_bytes = a.capacity_bytes;
+  need.oom = std::move(a.oom);
+  return need;
 }
 
 struct Bound {
-  int64_t device_bytes = 0;  ///< what the step needs: after an OOM, measured without a capacity
+  int64_t device_bytes = 0;  ///< what the step needs (Allocate: without a capacity after an OOM)
   bool oom = false;
 };
 
-/// |a| (the allocator over |events| with the capacity |overhead| leaves) as a bound; after an OOM
-/// the allocator runs again without a capacity, for what the step would need.
-Result<Bound> BoundOf(const AllocatorReport& a, const EventStream& events, AllocatorOptions ao, int64_t overhead,
-                      bool need_after_oom = true, const Resume& resume = {}) {
-  Bound b{a.peak_reserved_bytes + overhead, a.oom.has_value()};
-  if (!b.oom || !need_after_oom) return b;
-  ao.capacity_bytes = 0;
-  ao.compute_ideal = false;
-  ao.record_placement = false;
-  MEMSIM_ASSIGN_OR_RETURN(AllocatorReport unlimited, resume.Simulate(events, ao));
-  b.device_bytes = unlimited.peak_reserved_bytes + overhead;
-  return b;
+Bound BoundOf(const AllocatorReport& a, int64_t overhead) {
+  return Bound{a.peak_reserved_bytes + overhead, a.oom.has_value()};
 }
 
 /// Device used with the cuDNN workspace policy |p| and an overhead of |overhead| bytes.
@@ -59,7 +61,7 @@ Result<Bound> BoundWith(const Graph& g, const RunConfig& c, ConvWorkspacePolicy 
   v.alloc.record_placement = false;
   MEMSIM_ASSIGN_OR_RETURN(SimResult s, Simulate(g, v.sim));
   MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, Allocate(s.events, v.alloc, overhead));
-  return BoundOf(a, s.events, v.alloc, overhead);
+  return BoundOf(a, overhead);
 }
 
 Verdict Decide(int64_t capacity, bool point_oom, const Bound& low, const Bound& high) {
@@ -78,7 +80,7 @@ Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& 
   d.overhead = overhead;
   d.capacity_bytes = c.alloc.capacity_bytes;
   d.workspace_policy = ConvWorkspacePolicyName(profile.conv_workspace_policy);
-  MEMSIM_ASSIGN_OR_RETURN(Bound point, BoundOf(alloc, events, c.alloc, d.overhead.bytes, c.need_after_oom, resume));
+  const Bound point = BoundOf(alloc, d.overhead.bytes);
   d.peak_device_bytes = point.device_bytes;
   const int64_t need = point.device_bytes - d.overhead.bytes;  // reserved the step needs
   Bound low{need + d.overhead.low, point.oom}, high{need + d.overhead.high, point.oom};
@@ -89,7 +91,7 @@ Result<DeviceLevel> DeviceOf(const Graph& g, const RunConfig& c, const Profile& 
     MEMSIM_ASSIGN_OR_RETURN(high, BoundWith(g, c, ConvWorkspacePolicy::kMax, d.overhead.high));
   } else if (c.workspace_range && d.capacity_bytes > 0 && point.oom && d.overhead.low < d.overhead.bytes) {
     MEMSIM_ASSIGN_OR_RETURN(AllocatorReport a, Allocate(events, c.alloc, d.overhead.low, resume));
-    MEMSIM_ASSIGN_OR_RETURN(low, BoundOf(a, events, c.alloc, d.overhead.low, true, resume));
+    low = BoundOf(a, d.overhead.low);
   }
   d.low_bytes = std::min(low.device_bytes, d.peak_device_bytes);
   d.high_bytes = std::max(high.device_bytes, d.peak_device_bytes);
@@ -199,11 +201,9 @@ Result<RunResult> EvaluateStep(const CompiledStep& cs, const RunConfig& c, const
                                                  cs.events_hint.load(std::memory_order_relaxed)));
   cs.buffers_hint.store(r.sim.events.buffers.size(), std::memory_order_relaxed);
   cs.events_hint.store(r.sim.events.events.size(), std::memory_order_relaxed);
-  if (!cs.overhead) {
-    MEMSIM_ASSIGN_OR_RETURN(r.alloc, SimulateAllocator(r.sim.events, c.alloc));
-    return r;
-  }
-  MEMSIM_ASSIGN_OR_RETURN(r.alloc, Allocate(r.sim.events, c.alloc, cs.overhead->bytes));
+  MEMSIM_ASSIGN_OR_RETURN(r.alloc, Allocate(r.sim.events, c.alloc, cs.overhead ? cs.overhead->bytes : 0, {},
+                                            c.need_after_oom));
+  if (!cs.overhead) return r;
   MEMSIM_ASSIGN_OR_RETURN(r.device, DeviceOf(g, c, r.sim.profile, r.sim.events, r.alloc, *cs.overhead));
   return r;
 }
@@ -245,7 +245,8 @@ Result<StepFigures> EvaluateFigures(const CompiledStep& cs, const RunConfig& c) 
   if (events.get()) {
     f.scheduled = true;
     const Resume resume{cs.checkpoints.get(), cs.schedule->fixed_prefix()};
-    MEMSIM_ASSIGN_OR_RETURN(f.alloc, Allocate(*events.get(), c.alloc, cs.overhead ? cs.overhead->bytes : 0, resume));
+    MEMSIM_ASSIGN_OR_RETURN(f.alloc, Allocate(*events.get(), c.alloc, cs.overhead ? cs.overhead->bytes : 0, resume,
+                                              c.need_after_oom));
     f.peak = LivePeak(*events.get(), f.alloc);
     if (cs.overhead) {
       MEMSIM_ASSIGN_OR_RETURN(f.device,
@@ -287,13 +288,16 @@ Status ApplyGpu(const std::string& name, RunConfig* c, bool keep_capacity) {
   if (!gpu) return Status::InvalidArgument("unknown --gpu \"" + name + "\" (known: " + GpuNames() + ")");
   if (!keep_capacity) c->alloc.capacity_bytes = gpu->memory_bytes;
   if (!c->sim.cublas_workspace_bytes) c->sim.cublas_workspace_bytes = gpu->cublas_workspace_bytes;
+  c->device.gpu = std::string(gpu->name);
   c->device.arch = std::string(gpu->arch);
   c->sim.gpu_arch = std::string(gpu->arch);
   return Status::OK();
 }
 
 AllocatorOptions EffectiveAllocatorOptions(const RunConfig& c, const RunResult& r) {
-  return r.device.modelled ? LeftForAllocator(c.alloc, r.device.overhead.bytes) : c.alloc;
+  AllocatorOptions ao = r.device.modelled ? LeftForAllocator(c.alloc, r.device.overhead.bytes) : c.alloc;
+  if (r.alloc.oom && c.need_after_oom) ao.capacity_bytes = 0;  // the peaks are the unconstrained run's (Allocate)
+  return ao;
 }
 
 }  // namespace memsim

@@ -29,10 +29,12 @@ struct RunConfig {
   ContextOptions device;   ///< the GPU's architecture and --context-bytes
   /// Also simulate the cuDNN workspace bounds (policies none and max) for the device-used range
   /// when the workspace policy is typical and the model has convolutions (costs two more runs).
-  bool workspace_range = false;
-  /// After a simulated out-of-memory, run the allocator again without a capacity for the bytes
-  /// the step would need (the device level's figure). `fit` turns it off for the values it only
-  /// needs a yes or no for.
+  /// On by default, so that run, sweep, advise and fit give the same verdict; fit turns it off
+  /// for the values it only needs a yes or no for.
+  bool workspace_range = true;
+  /// After a simulated out-of-memory, run the allocator again without a capacity: the report's
+  /// peaks are then what the step would need (Note [Would need] in docs/cli.md). `fit` turns it
+  /// off for the values it only needs a yes or no for (their peaks stop at the OOM).
   bool need_after_oom = true;
 };
 
@@ -53,12 +55,15 @@ struct DeviceLevel {
 
 struct RunResult {
   SimResult sim;           ///< bound graph, event stream, peak, explanations
-  AllocatorReport alloc;   ///< what the allocator model made of the stream
+  /// What the allocator model made of the stream: its peaks are what the step would need (after
+  /// an OOM, the run without a capacity), |oom| where the capacity-limited run failed.
+  AllocatorReport alloc;
   DeviceLevel device;      ///< the whole device
 };
 
-/// The allocator options RunPipeline ran |c| with: the device's capacity less the CUDA context
-/// and library memory (what a second pass over |r|'s stream must use to agree with it).
+/// The allocator options whose run gave |r|'s peaks: the device's capacity less the CUDA context
+/// and library memory, or no capacity after an OOM (what a second pass over |r|'s stream must
+/// use to agree with it).
 AllocatorOptions EffectiveAllocatorOptions(const RunConfig& c, const RunResult& r);
 
 /// Simulates |c|. Errors: an invalid configuration (message says why).

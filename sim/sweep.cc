@@ -64,16 +64,8 @@ SweepRow RowOf(const CompiledStep& cs, const RunConfig& config) {
     row.status = r.status();
     return row;
   }
-  row.peak_live_bytes = r->peak.live_bytes;
-  row.peak_phase = r->peak.phase;
-  row.peak_allocated_bytes = r->alloc.peak_allocated_bytes;
-  row.peak_reserved_bytes = r->alloc.peak_reserved_bytes;
-  row.peak_device_bytes = r->device.peak_device_bytes;
-  row.verdict = r->device.verdict;
-  if (r->alloc.oom) {
-    row.oom = true;
-    row.oom_message = r->alloc.oom->info.message;
-  }
+  static_cast<MemoryFigures&>(row) = FiguresOf(cs.graph, r->peak, r->alloc, r->device, c.alloc.capacity_bytes);
+  if (r->alloc.oom) row.oom_message = r->alloc.oom->info.message;
   return row;
 }
 

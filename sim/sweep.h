@@ -17,6 +17,7 @@
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
 #include "sim/compiled.h"
+#include "sim/figures.h"
 #include "sim/pipeline.h"
 
 namespace memsim {
@@ -54,16 +55,11 @@ SweepAxis StringAxis(const std::string& name, const std::vector<std::string>& va
 /// The axis of symbol |symbol| (e.g. batch, seq).
 SweepAxis SymbolAxis(const std::string& symbol, const std::vector<int64_t>& values);
 
-struct SweepRow {
+/// One configuration's figures (sim/figures.h: what it would need, whether and where it runs out
+/// of memory), or why it is invalid.
+struct SweepRow : MemoryFigures {
   Status status;                 ///< not OK: the configuration is invalid (message says why)
-  int64_t peak_live_bytes = 0;
-  Phase peak_phase = Phase::kSetup;
-  int64_t peak_allocated_bytes = 0;
-  int64_t peak_reserved_bytes = 0;
-  int64_t peak_device_bytes = 0;  ///< device used (nvidia-smi), cuda profile; 0 on cpu
-  Verdict verdict = Verdict::kNoCapacity;
-  bool oom = false;              ///< a simulated out-of-memory (capacity given; the whole device)
-  std::string oom_message;
+  std::string oom_message;       ///< PyTorch's message for the OOM (or why a fit search stopped)
   int rank = 0;                  ///< the rank the row is of: the largest (LargestRankRow)
 };
 

@@ -171,7 +171,9 @@ def sweep(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, **opt
     """Every combination of the given option lists (batch=[8, 16], optimizer=["sgd", "adam"],
     set={"seq": [128, 512]}, ...), simulated in parallel by the C++ oneTBB sweep with the GIL
     released, as `memsim sweep`. Returns a pandas DataFrame with one row per configuration (every
-    axis, then peak_live_bytes, peak_phase, peak_allocated_bytes, peak_reserved_bytes, oom;
+    axis, then the figures of `memsim run --json` under the same names: peak_live_bytes, peak_phase,
+    peak_allocated_bytes, peak_reserved_bytes, peak_device_used_bytes, capacity_bytes, oom, oom_op,
+    oom_phase, verdict, oom_message;
     error for an invalid configuration); attrs["csv"] and attrs["json"] hold the CLI's
     `--csv` and `--json` output."""
     import pandas as pd
@@ -182,11 +184,15 @@ def sweep(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, **opt
     return df
 
 
-def fit(graph_or_model, inputs=None, *, loss="cross_entropy", max_batch=65536, search="batch", **options):
+def fit(graph_or_model, inputs=None, *, loss="cross_entropy", max_batch=65536, search="batch", at_top=False,
+        **options):
     """The largest batch (or value of the symbol `search`, e.g. "seq") that fits the device
-    (gpu= or capacity=), as `memsim fit [--search seq]`: an int (0: not even 1 fits)."""
+    (gpu= or capacity=), as `memsim fit [--search seq]`: an int (0: not even 1 fits). It fits on
+    the point estimate of device used (simulate() there says fits, one more does not); with
+    at_top=True, the largest that fits at the top of the uncertainty range (verdict "fits")."""
     g = _graph_of(graph_or_model, inputs, loss)
-    return _core.fit(g, to_args(options, lists=False, where="fit"), max_batch=max_batch, search=search)["max_batch"]
+    out = _core.fit(g, to_args(options, lists=False, where="fit"), max_batch=max_batch, search=search)
+    return out["max_batch_at_top"] if at_top else out["max_batch"]
 
 
 def advise(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, max_batch=65536, **options):

@@ -19,6 +19,22 @@ def _phase_bands(ax, phases):
             start = i
 
 
+def _capacity_and_oom(ax, report, reserved, scale):
+    """With a capacity: device used (cuda) as a line, the capacity as a limit, the OOM marked."""
+    if report.capacity_bytes is None:
+        return
+    device = report.data.get("device")
+    if device is not None:
+        ax.plot(np.arange(len(reserved)), reserved + device["context_bytes"] / scale, color="#7b2fbf", lw=1.2,
+                label="device used")
+    ax.axhline(report.capacity_bytes / scale, color="#d00000", lw=1.5, label="capacity")
+    if report.oom:
+        e = report.oom_event
+        ax.axvline(e, color="#d00000", lw=1.5)
+        ax.annotate("OOM" + (" at op %s" % report.oom_op if report.oom_op else ""), xy=(e, report.capacity_bytes / scale),
+                    xytext=(4, 4), textcoords="offset points", fontsize=8, color="#d00000")
+
+
 def plot_timeline(report, ax=None, unit="GiB"):
     if unit not in UNITS:
         raise ValueError("unit=%r: one of %s" % (unit, ", ".join(UNITS)))
@@ -52,11 +68,14 @@ def plot_timeline(report, ax=None, unit="GiB"):
     if np.isfinite(reserved).any():
         r = int(np.nanargmax(reserved))
         ax.plot([r], [reserved[r]], "o", color="black", ms=4)
+    _capacity_and_oom(ax, report, reserved, scale)
     ax.set_xlim(0, max(len(df) - 1, 1))
     ax.set_ylim(bottom=0)
     ax.set_xlabel("memory events in order")
     ax.set_ylabel(unit)
-    ax.set_title("%s: peak reserved %.3g %s, allocated %.3g %s" % (
-        report.data["model"], report.peak_reserved_bytes / scale, unit, report.peak_allocated_bytes / scale, unit))
+    need = "would need " if report.oom else ""
+    ax.set_title("%s: %speak reserved %.3g %s, allocated %.3g %s" % (
+        report.data["model"], need, report.peak_reserved_bytes / scale, unit, report.peak_allocated_bytes / scale,
+        unit))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return fig

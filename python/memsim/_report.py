@@ -29,22 +29,41 @@ class Report:
     peak_op = property(lambda self: self.data["peak_op"])
     phase_peaks = property(lambda self: dict(self.data["phase_peaks"]), doc="forward/backward/optimizer peaks")
     breakdown = property(lambda self: dict(self.data["breakdown_at_peak"]), doc="live bytes by category at the peak")
-    capacity_bytes = property(lambda self: self.data["allocator"]["capacity_bytes"], doc="None: no device given")
-    oom = property(lambda self: self.data["oom"], doc="the simulated out-of-memory (a dict), or None")
+    # The figures every report names the same way (docs/cli.md, "The figures"): after a simulated
+    # OOM the peaks are what the step would need without the capacity limit.
+    peak_device_used_bytes = property(lambda self: self.data["peak_device_used_bytes"],
+                                      doc="device used (nvidia-smi: reserved + CUDA context); None on cpu")
+    capacity_bytes = property(lambda self: self.data["capacity_bytes"],
+                              doc="the device's memory (gpu= or capacity=); None: no device given")
+    oom = property(lambda self: self.data["oom"],
+                   doc="True when the capacity-limited allocator runs out of memory")
+    oom_op = property(lambda self: self.data["oom_op"], doc="the op where it does (None: no OOM)")
+    oom_phase = property(lambda self: self.data["oom_phase"], doc="the phase where it does (None: no OOM)")
+    oom_detail = property(lambda self: self.data["oom_detail"],
+                          doc="the OOM's tensor, module, PyTorch's message and numbers (a dict), or None")
+    verdict = property(lambda self: self.data["verdict"],
+                       doc="'fits', 'does not fit' or 'within the uncertainty' (the device-used range); None "
+                           "without a capacity")
     ranks = property(lambda self: [dict(r) for r in self.data.get("ranks", [])],
                      doc="several ranks (ddp, zero, fsdp, data_parallel): one dict per distinct rank (ranks, "
-                         "peak_live_bytes, peak_reserved_bytes, host_bytes, ...); [] on one GPU")
+                         "peak_live_bytes, peak_reserved_bytes, oom, host_bytes, ...); [] on one GPU")
+
+    @property
+    def used_bytes(self):
+        """The figure compared with the capacity: device used on cuda, else peak reserved."""
+        d = self.data
+        return d["peak_device_used_bytes"] if d["peak_device_used_bytes"] is not None else d["peak_reserved_bytes"]
 
     @property
     def fits(self):
         """Whether the step fits the device (None without gpu/capacity)."""
-        return None if self.capacity_bytes is None else self.oom is None
+        return None if self.capacity_bytes is None else not self.oom
 
     @property
     def margin_bytes(self):
-        """Capacity minus peak reserved when the step fits; None without a capacity or after a
-        simulated OOM (the step stops there: see oom, or memsim.fit for the batch that fits)."""
-        return self.capacity_bytes - self.peak_reserved_bytes if self.fits else None
+        """Capacity minus used_bytes when the step fits; None without a capacity or after a
+        simulated OOM (see oom_op, and memsim.fit for the batch that fits)."""
+        return self.capacity_bytes - self.used_bytes if self.fits else None
 
     def top_tensors(self):
         """The largest tensors alive at the peak as a DataFrame (name, bytes, category, op, module,
@@ -59,9 +78,10 @@ class Report:
 
     def __repr__(self):
         d = self.data
-        fit = "" if self.fits is None else (", fits" if self.fits else ", OUT OF MEMORY")
-        return "<memsim.Report %s: peak reserved %d B, allocated %d B, live %d B in %s%s>" % (
-            d["model"], d["peak_reserved_bytes"], d["peak_allocated_bytes"], d["peak_live_bytes"],
+        fit = "" if self.fits is None else (", fits" if self.fits else ", OUT OF MEMORY at op %s" % d["oom_op"])
+        need = "would need " if d["oom"] else ""
+        return "<memsim.Report %s: %speak reserved %d B, allocated %d B, live %d B in %s%s>" % (
+            d["model"], need, d["peak_reserved_bytes"], d["peak_allocated_bytes"], d["peak_live_bytes"],
             d["peak_phase"], fit)
 
     def _repr_html_(self):
@@ -90,7 +110,8 @@ class Report:
         """One row per allocate/free event, in order (the index is the event's time): kind,
         tensor, op (being run; its backward in the backward phase), module, phase, category,
         bytes, live (requested bytes alive after the event), allocated and reserved (the caching
-        allocator model after the event; <NA> after a simulated OOM and for allocator="ideal")."""
+        allocator model after the event, without the capacity limit after a simulated OOM: what
+        the step would need; <NA> for allocator="ideal"). oom_event is where the OOM happens."""
         import numpy as np
         import pandas as pd
         cols = self._run.timeline()
@@ -109,6 +130,11 @@ class Report:
         })
         df.index.name = "time"
         return df
+
+    @property
+    def oom_event(self):
+        """The index (time) of the event where the capacity-limited allocator fails; None: no OOM."""
+        return self._run.oom_event
 
     def plot(self, ax=None, unit="GiB"):
         """A matplotlib Figure of memory over time: live bytes stacked by category, the allocator

@@ -1,8 +1,10 @@
 #include "sim/report/rank_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
+#include "sim/report/figures_report.h"
 #include "sim/report/format.h"
 
 namespace memsim {
@@ -24,7 +26,7 @@ std::string RankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
-RanksReport MakeRanksReport(const RunConfig& c, const std::vector<RankRun>& runs) {
+RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vector<RankRun>& runs) {
   RanksReport rep;
   const ParallelOptions& p = c.sim.parallel;
   rep.world = p.world;
@@ -36,11 +38,8 @@ RanksReport MakeRanksReport(const RunConfig& c, const std::vector<RankRun>& runs
   for (const RankRun& run : runs) {
     const RunResult& r = run.result;
     RankReport k;
+    static_cast<MemoryFigures&>(k) = FiguresOf(g, r, c.alloc.capacity_bytes);
     k.ranks = run.ranks;
-    k.peak_live_bytes = r.sim.peak.peak_live_bytes;
-    k.peak_allocated_bytes = r.alloc.peak_allocated_bytes;
-    k.peak_reserved_bytes = r.alloc.peak_reserved_bytes;
-    k.peak_device_used_bytes = r.device.modelled ? r.device.peak_device_bytes : 0;
     k.phase_peaks = r.sim.peak.phase_peaks;
     k.breakdown_at_peak = r.sim.peak.breakdown_at_peak;
     k.host_bytes = r.sim.events.host_bytes;
@@ -55,10 +54,8 @@ nlohmann::ordered_json ToJson(const RanksReport& r) {
     nlohmann::ordered_json j;
     if (k.ranks.size() == 1) j["rank"] = k.ranks[0];
     j["ranks"] = k.ranks;
-    j["peak_live_bytes"] = k.peak_live_bytes;
-    j["peak_allocated_bytes"] = k.peak_allocated_bytes;
-    j["peak_reserved_bytes"] = k.peak_reserved_bytes;
-    if (k.peak_device_used_bytes > 0) j["peak_device_used_bytes"] = k.peak_device_used_bytes;
+    const nlohmann::ordered_json figures = FiguresJson(k);  // named: items() refers to it
+    for (auto& [key, v] : figures.items()) j[key] = v;
     j["phase_peaks"] = {{"setup", k.phase_peaks[int(Phase::kSetup)]},
                         {"forward", k.phase_peaks[int(Phase::kForward)]},
                         {"backward", k.phase_peaks[int(Phase::kBackward)]},
@@ -75,16 +72,24 @@ nlohmann::ordered_json ToJson(const RanksReport& r) {
 std::string ToText(const RanksReport& r) {
   std::ostringstream o;
   o << "per rank (" << r.scheme << ", world " << r.world << "):\n";
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s\n", r.scheme == "data-parallel" ? "devices" : "ranks",
-                "peak live", "allocated", "reserved", "host");
+  const bool device = !r.ranks.empty() && r.ranks[0].peak_device_used_bytes > 0;
+  const bool cap = !r.ranks.empty() && r.ranks[0].capacity_bytes > 0;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s %12s%s\n",
+                r.scheme == "data-parallel" ? "devices" : "ranks", "peak live", "allocated", "reserved",
+                device ? "device used" : "", "host", cap ? "  fits" : "");
   o << buf;
   for (const RankReport& k : r.ranks) {
-    std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s\n", RankList(k.ranks).c_str(),
+    const std::string fits = !cap ? "" : k.oom ? "  no, OOM at op " + (k.oom_op.empty() ? "-" : k.oom_op) : "  yes";
+    std::snprintf(buf, sizeof buf, "  %-10s %12s %12s %12s %12s %12s%s\n", RankList(k.ranks).c_str(),
                   HumanBytes(k.peak_live_bytes).c_str(), HumanBytes(k.peak_allocated_bytes).c_str(),
-                  HumanBytes(k.peak_reserved_bytes).c_str(), HumanBytes(k.host_bytes).c_str());
+                  HumanBytes(k.peak_reserved_bytes).c_str(),
+                  device ? HumanBytes(k.peak_device_used_bytes).c_str() : "", HumanBytes(k.host_bytes).c_str(),
+                  fits.c_str());
     o << buf;
   }
+  const bool oom = std::any_of(r.ranks.begin(), r.ranks.end(), [](const RankReport& k) { return k.oom; });
+  if (oom) o << "  (after an OOM the figures are what the rank would need without the capacity limit)\n";
   return o.str();
 }
 

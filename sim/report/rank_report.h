@@ -9,14 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "sim/figures.h"
 #include "sim/ranks.h"
 
 namespace memsim {
 
-struct RankReport {
+/// One distinct rank: its figures (sim/figures.h, as every report names them) and more.
+struct RankReport : MemoryFigures {
   std::vector<int> ranks;  ///< the ranks whose streams this one stands for
-  int64_t peak_live_bytes = 0, peak_allocated_bytes = 0, peak_reserved_bytes = 0;
-  int64_t peak_device_used_bytes = 0;  ///< cuda profile: reserved + context and libraries
   std::array<int64_t, kNumPhases> phase_peaks{};
   std::array<int64_t, kNumCategories> breakdown_at_peak{};
   int64_t host_bytes = 0;  ///< host (CPU) memory the rank needs beyond the device (offload)
@@ -29,7 +29,7 @@ struct RanksReport {
   std::vector<RankReport> ranks;
 };
 
-RanksReport MakeRanksReport(const RunConfig& c, const std::vector<RankRun>& runs);
+RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vector<RankRun>& runs);
 nlohmann::ordered_json ToJson(const RanksReport& r);
 std::string ToText(const RanksReport& r);
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "sim/report/figures_report.h"
 #include "sim/report/format.h"
 
 namespace memsim {
@@ -30,25 +31,39 @@ std::vector<TensorAtPeak> TopTensors(const Graph& g, const RunResult& r, int top
   return tops;
 }
 
+/// The allocator's report; its capacity is the allocator's (the device's less the context).
 nlohmann::ordered_json AllocatorJson(const RunReport& r) {
-  nlohmann::ordered_json j = AllocatorReportToJson(r.allocator);
-  if (r.oom) {
-    j["oom"]["tensor"] = r.oom->tensor;
-    j["oom"]["category"] = r.oom->category;
-    j["oom"]["op"] = r.oom->op;
-    j["oom"]["module"] = r.oom->module;
-    j["oom"]["phase"] = r.oom->phase;
+  nlohmann::ordered_json a = AllocatorReportToJson(r.allocator), j;
+  for (auto& [k, v] : a.items()) {
+    if (k == "oom") continue;  // oom_detail
+    j[k == "capacity_bytes" ? "allocator_capacity_bytes" : k] = v;
   }
+  return j;
+}
+
+/// The allocator's OOM record with its tensor named (null without an OOM).
+nlohmann::ordered_json OomDetailJson(const RunReport& r) {
+  nlohmann::ordered_json a = AllocatorReportToJson(r.allocator);
+  if (!r.oom || !a.contains("oom") || a["oom"].is_null()) return nullptr;
+  nlohmann::ordered_json j = a["oom"];
+  j["op"] = r.oom->op;
+  j["tensor"] = r.oom->tensor;
+  j["category"] = r.oom->category;
+  j["module"] = r.oom->module;
+  j["phase"] = r.oom->phase;
   return j;
 }
 
 std::string AllocatorText(const RunReport& r) {
   const AllocatorReport& a = r.allocator;
+  const MemoryFigures& f = r.figures;
+  const std::string need = f.oom ? "would need " : "";
   std::ostringstream o;
   o << "allocator (" << AllocatorModelName(a.model)
-    << (a.alloc_conf.empty() ? "" : ", " + r.alloc_conf_env + "=" + a.alloc_conf) << "):\n"
-    << "  peak allocated  " << HumanBytes(a.peak_allocated_bytes) << "  (torch.cuda.max_memory_allocated)\n"
-    << "  peak reserved   " << HumanBytes(a.peak_reserved_bytes) << "  (torch.cuda.max_memory_reserved)\n";
+    << (a.alloc_conf.empty() ? "" : ", " + r.alloc_conf_env + "=" + a.alloc_conf)
+    << (f.oom ? ", without the capacity limit" : "") << "):\n"
+    << "  peak allocated  " << need << HumanBytes(f.peak_allocated_bytes) << "  (torch.cuda.max_memory_allocated)\n"
+    << "  peak reserved   " << need << HumanBytes(f.peak_reserved_bytes) << "  (torch.cuda.max_memory_reserved)\n";
   if (a.ideal_peak_bytes > 0)
     o << "  ideal packing   " << HumanBytes(a.ideal_peak_bytes)
       << "  (best-fit offsets in one arena, no caching; live peak: " + HumanBytes(a.peak_requested_bytes) + ")\n";
@@ -56,20 +71,20 @@ std::string AllocatorText(const RunReport& r) {
     o << "  capacity        " << HumanBytes(a.capacity_bytes)
       << (r.device.modelled ? "  (the device's, less the CUDA context and libraries)" : "") << "\n";
   if (a.oom && r.oom) {
-    o << "\nOUT OF MEMORY: " << a.oom->info.message << "\n  triggered by " << r.oom->tensor << " (" << r.oom->category
-      << ") in " << r.oom->phase;
-    if (!r.oom->op.empty()) o << " at op " << r.oom->op;
-    o << "\n";
+    o << "\nOUT OF MEMORY at op " << (r.oom->op.empty() ? "(none)" : r.oom->op) << " in " << r.oom->phase
+      << ", allocating " << r.oom->tensor << " (" << r.oom->category << "); PyTorch would say:\n  "
+      << a.oom->info.message << "\n";
   } else if (a.capacity_bytes > 0 && !r.device.modelled) {
-    o << "  fits: " << HumanBytes(a.capacity_bytes - a.peak_reserved_bytes) << " to spare\n";
+    o << "  fits: " << HumanBytes(a.capacity_bytes - f.peak_reserved_bytes) << " to spare\n";
   }
   return o.str();
 }
 
-std::string DeviceText(const DeviceLevel& d) {
+std::string DeviceText(const DeviceLevel& d, bool oom) {
   std::ostringstream o;
   o << "device (what nvidia-smi shows; docs/device-memory.md):\n"
-    << "  peak device used " << HumanBytes(d.peak_device_bytes) << "  (peak reserved + " << HumanBytes(d.overhead.bytes)
+    << "  peak device used " << (oom ? "would need " : "") << HumanBytes(d.peak_device_bytes)
+    << "  (peak reserved + " << HumanBytes(d.overhead.bytes)
     << " CUDA context and libraries" << (d.overhead.uses_cudnn_conv ? ", cuDNN convolutions included" : "") << ")\n"
     << "  range            " << HumanBytes(d.low_bytes) << " - " << HumanBytes(d.high_bytes) << "\n"
     << "  context from     " << d.overhead.source << "\n"
@@ -133,8 +148,8 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.frozen_parameters = frozen;
   rep.parameter_count = frozen + trainable;
   rep.trainable_parameters = trainable;
-  rep.peak_live_bytes = s.peak.peak_live_bytes;
-  rep.peak_phase = s.peak.peak_phase;
+  rep.gpu = c.device.gpu;
+  rep.figures = FiguresOf(g, r, c.alloc.capacity_bytes);
   rep.peak_op = OpLabel(g, s.peak.peak_op);
   rep.setup_bytes = s.peak.setup_bytes;
   rep.final_bytes = s.peak.final_bytes;
@@ -172,8 +187,8 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   j["config"] = cfg;
   if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
-  j["peak_live_bytes"] = r.peak_live_bytes;
-  j["peak_phase"] = PhaseName(r.peak_phase);
+  const nlohmann::ordered_json figures = FiguresJson(r.figures);  // named: items() refers to it
+  for (auto& [k, v] : figures.items()) j[k] = v;
   j["peak_op"] = r.peak_op;
   j["setup_bytes"] = r.setup_bytes;
   j["final_bytes"] = r.final_bytes;
@@ -199,11 +214,8 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   j["top_tensors_at_peak"] = tops;
   j["tensors_alive_at_peak"] = r.tensors_alive_at_peak;
   nlohmann::ordered_json aj = AllocatorJson(r);
-  j["peak_allocated_bytes"] = r.allocator.peak_allocated_bytes;
-  j["peak_reserved_bytes"] = r.allocator.peak_reserved_bytes;
-  if (r.device.modelled) j["peak_device_used_bytes"] = r.device.peak_device_bytes;
   j["fragmentation"] = aj["fragmentation"];
-  j["oom"] = aj.contains("oom") ? aj["oom"] : nlohmann::ordered_json();
+  j["oom_detail"] = OomDetailJson(r);
   j["allocator"] = aj;
   if (r.device.modelled) j["device"] = DeviceJson(r.device);
   if (r.ranks) {
@@ -216,14 +228,15 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
 
 std::string ToText(const RunReport& r) {
   std::ostringstream o;
+  if (std::string v = VerdictLine(r.figures, r.gpu); !v.empty()) o << v << "\n";
   for (const std::string& w : r.warnings) o << "warning: " << w << "\n";
   o << "memsim: " << r.model << "  (profile " << r.profile << ", torch " << r.torch << ", optimizer " << r.optimizer << ", " << r.step << " step";
   for (const auto& [k, v] : r.symbols) o << ", " << k << "=" << v;
   o << ")\n";
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
     << HumanBytes(r.parameter_bytes) << "\n\n";
-  o << "peak live memory: " << HumanBytes(r.peak_live_bytes) << " (" << r.peak_live_bytes << " bytes) in "
-    << PhaseName(r.peak_phase);
+  const int64_t live = r.figures.peak_live_bytes;
+  o << "peak live memory: " << HumanBytes(live) << " (" << live << " bytes) in " << PhaseName(r.figures.peak_phase);
   if (!r.peak_op.empty()) o << " at " << r.peak_op;
   o << "\n  forward peak   " << HumanBytes(r.phase_peaks[int(Phase::kForward)])
     << "\n  backward peak  " << HumanBytes(r.phase_peaks[int(Phase::kBackward)])
@@ -241,7 +254,7 @@ std::string ToText(const RunReport& r) {
     if (v == 0) continue;
     char buf[96];
     std::snprintf(buf, sizeof buf, "  %-16s %12s  %5.1f %%\n", std::string(CategoryName(Category(c))).c_str(),
-                  HumanBytes(v).c_str(), 100.0 * v / std::max<int64_t>(r.peak_live_bytes, 1));
+                  HumanBytes(v).c_str(), 100.0 * v / std::max<int64_t>(live, 1));
     o << buf;
   }
   o << "\nlargest tensors alive at the peak:\n";
@@ -253,7 +266,7 @@ std::string ToText(const RunReport& r) {
     for (const std::string& h : t.held_by) o << std::string(32, ' ') << "held by: " << h << "\n";
   }
   o << "\n" << AllocatorText(r);
-  if (r.device.modelled) o << "\n" << DeviceText(r.device);
+  if (r.device.modelled) o << "\n" << DeviceText(r.device, r.figures.oom);
   if (r.ranks) o << "\n" << ToText(*r.ranks);
   return o.str();
 }

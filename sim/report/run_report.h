@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/figures.h"
 #include "sim/pipeline.h"
 #include "sim/report/rank_report.h"
 
@@ -25,7 +26,8 @@ struct TensorAtPeak {
   bool explained = false;
 };
 
-/// The simulated OOM with its tensor, op and phase named.
+/// The simulated OOM with its tensor, op and phase named (where the capacity-limited allocator
+/// first fails; the figures are in RunReport::figures).
 struct OomReport {
   std::string tensor, category, op, module, phase;
 };
@@ -41,10 +43,11 @@ struct RunReport {
   int64_t frozen_parameters = 0;
   // The model.
   int64_t parameter_count = 0, trainable_parameters = 0, parameter_bytes = 0;
-  // Live bytes (the requested bytes of the tensors alive).
-  int64_t peak_live_bytes = 0;
-  Phase peak_phase = Phase::kSetup;
-  std::string peak_op;
+  std::string gpu;  ///< --gpu's name ("" : none)
+  /// The figures every report shares (sim/figures.h): peaks the step would need, the OOM flag
+  /// and op, the verdict.
+  MemoryFigures figures;
+  std::string peak_op;  ///< the op at the live peak
   int64_t setup_bytes = 0, final_bytes = 0;
   std::array<int64_t, kNumPhases> phase_peaks{};
   std::array<int64_t, kNumCategories> breakdown_at_peak{};

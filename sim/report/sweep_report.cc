@@ -3,14 +3,16 @@
 #include <cstdio>
 #include <sstream>
 
+#include "sim/report/figures_report.h"
 #include "sim/report/format.h"
 
 namespace memsim {
 namespace {
 
-/// "device used X, " on the cuda profile, "" on cpu.
-std::string DeviceUsed(const SweepRow& r) {
-  return r.peak_device_bytes > 0 ? "device used " + HumanBytes(r.peak_device_bytes) + ", " : "";
+/// "device used X" on the cuda profile, "peak reserved X" on cpu; "would need X" after an OOM.
+std::string Used(const MemoryFigures& r) {
+  return (r.oom ? "would need " : r.peak_device_used_bytes > 0 ? "device used " : "peak reserved ") +
+         HumanBytes(r.used_bytes());
 }
 
 }  // namespace
@@ -21,13 +23,8 @@ nlohmann::ordered_json ToJson(const SweepRow& r) {
     j["error"] = r.status.message();
     return j;
   }
-  j["peak_live_bytes"] = r.peak_live_bytes;
-  j["peak_phase"] = PhaseName(r.peak_phase);
-  j["peak_allocated_bytes"] = r.peak_allocated_bytes;
-  j["peak_reserved_bytes"] = r.peak_reserved_bytes;
-  if (r.peak_device_bytes > 0) j["peak_device_used_bytes"] = r.peak_device_bytes;
-  if (r.verdict != Verdict::kNoCapacity) j["verdict"] = VerdictName(r.verdict);
-  j["oom"] = r.oom ? nlohmann::ordered_json(r.oom_message) : nlohmann::ordered_json();
+  j = FiguresJson(r);
+  j["oom_message"] = r.oom ? nlohmann::ordered_json(r.oom_message) : nlohmann::ordered_json();
   return j;
 }
 
@@ -78,7 +75,8 @@ nlohmann::ordered_json ToJson(const SweepTable& t) {
   const SweepSpec& spec = *t.spec;
   nlohmann::ordered_json j;
   j["model"] = t.model;
-  j["capacity_bytes"] = spec.base.alloc.capacity_bytes;
+  j["capacity_bytes"] = spec.base.alloc.capacity_bytes > 0 ? nlohmann::ordered_json(spec.base.alloc.capacity_bytes)
+                                                           : nlohmann::ordered_json();
   j["configurations"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < t.rows.size(); ++i) j["configurations"].push_back(RowObject(spec, i, t.rows[i], false));
   return j;
@@ -92,7 +90,9 @@ std::string SweepHeaderLine(const SweepSpec& spec, SweepFormat f, bool index) {
   if (index) o += std::string("index") + sep;
   for (size_t k : ShownAxes(spec)) o += spec.axes[k].name + sep;
   if (SeveralRanks(spec)) o += std::string("rank") + sep;
-  return o + "peak_live" + sep + "peak_allocated" + sep + "peak_reserved" + sep + "device_used" + sep + "fits\n";
+  const std::vector<std::string> cols = FigureColumns();
+  for (size_t k = 0; k < cols.size(); ++k) o += cols[k] + (k + 1 < cols.size() ? sep : "\n");
+  return o;
 }
 
 std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, SweepFormat f, bool index) {
@@ -108,10 +108,9 @@ std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, Swe
   }
   if (!r.status.ok()) return o + "error: " + r.status.message() + "\n";
   if (SeveralRanks(spec)) o += std::to_string(r.rank) + sep;
-  auto bytes = [&](int64_t b) { return csv ? std::to_string(b) : HumanBytes(b); };
-  const bool cap = spec.base.alloc.capacity_bytes != 0;
-  return o + bytes(r.peak_live_bytes) + sep + bytes(r.peak_allocated_bytes) + sep + bytes(r.peak_reserved_bytes) + sep +
-         (r.peak_device_bytes > 0 ? bytes(r.peak_device_bytes) : "-") + sep + (!cap ? "-" : r.oom ? "no" : "yes") + "\n";
+  const std::vector<std::string> cells = FigureCells(r, csv);
+  for (size_t k = 0; k < cells.size(); ++k) o += cells[k] + (k + 1 < cells.size() ? sep : "\n");
+  return o;
 }
 
 std::string ToText(const SweepTable& t, bool csv) {
@@ -208,26 +207,40 @@ nlohmann::ordered_json ToJson(const FitReport& r) {
   j["capacity_bytes"] = r.capacity_bytes;
   if (f.symbol != "batch") j["search"] = f.symbol;
   j["max_" + f.symbol] = f.max_batch;
+  j["max_" + f.symbol + "_at_top"] = f.max_batch_at_top;
   j["at_max"] = f.max_batch > 0 ? ToJson(f.at_max) : nlohmann::ordered_json();
+  j["at_top"] = f.max_batch_at_top > 0 ? ToJson(f.at_top) : nlohmann::ordered_json();
   j["next"] = stopped ? ToJson(f.above) : nlohmann::ordered_json();
   j["evaluated"] = f.evaluated;
-  j["confirmed"] = f.confirmed;  // engine runs confirming the size schedule around the answer
+  j["confirmed"] = f.confirmed;  // engine runs confirming the size schedule around the answers
   return j;
 }
 
 std::string ToText(const FitReport& r) {
   const FitResult& f = r.fit;
+  const std::string on = r.gpu.empty() ? "" : " on " + r.gpu;
   std::ostringstream o;
   if (f.max_batch == 0) {
-    o << r.model << ": " << f.symbol << " 1 does not fit in " << HumanBytes(r.capacity_bytes) << ": " << f.above.oom_message
-      << "\n";
+    if (f.above.oom)
+      o << r.model << ": " << f.symbol << " 1 " << VerdictLine(f.above, r.gpu) << "\n  " << f.above.oom_message << "\n";
+    else
+      o << r.model << ": " << f.symbol << " 1 does not fit" << on << " (" << HumanBytes(r.capacity_bytes)
+        << "): " << f.above.oom_message << "\n";
     return o.str();
   }
-  o << r.model << ": largest " << f.symbol << " that fits in " << HumanBytes(r.capacity_bytes) << ": " << f.max_batch
-    << " (" << DeviceUsed(f.at_max) << "peak reserved " << HumanBytes(f.at_max.peak_reserved_bytes) << ", allocated "
-    << HumanBytes(f.at_max.peak_allocated_bytes) << ")\n";
+  o << r.model << ": largest " << f.symbol << " that fits" << on << " (" << HumanBytes(r.capacity_bytes)
+    << "): " << f.max_batch << "  (" << Used(f.at_max) << ", peak reserved " << HumanBytes(f.at_max.peak_reserved_bytes)
+    << ", allocated " << HumanBytes(f.at_max.peak_allocated_bytes) << ")\n";
+  if (f.at_max.peak_device_used_bytes > 0) {
+    o << "largest " << f.symbol << " that fits at the top of the uncertainty range: ";
+    if (f.max_batch_at_top > 0)
+      o << f.max_batch_at_top << "  (range up to " << HumanBytes(f.at_top.device_high_bytes) << ")\n";
+    else
+      o << "none\n";
+  }
   if (f.above.oom)
-    o << f.symbol << " " << f.max_batch + 1 << ": " << f.above.oom_message << "\n";
+    o << f.symbol << " " << f.max_batch + 1 << ": " << VerdictLine(f.above, r.gpu) << "\n  " << f.above.oom_message
+      << "\n";
   else if (!f.above.status.ok())
     o << f.symbol << " " << f.max_batch + 1 << " or more is not a valid value: " << f.above.status.message() << "\n";
   else
@@ -243,7 +256,7 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
     j["world"] = r.world;
     j["baseline"]["rank"] = r.baseline_rank;
   }
-  j["capacity_bytes"] = r.capacity_bytes;
+  j["capacity_bytes"] = r.capacity_bytes > 0 ? nlohmann::ordered_json(r.capacity_bytes) : nlohmann::ordered_json();
   j["changes"] = nlohmann::ordered_json::array();
   for (const AdvisedChange& ch : r.changes) {
     nlohmann::ordered_json c = ToJson(ch.row);
@@ -252,6 +265,15 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
     c["saves_reserved_bytes"] = r.baseline.peak_reserved_bytes - ch.row.peak_reserved_bytes;
     if (r.world > 1) c["rank"] = ch.rank;
     j["changes"].push_back(c);
+  }
+  j["left_out"] = nlohmann::ordered_json::array();  // changes that need more memory
+  for (const AdvisedChange& ch : r.left_out) {
+    nlohmann::ordered_json c = ToJson(ch.row);
+    c["change"] = ch.what;
+    c["changes_training"] = ch.changes_training;
+    c["saves_reserved_bytes"] = r.baseline.peak_reserved_bytes - ch.row.peak_reserved_bytes;
+    if (r.world > 1) c["rank"] = ch.rank;
+    j["left_out"].push_back(c);
   }
   if (r.max_batch) j["max_batch"] = *r.max_batch;
   return j;
@@ -268,21 +290,30 @@ std::string ToText(const AdviseReport& r) {
   std::ostringstream o;
   const SweepRow& b = r.baseline;
   const bool cap = r.capacity_bytes > 0;
-  o << r.model << ": " << DeviceUsed(b) << "peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated "
-    << HumanBytes(b.peak_allocated_bytes) << ")";
-  if (cap) o << (b.oom ? ", does NOT fit in " : ", fits in ") << HumanBytes(r.capacity_bytes);
+  o << r.model << ": ";
+  if (cap) o << VerdictLine(b, r.gpu) << "\n  ";
+  o << "peak reserved " << HumanBytes(b.peak_reserved_bytes) << " (allocated " << HumanBytes(b.peak_allocated_bytes)
+    << ")" << (b.oom ? ", what it would need without the capacity limit" : "");
+  if (!cap && b.peak_device_used_bytes > 0) o << ", device used " << HumanBytes(b.peak_device_used_bytes);
   if (r.world > 1)
     o << "\nper rank, " << r.world << " ranks: each figure is the largest rank's" << RankTag(r.baseline_rank);
-  o << "\n\nsingle changes, largest saving first:\n";
+  o << "\n\nsingle changes, largest saving of peak reserved first" << (cap ? " (those that still do not fit last)" : "")
+    << ":\n";
   for (const AdvisedChange& ch : r.changes) {
     if (!ch.row.status.ok()) continue;
     char buf[64];
     std::snprintf(buf, sizeof buf, "%+.1f %%",
                   100.0 * (ch.row.peak_reserved_bytes - b.peak_reserved_bytes) / std::max<int64_t>(b.peak_reserved_bytes, 1));
-    o << "  " << HumanBytes(ch.row.peak_reserved_bytes) << "  (" << buf << ")  " << ch.what;
+    o << "  " << (ch.row.oom ? "would need " : "") << HumanBytes(ch.row.peak_reserved_bytes) << "  (" << buf << ")  "
+      << ch.what;
     if (ch.changes_training) o << "  [changes training]";
     if (r.world > 1) o << RankTag(ch.rank);
     if (cap) o << (ch.row.oom ? "  - still does not fit" : "  - fits");
+    o << "\n";
+  }
+  if (!r.left_out.empty()) {
+    o << "\nleft out (they need more memory than the baseline):";
+    for (const AdvisedChange& ch : r.left_out) o << "\n  " << ch.what;
     o << "\n";
   }
   if (r.max_batch) o << "\nlargest batch that fits as configured: " << *r.max_batch << "\n";

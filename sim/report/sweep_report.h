@@ -53,6 +53,7 @@ Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f);
 
 struct FitReport {
   std::string model;
+  std::string gpu;  ///< --gpu's name ("" : none)
   int64_t capacity_bytes = 0;
   int64_t max_batch_limit = 0;  ///< the upper end of the search
   FitResult fit;

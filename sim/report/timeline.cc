@@ -42,6 +42,8 @@ int64_t LevelsMax(const TimelineLevels& lv) {
   return m;
 }
 
+std::string OomLabel(const TimelineLevels& lv) { return "OOM" + (lv.oom_op.empty() ? "" : " at op " + lv.oom_op); }
+
 /// A polyline of |v| shifted by |add|, through the sampled event indices |xs|.
 template <typename XF, typename YF>
 std::string Polyline(const std::vector<int64_t>& v, int64_t add, const std::vector<size_t>& xs, XF X, YF Y,
@@ -60,8 +62,21 @@ std::string Polyline(const std::vector<int64_t>& v, int64_t add, const std::vect
 /// The reserved and device-used lines and the capacity limit line.
 template <typename XF, typename YF>
 std::string LevelLines(const TimelineLevels& lv, const std::vector<size_t>& xs, XF X, YF Y, int left, int width) {
-  std::string o = Polyline(lv.reserved, 0, xs, X, Y, kReservedColor, "reserved (max_memory_reserved)") +
-                  Polyline(lv.reserved, lv.overhead_bytes, xs, X, Y, kDeviceColor, "device used (nvidia-smi)");
+  std::string o;
+  if (!lv.reserved.empty()) {
+    o += Polyline(lv.reserved, 0, xs, X, Y, kReservedColor, "reserved (max_memory_reserved)");
+    if (lv.device) o += Polyline(lv.reserved, lv.overhead_bytes, xs, X, Y, kDeviceColor, "device used (nvidia-smi)");
+  }
+  if (lv.oom_event >= 0) {
+    char oom[512];
+    const double x = X(static_cast<size_t>(lv.oom_event));
+    std::snprintf(oom, sizeof oom,
+                  "<line x1=\"%.1f\" y1=\"20\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\">"
+                  "<title>%s</title></line><text x=\"%.1f\" y=\"36\" font-size=\"11\" fill=\"%s\">%s</text>\n",
+                  x, x, Y(0), kCapacityColor, Escape(OomLabel(lv)).c_str(), x + 3, kCapacityColor,
+                  Escape(OomLabel(lv)).c_str());
+    o += oom;
+  }
   if (lv.capacity_bytes > 0) {
     char cap[256];
     const double y = Y(static_cast<double>(lv.capacity_bytes));
@@ -113,11 +128,12 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
     nlohmann::ordered_json args;
     for (int c = 0; c < kNumCategories; ++c) args[std::string(CategoryName(Category(c)))] = live[c];
     events.push_back({{"name", "live bytes"}, {"ph", "C"}, {"pid", 1}, {"ts", i}, {"args", args}});
-    if (i < levels.reserved.size())
-      events.push_back({{"name", "device levels"}, {"ph", "C"}, {"pid", 1}, {"ts", i},
-                        {"args", {{"reserved", levels.reserved[i]},
-                                  {"device used", levels.reserved[i] + levels.overhead_bytes},
-                                  {"capacity", levels.capacity_bytes}}}});
+    if (i < levels.reserved.size()) {
+      nlohmann::ordered_json lv = {{"reserved", levels.reserved[i]}};
+      if (levels.device) lv["device used"] = levels.reserved[i] + levels.overhead_bytes;
+      lv["capacity"] = levels.capacity_bytes;
+      events.push_back({{"name", "device levels"}, {"ph", "C"}, {"pid", 1}, {"ts", i}, {"args", lv}});
+    }
     if (e.kind == EventKind::kAlloc && b.bytes >= min_alloc_bytes)
       events.push_back({{"name", "alloc " + b.name}, {"ph", "i"}, {"s", "t"}, {"pid", 1}, {"tid", 1}, {"ts", i},
                         {"args", {{"bytes", b.bytes}, {"category", CategoryName(b.category)}, {"op", OpName(g, b.op)},
@@ -133,10 +149,20 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
   }
   events.push_back({{"name", "peak " + HumanBytes(p.peak_live_bytes)}, {"ph", "i"}, {"s", "g"}, {"pid", 1}, {"tid", 1},
                     {"ts", p.peak_event}, {"args", {{"peak_live_bytes", p.peak_live_bytes}, {"op", OpName(g, p.peak_op)}}}});
+  if (levels.oom_event >= 0)
+    events.push_back({{"name", OomLabel(levels)}, {"ph", "i"}, {"s", "g"}, {"pid", 1}, {"tid", 1},
+                      {"ts", levels.oom_event},
+                      {"args", {{"oom_op", levels.oom_op}, {"capacity_bytes", levels.capacity_bytes}}}});
   nlohmann::ordered_json doc;
   doc["traceEvents"] = events;
   doc["displayTimeUnit"] = "ns";
   doc["otherData"] = {{"model", g.name}, {"time_unit", "one microsecond per memory event"}};
+  if (levels.capacity_bytes > 0) {
+    doc["otherData"]["capacity_bytes"] = levels.capacity_bytes;
+    doc["otherData"]["oom"] = levels.oom_event >= 0;
+    doc["otherData"]["oom_op"] =
+        levels.oom_event >= 0 ? nlohmann::ordered_json(levels.oom_op) : nlohmann::ordered_json();
+  }
   return doc;
 }
 
@@ -168,7 +194,7 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
       best_total = -1;
     }
   }
-  const bool lines = levels.reserved.size() == n && n > 0;
+  const bool lines = (levels.reserved.size() == n && n > 0) || levels.capacity_bytes > 0 || levels.oom_event >= 0;
   double ymax = std::max<double>(1.0, static_cast<double>(std::max(p.peak_live_bytes, lines ? LevelsMax(levels) : 0)));
   auto X = [&](size_t i) { return L + (n > 1 ? static_cast<double>(i) * (W - L - 10) / static_cast<double>(n - 1) : 0.0); };
   auto Y = [&](double v) { return H - B - v * (H - B - 20) / ymax; };
@@ -178,6 +204,11 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
        "td,th{padding:2px 10px;text-align:left}td.n{text-align:right}</style></head><body>\n";
   o << "<h2>" << Escape(g.name) << ": peak " << HumanBytes(p.peak_live_bytes) << " in " << PhaseName(p.peak_phase);
   if (!OpName(g, p.peak_op).empty()) o << " at " << Escape(OpName(g, p.peak_op));
+  if (levels.oom_event >= 0)
+    o << "; does not fit in " << HumanBytes(levels.capacity_bytes) << ", " << Escape(OomLabel(levels))
+      << " (the lines after it: what the step would need)";
+  else if (levels.capacity_bytes > 0)
+    o << "; fits in " << HumanBytes(levels.capacity_bytes);
   o << "</h2>\n<svg width=\"" << W << "\" height=\"" << H << "\" xmlns=\"http://www.w3.org/2000/svg\">\n";
   // Phase bands.
   const char* band[] = {"#f4f4f4", "#eaf2fb", "#fbf1e8", "#eef7ee"};
@@ -217,24 +248,34 @@ std::string HtmlTimeline(const Graph& g, const EventStream& s, const PeakReport&
   o << buf << "</svg>\n<p>";
   for (int c = 0; c < kNumCategories; ++c)
     o << "<span style=\"color:" << kColors[c] << "\">&#9632;</span> " << CategoryName(Category(c)) << " &nbsp; ";
-  if (lines)
-    o << "<span style=\"color:" << kReservedColor << "\">&#9472;</span> reserved &nbsp; <span style=\"color:"
-      << kDeviceColor << "\">&#9472;</span> device used &nbsp; "
-      << (levels.capacity_bytes > 0 ? "<span style=\"color:" + std::string(kCapacityColor) + "\">&#9472;</span> capacity" : "");
+  const bool reserved = !levels.reserved.empty();
+  if (reserved) o << "<span style=\"color:" << kReservedColor << "\">&#9472;</span> reserved &nbsp; ";
+  if (reserved && levels.device) o << "<span style=\"color:" << kDeviceColor << "\">&#9472;</span> device used &nbsp; ";
+  if (levels.capacity_bytes > 0)
+    o << "<span style=\"color:" << kCapacityColor << "\">&#9472;</span> capacity"
+      << (levels.oom_event >= 0 ? " (the vertical line: the OOM)" : "");
   o << "<br>x: memory events in order (forward, backward, optimizer); y: live bytes (requested sizes)"
-    << (lines ? "; lines: reserved, device used = reserved + " + HumanBytes(levels.overhead_bytes) +
-                    " CUDA context and libraries" : "")
+    << (reserved && levels.device ? "; lines: reserved, device used = reserved + " + HumanBytes(levels.overhead_bytes) +
+                                        " CUDA context and libraries"
+        : reserved                ? "; line: reserved"
+                                  : "")
     << ".</p>\n";
   o << PeakTables(g, s, p, top) << "</table>\n</body></html>\n";
   return o.str();
 }
 
-TimelineLevels LevelsOf(const RunResult& r) {
+TimelineLevels LevelsOf(const Graph& g, const RunResult& r) {
   TimelineLevels lv;
-  if (!r.device.modelled || !r.alloc.placement) return lv;
-  lv.reserved = ReservedSeries(r.alloc.placement->segment_bytes);
-  lv.overhead_bytes = r.device.overhead.bytes;
-  lv.capacity_bytes = r.device.capacity_bytes;
+  lv.device = r.device.modelled;
+  lv.overhead_bytes = r.device.modelled ? r.device.overhead.bytes : 0;
+  lv.capacity_bytes = r.device.modelled ? r.device.capacity_bytes : r.alloc.capacity_bytes;
+  if (r.alloc.oom) {
+    lv.oom_event = r.alloc.oom->event_index;
+    if (r.alloc.oom->op < g.ops.size()) lv.oom_op = g.ops[r.alloc.oom->op].name;
+  }
+  // The reserved line: the cuda profile's, and any run with a capacity (what it is measured against).
+  if (r.alloc.placement && (r.device.modelled || lv.capacity_bytes > 0))
+    lv.reserved = ReservedSeries(r.alloc.placement->segment_bytes);
   return lv;
 }
 

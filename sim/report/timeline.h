@@ -19,17 +19,23 @@ namespace memsim {
 
 /// The levels above the live bytes (all empty/0: not drawn).
 struct TimelineLevels {
-  std::vector<int64_t> reserved;  ///< per event: reserved bytes after it (the caching model)
+  /// Per event: reserved bytes after it (the caching model; after an OOM, without the capacity
+  /// limit: what the step would need, Note [Would need]).
+  std::vector<int64_t> reserved;
+  bool device = false;            ///< draw device used (cuda): reserved + |overhead_bytes|
   int64_t overhead_bytes = 0;     ///< CUDA context and libraries: device used = reserved + this
   int64_t capacity_bytes = 0;     ///< the device (0: none)
+  int64_t oom_event = -1;         ///< where the capacity-limited allocator fails (-1: no OOM)
+  std::string oom_op;             ///< its op ("" : none)
 };
 
 /// Reserved bytes after each event from the caching model's placement (per event, the bytes
 /// its cudaMalloc obtained; the caching allocator returns none during a step without an OOM).
 std::vector<int64_t> ReservedSeries(const std::vector<int64_t>& segment_bytes);
 
-/// The levels of a run (empty unless the device is modelled and the placement was recorded).
-TimelineLevels LevelsOf(const RunResult& r);
+/// The levels of a run over |g| (the reserved line needs the recorded placement; the capacity and
+/// the OOM are drawn whenever a capacity was given).
+TimelineLevels LevelsOf(const Graph& g, const RunResult& r);
 
 /// Chrome trace-event JSON: one counter track of live bytes per category, one slice per run of
 /// events of the same op (forward or backward), an instant event per allocation of at least

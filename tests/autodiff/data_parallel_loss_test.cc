@@ -73,7 +73,8 @@ TEST(AdviseRanksTest, RowsAreTheLargestRanksAndShardingRemediesAreSimulated) {
     largest = std::max(largest, RunOne(g, rc).peak_reserved_bytes);
   }
   EXPECT_EQ(rep->baseline.peak_reserved_bytes, largest);
-  // DDP over 8 ranks: the ZeRO, mixed-precision and FSDP remedies are among the rows.
+  // DDP over 8 ranks: the ZeRO, mixed-precision and FSDP remedies are among the rows, or left out
+  // when they need more memory than the baseline (on this small model, some do).
   RunConfig d;
   d.sim.symbols["batch"] = 8;
   d.sim.optimizer = "adam";
@@ -82,7 +83,12 @@ TEST(AdviseRanksTest, RowsAreTheLargestRanksAndShardingRemediesAreSimulated) {
   auto dr = Advise(g, d, 1, 64);
   ASSERT_TRUE(dr.ok());
   int sharding = 0;
+  for (const AdvisedChange& ch : dr->left_out) {
+    EXPECT_GT(ch.row.peak_reserved_bytes, dr->baseline.peak_reserved_bytes) << ch.what;
+    sharding += ch.what.find("ZeRO") != std::string::npos || ch.what.find("FSDP") != std::string::npos;
+  }
   for (const AdvisedChange& ch : dr->changes) {
+    EXPECT_LE(ch.row.peak_reserved_bytes, dr->baseline.peak_reserved_bytes) << ch.what;
     EXPECT_TRUE(ch.row.status.ok()) << ch.what << ": " << ch.row.status.message();
     sharding += ch.what.find("ZeRO") != std::string::npos || ch.what.find("FSDP") != std::string::npos;
     EXPECT_EQ(ch.rank, 0);  // DeepSpeed and FSDP ranks are alike

@@ -59,6 +59,11 @@ memsim_golden_test(sweep_mlp_csv sweep_mlp.csv sweep graphs/mlp.json --batch 1,2
 memsim_golden_test(fit_resnet50_text fit_resnet50.txt fit graphs/resnet50.json --gpu V100-16GB --optimizer adam)
 memsim_golden_test(fit_gpt2_seq_json fit_gpt2_seq.json fit graphs/nanogpt_gpt2_small.json --search seq --batch 8 --gpu A100-40GB --optimizer adamw --json)
 memsim_golden_test(fit_cs336_seq_text fit_cs336_seq.txt fit graphs/cs336_small.json --search seq --batch 8 --gpu A100-40GB --optimizer adamw)
+# Out of memory has one meaning (Note [Would need] in docs/cli.md): a sweep row past the capacity
+# gives what it would need and where it fails; fit's two answers and run agree at both batches.
+memsim_golden_test(sweep_gpt2_oom_csv sweep_gpt2_oom.csv sweep graphs/nanogpt_gpt2_small.json --batch 4,8,16 --optimizer adamw --gpu T4 --csv)
+memsim_golden_test(run_resnet50_fit_point_text run_resnet50_fit_point.txt run graphs/resnet50.json --gpu V100-16GB --optimizer adam --batch 176 --top 1)
+memsim_golden_test(run_resnet50_fit_top_text run_resnet50_fit_top.txt run graphs/resnet50.json --gpu V100-16GB --optimizer adam --batch 131 --top 1)
 memsim_error_test(fit_without_capacity 2 "fit needs a device capacity" fit graphs/mlp.json)
 memsim_error_test(sweep_bad_set 2 "--set \"seq=1,x\": \"x\" is not a non-negative integer" sweep graphs/mlp.json --set seq=1,x)
 
@@ -73,6 +78,7 @@ memsim_golden_file_test(timeline_mlp_html timeline_mlp.html run graphs/mlp.json 
 memsim_golden_file_test(timeline_mnist_json timeline_mnist.json run graphs/mnist_cnn.json --batch 8 --profile cpu --torch 1.13)
 memsim_golden_test(advise_resnet18_text advise_resnet18.txt advise graphs/resnet18.json --batch 64 --optimizer adam --gpu T4)
 memsim_golden_test(advise_bert_small_json advise_bert_small.json advise graphs/bert_small.json --batch 16 --optimizer adamw --json)
+memsim_golden_test(advise_gpt2_oom_text advise_gpt2_oom.txt advise graphs/nanogpt_gpt2_small.json --batch 8 --optimizer adamw --gpu T4)
 memsim_error_test(advise_two_values 2 "advise takes one value per option" advise graphs/mlp.json --batch 1,2)
 
 # Folder order: every #include goes down the pipeline (docs/README.md).

@@ -57,8 +57,10 @@ def test_report_numbers(resnet18):
     assert r.peak_live_bytes <= r.peak_allocated_bytes <= r.peak_reserved_bytes
     assert set(r.phase_peaks) == {"forward", "backward", "optimizer"}
     assert max(r.phase_peaks.values()) == r.peak_live_bytes
-    assert r.capacity_bytes == 41111519232 and r.fits is True and r.oom is None  # sim/gpus: A100-40GB
-    assert r.margin_bytes == r.capacity_bytes - r.peak_reserved_bytes
+    assert r.capacity_bytes == 40 << 30 and r.fits is True and r.oom is False  # sim/gpus: A100-40GB
+    assert r.oom_op is None and r.oom_detail is None and r.verdict == "fits"
+    assert r.used_bytes == r.peak_device_used_bytes == d["device"]["peak_device_used_bytes"]
+    assert r.margin_bytes == r.capacity_bytes - r.peak_device_used_bytes
     tops = r.top_tensors()
     assert list(tops.columns) == ["name", "bytes", "category", "op", "module", "held_by"]
     assert len(tops) == 10 and tops["bytes"].is_monotonic_decreasing
@@ -68,8 +70,12 @@ def test_report_numbers(resnet18):
 
 def test_estimate_does_not_fit():
     r = memsim.estimate(TinyCNN(), "batch,3,16,16", batch=64, gpu=None, capacity=1 << 20)
-    assert r.fits is False and r.margin_bytes is None
-    assert "CUDA out of memory" in r.oom["message"]
+    assert r.fits is False and r.margin_bytes is None and r.oom is True
+    assert "CUDA out of memory" in r.oom_detail["message"]
+    assert r.oom_op == r.oom_detail["op"] and r.oom_phase == r.oom_detail["phase"]
+    # What it would need: more than the capacity, the peaks of the whole step (Note [Would need]).
+    assert r.used_bytes > r.capacity_bytes and r.verdict == "does not fit"
+    assert str(r).startswith("does not fit on the device: would need ")
 
 
 def test_train_mode_restored():

@@ -1,6 +1,8 @@
 """memsim.sweep / fit / advise give what `memsim sweep/fit/advise` print; the sweep releases the GIL."""
 import io
 import json
+
+import pytest
 import threading
 import time
 
@@ -24,14 +26,42 @@ def test_sweep_equals_cli_json_and_csv():
     assert len(df) == 8
     assert list(df.columns) == ["batch", "optimizer", "step", "profile", "torch", "inplace", "freeze_params", "allocator",
                                 "alloc_conf", "peak_live_bytes", "peak_phase", "peak_allocated_bytes",
-                                "peak_reserved_bytes", "peak_device_used_bytes", "verdict", "oom"]
-    # The CLI's CSV, column by column.
+                                "peak_reserved_bytes", "peak_device_used_bytes", "capacity_bytes", "oom", "oom_op",
+                                "oom_phase", "verdict", "oom_message"]
+    # The CLI's CSV, column by column: the same names.
     csv = pd.read_csv(io.StringIO(out_csv))
-    for ours, theirs in [("batch", "batch"), ("optimizer", "optimizer"), ("profile", "profile"),
-                         ("peak_live_bytes", "peak_live"), ("peak_allocated_bytes", "peak_allocated"),
-                         ("peak_reserved_bytes", "peak_reserved")]:
-        assert list(df[ours]) == list(csv[theirs]), ours
-    assert list(csv["fits"]) == ["yes" if o is None else "no" for o in df["oom"]]
+    for col in ["batch", "optimizer", "profile", "peak_live_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+                "oom"]:
+        assert list(df[col]) == list(csv[col]), col
+    assert list(csv["peak_device_used_bytes"]) == ["-" if v is None or v != v else str(int(v))
+                                                   for v in df["peak_device_used_bytes"]]
+
+
+# One configuration's figures are the same in `run --json` (Report.data), the sweep's DataFrame
+# and its CSV, for zoo graphs × batches on both sides of the capacity (Note [Would need]).
+FIGURES = ["peak_live_bytes", "peak_phase", "peak_allocated_bytes", "peak_reserved_bytes", "peak_device_used_bytes",
+           "capacity_bytes", "oom", "oom_op", "oom_phase", "verdict"]
+
+
+@pytest.mark.parametrize("graph, batches", [("graphs/nanogpt_gpt2_small.json", [2, 8, 64]),
+                                            ("graphs/resnet18.json", [64, 512, 1024])])
+def test_run_sweep_and_csv_give_the_same_figures(graph, batches):
+    df = memsim.sweep(graph, batch=batches, optimizer="adam", gpu="T4")
+    csv = pd.read_csv(io.StringIO(df.attrs["csv"]), dtype=str, keep_default_na=False)
+    ooms = []
+    for i, b in enumerate(batches):
+        run = memsim.simulate(graph, batch=b, optimizer="adam", gpu="T4", explain=False).data
+        row = df.iloc[i]
+        for k in FIGURES:
+            assert run[k] == row[k], (graph, b, k)
+        for k in ["peak_live_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "peak_device_used_bytes"]:
+            assert csv[k][i] == str(run[k]), (graph, b, k)
+        assert csv["oom"][i] == ("true" if run["oom"] else "false")
+        assert csv["oom_op"][i] == (run["oom_op"] if run["oom"] else "-")
+        ooms.append(run["oom"])
+    assert ooms[0] is False and ooms[-1] is True  # both sides of the capacity
+    # Past the capacity the figures still grow with the batch: none is truncated at the OOM.
+    assert df["peak_reserved_bytes"].is_monotonic_increasing
 
 
 def test_sweep_symbols_alloc_confs_and_errors():
@@ -78,6 +108,17 @@ def test_fit_equals_cli():
     assert isinstance(n, int) and n == json.loads(out)["max_batch"] > 0
     r = memsim.simulate("graphs/resnet18.json", batch=n, gpu="T4", optimizer="adam", explain=False)
     assert r.fits and not memsim.simulate("graphs/resnet18.json", batch=n + 1, gpu="T4", optimizer="adam").fits
+
+
+def test_fit_at_the_top_of_the_range_agrees_with_simulate():
+    kw = dict(gpu="V100-16GB", optimizer="adam")
+    n = memsim.fit("graphs/resnet50.json", **kw)
+    top = memsim.fit("graphs/resnet50.json", at_top=True, **kw)
+    assert 0 < top < n
+    assert memsim.simulate("graphs/resnet50.json", batch=top, explain=False, **kw).verdict == "fits"
+    above = memsim.simulate("graphs/resnet50.json", batch=top + 1, explain=False, **kw)
+    assert above.fits and above.verdict == "within the uncertainty"
+    assert memsim.simulate("graphs/resnet50.json", batch=n, explain=False, **kw).fits
 
 
 def test_fit_searches_the_sequence_length_like_the_cli():

@@ -45,14 +45,26 @@ def test_timeline_peaks_are_the_reports(mnist):
     assert df["op"].iloc[-1] == "" or df["phase"].iloc[-1] == "optimizer"
 
 
-def test_timeline_after_oom_has_no_allocator_values():
+def test_timeline_after_oom_is_what_the_step_would_need():
     r = memsim.simulate("graphs/alexnet.json", batch=4096, optimizer="adam", gpu="T4", explain=False)
     df = r.timeline()
-    assert r.oom is not None and r.fits is False
-    simulated = r.data["allocator"]["events_simulated"]
-    assert simulated == r.oom["event_index"] < len(df)
-    assert df["reserved"].iloc[:simulated].notna().all() and df["reserved"].iloc[simulated:].isna().all()
-    assert df["reserved"].max() == r.peak_reserved_bytes
+    assert r.oom is True and r.fits is False
+    assert r.oom_event == r.oom_detail["event_index"] < len(df)
+    assert df["op"].iloc[r.oom_event] == r.oom_op
+    # The allocator columns cover the whole step without the capacity limit: the report's peaks.
+    assert df["reserved"].notna().all() and df["reserved"].max() == r.peak_reserved_bytes
+    assert df["allocated"].max() == r.peak_allocated_bytes > r.capacity_bytes
+
+
+def test_plot_and_page_mark_the_oom_and_the_capacity():
+    r = memsim.simulate("graphs/alexnet.json", batch=4096, optimizer="adam", gpu="T4", explain=False)
+    ax = r.plot().axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "capacity" in labels and "device used" in labels
+    assert any(t.get_text() == "OOM at op " + r.oom_op for t in ax.texts)
+    assert "would need" in ax.get_title()
+    html = r._repr_html_()
+    assert "<title>OOM at op %s</title>" % r.oom_op in html and "<title>capacity</title>" in html
 
 
 def test_timeline_ideal_allocator_has_no_per_event_state():

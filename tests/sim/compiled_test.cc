@@ -59,13 +59,7 @@ TEST(CompiledStepTest, EverySweepRowEqualsTheConfigurationAlone) {
       if (!r.ok()) {
         alone.status = r.status();
       } else {
-        alone.peak_live_bytes = r->sim.peak.peak_live_bytes;
-        alone.peak_phase = r->sim.peak.peak_phase;
-        alone.peak_allocated_bytes = r->alloc.peak_allocated_bytes;
-        alone.peak_reserved_bytes = r->alloc.peak_reserved_bytes;
-        alone.peak_device_bytes = r->device.peak_device_bytes;
-        alone.verdict = r->device.verdict;
-        alone.oom = r->alloc.oom.has_value();
+        static_cast<MemoryFigures&>(alone) = FiguresOf(*g, *r, c.alloc.capacity_bytes);
         if (alone.oom) alone.oom_message = r->alloc.oom->info.message;
       }
       EXPECT_EQ(lines[i], SweepRowLine(spec, i, alone, SweepFormat::kJsonl, true)) << file.filename() << " configuration " << i;

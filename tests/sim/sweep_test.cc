@@ -94,8 +94,11 @@ TEST(FitTest, FindsTheBoundary) {
   EXPECT_TRUE(RunOne(g, c).oom);
   c.sim.symbols["batch"] = fit->max_batch;
   EXPECT_FALSE(RunOne(g, c).oom);
-  EXPECT_LT(fit->evaluated, 10) << "down from the live-bytes bound";
-  EXPECT_EQ(fit->confirmed, 2) << "both sides of the answer confirmed on the exact path";
+  EXPECT_LT(fit->evaluated, 20) << "down from the live-bytes bound, twice (the point and the top of the range)";
+  EXPECT_LE(fit->max_batch_at_top, fit->max_batch);
+  EXPECT_TRUE(fit->at_top.fits_at_top());
+  EXPECT_GE(fit->confirmed, 2) << "both sides of each answer confirmed on the exact path";
+  EXPECT_LE(fit->confirmed, 4);
 }
 
 TEST(FitTest, NeedsACapacityAndABatchSymbol) {

@@ -25,9 +25,9 @@ struct RunArgs {
 
 /// The --timeline file's content, by extension.
 std::string TimelineContent(const std::string& path, const Graph& g, const RunResult& r, int top) {
-  if (path.ends_with(".html")) return HtmlTimeline(g, r.sim.events, r.sim.peak, top, LevelsOf(r));
+  if (path.ends_with(".html")) return HtmlTimeline(g, r.sim.events, r.sim.peak, top, LevelsOf(g, r));
   if (path.ends_with(".pickle")) return ToPickle(MemoryVizSnapshot(g, r.sim.events, *r.alloc.placement));
-  return ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, LevelsOf(r)).dump() + "\n";
+  return ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, LevelsOf(g, r)).dump() + "\n";
 }
 
 void Run(const RunArgs& a) {
@@ -44,7 +44,7 @@ void Run(const RunArgs& a) {
   if (!a.timeline_path.empty())
     OkOrFail(WriteFileAtomic(a.timeline_path, TimelineContent(a.timeline_path, g, r, a.top)));
   RunReport report = MakeRunReport(g, c, r, a.top);
-  if (c.sim.parallel.enabled()) report.ranks = MakeRanksReport(c, runs);
+  if (c.sim.parallel.enabled()) report.ranks = MakeRanksReport(g, c, runs);
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 

@@ -149,7 +149,8 @@ void Merge(const std::string& out, const std::vector<std::string>& parts) { OkOr
 void Fit(const SweepArgs& a) {
   Graph g = LoadOrFail(a.config.graph);
   RunConfig base = ValueOrFail(a.config.Single("fit"));
-  FitReport report{g.name, base.alloc.capacity_bytes, a.max_batch, ValueOrFail(FitSymbol(g, base, a.search, a.max_batch))};
+  FitReport report{g.name, base.device.gpu, base.alloc.capacity_bytes, a.max_batch,
+                   ValueOrFail(FitSymbol(g, base, a.search, a.max_batch))};
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 

@@ -80,6 +80,7 @@ TEST(TimelineTest, DeviceLevelsAreDrawnAsLinesAndACounterTrack) {
   TimelineLevels lv;
   lv.reserved.assign(n, 0);
   for (size_t i = 0; i < n; ++i) lv.reserved[i] = static_cast<int64_t>(i / 10 + 1) << 20;
+  lv.device = true;
   lv.overhead_bytes = int64_t{100} << 20;
   lv.capacity_bytes = int64_t{200} << 20;
   std::string html = HtmlTimeline(run.g, run.r.events, run.r.peak, 5, lv);
@@ -99,6 +100,28 @@ TEST(TimelineTest, DeviceLevelsAreDrawnAsLinesAndACounterTrack) {
       EXPECT_EQ(e["args"]["capacity"].get<int64_t>(), lv.capacity_bytes);
     }
   EXPECT_EQ(levels, n);
+}
+
+TEST(TimelineTest, TheOomIsMarkedWhereTheCapacityLimitedAllocatorFails) {
+  SimRun run = Mlp();
+  TimelineLevels lv;
+  lv.capacity_bytes = int64_t{1} << 20;
+  lv.oom_event = 7;
+  lv.oom_op = run.g.ops[0].name;
+  const std::string html = HtmlTimeline(run.g, run.r.events, run.r.peak, 5, lv);
+  EXPECT_NE(html.find("<title>OOM at op " + lv.oom_op + "</title></line>"), std::string::npos);
+  EXPECT_NE(html.find("<title>capacity</title></line>"), std::string::npos);
+  EXPECT_NE(html.find("does not fit in 1.00 MiB, OOM at op " + lv.oom_op), std::string::npos);
+  auto doc = ChromeTrace(run.g, run.r.events, run.r.peak, 0, lv);
+  int marks = 0;
+  for (const auto& e : doc["traceEvents"])
+    if (e["name"] == "OOM at op " + lv.oom_op) {
+      ++marks;
+      EXPECT_EQ(e["ts"].get<int64_t>(), 7);
+    }
+  EXPECT_EQ(marks, 1);
+  EXPECT_EQ(doc["otherData"]["oom"], true);
+  EXPECT_EQ(doc["otherData"]["oom_op"], lv.oom_op);
 }
 
 }  // namespace
