@@ -17,7 +17,8 @@ ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
 GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small"}
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
-GRAPH_FOR_LOSS = {"cs336": "_course_loss"}
+GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "smooth_l1": "_smooth_l1", "l1": "_l1",
+                  "huber": "_huber"}
 # The course's hand-written AdamW is recorded into the cs336 graphs by the exporter
 # (--optimizer graphs/llm_models.py:CS336AdamW, Note [Recorded optimizers]) and replayed.
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",

@@ -1,8 +1,9 @@
 // Op rules: for each OpKind, one row saying how PyTorch runs it — output shapes (and whether an
 // output aliases an input: views, in-place ops), what the forward allocates and which tensors
 // autograd saves given which inputs require grad, and what its backward allocates.
-// Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc). Per-op
-// facts (grad alias layout, in-place capable, GEMM) are columns of the row. docs/op-rules.md
+// Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
+// rules_attention.cc, rules_activation.cc). Per-op facts (grad alias layout, in-place capable,
+// GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
 #ifndef MEMSIM_LIB_OPS_OP_RULES_H_
@@ -147,6 +148,7 @@ extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
 extern const std::vector<OpRule> kLlmRules;
 extern const std::vector<OpRule> kAttentionRules;
+extern const std::vector<OpRule> kActivationRules;
 
 /// True for ops that call cuBLAS (GEMMs) on CUDA: the row's |gemm| column.
 bool IsGemm(OpKind kind);
