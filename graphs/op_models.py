@@ -4,7 +4,7 @@ activations, padding / resampling / roll / repeat / casts, broadcast binary ops 
 Shared by the recording kit (tests/oracle/kit/trace_step.py imports it by name from graphs/) and
 the exporter (``tools/export_torch.py graphs/op_models.py:NAME``): one definition, the same layers
 in the same registration order. Each builder returns ``(module, input shape without the batch,
-classes)``; ``SPECS`` gives the exporter's input spec of each.
+classes)``; the ``*_export`` builders give the exporter the module and its input spec.
 """
 import torch
 import torch.nn as nn
@@ -47,16 +47,21 @@ class ScaleMlp(nn.Module):  # broadcast binary ops: a learned per-feature scale,
 class ResampleCnn(nn.Module):  # F.pad (constant, reflect, replicate), interpolate, roll, repeat, casts
     def __init__(s):
         super().__init__()
-        s.c1 = nn.Conv2d(3, 8, 3); s.c2 = nn.Conv2d(8, 8, 3); s.fc = nn.Linear(8 * 2 * 18 * 18, 10)
+        # 16 channels: oneDNN's AVX-512 blocking then matches the 2.13 CPU convolution rules
+        s.c1 = nn.Conv2d(3, 16, 3); s.c2 = nn.Conv2d(16, 16, 3); s.fc = nn.Linear(16 * 2 * 18 * 18, 10)
 
-    def forward(s, x):
+    def forward(s, x):  # one op per statement: `h` is rebound as each result dies (fx's last use)
         h = F.pad(x, (1, 1, 1, 1))                            # constant: 16 -> 18
-        h = s.c1(F.pad(h, (1, 1, 1, 1), mode="reflect"))      # 18 -> 20 -> 18
+        h = F.pad(h, (1, 1, 1, 1), mode="reflect")            # 20
+        h = s.c1(h)                                           # 18
         h = F.interpolate(h, scale_factor=2, mode="nearest")  # 36
         h = F.interpolate(h, size=(18, 18), mode="bilinear", align_corners=False)
-        h = s.c2(F.pad(h, (1, 1, 1, 1), mode="replicate"))    # 20 -> 18
-        h = torch.roll(h, shifts=1, dims=2).repeat(1, 2, 1, 1)
-        h = h.double().float()
+        h = F.pad(h, (1, 1, 1, 1), mode="replicate")          # 20
+        h = s.c2(h)                                           # 18
+        h = torch.roll(h, shifts=1, dims=2)
+        h = h.repeat(1, 2, 1, 1)
+        h = h.double()
+        h = h.float()
         return s.fc(h.flatten(1))
 
 

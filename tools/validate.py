@@ -262,6 +262,7 @@ def main():
                   for n in sorted(os.listdir(d)) if n.endswith(".trace")]
     lines, failures = table_113(a.memsim, files, a.graphs)
     lines += table_213(a.memsim, failures)
+    lines += table_ops(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -333,7 +334,8 @@ def config_text(cfg):
     """A trace's CONFIG in words."""
     c = "batch %s, %s%s%s%s" % (cfg["batch"], cfg.get("opt", "sgd"), ", in-place ReLU" if cfg.get("inplace") == "True" else "",
                                 ", freeze %s" % cfg["freeze"] if cfg.get("freeze", "0") != "0" else "",
-                                ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else "")
+                                ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else
+                                ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("amp", "amp"),
                   ("warmup", "warmup"))
@@ -369,6 +371,28 @@ def table_213(memsim, failures):
              "graphs/generate.sh`). Tolerance: every peak and phase within %.1f %%, median peak error within"
              " %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
+def table_ops(memsim, failures):
+    """The op-coverage traces (graphs/op_models.py, elementwise losses) under both releases."""
+    lines = ["", "## Op coverage (PyTorch 2.13 and 1.13)", "",
+             "Small models exercising the activations, padding / resampling / roll / repeat / casts, broadcast",
+             "binary ops and elementwise losses of Notes [More activations], [Broadcast grads], [Padding and",
+             "resampling] and [Elementwise losses] (`graphs/op_models.py`, `mlp` with `--loss`), recorded by",
+             "`tests/oracle/record_ops.sh` into `tests/data/traces_ops_2_13/` (the 2.13.0 pip wheel, `--check-spy`)",
+             "and `tests/data/traces_ops_1_13/` (Debian's 1.13), each predicted by `memsim run GRAPH --profile cpu",
+             "--torch RELEASE --step first` on the graph exported under the same release (`graphs/` beside the",
+             "traces). Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
+             % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    for sub in ("traces_ops_2_13", "traces_ops_1_13"):
+        d = os.path.join(ROOT, "tests", "data", sub)
+        files = [(sub, os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+        rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
+                                                         [os.path.join(d, "graphs")], MAX_ERR_213, MAX_MEDIAN_213)
+        failures += fails
+        lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
+        lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
+    return lines
 
 
 def table_113(memsim, files, graphs):

@@ -67,6 +67,9 @@ struct FwdPlan {
     /// unless the node keeps it (no saving under checkpointing: freed here, not at the op's end).
     enum Kind : uint8_t { kAllocOutput, kAllocExtra, kFreeExtra, kReleaseUnsaved } kind;
     int index;
+    /// kAllocOutput: the storage's bytes when larger than the output's sizes (a kernel that
+    /// resize_s its result smaller keeps the storage); 0: the output's own bytes.
+    int64_t storage_bytes = 0;
   };
   struct Extra {
     int64_t bytes;
@@ -76,7 +79,7 @@ struct FwdPlan {
   std::vector<Extra> extras;
   std::vector<SavedRef> saved;
 
-  void AllocOutput(int j) { actions.push_back({Action::kAllocOutput, j}); }
+  void AllocOutput(int j, int64_t storage_bytes = 0) { actions.push_back({Action::kAllocOutput, j, storage_bytes}); }
   int AddExtra(int64_t bytes, std::string_view label);
   void FreeExtra(int k) { actions.push_back({Action::kFreeExtra, k}); }
   void ReleaseUnsaved(int k) { actions.push_back({Action::kReleaseUnsaved, k}); }

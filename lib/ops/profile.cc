@@ -64,6 +64,8 @@ const std::vector<ProfileRow> kRows = {
      "1.13: a Python number goes through mul/div.Tensor as a wrapped number, which MulBackward0 / DivBackward0 keep"},
     {"upsample_channels_last_small", "", "1.13", [](Profile& p) { p.upsample_channels_last_small = false; },
      "1.13's UpSampleKernel.cpp takes the channels-last kernel only for a channels-last input"},
+    {"bce_logits_log_sigmoid", "", "1.13", [](Profile& p) { p.bce_logits_log_sigmoid = false; },
+     "aten/src/ATen/native/Loss.cpp 1.13 binary_cross_entropy_with_logits: max_val and exp/log temporaries (a 1.13 CPU trace)"},
     {"prelu_kernel", "", "1.13", [](Profile& p) { p.prelu_kernel = false; },
      "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward (weight grad summed inside); _prelu_kernel came in 2.0"},
     // --- PyTorch 1.13 on the CPU --------------------------------------------------------------

@@ -133,6 +133,9 @@ struct Profile {
   /// output with H + W <= 128 run the channels-last kernel (an input copy and an output scratch,
   /// Note [Padding and resampling]).
   bool upsample_channels_last_small = false;
+  /// 2.x: binary_cross_entropy_with_logits's forward goes through log_sigmoid; 1.13 spells out
+  /// the log-sum-exp with max_val and three more input-sized temporaries.
+  bool bce_logits_log_sigmoid = true;
 };
 
 /// The PyTorch releases memsim has rules for, oldest first; the last is the default.

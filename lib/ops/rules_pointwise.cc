@@ -317,21 +317,31 @@ void FwdMseLoss(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 1);
 }
 
-// binary_cross_entropy_with_logits(X, target), mean: X and target saved. Forward on 2.x
-// (aten/src/ATen/native/Loss.cpp): log_sigmoid(X) (its CPU buffer freed at once), then
-// (1 - target).mul_(X).sub_(log_sigmoid) and the mean. Backward (FunctionsManual.cpp
-// binary_cross_entropy_with_logits_backward): (sigmoid(X) - target) * grad, then div_ by numel.
+// binary_cross_entropy_with_logits(X, target), mean: X and target saved. Forward
+// (aten/src/ATen/native/Loss.cpp), Profile::bce_logits_log_sigmoid: 2.x takes log_sigmoid(X) (its
+// CPU buffer freed at once), then (1 - target).mul_(X).sub_(log_sigmoid) and the mean; 1.13 builds
+// max_val = (-X).clamp_min_(0) and (1 - target).mul_(X).add_(max_val).add_((-max_val).exp_()
+// .add_((-X - max_val).exp_()).log_()), whose three temporaries die with the statement. Backward
+// (FunctionsManual.cpp binary_cross_entropy_with_logits_backward): (sigmoid(X) - target) * grad.
 void FwdBceWithLogits(const RuleCtx& c, FwdPlan* p) {
   const int64_t n = Bytes(*c.in[0]);
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
   if (c.op.attrs.GetString("reduction", "mean") == "none") return;
-  int ls = p->AddExtra(n, "log_sigmoid(input)");
-  if (c.profile.log_sigmoid_buffer) p->FreeExtra(p->AddExtra(n, "log_sigmoid buffer"));
-  int loss = p->AddExtra(n, "elementwise loss");
+  std::vector<int> locals;  // freed after the mean, last first
+  if (c.profile.bce_logits_log_sigmoid) {
+    locals.push_back(p->AddExtra(n, "log_sigmoid(input)"));
+    if (c.profile.log_sigmoid_buffer) p->FreeExtra(p->AddExtra(n, "log_sigmoid buffer"));
+    locals.push_back(p->AddExtra(n, "elementwise loss"));
+  } else {
+    locals.push_back(p->AddExtra(n, "max_val"));
+    locals.push_back(p->AddExtra(n, "elementwise loss"));
+    int t[3];
+    for (int& k : t) k = p->AddExtra(n, "log-sum-exp temporary");
+    for (int k = 2; k >= 0; --k) p->FreeExtra(t[k]);
+  }
   p->AllocOutput(0);
-  p->FreeExtra(loss);
-  p->FreeExtra(ls);
+  for (auto k = locals.rbegin(); k != locals.rend(); ++k) p->FreeExtra(*k);
 }
 
 void BwdBceWithLogits(const RuleCtx& c, BwdPlan* p) {
@@ -343,19 +353,21 @@ void BwdBceWithLogits(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(diff);
 }
 
-// smooth_l1_loss / huber_loss (X, target), X and target saved. The structured kernel's meta
-// builds a binary TensorIterator (an X-sized output) and then resize_({})s it for mean/sum: the
-// 0-dim loss keeps that X-sized storage (modelled as an extra the node keeps), and the impl's own
-// iterator writes the elementwise loss into a temporary that the mean reads. Backward: one grad
-// (zeros_like then the _backward_out kernel).
+// smooth_l1_loss / huber_loss (X, target), X and target saved; backward: one grad (zeros_like
+// then the _backward_out kernel). smooth_l1 is a structured kernel (aten/src/ATen/native/Loss.cpp
+// TORCH_META_FUNC(smooth_l1_loss)): its meta builds a binary TensorIterator, so the result is
+// allocated X-sized, then resize_({})d for mean/sum, keeping that storage; the impl's own iterator
+// writes the elementwise loss into a temporary that mean_out reads. huber_loss allocates the
+// elementwise loss (empty_like) and returns its reduction: a 0-dim result.
 void FwdSmoothL1(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
   if (c.op.attrs.GetString("reduction", "mean") == "none") return;
   const int64_t n = Bytes(*c.in[0]);
-  p->Save(SavedRef::kExtra, p->AddExtra(n, "loss storage (resized to 0-dim)"));
+  const bool structured = c.op.kind == OpKind::kSmoothL1Loss;
+  if (structured) p->AllocOutput(0, n);
   int loss = p->AddExtra(n, "elementwise loss");
-  p->AllocOutput(0);
+  if (!structured) p->AllocOutput(0);
   p->FreeExtra(loss);
 }
 
