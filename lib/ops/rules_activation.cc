@@ -84,7 +84,7 @@ void BwdPrelu(const RuleCtx& c, BwdPlan* p) {
   if (c.profile.prelu_kernel) {
     p->GradNew(0);  // both outputs of the kernel, whichever input needs them
     if (c.rg_in(1)) p->GradNewLike(1, *TensorMeta::Contiguous(c.in[1]->dtype, x.sizes));
-    else p->FreeTemp(p->Temp(Bytes(x), "weight grad (unused)"));
+    else p->Temp(Bytes(x), "weight grad (unused)");  // dropped with the node's outputs
     return;
   }
   if (c.rg_in(0)) p->GradNew(0);

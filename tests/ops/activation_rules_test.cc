@@ -113,7 +113,7 @@ TEST(GluRuleTest, HalvesTheDimAndKeepsSelf) {
   EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 8));
   EXPECT_THAT(SavedNames(run, "y"), ElementsAre("h"));
   EXPECT_THAT(AllocBytes(run, "h.grad"), ElementsAre(kH));
-  auto bad = testing::Simulate(R"("inputs": [{"name": "x", "shape": [3, 5], "requires_grad": true}],
+  auto bad = testing::Simulate(R"("inputs": [], "parameters": [{"name": "x", "shape": [3, 5]}],
       "ops": [{"op": "glu", "inputs": ["x"], "outputs": ["y"]}, {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
   ASSERT_FALSE(bad.ok);
   EXPECT_THAT(bad.error, HasSubstr("glu"));
