@@ -217,7 +217,7 @@ void BwdScaled(const RuleCtx& c, BwdPlan* p) {
         temps.push_back(p->Temp(Bytes(*c.out[0]), label));
     }
     GradAtOutputShape(c, p, 1);
-    for (int t : temps) p->FreeTemp(t);
+    for (auto t = temps.rbegin(); t != temps.rend(); ++t) p->FreeTemp(*t);  // destroyed last first
   }
   if (c.rg_in(0)) GradAtOutputShape(c, p, 0);
 }
