@@ -63,11 +63,11 @@ const std::vector<ProfileRow> kRows = {
     {"scalar_operand_saved", "", "1.13", [](Profile& p) { p.scalar_operand_saved = true; },
      "1.13: a Python number goes through mul/div.Tensor as a wrapped number, which MulBackward0 / DivBackward0 keep"},
     {"upsample_channels_last_small", "", "1.13", [](Profile& p) { p.upsample_channels_last_small = false; },
-     "1.13's UpSampleKernel.cpp takes the channels-last kernel only for a channels-last input"},
+     "1.13's UpSampleKernel.cpp has no small-output channels-last path (the 1.13 resample_cnn trace: no copies)"},
     {"bce_logits_log_sigmoid", "", "1.13", [](Profile& p) { p.bce_logits_log_sigmoid = false; },
      "aten/src/ATen/native/Loss.cpp 1.13 binary_cross_entropy_with_logits: max_val and exp/log temporaries (a 1.13 CPU trace)"},
     {"prelu_kernel", "", "1.13", [](Profile& p) { p.prelu_kernel = false; },
-     "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward (weight grad summed inside); _prelu_kernel came in 2.0"},
+     "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward, the weight grad summed inside from an input-sized collector (the 1.13 act_mlp_a trace)"},
     // --- PyTorch 1.13 on the CPU --------------------------------------------------------------
     {"scalar_operand_bytes", "cpu", "1.13", [](Profile& p) { p.scalar_operand_bytes = 8; },
      "1.13: the wrapped number is an 8-byte double tensor (scalar_to_tensor)"},

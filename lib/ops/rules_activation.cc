@@ -69,7 +69,8 @@ Status InferGlu(const RuleCtx& c, InferOut* o) {
 Status InferPrelu(const RuleCtx& c, InferOut* o) {
   const TensorMeta& x = *c.in[0];
   const int64_t w = c.in[1]->numel(), ch = x.dim() >= 2 ? x.sizes[1] : 1;
-  if (w != 1 && w != ch) return RuleError(c, "weight has " + std::to_string(w) + " elements; expected 1 or " + std::to_string(ch));
+  if (w != 1 && w != ch)
+    return RuleError(c, "weight has " + std::to_string(w) + " elements; expected 1 or " + std::to_string(ch));
   o->Fresh(TensorMeta::Contiguous(x.dtype, x.sizes));
   return Status::OK();
 }

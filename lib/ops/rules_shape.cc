@@ -393,7 +393,8 @@ Status InferUpsample(const RuleCtx& c, InferOut* o) {
 void FwdUpsample(const RuleCtx& c, FwdPlan* p) {
   const TensorMeta& x = *c.in[0];
   const TensorMeta& y = *c.out[0];
-  if (!c.profile.upsample_channels_last_small || x.dim() != 4 || x.sizes[1] <= 1 || y.sizes[2] + y.sizes[3] > 128) return;
+  const bool small = x.dim() == 4 && x.sizes[1] > 1 && y.sizes[2] + y.sizes[3] <= 128;
+  if (!c.profile.upsample_channels_last_small || !small) return;
   p->AllocOutput(0);
   int in_cl = p->AddExtra(Bytes(x), "channels-last input");
   int out_cl = p->AddExtra(Bytes(y), "channels-last output");
