@@ -42,9 +42,9 @@ constexpr ActivationRow kActivations[] = {
     {OpKind::kSilu, Keeps::kSelf, true},         {OpKind::kHardswish, Keeps::kSelf, true},
     {OpKind::kHardsigmoid, Keeps::kSelf, true},  {OpKind::kSoftmax, Keeps::kResult, false},
     {OpKind::kLogSoftmax, Keeps::kResult, false},
-    // Note [More activations]: elu_ and hardtanh_ have their own entries on the result; softplus,
-    // mish and the shrinks have none, so the in-place form would clone self.
-    {OpKind::kElu, Keeps::kSelf, false},         {OpKind::kHardtanh, Keeps::kSelf, false},
+    // Note [More activations]: elu_ (selu_, celu_) has its own entry on the result; hardtanh_,
+    // softplus, mish and the shrinks have none, so the in-place form clones self.
+    {OpKind::kElu, Keeps::kSelf, false},         {OpKind::kHardtanh, Keeps::kSelf, true},
     {OpKind::kSoftplus, Keeps::kSelf, true},     {OpKind::kMish, Keeps::kSelf, true},
     {OpKind::kHardshrink, Keeps::kSelf, true},   {OpKind::kSoftshrink, Keeps::kSelf, true},
 };

@@ -52,22 +52,25 @@ TEST(MoreActivationsTest, KeepTheirInput) {
   EXPECT_THAT(SavedNames(ht, "y"), ElementsAre("h"));
 }
 
-TEST(MoreActivationsTest, EluAndHardtanhInplaceKeepTheResultWithoutAClone) {
-  for (const char* op : {"elu", "hardtanh"}) {
-    auto run = testing::Simulate(AfterLinear(op, R"({"inplace": true})"));
-    ASSERT_TRUE(run.ok) << op << ": " << run.error;
-    EXPECT_TRUE(Aliases(run, "y", "h")) << op;
-    EXPECT_THAT(SavedNames(run, "y"), ElementsAre("y")) << op;
-  }
+TEST(MoreActivationsTest, EluInplaceKeepsTheResultWithoutAClone) {
+  auto run = testing::Simulate(AfterLinear("elu", R"({"inplace": true})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(Aliases(run, "y", "h"));
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("y"));
 }
 
-TEST(MoreActivationsTest, MishInplaceClonesSelf) {
-  auto run = testing::Simulate(AfterLinear("mish", R"({"inplace": true})"));
-  ASSERT_TRUE(run.ok) << run.error;
-  auto saved = SavedBy(run, "y");
-  ASSERT_EQ(saved.size(), 1u);
-  EXPECT_EQ(saved[0].name, "extra:pre-inplace clone");
-  EXPECT_EQ(saved[0].bytes, kH);
+// HardtanhBackward0, MishBackward0 and ClampBackward1 keep self: their in-place forms clone it.
+TEST(MoreActivationsTest, HardtanhMishClampInplaceCloneSelf) {
+  for (const char* op : {"hardtanh", "mish", "clamp"}) {
+    auto run = testing::Simulate(AfterLinear(op, op == std::string("clamp") ? R"({"inplace": true, "min": 0.0})"
+                                                                           : R"({"inplace": true})"));
+    ASSERT_TRUE(run.ok) << op << ": " << run.error;
+    EXPECT_TRUE(Aliases(run, "y", "h")) << op;
+    auto saved = SavedBy(run, "y");
+    ASSERT_EQ(saved.size(), 1u) << op;
+    EXPECT_EQ(saved[0].name, "extra:pre-inplace clone") << op;
+    EXPECT_EQ(saved[0].bytes, kH) << op;
+  }
 }
 
 TEST(AbsRuleTest, BackwardMakesTheSignBeforeTheGrad) {
