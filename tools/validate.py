@@ -100,6 +100,8 @@ def setup_flags(graph, cfg):
                 flags += ["--checkpoint", m]
         if cfg.get("reentrant") == "True":  # torch.utils.checkpoint(..., use_reentrant=True)
             flags += ["--checkpoint-impl", "reentrant"]
+        if cfg.get("sac"):  # create_selective_checkpoint_contexts with the kit's policy_fn
+            flags += ["--sac", cfg["sac"]]
     return flags
 
 
@@ -337,7 +339,7 @@ def config_text(cfg):
                                 ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else
                                 ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
-                 (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("amp", "amp"),
+                 (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"), ("amp", "amp"),
                   ("warmup", "warmup"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":
@@ -346,6 +348,8 @@ def config_text(cfg):
         c += ", loss %s autocast" % cfg["amp_loss"]
     if "isa" in cfg:
         c += ", %s" % cfg["isa"]
+    if cfg.get("torch", "2.13.0") not in ("2.13.0",) and not cfg["torch"].startswith("1."):
+        c += ", torch %s" % cfg["torch"]
     if cfg.get("warmup", "0") == "1":
         c += ", warmup 1"
     if cfg.get("keep_prev") == "True":
@@ -368,8 +372,10 @@ def table_213(memsim, failures):
              "ATen op returned was recorded) into `tests/data/traces_2_13/`, predicted by",
              "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings, where GRAPH",
              "is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`, by `PYTHON=.venv/bin/python",
-             "graphs/generate.sh`). Tolerance: every peak and phase within %.1f %%, median peak error within"
-             " %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+             "graphs/generate.sh`). The torchvision CNNs are recorded and exported under torch 2.14.1 with",
+             "torchvision 0.29.1 (the only 2.x release with a torchvision wheel on the recording machine; same",
+             "oneDNN 3.12) and simulated with the same `--torch 2.13` rules. Tolerance: every peak and phase",
+             "within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 
 

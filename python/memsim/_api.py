@@ -118,14 +118,46 @@ def estimate(model, inputs, loss="cross_entropy", optimizer="adam", gpu="A100-40
     simulates one training step (see simulate; every option of `memsim run` is accepted).
     With example tensors and no batch=, the batch is theirs. checkpoint= is a module-path glob
     or a list of them (--checkpoint). amp= is torch.autocast around forward and loss (--amp; True
-    is float16, with a GradScaler)."""
+    is float16, with a GradScaler). sac= is a --sac policy, or a policy_fn / context_fn of
+    torch.utils.checkpoint.create_selective_checkpoint_contexts, recorded on the example tensors
+    (memsim_export.record_sac_policy) for the modules of checkpoint=."""
     if amp is not None and amp is not False:
         options["amp"] = _amp_option(amp)
     if checkpoint is not None and checkpoint is not False:
         options["checkpoint"] = checkpoint
     graph, example_batch = _export(model, inputs, loss, name, symbols)
-    return simulate(graph, batch=batch if batch is not None else example_batch, explain=explain, top=top,
-                    optimizer=optimizer, gpu=gpu, **options)
+    if not callable(options.get("sac")):
+        return simulate(graph, batch=batch if batch is not None else example_batch, explain=explain, top=top,
+                        optimizer=optimizer, gpu=gpu, **options)
+    import os, tempfile
+    fd, policy = tempfile.mkstemp(prefix="memsim_sac_", suffix=".json")
+    os.close(fd)
+    try:
+        _record_sac(model, inputs, options["sac"], checkpoint, policy)
+        options["sac"] = policy
+        return simulate(graph, batch=batch if batch is not None else example_batch, explain=explain, top=top,
+                        optimizer=optimizer, gpu=gpu, **options)
+    finally:
+        os.remove(policy)
+
+
+def _record_sac(model, inputs, policy_fn, checkpoint, path):
+    """estimate(sac=policy_fn): the policy recorded on the example tensors (memsim_export.record_sac_policy)."""
+    import torch
+    import memsim_export
+    if checkpoint is None or checkpoint is False:
+        raise _core.OptionError("sac=policy_fn selects ops inside checkpointed modules: add checkpoint='GLOB'")
+    args = list(inputs.values()) if isinstance(inputs, dict) else list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not all(isinstance(x, torch.Tensor) for x in args):
+        raise _core.OptionError("sac=policy_fn runs the forward to record the policy: pass example tensors as inputs")
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        memsim_export.record_sac_policy(model, inputs if isinstance(inputs, dict) else args, policy_fn, checkpoint, path)
+    except memsim_export.ExportError as e:
+        raise _core.OptionError(str(e)) from e
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def _graph_of(graph_or_model, inputs, loss):

@@ -67,6 +67,55 @@ TEST(SacPolicyTest, NamedPoliciesListsAndFiles) {
   EXPECT_THAT(ParseSacPolicy("no_such_policy.json").status().message(), HasSubstr("torchtitan"));
 }
 
+TEST(SacPolicyTest, RecordedPoliciesDecidePerModuleCallAndOpCall) {
+  const std::string path = ::testing::TempDir() + "/sac_recorded.json";
+  std::ofstream(path) << R"({"recorded": {"a": [{"mm": [true, false, true]}, {}], "b": [{"bmm": [false, true]}]},
+                            "policy": "policy_fn"})";
+  auto p = ParseSacPolicy(path);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->enabled());
+  EXPECT_TRUE(p->Saves("a", 0, "mm", 0));
+  EXPECT_FALSE(p->Saves("a", 0, "mm", 1));
+  EXPECT_TRUE(p->Saves("a", 0, "mm", 2));
+  EXPECT_FALSE(p->Saves("a", 0, "mm", 3));   // more calls than recorded: recomputed
+  EXPECT_FALSE(p->Saves("a", 1, "mm", 0));   // the module's second call saved nothing
+  EXPECT_FALSE(p->Saves("a", 2, "mm", 0));
+  EXPECT_TRUE(p->Saves("b", 0, "bmm", 1));
+  EXPECT_FALSE(p->Saves("c", 0, "mm", 0));
+  for (const char* bad : {R"({"recorded": {"a": [{"mm": [true, 1]}]}})", R"({"recorded": {"a": {"mm": []}}})",
+                          R"({"recorded": {}})", R"({"recorded": {"a": []}, "save": ["mm"]})"}) {
+    std::ofstream(path) << bad;
+    auto r = ParseSacPolicy(path);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr(path + ": /")) << bad;
+  }
+  std::ofstream(path) << R"({"recorded": {"a": [{"mm": [true, 1]}]}})";
+  EXPECT_THAT(ParseSacPolicy(path).status().message(), HasSubstr("/recorded/a/0/mm"));
+  std::remove(path.c_str());
+}
+
+TEST(SacTest, ARecordedTorchtitanPolicyRunsAsTheNamedOne) {
+  Graph g = Zoo("nanogpt_gpt2_small");
+  const std::string path = ::testing::TempDir() + "/sac_titan.json";
+  {
+    std::ofstream f(path);
+    f << R"({"recorded": {)";
+    for (int i = 0; i < 12; ++i)
+      f << (i ? "," : "") << "\"transformer.h." << i << R"(": [{"mm": [true, false, true, false]}])";
+    f << "}}";
+  }
+  SimResult recorded = SimulateOk(g, Gpt2({"transformer.h.*"}, path));
+  SimResult titan = SimulateOk(g, Gpt2({"transformer.h.*"}, "torchtitan"));
+  ASSERT_EQ(recorded.events.events.size(), titan.events.events.size());
+  for (size_t i = 0; i < titan.events.events.size(); ++i) {
+    const MemEvent& a = recorded.events.events[i];
+    const MemEvent& b = titan.events.events[i];
+    ASSERT_EQ(a.kind, b.kind) << "event " << i;
+    ASSERT_EQ(recorded.events.buffers[a.buffer].bytes, titan.events.buffers[b.buffer].bytes) << "event " << i;
+  }
+  std::remove(path.c_str());
+}
+
 TEST(SacTest, SavedMatmulsAreKeptFromTheForwardAndNotRunAgain) {
   Graph g = Zoo("nanogpt_gpt2_small");
   const std::string fc = OutputOf(g, "transformer.h.0.mlp.c_fc", OpKind::kLinear);

@@ -7,10 +7,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
 out=${1:-$root/tests/data/traces_2_13}; mkdir -p "$out"
 py=${2:-$root/.venv/bin/python}
+tv=${3:-}
 spy=$(mktemp -d)/allocspy.so
 gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
 run() { name=$1; shift
-  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "${PY_RUN:-$py}" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
     && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
 # fp32, built-in optimizers (as traces/ of 1.13)
 run mlp_b256_sgd              mlp --batch 256 --opt sgd --marks
@@ -46,8 +47,25 @@ run cs336_small_b2_s32_cs336adamw_warm cs336_small --batch 2 --seq 32 --opt cs33
 run gpt2_small_b2_s128_adamw  gpt2_small --batch 2 --seq 128 --opt adamw
 run gpt2_small_b2_s64_adamw_amp_ckpt gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+'
 run gpt2_small_b2_s64_adamw_clip_warm1 gpt2_small --batch 2 --seq 64 --opt adamw --clip 1.0 --warmup 1
+# selective activation checkpointing (create_selective_checkpoint_contexts with the kit's policy_fn)
+run gpt2_small_b2_s64_adamw_sac gpt2_small --batch 2 --seq 64 --opt adamw --checkpoint 'transformer\.h\.[0-9]+' --sac torchtitan
+run gpt2_small_b2_s64_adamw_sac_mm_sdpa gpt2_small --batch 2 --seq 64 --opt adamw --checkpoint 'transformer\.h\.[0-9]+' \
+  --sac ops:mm,_scaled_dot_product_flash_attention_for_cpu
+run gpt2_small_b2_s64_adamw_amp_sac gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --checkpoint 'transformer\.h\.[0-9]+' --sac torchtitan
+run cs336_small_b2_s64_adamw_sac_bmm cs336_small --batch 2 --seq 64 --opt adamw --checkpoint 'layers\.[0-3]' --sac ops:bmm,mm
 # the graphs these traces are checked on, exported under the same torch (tools/validate.py)
 g=$out/graphs; mkdir -p "$g"
+# torchvision CNNs under torch 2.14.1 (CONFIG torch=2.14.1; memsim runs them with --torch 2.13)
+if [ -n "$tv" ]; then
+  PY_RUN=$tv run resnet18_b8_mom          resnet18 --batch 8 --opt momentum
+  PY_RUN=$tv run resnet18_b8_adam_ckpt    resnet18 --batch 8 --opt adam --checkpoint 'layer[1-4]'
+  PY_RUN=$tv run resnet18_b8_sgd_amp      resnet18 --batch 8 --opt sgd --amp bf16
+  PY_RUN=$tv run resnet18_b16_adamw_warm1 resnet18 --batch 16 --opt adamw --warmup 1
+  PY_RUN=$tv run resnet50_b4_sgd          resnet50 --batch 4 --opt sgd
+  PY_RUN=$tv run mobilenet_v2_b8_mom      mobilenet_v2 --batch 8 --opt momentum
+  PY_RUN=$tv run vgg11_b4_adam            vgg11 --batch 4 --opt adam
+  PYTHON=$tv "$root/graphs/generate.sh" "$g" resnet18 resnet50 mobilenet_v2 vgg11
+fi
 PYTHON=$py "$root/graphs/generate.sh" "$g" mlp mnist_cnn bert_small cs336_small cs336_small_course_loss nanogpt_gpt2_small
 (cd "$root" && "$py" tools/export_torch.py graphs/models.py:rms_mlp --input "x=batch,1000" --name rms_mlp \
   --loss cross_entropy --provenance "graphs/models.py rms_mlp: Linear(1000,256), RMSNorm(256), ReLU, Linear(256,10); trace_step.py rms_mlp; input float32 [batch,1000]" \

@@ -5,6 +5,7 @@ or :func:`export_model` from Python.  See docs/exporter.md.
 """
 from .errors import ExportError, UnsupportedError
 from .exporter import export_model, InputSpec, parse_input_spec, write_graph, graph_to_json
+from .sac_policy import record_sac_policy
 
 __all__ = ["ExportError", "UnsupportedError", "export_model", "InputSpec", "parse_input_spec",
-           "write_graph", "graph_to_json"]
+           "write_graph", "graph_to_json", "record_sac_policy"]

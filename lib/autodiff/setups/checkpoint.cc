@@ -16,6 +16,7 @@
 // nested backward's Python frame holds the incoming grads and the recomputed outputs until it
 // returns; the forward RNG state is a ctx attribute, freed with the graph.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -150,18 +151,19 @@ class Checkpoint : public TrainingSetup {
     std::vector<std::vector<StorageId>> sac_cache;
   };
 
-  /// Which ops the SAC policy caches: those whose ATen op it saves, but with every_other_mm
-  /// only the 1st, 3rd, ... mm of each region call (torchtitan counts per checkpointed call).
+  /// Which ops the SAC policy caches: it decides per ATen op and per call of that op within each
+  /// call of the checkpointed module (policies count per checkpointed call, as torchtitan's does).
   void SelectCachedOps(StepState& s) {
     sac_save_.assign(s.g.ops.size(), false);
+    std::map<std::string, size_t> module_calls;
     for (Region& r : regions_) {
       r.sac_cache.assign(r.last - r.first + 1, {});
       if (!sac_.enabled()) continue;
-      int mm = 0;
+      const size_t call = module_calls[r.root]++;
+      std::map<std::string, size_t> occurrences;
       for (OpId o = r.first; o <= r.last; ++o) {
         const std::string aten = AtenOpOf(s.Ctx(o));
-        if (aten.empty() || std::find(sac_.save.begin(), sac_.save.end(), aten) == sac_.save.end()) continue;
-        sac_save_[o] = aten != "mm" || !sac_.every_other_mm || ++mm % 2 == 1;
+        if (!aten.empty()) sac_save_[o] = sac_.Saves(r.root, call, aten, occurrences[aten]++);
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "lib/autodiff/setups/sac.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -25,12 +26,46 @@ std::vector<std::string> SplitNames(std::string_view list) {
   return out;
 }
 
+Status Bad(const std::string& path, const std::string& pointer, const std::string& what) {
+  return Status::InvalidArgument(path + ": " + pointer + ": " + what);
+}
+
+/// {"recorded": {MODULE: [{NAME: [bool, ...]}, ...]}}: the decisions of a policy_fn, per call.
+Result<SacPolicy> ReadRecorded(const std::string& path, const nlohmann::json& rec) {
+  const std::string expected = "expected {\"recorded\": {\"MODULE\": [{\"mm\": [true, false], ...}, ...]}}";
+  if (!rec.is_object() || rec.empty()) return Bad(path, "/recorded", expected);
+  SacPolicy p;
+  for (const auto& [module, calls] : rec.items()) {
+    const std::string at = "/recorded/" + module;
+    if (!calls.is_array()) return Bad(path, at, "expected a list of the module's calls");
+    for (size_t c = 0; c < calls.size(); ++c) {
+      if (!calls[c].is_object()) return Bad(path, at + "/" + std::to_string(c), "expected {\"ATEN_OP\": [bool, ...]}");
+      SacPolicy::CallDecisions call;
+      for (const auto& [aten, bits] : calls[c].items()) {
+        const std::string ptr = at + "/" + std::to_string(c) + "/" + aten;
+        if (!bits.is_array()) return Bad(path, ptr, "expected a list of true/false, one per call of the op");
+        for (const auto& b : bits) {
+          if (!b.is_boolean()) return Bad(path, ptr, "expected true or false for each call of the op");
+          call[aten].push_back(b.get<bool>());
+        }
+      }
+      p.recorded[module].push_back(std::move(call));
+    }
+  }
+  return p;
+}
+
 Result<SacPolicy> ReadPolicyFile(const std::string& path) {
   std::ifstream f(path);
   if (!f) return Status::InvalidArgument("--sac " + path + ": cannot read it (expected torchtitan, ops:NAME,... or a JSON policy file)");
   nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("recorded")) {
+    if (j.contains("save")) return Bad(path, "/save", "a recorded policy has no save list: remove one of the two");
+    return ReadRecorded(path, j["recorded"]);
+  }
   if (!j.is_object() || !j.contains("save") || !j["save"].is_array())
-    return Status::InvalidArgument(path + ": /save: expected {\"save\": [\"mm\", ...], \"every_other_mm\": false}");
+    return Status::InvalidArgument(path + ": /save: expected {\"save\": [\"mm\", ...], \"every_other_mm\": false}"
+                                   " or a recorded policy {\"recorded\": {...}}");
   SacPolicy p;
   for (size_t i = 0; i < j["save"].size(); ++i) {
     if (!j["save"][i].is_string() || j["save"][i].get<std::string>().empty())
@@ -46,6 +81,18 @@ Result<SacPolicy> ReadPolicyFile(const std::string& path) {
 }
 
 }  // namespace
+
+bool SacPolicy::Saves(const std::string& module, size_t call, const std::string& aten, size_t occurrence) const {
+  if (aten.empty()) return false;
+  if (!recorded.empty()) {
+    auto m = recorded.find(module);
+    if (m == recorded.end() || call >= m->second.size()) return false;
+    auto bits = m->second[call].find(aten);
+    return bits != m->second[call].end() && occurrence < bits->second.size() && bits->second[occurrence];
+  }
+  if (std::find(save.begin(), save.end(), aten) == save.end()) return false;
+  return aten != "mm" || !every_other_mm || occurrence % 2 == 0;
+}
 
 Result<SacPolicy> ParseSacPolicy(const std::string& spec) {
   if (spec == "torchtitan") return SacPolicy{kTorchtitanSave, true};
