@@ -17,7 +17,8 @@ ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
 GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small"}
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
-GRAPH_FOR_LOSS = {"cs336": "_course_loss"}
+GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "smooth_l1": "_smooth_l1", "l1": "_l1",
+                  "huber": "_huber"}
 # The course's hand-written AdamW is recorded into the cs336 graphs by the exporter
 # (--optimizer graphs/llm_models.py:CS336AdamW, Note [Recorded optimizers]) and replayed.
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",
@@ -265,6 +266,7 @@ def main():
                   for n in sorted(os.listdir(d)) if n.endswith(".trace")]
     lines, failures = table_113(a.memsim, files, a.graphs)
     lines += table_213(a.memsim, failures)
+    lines += table_ops(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -336,7 +338,8 @@ def config_text(cfg):
     """A trace's CONFIG in words."""
     c = "batch %s, %s%s%s%s" % (cfg["batch"], cfg.get("opt", "sgd"), ", in-place ReLU" if cfg.get("inplace") == "True" else "",
                                 ", freeze %s" % cfg["freeze"] if cfg.get("freeze", "0") != "0" else "",
-                                ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else "")
+                                ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else
+                                ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
                   ("save_on_cpu", "save_on_cpu"), ("amp", "amp"),
@@ -377,6 +380,28 @@ def table_213(memsim, failures):
              "oneDNN 3.12) and simulated with the same `--torch 2.13` rules. Tolerance: every peak and phase",
              "within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
+def table_ops(memsim, failures):
+    """The op-coverage traces (graphs/op_models.py, elementwise losses) under both releases."""
+    lines = ["", "## Op coverage (PyTorch 2.13 and 1.13)", "",
+             "Small models exercising the activations, padding / resampling / roll / repeat / casts, broadcast",
+             "binary ops and elementwise losses of Notes [More activations], [Broadcast grads], [Padding and",
+             "resampling] and [Elementwise losses] (`graphs/op_models.py`, `mlp` with `--loss`), recorded by",
+             "`tests/oracle/record_ops.sh` into `tests/data/traces_ops_2_13/` (the 2.13.0 pip wheel, `--check-spy`)",
+             "and `tests/data/traces_ops_1_13/` (Debian's 1.13), each predicted by `memsim run GRAPH --profile cpu",
+             "--torch RELEASE --step first` on the graph exported under the same release (`graphs/` beside the",
+             "traces). Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
+             % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    for sub in ("traces_ops_2_13", "traces_ops_1_13"):
+        d = os.path.join(ROOT, "tests", "data", sub)
+        files = [(sub, os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+        rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
+                                                         [os.path.join(d, "graphs")], MAX_ERR_213, MAX_MEDIAN_213)
+        failures += fails
+        lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
+        lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
+    return lines
 
 
 def table_113(memsim, files, graphs):

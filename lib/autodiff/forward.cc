@@ -9,15 +9,17 @@
 namespace memsim {
 namespace {
 
-/// Allocates (or aliases) output |j| of op |o| into |storage|.
-void AllocOutput(StepState& s, OpId o, size_t j, std::vector<StorageId>& storage) {
+/// Allocates (or aliases) output |j| of op |o| into |storage|; |storage_bytes| > 0 sizes a
+/// storage larger than the output (FwdPlan::Action::storage_bytes).
+void AllocOutput(StepState& s, OpId o, size_t j, std::vector<StorageId>& storage, int64_t storage_bytes = 0) {
   const Op& op = s.g.ops[o];
   TensorId t = op.outputs[j];
   if (s.bound.owner[t] != t) {
     storage[t] = storage[s.bound.owner[t]];
     s.ledger.Ref(storage[t]);
   } else {
-    storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kActivation, op.module);
+    storage[t] = s.ledger.Alloc(std::max(storage_bytes, s.bound.metas[t].bytes()), s.g.tensors[t].name,
+                                Category::kActivation, op.module);
   }
 }
 
@@ -180,7 +182,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   for (size_t i = 0; i < plan.actions.size(); ++i) {
     const FwdPlan::Action& a = plan.actions[i];
     switch (a.kind) {
-      case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index, storage); break;
+      case FwdPlan::Action::kAllocOutput: AllocOutput(s, o, a.index, storage, a.storage_bytes); break;
       case FwdPlan::Action::kAllocExtra:
         extras[a.index] = s.ledger.AllocJoined(plan.extras[a.index].bytes, {op.name, ":", plan.extras[a.index].label},
                                          is_saved_extra(a.index) ? Category::kActivation : Category::kTemporary, op.module);

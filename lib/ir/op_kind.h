@@ -34,7 +34,14 @@ namespace memsim {
   X(kSqrt, "sqrt") X(kNeg, "neg") X(kMax, "max") X(kMin, "min") X(kAmax, "amax")            \
   X(kLogsumexp, "logsumexp") X(kGather, "gather") X(kScatter, "scatter")                    \
   X(kIndex, "index") X(kUnbind, "unbind") X(kTril, "tril") X(kTriu, "triu")                 \
-  X(kCumsum, "cumsum") X(kTopk, "topk") X(kRepeatInterleave, "repeat_interleave")
+  X(kCumsum, "cumsum") X(kTopk, "topk") X(kRepeatInterleave, "repeat_interleave")          \
+  X(kElu, "elu") X(kSoftplus, "softplus") X(kMish, "mish") X(kHardtanh, "hardtanh")         \
+  X(kClamp, "clamp") X(kAbs, "abs") X(kLogSigmoid, "log_sigmoid") X(kGlu, "glu")            \
+  X(kHardshrink, "hardshrink") X(kSoftshrink, "softshrink") X(kPrelu, "prelu")              \
+  X(kPad, "pad") X(kUpsample, "upsample") X(kRoll, "roll") X(kRepeat, "repeat")             \
+  X(kToDtype, "to_dtype") X(kDetach, "detach")                                              \
+  X(kBceWithLogits, "binary_cross_entropy_with_logits") X(kSmoothL1Loss, "smooth_l1_loss")  \
+  X(kHuberLoss, "huber_loss")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

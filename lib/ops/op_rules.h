@@ -1,8 +1,9 @@
 // Op rules: for each OpKind, one row saying how PyTorch runs it — output shapes (and whether an
 // output aliases an input: views, in-place ops), what the forward allocates and which tensors
 // autograd saves given which inputs require grad, and what its backward allocates.
-// Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc). Per-op
-// facts (grad alias layout, in-place capable, GEMM) are columns of the row. docs/op-rules.md
+// Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
+// rules_attention.cc, rules_activation.cc). Per-op facts (grad alias layout, in-place capable,
+// GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
 #ifndef MEMSIM_LIB_OPS_OP_RULES_H_
@@ -73,6 +74,9 @@ struct FwdPlan {
     /// unless the node keeps it (no saving under checkpointing: freed here, not at the op's end).
     enum Kind : uint8_t { kAllocOutput, kAllocExtra, kFreeExtra, kReleaseUnsaved } kind;
     int index;
+    /// kAllocOutput: the storage's bytes when larger than the output's sizes (a kernel that
+    /// resize_s its result smaller keeps the storage); 0: the output's own bytes.
+    int64_t storage_bytes = 0;
   };
   struct Extra {
     int64_t bytes;
@@ -82,7 +86,7 @@ struct FwdPlan {
   std::vector<Extra> extras;
   std::vector<SavedRef> saved;
 
-  void AllocOutput(int j) { actions.push_back({Action::kAllocOutput, j}); }
+  void AllocOutput(int j, int64_t storage_bytes = 0) { actions.push_back({Action::kAllocOutput, j, storage_bytes}); }
   int AddExtra(int64_t bytes, std::string_view label);
   void FreeExtra(int k) { actions.push_back({Action::kFreeExtra, k}); }
   void ReleaseUnsaved(int k) { actions.push_back({Action::kReleaseUnsaved, k}); }
@@ -158,6 +162,7 @@ extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
 extern const std::vector<OpRule> kLlmRules;
 extern const std::vector<OpRule> kAttentionRules;
+extern const std::vector<OpRule> kActivationRules;
 
 /// True for ops that call cuBLAS (GEMMs) on CUDA: the row's |gemm| column.
 bool IsGemm(OpKind kind);

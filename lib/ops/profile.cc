@@ -41,6 +41,10 @@ const std::vector<ProfileRow> kRows = {
      "2.13 CPU traces (nanoGPT's residual grads) and a dispatch log of the 2.13 engine: a multi-consumer grad is summed by add.Tensor, out of place, even when both grads are fresh"},
     {"mixed_dtype_input_copies", "cpu", "", [](Profile& p) { p.mixed_dtype_input_copies = true; },
      "the CPU TensorIterator copies the narrower floating input to the common dtype first"},
+    {"upsample_channels_last_small", "cpu", "", [](Profile& p) { p.upsample_channels_last_small = true; },
+     "aten/src/ATen/native/cpu/UpSampleKernel.cpp _use_vectorized_kernel_cond_2d: channels-last kernel when H_out + W_out <= 128 (2.13 trace)"},
+    {"log_sigmoid_buffer", "cpu", "", [](Profile& p) { p.log_sigmoid_buffer = true; },
+     "aten/src/ATen/native/Activation.cpp log_sigmoid_forward_cpu: buffer = at::empty_like(input); the CUDA kernel returns an empty buffer"},
     // --- PyTorch 1.13, every device ----------------------------------------------------------
     {"mean_keeps_input", "", "1.13", [](Profile& p) { p.mean_keeps_input = true; },
      "tools/autograd/derivatives.yaml 1.13: mean.dim's backward reads self; 2.x saves self_sym_sizes only"},
@@ -58,6 +62,12 @@ const std::vector<ProfileRow> kRows = {
      "F.scaled_dot_product_attention and its fused kernels came in 2.0"},
     {"scalar_operand_saved", "", "1.13", [](Profile& p) { p.scalar_operand_saved = true; },
      "1.13: a Python number goes through mul/div.Tensor as a wrapped number, which MulBackward0 / DivBackward0 keep"},
+    {"upsample_channels_last_small", "", "1.13", [](Profile& p) { p.upsample_channels_last_small = false; },
+     "1.13's UpSampleKernel.cpp has no small-output channels-last path (the 1.13 resample_cnn trace: no copies)"},
+    {"bce_logits_log_sigmoid", "", "1.13", [](Profile& p) { p.bce_logits_log_sigmoid = false; },
+     "aten/src/ATen/native/Loss.cpp 1.13 binary_cross_entropy_with_logits: max_val and exp/log temporaries (a 1.13 CPU trace)"},
+    {"prelu_kernel", "", "1.13", [](Profile& p) { p.prelu_kernel = false; },
+     "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward, the weight grad summed inside from an input-sized collector (the 1.13 act_mlp_a trace)"},
     // --- PyTorch 1.13 on the CPU --------------------------------------------------------------
     {"scalar_operand_bytes", "cpu", "1.13", [](Profile& p) { p.scalar_operand_bytes = 8; },
      "1.13: the wrapped number is an 8-byte double tensor (scalar_to_tensor)"},

@@ -122,6 +122,20 @@ struct Profile {
   /// the CPU TensorIterator copies the narrower input to the common dtype first (a temporary,
   /// allocated before the output); CUDA kernels cast while they load (Note [Autocast]).
   bool mixed_dtype_input_copies = false;
+  /// log_sigmoid_forward's second output, the `buffer` LogSigmoidBackward0 keeps: input-sized on
+  /// the CPU (its kernel stores exp(-|x|) terms there), an empty tensor on CUDA.
+  bool log_sigmoid_buffer = false;
+  /// 2.x: F.prelu runs _prelu_kernel, whose backward returns the weight's grad at the input's
+  /// shape (the engine sums it to the weight's); 1.13's prelu_backward sums it inside (an
+  /// input-sized collector, freed in the node).
+  bool prelu_kernel = true;
+  /// CPU 2.x: upsample_nearest2d / upsample_bilinear2d of a contiguous input with C > 1 and an
+  /// output with H + W <= 128 run the channels-last kernel (an input copy and an output scratch,
+  /// Note [Padding and resampling]).
+  bool upsample_channels_last_small = false;
+  /// 2.x: binary_cross_entropy_with_logits's forward goes through log_sigmoid; 1.13 spells out
+  /// the log-sum-exp with max_val and three more input-sized temporaries.
+  bool bce_logits_log_sigmoid = true;
 };
 
 /// The PyTorch releases memsim has rules for, oldest first; the last is the default.

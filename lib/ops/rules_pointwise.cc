@@ -1,7 +1,8 @@
 // Elementwise ops, softmax, dropout, reductions and losses. What each saves follows
 // derivatives.yaml (see Note [Saved tensors] and Note [In-place activations] in docs/op-rules.md):
-// outputs for relu/sigmoid/tanh/softmax; inputs for gelu/silu/leaky_relu/hardtanh/hardswish;
-// in-place variants whose formula needs the pre-mutation input save a clone.
+// outputs for relu/sigmoid/tanh/softmax; inputs for gelu/silu/leaky_relu/hardtanh/hardswish/elu/
+// softplus/mish/the shrinks; in-place variants whose formula needs the pre-mutation input save a
+// clone (Note [More activations]).
 #include "lib/ops/autocast_lists.h"
 #include "lib/ops/op_rules.h"
 
@@ -41,6 +42,11 @@ constexpr ActivationRow kActivations[] = {
     {OpKind::kSilu, Keeps::kSelf, true},         {OpKind::kHardswish, Keeps::kSelf, true},
     {OpKind::kHardsigmoid, Keeps::kSelf, true},  {OpKind::kSoftmax, Keeps::kResult, false},
     {OpKind::kLogSoftmax, Keeps::kResult, false},
+    // Note [More activations]: elu_ (selu_, celu_) has its own entry on the result; hardtanh_,
+    // softplus, mish and the shrinks have none, so the in-place form clones self.
+    {OpKind::kElu, Keeps::kSelf, false},         {OpKind::kHardtanh, Keeps::kSelf, true},
+    {OpKind::kSoftplus, Keeps::kSelf, true},     {OpKind::kMish, Keeps::kSelf, true},
+    {OpKind::kHardshrink, Keeps::kSelf, true},   {OpKind::kSoftshrink, Keeps::kSelf, true},
 };
 
 const ActivationRow& Activation(OpKind k) {
@@ -194,9 +200,28 @@ void BwdAddSub(const RuleCtx& c, BwdPlan* p) {
   }
 }
 
+/// The grad of input |i| as the formula makes it: at the output's shape when the input was
+/// broadcast (validate_outputs then sums it to the input's shape, Note [Broadcast grads]).
+void GradAtOutputShape(const RuleCtx& c, BwdPlan* p, int i) {
+  if (c.out.empty() || c.in[i]->sizes == c.out[0]->sizes) return p->GradNew(i);
+  p->GradNewLike(i, *TensorMeta::Contiguous(c.out[0]->dtype, c.out[0]->sizes));
+}
+
+// mul: self: grad * other, other: grad * self (derivatives.yaml mul_tensor_backward); div: self:
+// grad / other, other: -grad * ((self / other) / other) (div_tensor_other_backward), whose three
+// output-shaped temporaries live until the product is made. The generated MulBackward0 /
+// DivBackward0 compute the grad of other first.
 void BwdScaled(const RuleCtx& c, BwdPlan* p) {
-  for (int i = 0; i < c.num_in(); ++i)
-    if (c.rg_in(i)) p->GradNew(i);
+  if (c.num_in() > 1 && c.rg_in(1)) {
+    std::vector<int> temps;
+    if (c.op.kind == OpKind::kDiv && !c.out.empty()) {
+      for (std::string_view label : {"self / other", "(self / other) / other", "-grad"})
+        temps.push_back(p->Temp(Bytes(*c.out[0]), label));
+    }
+    GradAtOutputShape(c, p, 1);
+    for (auto t = temps.rbegin(); t != temps.rend(); ++t) p->FreeTemp(*t);  // destroyed last first
+  }
+  if (c.rg_in(0)) GradAtOutputShape(c, p, 0);
 }
 
 // Reductions.
@@ -241,7 +266,8 @@ Status InferLoss(const RuleCtx& c, InferOut* o) {
   const TensorMeta& t = *c.in[1];
   std::string red = c.op.attrs.GetString("reduction", "mean");
   if (red != "mean" && red != "sum" && red != "none") return RuleError(c, "unknown reduction " + red);
-  if (c.op.kind == OpKind::kMseLoss) {
+  if (c.op.kind == OpKind::kMseLoss || c.op.kind == OpKind::kBceWithLogits || c.op.kind == OpKind::kSmoothL1Loss ||
+      c.op.kind == OpKind::kHuberLoss) {
     if (!BroadcastShapes(x.sizes, t.sizes)) return RuleError(c, "target shape does not match");
     o->Fresh(TensorMeta::Contiguous(x.dtype, red == "none" ? x.sizes : std::vector<int64_t>{}));
     return Status::OK();
@@ -295,6 +321,60 @@ void FwdNllLoss(const RuleCtx& c, FwdPlan* p) {
 void FwdMseLoss(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
+}
+
+// binary_cross_entropy_with_logits(X, target), mean: X and target saved. Forward
+// (aten/src/ATen/native/Loss.cpp), Profile::bce_logits_log_sigmoid: 2.x takes log_sigmoid(X) (its
+// CPU buffer freed at once), then (1 - target).mul_(X).sub_(log_sigmoid) and the mean; 1.13 builds
+// max_val = (-X).clamp_min_(0) and (1 - target).mul_(X).add_(max_val).add_((-max_val).exp_()
+// .add_((-X - max_val).exp_()).log_()), whose three temporaries die with the statement. Backward
+// (FunctionsManual.cpp binary_cross_entropy_with_logits_backward): (sigmoid(X) - target) * grad.
+void FwdBceWithLogits(const RuleCtx& c, FwdPlan* p) {
+  const int64_t n = Bytes(*c.in[0]);
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+  if (c.op.attrs.GetString("reduction", "mean") == "none") return;
+  std::vector<int> locals;  // freed after the mean, last first
+  if (c.profile.bce_logits_log_sigmoid) {
+    locals.push_back(p->AddExtra(n, "log_sigmoid(input)"));
+    if (c.profile.log_sigmoid_buffer) p->FreeExtra(p->AddExtra(n, "log_sigmoid buffer"));
+    locals.push_back(p->AddExtra(n, "elementwise loss"));
+  } else {
+    locals.push_back(p->AddExtra(n, "max_val"));
+    locals.push_back(p->AddExtra(n, "elementwise loss"));
+    int t[3];
+    for (int& k : t) k = p->AddExtra(n, "log-sum-exp temporary");
+    for (int k = 2; k >= 0; --k) p->FreeExtra(t[k]);
+  }
+  p->AllocOutput(0);
+  for (auto k = locals.rbegin(); k != locals.rend(); ++k) p->FreeExtra(*k);
+}
+
+void BwdBceWithLogits(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  int sig = p->Temp(Bytes(*c.in[0]), "sigmoid(input)");
+  int diff = p->Temp(Bytes(*c.in[0]), "sigmoid(input) - target");
+  p->FreeTemp(sig);
+  p->GradNew(0);
+  p->FreeTemp(diff);
+}
+
+// smooth_l1_loss / huber_loss (X, target), X and target saved; backward: one grad (zeros_like
+// then the _backward_out kernel). smooth_l1 is a structured kernel (aten/src/ATen/native/Loss.cpp
+// TORCH_META_FUNC(smooth_l1_loss)): its meta builds a binary TensorIterator, so the result is
+// allocated X-sized, then resize_({})d for mean/sum, keeping that storage; the impl's own iterator
+// writes the elementwise loss into a temporary that mean_out reads. huber_loss allocates the
+// elementwise loss (empty_like) and returns its reduction: a 0-dim result.
+void FwdSmoothL1(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+  if (c.op.attrs.GetString("reduction", "mean") == "none") return;
+  const int64_t n = Bytes(*c.in[0]);
+  const bool structured = c.op.kind == OpKind::kSmoothL1Loss;
+  if (structured) p->AllocOutput(0, n);
+  int loss = p->AddExtra(n, "elementwise loss");
+  if (!structured) p->AllocOutput(0);
+  p->FreeExtra(loss);
 }
 
 // masked_fill(X, mask): keeps only the (bool) mask; its backward masks the grad (a new tensor).
@@ -363,6 +443,15 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},
     {OpKind::kMaskedFill, 2, 2, kFirst, InferMaskedFill, FwdMaskedFill, nullptr},
     {OpKind::kStochasticDepth, 1, 1, kFirst, InferStochasticDepth, FwdStochasticDepth, nullptr},
+    {OpKind::kElu, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kHardtanh, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kSoftplus, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kMish, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kHardshrink, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kSoftshrink, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kBceWithLogits, 2, 2, kFirst, InferLoss, FwdBceWithLogits, BwdBceWithLogits},
+    {OpKind::kSmoothL1Loss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
+    {OpKind::kHuberLoss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
 };
 
 }  // namespace memsim

@@ -344,6 +344,99 @@ std::optional<TensorMeta> AliasGradStack(const Op& op, const Bindings& b, const 
   return m;
 }
 
+// ---- Note [Padding and resampling]: pad, upsample, roll, repeat, dtype casts, detach ---------
+
+/// pad(X): `pad` lists (before, after) pairs from the last dim backwards, as F.pad; `mode`
+/// constant (ConstantPadNdBackward0 keeps nothing) or reflect / replicate (their backward nodes
+/// keep self). Backward: one input-sized grad.
+Status InferPad(const RuleCtx& c, InferOut* o) {
+  const TensorMeta& x = *c.in[0];
+  auto pad = c.op.attrs.GetInts("pad", c.bindings);
+  std::string mode = c.op.attrs.GetString("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "replicate")
+    return RuleError(c, "mode must be constant, reflect or replicate (circular is not supported)");
+  if (!pad || pad->size() % 2 != 0 || static_cast<int64_t>(pad->size()) > 2 * x.dim())
+    return RuleError(c, "\"pad\" needs (before, after) pairs for at most " + std::to_string(x.dim()) + " dims");
+  std::vector<int64_t> sizes = x.sizes;
+  for (size_t k = 0; k < pad->size() / 2; ++k) {
+    int64_t& d = sizes[sizes.size() - 1 - k];
+    d += (*pad)[2 * k] + (*pad)[2 * k + 1];
+    if (d < 0) return RuleError(c, "padding makes a negative size for " + x.ShapeString());
+  }
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdPad(const RuleCtx& c, FwdPlan* p) {
+  if (c.op.attrs.GetString("mode", "constant") != "constant") p->Save(SavedRef::kInput, 0);
+}
+
+/// upsample(X [N, C, spatial...]): `size` the output's spatial sizes, `mode` nearest or
+/// bilinear. The backward nodes keep sizes only; backward: one input-sized grad.
+Status InferUpsample(const RuleCtx& c, InferOut* o) {
+  const TensorMeta& x = *c.in[0];
+  auto size = c.op.attrs.GetInts("size", c.bindings);
+  std::string mode = c.op.attrs.GetString("mode", "nearest");
+  if (mode != "nearest" && mode != "bilinear") return RuleError(c, "mode must be nearest or bilinear");
+  if (!size || x.dim() != static_cast<int64_t>(size->size()) + 2)
+    return RuleError(c, "\"size\" needs one output size per spatial dim of " + x.ShapeString());
+  std::vector<int64_t> sizes = {x.sizes[0], x.sizes[1]};
+  sizes.insert(sizes.end(), size->begin(), size->end());
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+// Profile::upsample_channels_last_small (aten/src/ATen/native/cpu/UpSampleKernel.cpp
+// _use_vectorized_kernel_cond_2d): a contiguous 2-D input with more than one channel whose output
+// has H + W <= 128 runs the channels-last kernel, which makes a channels-last copy of the input
+// and a channels-last output, copied into the result and freed.
+void FwdUpsample(const RuleCtx& c, FwdPlan* p) {
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& y = *c.out[0];
+  const bool small = x.dim() == 4 && x.sizes[1] > 1 && y.sizes[2] + y.sizes[3] <= 128;
+  if (!c.profile.upsample_channels_last_small || !small) return;
+  p->AllocOutput(0);
+  int in_cl = p->AddExtra(Bytes(x), "channels-last input");
+  int out_cl = p->AddExtra(Bytes(y), "channels-last output");
+  p->FreeExtra(out_cl);
+  p->FreeExtra(in_cl);
+}
+
+/// roll(X): a new tensor; RollBackward0 keeps the shifts only, its backward rolls the grad back.
+Status InferSameNew(const RuleCtx& c, InferOut* o) {
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  return Status::OK();
+}
+
+/// repeat(X): `repeats`, one per output dim (at least X's rank). RepeatBackward0 keeps sizes;
+/// its backward sums a view of the grad to X's shape (one new grad).
+Status InferRepeat(const RuleCtx& c, InferOut* o) {
+  const TensorMeta& x = *c.in[0];
+  auto reps = c.op.attrs.GetInts("repeats", c.bindings);
+  if (!reps || static_cast<int64_t>(reps->size()) < x.dim())
+    return RuleError(c, "\"repeats\" needs at least one entry per dim of " + x.ShapeString());
+  std::vector<int64_t> sizes = *reps;
+  const size_t lead = reps->size() - x.sizes.size();
+  for (size_t k = 0; k < x.sizes.size(); ++k) sizes[lead + k] *= x.sizes[k];
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+/// to_dtype(X): `dtype`; _to_copy makes a new tensor, ToCopyBackward0 keeps nothing and casts
+/// the grad back (a new grad in X's dtype).
+Status InferToDtype(const RuleCtx& c, InferOut* o) {
+  auto dt = ParseDtype(c.op.attrs.GetString("dtype", ""));
+  if (!dt) return RuleError(c, "\"dtype\" must name a dtype (float32, float16, bfloat16, float64, ...)");
+  o->Fresh(TensorMeta::Contiguous(*dt, c.in[0]->sizes));
+  return Status::OK();
+}
+
+/// detach(X): a view that does not require grad (no node; the row's input is not differentiable).
+Status InferDetach(const RuleCtx& c, InferOut* o) {
+  o->Alias(*c.in[0], 0);
+  return Status::OK();
+}
+
 }  // namespace
 
 const std::vector<OpRule> kShapeRules = {
@@ -364,6 +457,12 @@ const std::vector<OpRule> kShapeRules = {
     {OpKind::kStack, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough, AliasGradStack},
     {OpKind::kIndexSelect, 2, 2, kFirst, InferIndexSelect, FwdIndexSelect, BwdNarrowing},
     {OpKind::kArange, 0, 0, 0, InferArange, nullptr, nullptr},
+    {OpKind::kPad, 1, 1, kFirst, InferPad, FwdPad, BwdNarrowing},
+    {OpKind::kUpsample, 1, 1, kFirst, InferUpsample, FwdUpsample, BwdNarrowing},
+    {OpKind::kRoll, 1, 1, kFirst, InferSameNew, nullptr, BwdNarrowing},
+    {OpKind::kRepeat, 1, 1, kFirst, InferRepeat, nullptr, BwdNarrowing},
+    {OpKind::kToDtype, 1, 1, kFirst, InferToDtype, nullptr, BwdNarrowing},
+    {OpKind::kDetach, 1, 1, 0, InferDetach, nullptr, nullptr},
 };
 
 }  // namespace memsim

@@ -405,5 +405,86 @@ TEST(MseLossRuleTest, SavesInputAndTarget) {
   EXPECT_THAT(SavedNames(run, "loss"), UnorderedElementsAre("y", "t"));
 }
 
+
+// ---------------------------------------------------------------- Note [Broadcast grads]
+std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
+  std::vector<int64_t> out;
+  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
+  return out;
+}
+
+TEST(BroadcastGradTest, MulMakesTheBroadcastInputsGradAtTheOutputShapeThenSumsIt) {
+  auto run = testing::Simulate(BinaryBody("mul", "[4, 8]", true, "[8]", true));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(AllocBytes(run, "b.grad"), ElementsAre(4 * 8 * 4, 8 * 4));
+  EXPECT_THAT(AllocBytes(run, "a.grad"), ElementsAre(4 * 8 * 4));
+  // other's grad is computed first (the generated MulBackward0), self's while it is still unreduced
+  auto b = testing::BuffersNamed(run.r.events, "b.grad"), a = testing::BuffersNamed(run.r.events, "a.grad");
+  EXPECT_LT(testing::AllocIndex(run.r.events, b[0]), testing::AllocIndex(run.r.events, a[0]));
+  EXPECT_GT(testing::FreeIndex(run.r.events, b[0]), testing::AllocIndex(run.r.events, a[0]));
+}
+
+TEST(BroadcastGradTest, DivOtherGradKeepsThreeOutputShapedTemporariesUntilTheProduct) {
+  auto run = testing::Simulate(BinaryBody("div", "[4, 8]", true, "[4, 1]", true));
+  ASSERT_TRUE(run.ok) << run.error;
+  for (const char* t : {"y:self / other", "y:(self / other) / other", "y:-grad"})
+    EXPECT_THAT(AllocBytes(run, t), ElementsAre(4 * 8 * 4)) << t;
+  EXPECT_THAT(AllocBytes(run, "b.grad"), ElementsAre(4 * 8 * 4, 4 * 4));
+  auto neg = testing::Buffer(run.r.events, "y:-grad");
+  auto bg = testing::BuffersNamed(run.r.events, "b.grad");
+  ASSERT_TRUE(neg && !bg.empty());
+  EXPECT_GT(testing::FreeIndex(run.r.events, *neg), testing::AllocIndex(run.r.events, bg[0]));
+}
+
+TEST(BroadcastGradTest, DivWithoutGradForOtherHasNoTemporaries) {
+  auto run = testing::Simulate(BinaryBody("div", "[4, 8]", true, "[4, 8]", false));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "self / other").empty());
+}
+
+// ---------------------------------------------------------------- elementwise losses
+std::string LossBody(const std::string& op) {
+  return R"("inputs": [{"name": "x", "shape": [4, 8]}, {"name": "t", "shape": [4, 16]}], "parameters": [{"name": "w", "shape": [16, 8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"op": ")" + op + R"(", "inputs": ["h", "t"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(BceWithLogitsRuleTest, KeepsInputAndTargetAndBuildsTheLossThroughLogSigmoid) {
+  auto run = testing::Simulate(LossBody("binary_cross_entropy_with_logits"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "loss"), UnorderedElementsAre("h", "t"));
+  EXPECT_THAT(AllocBytes(run, "loss:log_sigmoid buffer"), ElementsAre(kH));
+  EXPECT_THAT(AllocBytes(run, "loss:sigmoid(input) - target"), ElementsAre(kH));
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "log-sum-exp"), 0);
+}
+
+TEST(BceWithLogitsRuleTest, Torch113SpellsOutTheLogSumExp) {
+  auto run = testing::Simulate(LossBody("binary_cross_entropy_with_logits"), Opts("cpu", "sgd", "1.13"));
+  ASSERT_TRUE(run.ok) << run.error;
+  size_t n = 0;
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "log-sum-exp temporary", &n), 3 * kH);
+  EXPECT_EQ(n, 3u);
+  EXPECT_THAT(AllocBytes(run, "loss:max_val"), ElementsAre(kH));
+}
+
+TEST(SmoothL1RuleTest, TheZeroDimLossKeepsTheInputSizedStorageItWasResizedFrom) {
+  auto run = testing::Simulate(LossBody("smooth_l1_loss"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "loss"), UnorderedElementsAre("h", "t"));
+  EXPECT_THAT(AllocBytes(run, "loss"), ElementsAre(kH));
+  EXPECT_THAT(AllocBytes(run, "loss:elementwise loss"), ElementsAre(kH));
+  auto huber = testing::Simulate(LossBody("huber_loss"), Opts("cpu"));
+  ASSERT_TRUE(huber.ok) << huber.error;
+  EXPECT_THAT(AllocBytes(huber, "loss"), ElementsAre(4));
+}
+
+TEST(SmoothL1RuleTest, TargetOfAnotherShapeIsAnError) {
+  std::string body = LossBody("smooth_l1_loss");
+  body.replace(body.find("[4, 16]"), 7, "[3, 5]");
+  auto run = testing::Simulate(body);
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("smooth_l1_loss"));
+}
+
 }  // namespace
 }  // namespace memsim

@@ -219,5 +219,83 @@ TEST(ArangeRuleTest, MakesFreshTensorWithoutInputs) {
   EXPECT_THAT(testing::SavedNames(run, "y"), ElementsAre("r"));
 }
 
+
+// ---------------------------------------------------------------- Note [Padding and resampling]
+std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
+  std::vector<int64_t> out;
+  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
+  return out;
+}
+
+TEST(PadRuleTest, ConstantKeepsNothingReflectKeepsSelf) {
+  auto c = Run1(R"({"op": "pad", "inputs": ["a"], "outputs": ["y"], "attrs": {"pad": [1, 2, 0, 1]}})");
+  EXPECT_THAT(c.sizes, ElementsAre(2, 4, 7));
+  EXPECT_TRUE(c.allocated_y);
+  EXPECT_THAT(testing::SavedNames(c.run, "y"), IsEmpty());
+  EXPECT_THAT(AllocBytes(c.run, "a.grad"), ElementsAre(96));
+  auto r = Run1(R"({"op": "pad", "inputs": ["a"], "outputs": ["y"], "attrs": {"pad": [1, 1], "mode": "reflect"}})");
+  EXPECT_THAT(r.sizes, ElementsAre(2, 3, 6));
+  EXPECT_THAT(testing::SavedNames(r.run, "y"), ElementsAre("a"));
+}
+
+TEST(PadRuleTest, CircularAndOddPadsAreErrors) {
+  EXPECT_THAT(Error(R"({"op": "pad", "inputs": ["a"], "outputs": ["y"], "attrs": {"pad": [1, 1], "mode": "circular"}})"),
+              HasSubstr("circular"));
+  EXPECT_THAT(Error(R"({"op": "pad", "inputs": ["a"], "outputs": ["y"], "attrs": {"pad": [1]}})"), HasSubstr("pad"));
+}
+
+std::string UpsampleBody(const std::string& size) {
+  return R"("inputs": [], "parameters": [{"name": "a", "shape": [2, 4, 6, 6]}],
+      "ops": [{"op": "upsample", "inputs": ["a"], "outputs": ["y"], "attrs": {"size": )" + size + R"(, "mode": "nearest"}},
+              {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(UpsampleRuleTest, SmallCpuOutputsRunTheChannelsLastKernelWithTwoScratchCopies) {
+  const int64_t in = 2 * 4 * 6 * 6 * 4, out = 2 * 4 * 12 * 12 * 4;
+  auto run = testing::Simulate(UpsampleBody("[12, 12]"), testing::Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(AllocBytes(run, "y:channels-last input"), ElementsAre(in));
+  EXPECT_THAT(AllocBytes(run, "y:channels-last output"), ElementsAre(out));
+  EXPECT_THAT(testing::SavedNames(run, "y"), IsEmpty());
+  EXPECT_THAT(AllocBytes(run, "a.grad"), ElementsAre(in));
+  auto old = testing::Simulate(UpsampleBody("[12, 12]"), testing::Opts("cpu", "sgd", "1.13"));
+  ASSERT_TRUE(old.ok) << old.error;
+  EXPECT_TRUE(testing::BuffersContaining(old.r.events, "channels-last").empty());
+  auto big = testing::Simulate(UpsampleBody("[64, 65]"), testing::Opts("cpu"));
+  ASSERT_TRUE(big.ok) << big.error;
+  EXPECT_TRUE(testing::BuffersContaining(big.r.events, "channels-last").empty());
+}
+
+TEST(RollRepeatRuleTest, NewOutputsAndOneInputSizedGrad) {
+  auto roll = Run1(R"({"op": "roll", "inputs": ["a"], "outputs": ["y"], "attrs": {"shifts": 1, "dims": 0}})");
+  EXPECT_THAT(roll.sizes, ElementsAre(2, 3, 4));
+  EXPECT_TRUE(roll.allocated_y);
+  EXPECT_THAT(AllocBytes(roll.run, "a.grad"), ElementsAre(96));
+  auto rep = Run1(R"({"op": "repeat", "inputs": ["a"], "outputs": ["y"], "attrs": {"repeats": [2, 1, 1, 3]}})");
+  EXPECT_THAT(rep.sizes, ElementsAre(2, 2, 3, 12));
+  EXPECT_THAT(testing::SavedNames(rep.run, "y"), IsEmpty());
+  EXPECT_THAT(AllocBytes(rep.run, "a.grad"), ElementsAre(96));
+  EXPECT_THAT(Error(R"({"op": "repeat", "inputs": ["a"], "outputs": ["y"], "attrs": {"repeats": [2]}})"),
+              HasSubstr("repeats"));
+}
+
+TEST(ToDtypeRuleTest, CastsForwardAndTheGradBack) {
+  auto run = Run1(R"({"op": "to_dtype", "inputs": ["a"], "outputs": ["y"], "attrs": {"dtype": "float16"}})");
+  EXPECT_THAT(AllocBytes(run.run, "y"), ElementsAre(48));
+  EXPECT_THAT(AllocBytes(run.run, "a.grad"), ElementsAre(96));
+  EXPECT_THAT(Error(R"({"op": "to_dtype", "inputs": ["a"], "outputs": ["y"], "attrs": {"dtype": "float7"}})"),
+              HasSubstr("dtype"));
+}
+
+TEST(DetachRuleTest, AliasesAndCutsTheGrad) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [4, 8]}],
+      "ops": [{"op": "detach", "inputs": ["a"], "outputs": ["d"]}, {"op": "mul", "inputs": ["a", "d"], "outputs": ["y"]},
+              {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(run.r.bound.owner[run.graph.FindTensor("d")], run.graph.FindTensor("a"));
+  EXPECT_THAT(testing::SavedNames(run, "y"), ElementsAre("d"));  // only a's grad is needed
+  EXPECT_THAT(AllocBytes(run, "a.grad"), ElementsAre(128));
+}
+
 }  // namespace
 }  // namespace memsim

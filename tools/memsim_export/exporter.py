@@ -11,6 +11,11 @@ import torch
 from . import convert, expand  # noqa: F401  (expand registers the transformer handlers)
 from .convert import Context, TRef, dtype_name
 from .errors import ExportError, UnsupportedError
+
+# --loss NAME for elementwise losses on a target shaped like the output: the op each appends
+# (l1 is the composite F.l1_loss runs: sub, abs, mean).
+ELEMENTWISE_LOSSES = {"mse": "mse_loss", "bce_logits": "binary_cross_entropy_with_logits",
+                      "smooth_l1": "smooth_l1_loss", "huber": "huber_loss", "l1": None}
 from .shapes import propagate
 from .symbols import merge, plan_probes
 from .tracer import trace
@@ -123,11 +128,11 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
     of positions) become symbolic.
 
     inputs: list of InputSpec or spec strings.  symbols: {name: default value}; ``batch`` defaults
-    to 32.  loss: "cross_entropy", "mse" or "none".  device: "meta", "cpu" or "auto" (meta, falling
+    to 32.  loss: "cross_entropy", "none", "output" or an ELEMENTWISE_LOSSES key.  device: "meta", "cpu" or "auto" (meta, falling
     back to CPU when an op has no meta kernel or the model mixes devices).
     """
-    if loss not in ("cross_entropy", "mse", "output", "none", None):
-        raise ExportError("unknown loss %r (cross_entropy, mse, output, none)" % (loss,))
+    if loss not in ("cross_entropy", "output", "none", None) and loss not in ELEMENTWISE_LOSSES:
+        raise ExportError("unknown loss %r (cross_entropy, %s, output, none)" % (loss, ", ".join(ELEMENTWISE_LOSSES)))
     specs = [parse_input_spec(s) for s in inputs]
     if not specs:
         raise ExportError("no --input given")
@@ -354,8 +359,15 @@ def _assemble(cx, out_value, specs, input_names, loss):
                     "attrs": {"reduction": "mean", "label_smoothing": 0.0}})
     else:
         g["extra_inputs"].append({"name": "target", "shape": list(logits.shape), "dtype": dtype_name(logits.dtype)})
-        ops.append({"op": "mse_loss", "module": "loss", "inputs": [logits.name, "target"], "outputs": ["loss"],
-                    "attrs": {"reduction": "mean"}})
+        if loss == "l1":  # the composite F.l1_loss runs: (input - target).abs().mean()
+            ops.append({"op": "sub", "module": "loss", "inputs": [logits.name, "target"], "outputs": ["loss:diff"],
+                        "attrs": {"inplace": False}})
+            ops.append({"op": "abs", "module": "loss", "inputs": ["loss:diff"], "outputs": ["loss:abs"]})
+            ops.append({"op": "mean", "module": "loss", "inputs": ["loss:abs"], "outputs": ["loss"],
+                        "attrs": {"keepdim": False}})
+        else:
+            ops.append({"op": ELEMENTWISE_LOSSES[loss], "module": "loss", "inputs": [logits.name, "target"],
+                        "outputs": ["loss"], "attrs": {"reduction": "mean"}})
     if "target" in input_names:
         raise ExportError("an input is already named 'target'; rename it (--input name=...)")
     g["loss"] = "loss"

@@ -167,13 +167,19 @@ def f_arange(cx, *args, dtype=None, device=None, layout=None, requires_grad=Fals
     return cx.emit("arange", [], {"end": int(end), "dtype": dtype_name(odt)}, shape=(int(end),), dtype=odt)
 
 
+_CASTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
 def _cast_alias(cx, x, *args, **kwargs):
+    """.to / .float() / .half() & co.: the tensor itself when the dtype stays, else a to_dtype op
+    (_to_copy; Note [Padding and resampling])."""
     x = T(x)
     odt = cx.out_dtype()
-    if odt is not None and odt != x.dtype:
-        raise Unsupported("dtype cast to %s" % dtype_name(odt) if odt in (torch.float16, torch.bfloat16,
-                                                                        torch.float32) else "dtype cast")
-    return x
+    if odt is None or odt == x.dtype:
+        return x
+    if x.dtype not in _CASTABLE or odt not in _CASTABLE:
+        raise Unsupported("dtype cast from %s to %s" % (x.dtype, odt))
+    return cx.emit("to_dtype", [x], {"dtype": dtype_name(odt)}, shape=x.shape, dtype=odt)
 
 
 for _m in ("to", "float", "type_as", "double", "half", "bfloat16", "long", "int", "bool", "type", "cpu", "cuda"):
@@ -194,6 +200,44 @@ def f_nll_loss(cx, x, target, weight=None, size_average=None, ignore_index=-100,
     if weight is not None:
         raise Unsupported("nll_loss(weight=...)")
     return cx.emit("nll_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
+
+
+@function(F.binary_cross_entropy_with_logits)
+def f_bce_with_logits(cx, x, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                      pos_weight=None):
+    if weight is not None or pos_weight is not None:
+        raise Unsupported("binary_cross_entropy_with_logits(weight=..., pos_weight=...)")
+    return cx.emit("binary_cross_entropy_with_logits", [T(x), T(target)], {"reduction": reduction},
+                   shape=cx.out_shape())
+
+
+@function(F.smooth_l1_loss)
+def f_smooth_l1(cx, x, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    if beta == 0:  # smooth_l1_loss(beta=0) is l1_loss
+        return f_l1_loss(cx, x, target, reduction=reduction)
+    return cx.emit("smooth_l1_loss", [T(x), T(target)], {"reduction": reduction, "beta": float(beta)},
+                   shape=cx.out_shape())
+
+
+@function(F.huber_loss)
+def f_huber(cx, x, target, reduction="mean", delta=1.0, weight=None):
+    if weight is not None:
+        raise Unsupported("huber_loss(weight=...)")
+    return cx.emit("huber_loss", [T(x), T(target)], {"reduction": reduction, "delta": float(delta)},
+                   shape=cx.out_shape())
+
+
+@function(F.l1_loss)
+def f_l1_loss(cx, x, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """l1_loss is the composite (input - target).abs() and its reduction (aten/src/ATen/native/Loss.cpp)."""
+    x, target = T(x), T(target)
+    if weight is not None:
+        raise Unsupported("l1_loss(weight=...)")
+    d = cx.emit("sub", [x, target], {"inplace": False}, shape=_broadcast(x.shape, target.shape))
+    a = cx.emit("abs", [d], shape=d.shape)
+    if reduction == "none":
+        return a
+    return cx.emit(reduction, [a], {"keepdim": False}, shape=())
 
 
 @function(F.mse_loss)

@@ -156,15 +156,6 @@ def m_leaky(cx, mod, path, x):
                    shape=x.shape)
 
 
-@module(nn.Hardtanh)
-def m_hardtanh(cx, mod, path, x):
-    # nn.ReLU6 is a Hardtanh subclass and is matched earlier (more specific class first in the MRO)
-    x = T(x)
-    if (mod.min_val, mod.max_val) != (0.0, 6.0):
-        raise Unsupported("nn.Hardtanh(min_val=%g, max_val=%g)" % (mod.min_val, mod.max_val))
-    return cx.emit("relu6", [x], {"inplace": bool(mod.inplace)}, shape=x.shape)
-
-
 def _softmax_dim(dim, ndim):
     if dim is None:
         return 0 if ndim in (0, 1, 3) else 1
@@ -322,14 +313,6 @@ def f_gelu(cx, x, approximate="none"):
 def f_leaky(cx, x, negative_slope=0.01, inplace=False):
     x = T(x)
     return cx.emit("leaky_relu", [x], {"inplace": bool(inplace), "negative_slope": negative_slope}, shape=x.shape)
-
-
-@function(F.hardtanh)
-def f_hardtanh(cx, x, min_val=-1.0, max_val=1.0, inplace=False):
-    x = T(x)
-    if (min_val, max_val) != (0.0, 6.0):
-        raise Unsupported("F.hardtanh(min_val=%g, max_val=%g)" % (min_val, max_val))
-    return cx.emit("relu6", [x], {"inplace": bool(inplace)}, shape=x.shape)
 
 
 @function(F.softmax, torch.softmax)

@@ -1,10 +1,12 @@
 """Handlers for shape and view ops (view/reshape, transpose/permute, (un)squeeze, expand, split,
-cat, select/narrow) and for Python indexing ``x[idx]``."""
+cat, select/narrow), Python indexing ``x[idx]``, and padding, resampling, roll, repeat, detach."""
 import operator
 
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-from .registry import T, TRef, Unsupported, function, method, norm_dim, view_out_shape, _tuple_arg
+from .registry import T, TRef, Unsupported, _ilist, function, method, module, norm_dim, view_out_shape, _tuple_arg
 
 
 # =================================================================================================
@@ -255,3 +257,63 @@ def _remaining_real(idx, ell):
 @method("swapaxes", "swapdims")
 def t_swapaxes(cx, x, a, b):
     return t_transpose(cx, x, a, b)
+
+
+# =================================================================================================
+# padding, resampling, roll, repeat, detach (Note [Padding and resampling] in docs/op-rules.md)
+# =================================================================================================
+
+@function(F.pad)
+def f_pad(cx, x, pad, mode="constant", value=None):
+    x = T(x)
+    if mode not in ("constant", "reflect", "replicate"):
+        raise Unsupported("F.pad(mode=%r)" % mode)
+    attrs = {"pad": [int(p) for p in pad], "mode": mode}
+    if value:
+        attrs["value"] = float(value)
+    return cx.emit("pad", [x], attrs, shape=cx.out_shape())
+
+
+def _upsample(cx, x, size, scale_factor, mode, align_corners):
+    x = T(x)
+    if mode not in ("nearest", "bilinear") or x.ndim != 4:
+        raise Unsupported("interpolate(mode=%r) of a %d-D input" % (mode, x.ndim))
+    out = cx.out_shape()
+    if out is None:
+        raise Unsupported("interpolate without a probed output shape")
+    return cx.emit("upsample", [x], {"size": [int(s) for s in out[2:]], "mode": mode}, shape=out)
+
+
+@function(F.interpolate, getattr(F, "upsample", None))
+def f_interpolate(cx, x, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
+                  antialias=False):
+    if antialias:
+        raise Unsupported("interpolate(antialias=True)")
+    return _upsample(cx, x, size, scale_factor, mode, align_corners)
+
+
+@module(nn.Upsample)
+def m_upsample(cx, mod, path, x):
+    return _upsample(cx, x, mod.size, mod.scale_factor, mod.mode, mod.align_corners)
+
+
+@function(torch.roll)
+@method("roll")
+def f_roll(cx, x, shifts, dims=None):
+    x = T(x)
+    return cx.emit("roll", [x], {"shifts": _ilist(shifts), "dims": _ilist(dims) if dims is not None else None},
+                   shape=x.shape)
+
+
+@method("repeat")
+def t_repeat(cx, x, *repeats):
+    x = T(x)
+    reps = _tuple_arg(repeats)
+    return cx.emit("repeat", [x], {"repeats": [int(r) for r in reps]}, shape=cx.out_shape())
+
+
+@function(torch.detach)
+@method("detach")
+def t_detach(cx, x):
+    x = T(x)
+    return cx.emit("detach", [x], shape=x.shape)

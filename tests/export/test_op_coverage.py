@@ -1,0 +1,106 @@
+"""Exporter mappings of the op-coverage ops (Notes [More activations], [Broadcast grads], [Padding
+and resampling], [Elementwise losses]): the models of graphs/op_models.py and the elementwise
+--loss options give the memsim ops PyTorch runs, with their attributes."""
+import unittest
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from export_util import check_well_formed, ops_of
+
+import op_models
+from memsim_export import export_model
+from memsim_export.errors import UnsupportedError
+
+
+def export(name, **kw):
+    model, specs = getattr(op_models, name + "_export")()
+    return export_model(model, specs, name=name, **kw)
+
+
+def op_names(g):
+    return [o["op"] for o in g["ops"]]
+
+
+class OpCoverage(unittest.TestCase):
+    def test_act_mlp_a(self):
+        g = export("act_mlp_a")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["linear", "elu"] * 3 + ["linear", "softplus", "linear", "mish", "linear", "prelu",
+                                                                "linear", "cross_entropy"])
+        elus = [o["attrs"] for o in ops_of(g, "elu")]
+        self.assertEqual(elus[0], {"alpha": 1.0, "scale": 1.0, "input_scale": 1.0, "inplace": False})
+        self.assertAlmostEqual(elus[1]["scale"], 1.0507009873554805)  # SELU
+        self.assertAlmostEqual(elus[2]["input_scale"], 2.0)            # CELU(0.5)
+        self.assertEqual(ops_of(g, "prelu")[0]["inputs"][1], "11.weight")
+
+    def test_act_mlp_b(self):
+        g = export("act_mlp_b")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["linear", "hardtanh", "linear", "abs", "add", "div", "linear", "log_sigmoid",
+                                       "linear", "glu", "linear", "hardshrink", "linear", "softshrink", "linear", "tanh",
+                                       "sub", "linear", "cross_entropy"])
+        self.assertEqual(ops_of(g, "hardtanh")[0]["attrs"], {"min_val": -2.0, "max_val": 2.0, "inplace": False})
+        self.assertEqual(ops_of(g, "glu")[0]["attrs"], {"dim": -1})
+
+    def test_clamp_abs(self):
+        g = export("clamp_abs_mlp")
+        self.assertEqual([o["attrs"] for o in ops_of(g, "clamp")],
+                         [{"inplace": False, "min": -1.0, "max": 1.0}, {"inplace": False, "min": -0.5}])
+        self.assertEqual(len(ops_of(g, "abs")), 1)
+
+    def test_scale_mlp_broadcasts(self):
+        g = export("scale_mlp")
+        self.assertEqual(op_names(g), ["linear", "mul", "abs", "sum", "add", "div", "linear", "cross_entropy"])
+        self.assertEqual(ops_of(g, "mul")[0]["inputs"][1], "scale")
+
+    def test_resample_cnn(self):
+        g = export("resample_cnn")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["pad", "pad", "conv2d", "upsample", "upsample", "pad", "conv2d", "roll", "repeat",
+                                       "to_dtype", "to_dtype", "flatten", "linear", "cross_entropy"])
+        pads = [o["attrs"] for o in ops_of(g, "pad")]
+        self.assertEqual([p["mode"] for p in pads], ["constant", "reflect", "replicate"])
+        self.assertEqual([o["attrs"] for o in ops_of(g, "upsample")],
+                         [{"size": [36, 36], "mode": "nearest"}, {"size": [18, 18], "mode": "bilinear"}])
+        self.assertEqual(ops_of(g, "repeat")[0]["attrs"], {"repeats": [1, 2, 1, 1]})
+        self.assertEqual([o["attrs"]["dtype"] for o in ops_of(g, "to_dtype")], ["float64", "float32"])
+
+    def test_elementwise_losses(self):
+        import models
+        m, specs = models.mlp()
+        for loss, ops in (("bce_logits", ["binary_cross_entropy_with_logits"]), ("smooth_l1", ["smooth_l1_loss"]),
+                          ("huber", ["huber_loss"]), ("l1", ["sub", "abs", "mean"])):
+            g = export_model(m, specs, name="mlp", loss=loss)
+            check_well_formed(self, g)
+            self.assertEqual(op_names(g)[9:], ops, loss)
+            self.assertEqual(g["inputs"][1], {"name": "target", "shape": ["batch", 10], "dtype": "float32"})
+
+    def test_functional_forms_detach_and_casts(self):
+        class M(nn.Module):
+            def __init__(s):
+                super().__init__(); s.fc = nn.Linear(8, 8)
+
+            def forward(s, x):
+                h = s.fc(x)
+                h = F.smooth_l1_loss(h, h.detach(), beta=0.5) + F.binary_cross_entropy_with_logits(h, torch.sigmoid(h).detach())
+                return h
+
+        g = export_model(M(), ["batch,8"], name="m", loss="output")
+        self.assertEqual(len(ops_of(g, "detach")), 2)
+        self.assertEqual(ops_of(g, "smooth_l1_loss")[0]["attrs"], {"reduction": "mean", "beta": 0.5})
+        same = export_model(nn.Sequential(nn.Linear(8, 8)), ["batch,8"], name="s")
+        self.assertEqual(ops_of(same, "to_dtype"), [])
+
+    def test_circular_pad_is_refused(self):
+        class P(nn.Module):
+            def forward(s, x):
+                return F.pad(x, (1, 1), mode="circular")
+        with self.assertRaises(UnsupportedError) as e:
+            export_model(nn.Sequential(P(), nn.Flatten(), nn.Linear(3 * 6, 2)), ["batch,3,4"], name="p")
+        self.assertIn("circular", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

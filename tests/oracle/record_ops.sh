@@ -1,0 +1,41 @@
+#!/bin/bash
+# Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
+# binary ops; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
+# tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
+# and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
+#   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+data=${1:-$root/tests/data}
+spy=$(mktemp -d)/allocspy.so
+gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
+record() {  # record PYTHON OUTDIR [--check-spy]
+  local py=$1 out=$2; shift 2
+  mkdir -p "$out/graphs"
+  run() { local name=$1; shift
+    OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_step.py" "$@" "$out/$name.trace" "${extra[@]}"; }
+  local extra=("$@")
+  run act_mlp_a_b64_adam        act_mlp_a --batch 64 --opt adam --marks
+  run act_mlp_b_b64_adam        act_mlp_b --batch 64 --opt adam --marks
+  run clamp_abs_mlp_b64_sgd     clamp_abs_mlp --batch 64 --opt sgd --marks
+  run scale_mlp_b64_adam        scale_mlp --batch 64 --opt adam --marks
+  run resample_cnn_b16_sgd      resample_cnn --batch 16 --opt sgd --marks
+  run mlp_b64_adam_bce_logits   mlp --batch 64 --opt adam --loss bce_logits --marks
+  run mlp_b64_sgd_smooth_l1     mlp --batch 64 --opt sgd --loss smooth_l1 --marks
+  run mlp_b64_sgd_l1            mlp --batch 64 --opt sgd --loss l1 --marks
+  run mlp_b64_sgd_huber         mlp --batch 64 --opt sgd --loss huber --marks
+  exp() { local name=$1 prov=$2; shift 2
+    (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
+  for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp; do
+    exp $m "graphs/op_models.py $m; trace_step.py $m; input float32 [batch,256]" graphs/op_models.py:${m}_export \
+      --input "x=batch,256" --loss cross_entropy
+  done
+  exp resample_cnn "graphs/op_models.py ResampleCnn; trace_step.py resample_cnn; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:resample_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
+  for l in bce_logits smooth_l1 l1 huber; do
+    exp mlp_$l "graphs/models.py mlp with the $l loss on float targets [batch,10]; trace_step.py mlp --loss $l" \
+      graphs/models.py:mlp --input "x=batch,1000" --loss $l
+  done
+}
+record "${PY213:-$root/.venv/bin/python}" "$data/traces_ops_2_13" --check-spy
+record "${PY113:-/usr/bin/python3}" "$data/traces_ops_1_13"
