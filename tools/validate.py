@@ -92,6 +92,8 @@ def setup_flags(graph, cfg):
         flags += ["--steps", str(warmup + 1)]
         if cfg.get("keep_prev") == "True":
             flags += ["--loop-holds", "output"]
+    if cfg.get("lora"):  # trace_step.py --lora: the model wrapped by peft's get_peft_model (Note [LoRA])
+        flags += ["--lora", cfg["lora"]]
     if cfg.get("checkpoint"):
         # trace_step.py wraps every module whose qualified name fully matches the regex.
         for m in module_paths(graph):
@@ -261,6 +263,7 @@ def main():
                   for n in sorted(os.listdir(d)) if n.endswith(".trace")]
     lines, failures = table_113(a.memsim, files, a.graphs)
     lines += table_213(a.memsim, failures)
+    lines += table_lora(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -335,7 +338,7 @@ def config_text(cfg):
                                 ", seq %s, loss %s" % (cfg["seq"], cfg.get("loss")) if "seq" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("amp", "amp"),
-                  ("warmup", "warmup"))
+                  ("warmup", "warmup"), ("lora", "lora"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":
         c += " (reentrant)"
@@ -367,6 +370,24 @@ def table_213(memsim, failures):
              "is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`, by `PYTHON=.venv/bin/python",
              "graphs/generate.sh`). Tolerance: every peak and phase within %.1f %%, median peak error within"
              " %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
+def table_lora(memsim, failures):
+    """The PEFT LoRA table: tests/data/traces_lora_2_13 against the graphs exported from the same
+    peft models (their "lora" key), and the same traces against the plain graphs with --lora."""
+    d = os.path.join(ROOT, "tests", "data", "traces_lora_2_13")
+    files = [("traces_lora_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
+                                                     MAX_ERR_213, MAX_MEDIAN_213)
+    failures += fails
+    lines = ["", "## PEFT LoRA (PyTorch 2.13)", "",
+             "Each row is one real PyTorch 2.13.0 CPU training step of a model wrapped by peft 0.21.2's",
+             "`get_peft_model(model, LoraConfig(...))` (`trace_step.py --lora SPEC`, recorded by",
+             "`tests/oracle/record_lora_2_13.sh` into `tests/data/traces_lora_2_13/`), predicted by",
+             "`memsim run GRAPH --profile cpu --torch 2.13 --step first --lora SPEC` with the trace's settings,",
+             "where GRAPH is the base model exported under 2.13 (Note [LoRA]: memsim writes the adapters' ops).",
+             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 
 

@@ -76,7 +76,7 @@ class Progress {
 };
 
 void Sweep(const SweepArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   SweepSpec spec = ValueOrFail(a.config.Spec());
   SweepSlice slice = ValueOrFail(ParseShard(a.shard));
   if (a.resume && a.out.empty()) Fail(Status::InvalidArgument("--resume needs --out FILE"));
@@ -147,14 +147,14 @@ void Sweep(const SweepArgs& a) {
 void Merge(const std::string& out, const std::vector<std::string>& parts) { OkOrFail(MergeSweepFiles(out, parts)); }
 
 void Fit(const SweepArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   RunConfig base = ValueOrFail(a.config.Single("fit"));
   FitReport report{g.name, base.alloc.capacity_bytes, a.max_batch, ValueOrFail(FitSymbol(g, base, a.search, a.max_batch))};
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 
 void AdviseCommand(const SweepArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   RunConfig base = ValueOrFail(a.config.Single("advise"));
   AdviseReport report = ValueOrFail(Advise(g, base, a.threads, a.max_batch));
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
