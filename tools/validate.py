@@ -30,6 +30,9 @@ AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an 
            "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
 KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
               ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP}
+# LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
+LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
+                 "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
 # The 2.13 table's tolerance (issue: every peak and phase within 0.5 %, median within 0.01 %).
 MAX_ERR_213, MAX_MEDIAN_213 = 0.5, 0.01
 
@@ -381,12 +384,24 @@ def table_lora(memsim, failures):
     rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
                                                      MAX_ERR_213, MAX_MEDIAN_213)
     failures += fails
+    # The same traces against the graphs exported from the peft models themselves ("lora" key).
+    for trace, graph in sorted(LORA_EXPORTED.items()):
+        cfg, base, peak, phases = summarize(os.path.join(d, trace + ".trace"))
+        plain = {k: v for k, v in cfg.items() if k != "lora"}
+        cells = trace_cells(run_memsim(memsim, os.path.join(d, "graphs", graph), plain)[1], cfg, peak, phases)
+        for label, pred, real in cells:
+            if abs(err(pred, real)) > MAX_ERR_213:
+                failures.append("%s on %s: %s error %.3f %%" % (trace, graph, label, err(pred, real)))
+        peak_errs.append(abs(err(cells[0][1], cells[0][2])))
+        rows.append(("%s (exported peft graph %s)" % (trace, graph), cfg, cells))
     lines = ["", "## PEFT LoRA (PyTorch 2.13)", "",
              "Each row is one real PyTorch 2.13.0 CPU training step of a model wrapped by peft 0.21.2's",
              "`get_peft_model(model, LoraConfig(...))` (`trace_step.py --lora SPEC`, recorded by",
              "`tests/oracle/record_lora_2_13.sh` into `tests/data/traces_lora_2_13/`), predicted by",
              "`memsim run GRAPH --profile cpu --torch 2.13 --step first --lora SPEC` with the trace's settings,",
-             "where GRAPH is the base model exported under 2.13 (Note [LoRA]: memsim writes the adapters' ops).",
+             "where GRAPH is the base model exported under 2.13 (Note [LoRA]: memsim writes the adapters' ops);",
+             "rows marked (exported peft graph) run the graph exported from the peft model itself (its \"lora\"",
+             "key), without --lora.",
              "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 

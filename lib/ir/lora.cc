@@ -110,7 +110,9 @@ class LoraRewrite {
   LoraRewrite(const Graph& g, const LoraConfig& c) : g_(g), c_(c), out_(g) {}
 
   Result<Graph> Run() {
-    if (g_.lora) return Status::InvalidArgument(g_.source + " has LoRA adapters already (" + g_.lora->ToString() + ")");
+    if (g_.lora)
+      return Status::InvalidArgument(g_.source + " has LoRA adapters already (" + std::to_string(g_.lora_adapters) +
+                                     ", its \"lora\" key): drop --lora, or run the base model's graph");
     if (c_.r < 1) return Status::InvalidArgument("--lora: r must be a positive integer");
     if (!(c_.dropout >= 0 && c_.dropout < 1)) return Status::InvalidArgument("--lora: dropout must be in [0, 1)");
     if (c_.dora) return Status::Unsupported("--lora dora=on: DoRA is not modelled yet (Note [LoRA])");

@@ -22,3 +22,13 @@ run gpt2_small_b2_s64_adamw_lora_ckpt  gpt2_small --batch 2 --seq 64 --opt adamw
 run gpt2_small_b2_s64_adamw_lora_drop_ckpt gpt2_small --batch 2 --seq 64 --opt adamw --lora $L,dropout=0.1 --checkpoint 'transformer\.h\.[0-9]+'
 # the query/key/value projection only, rank 16, SGD
 run gpt2_small_b2_s128_sgd_lora_attn   gpt2_small --batch 2 --seq 128 --opt sgd --lora r=16,alpha=32,targets=c_attn
+# the graphs: the base model exported under the same torch (memsim run --lora SPEC), and the peft
+# models themselves (graphs/llm_zoo.py builders calling get_peft_model; the exporter writes "lora")
+g=$out/graphs; mkdir -p "$g"
+PYTHON=$py "$root/graphs/generate.sh" "$g" nanogpt_gpt2_small
+NANO="nanoGPT GPT-2 small (graphs/llm_models.py) wrapped by peft get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=[c_attn, c_proj, c_fc]"
+lora_graph() { name=$1 builder=$2 prov=$3
+  (cd "$root" && "$py" tools/export_torch.py graphs/llm_zoo.py:$builder --trace run --input "ids=int64:batch,seq" \
+     --set batch=8 --set seq=1024 --loss cross_entropy --name "$name" --provenance "$prov" -o "$g/$name.json"); }
+lora_graph nanogpt_gpt2_small_lora gpt2_small_lora "$NANO)); trace_step.py gpt2_small --lora r=8,alpha=16,targets=c_attn,c_proj,c_fc"
+lora_graph nanogpt_gpt2_small_lora_drop gpt2_small_lora_drop "$NANO, lora_dropout=0.05)); trace_step.py gpt2_small --lora r=8,alpha=16,targets=c_attn,c_proj,c_fc,dropout=0.05"

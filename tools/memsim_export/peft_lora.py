@@ -13,6 +13,20 @@ def _is_lora_layer(m):
     return type(m).__module__.startswith("peft.") and hasattr(m, "lora_A") and hasattr(m, "base_layer")
 
 
+def _user_targets(model, base, adapted):
+    """The peft config's target_modules, sorted, when they are names that select exactly the adapted
+    modules by PEFT's rule (a name matches a module path's end), as memsim's targets do; else None."""
+    config = getattr(model, "peft_config", {}).get("default")
+    names = getattr(config, "target_modules", None)
+    if not isinstance(names, (list, set, tuple)) or not all(isinstance(n, str) for n in names):
+        return None
+    names = sorted(names)
+    def hit(path):
+        return any(path == n or path.endswith("." + n) for n in names)
+    linear = [n for n, m in base.named_modules() if type(m).__name__ == "Linear" or _is_lora_layer(m)]
+    return names if [n for n in linear if hit(n)] == list(adapted) else None
+
+
 def strip(model):
     """(base model, lora dict or None, restore()): |model| (a PeftModel, or a model with peft LoRA
     layers in it) with every LoraLayer replaced by its base_layer; restore() puts them back."""
@@ -43,7 +57,8 @@ def strip(model):
         raise ExportError("the LoRA layers differ in rank, alpha or dropout (rank_pattern / alpha_pattern); "
                           "memsim models one configuration: %s" % sorted(configs))
     r, alpha, p, dora, rslora = configs.pop()
-    lora = {"r": r, "alpha": alpha, "dropout": p, "dora": dora, "rslora": rslora, "targets": targets}
+    lora = {"r": r, "alpha": alpha, "dropout": p, "dora": dora, "rslora": rslora,
+            "targets": _user_targets(model, base, targets) or targets}
     parents = []
     for n, m in layers:
         parent_name, _, leaf = n.rpartition(".")
@@ -55,3 +70,10 @@ def strip(model):
         for parent, leaf, m in parents:
             setattr(parent, leaf, m)
     return base, lora, restore
+
+
+def annotate(graph, lora):
+    """|graph| with the "lora" key (after the loss), when the model had adapters."""
+    if lora:
+        graph["lora"] = lora
+    return graph
