@@ -133,6 +133,14 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   if (node.exists) {
     if (saves) {
       KeepSaved(s, node, op, plan, storage, policy, extras);
+    } else if (!recompute && policy.saved_tensor_hooks && s.profile.wrapped_number_skips_hooks) {
+      // torch/csrc/autograd/saved_variable.cpp: hooks never pack a wrapped number (a 2.13 pack hook
+      // never sees `h * 2.0`'s, and it stays alive), so a checkpointed mul still keeps it.
+      for (const SavedRef& r : plan.saved)
+        if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && extras[r.index] != kNoStorage) {
+          s.ledger.Ref(extras[r.index]);
+          node.unhooked.push_back(extras[r.index]);
+        }
     }
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
