@@ -34,6 +34,25 @@ def gpt2_small():
     return gpt2("small")
 
 
+def _peft_lora(model, **config):
+    """get_peft_model(model, LoraConfig(**config)) as a PEFT user writes it (needs peft; memsim's
+    exporter traces the base model and writes the adapters as the graph's "lora" key)."""
+    from peft import LoraConfig, get_peft_model
+    return get_peft_model(model, LoraConfig(**config))
+
+
+def gpt2_small_lora():
+    """GPT-2 small with LoRA r=8, alpha=16 on c_attn, c_proj, c_fc (trace_step.py gpt2_small
+    --lora r=8,alpha=16,targets=c_attn,c_proj,c_fc)."""
+    return _peft_lora(gpt2("small"), r=8, lora_alpha=16, target_modules=["c_attn", "c_proj", "c_fc"])
+
+
+def gpt2_small_lora_drop():
+    """As gpt2_small_lora, with lora_dropout 0.05."""
+    return _peft_lora(gpt2("small"), r=8, lora_alpha=16, target_modules=["c_attn", "c_proj", "c_fc"],
+                      lora_dropout=0.05)
+
+
 def gpt2_medium():
     return gpt2("medium")
 

@@ -94,6 +94,14 @@ RunConfig SingleConfig(const std::vector<std::string>& args, const char* command
   return ValueOr(ParseOptions(args, /*lists=*/false).Single(command), g_option_error);
 }
 
+/// The graph |args| run (`lora=...`: its LoRA rewrite, as the CLI's --lora), sharing |graph|
+/// when they change nothing.
+GraphHandle Adapted(const GraphHandle& graph, const std::vector<std::string>& args, bool lists) {
+  cli::ConfigOptions o = ParseOptions(args, lists);
+  if (o.lora.empty()) return graph;
+  return GraphHandle{std::make_shared<const Graph>(ValueOr(o.Adapt(*graph.g), g_option_error))};
+}
+
 /// Whether the run can record block placement for the memory_viz export (the caching model
 /// without expandable segments; SimulateAllocator refuses the others).
 bool CanRecordPlacement(const AllocatorOptions& a) {
@@ -161,9 +169,10 @@ py::dict Run::Timeline() const {
   return d;
 }
 
-std::shared_ptr<Run> RunGraph(const GraphHandle& graph, const std::vector<std::string>& args, bool explain,
+std::shared_ptr<Run> RunGraph(const GraphHandle& given, const std::vector<std::string>& args, bool explain,
                               int top) {
   auto run = std::make_shared<Run>();
+  const GraphHandle graph = Adapted(given, args, /*lists=*/false);
   run->graph = graph;
   run->top = top;
   run->config = SingleConfig(args, "run");
@@ -181,7 +190,8 @@ std::shared_ptr<Run> RunGraph(const GraphHandle& graph, const std::vector<std::s
 constexpr size_t kMaxConfigurations = 1000000;  // as `memsim sweep`
 
 /// `memsim sweep`: {"json", "csv", "text"} of the table, simulated in parallel without the GIL.
-py::dict Sweep(const GraphHandle& graph, const std::vector<std::string>& args, int threads) {
+py::dict Sweep(const GraphHandle& given, const std::vector<std::string>& args, int threads) {
+  const GraphHandle graph = Adapted(given, args, /*lists=*/true);
   SweepSpec spec = ValueOr(ParseOptions(args, /*lists=*/true).Spec(), g_option_error);
   size_t n = ValueOr(spec.Count(kMaxConfigurations), g_option_error);
   // The CLI's path: compiled steps shared by the configurations, size schedules (Note [Size schedule]).
@@ -203,7 +213,8 @@ py::dict Sweep(const GraphHandle& graph, const std::vector<std::string>& args, i
 }
 
 /// `memsim fit [--search SYMBOL]`: {"json", "text", "max_batch"} (the largest value of |search|).
-py::dict Fit(const GraphHandle& graph, const std::vector<std::string>& args, int64_t max_batch, const std::string& search) {
+py::dict Fit(const GraphHandle& given, const std::vector<std::string>& args, int64_t max_batch, const std::string& search) {
+  const GraphHandle graph = Adapted(given, args, /*lists=*/false);
   RunConfig base = SingleConfig(args, "fit");
   Result<FitResult> fit = WithoutGil([&] { return FitSymbol(*graph.g, base, search, max_batch); });
   if (!fit.ok()) RaisePipelineError(*graph.g, fit.status());
@@ -217,7 +228,8 @@ py::dict Fit(const GraphHandle& graph, const std::vector<std::string>& args, int
 }
 
 /// `memsim advise`: {"json", "text"}.
-py::dict AdviseGraph(const GraphHandle& graph, const std::vector<std::string>& args, int threads, int64_t max_batch) {
+py::dict AdviseGraph(const GraphHandle& given, const std::vector<std::string>& args, int threads, int64_t max_batch) {
+  const GraphHandle graph = Adapted(given, args, /*lists=*/false);
   RunConfig base = SingleConfig(args, "advise");
   Result<AdviseReport> report = WithoutGil([&] { return Advise(*graph.g, base, threads, max_batch); });
   if (!report.ok()) RaisePipelineError(*graph.g, report.status());

@@ -214,6 +214,8 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
     return Status::InvalidArgument("--freeze-params " + std::to_string(opt.freeze_params) + " is outside 0.." +
                                    std::to_string(g.parameters.size()));
   r.frozen.assign(g.parameters.size(), false);
+  // A parameter the graph declares requires_grad false (LoRA's base model, Note [LoRA]) is frozen.
+  for (size_t k = 0; k < g.parameters.size(); ++k) r.frozen[k] = !g.tensors[g.parameters[k]].requires_grad;
   for (int64_t k = 0; k < opt.freeze_params; ++k) r.frozen[k] = true;
   for (const std::string& glob : opt.freeze_globs) {
     bool matched = false;

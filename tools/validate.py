@@ -31,6 +31,9 @@ AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an 
            "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
 KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
               ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP}
+# LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
+LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
+                 "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
 # The 2.13 table's tolerance (issue: every peak and phase within 0.5 %, median within 0.01 %).
 MAX_ERR_213, MAX_MEDIAN_213 = 0.5, 0.01
 
@@ -93,6 +96,8 @@ def setup_flags(graph, cfg):
         flags += ["--steps", str(warmup + 1)]
         if cfg.get("keep_prev") == "True":
             flags += ["--loop-holds", "output"]
+    if cfg.get("lora"):  # trace_step.py --lora: the model wrapped by peft's get_peft_model (Note [LoRA])
+        flags += ["--lora", cfg["lora"]]
     if cfg.get("checkpoint"):
         # trace_step.py wraps every module whose qualified name fully matches the regex.
         for m in module_paths(graph):
@@ -267,6 +272,7 @@ def main():
     lines, failures = table_113(a.memsim, files, a.graphs)
     lines += table_213(a.memsim, failures)
     lines += table_ops(a.memsim, failures)
+    lines += table_lora(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -342,8 +348,7 @@ def config_text(cfg):
                                 ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
-                  ("save_on_cpu", "save_on_cpu"), ("amp", "amp"),
-                  ("warmup", "warmup"))
+                  ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":
         c += " (reentrant)"
@@ -402,6 +407,34 @@ def table_ops(memsim, failures):
         lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
         lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
     return lines
+def table_lora(memsim, failures):
+    """The PEFT LoRA table: tests/data/traces_lora_2_13 against the graphs exported from the same
+    peft models (their "lora" key), and the same traces against the plain graphs with --lora."""
+    d = os.path.join(ROOT, "tests", "data", "traces_lora_2_13")
+    files = [("traces_lora_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
+                                                     MAX_ERR_213, MAX_MEDIAN_213)
+    failures += fails
+    # The same traces against the graphs exported from the peft models themselves ("lora" key).
+    for trace, graph in sorted(LORA_EXPORTED.items()):
+        cfg, base, peak, phases = summarize(os.path.join(d, trace + ".trace"))
+        plain = {k: v for k, v in cfg.items() if k != "lora"}
+        cells = trace_cells(run_memsim(memsim, os.path.join(d, "graphs", graph), plain)[1], cfg, peak, phases)
+        for label, pred, real in cells:
+            if abs(err(pred, real)) > MAX_ERR_213:
+                failures.append("%s on %s: %s error %.3f %%" % (trace, graph, label, err(pred, real)))
+        peak_errs.append(abs(err(cells[0][1], cells[0][2])))
+        rows.append(("%s (exported peft graph %s)" % (trace, graph), cfg, cells))
+    lines = ["", "## PEFT LoRA (PyTorch 2.13)", "",
+             "Each row is one real PyTorch 2.13.0 CPU training step of a model wrapped by peft 0.21.2's",
+             "`get_peft_model(model, LoraConfig(...))` (`trace_step.py --lora SPEC`, recorded by",
+             "`tests/oracle/record_lora_2_13.sh` into `tests/data/traces_lora_2_13/`), predicted by",
+             "`memsim run GRAPH --profile cpu --torch 2.13 --step first --lora SPEC` with the trace's settings,",
+             "where GRAPH is the base model exported under 2.13 (Note [LoRA]: memsim writes the adapters' ops);",
+             "rows marked (exported peft graph) run the graph exported from the peft model itself (its \"lora\"",
+             "key), without --lora.",
+             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    return lines + table_lines(rows, peak_errs, known, not_yet)
 
 
 def table_113(memsim, files, graphs):

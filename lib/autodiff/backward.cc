@@ -174,6 +174,8 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   for (size_t k = 0; k < node.saved.size(); ++k)
     if (!node.released[k]) s.ledger.Unref(node.saved[k]);
   node.saved.clear();
+  for (StorageId st : node.unhooked) s.ledger.Unref(st);
+  node.unhooked.clear();
   for (StorageId t : temps)
     if (t != kNoStorage) s.ledger.Unref(t);
   return produced;
@@ -266,6 +268,8 @@ void RunBackwardPass(StepState& s) {
     for (size_t k = 0; k < n.saved.size(); ++k)
       if (!n.released[k]) s.ledger.Unref(n.saved[k]);
     n.saved.clear();
+    for (StorageId st : n.unhooked) s.ledger.Unref(st);
+    n.unhooked.clear();
     for (Grad& gbuf : n.buffer)
       if (gbuf.defined()) s.ledger.Unref(gbuf.s);
     n.buffer.clear();

@@ -118,6 +118,9 @@ void PackSavedRefs(StepState& s, const Op& op, const FwdPlan& plan, const std::v
     const SavedRef& r = plan.saved[k];
     const int at = r.pack_after >= 0 ? r.pack_after : r.kind == SavedRef::kInput ? kBeforeKernel : kAfterKernel;
     if (at != point) continue;
+    // saved_variable.cpp: a wrapped number (`h * 2.0`'s scalar) is never packed (2.x)
+    if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks)
+      continue;
     (*packed)[k] = PackSaved(s, op, r, SavedStorage(op, r, storage, policy, extras), policy.pack);
   }
 }
@@ -205,6 +208,14 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     if (saves) {
       PackSavedRefs(s, op, plan, storage, policy, extras, kAfterKernel, &packed);
       KeepSaved(s, node, op, plan, storage, policy, extras, packed);
+    } else if (!recompute && policy.saved_tensor_hooks && s.profile.wrapped_number_skips_hooks) {
+      // torch/csrc/autograd/saved_variable.cpp: hooks never pack a wrapped number (a 2.13 pack hook
+      // never sees `h * 2.0`'s, and it stays alive), so a checkpointed mul still keeps it.
+      for (const SavedRef& r : plan.saved)
+        if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && extras[r.index] != kNoStorage) {
+          s.ledger.Ref(extras[r.index]);
+          node.unhooked.push_back(extras[r.index]);
+        }
     }
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});

@@ -30,6 +30,9 @@ struct Grad;
 /// What the forward of one op will do, as setups may adjust it before it runs.
 struct ForwardOpPolicy {
   bool save_for_backward = true;  ///< false: the node keeps nothing (e.g. inside a checkpoint)
+  /// With save_for_backward false: saved-tensor hooks pack what the node saves (a non-reentrant
+  /// checkpoint), all but a wrapped number under 2.x (Profile::wrapped_number_skips_hooks).
+  bool saved_tensor_hooks = false;
   /// Per input (empty: none): the storage the op reads instead of the input's own, e.g. an
   /// autocast copy (Ledger::StorageId; UINT32_MAX = the input itself). The node saves these.
   std::vector<uint32_t> input_storage;

@@ -35,6 +35,8 @@ struct Node {
   uint32_t rg = 0;                    ///< bit i: input i requires grad
   std::vector<StorageId> saved;
   std::vector<bool> released;
+  /// Wrapped numbers kept while saved-tensor hooks pack the rest (FwdPlan::Extra::wrapped_number).
+  std::vector<StorageId> unhooked;
   std::vector<Grad> buffer;           ///< InputBuffer: one slot per output
   int deps = 0;                       ///< edges from reachable nodes not yet delivered
   bool reachable = false;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "lib/io/optimizer_json.h"
+#include "lib/ir/lora.h"
 #include "lib/ir/topo.h"
 #include "lib/util/checked.h"
 #include "lib/util/text_limits.h"
@@ -70,10 +71,43 @@ class GraphReader {
     }
     MEMSIM_ASSIGN_OR_RETURN(std::vector<OpId> order, TopologicalOrder(g_));
     Reorder(order);
+    if (auto it = doc.find("lora"); it != doc.end()) return WithLora(*it);
     return std::move(g_);
   }
 
  private:
+  /// The "lora" key (a peft model's adapters, written by the exporter): the graph rewritten by
+  /// ApplyLora with that configuration (Note [LoRA]).
+  Result<Graph> WithLora(const json& v) {
+    if (!v.is_object()) return Err("/lora", "expected an object {r, alpha, targets, dropout, dora, rslora}");
+    LoraConfig c;
+    for (auto& [k, x] : v.items()) {
+      const std::string ptr = "/lora/" + k;
+      if (k == "r") {
+        if (!x.is_number_integer() || x.get<int64_t>() < 1) return Err(ptr, "expected a positive integer");
+        c.r = x.get<int64_t>();
+      } else if (k == "alpha" || k == "dropout") {
+        if (!x.is_number()) return Err(ptr, "expected a number");
+        (k == "alpha" ? c.alpha : c.dropout) = x.get<double>();
+      } else if (k == "dora" || k == "rslora") {
+        if (!x.is_boolean()) return Err(ptr, "expected true or false");
+        (k == "dora" ? c.dora : c.rslora) = x.get<bool>();
+      } else if (k == "targets") {
+        if (!x.is_array() || x.empty()) return Err(ptr, "expected a non-empty array of module paths");
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (!x[i].is_string()) return Err(ptr + "/" + std::to_string(i), "expected a module path");
+          c.targets.push_back(x[i].get<std::string>());
+        }
+      } else {
+        return Err(ptr, "unknown key (expected r, alpha, targets, dropout, dora, rslora)");
+      }
+    }
+    if (c.targets.empty()) return Err("/lora/targets", "missing");
+    Result<Graph> r = ApplyLora(g_, c);
+    if (!r.ok()) return Err("/lora", r.status().message());
+    return r;
+  }
+
   Status Err(const std::string& ptr, const std::string& msg) const {
     // Keys and names come from the file: a message quotes at most an excerpt of them.
     const std::string where = ptr.empty() ? "/" : Excerpt(ptr, 160);

@@ -13,6 +13,7 @@
 #include "lib/ir/attrs.h"
 #include "lib/ir/dim.h"
 #include "lib/ir/dtype.h"
+#include "lib/ir/lora_config.h"
 #include "lib/ir/op_kind.h"
 #include "lib/ir/optimizer_program.h"
 
@@ -65,6 +66,9 @@ struct Graph {
   TensorId loss = kNone;
   /// A user's optimizer recorded by the exporter (`--optimizer FILE.py:CLASS`), if any.
   std::optional<OptimizerProgram> optimizer;
+  /// The LoRA adapters the graph was rewritten with (ApplyLora, lib/ir/lora.h), if any.
+  std::optional<LoraConfig> lora;
+  size_t lora_adapters = 0;  ///< how many Linear modules got one
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;

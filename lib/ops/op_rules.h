@@ -81,6 +81,9 @@ struct FwdPlan {
   struct Extra {
     int64_t bytes;
     std::string_view label;
+    /// A Python number's wrapped tensor: the node keeps it even where saved-tensor hooks pack
+    /// everything else (checkpointing), as SavedVariable never hands a wrapped number to hooks.
+    bool wrapped_number = false;
   };
   std::vector<Action> actions;
   std::vector<Extra> extras;

@@ -96,10 +96,18 @@ struct Profile {
   /// Tensor overload with an 8-byte wrapped-number tensor; MulBackward/DivBackward keep it. On
   /// CUDA that tensor stays on the host (0 device bytes); on CPU it is one more allocation.
   int64_t scalar_operand_bytes = 0;
-  /// 1.13: the wrapped number is an operand of the Tensor overload, kept by MulBackward0 /
-  /// DivBackward0; 2.x calls the Scalar overload (the backward keeps a Scalar) and the CPU kernel's
-  /// 4-byte wrapped tensor lives only around the op (the 2.13 traces).
-  bool scalar_operand_saved = false;
+  /// The wrapped number is the Tensor overload's `other`, kept by MulBackward0 / DivBackward0
+  /// when the tensor operand requires grad (1.13 and 2.13: `(h * 2.0).grad_fn._saved_other` is a
+  /// 0-dim float64 tensor).
+  bool scalar_operand_saved = true;
+  /// 2.13 CPU: the kernel also makes a copy of the scalar in the op's dtype, allocated after the
+  /// wrapped number and freed once the output is (2.13 traces of `h * 2.0`, `h + 1.0`, LoRA's
+  /// `* scaling`: 8 B wrapped, 4 B copy, output, copy freed).
+  bool scalar_operand_cast = false;
+  /// 2.x: SavedVariable keeps a wrapped number itself, never through saved-tensor hooks (a 2.13
+  /// pack hook never sees `h * 2.0`'s), so a node inside a non-reentrant checkpoint keeps it;
+  /// 1.13's hooks packed it like any tensor (a 1.13 pack hook sees the float64 scalar).
+  bool wrapped_number_skips_hooks = true;
   /// ZeRO's partition of the optimizer state (Note [ZeRO]): on the 1.13 CPU profile ZeRO-1 is
   /// torch.distributed.optim.ZeroRedundancyOptimizer under DDP (whole parameters, assigned
   /// greedily by size); on CUDA it is DeepSpeed (flat partitions of the flattened parameters).

@@ -644,7 +644,11 @@ void BwdNorm(const RuleCtx& c, BwdPlan* p) {
   }
   for (int i = 0; i < n; ++i)
     if (c.rg_in(i)) p->GradNew(i);
-  if (c.op.kind == OpKind::kLayerNorm && c.profile.layer_norm_backward_scratch && c.num_in() > 1) {
+  // aten/src/ATen/native/cpu/layer_norm_kernel.cpp LayerNormBackwardKernelImplInternal: the
+  // [2, threads, N] dgamma/dbeta buffer exists only when one of them is wanted (a frozen weight
+  // and bias, as under LoRA, have none: 1.13 and 2.13 traces of a frozen nn.LayerNorm).
+  const bool affine_grad = (c.num_in() > 1 && c.rg_in(1)) || (c.num_in() > 2 && c.rg_in(2));
+  if (c.op.kind == OpKind::kLayerNorm && c.profile.layer_norm_backward_scratch && affine_grad) {
     int64_t inner = c.in[0]->numel() / std::max<int64_t>(NormStatRows(c), 1);
     p->FreeTemp(p->Temp(2 * inner * 4, "layer_norm backward scratch"));
   }

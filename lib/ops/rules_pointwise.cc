@@ -162,7 +162,10 @@ Status InferBinary(const RuleCtx& c, InferOut* o) {
 int ScalarOperand(const RuleCtx& c, FwdPlan* p) {
   if (c.in.size() != 1 || c.profile.scalar_operand_bytes == 0) return -1;
   int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
+  p->extras[k].wrapped_number = true;
+  int cast = c.profile.scalar_operand_cast ? p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast") : -1;
   if (!c.inplace()) p->AllocOutput(0);
+  if (cast >= 0) p->FreeExtra(cast);
   return k;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "lib/autodiff/optimizer.h"
+#include "lib/ir/lora.h"
 
 namespace memsim::cli {
 
@@ -152,9 +153,19 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "with --fsdp on an fp32 model: MixedPrecision(param_dtype, reduce_dtype, buffer_dtype) all fp16 "
                   "or bf16: units gathered and computed in that dtype, shards, sharded grads and optimizer fp32")
       ->check(CLI::IsMember({"fp16", "bf16"}));
+  cmd->add_option("--lora", lora,
+                  "PEFT LoRA fine-tuning: r=R,alpha=A,targets=NAME[,NAME...][,dropout=P][,rslora=on]; adapters on the "
+                  "Linear modules a target selects (a name matches a module path's end, a glob the whole path), the "
+                  "base model frozen (Note [LoRA])");
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");
+}
+
+Result<Graph> ConfigOptions::Adapt(Graph g) const {
+  if (lora.empty()) return g;
+  MEMSIM_ASSIGN_OR_RETURN(LoraConfig c, ParseLoraSpec(lora));
+  return ApplyLora(g, c);
 }
 
 Result<SweepSpec> ConfigOptions::Spec() const {

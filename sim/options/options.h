@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/ir/graph.h"
 #include "lib/util/status.h"
 #include "sim/sweep.h"
 
@@ -68,6 +69,7 @@ struct ConfigOptions {
   std::string offload;              ///< --offload optimizer|params
   std::string fsdp_mixed_precision; ///< --fsdp-mixed-precision fp16|bf16 (FSDP MixedPrecision)
   int64_t data_parallel = 0;        ///< --data-parallel N (0: off)
+  std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);
@@ -75,6 +77,8 @@ struct ConfigOptions {
   Result<SweepSpec> Spec() const;
   /// The one configuration run, fit and advise take (every option with a single value).
   Result<RunConfig> Single(const std::string& command) const;
+  /// The graph these options run: |g| itself, or with --lora its LoRA rewrite (ApplyLora).
+  Result<Graph> Adapt(Graph g) const;
 
  private:
   /// --dtype / --amp / --fsdp-mixed-precision with --zero / --fsdp: refuses the combinations

@@ -161,6 +161,8 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.step_end_bytes = s.peak.step_end_bytes;
   rep.amp = c.sim.amp;
   rep.dtype = c.sim.dtype;
+  if (g.lora) rep.lora = g.lora->ToString();
+  rep.lora_adapters = g.lora_adapters;
   rep.allocator = r.alloc;
   rep.device = r.device;
   if (r.alloc.oom) {
@@ -184,6 +186,7 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   cfg["frozen_parameters"] = r.frozen_parameters;
   if (!r.amp.empty()) cfg["amp"] = r.amp;
   if (!r.dtype.empty()) cfg["dtype"] = r.dtype;
+  if (!r.lora.empty()) cfg["lora"] = {{"spec", r.lora}, {"adapters", r.lora_adapters}};
   j["config"] = cfg;
   if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
@@ -234,7 +237,12 @@ std::string ToText(const RunReport& r) {
   for (const auto& [k, v] : r.symbols) o << ", " << k << "=" << v;
   o << ")\n";
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
-    << HumanBytes(r.parameter_bytes) << "\n\n";
+    << HumanBytes(r.parameter_bytes) << "
+";
+  if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)
+";
+  o << "
+";
   const int64_t live = r.figures.peak_live_bytes;
   o << "peak live memory: " << HumanBytes(live) << " (" << live << " bytes) in " << PhaseName(r.figures.peak_phase);
   if (!r.peak_op.empty()) o << " at " << r.peak_op;

@@ -57,6 +57,8 @@ struct RunReport {
   /// step's spike vs the steady state); empty for one step.
   std::vector<int64_t> step_peaks, step_end_bytes;
   std::string amp, dtype;  ///< --amp / --dtype when given ("" otherwise)
+  std::string lora;        ///< the LoRA configuration the graph runs with (Graph::lora; "" = none)
+  size_t lora_adapters = 0;  ///< the Linear modules with an adapter
   // The allocator model.
   AllocatorReport allocator;
   std::optional<OomReport> oom;

@@ -88,6 +88,13 @@ memsim_golden_test(run_resnet18_setups_cpu_json run_resnet18_setups_cpu.json
                    run graphs/resnet18.json --batch 4 --profile cpu --torch 1.13 --optimizer adam --accumulate 2 --clip-grad-norm 1 --checkpoint "layer?.?" --foreach on --json)
 memsim_error_test(checkpoint_no_module 2 "--checkpoint \"zz\\*\" matches no module" run graphs/mlp.json --checkpoint "zz*")
 memsim_error_test(fused_rmsprop 2 "--foreach fused: PyTorch has no fused rmsprop" run graphs/mlp.json --optimizer rmsprop --foreach fused)
+# LoRA (Note [LoRA]): PEFT's usual Llama targets; 1,703,936 trainable parameters as peft's
+# print_trainable_parameters() says for Llama 3.2 1B with r=16 on q_proj, v_proj.
+memsim_golden_test(run_llama_1b_lora_text run_llama_1b_lora.txt
+                   run graphs/llama_1b.json --batch 1 --set seq=512 --optimizer adamw --torch 1.13 --gpu A100-40GB --top 5
+                   --lora "r=16,alpha=32,targets='*.q_proj,*.v_proj',dropout=0.05")
+memsim_error_test(lora_no_target 2 "--lora targets: \"q_proj\" matches no Linear module of mlp" run graphs/mlp.json --lora r=8,targets=q_proj)
+memsim_error_test(lora_bad_key 2 "--lora \"r=8,targets=0,bias=all\": unknown key \"bias\"" run graphs/mlp.json --lora r=8,targets=0,bias=all)
 memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)
 
 # The HTML timeline rendered in headless Chromium (Debian `chromium`, installed by `make deps`):

@@ -229,5 +229,49 @@ TEST(LlmRuleTest, PythonNumberOperandIsAWrappedTensorKeptByMulAndDivOnCpu) {
       << "transient: freed when add finishes";
 }
 
+// 2.13 CPU (Profile::scalar_operand_cast): the 8-byte wrapped number, then a copy of the scalar in
+// the op's dtype freed once the output is allocated; MulBackward0 keeps the wrapped number.
+TEST(LlmRuleTest, PythonNumberOperandOn213CpuIsWrappedThenCast) {
+  auto mul = testing::Simulate(AfterLinear("mul", R"({"scalar": 2.0})"), Opts("cpu", "sgd", "2.13"));
+  ASSERT_TRUE(mul.ok) << mul.error;
+  EXPECT_THAT(SavedNames(mul, "y"), ElementsAre("extra:wrapped scalar"));
+  auto add = testing::Simulate(AfterLinear("add", R"({"scalar": 1.0})"), Opts("cpu", "sgd", "2.13"));
+  ASSERT_TRUE(add.ok) << add.error;
+  const EventStream& e = add.r.events;
+  auto wrapped = testing::BuffersContaining(e, "wrapped scalar");
+  ASSERT_EQ(wrapped.size(), 2u);  // the wrapped number and its cast
+  EXPECT_EQ(e.buffers[wrapped[0]].bytes, 8);
+  EXPECT_EQ(e.buffers[wrapped[1]].bytes, 4);
+  const uint32_t y = *testing::Buffer(e, "y");
+  EXPECT_LT(testing::AllocIndex(e, wrapped[1]), testing::AllocIndex(e, y));
+  EXPECT_LT(testing::AllocIndex(e, y), testing::FreeIndex(e, wrapped[1]));
+  EXPECT_LT(testing::FreeIndex(e, wrapped[1]), testing::FreeIndex(e, wrapped[0]));
+}
+
+// saved_variable.cpp: saved-tensor hooks never pack a wrapped number, so a mul inside a
+// non-reentrant checkpoint keeps its wrapped number until its backward (Note [LoRA]).
+TEST(LlmRuleTest, CheckpointedMulStillKeepsItsWrappedNumber) {
+  const std::string body = R"("inputs": [{"name": "x", "shape": [4, 8]}],
+      "parameters": [{"name": "blk.w", "shape": [16, 8]}],
+      "ops": [{"op": "linear", "module": "blk", "inputs": ["x", "blk.w"], "outputs": ["h"]},
+              {"op": "mul", "module": "blk", "inputs": ["h"], "outputs": ["y"], "attrs": {"scalar": 2.0}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+  // 2.13 keeps it (Profile::wrapped_number_skips_hooks); 1.13's hooks packed it: freed at once.
+  for (const char* torch : {"2.13", "1.13"}) {
+    SimOptions o = Opts("cpu", "sgd", torch);
+    o.checkpoint_globs = {"blk"};
+    auto run = testing::Simulate(body, o);
+    ASSERT_TRUE(run.ok) << run.error;
+    std::vector<uint32_t> wrapped;
+    for (uint32_t b : testing::BuffersContaining(run.r.events, "wrapped scalar"))
+      if (run.r.events.buffers[b].bytes == 8) wrapped.push_back(b);
+    ASSERT_EQ(wrapped.size(), 2u) << torch;  // the forward's, and the recomputation's
+    const MemEvent* freed = testing::FreeEvent(run.r.events, wrapped[0]);
+    ASSERT_NE(freed, nullptr);
+    EXPECT_EQ(freed->phase, std::string(torch) == "2.13" ? Phase::kBackward : Phase::kForward)
+        << torch << "\n" << testing::Dump(run.r.events);
+  }
+}
+
 }  // namespace
 }  // namespace memsim

@@ -422,6 +422,18 @@ TEST(LayerNormRuleTest, CpuBackwardHasScratch) {
   EXPECT_EQ(run.r.events.buffers[s[0]].bytes, 2 * 8 * 4);
 }
 
+// layer_norm_kernel.cpp: the dgamma/dbeta buffer exists only when one of them is wanted (a frozen
+// nn.LayerNorm, as under LoRA, has none: 1.13 and 2.13 traces).
+TEST(LayerNormRuleTest, CpuBackwardHasNoScratchWhenWeightAndBiasAreFrozen) {
+  auto run = testing::Simulate(ParamXBody(
+      R"({"name": "x", "shape": [2, 3, 8]}, {"name": "g", "shape": [8], "requires_grad": false},
+         {"name": "b", "shape": [8], "requires_grad": false})",
+      R"({"op": "layer_norm", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"normalized_shape": [8]}})"),
+      Opts("cpu", "sgd", "2.13"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "layer_norm backward scratch").empty());
+}
+
 TEST(GroupNormRuleTest, SavesStatsPerSampleAndGroupButNotBias) {
   auto run = testing::Simulate(ParamXBody(
       R"({"name": "x", "shape": [2, 8, 4, 4]}, {"name": "g", "shape": [8]}, {"name": "b", "shape": [8]})",

@@ -125,3 +125,30 @@ def test_simulate_reports_every_distinct_rank_as_cli_run():
     z = memsim.simulate(path, explain=False, batch=8, zero=3, world=8, dtype="fp16")
     assert len(z.ranks) == 1 and z.ranks[0]["ranks"] == list(range(8))
     assert memsim.simulate(path, batch=8).ranks == []
+
+
+def test_estimate_of_a_peft_lora_model_equals_lora_option():
+    """A peft LoRA model exports as its base model with the "lora" key (Note [LoRA]): the same step
+    as the base model with lora=, and peft's own trainable-parameter count. Needs peft (the torch
+    2.13 venv: PYTHONPATH=build/python:tools .venv/bin/python -m pytest tests/python/test_estimate.py)."""
+    peft = pytest.importorskip("peft")
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up, self.act, self.down = nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.down(self.act(self.up(x)))
+    x = torch.randn(32, 64)
+    wrapped = peft.get_peft_model(Net(), peft.LoraConfig(r=8, lora_alpha=16, target_modules=["up", "down"],
+                                                         lora_dropout=0.1))
+    trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+    a = json.loads(memsim.estimate(wrapped, [x], optimizer="adamw", profile="cpu").json)
+    b = json.loads(memsim.estimate(Net(), [x], optimizer="adamw", profile="cpu",
+                                   lora="r=8,alpha=16,targets=up,down,dropout=0.1").json)
+    assert a["parameters"]["trainable"] == trainable == 4688
+    assert a["config"]["lora"]["adapters"] == 2
+    assert a["peak_live_bytes"] == b["peak_live_bytes"]
+    assert a["phase_peaks"] == b["phase_peaks"]

@@ -19,5 +19,9 @@ Graph LoadOrFail(const std::string& path) {
   return std::move(g).value();
 }
 
+Graph LoadConfigGraph(const ConfigOptions& options) {
+  Graph g = LoadOrFail(options.graph);
+  return ValueOrFail(options.Adapt(std::move(g)));
+}
 
 }  // namespace memsim::cli

@@ -9,6 +9,7 @@
 
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
+#include "sim/options/options.h"
 
 namespace memsim::cli {
 
@@ -17,6 +18,9 @@ namespace memsim::cli {
 
 /// Loads |path| or fails with the loader's message.
 Graph LoadOrFail(const std::string& path);
+
+/// Loads the graph |options| name and adapts it to them (--lora), or fails (exit 2).
+Graph LoadConfigGraph(const ConfigOptions& options);
 
 /// Fails with |s|'s error (exit 2) unless it is OK.
 inline void OkOrFail(const Status& s) {

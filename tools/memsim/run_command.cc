@@ -31,7 +31,7 @@ std::string TimelineContent(const std::string& path, const Graph& g, const RunRe
 }
 
 void Run(const RunArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   RunConfig c = ValueOrFail(a.config.Single("run"));
   c.sim.explain = a.explain;
   c.workspace_range = true;

@@ -19,7 +19,7 @@ struct SummaryArgs {
 };
 
 void Summary(const SummaryArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   RunConfig c = ValueOrFail(a.config.Single("summary"));
   c.sim.optimizer = "none";
   auto r = Simulate(g, c.sim);

@@ -76,7 +76,7 @@ class Progress {
 };
 
 void Sweep(const SweepArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   SweepSpec spec = ValueOrFail(a.config.Spec());
   SweepSlice slice = ValueOrFail(ParseShard(a.shard));
   if (a.resume && a.out.empty()) Fail(Status::InvalidArgument("--resume needs --out FILE"));
@@ -110,7 +110,7 @@ void Sweep(const SweepArgs& a) {
   const bool index = !a.out.empty() || slice.shards > 1;  // rows that can be resumed and merged
   std::optional<SweepFileWriter> file;
   if (!a.out.empty()) {
-    SweepMeta meta{g.name, n, SweepFingerprint(g.name, spec), slice.shard, slice.shards};
+    SweepMeta meta{g.name, n, SweepFingerprint(g.lora ? g.name + " lora " + g.lora->ToString() : g.name, spec), slice.shard, slice.shards};
     file.emplace(ValueOrFail(SweepFileWriter::Open(a.out, meta, SweepHeaderLine(spec, f, index), a.resume)));
     slice.skip = file->rows_done();
   } else {
@@ -147,7 +147,7 @@ void Sweep(const SweepArgs& a) {
 void Merge(const std::string& out, const std::vector<std::string>& parts) { OkOrFail(MergeSweepFiles(out, parts)); }
 
 void Fit(const SweepArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   RunConfig base = ValueOrFail(a.config.Single("fit"));
   FitReport report{g.name, base.device.gpu, base.alloc.capacity_bytes, a.max_batch,
                    ValueOrFail(FitSymbol(g, base, a.search, a.max_batch))};
@@ -155,7 +155,7 @@ void Fit(const SweepArgs& a) {
 }
 
 void AdviseCommand(const SweepArgs& a) {
-  Graph g = LoadOrFail(a.config.graph);
+  Graph g = LoadConfigGraph(a.config);
   RunConfig base = ValueOrFail(a.config.Single("advise"));
   AdviseReport report = ValueOrFail(Advise(g, base, a.threads, a.max_batch));
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));

@@ -10,6 +10,7 @@ import inspect
 
 import torch
 
+from . import peft_lora
 from .errors import ExportError, UnsupportedError
 from .exporter import _META_FACTORIES, _meta_factories, finish_graph, parse_input_spec, probe_graph
 from .record import record
@@ -56,10 +57,11 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
     syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
     takes = list(builder_symbols or [])
     graphs, tensors = [], []
-    model = None
+    model = lora = None
     for binding in probes:
         if model is None or any(s in takes for s in syms):
-            model = build_on_meta(builder, {s: binding[s] for s in takes if s in binding})
+            # a peft LoRA model: its base model is recorded, the adapters become the "lora" key
+            model, lora, _ = peft_lora.strip(build_on_meta(builder, {s: binding[s] for s in takes if s in binding}))
             model.train()
         args = [torch.empty([binding[d] if isinstance(d, str) else d for d in sp.dims],
                             dtype=_dtype(sp.dtype), device="meta") for sp in specs]
@@ -79,7 +81,8 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
             raise UnsupportedError(cx.unsupported)
         graphs.append(probe_graph(cx, out, specs, names, loss, model))
         tensors.append(names)
-    return finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name, provenance, outputs_held)
+    return peft_lora.annotate(finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name, provenance,
+                                           outputs_held), lora)
 
 
 def _dtype(name):

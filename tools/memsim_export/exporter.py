@@ -8,7 +8,7 @@ import re
 
 import torch
 
-from . import convert, expand  # noqa: F401  (expand registers the transformer handlers)
+from . import convert, expand, peft_lora  # noqa: F401  (expand registers the transformer handlers)
 from .convert import Context, TRef, dtype_name
 from .errors import ExportError, UnsupportedError
 
@@ -133,6 +133,16 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
     """
     if loss not in ("cross_entropy", "output", "none", None) and loss not in ELEMENTWISE_LOSSES:
         raise ExportError("unknown loss %r (cross_entropy, %s, output, none)" % (loss, ", ".join(ELEMENTWISE_LOSSES)))
+    # A peft LoRA model: its base model is traced and the adapters become the "lora" key.
+    model, lora, restore = peft_lora.strip(model)
+    try:
+        g = _export_model(model, inputs, loss, symbols, name, provenance, probe_batch, device, outputs_held, rebuild)
+    finally:
+        restore()
+    return peft_lora.annotate(g, lora)
+
+
+def _export_model(model, inputs, loss, symbols, name, provenance, probe_batch, device, outputs_held, rebuild):
     specs = [parse_input_spec(s) for s in inputs]
     if not specs:
         raise ExportError("no --input given")
@@ -176,7 +186,7 @@ def export_model(model, inputs, loss="cross_entropy", symbols=None, name="model"
     runner = _Runner(gm, device)
     for k, binding in enumerate(probes):
         if rebuild is not None and k > 0:
-            model = rebuild(binding)
+            model = peft_lora.strip(rebuild(binding))[0]
             model.train()
             gm = trace(model, concrete_args=concrete)
             runner = _Runner(gm, device)

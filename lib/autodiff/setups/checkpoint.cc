@@ -43,14 +43,17 @@ struct CheckpointRule {
   /// The forward's RNG state lives until the autograd graph is destroyed (`ctx.fwd_cpu_state`),
   /// not until the module's last node has run.
   bool rng_state_lives_with_graph;
+  /// The forward's nodes save through saved-tensor hooks (non-reentrant); reentrant runs the
+  /// forward under no_grad, with no nodes.
+  bool saved_tensor_hooks;
 };
 
 CheckpointRule RuleOf(CheckpointImpl impl) {
   switch (impl) {
-    case CheckpointImpl::kReentrant: return {true, true, true};
+    case CheckpointImpl::kReentrant: return {true, true, true, false};
     case CheckpointImpl::kNonReentrant: break;
   }
-  return {false, false, false};
+  return {false, false, false, true};
 }
 
 class Checkpoint : public TrainingSetup {
@@ -97,6 +100,7 @@ class Checkpoint : public TrainingSetup {
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy* policy) override {
     if (region_[o] < 0) return;
     policy->save_for_backward = false;
+    policy->saved_tensor_hooks = rule_.saved_tensor_hooks;
     Region& r = regions_[region_[o]];
     if (sac_save_[o]) policy->sac_cache = &r.sac_cache[o - r.first];
     if (o != r.first) return;
