@@ -237,12 +237,9 @@ std::string ToText(const RunReport& r) {
   for (const auto& [k, v] : r.symbols) o << ", " << k << "=" << v;
   o << ")\n";
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
-    << HumanBytes(r.parameter_bytes) << "
-";
-  if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)
-";
-  o << "
-";
+    << HumanBytes(r.parameter_bytes) << "\n";
+  if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)\n";
+  o << "\n";
   const int64_t live = r.figures.peak_live_bytes;
   o << "peak live memory: " << HumanBytes(live) << " (" << live << " bytes) in " << PhaseName(r.figures.peak_phase);
   if (!r.peak_op.empty()) o << " at " << r.peak_op;
