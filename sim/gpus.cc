@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <vector>
 
 namespace memsim {
 namespace {
@@ -23,6 +24,20 @@ constexpr GpuSpec kGpus[] = {
     {"H100", 81559 * kMiB, kCublasHopper, "hopper", 90},
 };
 
+/// What torch.cuda.get_device_name() (and nvidia-smi) print for the catalog's GPUs.
+constexpr struct {
+  std::string_view device_name, gpu;
+} kDeviceNames[] = {
+    {"Tesla T4", "T4"},
+    {"Tesla V100-SXM2-16GB", "V100-16GB"}, {"Tesla V100-PCIE-16GB", "V100-16GB"},
+    {"Tesla V100-SXM2-32GB", "V100-32GB"}, {"Tesla V100-PCIE-32GB", "V100-32GB"},
+    {"NVIDIA A10G", "A10G"}, {"NVIDIA L4", "L4"},
+    {"NVIDIA GeForce RTX 3090", "RTX3090"}, {"NVIDIA GeForce RTX 4090", "RTX4090"},
+    {"NVIDIA A100-SXM4-40GB", "A100-40GB"}, {"NVIDIA A100-PCIE-40GB", "A100-40GB"},
+    {"NVIDIA A100-SXM4-80GB", "A100-80GB"}, {"NVIDIA A100 80GB PCIe", "A100-80GB"},
+    {"NVIDIA H100 80GB HBM3", "H100-80GB"}, {"NVIDIA H100 PCIe", "H100-80GB"},
+};
+
 bool SameName(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
@@ -32,9 +47,40 @@ bool SameName(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::optional<GpuSpec> FindGpu(std::string_view name) {
+  for (const auto& d : kDeviceNames)
+    if (SameName(d.device_name, name)) name = d.gpu;
   for (const GpuSpec& g : kGpus)
     if (SameName(g.name, name)) return g;
   return std::nullopt;
+}
+
+std::string NearestGpuName(std::string_view name) {
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+  };
+  // Levenshtein distance, case-insensitive.
+  auto distance = [&](std::string_view a, std::string_view b) {
+    const std::string x = lower(a), y = lower(b);
+    std::vector<size_t> row(y.size() + 1);
+    for (size_t j = 0; j <= y.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= x.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= y.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (x[i - 1] != y[j - 1])});
+        diag = up;
+      }
+    }
+    return row[y.size()];
+  };
+  std::string_view best;
+  size_t best_d = 4;  // more than 3 edits away: no suggestion
+  for (const GpuSpec& g : kGpus)
+    if (size_t d = distance(name, g.name); d < best_d) best = g.name, best_d = d;
+  return std::string(best);
 }
 
 std::string GpuNames() {

@@ -19,8 +19,11 @@ struct GpuSpec {
   int compute_capability;          ///< major·10 + minor (80 = sm_80)
 };
 
-/// Looks a GPU up by name, case-insensitively ("V100-16GB", "a100-80gb", "H100").
+/// Looks a GPU up by name, case-insensitively ("V100-16GB", "a100-80gb", "H100"), or by the name
+/// torch.cuda.get_device_name() prints ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 std::optional<GpuSpec> FindGpu(std::string_view name);
+/// The catalog name nearest to |name| (at most 3 edits, case-insensitive), or "" if none is.
+std::string NearestGpuName(std::string_view name);
 /// All names, comma-separated.
 std::string GpuNames();
 

@@ -285,7 +285,11 @@ Result<RunResult> RunPipeline(const Graph& g, const RunConfig& c) {
 
 Status ApplyGpu(const std::string& name, RunConfig* c, bool keep_capacity) {
   auto gpu = FindGpu(name);
-  if (!gpu) return Status::InvalidArgument("unknown --gpu \"" + name + "\" (known: " + GpuNames() + ")");
+  if (!gpu) {
+    const std::string near = NearestGpuName(name);
+    return Status::InvalidArgument("unknown --gpu \"" + name + "\"" + (near.empty() ? "" : ": did you mean " + near + "?") +
+                                   " (known: " + GpuNames() + ", or the name torch.cuda.get_device_name() prints)");
+  }
   if (!keep_capacity) c->alloc.capacity_bytes = gpu->memory_bytes;
   if (!c->sim.cublas_workspace_bytes) c->sim.cublas_workspace_bytes = gpu->cublas_workspace_bytes;
   c->device.gpu = std::string(gpu->name);

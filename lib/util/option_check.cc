@@ -1,6 +1,10 @@
 #include "lib/util/option_check.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cmath>
+#include <string>
 
 #include "lib/util/checked.h"
 #include "lib/util/text_limits.h"
@@ -16,7 +20,38 @@ std::string Range(int64_t lo, int64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
 }
 
+/// The factor of a byte unit ("" and "b": 1), case-insensitive; 0 for an unknown unit.
+int64_t UnitFactor(std::string unit) {
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  static const struct { const char* name; int64_t factor; } kUnits[] = {
+      {"", 1}, {"b", 1},
+      {"kb", 1000}, {"mb", 1000 * 1000}, {"gb", 1000 * 1000 * 1000}, {"tb", int64_t{1000} * 1000 * 1000 * 1000},
+      {"kib", int64_t{1} << 10}, {"mib", int64_t{1} << 20}, {"gib", int64_t{1} << 30}, {"tib", int64_t{1} << 40}};
+  for (const auto& u : kUnits)
+    if (unit == u.name) return u.factor;
+  return 0;
+}
+
 }  // namespace
+
+Result<int64_t> ParseBytesOption(std::string_view option, std::string_view text, int64_t hi) {
+  const std::string forms = "expected bytes, or a number with KB/MB/GB/TB (powers of 1000) or KiB/MiB/GiB/TiB "
+                            "(powers of 1024), e.g. 24GB or 80GiB";
+  size_t end = 0;
+  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
+  std::string unit(text.substr(end));
+  unit.erase(0, unit.find_first_not_of(' '));
+  const int64_t factor = UnitFactor(unit);
+  if (end == 0 || factor == 0) return OptionError(option, text, "is not a size: " + forms);
+  if (factor == 1) return ParseIntOption(option, text.substr(0, end), 0, hi);
+  double number = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, number);
+  if (ec != std::errc() || ptr != text.data() + end) return OptionError(option, text, "is not a size: " + forms);
+  const double bytes = std::round(number * static_cast<double>(factor));
+  if (!(bytes <= static_cast<double>(hi)))
+    return OptionError(option, text, "is more than " + std::to_string(hi) + " bytes");
+  return static_cast<int64_t>(bytes);
+}
 
 Result<int64_t> ParseIntOption(std::string_view option, std::string_view text, int64_t lo,
                                int64_t hi) {

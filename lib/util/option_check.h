@@ -19,6 +19,11 @@ namespace memsim {
 Result<int64_t> ParseIntOption(std::string_view option, std::string_view text, int64_t lo,
                                int64_t hi);
 
+/// Parses a byte count in [0, hi]: a plain integer (bytes) or a number with a unit, decimal
+/// (KB, MB, GB, TB: powers of 1000) or binary (KiB, MiB, GiB, TiB: powers of 1024), case-
+/// insensitive, e.g. "24GB", "80GiB", "1.5 GiB". Errors name |option| and the accepted forms.
+Result<int64_t> ParseBytesOption(std::string_view option, std::string_view text, int64_t hi);
+
 /// Range-checks an already parsed |value| of |option| the same way.
 Status CheckIntOption(std::string_view option, int64_t value, int64_t lo, int64_t hi);
 

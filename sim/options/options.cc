@@ -1,13 +1,33 @@
 #include "sim/options/options.h"
 
 #include <algorithm>
-
 #include <cstdlib>
+#include <map>
 
 #include "lib/autodiff/optimizer.h"
 #include "lib/ir/lora.h"
+#include "lib/util/checked.h"
+#include "lib/util/option_check.h"
 
 namespace memsim::cli {
+namespace {
+
+/// --amp / --dtype values as PyTorch names them too: float16, half, bfloat16, float32, float,
+/// with or without "torch." (each maps to memsim's fp16 / bf16 / fp32); |names| are memsim's own.
+std::map<std::string, std::string> TorchDtypeNames(std::initializer_list<const char*> names) {
+  static const std::map<std::string, std::string> kTorch = {
+      {"float16", "fp16"}, {"half", "fp16"}, {"bfloat16", "bf16"}, {"float32", "fp32"}, {"float", "fp32"}};
+  std::map<std::string, std::string> out;
+  for (const char* n : names) out[n] = n;
+  for (const auto& [torch_name, ours] : kTorch)
+    if (out.count(ours)) {
+      out[torch_name] = ours;
+      out["torch." + torch_name] = ours;
+    }
+  return out;
+}
+
+}  // namespace
 
 Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string& s) {
   auto eq = s.find('=');
@@ -90,7 +110,7 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--amp", amp,
                   "mixed precision: torch.autocast(dtype=fp16|bf16) around forward and loss (off: none)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"off", "fp16", "bf16"}));
+      ->transform(CLI::CheckedTransformer(TorchDtypeNames({"off", "fp16", "bf16"}), CLI::ignore_case));
   cmd->add_option("--amp-loss", amp_loss,
                   "with --amp: inside (default: `with autocast(): out = model(x); loss = crit(out, y)`) or "
                   "outside (the loss after the autocast region, on the model's low-precision output)")
@@ -102,7 +122,7 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--dtype", dtype,
                   "model.half() / model.bfloat16(): parameters, buffers and inputs in fp16 or bf16 (default fp32)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+      ->transform(CLI::CheckedTransformer(TorchDtypeNames({"fp32", "fp16", "bf16"}), CLI::ignore_case));
   cmd->add_option("--steps", num_steps, "N consecutive training steps, allocator state carried across (default 1)");
   cmd->add_option("--loop-holds", loop_holds,
                   "output: the loop's `out, loss` stay alive until the next forward rebinds them; none: "
@@ -116,7 +136,8 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "torch.amp.GradScaler: scale(loss).backward(), step(), update() (default: on with --amp fp16)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--gpu", gpu, "device whose memory is the capacity (V100-16GB, A100-80GB, ...)");
-  cmd->add_option("--capacity", capacity, "device capacity in bytes (overrides --gpu)");
+  cmd->add_option("--capacity", capacity,
+                  "device capacity: bytes, or with a unit (24GB, 80GiB; GB = 10^9 bytes, GiB = 2^30) (overrides --gpu)");
   cmd->add_option("--conv-workspace", conv_workspace,
                   "cuDNN workspace bytes per convolution call (same as --cudnn-workspace BYTES)");
   cmd->add_option("--cudnn-workspace", cudnn_workspace,
@@ -187,8 +208,11 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.sim.steps = num_steps;
   base.sim.loop_holds = loop_holds;
   base.sim.zero_grad = zero_grad;
-  if (capacity < 0) return Status::InvalidArgument("--capacity must be non-negative");
-  base.alloc.capacity_bytes = capacity;
+  int64_t capacity_bytes = 0;
+  if (!capacity.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(capacity_bytes, ParseBytesOption("--capacity", capacity, kMaxTensorBytes));
+  }
+  base.alloc.capacity_bytes = capacity_bytes;
   if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;
   if (!cudnn_workspace.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(CudnnWorkspaceChoice ws, ParseCudnnWorkspace(cudnn_workspace));
@@ -199,7 +223,7 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   base.device.context_bytes = context_bytes;
   base.sim.cudnn_benchmark = cudnn_benchmark;
   if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;
-  if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity > 0));
+  if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity_bytes > 0));
   if (ddp < 0 || ddp > 1'000'000) return Status::InvalidArgument("--ddp " + std::to_string(ddp) + ": expected 1 to 1000000");
   if (!(bucket_cap_mb > 0) || bucket_cap_mb > 1e9)
     return Status::InvalidArgument("--bucket-cap-mb must be positive (at most 1e9)");

@@ -53,7 +53,7 @@ struct ConfigOptions {
   std::string save_on_cpu = "off";    ///< --save-on-cpu off|on|pin
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;
-  int64_t capacity = 0;
+  std::string capacity;  ///< --capacity BYTES|24GB|80GiB ("" = the --gpu's)
   int64_t conv_workspace = -1;
   int64_t cublas_workspace = -1;
   std::string cudnn_workspace;          ///< none|typical|max|BYTES; empty = the profile's (typical)

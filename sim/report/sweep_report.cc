@@ -257,24 +257,20 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
     j["baseline"]["rank"] = r.baseline_rank;
   }
   j["capacity_bytes"] = r.capacity_bytes > 0 ? nlohmann::ordered_json(r.capacity_bytes) : nlohmann::ordered_json();
-  j["changes"] = nlohmann::ordered_json::array();
-  for (const AdvisedChange& ch : r.changes) {
-    nlohmann::ordered_json c = ToJson(ch.row);
-    c["change"] = ch.what;
-    c["changes_training"] = ch.changes_training;
-    c["saves_reserved_bytes"] = r.baseline.peak_reserved_bytes - ch.row.peak_reserved_bytes;
-    if (r.world > 1) c["rank"] = ch.rank;
-    j["changes"].push_back(c);
-  }
-  j["left_out"] = nlohmann::ordered_json::array();  // changes that need more memory
-  for (const AdvisedChange& ch : r.left_out) {
-    nlohmann::ordered_json c = ToJson(ch.row);
-    c["change"] = ch.what;
-    c["changes_training"] = ch.changes_training;
-    c["saves_reserved_bytes"] = r.baseline.peak_reserved_bytes - ch.row.peak_reserved_bytes;
-    if (r.world > 1) c["rank"] = ch.rank;
-    j["left_out"].push_back(c);
-  }
+  auto changes = [&r](const std::vector<AdvisedChange>& list) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const AdvisedChange& ch : list) {
+      nlohmann::ordered_json c = ToJson(ch.row);
+      c["change"] = ch.what;
+      c["changes_training"] = ch.changes_training;
+      c["saves_reserved_bytes"] = r.baseline.peak_reserved_bytes - ch.row.peak_reserved_bytes;
+      if (r.world > 1) c["rank"] = ch.rank;
+      out.push_back(c);
+    }
+    return out;
+  };
+  j["changes"] = changes(r.changes);
+  j["left_out"] = changes(r.left_out);  // changes that need more memory
   if (r.max_batch) j["max_batch"] = *r.max_batch;
   return j;
 }

@@ -1,6 +1,8 @@
 // lib/util/option_check: option values are parsed and range-checked, errors name the option.
 #include "lib/util/option_check.h"
 
+#include "lib/util/checked.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -49,6 +51,27 @@ TEST(OptionCheckTest, SweepCountThatWouldWrapIsAnError) {
   EXPECT_THAT(r.status().message(), HasSubstr("sweep: more than 1048576 combinations"));
   EXPECT_EQ(*CheckedCount({2, 3, 4}, 100, "sweep"), 24);
   EXPECT_FALSE(CheckedCount({2, 0}, 100, "sweep").ok());
+}
+
+TEST(BytesOptionTest, PlainBytesAndDecimalAndBinaryUnits) {
+  EXPECT_EQ(*ParseBytesOption("--capacity", "1000", kMaxTensorBytes), 1000);
+  EXPECT_EQ(*ParseBytesOption("--capacity", "24GB", kMaxTensorBytes), 24000000000);
+  EXPECT_EQ(*ParseBytesOption("--capacity", "24gb", kMaxTensorBytes), 24000000000);
+  EXPECT_EQ(*ParseBytesOption("--capacity", "80GiB", kMaxTensorBytes), int64_t{80} << 30);
+  EXPECT_EQ(*ParseBytesOption("--capacity", "1.5 GiB", kMaxTensorBytes), int64_t{3} << 29);
+  EXPECT_EQ(*ParseBytesOption("--capacity", "512MiB", kMaxTensorBytes), int64_t{512} << 20);
+  EXPECT_EQ(*ParseBytesOption("--capacity", "2TB", kMaxTensorBytes), int64_t{2000000000000});
+}
+
+TEST(BytesOptionTest, BadSizesNameTheOptionAndTheForms) {
+  for (const char* bad : {"24XB", "GB", "", "-5GB", "1.2.3GB", "ten"}) {
+    auto r = ParseBytesOption("--capacity", bad, kMaxTensorBytes);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("--capacity")) << bad;
+  }
+  EXPECT_THAT(ParseBytesOption("--capacity", "24XB", kMaxTensorBytes).status().message(), HasSubstr("80GiB"));
+  EXPECT_THAT(ParseBytesOption("--capacity", "2000TiB", kMaxTensorBytes).status().message(), HasSubstr("more than"));
+  EXPECT_FALSE(ParseBytesOption("--capacity", "99999999999999999999", kMaxTensorBytes).ok());
 }
 
 }  // namespace
