@@ -81,9 +81,14 @@ def _export(model, inputs, loss, name, symbols):
         symbols.setdefault("batch", batch)
     name = name or type(model).__name__
     modes = [(m, m.training) for m in model.modules()]
+    provenance = "memsim.export(%s)" % type(model).__name__
     try:
-        g = memsim_export.export_model(model, specs, loss=loss, symbols=symbols, name=name,
-                                       provenance="memsim.export(%s)" % type(model).__name__)
+        try:
+            g = memsim_export.export_model(model, specs, loss=loss, symbols=symbols, name=name, provenance=provenance)
+        except memsim_export.ExportError as e:
+            if not str(e).startswith("cannot trace"):
+                raise
+            g = _export_by_execution(model, specs, loss, symbols, name, provenance, e)
     except memsim_export.ExportError as e:
         err = _core.ExportError(str(e))
         err.unsupported = getattr(e, "kinds", [])
@@ -92,6 +97,35 @@ def _export(model, inputs, loss, name, symbols):
         for m, training in modes:
             m.training = training
     return _core.parse_graph(memsim_export.graph_to_json(g), "<%s>" % name), batch
+
+
+def _meta_copy(model):
+    """A copy of |model| whose parameters and buffers are meta tensors (no data copied; tied
+    weights stay tied), for recording it as it runs without touching the user's model."""
+    import copy
+    import torch
+    memo = {}
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) in memo:
+            continue
+        meta = torch.empty_like(t, device="meta")
+        memo[id(t)] = torch.nn.Parameter(meta, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else meta
+    return copy.deepcopy(model, memo)
+
+
+def _export_by_execution(model, specs, loss, symbols, name, provenance, fx_error):
+    """What the CLI's --trace auto does when torch.fx cannot trace the model (data-dependent
+    Python, asserts on sizes): record its ATen ops as it runs on meta tensors
+    (docs/exporter.md, Export by execution)."""
+    import memsim_export
+    from memsim_export.eager import export_eager
+    try:
+        return export_eager(lambda binding: _meta_copy(model), specs, loss=loss, symbols=symbols, name=name,
+                            provenance=provenance)
+    except memsim_export.UnsupportedError:
+        raise
+    except memsim_export.ExportError as e:
+        raise memsim_export.ExportError("%s\nrecording it as it runs failed too: %s" % (fx_error, e)) from e
 
 
 def _graph(graph_or_path):

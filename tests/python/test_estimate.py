@@ -152,3 +152,22 @@ def test_estimate_of_a_peft_lora_model_equals_lora_option():
     assert a["config"]["lora"]["adapters"] == 2
     assert a["peak_live_bytes"] == b["peak_live_bytes"]
     assert a["phase_peaks"] == b["phase_peaks"]
+
+
+def test_estimate_records_a_model_fx_cannot_trace_without_touching_it():
+    """nanoGPT asserts on its input's length (data-dependent Python for torch.fx): estimate falls
+    back to recording it as it runs on a meta copy, as the CLI's --trace auto does; the user's
+    model keeps its weights on its device."""
+    import sys
+    sys.path.insert(0, GRAPHS)
+    import llm_models
+    torch.manual_seed(0)
+    model = llm_models.LLM_MODELS["gpt2_small"][0](64)
+    head = model.lm_head.weight.detach().clone()
+    report = memsim.estimate(model, torch.randint(0, 50304, (2, 64)), optimizer="adamw", profile="cpu",
+                             explain=False)
+    assert model.lm_head.weight.device.type == "cpu" and torch.equal(model.lm_head.weight, head)
+    out = json.loads(run_cli("run", "graphs/nanogpt_gpt2_small.json", "--batch", 2, "--set", "seq=64",
+                             "--optimizer", "adamw", "--profile", "cpu", "--json")[0])
+    assert report.data["peak_live_bytes"] == out["peak_live_bytes"]
+    assert report.data["phase_peaks"] == out["phase_peaks"]
