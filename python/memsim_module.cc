@@ -18,6 +18,7 @@
 #include "sim/advise.h"
 #include "sim/gpus.h"
 #include "sim/options/options.h"
+#include "sim/options/parse_error.h"
 #include "sim/pipeline.h"
 #include "sim/ranks.h"
 #include "sim/report/rank_report.h"
@@ -85,7 +86,7 @@ cli::ConfigOptions ParseOptions(std::vector<std::string> args, bool lists) {
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    Raise(g_option_error, e.what());
+    Raise(g_option_error, cli::ParseErrorMessage(app, e));
   }
   return options;
 }

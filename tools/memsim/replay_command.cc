@@ -27,7 +27,7 @@ std::string MiB(int64_t bytes) {
 }
 
 [[noreturn]] void Fail(const std::string& msg) {
-  std::cerr << "memsim replay: " << msg << "\n";
+  std::cerr << "memsim: " << msg << "\n";
   throw CLI::RuntimeError(2);
 }
 
