@@ -172,6 +172,7 @@ py::dict Run::Timeline() const {
 
 std::shared_ptr<Run> RunGraph(const GraphHandle& given, const std::vector<std::string>& args, bool explain,
                               int top) {
+  if (top < 0) Raise(g_option_error, "top=" + std::to_string(top) + ": expected 0 or more (0 lists none)");
   auto run = std::make_shared<Run>();
   const GraphHandle graph = Adapted(given, args, /*lists=*/false);
   run->graph = graph;

@@ -62,6 +62,12 @@ def test_bad_option_has_the_cli_message(kwargs, cli):
     assert str(e.value) == cli_error("run", "graphs/mlp.json", *cli).splitlines()[0]
 
 
+def test_negative_top_is_refused_as_on_the_command_line():
+    with pytest.raises(memsim.OptionError, match=r"top=-1: expected 0 or more \(0 lists none\)"):
+        memsim.simulate("graphs/mlp.json", top=-1)
+    assert cli_error("run", "graphs/mlp.json", "--top=-1") == "--top -1: expected 0 or more (0 lists none)"
+
+
 def test_snapshot_is_not_a_graph():
     path = "tests/data/robustness/snapshot_bad_settings.pickle"
     with pytest.raises(memsim.GraphError) as e:
