@@ -18,6 +18,7 @@
 #include "sim/advise.h"
 #include "sim/gpus.h"
 #include "sim/options/options.h"
+#include "sim/options/parse_error.h"
 #include "sim/pipeline.h"
 #include "sim/ranks.h"
 #include "sim/report/rank_report.h"
@@ -85,7 +86,7 @@ cli::ConfigOptions ParseOptions(std::vector<std::string> args, bool lists) {
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    Raise(g_option_error, e.what());
+    Raise(g_option_error, cli::ParseErrorMessage(app, e));
   }
   return options;
 }
@@ -171,6 +172,7 @@ py::dict Run::Timeline() const {
 
 std::shared_ptr<Run> RunGraph(const GraphHandle& given, const std::vector<std::string>& args, bool explain,
                               int top) {
+  if (top < 0) Raise(g_option_error, "top=" + std::to_string(top) + ": expected 0 or more (0 lists none)");
   auto run = std::make_shared<Run>();
   const GraphHandle graph = Adapted(given, args, /*lists=*/false);
   run->graph = graph;

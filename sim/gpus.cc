@@ -4,6 +4,8 @@
 #include <cctype>
 #include <vector>
 
+#include "lib/util/nearest.h"
+
 namespace memsim {
 namespace {
 
@@ -55,32 +57,9 @@ std::optional<GpuSpec> FindGpu(std::string_view name) {
 }
 
 std::string NearestGpuName(std::string_view name) {
-  auto lower = [](std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-    return out;
-  };
-  // Levenshtein distance, case-insensitive.
-  auto distance = [&](std::string_view a, std::string_view b) {
-    const std::string x = lower(a), y = lower(b);
-    std::vector<size_t> row(y.size() + 1);
-    for (size_t j = 0; j <= y.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= x.size(); ++i) {
-      size_t diag = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= y.size(); ++j) {
-        const size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (x[i - 1] != y[j - 1])});
-        diag = up;
-      }
-    }
-    return row[y.size()];
-  };
-  std::string_view best;
-  size_t best_d = 4;  // more than 3 edits away: no suggestion
-  for (const GpuSpec& g : kGpus)
-    if (size_t d = distance(name, g.name); d < best_d) best = g.name, best_d = d;
-  return std::string(best);
+  std::vector<std::string_view> names;
+  for (const GpuSpec& g : kGpus) names.push_back(g.name);
+  return NearestName(name, names, /*max_edits=*/3);
 }
 
 std::string GpuNames() {

@@ -49,6 +49,10 @@ Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const P
     return Status::InvalidArgument("--fsdp \"" + p.fsdp + "\": expected full or grad-op");
   if (!p.fsdp.empty() && (p.zero_stage > 0 || p.ddp))
     return Status::InvalidArgument("--fsdp cannot be combined with --zero or --ddp");
+  // Note [ZeRO]: on cuda --zero is DeepSpeed, whose engine reduces the gradients itself (no DDP).
+  if (p.ddp && p.zero_stage > 0 && !profile.zero_whole_parameters)
+    return Status::InvalidArgument("--zero " + std::to_string(p.zero_stage) + " (DeepSpeed) reduces the gradients "
+                                   "itself: drop --ddp and give the ranks as --world " + std::to_string(p.world));
   if (!p.offload.empty() && p.offload != "optimizer" && p.offload != "params")
     return Status::InvalidArgument("--offload \"" + p.offload + "\": expected optimizer or params");
   if (!p.offload.empty() && (profile.zero_whole_parameters || (p.zero_stage == 0 && p.fsdp.empty())))

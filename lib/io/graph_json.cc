@@ -393,6 +393,9 @@ Result<Graph> ParseGraph(const std::string& text, const std::string& source) {
 
 Result<Graph> LoadGraph(const std::string& path) {
   MEMSIM_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path));
+  // A pickle (protocol 2+ starts with PROTO, 0x80): torch.cuda.memory._dump_snapshot()'s output.
+  if (!text.empty() && static_cast<unsigned char>(text[0]) == 0x80)
+    return Status::ParseError(path + ": this is a memory snapshot (a pickle), not a graph: use memsim replay " + path);
   return ParseGraph(text, path);
 }
 

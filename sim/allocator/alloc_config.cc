@@ -51,6 +51,8 @@ class Parser {
         continue;
       }
       if (key == ":" || key == "[" || key == "]") return Err("unexpected '" + key + "'");
+      if (const size_t eq = key.find('='); eq != std::string::npos)  // PYTORCH_ALLOC_CONF takes key:value
+        return Err("'" + key + "': write key:value, e.g. " + key.substr(0, eq) + ":" + key.substr(eq + 1));
       ++i_;
       MEMSIM_RETURN_IF_ERROR(Expect(key, ":"));
       if (key == "max_split_size_mb") {

@@ -189,7 +189,7 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
   return ApplyLora(g, c);
 }
 
-Result<SweepSpec> ConfigOptions::Spec() const {
+Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   SweepSpec spec;
   RunConfig& base = spec.base;
   base.sim.freeze_globs = freeze;
@@ -248,9 +248,13 @@ Result<SweepSpec> ConfigOptions::Spec() const {
   }
   if ((!zero.empty() || !fsdp.empty()) && world.empty() && ddp == 0)
     return Status::InvalidArgument(std::string(fsdp.empty() ? "--zero" : "--fsdp") + " needs --world N");
+  // advise reads --world alone as the ranks its sharding remedies may use.
+  if (!world.empty() && zero.empty() && fsdp.empty() && ddp == 0 && command != "advise")
+    return Status::InvalidArgument("--world " + std::to_string(world[0]) + " alone changes nothing: it is the ranks "
+                                   "of --zero or --fsdp (DDP: --ddp N)");
   std::vector<SweepAxis>& axes = spec.axes;
   for (int64_t b : batches)
-    if (b < 0) return Status::InvalidArgument("--batch " + std::to_string(b) + ": expected a non-negative integer");
+    if (b < 1) return Status::InvalidArgument("--batch " + std::to_string(b) + ": expected 1 or more samples");
   if (!batches.empty()) axes.push_back(SymbolAxis("batch", batches));
   for (const std::string& s : sets) {
     MEMSIM_ASSIGN_OR_RETURN(auto set, ParseSet(s));
@@ -310,7 +314,7 @@ Status ConfigOptions::CheckMixedPrecision() const {
 }
 
 Result<RunConfig> ConfigOptions::Single(const std::string& command) const {
-  MEMSIM_ASSIGN_OR_RETURN(SweepSpec spec, Spec());
+  MEMSIM_ASSIGN_OR_RETURN(SweepSpec spec, Spec(command));
   for (const SweepAxis& ax : spec.axes)
     if (ax.labels.size() != 1)
       return Status::InvalidArgument(command + " takes one value per option (\"" + ax.name + "\" has several)");

@@ -73,8 +73,10 @@ struct ConfigOptions {
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);
-  /// The base configuration and one axis per option (first axis slowest). Errors name the option.
-  Result<SweepSpec> Spec() const;
+  /// The base configuration and one axis per option (first axis slowest) for |command|. Errors
+  /// name the option; an option that would change nothing (--world without --zero or --fsdp,
+  /// except for advise) is refused.
+  Result<SweepSpec> Spec(const std::string& command = "sweep") const;
   /// The one configuration run, fit and advise take (every option with a single value).
   Result<RunConfig> Single(const std::string& command) const;
   /// The graph these options run: |g| itself, or with --lora its LoRA rewrite (ApplyLora).

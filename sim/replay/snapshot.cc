@@ -488,6 +488,11 @@ Result<MemorySnapshot> ParseSnapshot(std::string_view bytes) {
 Result<MemorySnapshot> LoadSnapshotFile(const std::string& path) {
   MEMSIM_ASSIGN_OR_RETURN(const std::string bytes, ReadInputFile(path));
   Result<MemorySnapshot> r = ParseSnapshot(bytes);
+  if (!r.ok() && bytes.find("\"memsim-graph\"") != std::string::npos) {
+    const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("format", "") == "memsim-graph")
+      return Status::InvalidArgument(path + ": this is a memsim graph, not a memory snapshot: use memsim run " + path);
+  }
   if (!r.ok()) return r.status().WithPrefix(path);
   return r;
 }

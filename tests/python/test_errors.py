@@ -47,12 +47,33 @@ def test_bad_graph_at_binding():
     (dict(step="sometimes"), ["--step", "sometimes"]),
     (dict(allocator="magic"), ["--allocator", "magic"]),
     (dict(batch="eight"), ["--batch", "eight"]),
+    (dict(batch=0), ["--batch", "0"]),
+    (dict(amp="fp61"), ["--amp", "fp61"]),
+    (dict(profile="cdua"), ["--profile", "cdua"]),
+    (dict(clip_grad_norm="abc"), ["--clip-grad-norm", "abc"]),
+    (dict(world=4), ["--world", "4"]),
+    (dict(ddp=2, zero=1), ["--ddp", "2", "--zero", "1"]),
+    (dict(alloc_conf="expandable_segments=True"), ["--alloc-conf", "expandable_segments=True"]),
 ])
 def test_bad_option_has_the_cli_message(kwargs, cli):
     with pytest.raises(memsim.OptionError) as e:
         memsim.simulate("graphs/mlp.json", **kwargs)
     assert isinstance(e.value, ValueError)
     assert str(e.value) == cli_error("run", "graphs/mlp.json", *cli).splitlines()[0]
+
+
+def test_negative_top_is_refused_as_on_the_command_line():
+    with pytest.raises(memsim.OptionError, match=r"top=-1: expected 0 or more \(0 lists none\)"):
+        memsim.simulate("graphs/mlp.json", top=-1)
+    assert cli_error("run", "graphs/mlp.json", "--top=-1") == "--top -1: expected 0 or more (0 lists none)"
+
+
+def test_snapshot_is_not_a_graph():
+    path = "tests/data/robustness/snapshot_bad_settings.pickle"
+    with pytest.raises(memsim.GraphError) as e:
+        memsim.load_graph(path)
+    assert str(e.value) == cli_error("run", path)
+    assert str(e.value).endswith("not a graph: use memsim replay " + path)
 
 
 def test_python_argument_errors():

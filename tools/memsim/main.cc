@@ -1,7 +1,9 @@
 // memsim: how much GPU memory one training step needs, when the peak happens and what is
 // alive then. Subcommands are registered from commands.h; all logic lives in lib/ and sim/.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
+#include "sim/options/parse_error.h"
 #include "tools/memsim/commands.h"
 
 int main(int argc, char** argv) {
@@ -20,10 +22,14 @@ int main(int argc, char** argv) {
 #endif
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command that failed has said why
   } catch (const CLI::ParseError& e) {
-    // Usage errors exit with 2, like other bad input.
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    // Usage errors are one line naming the fix, exit 2, like other bad input.
+    std::fprintf(stderr, "memsim: %s\n", memsim::cli::ParseErrorMessage(app, e).c_str());
+    return 2;
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "sim/replay/replay.h"
 #include "sim/replay/snapshot.h"
+#include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
 
 namespace memsim::cli {
@@ -24,11 +25,6 @@ std::string MiB(int64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
   return buf;
-}
-
-[[noreturn]] void Fail(const std::string& msg) {
-  std::cerr << "memsim replay: " << msg << "\n";
-  throw CLI::RuntimeError(2);
 }
 
 void PrintText(const std::string& file, const ReplayReport& r) {
@@ -98,15 +94,15 @@ void RegisterReplayCommand(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print a JSON report");
   cmd->callback([args]() {
     Result<MemorySnapshot> snap = LoadSnapshotFile(args->file);
-    if (!snap.ok()) Fail(snap.status().ToString());
+    if (!snap.ok()) Fail(snap.status());
     ReplayOptions opt;
     if (!args->alloc_conf.empty()) {
       if (Result<AllocatorConfig> c = ParseAllocConf(args->alloc_conf); !c.ok())
-        Fail("--alloc-conf: " + c.status().ToString());
+        Fail(c.status().WithPrefix("--alloc-conf"));
       opt.alloc_conf = args->alloc_conf;
     }
     Result<ReplayReport> r = ReplaySnapshot(*snap, opt);
-    if (!r.ok()) Fail(args->file + ": " + r.status().ToString());
+    if (!r.ok()) Fail(r.status().WithPrefix(args->file));
     if (args->json) {
       nlohmann::ordered_json j;
       j["file"] = args->file;

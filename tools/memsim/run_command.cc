@@ -30,7 +30,19 @@ std::string TimelineContent(const std::string& path, const Graph& g, const RunRe
   return ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, LevelsOf(g, r)).dump() + "\n";
 }
 
+/// Refuses what run would not do: --top below 0, a --timeline format it does not write.
+Status CheckRunArgs(const RunArgs& a) {
+  if (a.top < 0)
+    return Status::InvalidArgument("--top " + std::to_string(a.top) + ": expected 0 or more (0 lists none)");
+  const std::string& t = a.timeline_path;
+  if (!t.empty() && !t.ends_with(".html") && !t.ends_with(".json") && !t.ends_with(".pickle"))
+    return Status::InvalidArgument("--timeline \"" + t + "\": name a FILE.html (a standalone page), FILE.json (a "
+                                   "Chrome trace for Perfetto) or FILE.pickle (for pytorch.org/memory_viz)");
+  return Status::OK();
+}
+
 void Run(const RunArgs& a) {
+  OkOrFail(CheckRunArgs(a));
   Graph g = LoadConfigGraph(a.config);
   RunConfig c = ValueOrFail(a.config.Single("run"));
   c.sim.explain = a.explain;
