@@ -15,6 +15,7 @@
 
 #include "lib/autodiff/optimizer.h"
 #include "lib/io/graph_json.h"
+#include "sim/version.h"
 #include "sim/advise.h"
 #include "sim/gpus.h"
 #include "sim/options/options.h"
@@ -318,6 +319,7 @@ void BindModule(py::module_& m) {
   m.attr("CATEGORIES") = Names<Category>(kNumCategories, CategoryName);
   m.attr("KINDS") = std::vector<std::string>{"alloc", "free"};
   m.attr("GPUS") = GpuNames();
+  m.attr("__version__") = kMemsimVersion;
   m.attr("OPTIMIZERS") = OptimizerNames();
 }
 

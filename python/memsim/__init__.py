@@ -15,10 +15,10 @@ the `memsim` command line: the same options (docs/cli.md, ``_`` for ``-``), the 
 the same messages. See docs/python.md.
 """
 from ._core import (CATEGORIES, GPUS, OPTIMIZERS, PHASES, Error, ExportError, Graph, GraphError,  # noqa: F401
-                    OptionError, parse_graph)
+                    OptionError, __version__, parse_graph)
 from ._api import advise, estimate, export, fit, load_graph, simulate, sweep  # noqa: F401
 from ._report import Report  # noqa: F401
 
 __all__ = ["estimate", "export", "simulate", "load_graph", "parse_graph", "sweep", "fit", "advise", "Report",
            "Graph", "Error", "GraphError", "OptionError", "ExportError", "PHASES", "CATEGORIES", "GPUS",
-           "OPTIMIZERS"]
+           "OPTIMIZERS", "__version__"]

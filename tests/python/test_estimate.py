@@ -171,3 +171,19 @@ def test_estimate_records_a_model_fx_cannot_trace_without_touching_it():
                              "--optimizer", "adamw", "--profile", "cpu", "--json")[0])
     assert report.data["peak_live_bytes"] == out["peak_live_bytes"]
     assert report.data["phase_peaks"] == out["phase_peaks"]
+
+
+def test_version_and_python_dash_m_are_the_command_line():
+    import subprocess
+    import sys
+    out, _, _ = run_cli("--version")
+    assert out.strip() == "memsim " + memsim.__version__
+    p = subprocess.run([sys.executable, "-m", "memsim", "run", "graphs/mlp.json", "--batch", "4"] + RUN_TORCH,
+                       cwd=ROOT, capture_output=True, text=True)
+    cli, _, _ = run_cli("run", "graphs/mlp.json", "--batch", 4)
+    assert p.returncode == 0 and p.stdout == cli
+    bad = subprocess.run([sys.executable, "-m", "memsim", "rn"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("memsim: ") and "did you mean run?" in bad.stderr
+
+
+RUN_TORCH = ["--torch", running_torch_release()]

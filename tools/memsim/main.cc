@@ -3,13 +3,16 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include <string>
+
 #include "sim/options/parse_error.h"
+#include "sim/version.h"
 #include "tools/memsim/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"memsim: simulate the GPU memory of one training step"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "memsim 0.1");
+  app.set_version_flag("--version", std::string("memsim ") + memsim::kMemsimVersion);
   memsim::cli::RegisterRunCommand(app);
   memsim::cli::RegisterSummaryCommand(app);
   memsim::cli::RegisterSweepCommand(app);
