@@ -90,6 +90,16 @@ void AccumulateGrad(StepState& s, uint32_t k) {
   s.Hook(&TrainingSetup::OnGradReady, k);
 }
 
+/// The node lets go of what it saved (release_variables): at the end of its backward, or when the
+/// graph is destroyed without it having run.
+void ReleaseSaved(StepState& s, Node& node) {
+  for (size_t k = 0; k < node.saved.size(); ++k)
+    if (!node.released[k]) s.ledger.Unref(node.saved[k]);
+  node.saved.clear();
+  for (StorageId st : node.unhooked) s.ledger.Unref(st);
+  node.unhooked.clear();
+}
+
 /// Runs node |o|'s plan; returns the grad it produces for each input.
 std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   const Op& op = s.g.ops[o];
@@ -171,11 +181,7 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   for (Grad& in : node.buffer)
     if (in.defined()) s.ledger.Unref(in.s);
   node.buffer.clear();
-  for (size_t k = 0; k < node.saved.size(); ++k)
-    if (!node.released[k]) s.ledger.Unref(node.saved[k]);
-  node.saved.clear();
-  for (StorageId st : node.unhooked) s.ledger.Unref(st);
-  node.unhooked.clear();
+  ReleaseSaved(s, node);
   for (StorageId t : temps)
     if (t != kNoStorage) s.ledger.Unref(t);
   return produced;
@@ -265,11 +271,7 @@ void RunBackwardPass(StepState& s) {
     for (TensorId t : CallerNames(g))
       if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
   for (Node& n : s.nodes) {
-    for (size_t k = 0; k < n.saved.size(); ++k)
-      if (!n.released[k]) s.ledger.Unref(n.saved[k]);
-    n.saved.clear();
-    for (StorageId st : n.unhooked) s.ledger.Unref(st);
-    n.unhooked.clear();
+    ReleaseSaved(s, n);
     for (Grad& gbuf : n.buffer)
       if (gbuf.defined()) s.ledger.Unref(gbuf.s);
     n.buffer.clear();

@@ -125,6 +125,29 @@ void PackSavedRefs(StepState& s, const Op& op, const FwdPlan& plan, const std::v
   }
 }
 
+/// torch/csrc/autograd/saved_variable.cpp: saved-tensor hooks never pack a wrapped number (a 2.13
+/// pack hook never sees `h * 2.0`'s, and it stays alive), so a node whose saving the hooks took
+/// over (a checkpointed mul) still keeps it.
+void KeepUnhookedWrappedNumbers(StepState& s, Node& node, const FwdPlan& plan, const std::vector<StorageId>& extras) {
+  for (const SavedRef& r : plan.saved)
+    if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && extras[r.index] != kNoStorage) {
+      s.ledger.Ref(extras[r.index]);
+      node.unhooked.push_back(extras[r.index]);
+    }
+}
+
+/// Selective checkpointing's forward of a cached op: its outputs, then the extras its node would
+/// save, referenced into |cache| for the recomputation (RunCachedOp reads them in that order).
+void CacheForRecompute(StepState& s, const Node& node, const Op& op, const FwdPlan& plan,
+                       const std::vector<StorageId>& storage, const std::vector<StorageId>& extras,
+                       std::vector<StorageId>* cache) {
+  for (TensorId t : op.outputs) cache->push_back(storage[t]);
+  if (node.exists)
+    for (const SavedRef& r : plan.saved)
+      if (r.kind == SavedRef::kExtra) cache->push_back(extras[r.index]);
+  for (StorageId st : *cache) s.ledger.Ref(st);
+}
+
 /// Selective checkpointing's recomputation of a cached op: its outputs and saved extras are the
 /// ones the forward kept (|cached|: outputs, then saved extras in the node's order); nothing runs.
 void RunCachedOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
@@ -209,24 +232,12 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
       PackSavedRefs(s, op, plan, storage, policy, extras, kAfterKernel, &packed);
       KeepSaved(s, node, op, plan, storage, policy, extras, packed);
     } else if (!recompute && policy.saved_tensor_hooks && s.profile.wrapped_number_skips_hooks) {
-      // torch/csrc/autograd/saved_variable.cpp: hooks never pack a wrapped number (a 2.13 pack hook
-      // never sees `h * 2.0`'s, and it stays alive), so a checkpointed mul still keeps it.
-      for (const SavedRef& r : plan.saved)
-        if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && extras[r.index] != kNoStorage) {
-          s.ledger.Ref(extras[r.index]);
-          node.unhooked.push_back(extras[r.index]);
-        }
+      KeepUnhookedWrappedNumbers(s, node, plan, extras);
     }
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
   }
-  if (policy.sac_cache) {
-    for (TensorId t : op.outputs) policy.sac_cache->push_back(storage[t]);
-    if (node.exists)
-      for (const SavedRef& r : plan.saved)
-        if (r.kind == SavedRef::kExtra) policy.sac_cache->push_back(extras[r.index]);
-    for (StorageId st : *policy.sac_cache) s.ledger.Ref(st);
-  }
+  if (policy.sac_cache) CacheForRecompute(s, node, op, plan, storage, extras, policy.sac_cache);
   for (size_t k = 0; k < extras.size(); ++k)
     if (extra_live[k]) s.ledger.Unref(extras[k]);
   // A recomputation runs inside backward, on the autograd engine's thread.

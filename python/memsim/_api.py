@@ -1,6 +1,7 @@
 """The entry points: export an nn.Module in-process, simulate a graph, sweep, fit, advise. Every
 number comes from the C++ pipeline (memsim._core); this layer only maps Python arguments to the
 command line's options and wraps the results."""
+import contextlib
 import json
 
 from . import _core
@@ -160,23 +161,33 @@ def estimate(model, inputs, loss="cross_entropy", optimizer="adam", gpu="A100-40
     if checkpoint is not None and checkpoint is not False:
         options["checkpoint"] = checkpoint
     graph, example_batch = _export(model, inputs, loss, name, symbols)
-    if not callable(options.get("sac")):
+    with _sac_policy_file(model, inputs, options, checkpoint):
         return simulate(graph, batch=batch if batch is not None else example_batch, explain=explain, top=top,
                         optimizer=optimizer, gpu=gpu, **options)
-    import os, tempfile
-    fd, policy = tempfile.mkstemp(prefix="memsim_sac_", suffix=".json")
+
+
+@contextlib.contextmanager
+def _sac_policy_file(model, inputs, options, checkpoint):
+    """estimate(sac=policy_fn): options["sac"] becomes a temporary file of the policy recorded on
+    the example tensors (memsim_export.record_sac_policy) while the block runs; any other sac=
+    is left as it is."""
+    if not callable(options.get("sac")):
+        yield
+        return
+    import os
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix="memsim_sac_", suffix=".json")
     os.close(fd)
     try:
-        _record_sac(model, inputs, options["sac"], checkpoint, policy)
-        options["sac"] = policy
-        return simulate(graph, batch=batch if batch is not None else example_batch, explain=explain, top=top,
-                        optimizer=optimizer, gpu=gpu, **options)
+        _record_sac(model, inputs, options["sac"], checkpoint, path)
+        options["sac"] = path
+        yield
     finally:
-        os.remove(policy)
+        os.remove(path)
 
 
 def _record_sac(model, inputs, policy_fn, checkpoint, path):
-    """estimate(sac=policy_fn): the policy recorded on the example tensors (memsim_export.record_sac_policy)."""
+    """The policy recorded on the example tensors, written to |path|."""
     import torch
     import memsim_export
     if checkpoint is None or checkpoint is False:
