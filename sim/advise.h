@@ -1,8 +1,10 @@
 // Advice: single changes to a configuration (in-place activations, expandable segments, half
 // the batch with gradient accumulation, checkpointing the repeated blocks, a lighter
-// optimizer, freezing; with several ranks the sharding remedies: ZeRO stages, offload, FSDP), each
-// simulated through the run pipeline and ranked by the peak reserved memory it saves (with
-// several ranks: of the largest rank); plus the largest batch that fits as configured.
+// optimizer, freezing, the fine-tuning modes — LoRA adapters, activation offloading —; with
+// several ranks the sharding remedies: ZeRO stages, offload, FSDP), each simulated through the
+// run pipeline and ranked by the peak reserved memory it saves (with several ranks: of the
+// largest rank); plus the largest batch that fits as configured. Each change carries the
+// `memsim run` flags that make it, ready to paste.
 #ifndef MEMSIM_SIM_ADVISE_H_
 #define MEMSIM_SIM_ADVISE_H_
 
@@ -18,10 +20,22 @@ namespace memsim {
 /// One candidate change: how it alters a configuration, and whether it changes what is trained
 /// (not only how much memory it takes).
 struct Change {
-  std::string what;
+  std::string what;  ///< in words, without the flags
   bool changes_training;
-  std::function<bool(const RunConfig& base, RunConfig* changed)> apply;  ///< false: not applicable
+  /// Makes the change on |base|: the changed configuration, and in |args| the `memsim run` flags
+  /// that make it (one argument each; they replace the same flags of the baseline, and --ddp
+  /// for a sharding change). false: not applicable to |base|.
+  std::function<bool(const RunConfig& base, RunConfig* changed, std::vector<std::string>* args)> apply;
+  /// A rewrite of the graph the change needs (LoRA adapters), or null. An error: not applicable.
+  std::function<Result<Graph>(const Graph&)> rewrite = nullptr;
 };
+
+/// |args| as one shell line: an argument with characters a shell would read quoted ('…').
+std::string ShellJoin(const std::vector<std::string>& args);
+
+/// Globs that select exactly |blocks| (RepeatedBlocks' siblings "P.0" … "P.N"): "P.[0-9]",
+/// "P.[0-9][0-9]", … one per number of digits, so that none selects a module nested in a block.
+std::vector<std::string> BlockGlobs(const std::vector<std::string>& blocks);
 
 /// The repeated blocks of |g| (module paths ending in an index whose parent has several, the
 /// outermost such level): what checkpointing usually wraps.
@@ -32,6 +46,7 @@ std::vector<Change> CandidateChanges(const Graph& g);
 
 struct AdvisedChange {
   std::string what;
+  std::vector<std::string> args;  ///< Change::apply's flags
   bool changes_training = false;
   SweepRow row;  ///< several ranks: the largest rank's (peak reserved)
   int rank = 0;  ///< the rank |row| is (0 when every rank is alike)

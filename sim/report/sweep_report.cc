@@ -262,6 +262,7 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
     for (const AdvisedChange& ch : list) {
       nlohmann::ordered_json c = ToJson(ch.row);
       c["change"] = ch.what;
+      c["args"] = ch.args;
       c["changes_training"] = ch.changes_training;
       c["saves_reserved_bytes"] = r.baseline.peak_reserved_bytes - ch.row.peak_reserved_bytes;
       if (r.world > 1) c["rank"] = ch.rank;
@@ -279,6 +280,13 @@ namespace {
 
 /// " (rank N)" for a rank beyond 0 (DataParallel: device N).
 std::string RankTag(int rank) { return rank > 0 ? " (rank " + std::to_string(rank) + ")" : ""; }
+
+/// ", X to spare": the capacity left beside a fitting row's device used (or reserved, on the
+/// cpu profile).
+std::string Spare(const SweepRow& row) {
+  const int64_t used = row.peak_device_used_bytes > 0 ? row.peak_device_used_bytes : row.peak_reserved_bytes;
+  return row.capacity_bytes > used ? ", " + HumanBytes(row.capacity_bytes - used) + " to spare" : "";
+}
 
 }  // namespace
 
@@ -304,12 +312,12 @@ std::string ToText(const AdviseReport& r) {
       << ch.what;
     if (ch.changes_training) o << "  [changes training]";
     if (r.world > 1) o << RankTag(ch.rank);
-    if (cap) o << (ch.row.oom ? "  - still does not fit" : "  - fits");
-    o << "\n";
+    if (cap) o << (ch.row.oom ? "  - still does not fit" : "  - fits" + Spare(ch.row));
+    o << "\n      " << ShellJoin(ch.args) << "\n";
   }
   if (!r.left_out.empty()) {
     o << "\nleft out (they need more memory than the baseline):";
-    for (const AdvisedChange& ch : r.left_out) o << "\n  " << ch.what;
+    for (const AdvisedChange& ch : r.left_out) o << "\n  " << ch.what << ": " << ShellJoin(ch.args);
     o << "\n";
   }
   if (r.max_batch) o << "\nlargest batch that fits as configured: " << *r.max_batch << "\n";

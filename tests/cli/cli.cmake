@@ -103,6 +103,18 @@ memsim_golden_file_test(timeline_mnist_json timeline_mnist.json run graphs/mnist
 memsim_golden_test(advise_resnet18_text advise_resnet18.txt advise graphs/resnet18.json --batch 64 --optimizer adam --gpu T4)
 memsim_golden_test(advise_bert_small_json advise_bert_small.json advise graphs/bert_small.json --batch 16 --optimizer adamw --json)
 memsim_golden_test(advise_gpt2_oom_text advise_gpt2_oom.txt advise graphs/nanogpt_gpt2_small.json --batch 8 --optimizer adamw --gpu T4)
+# Every change advise proposes, pasted into `memsim run` with the baseline's flags, gives the
+# figures of its row (the flags are the change, not a description of it).
+if(MEMSIM_PYTHON3)
+  add_test(NAME cli.advise_args_reproduce_gpt2
+           COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/advise_args.py $<TARGET_FILE:memsim>
+                   graphs/nanogpt_gpt2_small.json --batch 8 --optimizer adamw --gpu T4
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  add_test(NAME cli.advise_args_reproduce_bert_ranks
+           COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/advise_args.py $<TARGET_FILE:memsim>
+                   graphs/bert_small.json --batch 16 --optimizer adamw --ddp 4 --torch 1.13 --gpu T4
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endif()
 memsim_error_test(advise_two_values 2 "advise takes one value per option" advise graphs/mlp.json --batch 1,2)
 
 # Folder order: every #include goes down the pipeline (docs/README.md).
