@@ -82,6 +82,7 @@ cli::ConfigOptions ParseOptions(std::vector<std::string> args, bool lists) {
   CLI::App app{"memsim"};
   cli::ConfigOptions options;
   options.Bind(&app, lists);
+  cli::GuardIntegerText(&app);
   args.insert(args.begin(), "graph");  // the positional the CLI reads the graph from
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector reversed
   try {

@@ -276,6 +276,7 @@ void LargestRank(const Graph& g, const RunConfig& c, SweepRow* row, int* rank) {
 }  // namespace
 
 Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, int64_t max_batch) {
+  MEMSIM_RETURN_IF_ERROR(CheckThreads(threads));
   const std::vector<Change> changes = CandidateChanges(g);
   // The changes on |g| run as one sweep with the baseline; a change that rewrites the graph
   // (LoRA) runs on its own graph.

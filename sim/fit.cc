@@ -161,7 +161,10 @@ Result<FitResult> SearchBoth(const RunConfig& base, const std::string& symbol, i
 Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::string& symbol, int64_t limit) {
   if (base.alloc.capacity_bytes <= 0) return Status::InvalidArgument("fit needs a device capacity (--gpu or --capacity)");
   if (g.FindSymbol(symbol) == kNone) return Status::InvalidArgument(g.source + ": the graph has no symbol \"" + symbol + "\"");
-  if (limit < 1) return Status::InvalidArgument("the " + symbol + " limit must be at least 1");
+  // The search adds 1 to the limit and doubles values below it: 2^40 keeps both far from overflow.
+  if (limit < 1 || limit > kMaxFitLimit)
+    return Status::InvalidArgument("--max-batch " + std::to_string(limit) + ": the " + symbol + " limit must be 1 to " +
+                                   std::to_string(kMaxFitLimit));
   // The search takes a handful of values in [1, limit]: worth an unchecked size schedule, whose
   // answers engine runs then confirm (Note [Fit search]).
   const CompileOptions co{{SymbolValues{symbol, {2, 3, 4, 5, limit}}},

@@ -11,6 +11,9 @@
 
 namespace memsim {
 
+/// The largest --max-batch (2^40).
+inline constexpr int64_t kMaxFitLimit = int64_t{1} << 40;
+
 /// Two answers (Note [Fit search]): the largest value that fits on the point estimate of the
 /// device's overhead (`run` there says "fits", one more says "does not fit"), and the largest
 /// that fits at the top of the device-used uncertainty range (`run` there says "fits at the top

@@ -1,5 +1,7 @@
 #include "sim/sweep.h"
 
+#include <thread>
+
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_pipeline.h>
@@ -145,9 +147,18 @@ std::vector<SweepRow> RunSweep(const Graph& g, const std::vector<RunConfig>& con
   return rows;
 }
 
+Status CheckThreads(int threads) {
+  const int most = std::max(64, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+  if (threads < 0 || threads > most)
+    return Status::InvalidArgument("--threads " + std::to_string(threads) + ": expected 0 (every core) to " +
+                                   std::to_string(most) + " (4 × this machine's cores)");
+  return Status::OK();
+}
+
 Status StreamSweep(const Graph& g, const SweepSpec& spec, size_t n, const SweepSlice& slice, int threads,
                    const std::function<Status(size_t index, const SweepRow& row)>& sink,
                    const std::function<void(size_t done)>& progress) {
+  MEMSIM_RETURN_IF_ERROR(CheckThreads(threads));
   if (slice.shards < 1 || slice.shard < 1 || slice.shard > slice.shards)
     return Status::InvalidArgument("--shard " + std::to_string(slice.shard) + "/" + std::to_string(slice.shards) +
                                    ": expected K/N with 1 <= K <= N");

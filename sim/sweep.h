@@ -97,6 +97,10 @@ class SweepEvaluator {
 /// Simulates every configuration; |threads| = 0 lets oneTBB choose.
 std::vector<SweepRow> RunSweep(const Graph& g, const std::vector<RunConfig>& configs, int threads);
 
+/// --threads N: 0 (every core) up to 4 × the cores (at least 64). The streamed sweep keeps a few
+/// rows in flight per thread, so an unbounded count would be unbounded memory.
+Status CheckThreads(int threads);
+
 /// The configurations of a sweep one process runs: shard K of N (1-based) holds every index i
 /// with i % N == K - 1, in increasing order; the first |skip| of them are done already (--resume).
 struct SweepSlice {

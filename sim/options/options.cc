@@ -219,7 +219,9 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
     base.sim.conv_workspace_policy = ws.policy;
     if (ws.policy == ConvWorkspacePolicy::kFixed) base.sim.conv_workspace_bytes = ws.bytes;
   }
-  if (context_bytes && *context_bytes < 0) return Status::InvalidArgument("--context-bytes must be non-negative");
+  if (context_bytes && (*context_bytes < 0 || *context_bytes > kMaxTensorBytes))
+    return Status::InvalidArgument("--context-bytes " + std::to_string(*context_bytes) +
+                                   ": expected 0 to 2^50 bytes (1 PiB)");
   base.device.context_bytes = context_bytes;
   base.sim.cudnn_benchmark = cudnn_benchmark;
   if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;

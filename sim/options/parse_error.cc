@@ -1,5 +1,9 @@
 #include "sim/options/parse_error.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+
 #include <set>
 #include <string_view>
 #include <vector>
@@ -160,6 +164,23 @@ std::string ParseErrorMessage(CLI::App& app, const CLI::ParseError& e) {
   if (Is<CLI::ArgumentMismatch>(e) && msg.find(" required ") != std::string::npos && msg.ends_with(" missing"))
     return msg.substr(0, msg.find(':')) + " needs a value";
   return Excerpt(msg) + " (" + HelpOf(cmd) + ")";
+}
+
+void GuardIntegerText(CLI::App* app) {
+  const CLI::Validator in_range(
+      [](std::string& text) -> std::string {
+        const char* b = text.data() + (text.starts_with('+') ? 1 : 0);
+        const char* e = text.data() + text.size();
+        if (b == e || !std::all_of(b + (*b == '-'), e, ::isdigit)) return "";  // not an integer: the conversion says
+        int64_t v = 0;
+        if (std::from_chars(b, e, v).ec == std::errc::result_out_of_range)
+          return "'" + text + "' does not fit in 64 bits (the largest integer is 9223372036854775807)";
+        return "";
+      },
+      "", "64-bit integer");
+  for (CLI::Option* o : app->get_options())
+    if (o->get_type_name().find("INT") != std::string::npos) o->check(in_range);
+  for (CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) GuardIntegerText(sub);
 }
 
 }  // namespace memsim::cli

@@ -14,6 +14,11 @@ namespace memsim::cli {
 /// root app, whose parsed subcommand (if any) is the one the error belongs to.
 std::string ParseErrorMessage(CLI::App& app, const CLI::ParseError& e);
 
+/// Makes every integer option of |app| and of its subcommands (their type name INT) refuse an
+/// integer written beyond 64 bits ("99999999999999999999") instead of CLI11's conversion
+/// saturating it to INT64_MAX. Call after the options are added.
+void GuardIntegerText(CLI::App* app);
+
 }  // namespace memsim::cli
 
 #endif  // MEMSIM_SIM_OPTIONS_PARSE_ERROR_H_

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
 #ifdef MEMSIM_HAVE_ONNX
   memsim::cli::RegisterImportOnnxCommand(app);
 #endif
+  memsim::cli::GuardIntegerText(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -79,6 +79,7 @@ void Sweep(const SweepArgs& a) {
   Graph g = LoadConfigGraph(a.config);
   SweepSpec spec = ValueOrFail(a.config.Spec());
   SweepSlice slice = ValueOrFail(ParseShard(a.shard));
+  OkOrFail(CheckThreads(a.threads));
   if (a.resume && a.out.empty()) Fail(Status::InvalidArgument("--resume needs --out FILE"));
   if (!a.out.empty() && (a.json || a.csv || a.jsonl))
     Fail(Status::InvalidArgument("--out FILE picks the format by its extension (.csv or .jsonl): drop --json, --csv and --jsonl"));
