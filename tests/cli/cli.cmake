@@ -167,7 +167,7 @@ memsim_error_test(bad_cudnn_workspace 2 "--cudnn-workspace \"fast\": expected no
   run graphs/mlp.json --cudnn-workspace fast)
 memsim_error_test(negative_cudnn_workspace 2 "--cudnn-workspace -1: bytes must be non-negative"
   run graphs/resnet18.json --cudnn-workspace=-1)
-memsim_error_test(negative_context_bytes 2 "--context-bytes -1: expected 0 to 2^50 bytes"
+memsim_error_test(negative_context_bytes 2 "--context-bytes -5: expected 0 to 2^50 bytes"
   run graphs/mlp.json --context-bytes=-5)
 memsim_error_test(sweep_every_row_invalid 2 "unknown optimizer \"adamx\"" sweep graphs/mlp.json --batch 1,2 --optimizer adamx)
 
