@@ -136,10 +136,10 @@ memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run 
 # arithmetic outside the checked budget).
 memsim_error_test(int_text_beyond_64_bits 2 "--batch: '99999999999999999999' does not fit in 64 bits" run graphs/mlp.json --batch 99999999999999999999)
 memsim_error_test(int_list_beyond_64_bits 2 "--batch: '-99999999999999999999' does not fit in 64 bits" sweep graphs/mlp.json --batch 1,-99999999999999999999)
-memsim_error_test(context_bytes_huge 2 "--context-bytes 9223372036854775807: expected 0 to 2^50 bytes" run graphs/mlp.json --context-bytes 9223372036854775807)
+memsim_error_test(context_bytes_huge 2 "--context-bytes 9223372036854775807: expected 0 to 2\\^50 bytes" run graphs/mlp.json --context-bytes 9223372036854775807)
 memsim_error_test(fit_max_batch_huge 2 "--max-batch 9223372036854775807: the batch limit must be 1 to 1099511627776" fit graphs/mlp.json --gpu T4 --max-batch 9223372036854775807)
-memsim_error_test(threads_huge 2 "--threads 100000: expected 0 (every core) to" sweep graphs/mlp.json --batch 1,2 --threads 100000)
-memsim_error_test(threads_negative 2 "--threads -1: expected 0 (every core) to" sweep graphs/mlp.json --batch 1 --threads=-1)
+memsim_error_test(threads_huge 2 "--threads 100000: expected 0 \\(every core\\) to" sweep graphs/mlp.json --batch 1,2 --threads 100000)
+memsim_error_test(threads_negative 2 "--threads -1: expected 0 \\(every core\\) to" sweep graphs/mlp.json --batch 1 --threads=-1)
 
 # The HTML timeline rendered in headless Chromium (Debian `chromium`, installed by `make deps`):
 # the screenshot must show the stacked plot, the reserved and device-used lines and the capacity.
@@ -167,7 +167,7 @@ memsim_error_test(bad_cudnn_workspace 2 "--cudnn-workspace \"fast\": expected no
   run graphs/mlp.json --cudnn-workspace fast)
 memsim_error_test(negative_cudnn_workspace 2 "--cudnn-workspace -1: bytes must be non-negative"
   run graphs/resnet18.json --cudnn-workspace=-1)
-memsim_error_test(negative_context_bytes 2 "--context-bytes -5: expected 0 to 2^50 bytes"
+memsim_error_test(negative_context_bytes 2 "--context-bytes -5: expected 0 to 2\\^50 bytes"
   run graphs/mlp.json --context-bytes=-5)
 memsim_error_test(sweep_every_row_invalid 2 "unknown optimizer \"adamx\"" sweep graphs/mlp.json --batch 1,2 --optimizer adamx)
 
