@@ -51,6 +51,29 @@ Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string&
 }
 
 void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
+  const size_t before = cmd->get_options().size();
+  BindOptions(cmd, lists, scope);
+  const std::vector<CLI::Option*> all = cmd->get_options();
+  for (size_t i = before; i < all.size(); ++i)
+    if (!all[i]->get_positional()) bound_.push_back(all[i]->get_name());
+}
+
+std::string ConfigOptions::Canonical(const CLI::App& cmd) const {
+  std::vector<std::string> given;
+  for (const std::string& name : bound_) {
+    const CLI::Option* o = cmd.get_option_no_throw(name);
+    if (!o || o->count() == 0) continue;
+    std::string v;
+    for (const std::string& r : o->results()) v += (v.empty() ? "" : ",") + r;
+    given.push_back(o->get_name() + "=" + v);
+  }
+  std::sort(given.begin(), given.end());
+  std::string out;
+  for (const std::string& g : given) out += (out.empty() ? "" : " ") + g;
+  return out;
+}
+
+void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("graph", graph, "graph file (JSON, see docs/graph-format.md)")->required();
   cmd->add_option("--batch", batches, lists ? "batch sizes: --batch 8,16,32" : "value of the symbol `batch`")
       ->delimiter(',');

@@ -81,6 +81,15 @@ struct ConfigOptions {
   Result<RunConfig> Single(const std::string& command) const;
   /// The graph these options run: |g| itself, or with --lora its LoRA rewrite (ApplyLora).
   Result<Graph> Adapt(Graph g) const;
+  /// Every option Bind added to |cmd| that its command line gave, in a canonical form:
+  /// "--name=v1,v2" sorted by name, space-separated (the graph's path left out). Two runs with
+  /// the same canonical options and graph content make the same configurations (sweep
+  /// fingerprints).
+  std::string Canonical(const CLI::App& cmd) const;
+
+ private:
+  void BindOptions(CLI::App* cmd, bool lists, Scope scope);
+  std::vector<std::string> bound_;  ///< the names of the options Bind added
 
  private:
   /// --dtype / --amp / --fsdp-mixed-precision with --zero / --fsdp: refuses the combinations

@@ -1,10 +1,12 @@
 #include "sim/report/sweep_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include "sim/report/figures_report.h"
 #include "sim/report/format.h"
+#include "lib/util/text_limits.h"
 
 namespace memsim {
 namespace {
@@ -121,23 +123,41 @@ std::string ToText(const SweepTable& t, bool csv) {
   return o;
 }
 
-std::string SweepFingerprint(const std::string& model, const SweepSpec& spec) {
-  uint64_t h = Fnv1a(0xcbf29ce484222325ULL, model);
-  for (const SweepAxis& ax : spec.axes) {
-    h = Fnv1a(h, ax.name);
-    for (const std::string& l : ax.labels) h = Fnv1a(h, l);
-  }
-  const RunConfig& b = spec.base;
-  h = Fnv1a(h, std::to_string(b.alloc.capacity_bytes));
-  for (const std::string& s : b.sim.freeze_globs) h = Fnv1a(h, "freeze " + s);
-  for (const std::string& s : b.sim.checkpoint_globs) h = Fnv1a(h, "checkpoint " + s);
-  if (b.sim.checkpoint_impl != "non-reentrant") h = Fnv1a(h, "checkpoint-impl " + b.sim.checkpoint_impl);
-  if (b.sim.amp_loss != "inside") h = Fnv1a(h, "amp-loss " + b.sim.amp_loss);
-  if (!b.sim.cpu_isa.empty()) h = Fnv1a(h, "cpu-isa " + b.sim.cpu_isa);
-  h = Fnv1a(h, std::to_string(b.sim.clip_grad_norm) + " " + b.sim.gpu_arch + " " + b.device.arch);
+std::string SweepFingerprint(const std::string& graph_content, const std::string& options) {
+  uint64_t h = Fnv1a(0xcbf29ce484222325ULL, graph_content);
+  h = Fnv1a(h, "\n" + options);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+namespace {
+
+std::vector<std::string> Words(const std::string& s) {
+  std::vector<std::string> w;
+  std::istringstream in(s);
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+}  // namespace
+
+std::string SweepMetaMismatch(const SweepMeta& file, const SweepMeta& run) {
+  if (file.model != run.model) return "model " + file.model + ", this sweep's " + run.model;
+  if (file.shards != run.shards || file.shard != run.shard)
+    return "shard " + std::to_string(file.shard) + "/" + std::to_string(file.shards) + ", this run's " +
+           std::to_string(run.shard) + "/" + std::to_string(run.shards);
+  if (file.configurations != run.configurations)
+    return std::to_string(file.configurations) + " configurations, this sweep's " + std::to_string(run.configurations);
+  if (file.fingerprint == run.fingerprint) return "";
+  if (file.options != run.options) {
+    const std::vector<std::string> a = Words(file.options), b = Words(run.options);
+    for (const std::string& w : a)
+      if (std::find(b.begin(), b.end(), w) == b.end()) return "options: it has " + Excerpt(w) + ", this sweep does not";
+    for (const std::string& w : b)
+      if (std::find(a.begin(), a.end(), w) == a.end()) return "options: this sweep has " + Excerpt(w) + ", it does not";
+  }
+  return "the same options on a graph file whose content differs";
 }
 
 std::string SweepMetaLine(const SweepMeta& m, SweepFormat f) {
@@ -147,6 +167,7 @@ std::string SweepMetaLine(const SweepMeta& m, SweepFormat f) {
     j["configurations"] = m.configurations;
     j["fingerprint"] = m.fingerprint;
     if (m.shards > 1) j["shard"] = std::to_string(m.shard) + "/" + std::to_string(m.shards);
+    j["options"] = m.options;
     nlohmann::ordered_json line;
     line["memsim_sweep"] = j;
     return line.dump() + "\n";
@@ -154,7 +175,7 @@ std::string SweepMetaLine(const SweepMeta& m, SweepFormat f) {
   std::string o = "# memsim sweep: model " + m.model + ", configurations " + std::to_string(m.configurations) +
                   ", fingerprint " + m.fingerprint;
   if (m.shards > 1) o += ", shard " + std::to_string(m.shard) + "/" + std::to_string(m.shards);
-  return o + "\n";
+  return o + ", options " + nlohmann::json(m.options).dump() + "\n";
 }
 
 Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f) {
@@ -175,6 +196,10 @@ Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f) {
       if (!s["shard"].is_string()) return bad;
       shard = s["shard"].get<std::string>();
     }
+    if (s.contains("options")) {
+      if (!s["options"].is_string()) return bad;
+      m.options = s["options"].get<std::string>();
+    }
   } else {
     const std::string prefix = "# memsim sweep: model ";
     if (line.rfind(prefix, 0) != 0) return bad;
@@ -185,9 +210,17 @@ Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f) {
     std::string count = line.substr(c + 17, fp - c - 17);
     if (count.empty() || count.find_first_not_of("0123456789") != std::string::npos || count.size() > 18) return bad;
     m.configurations = std::stoull(count);
-    size_t sh = line.find(", shard ", fp);
-    m.fingerprint = line.substr(fp + 14, sh == std::string::npos ? std::string::npos : sh - fp - 14);
-    if (sh != std::string::npos) shard = line.substr(sh + 8);
+    // ", options " comes last: a JSON string (the options may hold any text).
+    const size_t op = line.find(", options \"", fp);
+    const std::string head = line.substr(0, op);
+    if (op != std::string::npos) {
+      auto j = nlohmann::json::parse(line.substr(op + 10), nullptr, /*allow_exceptions=*/false);
+      if (!j.is_string()) return bad;
+      m.options = j.get<std::string>();
+    }
+    size_t sh = head.find(", shard ", fp);
+    m.fingerprint = head.substr(fp + 14, sh == std::string::npos ? std::string::npos : sh - fp - 14);
+    if (sh != std::string::npos) shard = head.substr(sh + 8);
   }
   if (!shard.empty()) {
     unsigned long long k = 0, n = 0;

@@ -43,9 +43,14 @@ struct SweepMeta {
   size_t configurations = 0;
   std::string fingerprint;
   size_t shard = 1, shards = 1;  ///< 1-based: shard K of N
+  std::string options;  ///< ConfigOptions::Canonical: what a differing fingerprint is explained with
 };
-/// The fingerprint of |spec| for |model|: 16 hex digits over the axes, their values and the base.
-std::string SweepFingerprint(const std::string& model, const SweepSpec& spec);
+/// The fingerprint of a sweep: 16 hex digits over the graph file's content and the canonical
+/// options (every option given, ConfigOptions::Canonical), so that any change of either changes it.
+std::string SweepFingerprint(const std::string& graph_content, const std::string& options);
+/// Why sweep file |file| is not of the sweep |run| describes (the first difference: model,
+/// configurations, shards, an option, else the graph's content); "" when they are the same sweep.
+std::string SweepMetaMismatch(const SweepMeta& file, const SweepMeta& run);
 /// The first line of a sweep file: "# memsim sweep ..." (kCsv) or {"memsim_sweep": ...} (kJsonl).
 std::string SweepMetaLine(const SweepMeta& m, SweepFormat f);
 /// Parses a line written by SweepMetaLine; error if it is not one.

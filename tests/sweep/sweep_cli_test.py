@@ -129,6 +129,17 @@ def resume(memsim, tmp):
         print("%s: killed %d times midway, resumed == uninterrupted" % (ext, midway))
     expect_error(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--out", part, "--resume"],
                  "holds the rows of another sweep")
+    # Any option, and the graph's content, are part of a sweep's identity; the refusal names the
+    # difference (the same axes with one more option: same model and row count).
+    expect_error(memsim, ["sweep"] + LONG + ["--steps", "2", "--out", part, "--resume"],
+                 "options: this sweep has --steps=2, it does not")
+    changed = os.path.join(tmp, "changed_graph.json")
+    with open(LONG[0], "rb") as f:
+        text = f.read()
+    with open(changed, "wb") as f:
+        f.write(text.replace(b'"provenance": "', b'"provenance": "(a copy) ', 1))
+    expect_error(memsim, ["sweep", changed] + LONG[1:] + ["--out", part, "--resume"],
+                 "the same options on a graph file whose content differs")
     print("ok: SIGKILL + --resume == an uninterrupted run")
 
 
@@ -156,6 +167,13 @@ def shards(memsim, tmp):
         expect_error(memsim, ["merge", merged, parts[0], parts[1], parts[2]], "is duplicated")
         if os.path.exists(merged):
             fail("a failed merge left " + merged)
+        # A shard of the same axes from a job script with one more flag is another sweep.
+        other = os.path.join(tmp, "other-3." + ext)
+        run(memsim, ["sweep"] + MID + ["--shard", "3/3", "--steps", "2", "--out", other])
+        with open(parts[1], "wb") as f:
+            f.write(data)
+        expect_error(memsim, ["merge", merged, parts[0], parts[1], other],
+                     "(options: it has --steps=2, this sweep does not)")
     expect_error(memsim, ["sweep"] + MID + ["--shard", "4/3", "--csv"], "expected K/N")
     print("ok: 3 shards merged == unsharded; merge refuses missing and duplicated rows")
 

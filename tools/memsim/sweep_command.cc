@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -75,7 +77,13 @@ class Progress {
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(), shown_{};
 };
 
-void Sweep(const SweepArgs& a) {
+/// The bytes of the graph file |path| (already loaded once, so readable and of bounded size).
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void Sweep(const SweepArgs& a, const CLI::App& cmd) {
   Graph g = LoadConfigGraph(a.config);
   SweepSpec spec = ValueOrFail(a.config.Spec());
   SweepSlice slice = ValueOrFail(ParseShard(a.shard));
@@ -111,7 +119,8 @@ void Sweep(const SweepArgs& a) {
   const bool index = !a.out.empty() || slice.shards > 1;  // rows that can be resumed and merged
   std::optional<SweepFileWriter> file;
   if (!a.out.empty()) {
-    SweepMeta meta{g.name, n, SweepFingerprint(g.lora ? g.name + " lora " + g.lora->ToString() : g.name, spec), slice.shard, slice.shards};
+    const std::string options = a.config.Canonical(cmd);
+    SweepMeta meta{g.name, n, SweepFingerprint(FileBytes(a.config.graph), options), slice.shard, slice.shards, options};
     file.emplace(ValueOrFail(SweepFileWriter::Open(a.out, meta, SweepHeaderLine(spec, f, index), a.resume)));
     slice.skip = file->rows_done();
   } else {
@@ -190,7 +199,7 @@ void RegisterSweepCommand(CLI::App& app) {
   cmd->add_option("--shard", args->shard,
                   "run shard K of N (K/N): configurations K-1, K-1+N, K-1+2N, ...; join the parts with memsim merge");
   cmd->add_option("--threads", args->threads, "worker threads (0 = all cores); output does not depend on it");
-  cmd->callback([args] { Sweep(*args); });
+  cmd->callback([args, cmd] { Sweep(*args, *cmd); });
 }
 
 void RegisterMergeCommand(CLI::App& app) {

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "lib/util/atomic_file.h"
+#include "lib/util/text_limits.h"
 
 namespace memsim::cli {
 namespace {
@@ -91,9 +92,12 @@ Result<SweepFileWriter> SweepFileWriter::Open(const std::string& path, const Swe
     size_t done = 0;
     bool started = in.Next(&line, &complete) && complete;
     if (started) {
-      if (line + "\n" != meta_line)
-        return Status::InvalidArgument(path + " holds the rows of another sweep or shard (" + line +
-                                       "); remove it or run without --resume");
+      if (line + "\n" != meta_line) {
+        auto theirs = ParseSweepMetaLine(line, f);
+        const std::string why = theirs.ok() ? SweepMetaMismatch(*theirs, meta) : theirs.status().message();
+        return Status::InvalidArgument(path + " holds the rows of another sweep or shard (" +
+                                       (why.empty() ? Excerpt(line) : why) + "); remove it or run without --resume");
+      }
       if (!header.empty()) {
         started = in.Next(&line, &complete) && complete;
         if (started && line + "\n" != header)
@@ -175,8 +179,15 @@ Status MergeSweepFiles(const std::string& out, const std::vector<std::string>& p
     }
     if (!all.empty()) {
       const SweepMeta& a = all[0].meta;
-      if (a.model != part.meta.model || a.configurations != part.meta.configurations || a.fingerprint != part.meta.fingerprint)
-        return Status::InvalidArgument(p + " is a part of another sweep than " + all[0].path);
+      if (a.model != part.meta.model || a.configurations != part.meta.configurations || a.fingerprint != part.meta.fingerprint) {
+        SweepMeta as_first = part.meta;  // compared as a shard of the first part's sweep
+        as_first.shard = a.shard;
+        as_first.shards = part.meta.shards;
+        return Status::InvalidArgument(p + " is a part of another sweep than " + all[0].path + " (" +
+                                       SweepMetaMismatch(part.meta, SweepMeta{a.model, a.configurations, a.fingerprint,
+                                                                              part.meta.shard, part.meta.shards, a.options}) +
+                                       ")");
+      }
       if (a.shards != part.meta.shards)
         return Status::InvalidArgument(p + " is a shard of " + std::to_string(part.meta.shards) + ", " + all[0].path +
                                        " of " + std::to_string(a.shards));
