@@ -220,9 +220,10 @@ py::dict Sweep(const GraphHandle& given, const std::vector<std::string>& args, i
 py::dict Fit(const GraphHandle& given, const std::vector<std::string>& args, int64_t max_batch, const std::string& search) {
   const GraphHandle graph = Adapted(given, args, /*lists=*/false);
   RunConfig base = SingleConfig(args, "fit");
-  Result<FitResult> fit = WithoutGil([&] { return FitSymbol(*graph.g, base, search, max_batch); });
+  Result<FitAnswer> fit = WithoutGil([&] { return FitWithProposals(*graph.g, base, search, max_batch, 0); });
   if (!fit.ok()) RaisePipelineError(*graph.g, fit.status());
-  FitReport report{graph.g->name, base.device.gpu, base.alloc.capacity_bytes, max_batch, std::move(fit).value()};
+  FitReport report{graph.g->name, base.device.gpu, base.alloc.capacity_bytes, max_batch, std::move(fit->fit),
+                   std::move(fit->proposals)};
   py::dict d;
   d["json"] = ToJson(report).dump(2) + "\n";
   d["text"] = ToText(report);

@@ -314,7 +314,8 @@ Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, 
   LargestRank(g, base, &rep.baseline, &rep.baseline_rank);
   rep.world = base.sim.parallel.enabled() ? base.sim.parallel.world : 1;
   for (Candidate& c : cands) {
-    AdvisedChange ch{changes[c.change].what, std::move(c.args), changes[c.change].changes_training, std::move(c.row)};
+    AdvisedChange ch{c.change, changes[c.change].what, std::move(c.args), changes[c.change].changes_training,
+                     std::move(c.row)};
     LargestRank(*c.graph, c.config, &ch.row, &ch.rank);
     const bool more = ch.row.status.ok() && ch.row.peak_reserved_bytes > rep.baseline.peak_reserved_bytes;
     (more ? rep.left_out : rep.changes).push_back(std::move(ch));
@@ -327,6 +328,39 @@ Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, 
     if (fit.ok()) rep.max_batch = fit->max_batch;
   }
   return rep;
+}
+
+Result<std::vector<FitProposal>> ProposeForFit(const Graph& g, const RunConfig& base, int threads, int64_t limit) {
+  RunConfig one = base;
+  one.sim.symbols["batch"] = 1;
+  MEMSIM_ASSIGN_OR_RETURN(AdviseReport advice, Advise(g, one, threads, /*max_batch=*/1));
+  const std::vector<Change> changes = CandidateChanges(g);
+  std::vector<FitProposal> out;
+  for (const AdvisedChange& ch : advice.changes) {
+    if (!ch.row.status.ok() || ch.row.oom) continue;
+    RunConfig v = one;
+    std::vector<std::string> args;
+    changes[ch.index].apply(one, &v, &args);
+    std::optional<Graph> rewritten;
+    if (changes[ch.index].rewrite) {
+      MEMSIM_ASSIGN_OR_RETURN(Graph r, changes[ch.index].rewrite(g));
+      rewritten = std::move(r);
+    }
+    auto fit = FitBatch(rewritten ? *rewritten : g, v, limit);
+    out.push_back({ch, fit.ok() ? fit->max_batch : 1});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const FitProposal& a, const FitProposal& b) { return a.max_batch > b.max_batch; });
+  return out;
+}
+
+Result<FitAnswer> FitWithProposals(const Graph& g, const RunConfig& base, const std::string& symbol, int64_t limit,
+                                   int threads) {
+  FitAnswer a;
+  MEMSIM_ASSIGN_OR_RETURN(a.fit, FitSymbol(g, base, symbol, limit));
+  if (a.fit.max_batch == 0 && symbol == "batch" && a.fit.above.oom) {
+    MEMSIM_ASSIGN_OR_RETURN(a.proposals, ProposeForFit(g, base, threads, limit));
+  }
+  return a;
 }
 
 }  // namespace memsim

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/fit.h"
 #include "sim/sweep.h"
 
 namespace memsim {
@@ -45,6 +46,7 @@ std::vector<std::string> RepeatedBlocks(const Graph& g);
 std::vector<Change> CandidateChanges(const Graph& g);
 
 struct AdvisedChange {
+  size_t index = 0;  ///< in CandidateChanges
   std::string what;
   std::vector<std::string> args;  ///< Change::apply's flags
   bool changes_training = false;
@@ -69,6 +71,23 @@ struct AdviseReport {
 
 /// Simulates |base| and every applicable change. Error: |base| itself is invalid.
 Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, int64_t max_batch);
+
+/// What `fit` proposes when not even a batch of 1 fits: each single change (CandidateChanges)
+/// with which batch 1 fits, and the largest batch that then fits, largest first.
+struct FitProposal {
+  AdvisedChange change;   ///< its row at batch 1
+  int64_t max_batch = 0;  ///< the largest batch that fits with the change (FitBatch)
+};
+Result<std::vector<FitProposal>> ProposeForFit(const Graph& g, const RunConfig& base, int threads, int64_t limit);
+
+/// `fit` as the command and the Python module run it: the search over |symbol| (FitSymbol), and
+/// when not even a batch of 1 fits, the proposals (ProposeForFit).
+struct FitAnswer {
+  FitResult fit;
+  std::vector<FitProposal> proposals;
+};
+Result<FitAnswer> FitWithProposals(const Graph& g, const RunConfig& base, const std::string& symbol, int64_t limit,
+                                   int threads);
 
 }  // namespace memsim
 

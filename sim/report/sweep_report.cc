@@ -244,6 +244,19 @@ nlohmann::ordered_json ToJson(const FitReport& r) {
   j["at_max"] = f.max_batch > 0 ? ToJson(f.at_max) : nlohmann::ordered_json();
   j["at_top"] = f.max_batch_at_top > 0 ? ToJson(f.at_top) : nlohmann::ordered_json();
   j["next"] = stopped ? ToJson(f.above) : nlohmann::ordered_json();
+  if (f.max_batch == 0 && f.above.oom) {
+    nlohmann::ordered_json props = nlohmann::ordered_json::array();
+    for (const FitProposal& p : r.proposals) {
+      nlohmann::ordered_json c;
+      c["change"] = p.change.what;
+      c["args"] = p.change.args;
+      c["changes_training"] = p.change.changes_training;
+      c["max_batch"] = p.max_batch;
+      c["at_1"] = ToJson(p.change.row);
+      props.push_back(c);
+    }
+    j["proposals"] = props;  // the single changes with which batch 1 fits
+  }
   j["evaluated"] = f.evaluated;
   j["confirmed"] = f.confirmed;  // engine runs confirming the size schedule around the answers
   return j;
@@ -254,9 +267,15 @@ std::string ToText(const FitReport& r) {
   const std::string on = r.gpu.empty() ? "" : " on " + r.gpu;
   std::ostringstream o;
   if (f.max_batch == 0) {
-    if (f.above.oom)
+    if (f.above.oom) {
       o << r.model << ": " << f.symbol << " 1 " << VerdictLine(f.above, r.gpu) << "\n  " << f.above.oom_message << "\n";
-    else
+      if (!r.proposals.empty())
+        o << "\nsingle changes with which batch 1 fits (memsim advise), the largest batch they fit first:\n";
+      for (const FitProposal& p : r.proposals)
+        o << "  batch " << p.max_batch << ": " << p.change.what << (p.change.changes_training ? "  [changes training]" : "")
+          << "  (batch 1: " << Used(p.change.row) << ")\n      " << ShellJoin(p.change.args) << "\n";
+      if (r.proposals.empty()) o << "\nno single change memsim advise knows makes batch 1 fit\n";
+    } else
       o << r.model << ": " << f.symbol << " 1 does not fit" << on << " (" << HumanBytes(r.capacity_bytes)
         << "): " << f.above.oom_message << "\n";
     return o.str();

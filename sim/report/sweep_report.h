@@ -62,6 +62,7 @@ struct FitReport {
   int64_t capacity_bytes = 0;
   int64_t max_batch_limit = 0;  ///< the upper end of the search
   FitResult fit;
+  std::vector<FitProposal> proposals;  ///< when not even 1 fits: the changes that make it fit
 };
 nlohmann::ordered_json ToJson(const FitReport& r);
 std::string ToText(const FitReport& r);

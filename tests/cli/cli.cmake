@@ -83,6 +83,9 @@ memsim_golden_test(sweep_mlp_csv sweep_mlp.csv sweep graphs/mlp.json --batch 1,2
 memsim_golden_test(fit_resnet50_text fit_resnet50.txt fit graphs/resnet50.json --gpu V100-16GB --optimizer adam)
 memsim_golden_test(fit_gpt2_seq_json fit_gpt2_seq.json fit graphs/nanogpt_gpt2_small.json --search seq --batch 8 --gpu A100-40GB --optimizer adamw --json)
 memsim_golden_test(fit_cs336_seq_text fit_cs336_seq.txt fit graphs/cs336_small.json --search seq --batch 8 --gpu A100-40GB --optimizer adamw)
+# Not even batch 1 fits: fit proposes the single changes (advise) with which it does, each with the largest batch it then fits.
+memsim_golden_test(fit_gpt2_large_proposals_text fit_gpt2_large_proposals.txt fit graphs/nanogpt_gpt2_large.json --gpu T4 --optimizer adamw)
+memsim_golden_test(fit_gpt2_large_proposals_json fit_gpt2_large_proposals.json fit graphs/nanogpt_gpt2_large.json --gpu T4 --optimizer adamw --json)
 # Out of memory has one meaning (Note [Would need] in docs/cli.md): a sweep row past the capacity
 # gives what it would need and where it fails; fit's two answers and run agree at both batches.
 memsim_golden_test(sweep_gpt2_oom_csv sweep_gpt2_oom.csv sweep graphs/nanogpt_gpt2_small.json --batch 4,8,16 --optimizer adamw --gpu T4 --csv)

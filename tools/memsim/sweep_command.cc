@@ -159,8 +159,9 @@ void Merge(const std::string& out, const std::vector<std::string>& parts) { OkOr
 void Fit(const SweepArgs& a) {
   Graph g = LoadConfigGraph(a.config);
   RunConfig base = ValueOrFail(a.config.Single("fit"));
-  FitReport report{g.name, base.device.gpu, base.alloc.capacity_bytes, a.max_batch,
-                   ValueOrFail(FitSymbol(g, base, a.search, a.max_batch))};
+  FitAnswer fit = ValueOrFail(FitWithProposals(g, base, a.search, a.max_batch, a.threads));
+  FitReport report{g.name, base.device.gpu, base.alloc.capacity_bytes, a.max_batch, std::move(fit.fit),
+                   std::move(fit.proposals)};
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
 }
 
