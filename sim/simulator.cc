@@ -147,6 +147,22 @@ Status ApplyAmpOptions(const SimOptions& opt, SimPlan* plan) {
 
 /// The training setups |opt| enables, as data (MakeSetups makes the objects for every simulated
 /// step); |plan| has the profile and the binding options resolved.
+/// What --optimizer-in-backward cannot be combined with, as torchtune refuses it: gradients that
+/// must outlive their own update (accumulation, clipping, a GradScaler's unscale_), sharded or
+/// reduced gradients, an optimizer memsim replays as a whole-model program.
+Status CheckOptimizerInBackward(const SimOptions& opt, const SetupOptions& setup) {
+  auto refuse = [](const std::string& what) {
+    return Status::InvalidArgument("--optimizer-in-backward steps each parameter as its grad is ready: it cannot be "
+                                   "combined with " + what);
+  };
+  if (opt.accumulate > 1) return refuse("--accumulate (torchtune: gradient_accumulation_steps must be 1)");
+  if (opt.clip_grad_norm > 0) return refuse("--clip-grad-norm (the norm needs every grad at once)");
+  if (setup.grad_scaler) return refuse("a GradScaler (--amp fp16 unscales every grad first; use --amp bf16)");
+  if (setup.parallel.enabled()) return refuse("--ddp, --zero, --fsdp or --data-parallel");
+  if (opt.optimizer == "recorded" || opt.optimizer == "none") return refuse("--optimizer " + opt.optimizer);
+  return Status::OK();
+}
+
 Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPlan& plan) {
   SetupOptions setup;
   setup.clip_grad_norm = opt.clip_grad_norm;
@@ -167,6 +183,8 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
     return Status::InvalidArgument("--save-on-cpu \"" + opt.save_on_cpu + "\": expected off, on or pin");
   if (opt.save_on_cpu != "off") setup.save_on_cpu = opt.save_on_cpu == "pin" ? "pin" : "on";
   MEMSIM_ASSIGN_OR_RETURN(setup.parallel, CheckParallel(g, opt.parallel, plan.profile));
+  if (opt.optimizer_in_backward) MEMSIM_RETURN_IF_ERROR(CheckOptimizerInBackward(opt, setup));
+  setup.optimizer_in_backward = opt.optimizer_in_backward;
   return setup;
 }
 

@@ -24,6 +24,7 @@ OPTIONS = {
     "checkpoint_early_stop": "--checkpoint-early-stop",
     "sac": "--sac",
     "save_on_cpu": "--save-on-cpu",
+    "optimizer_in_backward": "--optimizer-in-backward",
     "foreach": "--foreach",
     "ddp": "--ddp",
     "world": "--world",
@@ -47,7 +48,7 @@ OPTIONS = {
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
-          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "lora"}
+          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "optimizer_in_backward", "lora"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 

@@ -125,6 +125,10 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "activation offloading: forward and loss under torch.autograd.graph.save_on_cpu(pin_memory=False) "
                   "(on) or pin_memory=True (pin); checkpointed modules keep their own hooks")
       ->check(CLI::IsMember({"off", "on", "pin"}));
+  cmd->add_option("--optimizer-in-backward", optimizer_in_backward,
+                  "on: one optimizer per parameter, stepped by a post-accumulate-grad hook that then frees the grad "
+                  "(torchtune optimizer_in_bwd); off (default)")
+      ->check(CLI::IsMember({"off", "on"}));
   cmd->add_option("--foreach", foreach_impl,
                   "optimizer implementation: on (multi-tensor foreach), off (for-loop) or fused; default: the "
                   "profile's PyTorch default (cuda: foreach, cpu: for-loop)")
@@ -223,6 +227,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   if (!checkpoint_early_stop.empty()) base.sim.checkpoint_early_stop = checkpoint_early_stop == "on";
   base.sim.sac = sac;
   base.sim.save_on_cpu = save_on_cpu;
+  base.sim.optimizer_in_backward = optimizer_in_backward == "on";
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;

@@ -51,6 +51,7 @@ struct ConfigOptions {
   std::string checkpoint_early_stop;  ///< --checkpoint-early-stop on|off ("" = the release's default)
   std::string sac;                    ///< --sac POLICY
   std::string save_on_cpu = "off";    ///< --save-on-cpu off|on|pin
+  std::string optimizer_in_backward = "off";  ///< --optimizer-in-backward off|on
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;
   std::string capacity;  ///< --capacity BYTES|24GB|80GiB ("" = the --gpu's)

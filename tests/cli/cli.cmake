@@ -135,6 +135,7 @@ memsim_golden_test(run_llama_1b_lora_text run_llama_1b_lora.txt
 memsim_error_test(lora_no_target 2 "--lora targets: \"q_proj\" matches no Linear module of mlp" run graphs/mlp.json --lora r=8,targets=q_proj)
 memsim_error_test(lora_bad_key 2 "--lora \"r=8,targets=0,bias=all\": unknown key \"bias\"" run graphs/mlp.json --lora r=8,targets=0,bias=all)
 memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)
+memsim_error_test(optimizer_in_backward_accumulate 2 "cannot be combined with --accumulate" run graphs/mlp.json --optimizer-in-backward on --accumulate 2)
 # Numbers beyond what memsim models are refused, never saturated or wrapped (issue: size
 # arithmetic outside the checked budget).
 memsim_error_test(int_text_beyond_64_bits 2 "--batch: '99999999999999999999' does not fit in 64 bits" run graphs/mlp.json --batch 99999999999999999999)

@@ -15,6 +15,7 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
   // The scaler's unscale_ comes before clipping (scaler.unscale_(opt); clip_grad_norm_(...)).
   if (options.grad_scaler) setups.push_back(MakeGradScaler());
   if (options.clip_grad_norm > 0) setups.push_back(MakeClipGradNorm(profile));
+  if (options.optimizer_in_backward) setups.push_back(MakeOptimizerInBackward());
   return setups;
 }
 

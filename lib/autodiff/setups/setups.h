@@ -62,6 +62,9 @@ struct SetupOptions {
   /// torch.autograd.graph.save_on_cpu around forward and loss: "on" (pin_memory=False), "pin"
   /// (pin_memory=True), "" = off (Note [Activation offloading]).
   std::string save_on_cpu;
+  /// One optimizer per parameter, stepped as soon as its grad is accumulated, the grad then set
+  /// to None (torchtune optimizer_in_bwd; Note [Optimizer in backward]).
+  bool optimizer_in_backward = false;
 };
 
 /// One object per enabled setup, in hook order.
@@ -82,6 +85,7 @@ int64_t DataParallelChunk(int64_t batch, int world, int device);                
 std::unique_ptr<TrainingSetup> MakeAutocast();                                     // autocast.cc
 std::unique_ptr<TrainingSetup> MakeSaveOnCpu(bool pin_memory, const Profile& profile);  // save_on_cpu.cc
 std::unique_ptr<TrainingSetup> MakeGradScaler();                                   // grad_scaler.cc
+std::unique_ptr<TrainingSetup> MakeOptimizerInBackward();                          // optimizer_in_backward.cc
 
 }  // namespace memsim
 
