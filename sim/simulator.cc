@@ -198,6 +198,8 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");
   r.optimizer = *optimizer;
+  if (opt.min_8bit_size < 0) return Status::InvalidArgument("--min-8bit-size must be non-negative (bitsandbytes' default is 4096)");
+  r.optimizer.min_8bit_size = opt.min_8bit_size;
   if (r.optimizer.name == "recorded") {
     if (!g.optimizer)
       return Status::InvalidArgument(g.source + " has no recorded optimizer (export the graph with tools/export_torch.py "
