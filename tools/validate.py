@@ -23,7 +23,7 @@ GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "smooth_
 # (--optimizer graphs/llm_models.py:CS336AdamW, Note [Recorded optimizers]) and replayed.
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",
        "cs336_adamw": "recorded", "adam8bit": "adam8bit", "adamw8bit": "adamw8bit",
-       "paged_adamw8bit": "paged_adamw8bit", "paged_adamw": "paged_adamw", "adafactor": "adafactor"}
+       "paged_adamw8bit": "paged_adamw8bit", "paged_adamw": "paged_adamw", "lion8bit": "lion8bit", "adafactor": "adafactor"}
 MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 # Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. None now:
 # the oneDNN AVX-512 BF16 scratchpads that were the last ones are modelled (Note [oneDNN bf16

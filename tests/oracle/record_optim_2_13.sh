@@ -1,7 +1,7 @@
 #!/bin/bash
 # Records the PyTorch 2.13 CPU traces of the quantized, paged and factored optimizers in
 # tests/data/traces_optim_2_13/ (one training step each): bitsandbytes' Adam8bit, AdamW8bit,
-# PagedAdamW8bit and PagedAdamW (on a CPU the paged ones fall back to plain tensors), and
+# PagedAdamW8bit, PagedAdamW and Lion8bit (on a CPU the paged ones fall back to plain tensors), and
 # torch.optim.Adafactor. The models mix parameters below and above bitsandbytes' min_8bit_size
 # (4096 elements); --warmup K records a steady step (the states exist). They are checked on the
 # graphs exported under 2.13 (tests/data/traces_2_13/graphs). Needs the 2.x venv (`make deps`:
@@ -21,6 +21,7 @@ run mlp_b64_adam8bit              mlp --batch 64 --opt adam8bit
 run mlp_b64_adamw8bit_warm2       mlp --batch 64 --opt adamw8bit --warmup 2
 run mlp_b64_paged_adamw8bit       mlp --batch 64 --opt paged_adamw8bit
 run mlp_b64_paged_adamw           mlp --batch 64 --opt paged_adamw
+run mlp_b64_lion8bit              mlp --batch 64 --opt lion8bit
 run mlp_b64_adafactor             mlp --batch 64 --opt adafactor
 run mlp_b64_adafactor_warm2       mlp --batch 64 --opt adafactor --warmup 2
 # MNIST CNN: 4-D convolution weights (Adafactor factors the last two dimensions)
