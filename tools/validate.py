@@ -450,7 +450,7 @@ def table_optim(memsim, failures):
     failures += fails
     lines = ["", "## Quantized, paged and factored optimizers (PyTorch 2.13)", "",
              "Each row is one real PyTorch 2.13.0 CPU training step with bitsandbytes 0.50.2's Adam8bit, AdamW8bit,",
-             "PagedAdamW8bit or PagedAdamW (the CPU backend; paged optimizers fall back to plain tensors on a CPU)",
+             "PagedAdamW8bit, PagedAdamW or Lion8bit (the CPU backend; paged optimizers fall back to plain tensors on a CPU)",
              "or torch.optim.Adafactor (`trace_step.py --opt NAME`, recorded by `tests/oracle/record_optim_2_13.sh`",
              "into `tests/data/traces_optim_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13",
              "--step first --optimizer NAME` with the trace's settings (Notes [bitsandbytes optimizers] and",
