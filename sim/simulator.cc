@@ -206,6 +206,9 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
                                      "--optimizer FILE.py:CLASS, Note [Recorded optimizers])");
     r.optimizer.program = &*g.optimizer;
   }
+  if (r.optimizer.family != OptimizerFamily::kTorch && !opt.parallel.offload.empty())
+    return Status::InvalidArgument("--offload with --optimizer " + opt.optimizer +
+                                   ": offloaded state is DeepSpeed's CPU Adam (or FSDP's fp32 copy); use adam or adamw");
   if (r.optimizer.family != OptimizerFamily::kTorch && (opt.optimizer_impl == "on" || opt.optimizer_impl == "fused"))
     return Status::InvalidArgument("--foreach " + opt.optimizer_impl + ": memsim models " + opt.optimizer +
                                    "'s per-parameter loop only (drop --foreach)");
