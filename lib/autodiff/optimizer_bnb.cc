@@ -100,11 +100,16 @@ std::vector<BnbState> BnbStateOf(const OptimizerRule& r, const Profile& p, const
   return st;
 }
 
+void CreateQmaps(Ledger* l, std::vector<Ledger::StorageId>* states) {
+  for (std::string_view q : {"bitsandbytes qmap dynamic", "bitsandbytes qmap udynamic"})
+    states->push_back(l->Alloc(kBnbQmapBytes, q, Category::kOptimizerState));
+}
+
 void CreateBnbResidentState(const OptimizerRule& r, const Profile& p, bool first_step,
                             const std::vector<OptParam>& params, Ledger* l, std::vector<Ledger::StorageId>* states) {
-  if (r.state_bits == 8)  // Optimizer8bit.__init__: fill_qmap() when optim_bits == 8
-    for (std::string_view q : {"bitsandbytes qmap dynamic", "bitsandbytes qmap udynamic"})
-      states->push_back(l->Alloc(kBnbQmapBytes, q, Category::kOptimizerState));
+  // Optimizer8bit.__init__: fill_qmap() when optim_bits == 8, host tensors: device memory on the
+  // CPU at once, on CUDA from the first 8-bit init_state on (RunBnbStep).
+  if (r.state_bits == 8 && (!first_step || !p.cuda)) CreateQmaps(l, states);
   if (first_step) return;
   for (const OptParam& prm : params) CreateStates(r, p, prm, l, states);
 }
@@ -112,8 +117,13 @@ void CreateBnbResidentState(const OptimizerRule& r, const Profile& p, bool first
 void RunBnbStep(const OptimizerRule& r, const Profile& p, bool first_step, const std::vector<OptParam>& params,
                 Ledger* l, std::vector<Ledger::StorageId>* states) {
   // Optimizer8bit.step: per parameter, init_state when its state is empty, then update_step.
+  bool qmaps_on_device = !first_step || !p.cuda;
   for (const OptParam& prm : params) {
     if (prm.grad == kNoGrad) continue;
+    if (first_step && EightBit(r, prm) && !qmaps_on_device) {  // name2qmap[...].to(p.device)
+      CreateQmaps(l, states);
+      qmaps_on_device = true;
+    }
     if (first_step) CreateStates(r, p, prm, l, states);
     if (!p.bnb_update_temporaries) continue;  // CUDA: one kernel, in place
     if (EightBit(r, prm)) CpuUpdate8bit(r, p, prm, l);

@@ -67,6 +67,19 @@ TEST(BnbOptimizerTest, QuantizationMapsExistBeforeTheFirstStep) {
   }
 }
 
+TEST(BnbOptimizerTest, OnCudaTheFirst8bitInitStateMovesTheMapsToTheDevice) {
+  Ledger l;
+  std::vector<Ledger::StorageId> states;
+  CreateBnbResidentState(Rule("adam8bit"), Cuda(), /*first_step=*/true, {Param(100)}, &l, &states);
+  EXPECT_TRUE(states.empty());  // still host tensors
+  RunBnbStep(Rule("adam8bit"), Cuda(), /*first_step=*/true, {Param(100), Param(8192)}, &l, &states);
+  // The 100-element parameter's fp32 states, then the maps, then the 8-bit parameter's states.
+  ASSERT_EQ(states.size(), 2u + 2u + 4u);
+  EXPECT_EQ(l.bytes(states[2]), kBnbQmapBytes);
+  EXPECT_EQ(l.bytes(states[3]), kBnbQmapBytes);
+  EXPECT_EQ(l.bytes(states[4]), 8192);
+}
+
 /// Peak live bytes of a step on one parameter (its grad not counted).
 int64_t StepPeak(std::string_view name, const Profile& p, int64_t numel, int64_t* host = nullptr) {
   Ledger l;
@@ -86,7 +99,7 @@ TEST(BnbOptimizerTest, CpuUpdateDequantizesWhileCudaUpdatesInPlace) {
   const int64_t n = 100000, states = 2 * n + 2 * 391 * 4;
   // CPU: two dequantized states, the fp32 grad, sqrt and denom (+ the wrapped scalar and its copy).
   EXPECT_EQ(StepPeak("adam8bit", Cpu(), n), states + 5 * 4 * n + 8 + 4);
-  EXPECT_EQ(StepPeak("adam8bit", Cuda(), n), states);
+  EXPECT_EQ(StepPeak("adam8bit", Cuda(), n), states + 2 * kBnbQmapBytes);  // + the maps moved to the device
   // 32-bit (below min_8bit_size): g_float, and two of sqrt / sqrt + eps / update.
   EXPECT_EQ(StepPeak("adam8bit", Cpu(), 1000), 2 * 4000 + 3 * 4000 + 8 + 4);
 }
