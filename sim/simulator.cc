@@ -216,12 +216,20 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");
   r.optimizer = *optimizer;
+  if (opt.min_8bit_size < 0) return Status::InvalidArgument("--min-8bit-size must be non-negative (bitsandbytes' default is 4096)");
+  r.optimizer.min_8bit_size = opt.min_8bit_size;
   if (r.optimizer.name == "recorded") {
     if (!g.optimizer)
       return Status::InvalidArgument(g.source + " has no recorded optimizer (export the graph with tools/export_torch.py "
                                      "--optimizer FILE.py:CLASS, Note [Recorded optimizers])");
     r.optimizer.program = &*g.optimizer;
   }
+  if (r.optimizer.family != OptimizerFamily::kTorch && !opt.parallel.offload.empty())
+    return Status::InvalidArgument("--offload with --optimizer " + opt.optimizer +
+                                   ": offloaded state is DeepSpeed's CPU Adam (or FSDP's fp32 copy); use adam or adamw");
+  if (r.optimizer.family != OptimizerFamily::kTorch && (opt.optimizer_impl == "on" || opt.optimizer_impl == "fused"))
+    return Status::InvalidArgument("--foreach " + opt.optimizer_impl + ": memsim models " + opt.optimizer +
+                                   "'s per-parameter loop only (drop --foreach)");
   if (opt.optimizer_impl == "on" || opt.optimizer_impl == "off") {
     r.profile.optimizer_foreach = opt.optimizer_impl == "on";
   } else if (opt.optimizer_impl == "fused") {

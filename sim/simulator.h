@@ -34,6 +34,7 @@ struct SimOptions {
   std::string optimizer_impl;              ///< --foreach on|off|fused; "" = the profile's default
   int accumulate = 1;                      ///< --accumulate K: K forward+backward passes per step
   double clip_grad_norm = 0;               ///< --clip-grad-norm MAX (0: no clipping)
+  int64_t min_8bit_size = 4096;            ///< --min-8bit-size N: bitsandbytes' 8-bit threshold (elements)
   std::vector<std::string> checkpoint_globs;  ///< --checkpoint GLOB: module paths (fnmatch) to checkpoint
   std::string checkpoint_impl = "non-reentrant";  ///< --checkpoint-impl reentrant|non-reentrant
   std::optional<bool> checkpoint_early_stop;  ///< --checkpoint-early-stop on|off; unset = the release's

@@ -22,7 +22,8 @@ GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "smooth_
 # The course's hand-written AdamW is recorded into the cs336 graphs by the exporter
 # (--optimizer graphs/llm_models.py:CS336AdamW, Note [Recorded optimizers]) and replayed.
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",
-       "cs336_adamw": "recorded"}
+       "cs336_adamw": "recorded", "adam8bit": "adam8bit", "adamw8bit": "adamw8bit",
+       "paged_adamw8bit": "paged_adamw8bit", "paged_adamw": "paged_adamw", "lion8bit": "lion8bit", "adafactor": "adafactor"}
 MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 # Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. None now:
 # the oneDNN AVX-512 BF16 scratchpads that were the last ones are modelled (Note [oneDNN bf16
@@ -273,6 +274,7 @@ def main():
     lines += table_213(a.memsim, failures)
     lines += table_ops(a.memsim, failures)
     lines += table_lora(a.memsim, failures)
+    lines += table_optim(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -433,6 +435,26 @@ def table_lora(memsim, failures):
              "where GRAPH is the base model exported under 2.13 (Note [LoRA]: memsim writes the adapters' ops);",
              "rows marked (exported peft graph) run the graph exported from the peft model itself (its \"lora\"",
              "key), without --lora.",
+             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
+def table_optim(memsim, failures):
+    """The quantized, paged and factored optimizers: tests/data/traces_optim_2_13 against the
+    graphs exported under 2.13."""
+    d = os.path.join(ROOT, "tests", "data", "traces_optim_2_13")
+    files = [("traces_optim_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
+                                                     [os.path.join(ROOT, "tests", "data", "traces_2_13", "graphs")],
+                                                     MAX_ERR_213, MAX_MEDIAN_213)
+    failures += fails
+    lines = ["", "## Quantized, paged and factored optimizers (PyTorch 2.13)", "",
+             "Each row is one real PyTorch 2.13.0 CPU training step with bitsandbytes 0.50.2's Adam8bit, AdamW8bit,",
+             "PagedAdamW8bit, PagedAdamW or Lion8bit (the CPU backend; paged optimizers fall back to plain tensors on a CPU)",
+             "or torch.optim.Adafactor (`trace_step.py --opt NAME`, recorded by `tests/oracle/record_optim_2_13.sh`",
+             "into `tests/data/traces_optim_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13",
+             "--step first --optimizer NAME` with the trace's settings (Notes [bitsandbytes optimizers] and",
+             "[Adafactor]), where GRAPH is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`).",
              "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 

@@ -1,5 +1,8 @@
 #include "lib/autodiff/optimizer.h"
 
+#include "lib/autodiff/optimizer_adafactor.h"
+#include "lib/autodiff/optimizer_bnb.h"
+
 namespace memsim {
 namespace {
 
@@ -20,6 +23,17 @@ constexpr OptimizerRule kOptimizers[] = {
     {"rmsprop", 1, true, false, false, 1, true},
     {"rmsprop_momentum", 2, true, false, false, 1, true},
     {"rmsprop_centered", 2, true, false, false, 1, true},
+    // bitsandbytes (Note [bitsandbytes optimizers]): name, states, ..., state bits, paged
+    {"adam8bit", 2, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 8, false},
+    {"adamw8bit", 2, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 8, false},
+    {"paged_adam8bit", 2, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 8, true},
+    {"paged_adamw8bit", 2, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 8, true},
+    {"paged_adam", 2, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 32, true},
+    {"paged_adamw", 2, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 32, true},
+    {"lion8bit", 1, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 8, false},
+    {"paged_lion8bit", 1, false, false, false, 0, false, nullptr, OptimizerFamily::kBitsandbytes, 8, true},
+    // torch.optim.Adafactor (Note [Adafactor])
+    {"adafactor", 0, true, false, false, 0, false, nullptr, OptimizerFamily::kAdafactor},
 };
 
 std::string_view StateName(const OptimizerRule& r, int k) {
@@ -102,6 +116,17 @@ std::optional<OptimizerRule> FindOptimizer(std::string_view name) {
   return std::nullopt;
 }
 
+Ledger::StorageId AllocWithScalarOperand(const Profile& p, int64_t bytes, int64_t elem, std::string_view name,
+                                         Ledger* l) {
+  Ledger::StorageId w = kNoGrad, cast = kNoGrad;
+  if (p.scalar_operand_bytes) w = l->Alloc(p.scalar_operand_bytes, "wrapped scalar", Category::kTemporary);
+  if (p.scalar_operand_bytes && p.scalar_operand_cast) cast = l->Alloc(elem, "wrapped scalar, cast", Category::kTemporary);
+  Ledger::StorageId out = l->Alloc(bytes, name, Category::kTemporary);
+  if (cast != kNoGrad) l->Unref(cast);
+  if (w != kNoGrad) l->Unref(w);
+  return out;
+}
+
 bool HasFusedImplementation(const OptimizerRule& r) {
   return r.name == "sgd" || r.name == "momentum" || r.name == "nesterov" || r.name == "adam" || r.name == "adamw" ||
          r.name == "adam_amsgrad" || r.name == "adamw_amsgrad";
@@ -124,6 +149,8 @@ void CreateResidentState(const OptimizerRule& r, const Profile& p, bool first_st
                                    Category::kOptimizerState));
     return;
   }
+  if (r.family == OptimizerFamily::kBitsandbytes) return CreateBnbResidentState(r, p, first_step, params, l, states);
+  if (r.family == OptimizerFamily::kAdafactor) return CreateAdafactorResidentState(p, first_step, params, l, states);
   if (first_step && !r.eager) return;
   for (const OptParam& prm : params) CreateState(r, p, prm, l, states);
 }
@@ -132,6 +159,8 @@ void RunOptimizerStep(const OptimizerRule& r, const Profile& p, bool first_step,
                       const std::vector<OptParam>& params, Ledger* l,
                       std::vector<Ledger::StorageId>* states) {
   if (r.program) return RunRecorded(r, first_step, params, l, states);
+  if (r.family == OptimizerFamily::kBitsandbytes) return RunBnbStep(r, p, first_step, params, l, states);
+  if (r.family == OptimizerFamily::kAdafactor) return RunAdafactorStep(p, first_step, params, l, states);
   // Lazy state: Adam/RMSprop create every parameter's state before the update loop; SGD's
   // momentum buffer is a clone of the grad made inside the loop.
   bool lazy = first_step && !r.eager;

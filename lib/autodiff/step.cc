@@ -42,7 +42,8 @@ std::vector<OptParam> StepState::OptParams() const {
   for (size_t k = 0; k < g.parameters.size(); ++k) {
     TensorId t = g.parameters[k];
     if (!rg[t]) continue;
-    ps.push_back(OptParam{g.tensors[t].name, bound.metas[t].bytes(), param_grad[k]});
+    const TensorMeta& m = bound.metas[t];
+    ps.push_back(OptParam{g.tensors[t].name, m.bytes(), param_grad[k], m.sizes, ElementSize(m.dtype)});
   }
   for (TrainingSetup* s : setups) s->OnOptimizerParams(*this, &ps);
   return ps;

@@ -45,6 +45,10 @@ const std::vector<ProfileRow> kRows = {
      "aten/src/ATen/native/cpu/UpSampleKernel.cpp _use_vectorized_kernel_cond_2d: channels-last kernel when H_out + W_out <= 128 (2.13 trace)"},
     {"log_sigmoid_buffer", "cpu", "", [](Profile& p) { p.log_sigmoid_buffer = true; },
      "aten/src/ATen/native/Activation.cpp log_sigmoid_forward_cpu: buffer = at::empty_like(input); the CUDA kernel returns an empty buffer"},
+    {"bnb_update_temporaries", "cpu", "", [](Profile& p) { p.bnb_update_temporaries = true; },
+     "bitsandbytes/backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu / _optimizer_update_32bit_cpu: PyTorch ops with fp32 temporaries; CUDA's kernels update in place"},
+    {"bnb_paged_managed", "cpu", "", [](Profile& p) { p.bnb_paged_managed = false; },
+     "bitsandbytes/optim/optimizer.py get_state_buffer: on a CPU, paged optimizers fall back to torch.zeros_like (a warning)"},
     {"scalar_operand_cast", "cpu", "2.13", [](Profile& p) { p.scalar_operand_cast = true; },
      "2.13 CPU traces of a Python-number operand (h * 2.0, h + 1.0, LoRA's * scaling): 8-byte wrapped number, then a copy in the op's dtype freed after the output"},
     // --- PyTorch 1.13, every device ----------------------------------------------------------

@@ -31,6 +31,13 @@ struct Profile {
   bool linear_nd_addmm = true;
   /// Optimizers use the multi-tensor (`foreach`) implementation: parameter-sized temporary lists.
   bool optimizer_foreach = true;
+  /// bitsandbytes' optimizer updates (Note [bitsandbytes optimizers]): on CUDA one fused kernel
+  /// per parameter updates the states in place; the CPU backend (backends/cpu/ops.py) runs
+  /// PyTorch ops: fp32 dequantized states, an fp32 grad, a denominator, re-quantized outputs.
+  bool bnb_update_temporaries = false;
+  /// Paged bitsandbytes states of parameters with at least 1e5 elements live in CUDA unified
+  /// memory (cudaMallocManaged), outside the caching allocator; a CPU has no paging.
+  bool bnb_paged_managed = true;
   /// Optimizers use the fused kernels (`fused=True`: Adam, AdamW, SGD): no temporaries at all.
   /// Off by default on both profiles (PyTorch's default); `--foreach fused` sets it.
   bool optimizer_fused = false;

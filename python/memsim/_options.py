@@ -20,6 +20,7 @@ OPTIONS = {
     "cublas_workspace": "--cublas-workspace",
     "accumulate": "--accumulate",
     "clip_grad_norm": "--clip-grad-norm",
+    "min_8bit_size": "--min-8bit-size",
     "checkpoint": "--checkpoint",
     "checkpoint_early_stop": "--checkpoint-early-stop",
     "sac": "--sac",
@@ -46,7 +47,7 @@ OPTIONS = {
     "lora": "--lora",
 }
 # Options given once even in a sweep (a list is a bad value for them).
-SCALAR = {"gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
+SCALAR = {"min_8bit_size", "gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
           "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "optimizer_in_backward", "lora"}
 # Options that repeat rather than vary (every glob applies).
@@ -56,7 +57,7 @@ REPEATED = {"freeze", "checkpoint", "wrap"}
 def _value(name, v):
     if isinstance(v, bool):
         # True would reach the CLI as "True"; say what the option wants instead.
-        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate", "steps")
+        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate", "steps", "min_8bit_size")
                                                  else "an integer"))
     return str(v)
 

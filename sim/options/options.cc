@@ -104,6 +104,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--accumulate", accumulate,
                   "gradient accumulation: K forward+backward passes per optimizer step (default 1)")
       ->delimiter(',');
+  cmd->add_option("--min-8bit-size", min_8bit_size,
+                  "bitsandbytes 8-bit optimizers: parameters with fewer elements keep fp32 states (their "
+                  "min_8bit_size, default 4096)");
   cmd->add_option("--clip-grad-norm", clip_grad_norm,
                   "call clip_grad_norm_(params, MAX) before optimizer.step() (0: off)");
   cmd->add_option("--checkpoint", checkpoint,
@@ -222,6 +225,8 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.freeze_globs = freeze;
   if (!(clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   base.sim.clip_grad_norm = clip_grad_norm;
+  if (min_8bit_size < 0) return Status::InvalidArgument("--min-8bit-size must be non-negative (bitsandbytes' default is 4096)");
+  base.sim.min_8bit_size = min_8bit_size;
   base.sim.checkpoint_globs = checkpoint;
   base.sim.checkpoint_impl = checkpoint_impl;
   if (!checkpoint_early_stop.empty()) base.sim.checkpoint_early_stop = checkpoint_early_stop == "on";

@@ -38,6 +38,7 @@ struct ConfigOptions {
   std::vector<std::string> alloc_confs = {""};
   std::vector<int64_t> accumulate;  ///< empty: 1 (and no sweep axis)
   double clip_grad_norm = 0;
+  int64_t min_8bit_size = 4096;     ///< --min-8bit-size N (bitsandbytes 8-bit optimizers)
   std::vector<std::string> amp;  ///< --amp fp16|bf16|off (sweeps: a list)
   std::string grad_scaler;       ///< --grad-scaler on|off ("" = on with --amp fp16)
   std::string amp_loss = "inside";  ///< --amp-loss inside|outside

@@ -153,6 +153,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.peak_op = OpLabel(g, s.peak.peak_op);
   rep.setup_bytes = s.peak.setup_bytes;
   rep.final_bytes = s.peak.final_bytes;
+  rep.host_bytes = s.events.host_bytes;
   rep.phase_peaks = s.peak.phase_peaks;
   rep.breakdown_at_peak = s.peak.breakdown_at_peak;
   rep.top_tensors_at_peak = TopTensors(g, r, top);
@@ -195,6 +196,7 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   j["peak_op"] = r.peak_op;
   j["setup_bytes"] = r.setup_bytes;
   j["final_bytes"] = r.final_bytes;
+  if (r.host_bytes) j["host_bytes"] = r.host_bytes;
   j["phase_peaks"] = {{"forward", r.phase_peaks[int(Phase::kForward)]},
                       {"backward", r.phase_peaks[int(Phase::kBackward)]},
                       {"optimizer", r.phase_peaks[int(Phase::kOptimizer)]}};
@@ -245,7 +247,9 @@ std::string ToText(const RunReport& r) {
   if (!r.peak_op.empty()) o << " at " << r.peak_op;
   o << "\n  forward peak   " << HumanBytes(r.phase_peaks[int(Phase::kForward)])
     << "\n  backward peak  " << HumanBytes(r.phase_peaks[int(Phase::kBackward)])
-    << "\n  optimizer peak " << HumanBytes(r.phase_peaks[int(Phase::kOptimizer)]) << "\n\n";
+    << "\n  optimizer peak " << HumanBytes(r.phase_peaks[int(Phase::kOptimizer)]) << "\n";
+  if (r.host_bytes) o << "  host / unified memory " << HumanBytes(r.host_bytes) << " (outside the device's allocator)\n";
+  o << "\n";
   if (!r.step_peaks.empty()) {
     o << "per step (peak live, live at its end):\n";
     for (size_t k = 0; k < r.step_peaks.size(); ++k)

@@ -49,6 +49,9 @@ struct RunReport {
   MemoryFigures figures;
   std::string peak_op;  ///< the op at the live peak
   int64_t setup_bytes = 0, final_bytes = 0;
+  /// Host-side bytes beyond the device at their peak (EventStream::host_bytes): save_on_cpu's
+  /// copies, paged optimizer state in unified memory; reported when non-zero.
+  int64_t host_bytes = 0;
   std::array<int64_t, kNumPhases> phase_peaks{};
   std::array<int64_t, kNumCategories> breakdown_at_peak{};
   std::vector<TensorAtPeak> top_tensors_at_peak;

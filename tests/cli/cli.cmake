@@ -126,6 +126,11 @@ add_test(NAME layers.checker_self_test COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURC
 memsim_golden_test(run_resnet18_setups_cpu_json run_resnet18_setups_cpu.json
                    run graphs/resnet18.json --batch 4 --profile cpu --torch 1.13 --optimizer adam --accumulate 2 --clip-grad-norm 1 --checkpoint "layer?.?" --foreach on --json)
 memsim_error_test(checkpoint_no_module 2 "--checkpoint \"zz\\*\" matches no module" run graphs/mlp.json --checkpoint "zz*")
+memsim_golden_test(run_gpt2_paged_adamw8bit_json run_gpt2_paged_adamw8bit.json
+  run tests/data/traces_2_13/graphs/nanogpt_gpt2_small.json --batch 8 --optimizer paged_adamw8bit --step steady --gpu A100-40GB --json --top 5)
+memsim_error_test(negative_min_8bit_size 2 "--min-8bit-size must be non-negative" run graphs/mlp.json --optimizer adam8bit --min-8bit-size -1)
+memsim_error_test(offload_adam8bit 2 "--offload with --optimizer adam8bit" run graphs/mlp.json --optimizer adam8bit --zero 2 --world 2 --offload optimizer)
+memsim_error_test(foreach_adafactor 2 "--foreach on: memsim models adafactor's per-parameter loop only" run graphs/mlp.json --optimizer adafactor --foreach on)
 memsim_error_test(fused_rmsprop 2 "--foreach fused: PyTorch has no fused rmsprop" run graphs/mlp.json --optimizer rmsprop --foreach fused)
 # LoRA (Note [LoRA]): PEFT's usual Llama targets; 1,703,936 trainable parameters as peft's
 # print_trainable_parameters() says for Llama 3.2 1B with r=16 on q_proj, v_proj.

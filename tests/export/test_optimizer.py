@@ -35,6 +35,12 @@ class RecordedOptimizerTest(unittest.TestCase):
         p = record_optimizer("torch.optim:Adagrad")
         self.assertEqual(p["first_step"]["resident"], ["4B", "1"])  # step tensor and sum
 
+    def test_built_in_optimizers_are_named_instead_of_recorded(self):
+        with self.assertRaisesRegex(ExportError, "memsim run GRAPH --optimizer adamw8bit"):
+            record_optimizer("bitsandbytes.optim:AdamW8bit")
+        with self.assertRaisesRegex(ExportError, "--optimizer adafactor"):
+            record_optimizer("torch.optim:Adafactor:{'lr': 0.01}")
+
     def test_two_loops_over_the_parameters_are_refused_with_a_reason(self):
         with self.assertRaisesRegex(ExportError, "out of order .* loop once over the parameters"):
             record_optimizer("torch.optim:AdamW")

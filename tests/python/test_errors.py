@@ -51,6 +51,8 @@ def test_bad_graph_at_binding():
     (dict(amp="fp61"), ["--amp", "fp61"]),
     (dict(profile="cdua"), ["--profile", "cdua"]),
     (dict(clip_grad_norm="abc"), ["--clip-grad-norm", "abc"]),
+    (dict(optimizer="adam8bit", min_8bit_size=-1), ["--optimizer", "adam8bit", "--min-8bit-size=-1"]),
+    (dict(optimizer="adafactor", foreach="on"), ["--optimizer", "adafactor", "--foreach", "on"]),
     (dict(world=4), ["--world", "4"]),
     (dict(ddp=2, zero=1), ["--ddp", "2", "--zero", "1"]),
     (dict(alloc_conf="expandable_segments=True"), ["--alloc-conf", "expandable_segments=True"]),

@@ -182,9 +182,24 @@ def program(resident, iters, prologue):
     return {"resident": res, "before": pro, "body": body, "end": end}
 
 
+# Optimizers memsim has built in because their state is not a fixed fraction of each parameter's
+# bytes (block-wise 8-bit states with fp32 below min_8bit_size, factored moments): MODULE:CLASS ->
+# the --optimizer name (Notes [bitsandbytes optimizers] and [Adafactor] in docs/op-rules.md).
+BUILTIN = {"torch.optim:Adafactor": "adafactor"}
+BUILTIN.update({"bitsandbytes.optim:" + c: n for c, n in (
+    ("Adam8bit", "adam8bit"), ("AdamW8bit", "adamw8bit"), ("PagedAdam8bit", "paged_adam8bit"),
+    ("PagedAdamW8bit", "paged_adamw8bit"), ("PagedAdam", "paged_adam"), ("PagedAdamW", "paged_adamw"),
+    ("Lion8bit", "lion8bit"), ("PagedLion8bit", "paged_lion8bit"))})
+
+
 def record_optimizer(spec):
     """The graph file's "optimizer" value for FILE.py:CLASS[:KWARGS]."""
     cls_spec, kwargs = parse_spec(spec)
+    builtin = BUILTIN.get(cls_spec.replace("bitsandbytes:", "bitsandbytes.optim:"))
+    if builtin:
+        raise ExportError("--optimizer %s: memsim has it built in (its state is not a fixed fraction of each "
+                          "parameter); export without --optimizer and run `memsim run GRAPH --optimizer %s`"
+                          % (cls_spec, builtin))
     import torch
     sections = split_steps(run_probe(cls_spec, kwargs))
     seg = Segmenter()
