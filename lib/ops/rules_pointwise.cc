@@ -124,8 +124,8 @@ Dtype BinaryResultType(const TensorMeta& a, const TensorMeta& b) {
 /// The layout TensorIterator gives a new output (aten/src/ATen/TensorIterator.cpp): the
 /// dimensions sorted by the inputs' strides (reorder_dimensions: the first input whose strides
 /// of two dims differ, neither broadcast, decides; equal strides keep the larger size outer),
-/// then contiguous in that order. Same-shape contiguous inputs (fast_set_up) and inputs that give
-/// the identity order give a contiguous output. Note [Elementwise output layout].
+/// then contiguous in that order (contiguous inputs give the identity order: a contiguous
+/// output, as fast_set_up does). Note [Elementwise output layout].
 std::optional<TensorMeta> IteratorOutput(Dtype dt, const std::vector<int64_t>& sizes,
                                          const std::vector<const TensorMeta*>& in) {
   std::optional<TensorMeta> out = TensorMeta::Contiguous(dt, sizes);
@@ -134,7 +134,6 @@ std::optional<TensorMeta> IteratorOutput(Dtype dt, const std::vector<int64_t>& s
   // each input's strides broadcast to |sizes| (size-1 and missing dims: stride 0)
   std::vector<std::vector<int64_t>> st;
   for (const TensorMeta* m : in) {
-    if (m->is_contiguous() && m->sizes == sizes) return out;  // fast_set_up: all contiguous
     std::vector<int64_t> s(n, 0);
     const int64_t off = n - m->dim();
     for (int64_t d = 0; d < m->dim(); ++d)
