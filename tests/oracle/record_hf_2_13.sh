@@ -27,6 +27,8 @@ run hf_llama_tiny_b2_s64_adamw_gc hf_llama_tiny $S --opt adamw --gradient-checkp
 # Llama: save_on_cpu, bf16 autocast
 run hf_llama_tiny_b2_s64_adamw_offload hf_llama_tiny $S --opt adamw --save-on-cpu on
 run hf_llama_tiny_b2_s64_adamw_amp hf_llama_tiny $S --opt adamw --amp bf16
+# Llama with attn_implementation="eager" (repeat_kv, matmul, the additive causal mask, softmax in fp32)
+run hf_llama_tiny_eager_b2_s64_adamw hf_llama_tiny_eager $S --opt adamw
 # Llama LoRA: q_proj,v_proj and every Linear, with and without checkpointing of the decoder layers
 run hf_llama_tiny_b2_s64_adamw_lora_qv hf_llama_tiny $S --opt adamw --lora $QV
 run hf_llama_tiny_b2_s64_adamw_lora_qv_ckpt hf_llama_tiny $S --opt adamw --lora $QV --checkpoint "$LAYERS"
@@ -39,3 +41,6 @@ for m in llama qwen2 mistral gemma; do
   (cd "$root" && "$py" tools/export_torch.py hf:$m --trace run --set batch=2 --set seq=64 --loss cross_entropy \
      --name hf_${m}_tiny --provenance "tools/export_torch.py hf:$m (trace_step.py hf_${m}_tiny)" -o "$g/hf_${m}_tiny.json")
 done
+(cd "$root" && "$py" tools/export_torch.py hf:llama:attn=eager --trace run --set batch=2 --set seq=64 --loss cross_entropy \
+   --name hf_llama_tiny_eager --provenance "tools/export_torch.py hf:llama:attn=eager (trace_step.py hf_llama_tiny_eager)" \
+   -o "$g/hf_llama_tiny_eager.json")
