@@ -35,6 +35,12 @@ run hf_llama_tiny_b2_s64_adamw_lora_qv_ckpt hf_llama_tiny $S --opt adamw --lora 
 run hf_llama_tiny_b2_s64_adamw_lora_all hf_llama_tiny $S --opt adamw --lora $ALL
 run hf_llama_tiny_b2_s64_adamw_lora_all_ckpt hf_llama_tiny $S --opt adamw --lora $ALL --checkpoint "$LAYERS"
 run hf_llama_tiny_b2_s64_adamw_lora_qv_gc hf_llama_tiny $S --opt adamw --lora $QV --gradient-checkpointing
+run hf_llama_tiny_b2_s64_adamw_lora_qv_offload hf_llama_tiny $S --opt adamw --lora $QV --save-on-cpu on
+# the other families' LoRA, with and without model.gradient_checkpointing_enable()
+for m in qwen2 mistral gemma; do
+  run hf_${m}_tiny_b2_s64_adamw_lora_qv hf_${m}_tiny $S --opt adamw --lora $QV
+  run hf_${m}_tiny_b2_s64_adamw_lora_qv_gc hf_${m}_tiny $S --opt adamw --lora $QV --gradient-checkpointing
+done
 # the graphs, exported from the same config classes (export_torch.py hf:FAMILY)
 g=$out/graphs; mkdir -p "$g"
 for m in llama qwen2 mistral gemma; do
