@@ -118,6 +118,8 @@ def main(argv=None):
         return _add_optimizer(a.graph, a.optimizer, a.output)
     if not spec:
         ap.error("give a model (torchvision:NAME, FILE.py:FUNCTION) or --module")
+    if spec.startswith("hf:") and a.trace == "auto":
+        a.trace = "run"  # transformers decoders are not fx-traceable (Note [Hugging Face decoders])
     try:
         from .exporter import write_graph
         builder, default_name = load_builder(spec)
