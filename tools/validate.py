@@ -63,6 +63,10 @@ def summarize(path):
     return cfg, base, base + peak, phases
 
 
+# The decoder layers of a transformers causal LM (the GradientCheckpointingLayer modules).
+HF_LAYERS = r"model\.layers\.[0-9]+"
+
+
 def module_paths(graph):
     """Every module path of a graph file: each op's module and its dotted prefixes."""
     paths = set()
@@ -99,6 +103,12 @@ def setup_flags(graph, cfg):
             flags += ["--loop-holds", "output"]
     if cfg.get("lora"):  # trace_step.py --lora: the model wrapped by peft's get_peft_model (Note [LoRA])
         flags += ["--lora", cfg["lora"]]
+    if cfg.get("gradient_checkpointing") == "True":
+        # model.gradient_checkpointing_enable() of transformers 5.x: a non-reentrant checkpoint of each
+        # decoder layer (GradientCheckpointingLayer), Note [Hugging Face decoders]
+        for m in module_paths(graph):
+            if re.fullmatch(HF_LAYERS, m):
+                flags += ["--checkpoint", m]
     if cfg.get("checkpoint"):
         # trace_step.py wraps every module whose qualified name fully matches the regex.
         for m in module_paths(graph):
@@ -275,6 +285,7 @@ def main():
     lines += table_ops(a.memsim, failures)
     lines += table_lora(a.memsim, failures)
     lines += table_optim(a.memsim, failures)
+    lines += table_hf(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -354,6 +365,8 @@ def config_text(cfg):
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":
         c += " (reentrant)"
+    if cfg.get("gradient_checkpointing") == "True":
+        c += ", gradient_checkpointing_enable()"
     if cfg.get("amp_loss", "inside") != "inside":
         c += ", loss %s autocast" % cfg["amp_loss"]
     if "isa" in cfg:
@@ -455,6 +468,25 @@ def table_optim(memsim, failures):
              "into `tests/data/traces_optim_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13",
              "--step first --optimizer NAME` with the trace's settings (Notes [bitsandbytes optimizers] and",
              "[Adafactor]), where GRAPH is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`).",
+             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
+def table_hf(memsim, failures):
+    """The Hugging Face decoders table: tests/data/traces_hf_2_13 against the graphs exported with
+    `export_torch.py hf:FAMILY` (tests/data/traces_hf_2_13/graphs)."""
+    d = os.path.join(ROOT, "tests", "data", "traces_hf_2_13")
+    files = [("traces_hf_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
+                                                     MAX_ERR_213, MAX_MEDIAN_213)
+    failures += fails
+    lines = ["", "## Hugging Face decoders (PyTorch 2.13)", "",
+             "Each row is one real PyTorch 2.13.0 CPU training step of a transformers 5.24.0 causal LM built",
+             "from its config class with small sizes (`trace_step.py hf_FAMILY_tiny`: SDPA attention,",
+             "use_cache=False, F.cross_entropy on the logits; recorded by `tests/oracle/record_hf_2_13.sh` into",
+             "`tests/data/traces_hf_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first`",
+             "with the trace's settings, where GRAPH is `export_torch.py hf:FAMILY` (Note [Hugging Face decoders]);",
+             "gradient_checkpointing (`model.gradient_checkpointing_enable()`) is `--checkpoint` of each decoder layer.",
              "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 

@@ -39,7 +39,8 @@ namespace memsim {
   X(kClamp, "clamp") X(kAbs, "abs") X(kLogSigmoid, "log_sigmoid") X(kGlu, "glu")            \
   X(kHardshrink, "hardshrink") X(kSoftshrink, "softshrink") X(kPrelu, "prelu")              \
   X(kPad, "pad") X(kUpsample, "upsample") X(kRoll, "roll") X(kRepeat, "repeat")             \
-  X(kToDtype, "to_dtype") X(kDetach, "detach")                                              \
+  X(kToDtype, "to_dtype") X(kDetach, "detach") X(kCos, "cos") X(kSin, "sin")               \
+  X(kFull, "full")                                                                          \
   X(kBceWithLogits, "binary_cross_entropy_with_logits") X(kSmoothL1Loss, "smooth_l1_loss")  \
   X(kHuberLoss, "huber_loss")
 

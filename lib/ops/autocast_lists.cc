@@ -30,12 +30,15 @@ constexpr Row kCuda2xRows[] = {
 
 // PyTorch 1.13, CPU (the AutocastCPU registrations): lower_precision_fp for convolutions and
 // GEMMs; fp32 for the losses; promote for cat and stack. Everything else (layer_norm, softmax,
-// exp, ...) runs in the dtype it receives.
+// exp, ...) runs in the dtype it receives. 2.x's CPU list adds scaled_dot_product_attention to
+// lower_precision_fp (aten/src/ATen/autocast_mode.cpp, KERNEL_CPU; 1.13 has no such op, so the
+// row serves both releases; checked under 2.13: fp32 q, k, v give a bf16 output).
 constexpr Row kCpu113Rows[] = {
     {OpKind::kConv1d, CastPolicy::kLowerPrecision},  {OpKind::kConv2d, CastPolicy::kLowerPrecision},
     {OpKind::kLinear, CastPolicy::kLowerPrecision},  {OpKind::kMatmul, CastPolicy::kLowerPrecision},
     {OpKind::kMm, CastPolicy::kLowerPrecision},      {OpKind::kBmm, CastPolicy::kLowerPrecision},
-    {OpKind::kBaddbmm, CastPolicy::kLowerPrecision}, {OpKind::kCrossEntropy, CastPolicy::kFp32},
+    {OpKind::kBaddbmm, CastPolicy::kLowerPrecision}, {OpKind::kSdpa, CastPolicy::kLowerPrecision},
+    {OpKind::kCrossEntropy, CastPolicy::kFp32},
     {OpKind::kNllLoss, CastPolicy::kFp32},           {OpKind::kMseLoss, CastPolicy::kFp32},
     {OpKind::kCat, CastPolicy::kPromote},            {OpKind::kStack, CastPolicy::kPromote},
 };

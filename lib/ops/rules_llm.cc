@@ -1,4 +1,4 @@
-// Ops language-model code uses: comparisons, where, exp/log/pow/rsqrt/sqrt/neg, value-selecting
+// Ops language-model code uses: comparisons, where, exp/log/pow/rsqrt/sqrt/neg/cos/sin, value-selecting
 // reductions (max/min/topk and their indices, amax, logsumexp), gather/scatter, advanced
 // indexing, unbind, tril/triu, cumsum and repeat_interleave. What each saves and what its
 // backward allocates follows derivatives.yaml (1.13 and 2.x agree for these ops unless a
@@ -76,6 +76,10 @@ void GradWithTemps(const RuleCtx& c, BwdPlan* p, int n, std::string_view label) 
 void BwdOneNew(const RuleCtx& c, BwdPlan* p) { p->GradNew(0); }
 // pow(self, e): grad * (e * self.pow(e - 1)) — two input-sized temporaries.
 void BwdPow(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 2, "pow backward"); }
+// cos: grad * -self.sin() — sin(self) and its negation; sin: grad * self.cos() — one
+// temporary (derivatives.yaml).
+void BwdCos(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 2, "cos backward"); }
+void BwdSin(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 1, "sin backward"); }
 // rsqrt: -0.5 * grad * result.pow(3) — two temporaries.
 void BwdRsqrt(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 2, "rsqrt backward"); }
 // sqrt: grad / (2 * result) — one temporary.
@@ -289,6 +293,8 @@ const std::vector<OpRule> kLlmRules = {
     {OpKind::kRsqrt, 1, 1, kFirst, InferSameShape, SaveOutput, BwdRsqrt},
     {OpKind::kSqrt, 1, 1, kFirst, InferSameShape, SaveOutput, BwdSqrt},
     {OpKind::kNeg, 1, 1, kFirst, InferSameShape, nullptr, BwdOneNew},
+    {OpKind::kCos, 1, 1, kFirst, InferSameShape, SaveInput, BwdCos},
+    {OpKind::kSin, 1, 1, kFirst, InferSameShape, SaveInput, BwdSin},
     {OpKind::kMax, 1, 1, kFirst, InferMaxMin, FwdMaxMin, BwdMaxMin},
     {OpKind::kMin, 1, 1, kFirst, InferMaxMin, FwdMaxMin, BwdMaxMin},
     {OpKind::kAmax, 1, 1, kFirst, InferAmax, SaveInputAndOutput, BwdAmax},

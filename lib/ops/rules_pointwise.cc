@@ -121,6 +121,56 @@ Dtype BinaryResultType(const TensorMeta& a, const TensorMeta& b) {
   return PromoteFloating(a.dtype, b.dtype);
 }
 
+/// The layout TensorIterator gives a new output (aten/src/ATen/TensorIterator.cpp): the
+/// dimensions sorted by the inputs' strides (reorder_dimensions: the first input whose strides
+/// of two dims differ, neither broadcast, decides; equal strides keep the larger size outer),
+/// then contiguous in that order (contiguous inputs give the identity order: a contiguous
+/// output, as fast_set_up does). Note [Elementwise output layout].
+std::optional<TensorMeta> IteratorOutput(Dtype dt, const std::vector<int64_t>& sizes,
+                                         const std::vector<const TensorMeta*>& in) {
+  std::optional<TensorMeta> out = TensorMeta::Contiguous(dt, sizes);
+  const int64_t n = static_cast<int64_t>(sizes.size());
+  if (!out || n < 2) return out;
+  // each input's strides broadcast to |sizes| (size-1 and missing dims: stride 0)
+  std::vector<std::vector<int64_t>> st;
+  for (const TensorMeta* m : in) {
+    std::vector<int64_t> s(n, 0);
+    const int64_t off = n - m->dim();
+    for (int64_t d = 0; d < m->dim(); ++d)
+      s[off + d] = (m->sizes[d] == 1 && sizes[off + d] != 1) ? 0 : m->strides[d];
+    st.push_back(std::move(s));
+  }
+  auto should_swap = [&](int64_t d0, int64_t d1) {
+    for (const auto& s : st) {
+      if (s[d0] == 0 || s[d1] == 0) continue;
+      if (s[d0] < s[d1]) return -1;
+      if (s[d0] > s[d1]) return 1;
+      if (sizes[d0] > sizes[d1]) return 1;
+    }
+    return 0;
+  };
+  std::vector<int64_t> perm(n);  // perm[0]: the fastest-moving dim
+  for (int64_t i = 0; i < n; ++i) perm[i] = n - 1 - i;
+  for (int64_t i = 1; i < n; ++i) {
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      int cmp = should_swap(perm[d0], perm[d1]);
+      if (cmp > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (cmp < 0) {
+        break;
+      }
+    }
+  }
+  int64_t stride = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    out->strides[perm[i]] = stride;
+    stride *= sizes[perm[i]];
+  }
+  return out;
+}
+
 /// Profile::mixed_dtype_input_copies: the CPU TensorIterator copies an operand whose dtype
 /// differs from the result's before it allocates the output, and frees it when the op ends.
 bool MixedDtypeCopies(const RuleCtx& c, FwdPlan* p) {
@@ -152,7 +202,7 @@ Status InferBinary(const RuleCtx& c, InferOut* o) {
     if (sizes != a.sizes) return RuleError(c, "in-place result would change the shape of the first input");
     o->Alias(a, 0);
   } else {
-    o->Fresh(TensorMeta::Contiguous(dt, sizes));
+    o->Fresh(IteratorOutput(dt, sizes, c.in));
   }
   return Status::OK();
 }

@@ -290,6 +290,18 @@ Status InferArange(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// full (torch.zeros/ones/full/empty/tensor called in forward): a new contiguous tensor of
+/// `shape` and `dtype` (default float32); no autograd node.
+Status InferFull(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity(c, 0));
+  auto shape = c.op.attrs.GetInts("shape", c.bindings);
+  if (!shape) return RuleError(c, "\"shape\" must list the sizes (e.g. [2, 64])");
+  auto dt = ParseDtype(c.op.attrs.GetString("dtype", "float32"));
+  if (!dt) return RuleError(c, "unknown dtype");
+  o->Fresh(TensorMeta::Contiguous(*dt, *shape));
+  return Status::OK();
+}
+
 // index_select saves the index; its backward scatters into a zero-filled input-sized grad.
 void FwdIndexSelect(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1); }
 
@@ -457,6 +469,7 @@ const std::vector<OpRule> kShapeRules = {
     {OpKind::kStack, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough, AliasGradStack},
     {OpKind::kIndexSelect, 2, 2, kFirst, InferIndexSelect, FwdIndexSelect, BwdNarrowing},
     {OpKind::kArange, 0, 0, 0, InferArange, nullptr, nullptr},
+    {OpKind::kFull, 0, 0, 0, InferFull, nullptr, nullptr},
     {OpKind::kPad, 1, 1, kFirst, InferPad, FwdPad, BwdNarrowing},
     {OpKind::kUpsample, 1, 1, kFirst, InferUpsample, FwdUpsample, BwdNarrowing},
     {OpKind::kRoll, 1, 1, kFirst, InferSameNew, nullptr, BwdNarrowing},

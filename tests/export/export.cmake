@@ -20,3 +20,11 @@ add_test(NAME export.optimizer
                  /usr/bin/python3 -m unittest discover -s tests/export -p test_optimizer.py -v
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.optimizer PROPERTIES TIMEOUT 300 LABELS export)
+
+# Hugging Face decoders (export_torch.py hf:FAMILY): the torch 2.x venv of `make deps`, which has
+# transformers (requirements/torch2.txt).
+set(MEMSIM_VENV ${PROJECT_SOURCE_DIR}/.venv CACHE PATH "the Python 2.x venv of `make deps` (requirements/torch2.txt)")
+add_test(NAME export.hf
+         COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_hf.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)

@@ -69,6 +69,22 @@ TEST(LlmRuleTest, PowAndRsqrtBackwardHaveTwoInputSizedTemporaries) {
   }
 }
 
+TEST(LlmRuleTest, CosAndSinSaveSelfAndTheirBackwardHasTrigTemporaries) {
+  struct Case { const char* op; size_t temps; } cases[] = {{"cos", 2u}, {"sin", 1u}};
+  for (const auto& c : cases) {
+    auto run = testing::Simulate(AfterLinear(c.op));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 16)) << c.op;
+    EXPECT_THAT(SavedNames(run, "y"), ElementsAre("h")) << c.op;
+    auto tmp = testing::BuffersContaining(run.r.events, std::string(c.op) + " backward");
+    EXPECT_EQ(tmp.size(), c.temps) << c.op;  // cos: self.sin() and its negation; sin: self.cos()
+    for (uint32_t b : tmp) EXPECT_EQ(run.r.events.buffers[b].bytes, 4 * 16 * 4) << c.op;
+    auto frozen = testing::Simulate(AfterLinear(c.op, "{}", false));
+    ASSERT_TRUE(frozen.ok) << frozen.error;
+    EXPECT_THAT(SavedNames(frozen, "y"), IsEmpty()) << c.op << " without grad";
+  }
+}
+
 // ------------------------------------------------------------------------- comparisons, where
 TEST(LlmRuleTest, ComparisonIsBoolAndWhereKeepsOnlyTheCondition) {
   auto body = [](bool rg) {

@@ -190,6 +190,26 @@ TEST(AddRuleTest, BroadcastsAndSavesNothing) {
   EXPECT_THAT(SavedBy(run, "y"), IsEmpty());
 }
 
+// Note [Elementwise output layout]: q [2, 3, 4, 5] viewed as its transpose(1, 2) [2, 4, 3, 5]
+// times a broadcast [1, 1, 3, 5] keeps q's memory order, so contiguous() of the transposed-back
+// result copies nothing; contiguous inputs give a contiguous output.
+TEST(AddRuleTest, OutputFollowsTheMemoryOrderOfATransposedInput) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "q", "shape": [2, 3, 4, 5]},
+      {"name": "c", "shape": [1, 1, 3, 5]}],
+      "ops": [{"op": "transpose", "inputs": ["q"], "outputs": ["qt"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "mul", "inputs": ["qt", "c"], "outputs": ["y"]},
+              {"op": "transpose", "inputs": ["y"], "outputs": ["yt"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "contiguous", "inputs": ["yt"], "outputs": ["z"]},
+              {"op": "mean", "inputs": ["z"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  const TensorMeta& y = run.r.bound.metas[run.graph.FindTensor("y")];
+  EXPECT_THAT(y.strides, ElementsAre(60, 5, 20, 1));
+  EXPECT_TRUE(testing::BuffersNamed(run.r.events, "z").empty());
+  auto plain = testing::Simulate(BinaryBody("mul", "[2, 3, 4]", true, "[4]", true));
+  ASSERT_TRUE(plain.ok) << plain.error;
+  EXPECT_TRUE(plain.r.bound.metas[plain.graph.FindTensor("y")].is_contiguous());
+}
+
 TEST(AddRuleTest, BroadcastInputGetsReducedGrad) {
   auto run = testing::Simulate(BinaryBody("add", "[4, 8]", true, "[8]", true));
   ASSERT_TRUE(run.ok) << run.error;

@@ -287,6 +287,21 @@ TEST(ToDtypeRuleTest, CastsForwardAndTheGradBack) {
               HasSubstr("dtype"));
 }
 
+TEST(FullRuleTest, AllocatesItsShapeAndDtypeWithoutANode) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [4, 8]}],
+      "ops": [{"op": "full", "inputs": [], "outputs": ["z"], "attrs": {"shape": [4, 8], "dtype": "bfloat16"}},
+              {"op": "mul", "inputs": ["a", "z"], "outputs": ["y"]},
+              {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(AllocBytes(run, "z"), ElementsAre(64));
+  EXPECT_THAT(testing::SavedNames(run, "y"), ElementsAre("z"));
+  EXPECT_TRUE(testing::BuffersNamed(run.r.events, "z.grad").empty());
+  auto bad = testing::Simulate(R"("inputs": [], "parameters": [],
+      "ops": [{"op": "full", "inputs": [], "outputs": ["z"], "attrs": {"dtype": "float32"}}], "outputs": ["z"])");
+  EXPECT_FALSE(bad.ok);
+  EXPECT_THAT(bad.error, HasSubstr("shape"));
+}
+
 TEST(DetachRuleTest, AliasesAndCutsTheGrad) {
   auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [4, 8]}],
       "ops": [{"op": "detach", "inputs": ["a"], "outputs": ["d"]}, {"op": "mul", "inputs": ["a", "d"], "outputs": ["y"]},

@@ -13,14 +13,20 @@ from .symbols import numel_at
 USAGE_EXAMPLES = """examples:
   export_torch.py torchvision:resnet50 --input "batch,3,224,224" -o graphs/resnet50.json
   export_torch.py --module my_model.py:build --input "int64:batch,128@0:30522" --loss cross_entropy -o m.json
+  export_torch.py hf:llama:hidden_size=128,num_hidden_layers=4 --set batch=2 --set seq=64 -o llama.json
   export_torch.py graphs/models.py:bert_small --input "ids=int64:batch,128@0:30522" -o graphs/bert_small.json
 """
 
 
 def load_builder(spec):
-    """'torchvision:NAME', 'path/to/file.py:fn' or 'package.module:fn' → (callable, default name)."""
+    """'torchvision:NAME', 'hf:FAMILY[:KEY=V,...]', 'path/to/file.py:fn' or 'package.module:fn' →
+    (callable, default name)."""
     if ":" not in spec:
-        raise ExportError("model spec %r: expected torchvision:NAME, FILE.py:FUNCTION or MODULE:FUNCTION" % spec)
+        raise ExportError("model spec %r: expected torchvision:NAME, hf:FAMILY, FILE.py:FUNCTION or MODULE:FUNCTION"
+                          % spec)
+    if spec.startswith("hf:"):  # a Hugging Face decoder from its config class (hf_models.py)
+        from . import hf_models
+        return hf_models.builder(spec[3:])
     where, fn = spec.rsplit(":", 1)
     if where == "torchvision":
         import torchvision
@@ -77,7 +83,8 @@ def split_built(obj):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="export_torch.py", description=__doc__, epilog=USAGE_EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", nargs="?", help="torchvision:NAME | FILE.py:FUNCTION | MODULE:FUNCTION")
+    ap.add_argument("model", nargs="?", help="torchvision:NAME | hf:llama|qwen2|mistral|gemma|CONFIG.json[:KEY=V,...] | FILE.py:FUNCTION | "
+                    "MODULE:FUNCTION")
     ap.add_argument("--module", dest="module_spec", help="FILE.py:FUNCTION returning an nn.Module "
                     "(or (module, input spec list))")
     ap.add_argument("--input", action="append", default=[], metavar="SPEC",
@@ -111,6 +118,8 @@ def main(argv=None):
         return _add_optimizer(a.graph, a.optimizer, a.output)
     if not spec:
         ap.error("give a model (torchvision:NAME, FILE.py:FUNCTION) or --module")
+    if spec.startswith("hf:") and a.trace == "auto":
+        a.trace = "run"  # transformers decoders are not fx-traceable (Note [Hugging Face decoders])
     try:
         from .exporter import write_graph
         builder, default_name = load_builder(spec)

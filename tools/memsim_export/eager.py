@@ -6,7 +6,9 @@ it is then rebuilt for every probe, so buffers sized by a symbol (a RoPE cache, 
 become symbolic too.  Probe 0 binds every symbol to its base value; probe i changes symbol i
 only; :func:`.symbols.merge` turns the sizes that change into products of symbols.
 """
+import contextlib
 import inspect
+import sys
 
 import torch
 
@@ -70,7 +72,8 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
         pnames = {id(p): n for n, p in reversed(list(model.named_parameters()))}
         bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
         try:
-            cx, out = record(model, args, names, pnames, bnames)
+            with _hf_unpacked():
+                cx, out = record(model, args, names, pnames, bnames)
         except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             if "_local_scalar_dense" in first:
@@ -105,3 +108,22 @@ def _forward_arg_names(model, names, specs):
     if len(set(out)) != len(out):
         raise ExportError("duplicate input names %s" % out)
     return out
+
+
+@contextlib.contextmanager
+def _hf_unpacked():
+    """transformers' causal-mask code asks whether the position ids pack several sequences per row
+    (masking_utils.find_packed_sequence_indices reads a tensor's value, which meta tensors lack);
+    ids made by the model itself (no position_ids argument) never do, and the answer is None. Its
+    few int64 temporaries (batch x seq each, freed at once) are not recorded (Note [Hugging Face
+    decoders] in docs/exporter.md)."""
+    mu = sys.modules.get("transformers.masking_utils")
+    orig = getattr(mu, "find_packed_sequence_indices", None)
+    if orig is None:
+        yield
+        return
+    mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        mu.find_packed_sequence_indices = orig

@@ -1,4 +1,4 @@
-"""Handlers for the ops language-model code uses (comparisons, where, exp/log/pow/rsqrt/sqrt/neg,
+"""Handlers for the ops language-model code uses (comparisons, where, exp/log/pow/rsqrt/sqrt/neg/cos/sin,
 max/min/amax/logsumexp/topk, gather/scatter, advanced indexing, unbind, tril/triu, cumsum,
 repeat_interleave) and for the ATen ops that composite functions such as ``torch.einsum``
 decompose into (recorded by :mod:`.record`)."""
@@ -62,7 +62,7 @@ def _unary(op, inplace=False):
     return h
 
 
-for _op in ("exp", "log", "rsqrt", "sqrt", "neg"):
+for _op in ("exp", "log", "rsqrt", "sqrt", "neg", "cos", "sin"):
     function(getattr(torch, _op))(_unary(_op))
     method(_op)(_unary(_op))
     method(_op + "_")(_unary(_op, inplace=True))

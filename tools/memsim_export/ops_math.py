@@ -121,9 +121,11 @@ _sdpa = getattr(F, "scaled_dot_product_attention", None)
 
 
 @function(_sdpa)
-def f_sdpa(cx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+def f_sdpa(cx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     q = T(q)
     attrs = {"dropout_p": float(dropout_p), "is_causal": bool(is_causal)}
+    if enable_gqa:  # k and v may have fewer heads than q (grouped-query attention, Note [SDPA GQA])
+        attrs["enable_gqa"] = True
     if scale is not None:
         attrs["scale"] = scale
     return cx.emit("scaled_dot_product_attention", [q, T(k), T(v), attn_mask], attrs,
@@ -161,13 +163,23 @@ def f_arange(cx, *args, dtype=None, device=None, layout=None, requires_grad=Fals
         start, end, step = args[0], args[1], 1
     else:
         start, end, step = args
-    if start != 0 or step != 1:
-        raise Unsupported("torch.arange with start/step", "arange(%s)" % ", ".join(map(str, args)))
     odt = cx.out_dtype() or torch.int64
-    return cx.emit("arange", [], {"end": int(end), "dtype": dtype_name(odt)}, shape=(int(end),), dtype=odt)
+    shape = cx.out_shape()
+    n = int(shape[0]) if shape is not None else int(end) - int(start)
+    # only the length matters to memory: arange(start, end, step) is written as arange(0, length)
+    return cx.emit("arange", [], {"end": n, "dtype": dtype_name(odt)}, shape=(n,), dtype=odt)
 
 
-_CASTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+def f_factory(cx, *args, **kwargs):
+    """torch.zeros/ones/full/empty/tensor(...) called in forward: a new tensor (the `full` op)."""
+    shape, odt = cx.out_shape(), cx.out_dtype()
+    if shape is None:
+        raise Unsupported("a tensor factory without a tensor result")
+    return cx.emit("full", [], {"shape": [int(d) for d in shape], "dtype": dtype_name(odt)}, shape=shape, dtype=odt)
+
+
+for _f in ("zeros", "ones", "full", "empty", "tensor", "as_tensor", "scalar_tensor"):
+    function(getattr(torch, _f, None))(f_factory)
 
 
 def _cast_alias(cx, x, *args, **kwargs):
@@ -177,8 +189,7 @@ def _cast_alias(cx, x, *args, **kwargs):
     odt = cx.out_dtype()
     if odt is None or odt == x.dtype:
         return x
-    if x.dtype not in _CASTABLE or odt not in _CASTABLE:
-        raise Unsupported("dtype cast from %s to %s" % (x.dtype, odt))
+    dtype_name(x.dtype), dtype_name(odt)  # Unsupported for a dtype memsim lacks
     return cx.emit("to_dtype", [x], {"dtype": dtype_name(odt)}, shape=x.shape, dtype=odt)
 
 

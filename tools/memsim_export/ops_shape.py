@@ -186,6 +186,12 @@ def f_getitem(cx, base, idx):
     return tensor_index(cx, base, idx)
 
 
+# PyTorch 2.x's applySlicing skips a slice item that keeps its whole dim (`x[:, 0:n]`, `x[:, :]`:
+# aten.alias, no slice node); 1.13 emits aten.slice for each (a node whose backward allocates an
+# input-sized grad). Checked with a TorchDispatchMode under 1.13 and 2.13.
+_FULL_SLICE_IS_ALIAS = not torch.__version__.startswith("1.")
+
+
 def tensor_index(cx, x, idx):
     """Python indexing ``x[idx]`` as ATen's applySlicing does it: ints → select, partial slices →
     slice (full slices are skipped), None → unsqueeze, one 1-D integer tensor → index_select."""
@@ -209,14 +215,15 @@ def tensor_index(cx, x, idx):
             cur = t_select(cx, cur, d, item)
             continue
         if isinstance(item, slice):
-            # ATen's applySlicing emits a slice for every slice item, `:` included (a view; only an
-            # explicit 0:len is returned as is, which we do not special-case: it can depend on
-            # the symbol values and costs nothing either way)
+            # 1.13's applySlicing emits a slice for every slice item, `:` included (a view)
             size = cur.shape[d]
             start, stop, step = item.start, item.stop, item.step
             step = 1 if step is None else int(step)
             st = 0 if start is None else int(start)
             r = range(*slice(start, stop, step).indices(size))
+            if _FULL_SLICE_IS_ALIAS and step == 1 and st == 0 and len(r) == size:
+                d += 1  # 2.x: a slice that keeps the whole dim is skipped (the result is an alias)
+                continue
             s = list(cur.shape)
             s[d] = len(r)
             end = None if stop is None or int(stop) >= 2 ** 62 else int(stop)

@@ -1,0 +1,52 @@
+#!/bin/bash
+# Records the PyTorch 2.13 CPU traces of Hugging Face decoders in tests/data/traces_hf_2_13/ (one
+# training step each of trace_step.py's hf_*_tiny models: transformers config classes with small
+# sizes, SDPA attention, use_cache=False; Note [Hugging Face decoders] in docs/exporter.md), and
+# exports their graphs with `export_torch.py hf:FAMILY`. Needs the 2.x venv (`make deps`: .venv with
+# torch==2.13.0, transformers==5.24.0, peft==0.21.2) and gcc. Usage: record_hf_2_13.sh [OUTDIR] [PYTHON]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+out=${1:-$root/tests/data/traces_hf_2_13}; mkdir -p "$out"
+py=${2:-$root/.venv/bin/python}
+spy=$(mktemp -d)/allocspy.so
+gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
+run() { name=$1; shift
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
+    && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+S="--batch 2 --seq 64"
+LAYERS='model\.layers\.[0-9]+'
+QV=r=8,alpha=16,targets=q_proj,v_proj
+ALL=r=8,alpha=16,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
+# full fine-tuning, AdamW: every family
+for m in llama qwen2 mistral gemma; do
+  run hf_${m}_tiny_b2_s64_adamw hf_${m}_tiny $S --opt adamw
+done
+# Llama: model.gradient_checkpointing_enable() (non-reentrant checkpoint of each decoder layer)
+run hf_llama_tiny_b2_s64_adamw_gc hf_llama_tiny $S --opt adamw --gradient-checkpointing
+# Llama: save_on_cpu, bf16 autocast
+run hf_llama_tiny_b2_s64_adamw_offload hf_llama_tiny $S --opt adamw --save-on-cpu on
+run hf_llama_tiny_b2_s64_adamw_amp hf_llama_tiny $S --opt adamw --amp bf16
+# Llama with attn_implementation="eager" (repeat_kv, matmul, the additive causal mask, softmax in fp32)
+run hf_llama_tiny_eager_b2_s64_adamw hf_llama_tiny_eager $S --opt adamw
+# Llama LoRA: q_proj,v_proj and every Linear, with and without checkpointing of the decoder layers
+run hf_llama_tiny_b2_s64_adamw_lora_qv hf_llama_tiny $S --opt adamw --lora $QV
+run hf_llama_tiny_b2_s64_adamw_lora_qv_ckpt hf_llama_tiny $S --opt adamw --lora $QV --checkpoint "$LAYERS"
+run hf_llama_tiny_b2_s64_adamw_lora_all hf_llama_tiny $S --opt adamw --lora $ALL
+run hf_llama_tiny_b2_s64_adamw_lora_all_ckpt hf_llama_tiny $S --opt adamw --lora $ALL --checkpoint "$LAYERS"
+run hf_llama_tiny_b2_s64_adamw_lora_qv_gc hf_llama_tiny $S --opt adamw --lora $QV --gradient-checkpointing
+run hf_llama_tiny_b2_s64_adamw_lora_qv_offload hf_llama_tiny $S --opt adamw --lora $QV --save-on-cpu on
+# the other families' LoRA, with and without model.gradient_checkpointing_enable()
+for m in qwen2 mistral gemma; do
+  run hf_${m}_tiny_b2_s64_adamw_lora_qv hf_${m}_tiny $S --opt adamw --lora $QV
+  run hf_${m}_tiny_b2_s64_adamw_lora_qv_gc hf_${m}_tiny $S --opt adamw --lora $QV --gradient-checkpointing
+done
+# the graphs, exported from the same config classes (export_torch.py hf:FAMILY)
+g=$out/graphs; mkdir -p "$g"
+for m in llama qwen2 mistral gemma; do
+  (cd "$root" && "$py" tools/export_torch.py hf:$m --trace run --set batch=2 --set seq=64 --loss cross_entropy \
+     --name hf_${m}_tiny --provenance "tools/export_torch.py hf:$m (trace_step.py hf_${m}_tiny)" -o "$g/hf_${m}_tiny.json")
+done
+(cd "$root" && "$py" tools/export_torch.py hf:llama:attn=eager --trace run --set batch=2 --set seq=64 --loss cross_entropy \
+   --name hf_llama_tiny_eager --provenance "tools/export_torch.py hf:llama:attn=eager (trace_step.py hf_llama_tiny_eager)" \
+   -o "$g/hf_llama_tiny_eager.json")
