@@ -118,22 +118,31 @@ void PackSavedRefs(StepState& s, const Op& op, const FwdPlan& plan, const std::v
     const SavedRef& r = plan.saved[k];
     const int at = r.pack_after >= 0 ? r.pack_after : r.kind == SavedRef::kInput ? kBeforeKernel : kAfterKernel;
     if (at != point) continue;
-    // saved_variable.cpp: a wrapped number (`h * 2.0`'s scalar) is never packed (2.x)
+    // saved_variable.cpp: a wrapped number (`h * 2.0`'s scalar) is never packed (2.x); nor is a
+    // ctx attribute, which is no SavedVariable
     if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks)
       continue;
+    if (r.ctx_attribute) continue;
     (*packed)[k] = PackSaved(s, op, r, SavedStorage(op, r, storage, policy, extras), policy.pack);
   }
 }
 
 /// torch/csrc/autograd/saved_variable.cpp: saved-tensor hooks never pack a wrapped number (a 2.13
 /// pack hook never sees `h * 2.0`'s, and it stays alive), so a node whose saving the hooks took
-/// over (a checkpointed mul) still keeps it.
-void KeepUnhookedWrappedNumbers(StepState& s, Node& node, const FwdPlan& plan, const std::vector<StorageId>& extras) {
-  for (const SavedRef& r : plan.saved)
-    if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && extras[r.index] != kNoStorage) {
-      s.ledger.Ref(extras[r.index]);
-      node.unhooked.push_back(extras[r.index]);
-    }
+/// over (a checkpointed mul) still keeps it; nor do they see a Function's ctx attributes
+/// (SavedRef::ctx_attribute), which the node keeps in every release.
+void KeepUnhooked(StepState& s, Node& node, const Op& op, const FwdPlan& plan, const std::vector<StorageId>& storage,
+                  const std::vector<StorageId>& extras) {
+  for (const SavedRef& r : plan.saved) {
+    StorageId st = kNoStorage;
+    if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks)
+      st = extras[r.index];
+    else if (r.ctx_attribute && r.kind == SavedRef::kInput)
+      st = storage[op.inputs[r.index]];
+    if (st == kNoStorage) continue;
+    s.ledger.Ref(st);
+    node.unhooked.push_back(st);
+  }
 }
 
 /// Selective checkpointing's forward of a cached op: its outputs, then the extras its node would
@@ -231,8 +240,8 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     if (saves) {
       PackSavedRefs(s, op, plan, storage, policy, extras, kAfterKernel, &packed);
       KeepSaved(s, node, op, plan, storage, policy, extras, packed);
-    } else if (!recompute && policy.saved_tensor_hooks && s.profile.wrapped_number_skips_hooks) {
-      KeepUnhookedWrappedNumbers(s, node, plan, extras);
+    } else if (!recompute && policy.saved_tensor_hooks) {
+      KeepUnhooked(s, node, op, plan, storage, extras);
     }
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});

@@ -110,7 +110,8 @@ void Sweep(const SweepArgs& a) {
   const bool index = !a.out.empty() || slice.shards > 1;  // rows that can be resumed and merged
   std::optional<SweepFileWriter> file;
   if (!a.out.empty()) {
-    SweepMeta meta{g.name, n, SweepFingerprint(g.lora ? g.name + " lora " + g.lora->ToString() : g.name, spec), slice.shard, slice.shards};
+    SweepMeta meta{g.name, n, SweepFingerprint(g.name + (g.lora ? " lora " + g.lora->ToString() : "") +
+                                                   (g.quantized_base ? " quantized " + g.quantized_base->ToString() : ""), spec), slice.shard, slice.shards};
     file.emplace(ValueOrFail(SweepFileWriter::Open(a.out, meta, SweepHeaderLine(spec, f, index), a.resume)));
     slice.skip = file->rows_done();
   } else {
