@@ -95,6 +95,7 @@ void KeepSaved(StepState& s, Node& node, const Op& op, const FwdPlan& plan, cons
                const ForwardOpPolicy& policy, const std::vector<StorageId>& extras,
                const std::vector<StorageId>& packed = {}) {
   for (size_t k = 0; k < plan.saved.size(); ++k) {
+    if (plan.saved[k].ctx_attribute) continue;  // KeepCtxAttributes
     if (k < packed.size() && packed[k] != kNoStorage) {
       node.saved.push_back(packed[k]);
       continue;
@@ -129,20 +130,25 @@ void PackSavedRefs(StepState& s, const Op& op, const FwdPlan& plan, const std::v
 
 /// torch/csrc/autograd/saved_variable.cpp: saved-tensor hooks never pack a wrapped number (a 2.13
 /// pack hook never sees `h * 2.0`'s, and it stays alive), so a node whose saving the hooks took
-/// over (a checkpointed mul) still keeps it; nor do they see a Function's ctx attributes
-/// (SavedRef::ctx_attribute), which the node keeps in every release.
-void KeepUnhooked(StepState& s, Node& node, const Op& op, const FwdPlan& plan, const std::vector<StorageId>& storage,
-                  const std::vector<StorageId>& extras) {
-  for (const SavedRef& r : plan.saved) {
-    StorageId st = kNoStorage;
-    if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks)
-      st = extras[r.index];
-    else if (r.ctx_attribute && r.kind == SavedRef::kInput)
-      st = storage[op.inputs[r.index]];
-    if (st == kNoStorage) continue;
-    s.ledger.Ref(st);
-    node.unhooked.push_back(st);
-  }
+/// over (a checkpointed mul) still keeps it.
+void KeepUnhookedWrappedNumbers(StepState& s, Node& node, const FwdPlan& plan, const std::vector<StorageId>& extras) {
+  for (const SavedRef& r : plan.saved)
+    if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && extras[r.index] != kNoStorage) {
+      s.ledger.Ref(extras[r.index]);
+      node.unhooked.push_back(extras[r.index]);
+    }
+}
+
+/// A Function's ctx attributes (`ctx.A = A`, SavedRef::ctx_attribute): no saved-tensor hook sees
+/// them (checkpointing keeps them too) and release_variables leaves them; the node holds them
+/// until the graph is destroyed. A recomputation's node dies with its recomputed graph.
+void KeepCtxAttributes(StepState& s, Node& node, const Op& op, const FwdPlan& plan,
+                       const std::vector<StorageId>& storage) {
+  for (const SavedRef& r : plan.saved)
+    if (r.ctx_attribute && r.kind == SavedRef::kInput && storage[op.inputs[r.index]] != kNoStorage) {
+      s.ledger.Ref(storage[op.inputs[r.index]]);
+      node.ctx_attributes.push_back(storage[op.inputs[r.index]]);
+    }
 }
 
 /// Selective checkpointing's forward of a cached op: its outputs, then the extras its node would
@@ -240,9 +246,10 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     if (saves) {
       PackSavedRefs(s, op, plan, storage, policy, extras, kAfterKernel, &packed);
       KeepSaved(s, node, op, plan, storage, policy, extras, packed);
-    } else if (!recompute && policy.saved_tensor_hooks) {
-      KeepUnhooked(s, node, op, plan, storage, extras);
+    } else if (!recompute && policy.saved_tensor_hooks && s.profile.wrapped_number_skips_hooks) {
+      KeepUnhookedWrappedNumbers(s, node, plan, extras);
     }
+    if (!recompute) KeepCtxAttributes(s, node, op, plan, storage);
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
   }

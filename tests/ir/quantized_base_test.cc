@@ -138,7 +138,8 @@ TEST(QuantizedBaseRewriteTest, LoraBaseLayersAreQuantizedAndClonedNeverTheAdapte
       EXPECT_EQ(op.kind, OpKind::kLinear4bit) << op.module;
       EXPECT_TRUE(op.attrs.GetBool("clone", false));
     }
-    if (op.module.find(".lora_") != std::string::npos && op.kind == OpKind::kLinear) SUCCEED();
+    if (op.module.find(".lora_A") != std::string::npos || op.module.find(".lora_B") != std::string::npos)
+      EXPECT_EQ(op.kind, OpKind::kLinear) << op.module;  // the adapters stay full precision
   }
   EXPECT_EQ(q->tensors[q->FindTensor("fc1.lora_A.default.weight")].dtype, Dtype::kFloat32);
 }
@@ -159,7 +160,8 @@ TEST(QuantizedBaseStepTest, DequantizedWeightIsATemporaryInForwardAndBackward) {
   SimResult rb = testing::SimulateOk(*b, testing::Opts("cpu", "sgd"));
   // forward: bf16 [16, 64]; backward: float32 (QuantState.dtype), then bf16 for the grad's matmul
   EXPECT_EQ(testing::AllocatedContaining(rb.events, "dequantized weight", &n), 16 * 64 * (2 + 4 + 2));
-  EXPECT_EQ(testing::AllocatedContaining(rb.events, "absmax", &n), 2 * 4 + 4);  // 16 blocks of 64
+  // 16 blocks of 64: the nested absmax dequantized in forward and in backward
+  EXPECT_EQ(testing::AllocatedContaining(rb.events, "absmax dequantized", &n), 2 * 16 * 4);
   Result<Graph> i8 = ApplyQuantizedBase(g, Spec("int8,targets=fc2"));
   ASSERT_TRUE(i8.ok());
   SimResult r8 = testing::SimulateOk(*i8, testing::Opts("cpu", "sgd"));
