@@ -122,7 +122,7 @@ memsim_error_test(lora_bad_key 2 "--lora \"r=8,targets=0,bias=all\": unknown key
 # QLoRA (Note [Quantized base weights]): the same adapters on an NF4 base with double
 # quantization and bf16 compute, every Linear but lm_head quantized.
 memsim_golden_test(run_llama_1b_qlora_text run_llama_1b_qlora.txt
-                   run graphs/llama_1b.json --batch 1 --set seq=512 --optimizer adamw --gpu A100-40GB --top 5
+                   run graphs/llama_1b.json --batch 1 --set seq=512 --optimizer adamw --torch 1.13 --gpu A100-40GB --top 5
                    --lora "r=16,alpha=32,targets='*.q_proj,*.v_proj',dropout=0.05"
                    --quantize-base nf4,double_quant=on,compute=bf16)
 memsim_error_test(quantize_base_bad_format 2 "--quantize-base \"nf3\": type=nf3: expected nf4, fp4 or int8" run graphs/mlp.json --quantize-base nf3)

@@ -166,6 +166,13 @@ TEST(QuantizedBaseStepTest, DequantizedWeightIsATemporaryInForwardAndBackward) {
   ASSERT_TRUE(i8.ok());
   SimResult r8 = testing::SimulateOk(*i8, testing::Opts("cpu", "sgd"));
   EXPECT_EQ(testing::AllocatedContaining(r8.events, "dequantized weight", &n), 2 * 16 * 64 * 4);
+  // MatMul8bitFp's ctx.A: fc2's input outlives fc2's backward and fc1's (the graph keeps it)
+  std::optional<uint32_t> a = testing::Buffer(r8.events, "a"), g1 = testing::Buffer(r8.events, "fc1.weight.grad");
+  ASSERT_TRUE(a && g1) << testing::Dump(r8.events);
+  EXPECT_GT(testing::FreeIndex(r8.events, *a), testing::AllocIndex(r8.events, *g1));
+  std::optional<uint32_t> a4 = testing::Buffer(r.events, "a"), g4 = testing::Buffer(r.events, "fc1.weight.grad");
+  ASSERT_TRUE(a4 && g4);
+  EXPECT_LT(testing::FreeIndex(r.events, *a4), testing::AllocIndex(r.events, *g4));  // 4-bit saves nothing of it
 }
 
 }  // namespace
