@@ -37,6 +37,8 @@ LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
                  "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
 # The 2.13 table's tolerance (issue: every peak and phase within 0.5 %, median within 0.01 %).
 MAX_ERR_213, MAX_MEDIAN_213 = 0.5, 0.01
+# The quantized-base table's tolerance (issue 28: within 1 %, median within 0.1 %).
+MAX_ERR_QLORA, MAX_MEDIAN_QLORA = 1.0, 0.1
 
 
 def summarize(path):
@@ -109,6 +111,8 @@ def setup_flags(graph, cfg):
         for m in module_paths(graph):
             if re.fullmatch(HF_LAYERS, m):
                 flags += ["--checkpoint", m]
+    if cfg.get("quantize"):  # trace_step.py --quantize: bnb Linear4bit / Linear8bitLt (Note [Quantized base weights])
+        flags += ["--quantize-base", cfg["quantize"]]
     if cfg.get("checkpoint"):
         # trace_step.py wraps every module whose qualified name fully matches the regex.
         for m in module_paths(graph):
@@ -286,6 +290,7 @@ def main():
     lines += table_lora(a.memsim, failures)
     lines += table_optim(a.memsim, failures)
     lines += table_hf(a.memsim, failures)
+    lines += table_qlora(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -361,7 +366,8 @@ def config_text(cfg):
                                 ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
-                  ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"))
+                  ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
+                  ("quantize", "quantize"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":
         c += " (reentrant)"
@@ -488,6 +494,25 @@ def table_hf(memsim, failures):
              "with the trace's settings, where GRAPH is `export_torch.py hf:FAMILY` (Note [Hugging Face decoders]);",
              "gradient_checkpointing (`model.gradient_checkpointing_enable()`) is `--checkpoint` of each decoder layer.",
              "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+def table_qlora(memsim, failures):
+    """The quantized base weights table: tests/data/traces_qlora_2_13 (bitsandbytes Linear4bit /
+    Linear8bitLt, with peft LoRA adapters) against the plain 2.13 graphs with --quantize-base."""
+    d = os.path.join(ROOT, "tests", "data", "traces_qlora_2_13")
+    files = [("traces_qlora_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
+                                                     [os.path.join(ROOT, "tests", "data", "traces_lora_2_13", "graphs")],
+                                                     MAX_ERR_QLORA, MAX_MEDIAN_QLORA)
+    failures += fails
+    lines = ["", "## Quantized base weights: bitsandbytes NF4 / FP4 / int8 (PyTorch 2.13)", "",
+             "Each row is one real PyTorch 2.13.0 CPU training step of a model whose Linears (all but",
+             "`lm_head`) are bitsandbytes 0.50.2 `Linear4bit` (NF4 / FP4, double quantization on or off, fp32",
+             "or bf16 compute) or `Linear8bitLt` (int8 weights), quantized on `.to(\"cpu\")`, most with peft",
+             "LoRA adapters on top (QLoRA; `trace_step.py --quantize SPEC --lora SPEC`, recorded by",
+             "`tests/oracle/record_qlora_2_13.sh` into `tests/data/traces_qlora_2_13/`), predicted by",
+             "`memsim run GRAPH --profile cpu --torch 2.13 --step first --quantize-base SPEC [--lora SPEC]`",
+             "on the base model exported under 2.13 (Note [Quantized base weights]).",
+             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
+             % (MAX_ERR_QLORA, MAX_MEDIAN_QLORA), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
 
 

@@ -270,6 +270,12 @@ void RunBackwardPass(StepState& s) {
   if (!s.cfg.loop_holds_output)
     for (TensorId t : CallerNames(g))
       if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
+  // The graph's nodes die (`del out, loss` drops the last references): their ctx attributes
+  // with them, the last node created first (traces of bitsandbytes' MatMul8bitFp).
+  for (auto n = s.nodes.rbegin(); n != s.nodes.rend(); ++n) {
+    for (StorageId st : n->ctx_attributes) s.ledger.Unref(st);
+    n->ctx_attributes.clear();
+  }
   for (Node& n : s.nodes) {
     ReleaseSaved(s, n);
     for (Grad& gbuf : n.buffer)

@@ -95,6 +95,7 @@ void KeepSaved(StepState& s, Node& node, const Op& op, const FwdPlan& plan, cons
                const ForwardOpPolicy& policy, const std::vector<StorageId>& extras,
                const std::vector<StorageId>& packed = {}) {
   for (size_t k = 0; k < plan.saved.size(); ++k) {
+    if (plan.saved[k].ctx_attribute) continue;  // KeepCtxAttributes
     if (k < packed.size() && packed[k] != kNoStorage) {
       node.saved.push_back(packed[k]);
       continue;
@@ -118,9 +119,11 @@ void PackSavedRefs(StepState& s, const Op& op, const FwdPlan& plan, const std::v
     const SavedRef& r = plan.saved[k];
     const int at = r.pack_after >= 0 ? r.pack_after : r.kind == SavedRef::kInput ? kBeforeKernel : kAfterKernel;
     if (at != point) continue;
-    // saved_variable.cpp: a wrapped number (`h * 2.0`'s scalar) is never packed (2.x)
+    // saved_variable.cpp: a wrapped number (`h * 2.0`'s scalar) is never packed (2.x); nor is a
+    // ctx attribute, which is no SavedVariable
     if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks)
       continue;
+    if (r.ctx_attribute) continue;
     (*packed)[k] = PackSaved(s, op, r, SavedStorage(op, r, storage, policy, extras), policy.pack);
   }
 }
@@ -133,6 +136,18 @@ void KeepUnhookedWrappedNumbers(StepState& s, Node& node, const FwdPlan& plan, c
     if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && extras[r.index] != kNoStorage) {
       s.ledger.Ref(extras[r.index]);
       node.unhooked.push_back(extras[r.index]);
+    }
+}
+
+/// A Function's ctx attributes (`ctx.A = A`, SavedRef::ctx_attribute): no saved-tensor hook sees
+/// them (checkpointing keeps them too) and release_variables leaves them; the node holds them
+/// until the graph is destroyed. A recomputation's node dies with its recomputed graph.
+void KeepCtxAttributes(StepState& s, Node& node, const Op& op, const FwdPlan& plan,
+                       const std::vector<StorageId>& storage) {
+  for (const SavedRef& r : plan.saved)
+    if (r.ctx_attribute && r.kind == SavedRef::kInput && storage[op.inputs[r.index]] != kNoStorage) {
+      s.ledger.Ref(storage[op.inputs[r.index]]);
+      node.ctx_attributes.push_back(storage[op.inputs[r.index]]);
     }
 }
 
@@ -234,6 +249,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     } else if (!recompute && policy.saved_tensor_hooks && s.profile.wrapped_number_skips_hooks) {
       KeepUnhookedWrappedNumbers(s, node, plan, extras);
     }
+    if (!recompute) KeepCtxAttributes(s, node, op, plan, storage);
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
   }

@@ -37,6 +37,9 @@ struct Node {
   std::vector<bool> released;
   /// Wrapped numbers kept while saved-tensor hooks pack the rest (FwdPlan::Extra::wrapped_number).
   std::vector<StorageId> unhooked;
+  /// A Function's ctx attributes (SavedRef::ctx_attribute): no SavedVariable, so release_variables
+  /// leaves them; they go with the node itself when the graph is destroyed (`del out, loss`).
+  std::vector<StorageId> ctx_attributes;
   std::vector<Grad> buffer;           ///< InputBuffer: one slot per output
   int deps = 0;                       ///< edges from reachable nodes not yet delivered
   bool reachable = false;

@@ -14,6 +14,7 @@
 #include "lib/ir/dim.h"
 #include "lib/ir/dtype.h"
 #include "lib/ir/lora_config.h"
+#include "lib/ir/quantized_base_config.h"
 #include "lib/ir/op_kind.h"
 #include "lib/ir/optimizer_program.h"
 
@@ -69,6 +70,10 @@ struct Graph {
   /// The LoRA adapters the graph was rewritten with (ApplyLora, lib/ir/lora.h), if any.
   std::optional<LoraConfig> lora;
   size_t lora_adapters = 0;  ///< how many Linear modules got one
+  /// The quantized base weights the graph was rewritten with (ApplyQuantizedBase,
+  /// lib/ir/quantized_base.h), if any.
+  std::optional<QuantizedBaseConfig> quantized_base;
+  size_t quantized_linears = 0;  ///< how many Linear weights are quantized
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;

@@ -63,6 +63,10 @@ struct SavedRef {
   /// whose inner node saves between its kernels, FwdPlan::SaveNow); -1: an input before the
   /// kernel, an output or extra after it.
   int pack_after = -1;
+  /// Held by an autograd.Function's ctx as a plain attribute (`ctx.A = A`, bitsandbytes'
+  /// MatMul8bitFp), not through save_for_backward: no saved-tensor hook packs it, so a node whose
+  /// saving the hooks took over (checkpointing) still keeps it.
+  bool ctx_attribute = false;
 };
 
 /// What the forward of one op does to memory, in order. New outputs that no action allocates
@@ -94,6 +98,8 @@ struct FwdPlan {
   void FreeExtra(int k) { actions.push_back({Action::kFreeExtra, k}); }
   void ReleaseUnsaved(int k) { actions.push_back({Action::kReleaseUnsaved, k}); }
   void Save(SavedRef::Kind kind, int index, bool transposed = false) { saved.push_back({kind, index, transposed}); }
+  /// Kept as a ctx attribute (SavedRef::ctx_attribute).
+  void KeepAsCtxAttribute(SavedRef::Kind kind, int index) { saved.push_back({kind, index, false, -1, true}); }
   /// Saved by an inner node of a composite at this point of the plan (SavedRef::pack_after).
   void SaveNow(SavedRef::Kind kind, int index) {
     saved.push_back({kind, index, false, static_cast<int>(actions.size())});
@@ -166,6 +172,7 @@ extern const std::vector<OpRule> kShapeRules;
 extern const std::vector<OpRule> kLlmRules;
 extern const std::vector<OpRule> kAttentionRules;
 extern const std::vector<OpRule> kActivationRules;
+extern const std::vector<OpRule> kQuantizedRules;
 
 /// True for ops that call cuBLAS (GEMMs) on CUDA: the row's |gemm| column.
 bool IsGemm(OpKind kind);

@@ -6,6 +6,7 @@
 
 #include "lib/autodiff/optimizer.h"
 #include "lib/ir/lora.h"
+#include "lib/ir/quantized_base.h"
 #include "lib/util/checked.h"
 #include "lib/util/option_check.h"
 
@@ -208,15 +209,24 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "PEFT LoRA fine-tuning: r=R,alpha=A,targets=NAME[,NAME...][,dropout=P][,rslora=on]; adapters on the "
                   "Linear modules a target selects (a name matches a module path's end, a glob the whole path), the "
                   "base model frozen (Note [LoRA])");
+  cmd->add_option("--quantize-base", quantize_base,
+                  "bitsandbytes quantized frozen base weights (QLoRA's Linear4bit, LLM.int8's Linear8bitLt): "
+                  "nf4|fp4|int8[,double_quant=on|off][,compute=fp32|bf16|fp16][,targets=NAME,...][,skip=NAME,...]; "
+                  "every Linear but lm_head by default (Note [Quantized base weights])");
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
-  if (lora.empty()) return g;
-  MEMSIM_ASSIGN_OR_RETURN(LoraConfig c, ParseLoraSpec(lora));
-  return ApplyLora(g, c);
+  if (!lora.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(LoraConfig c, ParseLoraSpec(lora));
+    MEMSIM_ASSIGN_OR_RETURN(g, ApplyLora(g, c));
+  }
+  if (quantize_base.empty()) return g;
+  // After the adapters, as peft wraps the bnb layers: the base layers are quantized, never the adapters.
+  MEMSIM_ASSIGN_OR_RETURN(QuantizedBaseConfig q, ParseQuantizedBaseSpec(quantize_base));
+  return ApplyQuantizedBase(g, q);
 }
 
 Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {

@@ -164,6 +164,8 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.dtype = c.sim.dtype;
   if (g.lora) rep.lora = g.lora->ToString();
   rep.lora_adapters = g.lora_adapters;
+  if (g.quantized_base) rep.quantized_base = g.quantized_base->ToString();
+  rep.quantized_linears = g.quantized_linears;
   rep.allocator = r.alloc;
   rep.device = r.device;
   if (r.alloc.oom) {
@@ -188,6 +190,8 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   if (!r.amp.empty()) cfg["amp"] = r.amp;
   if (!r.dtype.empty()) cfg["dtype"] = r.dtype;
   if (!r.lora.empty()) cfg["lora"] = {{"spec", r.lora}, {"adapters", r.lora_adapters}};
+  if (!r.quantized_base.empty())
+    cfg["quantized_base"] = {{"spec", r.quantized_base}, {"linears", r.quantized_linears}};
   j["config"] = cfg;
   if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
@@ -241,6 +245,8 @@ std::string ToText(const RunReport& r) {
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
     << HumanBytes(r.parameter_bytes) << "\n";
   if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)\n";
+  if (!r.quantized_base.empty())
+    o << "quantized base: " << r.quantized_base << " (" << r.quantized_linears << " quantized Linear weights, frozen)\n";
   o << "\n";
   const int64_t live = r.figures.peak_live_bytes;
   o << "peak live memory: " << HumanBytes(live) << " (" << live << " bytes) in " << PhaseName(r.figures.peak_phase);

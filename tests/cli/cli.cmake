@@ -139,6 +139,14 @@ memsim_golden_test(run_llama_1b_lora_text run_llama_1b_lora.txt
                    --lora "r=16,alpha=32,targets='*.q_proj,*.v_proj',dropout=0.05")
 memsim_error_test(lora_no_target 2 "--lora targets: \"q_proj\" matches no Linear module of mlp" run graphs/mlp.json --lora r=8,targets=q_proj)
 memsim_error_test(lora_bad_key 2 "--lora \"r=8,targets=0,bias=all\": unknown key \"bias\"" run graphs/mlp.json --lora r=8,targets=0,bias=all)
+# QLoRA (Note [Quantized base weights]): the same adapters on an NF4 base with double
+# quantization and bf16 compute, every Linear but lm_head quantized.
+memsim_golden_test(run_llama_1b_qlora_text run_llama_1b_qlora.txt
+                   run graphs/llama_1b.json --batch 1 --set seq=512 --optimizer adamw --torch 1.13 --gpu A100-40GB --top 5
+                   --lora "r=16,alpha=32,targets='*.q_proj,*.v_proj',dropout=0.05"
+                   --quantize-base nf4,double_quant=on,compute=bf16)
+memsim_error_test(quantize_base_bad_format 2 "--quantize-base \"nf3\": type=nf3: expected nf4, fp4 or int8" run graphs/mlp.json --quantize-base nf3)
+memsim_error_test(quantize_base_no_target 2 "--quantize-base targets: \"q_proj\" matches no Linear module of mlp" run graphs/mlp.json --quantize-base nf4,targets=q_proj)
 memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)
 memsim_error_test(optimizer_in_backward_accumulate 2 "cannot be combined with --accumulate" run graphs/mlp.json --optimizer-in-backward on --accumulate 2)
 # Numbers beyond what memsim models are refused, never saturated or wrapped (issue: size

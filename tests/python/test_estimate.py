@@ -154,6 +154,20 @@ def test_estimate_of_a_peft_lora_model_equals_lora_option():
     assert a["phase_peaks"] == b["phase_peaks"]
 
 
+def test_estimate_quantize_base_equals_cli_option(tmp_path):
+    """quantize_base= is the CLI's --quantize-base (Note [Quantized base weights]): NF4 weights
+    packed two per byte plus their quant state, every Linear but lm_head."""
+    from torch import nn
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    x = torch.randn(32, 64)
+    q = json.loads(memsim.estimate(model, [x], optimizer="adamw", profile="cpu",
+                                   quantize_base="nf4,double_quant=on").json)
+    plain = json.loads(memsim.estimate(model, [x], optimizer="adamw", profile="cpu").json)
+    assert q["config"]["quantized_base"] == {"spec": "nf4,double_quant=on", "linears": 2}
+    assert q["parameters"]["bytes"] < plain["parameters"]["bytes"] / 4
+    assert q["parameters"]["trainable"] == 256 + 10  # the biases
+
+
 def test_estimate_records_a_model_fx_cannot_trace_without_touching_it():
     """nanoGPT asserts on its input's length (data-dependent Python for torch.fx): estimate falls
     back to recording it as it runs on a meta copy, as the CLI's --trace auto does; the user's

@@ -19,7 +19,7 @@ namespace memsim::cli {
 /// Loads |path| or fails with the loader's message.
 Graph LoadOrFail(const std::string& path);
 
-/// Loads the graph |options| name and adapts it to them (--lora), or fails (exit 2).
+/// Loads the graph |options| name and adapts it to them (--lora, --quantize-base), or fails (exit 2).
 Graph LoadConfigGraph(const ConfigOptions& options);
 
 /// Fails with |s|'s error (exit 2) unless it is OK.
