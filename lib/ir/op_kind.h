@@ -41,7 +41,7 @@ namespace memsim {
   X(kPad, "pad") X(kUpsample, "upsample") X(kRoll, "roll") X(kRepeat, "repeat")             \
   X(kToDtype, "to_dtype") X(kDetach, "detach")                                              \
   X(kBceWithLogits, "binary_cross_entropy_with_logits") X(kSmoothL1Loss, "smooth_l1_loss")  \
-  X(kHuberLoss, "huber_loss")
+  X(kHuberLoss, "huber_loss") X(kFp8Linear, "fp8_linear")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "lib/autodiff/optimizer.h"
+#include "lib/ir/fp8.h"
 #include "lib/ir/lora.h"
 #include "lib/util/checked.h"
 #include "lib/util/option_check.h"
@@ -178,12 +179,19 @@ void ConfigOptions::Bind(CLI::App* cmd, bool lists, Scope scope) {
                   "PEFT LoRA fine-tuning: r=R,alpha=A,targets=NAME[,NAME...][,dropout=P][,rslora=on]; adapters on the "
                   "Linear modules a target selects (a name matches a module path's end, a glob the whole path), the "
                   "base model frozen (Note [LoRA])");
+  cmd->add_option("--fp8", fp8,
+                  "torchao float8 training: tensorwise|rowwise[,targets=GLOB[,GLOB...]]; Float8Linear on the Linear "
+                  "modules a glob selects (default: those with in and out features multiples of 16) (Note [FP8 training])");
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
+  if (!fp8.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(Fp8Config f, ParseFp8Spec(fp8));
+    MEMSIM_ASSIGN_OR_RETURN(g, ApplyFp8(g, f));
+  }
   if (lora.empty()) return g;
   MEMSIM_ASSIGN_OR_RETURN(LoraConfig c, ParseLoraSpec(lora));
   return ApplyLora(g, c);

@@ -70,6 +70,7 @@ struct ConfigOptions {
   std::string fsdp_mixed_precision; ///< --fsdp-mixed-precision fp16|bf16 (FSDP MixedPrecision)
   int64_t data_parallel = 0;        ///< --data-parallel N (0: off)
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
+  std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);
@@ -79,7 +80,7 @@ struct ConfigOptions {
   Result<SweepSpec> Spec(const std::string& command = "sweep") const;
   /// The one configuration run, fit and advise take (every option with a single value).
   Result<RunConfig> Single(const std::string& command) const;
-  /// The graph these options run: |g| itself, or with --lora its LoRA rewrite (ApplyLora).
+  /// The graph these options run: |g| itself, or with --fp8 / --lora its rewrites (ApplyFp8, then ApplyLora).
   Result<Graph> Adapt(Graph g) const;
 
  private:
