@@ -12,11 +12,13 @@ namespace {
 using ::testing::ElementsAre;
 using testing::Opts;
 
-// x [32, 64] (requires grad: |xrg|) -> fp8_linear (w [48, 64]) -> y [32, 48] -> mean.
+// x [32, 64] -> fp8_linear (w [48, 64]) -> y [32, 48] -> mean; x is the input itself or, when
+// |xrg|, a linear's output (so that it requires grad).
 std::string Fp8Linear(const std::string& recipe, bool xrg = true) {
-  return R"("inputs": [{"name": "x", "shape": [32, 64], "requires_grad": )" + std::string(xrg ? "true" : "false") + R"(}],
-      "parameters": [{"name": "w", "shape": [48, 64]}],
-      "ops": [{"op": "fp8_linear", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"recipe": ")" + recipe + R"("}},
+  const std::string pre = xrg ? R"({"op": "linear", "inputs": ["x0", "w0"], "outputs": ["x"]},)" : "";
+  return R"("inputs": [{"name": ")" + std::string(xrg ? "x0" : "x") + R"(", "shape": [32, )" + (xrg ? "16" : "64") + R"(]}],
+      "parameters": [{"name": "w0", "shape": [64, 16]}, {"name": "w", "shape": [48, 64]}],
+      "ops": [)" + pre + R"({"op": "fp8_linear", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"recipe": ")" + recipe + R"("}},
               {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
 }
 
