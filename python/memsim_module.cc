@@ -101,7 +101,7 @@ RunConfig SingleConfig(const std::vector<std::string>& args, const char* command
 /// when they change nothing.
 GraphHandle Adapted(const GraphHandle& graph, const std::vector<std::string>& args, bool lists) {
   cli::ConfigOptions o = ParseOptions(args, lists);
-  if (o.lora.empty() && o.quantize_base.empty()) return graph;
+  if (o.lora.empty() && o.quantize_base.empty() && o.fp8.empty()) return graph;
   return GraphHandle{std::make_shared<const Graph>(ValueOr(o.Adapt(*graph.g), g_option_error))};
 }
 

@@ -103,6 +103,8 @@ def setup_flags(graph, cfg):
         flags += ["--steps", str(warmup + 1)]
         if cfg.get("keep_prev") == "True":
             flags += ["--loop-holds", "output"]
+    if cfg.get("fp8"):  # trace_step.py --fp8: torchao convert_to_float8_training (Note [FP8 training])
+        flags += ["--fp8", cfg["fp8"]]
     if cfg.get("lora"):  # trace_step.py --lora: the model wrapped by peft's get_peft_model (Note [LoRA])
         flags += ["--lora", cfg["lora"]]
     if cfg.get("gradient_checkpointing") == "True":
@@ -129,7 +131,7 @@ def setup_flags(graph, cfg):
 
 def unsupported(cfg):
     """The CONFIG settings memsim does not simulate yet (such traces are listed, not compared)."""
-    return []
+    return ["DoRA (use_dora)"] if "dora=on" in cfg.get("lora", "") else []
 
 
 def trace_release(cfg):
@@ -291,6 +293,7 @@ def main():
     lines += table_optim(a.memsim, failures)
     lines += table_hf(a.memsim, failures)
     lines += table_qlora(a.memsim, failures)
+    lines += table_fp8(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -367,7 +370,7 @@ def config_text(cfg):
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
                   ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
-                  ("quantize", "quantize"))
+                  ("quantize", "quantize"), ("fp8", "fp8"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":
         c += " (reentrant)"
@@ -514,6 +517,23 @@ def table_qlora(memsim, failures):
              "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
              % (MAX_ERR_QLORA, MAX_MEDIAN_QLORA), ""]
     return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
+def table_fp8(memsim, failures):
+    """The torchao float8 table: tests/data/traces_fp8_2_13 against the base graphs with --fp8."""
+    d = os.path.join(ROOT, "tests", "data", "traces_fp8_2_13")
+    files = [("traces_fp8_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
+                                                     MAX_ERR_213, MAX_MEDIAN_213)
+    failures += fails
+    lines = ["", "## torchao float8 training (PyTorch 2.13)", "",
+             "Each row is one real PyTorch 2.13.0 CPU training step of a model converted by torchao 0.18.0's",
+             "`convert_to_float8_training` (`trace_step.py --fp8 RECIPE`: the Linears whose features are multiples",
+             "of 16, recorded by `tests/oracle/record_fp8_2_13.sh` into `tests/data/traces_fp8_2_13/`), predicted by",
+             "`memsim run GRAPH --profile cpu --torch 2.13 --step first --fp8 RECIPE` with the trace's settings, where",
+             "GRAPH is the base model exported under 2.13 (Note [FP8 training]).",
+             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    return lines + table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet)
 
 
 def table_113(memsim, files, graphs):

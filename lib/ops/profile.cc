@@ -51,6 +51,10 @@ const std::vector<ProfileRow> kRows = {
      "bitsandbytes/optim/optimizer.py get_state_buffer: on a CPU, paged optimizers fall back to torch.zeros_like (a warning)"},
     {"scalar_operand_cast", "cpu", "2.13", [](Profile& p) { p.scalar_operand_cast = true; },
      "2.13 CPU traces of a Python-number operand (h * 2.0, h + 1.0, LoRA's * scaling): 8-byte wrapped number, then a copy in the op's dtype freed after the output"},
+    {"scaled_mm_mat2_copy", "cpu", "", [](Profile& p) { p.scaled_mm_mat2_copy = true; },
+     "aten/src/ATen/native/Blas.cpp _scaled_mm_out_cpu: mat_b.contiguous() (emulated) / mkldnn_scaled_mm's contiguous mat2 (2.13 CPU traces of torchao float8)"},
+    {"scaled_mm_cpu_emulation", "cpu", "", [](Profile& p) { p.scaled_mm_cpu_emulation = true; },
+     "aten/src/ATen/native/Blas.cpp _scaled_mm_out_cpu: mkldnn_scaled_mm for same-dtype fp8 on AMX-INT8 hosts, else _scaled_mm_out_cpu_emulated (fp32 upcasts; 2.13 CPU traces of torchao float8)"},
     // --- PyTorch 1.13, every device ----------------------------------------------------------
     {"mean_keeps_input", "", "1.13", [](Profile& p) { p.mean_keeps_input = true; },
      "tools/autograd/derivatives.yaml 1.13: mean.dim's backward reads self; 2.x saves self_sym_sizes only"},

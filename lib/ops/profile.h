@@ -151,6 +151,16 @@ struct Profile {
   /// 2.x: binary_cross_entropy_with_logits's forward goes through log_sigmoid; 1.13 spells out
   /// the log-sum-exp with max_val and three more input-sized temporaries.
   bool bce_logits_log_sigmoid = true;
+  /// torch._scaled_mm (torchao float8 linears, Note [FP8 training]): the CPU kernels copy a
+  /// column-major mat2 to a contiguous fp8 buffer (mkldnn_scaled_mm, and the emulated kernel's
+  /// mat_b.contiguous()); cuBLASLt reads it column-major as it is.
+  bool scaled_mm_mat2_copy = false;
+  /// The CPU's _scaled_mm with row-wise scales or mixed fp8 dtypes (e5m2 × e4m3) is emulated
+  /// (aten/src/ATen/native/Blas.cpp _scaled_mm_out_cpu_emulated): both operands upcast to fp32
+  /// and scaled (two operand-sized fp32 buffers each, one freed at once), an fp32 matmul result
+  /// and its cast to the output dtype. Tensor-wise e4m3 × e4m3 goes to mkldnn_scaled_mm (a host
+  /// with AMX-INT8, as the recording machine; mixed dtypes would need AMX-FP16).
+  bool scaled_mm_cpu_emulation = false;
 };
 
 /// The PyTorch releases memsim has rules for, oldest first; the last is the default.

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "lib/autodiff/optimizer.h"
+#include "lib/ir/fp8.h"
 #include "lib/ir/lora.h"
 #include "lib/ir/quantized_base.h"
 #include "lib/util/checked.h"
@@ -213,12 +214,19 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "bitsandbytes quantized frozen base weights (QLoRA's Linear4bit, LLM.int8's Linear8bitLt): "
                   "nf4|fp4|int8[,double_quant=on|off][,compute=fp32|bf16|fp16][,targets=NAME,...][,skip=NAME,...]; "
                   "every Linear but lm_head by default (Note [Quantized base weights])");
+  cmd->add_option("--fp8", fp8,
+                  "torchao float8 training: tensorwise|rowwise[,targets=GLOB[,GLOB...]]; Float8Linear on the Linear "
+                  "modules a glob selects (default: those with in and out features multiples of 16) (Note [FP8 training])");
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
+  if (!fp8.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(Fp8Config f, ParseFp8Spec(fp8));
+    MEMSIM_ASSIGN_OR_RETURN(g, ApplyFp8(g, f));
+  }
   if (!lora.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(LoraConfig c, ParseLoraSpec(lora));
     MEMSIM_ASSIGN_OR_RETURN(g, ApplyLora(g, c));

@@ -73,6 +73,7 @@ struct ConfigOptions {
   int64_t data_parallel = 0;        ///< --data-parallel N (0: off)
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
+  std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);
@@ -82,8 +83,8 @@ struct ConfigOptions {
   Result<SweepSpec> Spec(const std::string& command = "sweep") const;
   /// The one configuration run, fit and advise take (every option with a single value).
   Result<RunConfig> Single(const std::string& command) const;
-  /// The graph these options run: |g| itself, or with --lora its LoRA rewrite (ApplyLora), then with
-  /// --quantize-base its quantized base (ApplyQuantizedBase).
+  /// The graph these options run: |g| itself, or its rewrites: --fp8 (ApplyFp8), then --lora
+  /// (ApplyLora), then --quantize-base (ApplyQuantizedBase).
   Result<Graph> Adapt(Graph g) const;
   /// Every option Bind added to |cmd| that its command line gave, in a canonical form:
   /// "--name=v1,v2" sorted by name, space-separated (the graph's path left out). Two runs with

@@ -1,0 +1,121 @@
+#include "lib/ir/fp8.h"
+
+#include <fnmatch.h>
+
+#include <sstream>
+
+namespace memsim {
+namespace {
+
+Status SpecError(const std::string& spec, const std::string& why) {
+  return Status::InvalidArgument("--fp8 \"" + spec + "\": " + why + " (expected tensorwise|rowwise[,targets=GLOB[,GLOB...]])");
+}
+
+/// The Linear's (out, in) features when both are known constants.
+bool ConstFeatures(const Tensor& w, int64_t* out, int64_t* in) {
+  if (w.shape.size() != 2 || !w.shape[0].is_const() || !w.shape[1].is_const()) return false;
+  *out = w.shape[0].coeff;
+  *in = w.shape[1].coeff;
+  return true;
+}
+
+}  // namespace
+
+std::string Fp8Config::ToString() const {
+  std::string s = recipe;
+  for (size_t i = 0; i < targets.size(); ++i) s += (i ? "," : ",targets=") + targets[i];
+  return s;
+}
+
+Result<Fp8Config> ParseFp8Spec(const std::string& spec) {
+  Fp8Config c;
+  std::stringstream in(spec);
+  bool first = true, in_targets = false;
+  for (std::string w; std::getline(in, w, ',');) {
+    if (first) {
+      if (w != "tensorwise" && w != "rowwise") return SpecError(spec, "recipe \"" + w + "\" is not tensorwise or rowwise");
+      c.recipe = w;
+      first = false;
+    } else if (w.rfind("targets=", 0) == 0) {
+      in_targets = true;
+      if (w.size() > 8) c.targets.push_back(w.substr(8));
+    } else if (in_targets && w.find('=') == std::string::npos && !w.empty()) {
+      c.targets.push_back(w);
+    } else {
+      return SpecError(spec, "unknown part \"" + w + "\"");
+    }
+  }
+  if (first) return SpecError(spec, "the recipe is missing");
+  return c;
+}
+
+Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& c) {
+  Graph out = g;
+  out.ops.clear();
+  size_t converted = 0;
+  for (const Op& op : g.ops) {
+    const bool linear = op.kind == OpKind::kLinear && op.inputs.size() >= 2 &&
+                        g.tensors[op.inputs[1]].role == TensorRole::kParameter;
+    bool hit = false;
+    int64_t n = 0, k = 0;
+    if (linear) {
+      const bool fits = ConstFeatures(g.tensors[op.inputs[1]], &n, &k) && n % 16 == 0 && k % 16 == 0;
+      if (c.targets.empty()) {
+        hit = fits;
+      } else {
+        for (const std::string& t : c.targets) hit = hit || fnmatch(t.c_str(), op.module.c_str(), 0) == 0;
+        if (hit && !fits)
+          return Status::InvalidArgument("--fp8 targets: " + op.module + " has features not multiples of 16 (" +
+                                         std::to_string(k) + " -> " + std::to_string(n) +
+                                         "), which torch._scaled_mm refuses; narrow targets");
+      }
+    }
+    if (!hit) {
+      out.ops.push_back(op);
+      continue;
+    }
+    ++converted;
+    Op mm = op;
+    mm.kind = OpKind::kFp8Linear;
+    mm.attrs = Attrs();
+    mm.attrs.Set("recipe", c.recipe);
+    if (op.inputs.size() < 3) {
+      out.ops.push_back(std::move(mm));
+      continue;
+    }
+    // Float8Linear.forward: output = matmul(...); output = output + self.bias.to(output.dtype)
+    Tensor t;
+    t.name = g.tensors[op.outputs[0]].name + ".fp8_mm";
+    t.role = TensorRole::kActivation;
+    t.dtype = g.tensors[op.outputs[0]].dtype;
+    t.pointer = op.pointer;
+    out.tensors.push_back(std::move(t));
+    const TensorId mid = static_cast<TensorId>(out.tensors.size() - 1);
+    mm.inputs = {op.inputs[0], op.inputs[1]};
+    mm.outputs = {mid};
+    mm.name = out.tensors[mid].name;
+    mm.keep_alive.clear();
+    out.ops.push_back(std::move(mm));
+    Op add;
+    add.kind = OpKind::kAdd;
+    add.module = op.module;
+    add.inputs = {mid, op.inputs[2]};
+    add.outputs = op.outputs;
+    add.name = op.name;
+    add.pointer = op.pointer;
+    add.keep_alive = op.keep_alive;
+    add.attrs.Set("inplace", false);
+    out.ops.push_back(std::move(add));
+  }
+  if (converted == 0)
+    return Status::InvalidArgument("--fp8: no Linear of " + g.name + " is selected" +
+                                   (c.targets.empty() ? " (none has in and out features that are multiples of 16)"
+                                                      : " by targets"));
+  for (Tensor& t : out.tensors)
+    if (t.role == TensorRole::kActivation) t.producer = kNone;
+  for (OpId o = 0; o < out.ops.size(); ++o)
+    for (TensorId t : out.ops[o].outputs) out.tensors[t].producer = o;
+  return out;
+}
+
+}  // namespace memsim
