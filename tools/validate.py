@@ -497,6 +497,9 @@ def table_hf(memsim, failures):
              "with the trace's settings, where GRAPH is `export_torch.py hf:FAMILY` (Note [Hugging Face decoders]);",
              "gradient_checkpointing (`model.gradient_checkpointing_enable()`) is `--checkpoint` of each decoder layer.",
              "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
+    return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
 def table_qlora(memsim, failures):
     """The quantized base weights table: tests/data/traces_qlora_2_13 (bitsandbytes Linear4bit /
     Linear8bitLt, with peft LoRA adapters) against the plain 2.13 graphs with --quantize-base."""
