@@ -103,6 +103,8 @@ def setup_flags(graph, cfg):
         flags += ["--steps", str(warmup + 1)]
         if cfg.get("keep_prev") == "True":
             flags += ["--loop-holds", "output"]
+    if cfg.get("opt_in_bwd") == "True":  # trace_step.py --opt-in-bwd (Note [Optimizer in backward])
+        flags += ["--optimizer-in-backward", "on"]
     if cfg.get("fp8"):  # trace_step.py --fp8: torchao convert_to_float8_training (Note [FP8 training])
         flags += ["--fp8", cfg["fp8"]]
     if cfg.get("lora"):  # trace_step.py --lora: the model wrapped by peft's get_peft_model (Note [LoRA])
@@ -370,7 +372,7 @@ def config_text(cfg):
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
                   ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
-                  ("quantize", "quantize"), ("fp8", "fp8"))
+                  ("quantize", "quantize"), ("fp8", "fp8"), ("opt_in_bwd", "optimizer in backward"))
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
     if cfg.get("reentrant") == "True":
         c += " (reentrant)"

@@ -62,6 +62,11 @@ run bert_small_b4_adam_amp_soc_pin bert_small --batch 4 --opt adam --amp bf16 --
 run cs336_small_b2_s64_adamw_soc_pin_ckpt cs336_small --batch 2 --seq 64 --opt adamw --save-on-cpu pin --checkpoint 'layers\.[0-1]'
 run gpt2_small_b2_s64_adamw_soc_pin gpt2_small --batch 2 --seq 64 --opt adamw --save-on-cpu pin --marks
 run gpt2_small_b2_s64_adamw_amp_soc_pin gpt2_small --batch 2 --seq 64 --opt adamw --amp bf16 --save-on-cpu pin --marks
+# the optimizer stepped in backward (torchtune optimizer_in_bwd; Note [Optimizer in backward])
+run mlp_b64_adam_inbwd mlp --batch 64 --opt adam --opt-in-bwd
+run mlp_b64_adam_inbwd_warm2 mlp --batch 64 --opt adam --opt-in-bwd --warmup 2
+run gpt2_small_b2_s64_adamw_inbwd gpt2_small --batch 2 --seq 64 --opt adamw --opt-in-bwd
+run gpt2_small_b2_s64_adamw_inbwd_ckpt_warm1 gpt2_small --batch 2 --seq 64 --opt adamw --opt-in-bwd --warmup 1 --checkpoint 'transformer\.h\.[0-9]+'
 # the graphs these traces are checked on, exported under the same torch (tools/validate.py)
 g=$out/graphs; mkdir -p "$g"
 # torchvision CNNs under torch 2.14.1 (CONFIG torch=2.14.1; memsim runs them with --torch 2.13)
