@@ -18,6 +18,14 @@ TS="trace_step.py"  # the oracle script that records the real traces (named, not
 Z=graphs/llm_zoo.py
 wanted=" $* "
 
+VENV_PY=${VENV_PYTHON:-$root/.venv/bin/python}  # the 2.x venv (make deps): transformers for genhf
+genhf() {  # genhf NAME PROVENANCE BATCH SEQ SPEC: a transformers causal LM (export_torch.py hf:SPEC), under 2.x
+  local name=$1 prov=$2 batch=$3 seq=$4 spec=$5
+  if [ "$wanted" != "  " ] && [[ "$wanted" != *" $name "* ]]; then return 0; fi
+  (cd "$root" && $VENV_PY tools/export_torch.py "hf:$spec" --set "batch=$batch" --set "seq=$seq" --name "$name" \
+     --loss cross_entropy --provenance "$prov" -o "$out/$name.json")
+}
+
 gen() {  # gen NAME PROVENANCE EXPORT-ARGS...
   local name=$1 prov=$2; shift 2
   if [ "$wanted" != "  " ] && [[ "$wanted" != *" $name "* ]]; then return 0; fi
@@ -75,3 +83,5 @@ genlm cs336_medium "$CS; medium: d 1024, 24 layers, 16 heads, d_ff 4096; $TS cs3
 LL="Llama-style decoder (graphs/llm_zoo.py, Hugging Face LlamaForCausalLM eager attention): RMSNorm, RoPE (cos/sin buffers [seq, d_head], rotate_half), SwiGLU, grouped-query attention (k/v expanded and reshaped), causal mask buffer, float32 softmax, vocab 128256; token-level cross entropy; input int64 ids [batch,seq]"
 genlm llama_1b "$LL; Llama 3.2 1B sizes: d 2048, 16 layers, 32 heads, 8 kv heads, d_ff 8192, tied embeddings" llama_1b 4 2048
 genlm llama_8b "$LL; Llama 3 8B sizes: d 4096, 32 layers, 32 heads, 8 kv heads, d_ff 14336" llama_8b 1 2048
+genhf llama3_8b "Llama 3.1 8B in bf16 (model.to(torch.bfloat16), as loaded with torch_dtype=torch.bfloat16): transformers 5.24 LlamaForCausalLM from its config (d 4096, 32 layers, 32 heads, 8 kv heads, d_ff 14336, vocab 128256, rope_theta 500000, untied head), SDPA attention, use_cache=False, recorded by running under PyTorch 2.13 (export_torch.py hf:llama:...; Note [Hugging Face decoders]); F.cross_entropy over the flattened logits; input int64 input_ids [batch,seq]" \
+  2 2048 llama:hidden_size=4096,intermediate_size=14336,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=8,vocab_size=128256,max_position_embeddings=131072,rope_theta=500000.0,tie_word_embeddings=False,dtype=bf16

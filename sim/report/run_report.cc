@@ -1,5 +1,7 @@
 #include "sim/report/run_report.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <sstream>
 
@@ -123,6 +125,30 @@ nlohmann::ordered_json DeviceJson(const DeviceLevel& d) {
 
 }  // namespace
 
+namespace {
+
+/// --dtype on a graph exported in another float dtype whose forward casts dtypes: the casts that
+/// were no-ops at export (transformers' `.to(input_dtype)` after an fp32 upcast, RoPE's
+/// `cos.to(x.dtype)`) left no op, so tensors they would cast keep the export's dtype.
+std::string CastWarning(const Graph& g, const std::string& dtype) {
+  auto floating = std::find_if(g.parameters.begin(), g.parameters.end(), [&](TensorId t) {
+    const Dtype d = g.tensors[t].dtype;
+    return d == Dtype::kFloat32 || d == Dtype::kFloat16 || d == Dtype::kBFloat16;
+  });
+  if (dtype.empty() || floating == g.parameters.end()) return "";
+  const Dtype exported = g.tensors[*floating].dtype;
+  const Dtype wanted = dtype == "bf16" ? Dtype::kBFloat16 : dtype == "fp16" ? Dtype::kFloat16 : Dtype::kFloat32;
+  if (exported == wanted) return "";
+  const bool casts = std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::kToDtype; });
+  if (!casts) return "";
+  return "--dtype " + dtype + " on a graph exported in " + std::string(DtypeName(exported)) +
+         " that casts dtypes: casts that were no-ops at export (e.g. .to(input_dtype) after an upcast) are not in "
+         "it, so some tensors keep " + std::string(DtypeName(exported)) +
+         ": export the model in that dtype (export_torch.py hf:...,dtype=" + dtype + ", or model.to(dtype) in your builder)";
+}
+
+}  // namespace
+
 RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, int top) {
   const SimOptions& opt = c.sim;
   const SimResult& s = r.sim;
@@ -138,6 +164,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
     rep.warnings.push_back("the graph was exported under torch " + g.torch_version + " (rules of " + *exported +
                            ") and is simulated with --torch " + rep.torch +
                            ": re-export it under that release, or pass --torch " + *exported);
+  if (std::string cast = CastWarning(g, opt.dtype); !cast.empty()) rep.warnings.push_back(cast);
   rep.inplace_activations = opt.inplace ? (*opt.inplace ? "on" : "off") : "keep";
   int64_t frozen = 0, trainable = 0;
   for (size_t k = 0; k < g.parameters.size(); ++k) {

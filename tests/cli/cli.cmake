@@ -217,6 +217,9 @@ if(MEMSIM_PYTHON3)
   add_test(NAME scenarios.multi_gpu_up_to_date
            COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/multi_gpu.py --memsim $<TARGET_FILE:memsim> --check
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  add_test(NAME scenarios.finetune_up_to_date
+           COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/finetune.py --memsim $<TARGET_FILE:memsim> --check
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endif()
 # Training setups of issue 8: autocast + GradScaler, and a three-step loop (per-step peaks).
 memsim_golden_test(run_mlp_amp_fp16_json run_mlp_amp_fp16.json run graphs/mlp.json --batch 64 --optimizer adam --amp fp16 --json)

@@ -44,6 +44,12 @@ def parse_overrides(text):
     return out
 
 
+# dtype=KEY: the model's parameters (model.to(dtype)), as users load it (torch_dtype=torch.bfloat16).
+# Export in the dtype you train in: the casts transformers writes (RMSNorm's float32 upcast and its
+# .to(input_dtype), RoPE's cos.to(x.dtype)) are no-ops in an fp32 model and leave no op to record.
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
 def make_config(family, overrides):
     """The transformers config of FAMILY (a known family, a config.json path or a cached model id)."""
     try:
@@ -51,6 +57,7 @@ def make_config(family, overrides):
     except ImportError as e:
         raise ExportError("hf: needs the transformers package (%s)" % e)
     attn = overrides.pop("attn", "sdpa")
+    overrides.pop("dtype", None)  # the builder's (DTYPES)
     if family in FAMILIES:
         cls, kw = FAMILIES[family]
         cfg = getattr(transformers, cls)(**dict(kw, **overrides))
@@ -75,11 +82,15 @@ def builder(spec):
     """'FAMILY[:KEY=V,...]' → (builder returning (model, input specs), default graph name)."""
     family, _, rest = spec.partition(":")
     overrides = parse_overrides(rest)
+    dtype = str(overrides.get("dtype", "fp32"))
+    if dtype not in DTYPES:
+        raise ExportError("hf: dtype=%s: expected one of %s" % (dtype, ", ".join(DTYPES)))
     cfg = make_config(family, dict(overrides))
 
     def build():
+        import torch
         import transformers
-        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        model = transformers.AutoModelForCausalLM.from_config(cfg).to(getattr(torch, DTYPES[dtype]))
         return model, ["input_ids=int64:batch,seq@0:%d" % cfg.vocab_size]
     name = "hf_" + (family if family in FAMILIES else os.path.basename(family.rstrip("/")).replace(".json", ""))
     return build, name
