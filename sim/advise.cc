@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "lib/ir/lora.h"
+#include "lib/ir/quantized_base.h"
 #include "lib/ir/module_paths.h"
 #include "sim/fit.h"
 #include "sim/ranks.h"
@@ -174,21 +175,66 @@ void AddCheckpointRemedies(const std::vector<std::string>& blocks, std::vector<C
                 }});
 }
 
-/// The fine-tuning modes (Notes [LoRA], [Activation offloading]).
+/// The fine-tuning modes (Notes [LoRA], [Quantized base weights], [Activation offloading]).
 void AddFineTuningRemedies(const Graph& g, const std::vector<std::string>& blocks, std::vector<Change>* c) {
   const std::vector<std::string> linears = BlockLinearNames(g, blocks);
-  if (!g.lora && !linears.empty()) {
-    LoraConfig lora;
-    lora.r = 16;
-    lora.alpha = 32;
-    lora.targets = linears;
-    c->push_back({"LoRA adapters of rank 16 on the repeated blocks' Linear layers, the base frozen", true,
-                  [spec = lora.ToString()](const RunConfig&, RunConfig*, Args* args) {
-                    *args = {"--lora", spec};
-                    return true;
-                  },
-                  [lora](const Graph& graph) { return ApplyLora(graph, lora); }});
-  }
+  if (g.lora || g.quantized_base || linears.empty()) return;
+  LoraConfig lora;
+  lora.r = 16;
+  lora.alpha = 32;
+  lora.targets = linears;
+  c->push_back({"LoRA adapters of rank 16 on the repeated blocks' Linear layers, the base frozen", true,
+                [spec = lora.ToString()](const RunConfig&, RunConfig*, Args* args) {
+                  *args = {"--lora", spec};
+                  return true;
+                },
+                [lora](const Graph& graph) { return ApplyLora(graph, lora); }});
+  // QLoRA as the QLoRA paper and PEFT's examples set it up: NF4 with double quantization, bf16 compute.
+  const std::string nf4 = "nf4,double_quant=on,compute=bf16";
+  c->push_back({"QLoRA: the same adapters on an NF4 base (bitsandbytes, double quantization, bf16 compute)", true,
+                [spec = lora.ToString(), nf4](const RunConfig&, RunConfig*, Args* args) {
+                  *args = {"--lora", spec, "--quantize-base", nf4};
+                  return true;
+                },
+                [lora, nf4](const Graph& graph) -> Result<Graph> {
+                  MEMSIM_ASSIGN_OR_RETURN(Graph adapted, ApplyLora(graph, lora));
+                  MEMSIM_ASSIGN_OR_RETURN(QuantizedBaseConfig q, ParseQuantizedBaseSpec(nf4));
+                  return ApplyQuantizedBase(adapted, q);
+                }});
+}
+
+/// Optimizer changes that keep Adam's update: bitsandbytes' 8-bit states (paged on a GPU), the step
+/// in backward (Notes [bitsandbytes optimizers], [Optimizer in backward]).
+void AddOptimizerRemedies(std::vector<Change>* c) {
+  auto adam = [](const RunConfig& b) { return b.sim.optimizer == "adam" || b.sim.optimizer == "adamw"; };
+  c->push_back({"bitsandbytes' 8-bit AdamW: block-wise uint8 states", true, [adam](const RunConfig& b, RunConfig* v, Args* args) {
+                  if (!adam(b) || b.sim.parallel.enabled()) return false;
+                  v->sim.optimizer = b.sim.optimizer + "8bit";
+                  *args = {"--optimizer", v->sim.optimizer};
+                  return true;
+                }});
+  c->push_back({"bitsandbytes' paged 8-bit AdamW: the states in CUDA unified memory", true,
+                [adam](const RunConfig& b, RunConfig* v, Args* args) {
+                  auto profile = FindProfile(b.sim.profile, b.sim.torch);
+                  if (!adam(b) || b.sim.parallel.enabled() || !profile || !profile->cuda) return false;
+                  v->sim.optimizer = "paged_" + b.sim.optimizer + "8bit";
+                  *args = {"--optimizer", v->sim.optimizer};
+                  return true;
+                }});
+  c->push_back({"step the optimizer in backward, each grad freed after its own update (torchtune optimizer_in_bwd)",
+                false, [](const RunConfig& b, RunConfig* v, Args* args) {
+                  if (b.sim.optimizer_in_backward || b.sim.optimizer == "none" || b.sim.optimizer == "recorded" ||
+                      b.sim.accumulate > 1 || b.sim.clip_grad_norm > 0 || b.sim.amp == "fp16" || b.sim.grad_scaler == "on" ||
+                      b.sim.parallel.enabled())
+                    return false;
+                  v->sim.optimizer_in_backward = true;
+                  *args = {"--optimizer-in-backward", "on"};
+                  return true;
+                }});
+}
+
+/// Activation offloading (Note [Activation offloading]).
+void AddOffloadRemedy(std::vector<Change>* c) {
   c->push_back({"offload the saved activations to pinned host memory (torch.autograd.graph.save_on_cpu)", false,
                 [](const RunConfig& b, RunConfig* v, Args* args) {
                   auto profile = FindProfile(b.sim.profile, b.sim.torch);
@@ -244,7 +290,9 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                  *args = {"--optimizer", "momentum"};
                  return true;
                }});
+  AddOptimizerRemedies(&c);
   AddFineTuningRemedies(g, blocks, &c);
+  AddOffloadRemedy(&c);
   AddShardingRemedies(blocks, &c);
   size_t half = g.parameters.size() / 2;
   c.push_back({"freeze the first half of the parameter tensors", true, [half](const RunConfig& b, RunConfig* v, Args* args) {

@@ -65,6 +65,35 @@ TEST(AdviseTest, LoraChangeTargetsTheBlocksLinearsAndNotAGraphWithAdapters) {
   EXPECT_EQ(Find(CandidateChanges(*lora), "LoRA adapters"), nullptr);
 }
 
+TEST(AdviseTest, QloraAndEightBitAdamAreProposedAsFlagsThatMakeThem) {
+  Graph g = Zoo("nanogpt_gpt2_small");
+  const std::vector<Change> changes = CandidateChanges(g);
+  const Change* q = Find(changes, "QLoRA");
+  ASSERT_NE(q, nullptr);
+  RunConfig base, changed = base;
+  std::vector<std::string> args;
+  ASSERT_TRUE(q->apply(base, &changed, &args));
+  EXPECT_EQ(args, (std::vector<std::string>{"--lora", "r=16,alpha=32,targets=c_attn,c_proj,c_fc", "--quantize-base",
+                                            "nf4,double_quant=on,compute=bf16"}));
+  auto rewritten = q->rewrite(g);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().message();
+  EXPECT_TRUE(rewritten->lora && rewritten->quantized_base);
+  EXPECT_EQ(Find(CandidateChanges(*rewritten), "QLoRA"), nullptr);
+
+  const Change* eight = Find(changes, "bitsandbytes' 8-bit AdamW");
+  ASSERT_NE(eight, nullptr);
+  base.sim.optimizer = "adam";
+  ASSERT_TRUE(eight->apply(base, &changed, &args));
+  EXPECT_EQ(args, (std::vector<std::string>{"--optimizer", "adam8bit"}));
+  base.sim.optimizer = "sgd";
+  EXPECT_FALSE(eight->apply(base, &changed, &args));
+
+  const Change* bwd = Find(changes, "step the optimizer in backward");
+  ASSERT_NE(bwd, nullptr);
+  base.sim.accumulate = 2;  // torchtune refuses optimizer_in_bwd with accumulation
+  EXPECT_FALSE(bwd->apply(base, &changed, &args));
+}
+
 TEST(AdviseTest, SavedActivationsOffloadOnlyOnAGpu) {
   const std::vector<Change> changes = CandidateChanges(Zoo("mlp"));
   const Change* c = Find(changes, "offload the saved activations");
