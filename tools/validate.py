@@ -393,24 +393,34 @@ def config_text(cfg):
     return c
 
 
+def dir_table(memsim, failures, sub, title, text, graph_dirs, max_err=MAX_ERR_213, max_median=MAX_MEDIAN_213,
+              short=False):
+    """One section: every trace of tests/data/SUB against its graph, looked up in |graph_dirs| and then
+    graphs/; |text| says what the rows are. |short|: row names without the trace folder."""
+    d = os.path.join(ROOT, "tests", "data", sub)
+    files = [(sub, os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), graph_dirs,
+                                                     max_err, max_median)
+    failures += fails
+    if short:
+        rows = [(n.split(" (")[0], c, cells) for n, c, cells in rows]
+    lines = ["", "## " + title, ""] + text + [
+        "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (max_err, max_median), ""]
+    return lines + table_lines(rows, peak_errs, known, not_yet)
+
+
 def table_213(memsim, failures):
     """The PyTorch 2.13 table: tests/data/traces_2_13 against the graphs exported under 2.13."""
-    d = os.path.join(ROOT, "tests", "data", "traces_2_13")
-    files = [("traces_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
-    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
-                                                     MAX_ERR_213, MAX_MEDIAN_213)
-    failures += fails
-    lines = ["", "## PyTorch 2.13", "",
-             "Each row is one real PyTorch 2.13.0 CPU training step (the pip wheel), recorded by",
-             "`tests/oracle/record_2_13.sh` with the same kit (`trace_step.py --check-spy`: every storage an",
-             "ATen op returned was recorded) into `tests/data/traces_2_13/`, predicted by",
-             "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings, where GRAPH",
-             "is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`, by `PYTHON=.venv/bin/python",
-             "graphs/generate.sh`). The torchvision CNNs are recorded and exported under torch 2.14.1 with",
-             "torchvision 0.29.1 (the only 2.x release with a torchvision wheel on the recording machine; same",
-             "oneDNN 3.12) and simulated with the same `--torch 2.13` rules. Tolerance: every peak and phase",
-             "within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
-    return lines + table_lines(rows, peak_errs, known, not_yet)
+    return dir_table(memsim, failures, "traces_2_13", "PyTorch 2.13",
+        ["Each row is one real PyTorch 2.13.0 CPU training step (the pip wheel), recorded by",
+         "`tests/oracle/record_2_13.sh` with the same kit (`trace_step.py --check-spy`: every storage an",
+         "ATen op returned was recorded) into `tests/data/traces_2_13/`, predicted by",
+         "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings, where GRAPH",
+         "is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`, by `PYTHON=.venv/bin/python",
+         "graphs/generate.sh`). The torchvision CNNs are recorded and exported under torch 2.14.1 with",
+         "torchvision 0.29.1 (the only 2.x release with a torchvision wheel on the recording machine; same",
+         "oneDNN 3.12) and simulated with the same `--torch 2.13` rules."],
+        [os.path.join(ROOT, "tests", "data", "traces_2_13", "graphs")])
 
 
 def table_ops(memsim, failures):
@@ -466,79 +476,52 @@ def table_lora(memsim, failures):
 def table_optim(memsim, failures):
     """The quantized, paged and factored optimizers: tests/data/traces_optim_2_13 against the
     graphs exported under 2.13."""
-    d = os.path.join(ROOT, "tests", "data", "traces_optim_2_13")
-    files = [("traces_optim_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
-    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
-                                                     [os.path.join(ROOT, "tests", "data", "traces_2_13", "graphs")],
-                                                     MAX_ERR_213, MAX_MEDIAN_213)
-    failures += fails
-    lines = ["", "## Quantized, paged and factored optimizers (PyTorch 2.13)", "",
-             "Each row is one real PyTorch 2.13.0 CPU training step with bitsandbytes 0.50.2's Adam8bit, AdamW8bit,",
-             "PagedAdamW8bit, PagedAdamW or Lion8bit (the CPU backend; paged optimizers fall back to plain tensors on a CPU)",
-             "or torch.optim.Adafactor (`trace_step.py --opt NAME`, recorded by `tests/oracle/record_optim_2_13.sh`",
-             "into `tests/data/traces_optim_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13",
-             "--step first --optimizer NAME` with the trace's settings (Notes [bitsandbytes optimizers] and",
-             "[Adafactor]), where GRAPH is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`).",
-             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
-    return lines + table_lines(rows, peak_errs, known, not_yet)
+    return dir_table(memsim, failures, "traces_optim_2_13", "Quantized, paged and factored optimizers (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step with bitsandbytes 0.50.2's Adam8bit, AdamW8bit,",
+         "PagedAdamW8bit, PagedAdamW or Lion8bit (the CPU backend; paged optimizers fall back to plain tensors on a CPU)",
+         "or torch.optim.Adafactor (`trace_step.py --opt NAME`, recorded by `tests/oracle/record_optim_2_13.sh`",
+         "into `tests/data/traces_optim_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13",
+         "--step first --optimizer NAME` with the trace's settings (Notes [bitsandbytes optimizers] and",
+         "[Adafactor]), where GRAPH is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`)."],
+        [os.path.join(ROOT, "tests", "data", "traces_2_13", "graphs")])
 
 
 def table_hf(memsim, failures):
     """The Hugging Face decoders table: tests/data/traces_hf_2_13 against the graphs exported with
     `export_torch.py hf:FAMILY` (tests/data/traces_hf_2_13/graphs)."""
-    d = os.path.join(ROOT, "tests", "data", "traces_hf_2_13")
-    files = [("traces_hf_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
-    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
-                                                     MAX_ERR_213, MAX_MEDIAN_213)
-    failures += fails
-    lines = ["", "## Hugging Face decoders (PyTorch 2.13)", "",
-             "Each row is one real PyTorch 2.13.0 CPU training step of a transformers 5.24.0 causal LM built",
-             "from its config class with small sizes (`trace_step.py hf_FAMILY_tiny`: SDPA attention,",
-             "use_cache=False, F.cross_entropy on the logits; recorded by `tests/oracle/record_hf_2_13.sh` into",
-             "`tests/data/traces_hf_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first`",
-             "with the trace's settings, where GRAPH is `export_torch.py hf:FAMILY` (Note [Hugging Face decoders]);",
-             "gradient_checkpointing (`model.gradient_checkpointing_enable()`) is `--checkpoint` of each decoder layer.",
-             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
-    return lines + table_lines(rows, peak_errs, known, not_yet)
+    return dir_table(memsim, failures, "traces_hf_2_13", "Hugging Face decoders (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of a transformers 5.24.0 causal LM built",
+         "from its config class with small sizes (`trace_step.py hf_FAMILY_tiny`: SDPA attention,",
+         "use_cache=False, F.cross_entropy on the logits; recorded by `tests/oracle/record_hf_2_13.sh` into",
+         "`tests/data/traces_hf_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first`",
+         "with the trace's settings, where GRAPH is `export_torch.py hf:FAMILY` (Note [Hugging Face decoders]);",
+         "gradient_checkpointing (`model.gradient_checkpointing_enable()`) is `--checkpoint` of each decoder layer."],
+        [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")])
 
 
 def table_qlora(memsim, failures):
     """The quantized base weights table: tests/data/traces_qlora_2_13 (bitsandbytes Linear4bit /
     Linear8bitLt, with peft LoRA adapters) against the plain 2.13 graphs with --quantize-base."""
-    d = os.path.join(ROOT, "tests", "data", "traces_qlora_2_13")
-    files = [("traces_qlora_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
-    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
-                                                     [os.path.join(ROOT, "tests", "data", "traces_lora_2_13", "graphs")],
-                                                     MAX_ERR_QLORA, MAX_MEDIAN_QLORA)
-    failures += fails
-    lines = ["", "## Quantized base weights: bitsandbytes NF4 / FP4 / int8 (PyTorch 2.13)", "",
-             "Each row is one real PyTorch 2.13.0 CPU training step of a model whose Linears (all but",
-             "`lm_head`) are bitsandbytes 0.50.2 `Linear4bit` (NF4 / FP4, double quantization on or off, fp32",
-             "or bf16 compute) or `Linear8bitLt` (int8 weights), quantized on `.to(\"cpu\")`, most with peft",
-             "LoRA adapters on top (QLoRA; `trace_step.py --quantize SPEC --lora SPEC`, recorded by",
-             "`tests/oracle/record_qlora_2_13.sh` into `tests/data/traces_qlora_2_13/`), predicted by",
-             "`memsim run GRAPH --profile cpu --torch 2.13 --step first --quantize-base SPEC [--lora SPEC]`",
-             "on the base model exported under 2.13 (Note [Quantized base weights]).",
-             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
-             % (MAX_ERR_QLORA, MAX_MEDIAN_QLORA), ""]
-    return lines + table_lines(rows, peak_errs, known, not_yet)
+    return dir_table(memsim, failures, "traces_qlora_2_13", "Quantized base weights: bitsandbytes NF4 / FP4 / int8 (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of a model whose Linears (all but",
+         "`lm_head`) are bitsandbytes 0.50.2 `Linear4bit` (NF4 / FP4, double quantization on or off, fp32",
+         "or bf16 compute) or `Linear8bitLt` (int8 weights), quantized on `.to(\"cpu\")`, most with peft",
+         "LoRA adapters on top (QLoRA; `trace_step.py --quantize SPEC --lora SPEC`, recorded by",
+         "`tests/oracle/record_qlora_2_13.sh` into `tests/data/traces_qlora_2_13/`), predicted by",
+         "`memsim run GRAPH --profile cpu --torch 2.13 --step first --quantize-base SPEC [--lora SPEC]`",
+         "on the base model exported under 2.13 (Note [Quantized base weights])."],
+        [os.path.join(ROOT, "tests", "data", "traces_lora_2_13", "graphs")], MAX_ERR_QLORA, MAX_MEDIAN_QLORA)
 
 
 def table_fp8(memsim, failures):
     """The torchao float8 table: tests/data/traces_fp8_2_13 against the base graphs with --fp8."""
-    d = os.path.join(ROOT, "tests", "data", "traces_fp8_2_13")
-    files = [("traces_fp8_2_13", os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
-    rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"), [os.path.join(d, "graphs")],
-                                                     MAX_ERR_213, MAX_MEDIAN_213)
-    failures += fails
-    lines = ["", "## torchao float8 training (PyTorch 2.13)", "",
-             "Each row is one real PyTorch 2.13.0 CPU training step of a model converted by torchao 0.18.0's",
-             "`convert_to_float8_training` (`trace_step.py --fp8 RECIPE`: the Linears whose features are multiples",
-             "of 16, recorded by `tests/oracle/record_fp8_2_13.sh` into `tests/data/traces_fp8_2_13/`), predicted by",
-             "`memsim run GRAPH --profile cpu --torch 2.13 --step first --fp8 RECIPE` with the trace's settings, where",
-             "GRAPH is the base model exported under 2.13 (Note [FP8 training]).",
-             "Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_213, MAX_MEDIAN_213), ""]
-    return lines + table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet)
+    return dir_table(memsim, failures, "traces_fp8_2_13", "torchao float8 training (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of a model converted by torchao 0.18.0's",
+         "`convert_to_float8_training` (`trace_step.py --fp8 RECIPE`: the Linears whose features are multiples",
+         "of 16, recorded by `tests/oracle/record_fp8_2_13.sh` into `tests/data/traces_fp8_2_13/`), predicted by",
+         "`memsim run GRAPH --profile cpu --torch 2.13 --step first --fp8 RECIPE` with the trace's settings, where",
+         "GRAPH is the base model exported under 2.13 (Note [FP8 training])."],
+        [os.path.join(ROOT, "tests", "data", "traces_fp8_2_13", "graphs")], short=True)
 
 
 def table_113(memsim, files, graphs):

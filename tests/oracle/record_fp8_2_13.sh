@@ -8,13 +8,9 @@
 #   tests/oracle/record_fp8_2_13.sh [OUTDIR] [PYTHON]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:-$root/tests/data/traces_fp8_2_13}; mkdir -p "$out/graphs"
-py=${2:-$root/.venv/bin/python}
-spy=$(mktemp -d)/allocspy.so
-gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
-run() { local name=$1; shift
-  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_step.py" "$@" --marks --check-spy "$out/$name.trace.tmp" \
-    && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+KIT_FLAGS=--marks
+. "$root/tests/oracle/kit/record_common.sh" "$root/tests/data/traces_fp8_2_13" "$@"
+mkdir -p "$out/graphs"
 for r in tensorwise rowwise; do
   run act_mlp_a_b64_adam_fp8_$r      act_mlp_a --batch 64 --opt adam --fp8 $r
   run clamp_abs_mlp_b64_sgd_fp8_$r   clamp_abs_mlp --batch 64 --opt sgd --fp8 $r

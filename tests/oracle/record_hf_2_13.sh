@@ -7,13 +7,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
-out=${1:-$root/tests/data/traces_hf_2_13}; mkdir -p "$out"
-py=${2:-$root/.venv/bin/python}
-spy=$(mktemp -d)/allocspy.so
-gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
-run() { name=$1; shift
-  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
-    && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+. "$root/tests/oracle/kit/record_common.sh" "$root/tests/data/traces_hf_2_13" "$@"
 S="--batch 2 --seq 64"
 LAYERS='model\.layers\.[0-9]+'
 QV=r=8,alpha=16,targets=q_proj,v_proj

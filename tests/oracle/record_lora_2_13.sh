@@ -7,13 +7,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
-out=${1:-$root/tests/data/traces_lora_2_13}; mkdir -p "$out"
-py=${2:-$root/.venv/bin/python}
-spy=$(mktemp -d)/allocspy.so
-gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
-run() { name=$1; shift
-  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
-    && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+. "$root/tests/oracle/kit/record_common.sh" "$root/tests/data/traces_lora_2_13" "$@"
 # nanoGPT (GPT-2 small): adapters on every attention and MLP Linear (c_attn, c_proj, c_fc)
 L=r=8,alpha=16,targets=c_attn,c_proj,c_fc
 run gpt2_small_b2_s64_adamw_lora       gpt2_small --batch 2 --seq 64 --opt adamw --lora $L

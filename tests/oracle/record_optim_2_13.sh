@@ -9,13 +9,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
-out=${1:-$root/tests/data/traces_optim_2_13}; mkdir -p "$out"
-py=${2:-$root/.venv/bin/python}
-spy=$(mktemp -d)/allocspy.so
-gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
-run() { name=$1; shift
-  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
-    && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+. "$root/tests/oracle/kit/record_common.sh" "$root/tests/data/traces_optim_2_13" "$@"
 # mlp: 100,000-, 10,000- and 1,000-element weights (8-bit) and 100- and 10-element biases (fp32 states)
 run mlp_b64_adam8bit              mlp --batch 64 --opt adam8bit
 run mlp_b64_adamw8bit_warm2       mlp --batch 64 --opt adamw8bit --warmup 2

@@ -1,0 +1,15 @@
+# Shared by tests/oracle/record_*_2_13.sh (source it after setting `root`): the output folder and
+# the interpreter from the script's arguments, the allocation spy built, and
+#   run NAME MODEL [trace_step.py options...]
+# which records one training step into OUT/NAME.trace (checked by --check-spy; written whole or
+# not at all). KIT_FLAGS adds options to every run (e.g. --marks).
+# Usage: . "$root/tests/oracle/kit/record_common.sh" DEFAULT_OUTDIR [OUTDIR] [PYTHON]
+default_out=$1; shift
+out=${1:-$default_out}; mkdir -p "$out"
+py=${2:-$root/.venv/bin/python}
+spy=$(mktemp -d)/allocspy.so
+gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
+run() { local name=$1; shift
+  # shellcheck disable=SC2086
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_step.py" "$@" ${KIT_FLAGS:-} --check-spy \
+    "$out/$name.trace.tmp" && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
