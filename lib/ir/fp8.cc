@@ -111,6 +111,8 @@ Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& c) {
     return Status::InvalidArgument("--fp8: no Linear of " + g.name + " is selected" +
                                    (c.targets.empty() ? " (none has in and out features that are multiples of 16)"
                                                       : " by targets"));
+  out.fp8 = c.ToString();
+  out.fp8_linears = converted;
   for (Tensor& t : out.tensors)
     if (t.role == TensorRole::kActivation) t.producer = kNone;
   for (OpId o = 0; o < out.ops.size(); ++o)

@@ -74,6 +74,9 @@ struct Graph {
   /// lib/ir/quantized_base.h), if any.
   std::optional<QuantizedBaseConfig> quantized_base;
   size_t quantized_linears = 0;  ///< how many Linear weights are quantized
+  /// The torchao float8 spec the graph was rewritten with (ApplyFp8, lib/ir/fp8.h); "" = none.
+  std::string fp8;
+  size_t fp8_linears = 0;  ///< how many Linear modules became Float8Linear
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;

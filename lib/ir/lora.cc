@@ -113,6 +113,9 @@ class LoraRewrite {
     if (g_.lora)
       return Status::InvalidArgument(g_.source + " has LoRA adapters already (" + std::to_string(g_.lora_adapters) +
                                      ", its \"lora\" key): drop --lora, or run the base model's graph");
+    if (!g_.fp8.empty())
+      return Status::Unsupported("--lora on float8 Linears (--fp8 " + g_.fp8 +
+                                 "): adapters around torchao's Float8Linear are not modelled; drop one of them");
     if (c_.r < 1) return Status::InvalidArgument("--lora: r must be a positive integer");
     if (!(c_.dropout >= 0 && c_.dropout < 1)) return Status::InvalidArgument("--lora: dropout must be in [0, 1)");
     if (c_.dora) return Status::Unsupported("--lora dora=on: DoRA is not modelled yet (Note [LoRA])");

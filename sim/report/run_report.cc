@@ -192,6 +192,8 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   if (g.lora) rep.lora = g.lora->ToString();
   rep.lora_adapters = g.lora_adapters;
   if (g.quantized_base) rep.quantized_base = g.quantized_base->ToString();
+  rep.fp8 = g.fp8;
+  rep.fp8_linears = g.fp8_linears;
   rep.quantized_linears = g.quantized_linears;
   rep.allocator = r.alloc;
   rep.device = r.device;
@@ -217,6 +219,7 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   if (!r.amp.empty()) cfg["amp"] = r.amp;
   if (!r.dtype.empty()) cfg["dtype"] = r.dtype;
   if (!r.lora.empty()) cfg["lora"] = {{"spec", r.lora}, {"adapters", r.lora_adapters}};
+  if (!r.fp8.empty()) cfg["fp8"] = {{"spec", r.fp8}, {"linears", r.fp8_linears}};
   if (!r.quantized_base.empty())
     cfg["quantized_base"] = {{"spec", r.quantized_base}, {"linears", r.quantized_linears}};
   j["config"] = cfg;
@@ -272,6 +275,7 @@ std::string ToText(const RunReport& r) {
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
     << HumanBytes(r.parameter_bytes) << "\n";
   if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)\n";
+  if (!r.fp8.empty()) o << "float8: " << r.fp8 << " (" << r.fp8_linears << " Linear modules as torchao Float8Linear)\n";
   if (!r.quantized_base.empty())
     o << "quantized base: " << r.quantized_base << " (" << r.quantized_linears << " quantized Linear weights, frozen)\n";
   o << "\n";

@@ -62,6 +62,8 @@ struct RunReport {
   std::string amp, dtype;  ///< --amp / --dtype when given ("" otherwise)
   std::string lora;        ///< the LoRA configuration the graph runs with (Graph::lora; "" = none)
   size_t lora_adapters = 0;  ///< the Linear modules with an adapter
+  std::string fp8;  ///< the float8 Linears' spec (Graph::fp8; "" = none)
+  size_t fp8_linears = 0;
   std::string quantized_base;  ///< the quantized base weights (Graph::quantized_base; "" = none)
   size_t quantized_linears = 0;  ///< the Linear weights quantized
   // The allocator model.

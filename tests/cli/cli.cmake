@@ -148,6 +148,7 @@ memsim_golden_test(run_llama_1b_qlora_text run_llama_1b_qlora.txt
 memsim_error_test(quantize_base_bad_format 2 "--quantize-base \"nf3\": type=nf3: expected nf4, fp4 or int8" run graphs/mlp.json --quantize-base nf3)
 memsim_error_test(quantize_base_no_target 2 "--quantize-base targets: \"q_proj\" matches no Linear module of mlp" run graphs/mlp.json --quantize-base nf4,targets=q_proj)
 memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)
+memsim_error_test(fp8_with_lora 2 "--lora on float8 Linears" run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 rowwise --lora r=4,targets=fc1)
 memsim_error_test(optimizer_in_backward_accumulate 2 "cannot be combined with --accumulate" run graphs/mlp.json --optimizer-in-backward on --accumulate 2)
 # Numbers beyond what memsim models are refused, never saturated or wrapped (issue: size
 # arithmetic outside the checked budget).
