@@ -233,7 +233,9 @@ class QuantizeRewrite {
       wt.shape.clear();
       for (int64_t d : q[0].shape) wt.shape.push_back(DimExpr::Const(d));
       wt.requires_grad = false;
-      for (size_t i = 1; i < q.size(); ++i) AddBuffer(wt.name + "." + q[i].suffix, q[i], wt.pointer);
+      // AddBuffer appends to out_.tensors: |wt| may move, so its name and pointer are copied first.
+      const std::string name = wt.name, pointer = wt.pointer;
+      for (size_t i = 1; i < q.size(); ++i) AddBuffer(name + "." + q[i].suffix, q[i], pointer);
     }
     op->kind = c_.four_bit() ? OpKind::kLinear4bit : OpKind::kLinear8bit;
     op->attrs.Set("out_features", DimExpr::Const(out));

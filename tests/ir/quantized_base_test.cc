@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/io/graph_json.h"
 #include "lib/ir/lora.h"
 #include "tests/testing/graph_builder.h"
 
@@ -146,6 +147,26 @@ TEST(QuantizedBaseRewriteTest, LoraBaseLayersAreQuantizedAndClonedNeverTheAdapte
 
 // The step: the dequantized weight is a temporary of each quantized linear's forward and of its
 // backward (input grad), in the compute dtype; no weight grad exists.
+// Regression: the rewrite appends the quant-state buffers while it holds a weight's Tensor&; on a
+// model with many Linears the vector grows and the reference must not be read after that.
+TEST(QuantizedBaseRewriteTest, EveryQuantStateBufferIsNamedAfterItsWeightOnALargeModel) {
+  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/llama3_8b.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto spec = ParseQuantizedBaseSpec("nf4,double_quant=on,compute=bf16");
+  ASSERT_TRUE(spec.ok());
+  auto q = ApplyQuantizedBase(*g, *spec);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(q->quantized_linears, 224u);  // 32 layers × 7 projections; lm_head is skipped
+  size_t named = 0;
+  for (TensorId b : q->buffers) {
+    const std::string& name = q->tensors[b].name;
+    if (name.find(".weight.") == std::string::npos) continue;
+    ++named;
+    EXPECT_TRUE(name.starts_with("model.layers.")) << name;
+  }
+  EXPECT_EQ(named, 224u * 5);  // absmax, code, offset, nested absmax, nested code per weight
+}
+
 TEST(QuantizedBaseStepTest, DequantizedWeightIsATemporaryInForwardAndBackward) {
   Graph g = ParseBody(kMlp);
   Result<Graph> q = ApplyQuantizedBase(g, Spec("nf4,targets=fc2"));
