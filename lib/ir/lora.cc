@@ -293,26 +293,25 @@ class LoraRewrite {
 
   /// DoRA (Note [LoRA]; peft DoraLinearVariant.forward, DoraLinearLayer.forward):
   /// the result plus (m / ||W + s·BA||_row - 1) * base + (m / ||..||) * lora_B(lora_A(x)) * s.
-  /// get_lora_weight's lora_B(lora_A(eye)) is recorded by autograd but detached before use:
-  /// its nodes die with `lora_weight` when the layer returns, so it is written without nodes
-  /// (`no_grad`) and its eye, [in, r] and [in, out] outputs are kept to the last add.
+  /// get_lora_weight's lora_B(lora_A(eye)) is recorded by autograd but used detached: its nodes
+  /// die with the name `lora_weight` when the layer returns (Note [Dead graphs]).
   void ExpandDora(const Op& linear, const Adapter& a, TensorId base) {
     const std::string& m = a.module;
     const Tensor& w = g_.tensors[a.weight];
     Attrs eye;
     eye.Set("shape", std::vector<DimExpr>{w.shape[1], w.shape[1]});
     eye.Set("dtype", std::string(DtypeName(w.dtype)));
-    Attrs ng;
-    ng.Set("no_grad", true);
     TensorId x_eye = Op1(linear, ".dora_eye", OpKind::kFull, m, {}, std::move(eye));
-    TensorId ea = Op1(linear, ".dora_lora_A", OpKind::kLinear, m + ".lora_A.default", {x_eye, a.A}, ng);
-    TensorId eb = Op1(linear, ".dora_lora_B", OpKind::kLinear, m + ".lora_B.default", {ea, a.B}, ng);
-    Attrs t = ng;
+    TensorId ea = Op1(linear, ".dora_lora_A", OpKind::kLinear, m + ".lora_A.default", {x_eye, a.A});
+    TensorId eb = Op1(linear, ".dora_lora_B", OpKind::kLinear, m + ".lora_B.default", {ea, a.B});
+    Attrs t;
     t.Set("dim0", DimExpr::Const(0));
     t.Set("dim1", DimExpr::Const(1));
     TensorId lw = Op1(linear, ".dora_lora_weight", OpKind::kTranspose, m, {eb}, std::move(t));
+    out_.ops.back().keep_alive = {x_eye};  // get_lora_weight's local, until it returns
+    TensorId lwd = Op1(linear, ".dora_lora_weight_detached", OpKind::kDetach, m, {lw});
     const std::string dm = m + ".lora_magnitude_vector.default";
-    TensorId slw = Op1(linear, ".dora_scaled_weight", OpKind::kMul, dm, {lw}, Scalar(c_.scaling()));
+    TensorId slw = Op1(linear, ".dora_scaled_weight", OpKind::kMul, dm, {lwd}, Scalar(c_.scaling()));
     Attrs add;
     add.Set("inplace", false);
     TensorId cw = Op1(linear, ".dora_weight", OpKind::kAdd, dm, {a.weight, slw}, add);
@@ -339,7 +338,7 @@ class LoraRewrite {
     TensorId t2 = Op1(linear, ".dora_lora_term", OpKind::kMul, dm, {ms2, lr}, add);
     TensorId t3 = Op1(linear, ".dora_lora_scaled", OpKind::kMul, dm, {t2}, Scalar(c_.scaling()));
     TensorId rd = Op1(linear, ".dora_result", OpKind::kAdd, dm, {t1, t3}, add);
-    out_.ops.back().keep_alive = {ea, x_eye, eb};  // lora_weight's dead graph, freed as the layer returns
+    out_.ops.back().keep_alive = {lw};  // DoraLinearLayer.forward's local `lora_weight`, until it returns
     Emit(linear, OpKind::kAdd, m, {base, rd}, linear.outputs[0], add);
     out_.ops.back().name = linear.name;
     out_.ops.back().keep_alive = linear.keep_alive;
