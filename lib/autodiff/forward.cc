@@ -36,6 +36,7 @@ void DestroyIfDead(StepState& s, OpId o) {
   Node& node = s.nodes[o];
   if (!node.exists || node.edges > 0 || node.names > 0 || node.reachable) return;
   node.exists = false;
+  node.died = true;
   for (size_t k = 0; k < node.saved.size(); ++k)
     if (!node.released[k]) s.ledger.Unref(node.saved[k]);
   node.saved.clear();

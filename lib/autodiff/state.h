@@ -46,6 +46,7 @@ struct Node {
   /// outputs still named; with neither it is destroyed.
   int edges = 0;
   int names = 0;
+  bool died = false;  ///< destroyed in forward (a dead graph)
   bool reachable = false;
 };
 
