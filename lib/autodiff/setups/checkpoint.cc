@@ -218,13 +218,7 @@ class Checkpoint : public TrainingSetup {
   }
 
   /// Whether node |o|'s backward unpacks a saved tensor (what triggers the recomputation).
-  static bool NeedsSaved(const StepState& s, OpId o) {
-    const OpRule& rule = RuleFor(s.g.ops[o].kind);
-    if (!rule.forward || !s.nodes[o].exists) return false;
-    FwdPlan plan;
-    rule.forward(s.Ctx(o), &plan);
-    return !plan.saved.empty();
-  }
+  static bool NeedsSaved(const StepState& s, OpId o) { return Saves(s, o); }
 
   /// The grads already in the InputBuffers of the region's outputs (the nested backward's `args`).
   static void HoldIncomingGrads(StepState& s, Region& r) {
@@ -239,13 +233,18 @@ class Checkpoint : public TrainingSetup {
     }
   }
 
-  /// Whether op |o|'s node keeps a tensor (what the recomputation's pack hook counts).
-  static bool Saves(StepState& s, OpId o) {
+  /// Whether op |o|'s node keeps a tensor through the saved-tensor hooks (what the pack hook
+  /// counts, and what unpacking in backward recomputes): not a wrapped number that skips them
+  /// (Profile::wrapped_number_skips_hooks, e.g. `h * 2.0`'s MulBackward0), nor a ctx attribute.
+  static bool Saves(const StepState& s, OpId o) {
     const OpRule& rule = RuleFor(s.g.ops[o].kind);
     if (!s.nodes[o].exists || !rule.forward) return false;
     FwdPlan plan;
     rule.forward(s.Ctx(o), &plan);
-    return !plan.saved.empty();
+    return std::any_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
+      if (r.ctx_attribute) return false;
+      return !(r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks);
+    });
   }
 
   /// The recomputation's last op: with early stop (2.x non-reentrant, Note [Activation
