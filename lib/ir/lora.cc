@@ -298,6 +298,8 @@ class LoraRewrite {
   void ExpandDora(const Op& linear, const Adapter& a, TensorId base) {
     const std::string& m = a.module;
     const Tensor& w = g_.tensors[a.weight];
+    TensorId x = linear.inputs[0];  // DoraLinearVariant.forward: x = dropout(x) first
+    if (c_.dropout > 0) x = Op1(linear, ".lora_dropout", OpKind::kDropout, m + ".lora_dropout.default", {x}, Dropout());
     Attrs eye;
     eye.Set("shape", std::vector<DimExpr>{w.shape[1], w.shape[1]});
     eye.Set("dtype", std::string(DtypeName(w.dtype)));
@@ -324,8 +326,6 @@ class LoraRewrite {
     Attrs view;
     view.Set("shape", std::vector<DimExpr>{DimExpr::Const(1), DimExpr::Const(-1)});
     TensorId ms2 = Op1(linear, ".dora_mag_norm_scale_view", OpKind::kView, dm, {ms}, std::move(view));
-    TensorId x = linear.inputs[0];
-    if (c_.dropout > 0) x = Op1(linear, ".lora_dropout", OpKind::kDropout, m + ".lora_dropout.default", {x}, Dropout());
     TensorId ha = Op1(linear, ".lora_A", OpKind::kLinear, m + ".lora_A.default", {x, a.A});
     TensorId lr = Op1(linear, ".lora_B", OpKind::kLinear, m + ".lora_B.default", {ha, a.B});
     TensorId b = base;
