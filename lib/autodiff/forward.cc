@@ -63,7 +63,8 @@ void CountNodeRefs(StepState& s, OpId o) {
 }
 
 /// Python names: an activation is dropped after its last use unless the caller holds it. A
-/// node left with no names and no later node is destroyed first (Note [Dead graphs]).
+/// node left with no names and no later node is destroyed as its last name goes, before that
+/// name's storage (Note [Dead graphs]).
 void DropDeadNames(StepState& s, OpId o) {
   const Op& op = s.g.ops[o];
   std::vector<TensorId> seen, dropped;
@@ -77,9 +78,10 @@ void DropDeadNames(StepState& s, OpId o) {
   }
   for (TensorId t : op.outputs)
     if (s.bound.last_use[t] == kNone && !s.held[t]) dropped.push_back(t);
-  for (TensorId t : dropped)
+  for (TensorId t : dropped) {  // the tensor's autograd meta (its grad_fn) goes before its storage
     if (Node* p = ProducerNode(s, t); p && --p->names == 0) DestroyIfDead(s, s.g.tensors[t].producer);
-  for (TensorId t : dropped) s.ledger.Unref(s.storage[t]);
+    s.ledger.Unref(s.storage[t]);
+  }
 }
 
 /// The storage input |i| is read from: the policy's replacement (an autocast copy) or its own.

@@ -341,7 +341,9 @@ class LoraRewrite {
     out_.ops.back().keep_alive = {lw};  // DoraLinearLayer.forward's local `lora_weight`, until it returns
     Emit(linear, OpKind::kAdd, m, {base, rd}, linear.outputs[0], add);
     out_.ops.back().name = linear.name;
-    out_.ops.back().keep_alive = linear.keep_alive;
+    // Linear.forward's own `x` outlives the variant's `x = dropout(x)`, until the layer returns.
+    out_.ops.back().keep_alive = {linear.inputs[0]};
+    out_.ops.back().keep_alive.insert(out_.ops.back().keep_alive.end(), linear.keep_alive.begin(), linear.keep_alive.end());
   }
 
   /// model.parameters() of the PEFT model: each adapter's A and B right after its base layer's
