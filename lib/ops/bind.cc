@@ -128,8 +128,7 @@ std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
   for (const Op& op : g.ops) {
     uint32_t diff = RuleFor(op.kind).diff_inputs;
     bool any = false;
-    if (!op.attrs.GetBool("no_grad", false))
-      for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
+    for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
       any |= ((diff >> i) & 1u) && rg[op.inputs[i]];
     for (TensorId t : op.outputs) rg[t] = any && IsFloating(bound.metas[t].dtype);
   }
@@ -148,7 +147,6 @@ RuleCtx MakeRuleCtx(const Graph& g, const BoundGraph& bound, const Profile& prof
     for (const InputCast& cast : bound.casts[o]) c.in[cast.input] = &cast.meta;
   for (TensorId t : op.outputs) c.out.push_back(&bound.metas[t]);
   c.rg &= RuleFor(op.kind).diff_inputs;
-  if (op.attrs.GetBool("no_grad", false)) c.rg = 0;  // run under torch.no_grad(): no node
   return c;
 }
 
