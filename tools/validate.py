@@ -133,7 +133,7 @@ def setup_flags(graph, cfg):
 
 def unsupported(cfg):
     """The CONFIG settings memsim does not simulate yet (such traces are listed, not compared)."""
-    return ["DoRA (use_dora)"] if "dora=on" in cfg.get("lora", "") else []
+    return []
 
 
 def trace_release(cfg):

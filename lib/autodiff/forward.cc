@@ -23,20 +23,65 @@ void AllocOutput(StepState& s, OpId o, size_t j, std::vector<StorageId>& storage
   }
 }
 
-/// Python names: an activation is dropped after its last use unless the caller holds it.
+/// The producer node of tensor |t| when it exists (a parameter or an input has none).
+Node* ProducerNode(StepState& s, TensorId t) {
+  OpId p = s.g.tensors[t].producer;
+  return p != kNone && s.nodes[p].exists ? &s.nodes[p] : nullptr;
+}
+
+/// Note [Dead graphs]: a node that no later node points to and whose outputs have lost their
+/// names is destroyed in forward (shared_ptr refcounts), its saved tensors with it, and so are
+/// the nodes it alone pointed to.
+void DestroyIfDead(StepState& s, OpId o) {
+  Node& node = s.nodes[o];
+  if (!node.exists || node.edges > 0 || node.names > 0 || node.reachable) return;
+  node.exists = false;
+  node.died = true;
+  for (size_t k = 0; k < node.saved.size(); ++k)
+    if (!node.released[k]) s.ledger.Unref(node.saved[k]);
+  node.saved.clear();
+  for (StorageId st : node.unhooked) s.ledger.Unref(st);
+  node.unhooked.clear();
+  for (StorageId st : node.ctx_attributes) s.ledger.Unref(st);
+  node.ctx_attributes.clear();
+  const Op& op = s.g.ops[o];
+  for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
+    if ((node.rg >> i) & 1u)
+      if (Node* p = ProducerNode(s, op.inputs[i]); p && --p->edges == 0)
+        DestroyIfDead(s, s.g.tensors[op.inputs[i]].producer);
+}
+
+/// The node of op |o| was just made: it points to its rg inputs' nodes; its outputs are named.
+void CountNodeRefs(StepState& s, OpId o) {
+  Node& node = s.nodes[o];
+  if (!node.exists) return;
+  const Op& op = s.g.ops[o];
+  node.names = static_cast<int>(op.outputs.size());
+  for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
+    if ((node.rg >> i) & 1u)
+      if (Node* p = ProducerNode(s, op.inputs[i])) ++p->edges;
+}
+
+/// Python names: an activation is dropped after its last use unless the caller holds it. A
+/// node left with no names and no later node is destroyed as its last name goes, before that
+/// name's storage (Note [Dead graphs]).
 void DropDeadNames(StepState& s, OpId o) {
   const Op& op = s.g.ops[o];
-  std::vector<TensorId> seen;
+  std::vector<TensorId> seen, dropped;
   std::vector<TensorId> released = op.inputs;
   released.insert(released.end(), op.keep_alive.begin(), op.keep_alive.end());
   for (TensorId t : released) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
     seen.push_back(t);
     if (s.g.tensors[t].role == TensorRole::kActivation && s.bound.last_use[t] == o && !s.held[t])
-      s.ledger.Unref(s.storage[t]);
+      dropped.push_back(t);
   }
   for (TensorId t : op.outputs)
-    if (s.bound.last_use[t] == kNone && !s.held[t]) s.ledger.Unref(s.storage[t]);
+    if (s.bound.last_use[t] == kNone && !s.held[t]) dropped.push_back(t);
+  for (TensorId t : dropped) {  // the tensor's autograd meta (its grad_fn) goes before its storage
+    if (Node* p = ProducerNode(s, t); p && --p->names == 0) DestroyIfDead(s, s.g.tensors[t].producer);
+    s.ledger.Unref(s.storage[t]);
+  }
 }
 
 /// The storage input |i| is read from: the policy's replacement (an autocast copy) or its own.
@@ -266,6 +311,7 @@ void RunForwardOp(StepState& s, OpId o) {
   ForwardOpPolicy policy;
   s.Hook(&TrainingSetup::BeforeForwardOp, o, &policy);
   ExecuteForwardOp(s, o, s.storage, policy, /*recompute=*/false);
+  CountNodeRefs(s, o);
   // The op's own temporaries (autocast copies) die as it returns, before Python drops names.
   s.Hook(&TrainingSetup::AfterForwardOp, o);
   DropDeadNames(s, o);

@@ -42,6 +42,11 @@ struct Node {
   std::vector<StorageId> ctx_attributes;
   std::vector<Grad> buffer;           ///< InputBuffer: one slot per output
   int deps = 0;                       ///< edges from reachable nodes not yet delivered
+  /// Forward: what keeps the node alive (Note [Dead graphs]): edges from later nodes, and its
+  /// outputs still named; with neither it is destroyed.
+  int edges = 0;
+  int names = 0;
+  bool died = false;  ///< destroyed in forward (a dead graph)
   bool reachable = false;
 };
 

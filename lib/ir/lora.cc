@@ -118,7 +118,6 @@ class LoraRewrite {
                                  "): adapters around torchao's Float8Linear are not modelled; drop one of them");
     if (c_.r < 1) return Status::InvalidArgument("--lora: r must be a positive integer");
     if (!(c_.dropout >= 0 && c_.dropout < 1)) return Status::InvalidArgument("--lora: dropout must be in [0, 1)");
-    if (c_.dora) return Status::Unsupported("--lora dora=on: DoRA is not modelled yet (Note [LoRA])");
     MEMSIM_RETURN_IF_ERROR(FindTargets());
     out_.ops.clear();
     for (OpId o = 0; o < g_.ops.size(); ++o) {
@@ -127,7 +126,10 @@ class LoraRewrite {
     }
     OrderParameters();
     for (TensorId t : out_.parameters) out_.tensors[t].requires_grad = false;
-    for (const Adapter& a : adapters_) out_.tensors[a.A].requires_grad = out_.tensors[a.B].requires_grad = true;
+    for (const Adapter& a : adapters_) {
+      out_.tensors[a.A].requires_grad = out_.tensors[a.B].requires_grad = true;
+      if (a.magnitude != kNone) out_.tensors[a.magnitude].requires_grad = true;
+    }
     for (Tensor& t : out_.tensors)
       if (t.role == TensorRole::kActivation) t.producer = kNone;
     for (OpId o = 0; o < out_.ops.size(); ++o)
@@ -141,6 +143,7 @@ class LoraRewrite {
   struct Adapter {
     std::string module;
     TensorId weight, bias = kNone, A = kNone, B = kNone;
+    TensorId magnitude = kNone;  ///< DoRA's lora_magnitude_vector [out]
   };
 
   Status FindTargets() {
@@ -187,6 +190,9 @@ class LoraRewrite {
     const DimExpr r = DimExpr::Const(c_.r);
     a->A = NewTensor(a->module + ".lora_A.default.weight", TensorRole::kParameter, w.dtype, {r, w.shape[1]}, w.pointer);
     a->B = NewTensor(a->module + ".lora_B.default.weight", TensorRole::kParameter, w.dtype, {w.shape[0], r}, w.pointer);
+    if (c_.dora)
+      a->magnitude = NewTensor(a->module + ".lora_magnitude_vector.default.weight", TensorRole::kParameter, w.dtype,
+                               {w.shape[0]}, w.pointer);
     // PEFT's module tree: the Linear becomes M.base_layer (a name the weight keeps only when it
     // is the module's own; a tied weight keeps its first owner's name).
     Rename(a->weight, a->module, ".weight");
@@ -238,6 +244,7 @@ class LoraRewrite {
     base.name = out_.tensors[base.outputs[0]].name;
     base.keep_alive.clear();
     out_.ops.push_back(base);
+    if (c_.dora) return ExpandDora(linear, a, base.outputs[0]);
     TensorId h = x;
     if (c_.dropout > 0) {
       Attrs d;
@@ -264,6 +271,84 @@ class LoraRewrite {
     out_.ops.back().keep_alive = linear.keep_alive;  // the caller's names outlive the whole LoRA forward
   }
 
+  /// A no-input op of |kind| (or one on |inputs|) whose new output is named after |linear|'s.
+  TensorId Op1(const Op& linear, const std::string& suffix, OpKind kind, const std::string& module,
+               std::vector<TensorId> inputs, Attrs attrs = {}) {
+    TensorId t = NewActivation(linear, suffix);
+    Emit(linear, kind, module, std::move(inputs), t, std::move(attrs));
+    return t;
+  }
+
+  Attrs Dropout() const {
+    Attrs d;
+    d.Set("p", c_.dropout);
+    d.Set("inplace", false);
+    d.Set("training", true);
+    return d;
+  }
+
+  static Attrs Scalar(double x) {
+    Attrs a;
+    a.Set("scalar", x);
+    a.Set("inplace", false);
+    return a;
+  }
+
+  /// DoRA (Note [LoRA]; peft DoraLinearVariant.forward, DoraLinearLayer.forward):
+  /// the result plus (m / ||W + s·BA||_row - 1) * base + (m / ||..||) * lora_B(lora_A(x)) * s.
+  /// get_lora_weight's lora_B(lora_A(eye)) is recorded by autograd but used detached: its nodes
+  /// die with the name `lora_weight` when the layer returns (Note [Dead graphs]).
+  void ExpandDora(const Op& linear, const Adapter& a, TensorId base) {
+    const std::string& m = a.module;
+    const Tensor& w = g_.tensors[a.weight];
+    TensorId x = linear.inputs[0];  // DoraLinearVariant.forward: x = dropout(x) first
+    if (c_.dropout > 0) x = Op1(linear, ".lora_dropout", OpKind::kDropout, m + ".lora_dropout.default", {x}, Dropout());
+    Attrs eye;
+    eye.Set("shape", std::vector<DimExpr>{w.shape[1], w.shape[1]});
+    eye.Set("dtype", std::string(DtypeName(w.dtype)));
+    TensorId x_eye = Op1(linear, ".dora_eye", OpKind::kFull, m, {}, std::move(eye));
+    TensorId ea = Op1(linear, ".dora_lora_A", OpKind::kLinear, m + ".lora_A.default", {x_eye, a.A});
+    TensorId eb = Op1(linear, ".dora_lora_B", OpKind::kLinear, m + ".lora_B.default", {ea, a.B});
+    Attrs t;
+    t.Set("dim0", DimExpr::Const(0));
+    t.Set("dim1", DimExpr::Const(1));
+    TensorId lw = Op1(linear, ".dora_lora_weight", OpKind::kTranspose, m, {eb}, std::move(t));
+    out_.ops.back().keep_alive = {x_eye};  // get_lora_weight's local, until it returns
+    TensorId lwd = Op1(linear, ".dora_lora_weight_detached", OpKind::kDetach, m, {lw});
+    const std::string dm = m + ".lora_magnitude_vector.default";
+    TensorId slw = Op1(linear, ".dora_scaled_weight", OpKind::kMul, dm, {lwd}, Scalar(c_.scaling()));
+    Attrs add;
+    add.Set("inplace", false);
+    TensorId cw = Op1(linear, ".dora_weight", OpKind::kAdd, dm, {a.weight, slw}, add);
+    Attrs norm;
+    norm.Set("dim", std::vector<DimExpr>{DimExpr::Const(1)});
+    TensorId wn = Op1(linear, ".dora_weight_norm", OpKind::kVectorNorm, dm, {cw}, std::move(norm));
+    Attrs div;
+    div.Set("inplace", false);
+    TensorId ms = Op1(linear, ".dora_mag_norm_scale", OpKind::kDiv, dm, {a.magnitude, wn}, std::move(div));
+    Attrs view;
+    view.Set("shape", std::vector<DimExpr>{DimExpr::Const(1), DimExpr::Const(-1)});
+    TensorId ms2 = Op1(linear, ".dora_mag_norm_scale_view", OpKind::kView, dm, {ms}, std::move(view));
+    TensorId ha = Op1(linear, ".lora_A", OpKind::kLinear, m + ".lora_A.default", {x, a.A});
+    TensorId lr = Op1(linear, ".lora_B", OpKind::kLinear, m + ".lora_B.default", {ha, a.B});
+    TensorId b = base;
+    if (c_.dropout > 0)  // base_result=None: F.linear(dropout(x), W), no bias
+      b = Op1(linear, ".dora_base_dropout", OpKind::kLinear, dm, {x, a.weight});
+    else if (a.bias != kNone) b = Op1(linear, ".dora_base_minus_bias", OpKind::kSub, dm, {base, a.bias}, add);
+    Attrs minus1 = Scalar(1.0);
+    TensorId ms1 = Op1(linear, ".dora_mag_norm_scale_m1", OpKind::kSub, dm, {ms2}, std::move(minus1));
+    TensorId t1 = Op1(linear, ".dora_base_term", OpKind::kMul, dm, {ms1, b}, add);
+    TensorId t2 = Op1(linear, ".dora_lora_term", OpKind::kMul, dm, {ms2, lr}, add);
+    TensorId t3 = Op1(linear, ".dora_lora_scaled", OpKind::kMul, dm, {t2}, Scalar(c_.scaling()));
+    TensorId rd = Op1(linear, ".dora_result", OpKind::kAdd, dm, {t1, t3}, add);
+    out_.ops.back().keep_alive = {lw};  // DoraLinearLayer.forward's local `lora_weight`, until it returns
+    Emit(linear, OpKind::kAdd, m, {base, rd}, linear.outputs[0], add);
+    out_.ops.back().name = linear.name;
+    // Linear.forward's own `x` outlives the variant's `x = dropout(x)`, until the layer returns.
+    out_.ops.back().keep_alive = {linear.inputs[0]};
+    out_.ops.back().keep_alive.insert(out_.ops.back().keep_alive.end(), linear.keep_alive.begin(), linear.keep_alive.end());
+  }
+
   /// model.parameters() of the PEFT model: each adapter's A and B right after its base layer's
   /// weight and bias (M.base_layer, M.lora_dropout, M.lora_A, M.lora_B are M's children, in order).
   void OrderParameters() {
@@ -273,6 +358,7 @@ class LoraRewrite {
       for (size_t i = 0; i < g_.parameters.size(); ++i)
         if (g_.parameters[i] == a.weight || g_.parameters[i] == a.bias) last = i;
       after[g_.parameters[last]].insert(after[g_.parameters[last]].end(), {a.A, a.B});
+      if (a.magnitude != kNone) after[g_.parameters[last]].push_back(a.magnitude);
     }
     out_.parameters.clear();
     for (TensorId p : g_.parameters) {

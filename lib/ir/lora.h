@@ -28,7 +28,9 @@ bool LoraTargetMatches(const std::string& target, const std::string& module);
 ///   parameter of the model is), `M.lora_A.default.weight` [r, in] and `M.lora_B.default.weight`
 ///   [out, r] in the base weight's dtype after the module's own, trainable;
 /// - ops: the base linear (module `M.base_layer`), dropout(x) when dropout > 0, lora_A, lora_B,
-///   `* scaling`, and the add that produces the linear's original output.
+///   `* scaling`, and the add that produces the linear's original output;
+/// - with dora: `M.lora_magnitude_vector.default.weight` [out] (trainable) and DoRA's forward
+///   instead of the plain adapter sum (Note [LoRA]).
 /// Errors: a target that matches no Linear module, r < 1, dropout outside [0, 1), a graph that
 /// has adapters already.
 Result<Graph> ApplyLora(const Graph& g, const LoraConfig& config);

@@ -303,6 +303,15 @@ void FwdMean(const RuleCtx& c, FwdPlan* p) {
   if (c.profile.mean_keeps_input) p->Save(SavedRef::kInput, 0);
 }
 
+// torch.linalg.vector_norm (derivatives.yaml linalg_vector_norm: linalg_vector_norm_backward(grad,
+// self, ord, result, dim, keepdim)) keeps its input and its result; the CPU kernel writes the
+// reduction straight into the fresh result. Backward: a new input-sized grad (its temporaries are
+// not checked against a trace: DoRA, the one user, detaches the norm).
+void FwdVectorNorm(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kOutput, 0);
+}
+
 void BwdSum(const RuleCtx& c, BwdPlan* p) { p->GradAlias(0); }  // grad.expand(sizes): a view
 
 std::optional<TensorMeta> AliasGradExpand(const Op&, const Bindings&, const TensorMeta& grad, const TensorMeta& in) {
@@ -491,6 +500,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kDiv, 1, 2, kBoth, InferBinary, FwdDiv, BwdScaled},
     {OpKind::kMean, 1, 1, kFirst, InferReduce, FwdMean, nullptr},
     {OpKind::kSum, 1, 1, kFirst, InferReduce, nullptr, BwdSum, AliasGradExpand},
+    {OpKind::kVectorNorm, 1, 1, kFirst, InferReduce, FwdVectorNorm, nullptr},
     {OpKind::kCrossEntropy, 2, 2, kFirst, InferLoss, FwdCrossEntropy, BwdCrossEntropy},
     {OpKind::kNllLoss, 2, 2, kFirst, InferLoss, FwdNllLoss, nullptr},
     {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},

@@ -150,5 +150,66 @@ TEST(LoraRewriteTest, StepKeepsGradsAndAdamStateForAdaptersOnly) {
   EXPECT_EQ(std::count(r.frozen.begin(), r.frozen.end(), true), 3);
 }
 
+TEST(DoraRewriteTest, MagnitudeVectorFollowsTheAdapters) {
+  Graph g = ParseBody(kMlp);
+  LoraConfig c = Config({"fc1", "fc2"});
+  c.dora = true;
+  Result<Graph> l = ApplyLora(g, c);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(ParamNames(*l), (std::vector<std::string>{
+                                "fc1.base_layer.weight", "fc1.base_layer.bias", "fc1.lora_A.default.weight",
+                                "fc1.lora_B.default.weight", "fc1.lora_magnitude_vector.default.weight",
+                                "fc2.base_layer.weight", "fc2.lora_A.default.weight", "fc2.lora_B.default.weight",
+                                "fc2.lora_magnitude_vector.default.weight"}));
+  const Tensor& m = l->tensors[l->FindTensor("fc1.lora_magnitude_vector.default.weight")];
+  EXPECT_TRUE(m.requires_grad);
+  Profile cpu = *FindProfile("cpu");
+  BindOptions opt;
+  opt.profile = &cpu;
+  Result<BoundGraph> b = BindGraph(*l, l->DefaultBindings(), opt);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->metas[l->FindTensor("fc1.lora_magnitude_vector.default.weight")].sizes, (std::vector<int64_t>{64}));
+  EXPECT_EQ(b->metas[l->FindTensor("fc2.lora_magnitude_vector.default.weight")].sizes, (std::vector<int64_t>{16}));
+  EXPECT_EQ(b->metas[l->FindTensor("y.dora_eye")].sizes, (std::vector<int64_t>{64, 64}));  // eye(in)
+  EXPECT_EQ(b->metas[l->FindTensor("y.dora_weight_norm")].sizes, (std::vector<int64_t>{16}));
+  EXPECT_EQ(b->metas[l->FindTensor("y")].sizes, (std::vector<int64_t>{4, 16}));
+}
+
+TEST(DoraRewriteTest, OpsAreDoraLinearVariantForward) {
+  Graph g = ParseBody(kMlp);
+  LoraConfig c = Config({"fc1"});
+  c.dora = true;
+  Result<Graph> l = ApplyLora(g, c);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  std::vector<std::string> ops;
+  for (const Op& op : l->ops) ops.push_back(std::string(OpKindName(op.kind)));
+  // base; get_lora_weight: eye, lora_A, lora_B, .T; get_weight_norm on the detached weight; m / norm;
+  // lora_B(lora_A(x)); base - bias; (s - 1) * base + s * lora * scaling; result + that.
+  EXPECT_EQ(ops, (std::vector<std::string>{"linear", "full", "linear", "linear", "transpose", "detach", "mul", "add",
+                                           "vector_norm", "div", "view", "linear", "linear", "sub", "sub", "mul", "mul",
+                                           "mul", "add", "add", "relu", "linear", "mse_loss"}));
+  for (OpId o = 0; o < l->ops.size(); ++o)
+    for (TensorId t : l->ops[o].outputs) EXPECT_EQ(l->tensors[t].producer, o);
+}
+
+TEST(DoraRewriteTest, TheEyeGraphDiesInForward) {
+  Graph g = ParseBody(kMlp);
+  LoraConfig c = Config({"fc1", "fc2"});
+  c.dora = true;
+  Result<Graph> l = ApplyLora(g, c);
+  ASSERT_TRUE(l.ok());
+  SimResult r = testing::SimulateOk(*l, testing::Opts("cpu", "adam"));
+  // get_lora_weight's graph is detached: its nodes (and the eye lora_A saves) die as the layer
+  // returns (Note [Dead graphs]), not at the end of backward.
+  for (const std::string name : {"h.dora_eye", "y.dora_eye", "y.dora_lora_A"}) {
+    std::optional<uint32_t> buf = testing::Buffer(r.events, name);
+    ASSERT_TRUE(buf) << name << testing::Dump(r.events);
+    const MemEvent* f = testing::FreeEvent(r.events, *buf);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(f->phase, Phase::kForward) << name;
+  }
+  EXPECT_EQ(testing::BuffersContaining(r.events, "lora_magnitude_vector.default.weight.grad").size(), 2u);
+}
+
 }  // namespace
 }  // namespace memsim

@@ -281,7 +281,9 @@ TEST(LlmRuleTest, CheckpointedMulStillKeepsItsWrappedNumber) {
     std::vector<uint32_t> wrapped;
     for (uint32_t b : testing::BuffersContaining(run.r.events, "wrapped scalar"))
       if (run.r.events.buffers[b].bytes == 8) wrapped.push_back(b);
-    ASSERT_EQ(wrapped.size(), 2u) << torch;  // the forward's, and the recomputation's
+    // The forward's, and the recomputation's under 1.13; 2.13's early stop comes after the linear,
+    // the last save that goes through the hooks (the wrapped number does not).
+    ASSERT_EQ(wrapped.size(), std::string(torch) == "2.13" ? 1u : 2u) << torch;
     const MemEvent* freed = testing::FreeEvent(run.r.events, wrapped[0]);
     ASSERT_NE(freed, nullptr);
     EXPECT_EQ(freed->phase, std::string(torch) == "2.13" ? Phase::kBackward : Phase::kForward)

@@ -16,8 +16,10 @@ run gpt2_small_b2_s64_adamw_lora_ckpt  gpt2_small --batch 2 --seq 64 --opt adamw
 run gpt2_small_b2_s64_adamw_lora_drop_ckpt gpt2_small --batch 2 --seq 64 --opt adamw --lora $L,dropout=0.1 --checkpoint 'transformer\.h\.[0-9]+'
 # the query/key/value projection only, rank 16, SGD
 run gpt2_small_b2_s128_sgd_lora_attn   gpt2_small --batch 2 --seq 128 --opt sgd --lora r=16,alpha=32,targets=c_attn
-# DoRA (use_dora=True): the magnitude vector and the per-forward weight norm (Note [LoRA]; not simulated yet)
+# DoRA (use_dora=True): the magnitude vector and the per-forward weight norm (Note [LoRA]), with dropout, checkpointed
 run gpt2_small_b2_s64_adamw_dora       gpt2_small --batch 2 --seq 64 --opt adamw --lora $L,dora=on
+run gpt2_small_b2_s64_adamw_dora_drop  gpt2_small --batch 2 --seq 64 --opt adamw --lora $L,dora=on,dropout=0.05
+run gpt2_small_b2_s64_adamw_dora_ckpt  gpt2_small --batch 2 --seq 64 --opt adamw --lora $L,dora=on --checkpoint 'transformer\.h\.[0-9]+'
 # the graphs: the base model exported under the same torch (memsim run --lora SPEC), and the peft
 # models themselves (graphs/llm_zoo.py builders calling get_peft_model; the exporter writes "lora")
 g=$out/graphs; mkdir -p "$g"

@@ -218,13 +218,7 @@ class Checkpoint : public TrainingSetup {
   }
 
   /// Whether node |o|'s backward unpacks a saved tensor (what triggers the recomputation).
-  static bool NeedsSaved(const StepState& s, OpId o) {
-    const OpRule& rule = RuleFor(s.g.ops[o].kind);
-    if (!rule.forward || !s.nodes[o].exists) return false;
-    FwdPlan plan;
-    rule.forward(s.Ctx(o), &plan);
-    return !plan.saved.empty();
-  }
+  static bool NeedsSaved(const StepState& s, OpId o) { return Saves(s, o); }
 
   /// The grads already in the InputBuffers of the region's outputs (the nested backward's `args`).
   static void HoldIncomingGrads(StepState& s, Region& r) {
@@ -239,13 +233,18 @@ class Checkpoint : public TrainingSetup {
     }
   }
 
-  /// Whether op |o|'s node keeps a tensor (what the recomputation's pack hook counts).
-  static bool Saves(StepState& s, OpId o) {
+  /// Whether op |o|'s node keeps a tensor through the saved-tensor hooks (what the pack hook
+  /// counts, and what unpacking in backward recomputes): not a wrapped number that skips them
+  /// (Profile::wrapped_number_skips_hooks, e.g. `h * 2.0`'s MulBackward0), nor a ctx attribute.
+  static bool Saves(const StepState& s, OpId o) {
     const OpRule& rule = RuleFor(s.g.ops[o].kind);
     if (!s.nodes[o].exists || !rule.forward) return false;
     FwdPlan plan;
     rule.forward(s.Ctx(o), &plan);
-    return !plan.saved.empty();
+    return std::any_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
+      if (r.ctx_attribute) return false;
+      return !(r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks);
+    });
   }
 
   /// The recomputation's last op: with early stop (2.x non-reentrant, Note [Activation
@@ -270,6 +269,7 @@ class Checkpoint : public TrainingSetup {
       for (TensorId t : s.g.ops[o].inputs) last[t] = o;
       for (TensorId t : s.g.ops[o].keep_alive) last[t] = o;
     }
+    std::vector<std::vector<StorageId>> dead_saved = DeadGraphSaves(s, r, last);
     std::optional<StorageId> fork = RngState(s, "checkpoint: fork_rng saved state");
     std::vector<TensorId> made;  // in-place outputs keep their owner's storage id after it is dropped
     ForwardOpPolicy keep;
@@ -284,6 +284,7 @@ class Checkpoint : public TrainingSetup {
       std::vector<StorageId>& cached = r.sac_cache[o - r.first];
       if (!cached.empty()) policy.sac_cached = &cached;
       ExecuteForwardOp(s, o, storage, policy, /*recompute=*/true);
+      KeepDeadSaves(s, r, o, storage, &dead_saved);
       for (StorageId st : cached) s.ledger.Unref(st);  // taken: popped from the cache
       cached.clear();
       s.Hook(&TrainingSetup::AfterRecomputeOp, o);
@@ -294,14 +295,55 @@ class Checkpoint : public TrainingSetup {
           r.held.push_back(storage[t]);
         }
       }
+      for (StorageId st : dead_saved[o - r.first]) s.ledger.Unref(st);
       for (TensorId t : made)
         if (last[t] == o) s.ledger.Unref(storage[t]);
     }
     s.Hook(&TrainingSetup::AfterRecompute);  // the recomputation's autocast region exits
     if (fork) s.ledger.Unref(*fork);  // fork_rng exits before the recomputed outputs are dropped
+    for (OpId o = stop + 1; o <= r.last; ++o)  // an early stop unwinds the frames: their dead graphs die
+      for (StorageId st : dead_saved[o - r.first]) s.ledger.Unref(st);
     for (TensorId t : made)  // the function's locals, and what the stopped part would have used
       if (last[t] == kNone || last[t] > stop) s.ledger.Unref(storage[t]);
     s.ledger.set_op(op);
+  }
+
+  /// Note [Dead graphs]: a node destroyed in forward has no holder, but the recomputation's pack
+  /// hook returns the tensor itself (torch/utils/checkpoint.py `_recomputation_hook`), so its
+  /// recomputed node keeps what it saves until that node dies again: after the last use of its
+  /// outputs and of its dead consumers'. Per region op: that death point, as an index into the
+  /// returned lists, which KeepDeadSaves fills.
+  std::vector<std::vector<StorageId>> DeadGraphSaves(StepState& s, Region& r, const std::vector<OpId>& last) {
+    dead_death_.assign(r.last - r.first + 1, kNone);
+    for (OpId o = r.last + 1; o-- > r.first;) {
+      if (!s.nodes[o].died) continue;
+      OpId d = o;
+      for (TensorId t : s.g.ops[o].outputs)
+        if (last[t] != kNone) d = std::max(d, last[t]);
+      for (OpId c = o + 1; c <= r.last; ++c)
+        for (size_t i = 0; i < s.g.ops[c].inputs.size() && i < 32; ++i)
+          if (s.nodes[c].died && ((s.nodes[c].rg >> i) & 1u) && s.g.tensors[s.g.ops[c].inputs[i]].producer == o)
+            d = std::max(d, dead_death_[c - r.first]);
+      dead_death_[o - r.first] = d;
+    }
+    return std::vector<std::vector<StorageId>>(r.last - r.first + 1);
+  }
+
+  /// The recomputed dead node of |o| keeps its saved tensors until its death point; the nodes
+  /// that die together go last made, first destroyed.
+  void KeepDeadSaves(StepState& s, Region& r, OpId o, const std::vector<StorageId>& storage,
+                     std::vector<std::vector<StorageId>>* dead_saved) {
+    if (!s.nodes[o].died || !RuleFor(s.g.ops[o].kind).forward) return;
+    FwdPlan plan;
+    RuleFor(s.g.ops[o].kind).forward(s.Ctx(o), &plan);
+    std::vector<StorageId>& at = (*dead_saved)[dead_death_[o - r.first] - r.first];
+    for (const SavedRef& ref : plan.saved) {
+      if (ref.kind == SavedRef::kExtra) continue;
+      TensorId t = ref.kind == SavedRef::kInput ? s.g.ops[o].inputs[ref.index] : s.g.ops[o].outputs[ref.index];
+      if (s.g.tensors[t].role != TensorRole::kActivation) continue;
+      s.ledger.Ref(storage[t]);
+      at.insert(at.begin(), storage[t]);
+    }
   }
 
   void Release(StepState& s, Region& r) {
@@ -327,6 +369,7 @@ class Checkpoint : public TrainingSetup {
   SacPolicy sac_;
   std::vector<bool> sac_save_;  ///< per op: the SAC policy caches its outputs
   std::vector<int> region_;  ///< per op: its region, or -1
+  std::vector<OpId> dead_death_;  ///< per op of the region being recomputed (DeadGraphSaves)
   std::vector<Region> regions_;
 };
 
