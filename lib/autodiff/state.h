@@ -85,6 +85,9 @@ struct StepState {
   RuleCtx Ctx(OpId o) const { return MakeRuleCtx(g, bound, profile, o, &rg); }
   /// The trainable parameters as the optimizer sees them (with their .grad storages).
   std::vector<OptParam> OptParams() const;
+  /// Parameter |k| (Graph::parameters index) as the optimizer sees it, before setups reshape the
+  /// list (OnOptimizerParams).
+  OptParam OptParamOf(size_t k) const;
   /// Calls |hook| on every setup.
   template <typename... Args, typename... Given>
   void Hook(void (TrainingSetup::*hook)(StepState&, Args...), Given&&... args) {

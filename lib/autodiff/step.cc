@@ -37,14 +37,16 @@ void StepState::StartPass() {
   param_deps.assign(g.parameters.size(), 0);
 }
 
+OptParam StepState::OptParamOf(size_t k) const {
+  const TensorId t = g.parameters[k];
+  const TensorMeta& m = bound.metas[t];
+  return OptParam{g.tensors[t].name, m.bytes(), param_grad[k], m.sizes, ElementSize(m.dtype)};
+}
+
 std::vector<OptParam> StepState::OptParams() const {
   std::vector<OptParam> ps;
-  for (size_t k = 0; k < g.parameters.size(); ++k) {
-    TensorId t = g.parameters[k];
-    if (!rg[t]) continue;
-    const TensorMeta& m = bound.metas[t];
-    ps.push_back(OptParam{g.tensors[t].name, m.bytes(), param_grad[k], m.sizes, ElementSize(m.dtype)});
-  }
+  for (size_t k = 0; k < g.parameters.size(); ++k)
+    if (rg[g.parameters[k]]) ps.push_back(OptParamOf(k));
   for (TrainingSetup* s : setups) s->OnOptimizerParams(*this, &ps);
   return ps;
 }

@@ -18,12 +18,8 @@ class OptimizerInBackward : public TrainingSetup {
   void OnGradReady(StepState& s, uint32_t k) override {
     StorageId& grad = s.param_grad[k];
     if (grad == kNoStorage) return;
-    const std::string& name = s.g.tensors[s.g.parameters[k]].name;
-    for (const OptParam& p : s.OptParams())
-      if (p.name == name) {
-        RunOptimizerStep(s.cfg.optimizer, s.profile, s.first_step, {p}, &s.ledger, &s.states);
-        break;
-      }
+    // The one-parameter list (no setup reshapes it: the data-parallel setups are refused).
+    RunOptimizerStep(s.cfg.optimizer, s.profile, s.first_step, {s.OptParamOf(k)}, &s.ledger, &s.states);
     s.ledger.Unref(grad);  // zero_grad(set_to_none=True)
     grad = kNoStorage;
   }
