@@ -16,7 +16,8 @@
 namespace memsim {
 namespace {
 
-Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
+using testing::ZooGraph;
+
 
 using testing::SimulateOk;
 
@@ -78,7 +79,7 @@ SimOptions Mlp(const std::string& profile) {
 }
 
 TEST(DdpTest, BucketsHoldEveryTrainableParameterAndBucketViewsFreeTheGrads) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions o = Mlp("cpu");
   SimResult plain = SimulateOk(g, o);
   o.parallel.ddp = true;
@@ -101,7 +102,7 @@ TEST(DdpTest, BucketsHoldEveryTrainableParameterAndBucketViewsFreeTheGrads) {
 }
 
 TEST(DdpTest, SteadyStepUsesRebuiltBucketsOfTheCap) {
-  Graph g = Zoo("resnet18");
+  Graph g = ZooGraph("resnet18");
   SimOptions o;
   o.symbols["batch"] = 2;
   o.first_step = false;
@@ -118,7 +119,7 @@ TEST(DdpTest, SteadyStepUsesRebuiltBucketsOfTheCap) {
 }
 
 TEST(RanksTest, ZeroRedundancyOptimizerRanksDifferAndDdpRanksAreOne) {
-  Graph g = Zoo("mnist_cnn");
+  Graph g = ZooGraph("mnist_cnn");
   RunConfig c;
   c.sim.symbols["batch"] = 32;
   c.sim.optimizer = "adam";
@@ -143,7 +144,7 @@ TEST(RanksTest, ZeroRedundancyOptimizerRanksDifferAndDdpRanksAreOne) {
 }
 
 TEST(ZeroTest, DeepSpeedStagesShrinkStateThenGradients) {
-  Graph g = Zoo("bert_small");
+  Graph g = ZooGraph("bert_small");
   SimOptions o;
   o.symbols["batch"] = 4;
   o.optimizer = "adam";
@@ -167,7 +168,7 @@ TEST(ZeroTest, DeepSpeedStagesShrinkStateThenGradients) {
 }
 
 TEST(ParallelOptionsTest, BadOptionsAreErrors) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions o = Mlp("cpu");
   o.parallel.zero_stage = 2;
   o.parallel.world = 2;
@@ -200,7 +201,7 @@ std::vector<std::string> Named(const EventStream& s, EventKind kind, const std::
 }
 
 TEST(ShardUnitsTest, FsdpFlatParametersPadToAMultipleOfTheWorld) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimResult r = SimulateOk(g, Mlp("cuda"));
   ShardPolicy p;
   p.world = 3;
@@ -219,7 +220,7 @@ TEST(ShardUnitsTest, FsdpFlatParametersPadToAMultipleOfTheWorld) {
 }
 
 TEST(ShardUnitsTest, Zero3PartitionsEachParameterAndKeepsSmallOnesWhole) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimResult r = SimulateOk(g, Mlp("cuda"));
   ShardPolicy p;
   p.world = 4;
@@ -230,7 +231,7 @@ TEST(ShardUnitsTest, Zero3PartitionsEachParameterAndKeepsSmallOnesWhole) {
 }
 
 TEST(FsdpTest, FullShardGathersEachUnitBeforeItsForwardAndFreesItAfter) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions o = Mlp("cuda");
   o.parallel.world = 2;
   o.parallel.fsdp = "full";
@@ -255,7 +256,7 @@ TEST(FsdpTest, FullShardGathersEachUnitBeforeItsForwardAndFreesItAfter) {
 }
 
 TEST(Zero3Test, ParametersAreGatheredPerModuleAndOffloadMovesStateToTheHost) {
-  Graph g = Zoo("bert_small");
+  Graph g = ZooGraph("bert_small");
   SimOptions o;
   o.symbols["batch"] = 4;
   o.optimizer = "adam";
@@ -292,7 +293,7 @@ TEST(ZeroTest, SteadyModelStatesAreTheParametersPlusSixteenBytesPerPartitionElem
   // DeepSpeed's accounting (estimate_zero2_model_states_mem_needs: 4·Ψ + 16·Ψ/N, there for fp16
   // parameters and gradients): here fp32 parameters (4·Ψ) and, per element of the padded
   // partition, the fp32 master copy, Adam's two states and the gradient partition (16 B).
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions o = Mlp("cuda");
   o.first_step = false;
   o.parallel.world = 4;
@@ -332,7 +333,7 @@ TEST(RanksTest, DataParallelDevicesGroupByTheirChunkOfTheBatch) {
   EXPECT_EQ(DataParallelChunk(10, 4, 0), 3);
   EXPECT_EQ(DataParallelChunk(10, 4, 3), 1);
   EXPECT_EQ(DataParallelChunk(2, 4, 3), 0);
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   RunConfig c;
   c.sim.symbols["batch"] = 10;
   c.sim.optimizer = "adam";
@@ -356,7 +357,7 @@ TEST(RanksTest, DataParallelDevicesGroupByTheirChunkOfTheBatch) {
 }
 
 TEST(RanksTest, ZeroRedundancyOptimizerRanksBeyondTheParametersShareOneEmptyPartition) {
-  Graph g = Zoo("mlp");  // 10 parameter tensors
+  Graph g = ZooGraph("mlp");  // 10 parameter tensors
   RunConfig c;
   c.sim.symbols["batch"] = 8;
   c.sim.optimizer = "adam";

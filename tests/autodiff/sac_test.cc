@@ -14,10 +14,11 @@
 namespace memsim {
 namespace {
 
+using testing::ZooGraph;
+
 using ::testing::HasSubstr;
 using testing::SimulateOk;
 
-Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
 
 SimOptions Gpt2(const std::vector<std::string>& checkpoint, const std::string& sac = "") {
   SimOptions opt;
@@ -95,7 +96,7 @@ TEST(SacPolicyTest, RecordedPoliciesDecidePerModuleCallAndOpCall) {
 }
 
 TEST(SacTest, ARecordedTorchtitanPolicyRunsAsTheNamedOne) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   const std::string path = ::testing::TempDir() + "/sac_titan.json";
   {
     std::ofstream f(path);
@@ -117,7 +118,7 @@ TEST(SacTest, ARecordedTorchtitanPolicyRunsAsTheNamedOne) {
 }
 
 TEST(SacTest, SavedMatmulsAreKeptFromTheForwardAndNotRunAgain) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   const std::string fc = OutputOf(g, "transformer.h.0.mlp.c_fc", OpKind::kLinear);
   ASSERT_FALSE(fc.empty());
   SimResult none = SimulateOk(g, Gpt2({}));
@@ -131,7 +132,7 @@ TEST(SacTest, SavedMatmulsAreKeptFromTheForwardAndNotRunAgain) {
 }
 
 TEST(SacTest, TorchtitanRecomputesEveryOtherMm) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   SimResult all = SimulateOk(g, Gpt2({"transformer.h.*"}, "ops:mm"));
   SimResult titan = SimulateOk(g, Gpt2({"transformer.h.*"}, "torchtitan"));
   SimResult full = SimulateOk(g, Gpt2({"transformer.h.*"}));
@@ -141,7 +142,7 @@ TEST(SacTest, TorchtitanRecomputesEveryOtherMm) {
 }
 
 TEST(SacTest, NeedsNonReentrantCheckpointRegions) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   auto no_regions = Simulate(g, Gpt2({}, "torchtitan"));
   ASSERT_FALSE(no_regions.ok());
   EXPECT_THAT(no_regions.status().message(), HasSubstr("add --checkpoint GLOB"));
@@ -153,7 +154,7 @@ TEST(SacTest, NeedsNonReentrantCheckpointRegions) {
 }
 
 TEST(EarlyStopTest, TrailingOpsThatSaveNothingAreNotRecomputed) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   // A GPT block ends with the residual add, which saves nothing.
   std::string residual;
   for (const Op& op : g.ops)

@@ -9,9 +9,10 @@
 namespace memsim {
 namespace {
 
+using testing::ZooGraph;
+
 using testing::SimulateOk;
 
-Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
 
 SimOptions Gpt2(const std::string& profile, const std::string& save_on_cpu) {
   SimOptions opt;
@@ -40,7 +41,7 @@ std::pair<size_t, int64_t> Allocs(const SimResult& r, Phase phase, const std::st
 }
 
 TEST(SaveOnCpuTest, OnAGpuSavedTensorsMoveToTheHostAndComeBackPerNode) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   SimResult plain = SimulateOk(g, Gpt2("cuda", "off"));
   SimResult offload = SimulateOk(g, Gpt2("cuda", "on"));
   EXPECT_EQ(plain.events.host_bytes, 0);
@@ -62,7 +63,7 @@ TEST(SaveOnCpuTest, OnAGpuSavedTensorsMoveToTheHostAndComeBackPerNode) {
 }
 
 TEST(SaveOnCpuTest, OnTheCpuOnlyPinnedMemoryMakesCopies) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   SimResult plain = SimulateOk(g, Gpt2("cpu", "off"));
   SimResult on = SimulateOk(g, Gpt2("cpu", "on"));
   SimResult pin = SimulateOk(g, Gpt2("cpu", "pin"));
@@ -78,7 +79,7 @@ TEST(SaveOnCpuTest, OnTheCpuOnlyPinnedMemoryMakesCopies) {
 }
 
 TEST(SaveOnCpuTest, CheckpointedModulesKeepTheirOwnHooks) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   SimOptions all = Gpt2("cuda", "on");
   SimOptions ckpt = all;
   ckpt.checkpoint_globs = {"transformer.h.*"};
@@ -90,7 +91,7 @@ TEST(SaveOnCpuTest, CheckpointedModulesKeepTheirOwnHooks) {
 }
 
 TEST(SaveOnCpuTest, BadValueIsRefused) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions opt;
   opt.save_on_cpu = "yes";
   auto r = Simulate(g, opt);

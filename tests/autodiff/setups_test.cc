@@ -9,7 +9,8 @@
 namespace memsim {
 namespace {
 
-Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
+using testing::ZooGraph;
+
 
 using testing::SimulateOk;
 
@@ -21,7 +22,7 @@ size_t Count(const EventStream& s, EventKind kind, const std::string& name_part)
 }
 
 TEST(AccumulateTest, SecondPassAddsIntoTheExistingGradInPlace) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions opt;
   opt.symbols["batch"] = 32;
   opt.optimizer = "sgd";
@@ -43,7 +44,7 @@ TEST(AccumulateTest, SecondPassAddsIntoTheExistingGradInPlace) {
 }
 
 TEST(ClipGradNormTest, NormsStackAndScalarsAreTemporariesOfTheStepPhase) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions opt;
   opt.symbols["batch"] = 8;
   opt.optimizer = "sgd";
@@ -60,7 +61,7 @@ TEST(ClipGradNormTest, NormsStackAndScalarsAreTemporariesOfTheStepPhase) {
 }
 
 TEST(CheckpointTest, ForwardKeepsLessAndTheRecomputationRunsInBackward) {
-  Graph g = Zoo("resnet18");
+  Graph g = ZooGraph("resnet18");
   SimOptions opt;
   opt.symbols["batch"] = 2;
   opt.profile = "cpu";
@@ -110,7 +111,7 @@ int FirstEvent(const EventStream& s, EventKind kind, const std::string& name_par
 }
 
 TEST(CheckpointTest, ReentrantHoldsGradsOutputsAndRngStatesLonger) {
-  Graph g = Zoo("resnet18");
+  Graph g = ZooGraph("resnet18");
   SimOptions opt;
   opt.symbols["batch"] = 2;
   opt.profile = "cpu";

@@ -12,9 +12,10 @@
 namespace memsim {
 namespace {
 
+using testing::ZooGraph;
+
 using testing::SimulateOk;
 
-Graph Zoo(const std::string& name) { return *LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json"); }
 
 SimOptions MlpFp16(int zero_stage) {
   SimOptions o;
@@ -34,7 +35,7 @@ int64_t Numel(const Graph& g, const SimResult& r) {
 }
 
 TEST(ZeroMixedPrecisionTest, Stage2KeepsFp16ParamsAndGradsAndAnFp32MasterPartition) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimResult r = SimulateOk(g, MlpFp16(2));
   const int64_t psi = Numel(g, r);
   const int64_t part = FlatPartitionNumel(psi, 4);
@@ -53,7 +54,7 @@ TEST(ZeroMixedPrecisionTest, Stage2KeepsFp16ParamsAndGradsAndAnFp32MasterPartiti
 }
 
 TEST(ZeroMixedPrecisionTest, FirstStepMakesTheMasterAndStatesAtSetup) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions o = MlpFp16(1);
   o.first_step = true;
   SimResult r = SimulateOk(g, o);
@@ -66,7 +67,7 @@ TEST(ZeroMixedPrecisionTest, FirstStepMakesTheMasterAndStatesAtSetup) {
 }
 
 TEST(ZeroMixedPrecisionTest, Stage3GathersFp16ModulesAndKeepsFp16GradPartitions) {
-  Graph g = Zoo("bert_small");  // mlp's parameters are all below the persistence threshold
+  Graph g = ZooGraph("bert_small");  // mlp's parameters are all below the persistence threshold
   SimOptions o = MlpFp16(3);
   o.symbols["batch"] = 4;
   SimResult r = SimulateOk(g, o);
@@ -104,7 +105,7 @@ TEST(ZeroMixedPrecisionTest, Stage3GathersFp16ModulesAndKeepsFp16GradPartitions)
 }
 
 TEST(ZeroMixedPrecisionTest, OffloadLeavesFp16ParamsAndTheStage3BucketOnTheGpu) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions o = MlpFp16(3);
   o.parallel.offload = "optimizer";
   SimResult r = SimulateOk(g, o);
@@ -117,7 +118,7 @@ TEST(ZeroMixedPrecisionTest, OffloadLeavesFp16ParamsAndTheStage3BucketOnTheGpu) 
 }
 
 TEST(FsdpMixedPrecisionTest, ShardsStayFp32AndUnitsAreGatheredInTheLowDtype) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions o;
   o.symbols["batch"] = 64;
   o.optimizer = "adam";
@@ -169,7 +170,7 @@ namespace {
 // The precision combinations the CLI refuses are refused by the simulator too, for a caller that
 // builds SimOptions itself (Notes [ZeRO mixed precision], [FSDP mixed precision]).
 TEST(ParallelPrecisionTest, RefusedCombinationsAreRefusedBelowTheCli) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   SimOptions zero_amp = MlpFp16(2);
   zero_amp.amp = "fp16";
   auto r = Simulate(g, zero_amp);

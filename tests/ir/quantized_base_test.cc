@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include "lib/io/graph_json.h"
 #include "lib/ir/lora.h"
 #include "tests/testing/graph_builder.h"
 
@@ -139,8 +138,9 @@ TEST(QuantizedBaseRewriteTest, LoraBaseLayersAreQuantizedAndClonedNeverTheAdapte
       EXPECT_EQ(op.kind, OpKind::kLinear4bit) << op.module;
       EXPECT_TRUE(op.attrs.GetBool("clone", false));
     }
-    if (op.module.find(".lora_A") != std::string::npos || op.module.find(".lora_B") != std::string::npos)
+    if (op.module.find(".lora_A") != std::string::npos || op.module.find(".lora_B") != std::string::npos) {
       EXPECT_EQ(op.kind, OpKind::kLinear) << op.module;  // the adapters stay full precision
+    }
   }
   EXPECT_EQ(q->tensors[q->FindTensor("fc1.lora_A.default.weight")].dtype, Dtype::kFloat32);
 }
@@ -150,11 +150,11 @@ TEST(QuantizedBaseRewriteTest, LoraBaseLayersAreQuantizedAndClonedNeverTheAdapte
 // Regression: the rewrite appends the quant-state buffers while it holds a weight's Tensor&; on a
 // model with many Linears the vector grows and the reference must not be read after that.
 TEST(QuantizedBaseRewriteTest, EveryQuantStateBufferIsNamedAfterItsWeightOnALargeModel) {
-  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/llama3_8b.json");
-  ASSERT_TRUE(g.ok()) << g.status().message();
+  const Graph g = testing::ZooGraph("llama3_8b");
+  ASSERT_FALSE(g.ops.empty());
   auto spec = ParseQuantizedBaseSpec("nf4,double_quant=on,compute=bf16");
   ASSERT_TRUE(spec.ok());
-  auto q = ApplyQuantizedBase(*g, *spec);
+  auto q = ApplyQuantizedBase(g, *spec);
   ASSERT_TRUE(q.ok()) << q.status().message();
   EXPECT_EQ(q->quantized_linears, 224u);  // 32 layers × 7 projections; lm_head is skipped
   size_t named = 0;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/graph_builder.h"
+
 #include <algorithm>
 
 #include "lib/io/graph_json.h"
@@ -10,11 +12,8 @@
 namespace memsim {
 namespace {
 
-Graph Zoo(const std::string& name) {
-  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json");
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return std::move(g).value();
-}
+using testing::ZooGraph;
+
 
 const Change* Find(const std::vector<Change>& changes, const std::string& prefix) {
   auto it = std::find_if(changes.begin(), changes.end(), [&](const Change& c) { return c.what.starts_with(prefix); });
@@ -35,7 +34,7 @@ TEST(AdviseTest, ShellJoinQuotesWhatAShellWouldRead) {
 }
 
 TEST(AdviseTest, CheckpointChangeGivesPastableGlobs) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   const std::vector<Change> changes = CandidateChanges(g);
   const Change* c = Find(changes, "checkpoint the 12 repeated blocks");
   ASSERT_NE(c, nullptr);
@@ -49,7 +48,7 @@ TEST(AdviseTest, CheckpointChangeGivesPastableGlobs) {
 }
 
 TEST(AdviseTest, LoraChangeTargetsTheBlocksLinearsAndNotAGraphWithAdapters) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   const std::vector<Change> changes = CandidateChanges(g);
   const Change* c = Find(changes, "LoRA adapters");
   ASSERT_NE(c, nullptr);
@@ -66,7 +65,7 @@ TEST(AdviseTest, LoraChangeTargetsTheBlocksLinearsAndNotAGraphWithAdapters) {
 }
 
 TEST(AdviseTest, QloraAndEightBitAdamAreProposedAsFlagsThatMakeThem) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   const std::vector<Change> changes = CandidateChanges(g);
   const Change* q = Find(changes, "QLoRA");
   ASSERT_NE(q, nullptr);
@@ -95,7 +94,7 @@ TEST(AdviseTest, QloraAndEightBitAdamAreProposedAsFlagsThatMakeThem) {
 }
 
 TEST(AdviseTest, SavedActivationsOffloadOnlyOnAGpu) {
-  const std::vector<Change> changes = CandidateChanges(Zoo("mlp"));
+  const std::vector<Change> changes = CandidateChanges(ZooGraph("mlp"));
   const Change* c = Find(changes, "offload the saved activations");
   ASSERT_NE(c, nullptr);
   RunConfig base, changed = base;

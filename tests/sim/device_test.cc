@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/graph_builder.h"
+
 #include "lib/io/graph_json.h"
 #include "sim/pipeline.h"
 #include "sim/fit.h"
@@ -13,14 +15,11 @@
 namespace memsim {
 namespace {
 
+using testing::ZooGraph;
+
 using ::testing::HasSubstr;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-Graph Load(const std::string& name) {
-  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json");
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return std::move(*g);
-}
 
 TEST(ContextTableTest, EveryRowIsSourcedAndEachArchitectureHasOneDefault) {
   const auto& rows = ContextTable();
@@ -36,7 +35,7 @@ TEST(ContextTableTest, EveryRowIsSourcedAndEachArchitectureHasOneDefault) {
 }
 
 TEST(ContextTableTest, ArchitectureRowsGiveThePointAndTheRange) {
-  Graph mlp = Load("mlp");
+  Graph mlp = ZooGraph("mlp");
   ContextOptions ampere{"ampere", std::nullopt};
   auto o = EstimateOverhead(mlp, ampere);
   ASSERT_TRUE(o.ok());
@@ -45,7 +44,7 @@ TEST(ContextTableTest, ArchitectureRowsGiveThePointAndTheRange) {
   EXPECT_GE(o->high, o->bytes);
   EXPECT_LT(o->low, o->high) << "two ampere rows, two sizes";
   // Convolutions add cuDNN's modules.
-  auto conv = EstimateOverhead(Load("resnet18"), ampere);
+  auto conv = EstimateOverhead(ZooGraph("resnet18"), ampere);
   ASSERT_TRUE(conv.ok());
   EXPECT_TRUE(conv->uses_cudnn_conv);
   EXPECT_GE(conv->bytes, o->bytes);
@@ -58,12 +57,12 @@ TEST(ContextTableTest, ArchitectureRowsGiveThePointAndTheRange) {
 }
 
 TEST(ContextTableTest, ContextBytesReplacesTheTable) {
-  auto o = EstimateOverhead(Load("mlp"), ContextOptions{"ampere", 500 * kMiB});
+  auto o = EstimateOverhead(ZooGraph("mlp"), ContextOptions{"ampere", 500 * kMiB});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->bytes, 500 * kMiB);
   EXPECT_EQ(o->low, o->high);
   EXPECT_EQ(o->source, "--context-bytes");
-  auto bad = EstimateOverhead(Load("mlp"), ContextOptions{"ampere", -1});
+  auto bad = EstimateOverhead(ZooGraph("mlp"), ContextOptions{"ampere", -1});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("non-negative"));
 }
@@ -82,7 +81,7 @@ TEST(CudnnWorkspaceOptionTest, ParsesPoliciesAndBytes) {
 class DeviceLevelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    g_ = Load("resnet18");
+    g_ = ZooGraph("resnet18");
     c_.sim.symbols["batch"] = 8;
     ASSERT_TRUE(ApplyGpu("A100-40GB", &c_).ok());
     c_.workspace_range = true;
@@ -145,7 +144,7 @@ TEST_F(DeviceLevelTest, TheCpuProfileHasNoDeviceLevelAndFitUsesTheWholeDevice) {
 }
 
 TEST(CudnnBenchmarkTest, TrialWorkspacesPrecedeEachCallInTheFirstStepOnly) {
-  Graph g = Load("resnet18");
+  Graph g = ZooGraph("resnet18");
   auto trials = [&](bool benchmark, bool first, int64_t* reserved) {
     RunConfig c;
     c.sim.symbols["batch"] = 8;

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/graph_builder.h"
+
 #include "lib/io/graph_json.h"
 #include "sim/fit.h"
 #include "sim/pipeline.h"
@@ -17,14 +19,11 @@
 namespace memsim {
 namespace {
 
+using testing::ZooGraph;
+
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-Graph Load(const std::string& name) {
-  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json");
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return std::move(*g);
-}
 
 RunConfig OnGpu(const std::string& gpu, int64_t batch, const std::string& optimizer = "adamw") {
   RunConfig c;
@@ -35,7 +34,7 @@ RunConfig OnGpu(const std::string& gpu, int64_t batch, const std::string& optimi
 }
 
 TEST(WouldNeedTest, AfterAnOomThePeaksAreTheUnconstrainedAllocators) {
-  Graph g = Load("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   RunConfig c = OnGpu("T4", 16);
   auto limited = RunPipeline(g, c);
   ASSERT_TRUE(limited.ok()) << limited.status().message();
@@ -60,7 +59,7 @@ TEST(WouldNeedTest, AfterAnOomThePeaksAreTheUnconstrainedAllocators) {
 }
 
 TEST(WouldNeedTest, SweepPeaksGrowWithTheBatchPastTheCapacity) {
-  Graph g = Load("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   SweepSpec spec;
   spec.base = OnGpu("T4", 1);
   spec.axes.push_back(SymbolAxis("batch", {1, 2, 4, 8, 16, 32}));
@@ -89,7 +88,7 @@ TEST(FiguresTest, RunJsonAndSweepRowsAgree) {
                                          "verdict"};
   int ooms = 0, fits = 0;
   for (const std::string& name : {"nanogpt_gpt2_small", "resnet18"}) {
-    Graph g = Load(name);
+    Graph g = ZooGraph(name);
     SweepSpec spec;
     spec.base = OnGpu("T4", 1, "adam");
     const std::vector<int64_t> batches = {8, 64, 256};
@@ -123,7 +122,7 @@ TEST(FiguresTest, RunJsonAndSweepRowsAgree) {
 }
 
 TEST(FiguresTest, TheVerdictLineComesFirst) {
-  Graph g = Load("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   for (int64_t batch : {1, 64}) {
     RunConfig c = OnGpu("T4", batch);
     auto r = RunPipeline(g, c);
@@ -141,7 +140,7 @@ TEST(FiguresTest, TheVerdictLineComesFirst) {
 }
 
 TEST(FitTest, RunAgreesWithBothAnswers) {
-  Graph g = Load("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   RunConfig base = OnGpu("T4", 1);
   auto fit = FitBatch(g, base, 256);
   ASSERT_TRUE(fit.ok()) << fit.status().message();

@@ -3,17 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/graph_builder.h"
+
 #include "lib/io/graph_json.h"
 #include "sim/report/sweep_report.h"
 
 namespace memsim {
 namespace {
 
-Graph Zoo(const std::string& name) {
-  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json");
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return std::move(g).value();
-}
+using testing::ZooGraph;
+
 
 std::vector<RunConfig> Grid() {
   std::vector<RunConfig> configs;
@@ -32,7 +31,7 @@ std::vector<RunConfig> Grid() {
 }
 
 TEST(SweepTest, RowsDoNotDependOnTheThreadCount) {
-  Graph g = Zoo("resnet18");
+  Graph g = ZooGraph("resnet18");
   auto configs = Grid();
   auto one = RunSweep(g, configs, 1);
   auto two = RunSweep(g, configs, 2);
@@ -47,7 +46,7 @@ TEST(SweepTest, RowsDoNotDependOnTheThreadCount) {
 }
 
 TEST(SweepTest, EachRowEqualsASingleSimulation) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   auto configs = Grid();
   auto rows = RunSweep(g, configs, 2);
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -63,7 +62,7 @@ TEST(SweepTest, EachRowEqualsASingleSimulation) {
 }
 
 TEST(SweepTest, BiggerBatchesRunOutOfMemoryFirst) {
-  Graph g = Zoo("resnet18");
+  Graph g = ZooGraph("resnet18");
   auto rows = RunSweep(g, Grid(), 0);
   bool seen_oom = false;
   for (size_t i = 0; i < rows.size(); i += 6) {  // sgd, cuda, ascending batch
@@ -77,7 +76,7 @@ TEST(SweepTest, BiggerBatchesRunOutOfMemoryFirst) {
 }
 
 TEST(FitTest, FindsTheBoundary) {
-  Graph g = Zoo("resnet18");
+  Graph g = ZooGraph("resnet18");
   RunConfig base;
   base.sim.optimizer = "adam";
   base.alloc.capacity_bytes = int64_t{1} << 30;
@@ -102,7 +101,7 @@ TEST(FitTest, FindsTheBoundary) {
 }
 
 TEST(FitTest, NeedsACapacityAndABatchSymbol) {
-  Graph g = Zoo("resnet18");
+  Graph g = ZooGraph("resnet18");
   RunConfig base;
   EXPECT_FALSE(FitBatch(g, base, 64).ok());
   base.alloc.capacity_bytes = int64_t{64} << 20;
@@ -112,7 +111,7 @@ TEST(FitTest, NeedsACapacityAndABatchSymbol) {
 }
 
 TEST(FitTest, StopsAtTheLimit) {
-  Graph g = Zoo("mlp");
+  Graph g = ZooGraph("mlp");
   RunConfig base;
   base.alloc.capacity_bytes = int64_t{80} << 30;
   auto fit = FitBatch(g, base, 100);
@@ -123,7 +122,7 @@ TEST(FitTest, StopsAtTheLimit) {
 
 // fit --search seq: the longest sequence that fits, batch fixed; the boundary is real.
 TEST(FitTest, SearchesAnySymbol) {
-  Graph g = Zoo("cs336_small");
+  Graph g = ZooGraph("cs336_small");
   RunConfig base;
   base.sim.symbols["batch"] = 8;
   base.sim.optimizer = "adamw";
@@ -144,7 +143,7 @@ TEST(FitTest, SearchesAnySymbol) {
 
 // A value the graph refuses (GPT-2's causal mask is a 1024 x 1024 buffer) ends the search.
 TEST(FitTest, AValueTheGraphRefusesEndsTheSearch) {
-  Graph g = Zoo("nanogpt_gpt2_small");
+  Graph g = ZooGraph("nanogpt_gpt2_small");
   RunConfig base;
   base.sim.symbols["batch"] = 1;
   base.alloc.capacity_bytes = int64_t{80} << 30;
@@ -165,7 +164,7 @@ namespace {
 // With ranks that hold different buffers (DataParallel: device 0 gathers the outputs and holds
 // the optimizer), a sweep row and a fit answer for the largest rank, not for rank 0 only.
 TEST(SweepTest, RowsWithRanksAreTheLargestRanks) {
-  const Graph g = Zoo("mnist_cnn");
+  const Graph g = ZooGraph("mnist_cnn");
   SweepSpec spec;
   spec.base.sim.optimizer = "adam";
   spec.base.sim.parallel.data_parallel = true;

@@ -16,6 +16,15 @@ std::string GraphDoc(const std::string& body) {
   return R"({"format": "memsim-graph", "version": 1, "name": "t", )" + body + "}";
 }
 
+Graph ZooGraph(const std::string& name) {
+  auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/" + name + ".json");
+  if (!g.ok()) {
+    ADD_FAILURE() << g.status().message();
+    return Graph{};
+  }
+  return std::move(g).value();
+}
+
 Graph ParseBody(const std::string& body) {
   auto g = ParseGraph(GraphDoc(body), "test.json");
   if (!g.ok()) {

@@ -22,6 +22,10 @@ std::string GraphDoc(const std::string& body);
 /// error.
 Graph ParseBody(const std::string& body);
 
+/// The model zoo's graphs/|name|.json; fails the current test (ADD_FAILURE) and returns an empty
+/// graph when it does not load.
+Graph ZooGraph(const std::string& name);
+
 /// A graph and one simulation of it.
 struct Run {
   Graph graph;
