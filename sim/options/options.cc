@@ -220,6 +220,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");
+  cmd->add_option("--mesh", mesh,
+                  "the N-D device mesh of LLM parallelism: NAME=DEGREE,... with NAME pp, dp_replicate, dp_shard, cp, "
+                  "tp, ep (torchtitan's ParallelDims; Note [Device mesh])");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
@@ -294,6 +297,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
     base.sim.parallel.data_parallel = true;
     base.sim.parallel.world = static_cast<int>(data_parallel);
   }
+  MEMSIM_RETURN_IF_ERROR(ApplyMesh(&base.sim.parallel));
   MEMSIM_RETURN_IF_ERROR(CheckMixedPrecision());
   if (!fsdp_mixed_precision.empty()) {  // the model computes in that dtype; the shards stay fp32
     base.sim.parallel.fsdp_mixed_precision = fsdp_mixed_precision;
@@ -363,6 +367,27 @@ Status ConfigOptions::CheckMixedPrecision() const {
   if (deepspeed && low(dtype) && low(amp))
     return Status::InvalidArgument("--zero with --dtype fp16|bf16 is DeepSpeed's fp16/bf16 mode (module converted, fp32 "
                                    "master partition); it does not combine with --amp (torch.autocast)");
+  return Status::OK();
+}
+
+// Note [Device mesh]: --mesh composes the parallel dimensions; each one is lifted from the list
+// below when its setup lands (issue 27).
+Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
+  if (mesh.empty()) return Status::OK();
+  MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
+  if (ddp > 0 || !zero.empty() || !fsdp.empty() || data_parallel > 0 || !world.empty())
+    return Status::InvalidArgument("--mesh replaces --ddp, --zero, --fsdp, --data-parallel and --world: give the "
+                                   "data-parallel degree as dp_replicate=N (DDP) or dp_shard=N (FSDP2)");
+  const std::pair<int, const char*> pending[] = {
+      {dims.dp_replicate, "dp_replicate (HSDP / replicate)"}, {dims.dp_shard, "dp_shard (FSDP2 fully_shard)"},
+      {dims.tp, "tp (tensor parallel)"}, {dims.pp, "pp (pipeline parallel)"},
+      {dims.cp, "cp (context parallel)"}, {dims.ep, "ep (expert parallel)"}};
+  for (const auto& [degree, what] : pending)
+    if (degree > 1)
+      return Status::Unsupported("--mesh " + mesh + ": " + what + " is not simulated yet; data parallelism is "
+                                 "--ddp N, --zero 1|2|3 or --fsdp full|grad-op with --world N");
+  parallel->mesh = dims;
+  parallel->world = static_cast<int>(dims.world());
   return Status::OK();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/autodiff/setup.h"
+#include "lib/autodiff/setups/mesh.h"
 #include "lib/autodiff/setups/sac.h"
 #include "lib/ops/profile.h"
 
@@ -35,7 +36,9 @@ struct ParallelOptions {
   /// step is bound with that device's chunk of the batch (SimOptions' symbol "batch").
   bool data_parallel = false;
   int64_t dp_total_batch = 0;           ///< DataParallel: the whole batch (scattered over the devices)
-  bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel; }
+  /// --mesh: the N-D device mesh of FSDP2 / TP / PP / CP / EP (Note [Device mesh]); all 1 = off.
+  MeshDims mesh;
+  bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel || mesh.enabled(); }
 };
 
 /// torch.utils.checkpoint's implementation (Note [Activation checkpointing]).
