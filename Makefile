@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 APT_PACKAGES := g++ cmake make libboost-graph-dev libtbb-dev nlohmann-json3-dev libgtest-dev \
-  libgmock-dev libcli11-dev libbenchmark-dev python3 python3-torch python3-torchvision python3-onnx \
+  libgmock-dev libcli11-dev libbenchmark-dev libyaml-cpp-dev libtomlplusplus-dev python3 python3-torch python3-torchvision python3-onnx \
   libonnx-dev libprotobuf-dev protobuf-compiler \
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pandas python3-matplotlib python3-pytest \
   jupyter-nbconvert python3-nbformat python3-ipykernel jupyter-client chromium \

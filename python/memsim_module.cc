@@ -18,6 +18,7 @@
 #include "sim/version.h"
 #include "sim/advise.h"
 #include "sim/gpus.h"
+#include "sim/options/config_file.h"
 #include "sim/options/options.h"
 #include "sim/options/parse_error.h"
 #include "sim/pipeline.h"
@@ -83,6 +84,10 @@ cli::ConfigOptions ParseOptions(std::vector<std::string> args, bool lists) {
   cli::ConfigOptions options;
   options.Bind(&app, lists);
   cli::GuardIntegerText(&app);
+  std::vector<std::string> notes;  // --config FILE, as the CLI expands it
+  args = ValueOr(cli::ExpandConfigFiles(args, &notes), g_option_error);
+  for (const std::string& n : notes)
+    if (PyErr_WarnEx(PyExc_UserWarning, n.c_str(), 1) < 0) throw py::error_already_set();
   args.insert(args.begin(), "graph");  // the positional the CLI reads the graph from
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector reversed
   try {

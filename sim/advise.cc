@@ -16,28 +16,6 @@
 
 namespace memsim {
 
-std::vector<std::string> RepeatedBlocks(const Graph& g) {
-  // Module paths ending in an index ("layer1.0", "transformer.h.11"), whose parent has several.
-  std::map<std::string, std::set<std::string>> children;
-  for (const std::string& p : ModulePaths(g)) {
-    const size_t dot = p.rfind('.');
-    if (dot == std::string::npos) continue;
-    const std::string last = p.substr(dot + 1);
-    if (!last.empty() && std::all_of(last.begin(), last.end(), ::isdigit)) children[p.substr(0, dot)].insert(p);
-  }
-  std::vector<std::string> blocks;
-  for (const auto& entry : children) {
-    const std::string& parent = entry.first;  // not a structured binding: clang 14 cannot capture one
-    const std::set<std::string>& kids = entry.second;
-    if (kids.size() < 2) continue;
-    bool nested = std::any_of(blocks.begin(), blocks.end(), [&](const std::string& b) {
-      return parent.size() > b.size() && parent.compare(0, b.size() + 1, b + ".") == 0;
-    });
-    if (!nested) blocks.insert(blocks.end(), kids.begin(), kids.end());
-  }
-  return blocks;
-}
-
 std::string ShellJoin(const std::vector<std::string>& args) {
   std::string out;
   for (const std::string& a : args) {

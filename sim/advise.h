@@ -38,10 +38,6 @@ std::string ShellJoin(const std::vector<std::string>& args);
 /// "P.[0-9][0-9]", … one per number of digits, so that none selects a module nested in a block.
 std::vector<std::string> BlockGlobs(const std::vector<std::string>& blocks);
 
-/// The repeated blocks of |g| (module paths ending in an index whose parent has several, the
-/// outermost such level): what checkpointing usually wraps.
-std::vector<std::string> RepeatedBlocks(const Graph& g);
-
 /// The candidate changes for |g|, in table order.
 std::vector<Change> CandidateChanges(const Graph& g);
 

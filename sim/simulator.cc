@@ -22,6 +22,16 @@ Result<std::vector<std::string>> ModulesMatching(const Graph& g, const std::vect
   const std::set<std::string> paths = ModulePaths(g);
   std::vector<std::string> modules;
   for (const std::string& glob : globs) {
+    if (glob.rfind('@', 0) == 0) {  // Note [Block selectors]
+      std::optional<std::vector<std::string>> blocks = SelectBlocks(g, glob);
+      if (!blocks)
+        return Status::InvalidArgument(option + " \"" + glob + "\": a selector is @blocks or @blocks%K=R (the repeated "
+                                       "blocks whose index i has i % K == R)");
+      if (blocks->empty()) return Status::InvalidArgument(option + " \"" + glob + "\": " + g.name + " has no repeated blocks "
+                                                          "(modules P.0, P.1, ...); give a glob");
+      modules.insert(modules.end(), blocks->begin(), blocks->end());
+      continue;
+    }
     bool matched = false;
     for (const std::string& p : paths)
       if (!p.empty() && fnmatch(glob.c_str(), p.c_str(), 0) == 0) {

@@ -47,12 +47,14 @@ OPTIONS = {
     "lora": "--lora",
     "quantize_base": "--quantize-base",
     "fp8": "--fp8",
+    "mesh": "--mesh",
+    "config": "--config",
 }
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"min_8bit_size", "gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
           "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "optimizer_in_backward", "lora",
-          "quantize_base", "fp8"}
+          "quantize_base", "fp8", "mesh", "config"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 

@@ -220,6 +220,10 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");
+  cmd->add_option("--config", config_file,
+                  "a training config users already have: DeepSpeed or TrainingArguments .json, accelerate .yaml, "
+                  "torchtitan .toml; read as the options it means, the command line's own options winning, every "
+                  "key it ignores named (Note [Config files])");
   cmd->add_option("--mesh", mesh,
                   "the N-D device mesh of LLM parallelism: NAME=DEGREE,... with NAME pp, dp_replicate, dp_shard, cp, "
                   "tp, ep (torchtitan's ParallelDims; Note [Device mesh])");

@@ -4,7 +4,9 @@
 #include <cstdio>
 
 #include <string>
+#include <vector>
 
+#include "sim/options/config_file.h"
 #include "sim/options/parse_error.h"
 #include "sim/version.h"
 #include "tools/memsim/commands.h"
@@ -24,8 +26,18 @@ int main(int argc, char** argv) {
   memsim::cli::RegisterImportOnnxCommand(app);
 #endif
   memsim::cli::GuardIntegerText(&app);
+  // --config FILE: a DeepSpeed / Hugging Face / torchtitan config, as the options it means.
+  std::vector<std::string> notes;
+  memsim::Result<std::vector<std::string>> args =
+      memsim::cli::ExpandConfigFiles(std::vector<std::string>(argv + 1, argv + argc), &notes);
+  if (!args.ok()) {
+    std::fprintf(stderr, "memsim: %s\n", args.status().message().c_str());
+    return 2;
+  }
+  for (const std::string& n : notes) std::fprintf(stderr, "memsim: %s\n", n.c_str());
+  std::vector<std::string> reversed(args->rbegin(), args->rend());  // CLI11 takes the vector reversed
   try {
-    app.parse(argc, argv);
+    app.parse(reversed);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version
   } catch (const CLI::RuntimeError& e) {

@@ -1,0 +1,33 @@
+"""--config FILE from Python: config="ds_config.json" means the options the file gives, as on the
+command line, and the note naming the keys it ignored is a UserWarning (Note [Config files])."""
+import os
+
+import pytest
+
+import memsim
+from conftest import ROOT
+
+GRAPH = os.path.join(ROOT, "graphs", "cs336_small.json")
+CONFIGS = os.path.join(ROOT, "tests", "data", "configs")
+
+
+def test_deepspeed_config_is_its_options():
+    with pytest.warns(UserWarning, match=r"read as a DeepSpeed config: --batch 4 .*unknown keys, ignored: /my_custom_key"):
+        a = memsim.simulate(GRAPH, explain=False, config=os.path.join(CONFIGS, "deepspeed_zero2_offload.json"), world=4)
+    b = memsim.simulate(GRAPH, explain=False, batch=4, accumulate=2, clip_grad_norm=1.0, zero=2, offload="optimizer",
+                        dtype="bf16", optimizer="adamw", world=4)
+    assert a.peak_live_bytes == b.peak_live_bytes and a.peak_reserved_bytes == b.peak_reserved_bytes
+    assert a.peak_live_bytes > 0
+
+
+def test_keyword_wins_over_the_file():
+    with pytest.warns(UserWarning, match=r"the command line's own --batch kept"):
+        a = memsim.simulate(GRAPH, 2, explain=False, config=os.path.join(CONFIGS, "training_args_qlora.json"))
+    b = memsim.simulate(GRAPH, 2, explain=False, accumulate=4, clip_grad_norm=0.3, checkpoint="@blocks", amp="bf16",
+                        optimizer="paged_adamw8bit")
+    assert a.peak_live_bytes == b.peak_live_bytes
+
+
+def test_bad_config_is_an_option_error():
+    with pytest.raises(memsim.OptionError, match=r"a.json: /zero_optimization/stage: 7 is out of range"):
+        memsim.simulate(GRAPH, config=os.path.join(ROOT, "tests", "cli", "bad", "configs", "a.json"))
