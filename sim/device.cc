@@ -46,7 +46,9 @@ const std::vector<ContextRow>& ContextTable() {
   return table;
 }
 
-Result<DeviceOverhead> EstimateOverhead(const Graph& g, const ContextOptions& d) {
+namespace {
+
+Result<DeviceOverhead> EstimateContext(const Graph& g, const ContextOptions& d) {
   DeviceOverhead o;
   o.uses_cudnn_conv = UsesCudnnConv(g);
   if (d.context_bytes) {
@@ -73,6 +75,17 @@ Result<DeviceOverhead> EstimateOverhead(const Graph& g, const ContextOptions& d)
   o.bytes = Total(*point, o.uses_cudnn_conv);
   o.source = std::string(known ? "" : "no data for this GPU, range over every row; ") + point->arch + ", PyTorch " + point->torch + ", CUDA " + point->cuda + ", " + point->module_loading +
              " module loading";
+  return o;
+}
+
+}  // namespace
+
+Result<DeviceOverhead> EstimateOverhead(const Graph& g, const ContextOptions& d, const ParallelOptions& parallel) {
+  MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead o, EstimateContext(g, d));
+  o.nccl = EstimateNcclBuffers(CommunicatorsOf(parallel), d.arch);
+  o.bytes += o.nccl.bytes;
+  o.low += o.nccl.low;
+  o.high += o.nccl.high;
   return o;
 }
 

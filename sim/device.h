@@ -17,6 +17,7 @@
 #include "lib/ir/graph.h"
 #include "lib/ops/conv_workspace.h"
 #include "lib/util/status.h"
+#include "sim/nccl.h"
 
 namespace memsim {
 
@@ -40,15 +41,18 @@ struct ContextOptions {
   std::string gpu;  ///< --gpu's name ("" : none), for the verdict line
 };
 
-/// Memory outside the caching allocator, as a point estimate and a range.
+/// Memory outside the caching allocator, as a point estimate and a range: the CUDA context and
+/// libraries, and with several ranks NCCL's communicator buffers (|nccl|, included in the sums).
 struct DeviceOverhead {
   int64_t bytes = 0, low = 0, high = 0;
   bool uses_cudnn_conv = false;
   std::string source;  ///< the table row of the point estimate, or "--context-bytes"
+  NcclBuffers nccl;    ///< the communicators of the rank (Note [NCCL buffers]); none for one rank
 };
 
-/// The overhead of training |g| on the device |d|. Error: a negative --context-bytes.
-Result<DeviceOverhead> EstimateOverhead(const Graph& g, const ContextOptions& d);
+/// The overhead of training |g| on the device |d|, one rank of |parallel|. Error: a negative
+/// --context-bytes.
+Result<DeviceOverhead> EstimateOverhead(const Graph& g, const ContextOptions& d, const ParallelOptions& parallel = {});
 
 /// --cudnn-workspace none|typical|max|BYTES → policy and bytes. Error: anything else, or
 /// negative bytes.

@@ -180,7 +180,7 @@ Result<std::shared_ptr<const CompiledStep>> CompileStep(const Graph& g, const Ru
   cs->graph = &g;
   MEMSIM_RETURN_IF_ERROR(PrepareSim(g, c.sim, &cs->sim));
   if (cs->sim.profile.cuda) {
-    MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, c.device));
+    MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, c.device, c.sim.parallel));
     cs->overhead = std::move(overhead);
   }
   BuildSchedule(g, c, co, cs.get());

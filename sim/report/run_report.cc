@@ -71,7 +71,10 @@ std::string AllocatorText(const RunReport& r) {
       << "  (best-fit offsets in one arena, no caching; live peak: " + HumanBytes(a.peak_requested_bytes) + ")\n";
   if (a.capacity_bytes > 0)
     o << "  capacity        " << HumanBytes(a.capacity_bytes)
-      << (r.device.modelled ? "  (the device's, less the CUDA context and libraries)" : "") << "\n";
+      << (!r.device.modelled                           ? ""
+          : r.device.overhead.nccl.communicators.empty() ? "  (the device's, less the CUDA context and libraries)"
+                                                         : "  (the device's, less the CUDA context, libraries and NCCL buffers)")
+      << "\n";
   if (a.oom && r.oom) {
     o << "\nOUT OF MEMORY at op " << (r.oom->op.empty() ? "(none)" : r.oom->op) << " in " << r.oom->phase
       << ", allocating " << r.oom->tensor << " (" << r.oom->category << "); PyTorch would say:\n  "
@@ -84,13 +87,24 @@ std::string AllocatorText(const RunReport& r) {
 
 std::string DeviceText(const DeviceLevel& d, bool oom) {
   std::ostringstream o;
+  const NcclBuffers& nccl = d.overhead.nccl;
   o << "device (what nvidia-smi shows; docs/device-memory.md):\n"
     << "  peak device used " << (oom ? "would need " : "") << HumanBytes(d.peak_device_bytes)
-    << "  (peak reserved + " << HumanBytes(d.overhead.bytes)
-    << " CUDA context and libraries" << (d.overhead.uses_cudnn_conv ? ", cuDNN convolutions included" : "") << ")\n"
+    << "  (peak reserved + " << HumanBytes(d.overhead.bytes - nccl.bytes)
+    << " CUDA context and libraries" << (d.overhead.uses_cudnn_conv ? ", cuDNN convolutions included" : "")
+    << (nccl.communicators.empty() ? "" : " + " + HumanBytes(nccl.bytes) + " NCCL buffers") << ")\n"
     << "  range            " << HumanBytes(d.low_bytes) << " - " << HumanBytes(d.high_bytes) << "\n"
-    << "  context from     " << d.overhead.source << "\n"
-    << "  cuDNN workspaces " << d.workspace_policy << "\n";
+    << "  context from     " << d.overhead.source << "\n";
+  if (!nccl.communicators.empty()) {
+    o << "  NCCL buffers     " << HumanBytes(nccl.bytes) << " (range " << HumanBytes(nccl.low) << " - "
+      << HumanBytes(nccl.high) << "):";
+    for (size_t i = 0; i < nccl.communicators.size(); ++i) {
+      const NcclCommunicator& c = nccl.communicators[i];
+      o << (i ? "," : "") << " " << c.name << " (" << c.ranks << " ranks, " << c.kind << ") " << HumanBytes(c.bytes);
+    }
+    o << "\n  NCCL from        " << nccl.source << "\n";
+  }
+  o << "  cuDNN workspaces " << d.workspace_policy << "\n";
   if (d.capacity_bytes <= 0) return o.str();
   o << "  capacity         " << HumanBytes(d.capacity_bytes) << "\n";
   switch (d.verdict) {
@@ -113,9 +127,20 @@ nlohmann::ordered_json DeviceJson(const DeviceLevel& d) {
   nlohmann::ordered_json j;
   j["peak_device_used_bytes"] = d.peak_device_bytes;
   j["range_bytes"] = {d.low_bytes, d.high_bytes};
-  j["context_bytes"] = d.overhead.bytes;
-  j["context_range_bytes"] = {d.overhead.low, d.overhead.high};
+  const NcclBuffers& nccl = d.overhead.nccl;
+  j["context_bytes"] = d.overhead.bytes - nccl.bytes;
+  j["context_range_bytes"] = {d.overhead.low - nccl.low, d.overhead.high - nccl.high};
   j["context_source"] = d.overhead.source;
+  if (!nccl.communicators.empty()) {  // Note [NCCL buffers]
+    j["nccl_bytes"] = nccl.bytes;
+    j["nccl_range_bytes"] = {nccl.low, nccl.high};
+    nlohmann::ordered_json comms = nlohmann::ordered_json::array();
+    for (const NcclCommunicator& c : nccl.communicators)
+      comms.push_back({{"name", c.name}, {"ranks", c.ranks}, {"kind", c.kind}, {"peers", c.peers}, {"bytes", c.bytes},
+                       {"range_bytes", {c.low, c.high}}});
+    j["nccl_communicators"] = comms;
+    j["nccl_source"] = nccl.source;
+  }
   j["cudnn_convolutions"] = d.overhead.uses_cudnn_conv;
   j["cudnn_workspace"] = d.workspace_policy;
   j["capacity_bytes"] = d.capacity_bytes > 0 ? nlohmann::ordered_json(d.capacity_bytes) : nlohmann::ordered_json();

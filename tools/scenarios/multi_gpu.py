@@ -57,7 +57,7 @@ def bert_section(memsim):
     lines += ["", "Parameters: %s (%s trainable), %s in fp32." % (format(params["count"], ","), format(params["trainable"], ","),
                                                               mib(params["bytes"])), "",
               "Per GPU, at that GPU's peak (requested bytes by category, then the caching allocator's peak",
-              "reserved and the whole device as nvidia-smi would show it, CUDA context included):", "",
+              "reserved and the whole device as nvidia-smi would show it, CUDA context and NCCL buffers included, Note [NCCL buffers]):", "",
               "| GPU | " + " | ".join(CATS) + " | peak live | optimizer-phase peak | peak reserved | device used | fits? |",
               "|---|" + "---:|" * (len(CATS) + 5)]
     for label, word, (cmd, r) in runs:
