@@ -25,8 +25,8 @@ def _capacity_and_oom(ax, report, reserved, scale):
         return
     device = report.data.get("device")
     if device is not None:
-        ax.plot(np.arange(len(reserved)), reserved + device["context_bytes"] / scale, color="#7b2fbf", lw=1.2,
-                label="device used")
+        outside = device["context_bytes"] + device.get("nccl_bytes", 0)  # Note [NCCL buffers]
+        ax.plot(np.arange(len(reserved)), reserved + outside / scale, color="#7b2fbf", lw=1.2, label="device used")
     ax.axhline(report.capacity_bytes / scale, color="#d00000", lw=1.5, label="capacity")
     if report.oom:
         e = report.oom_event
