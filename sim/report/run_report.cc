@@ -1,5 +1,7 @@
 #include "sim/report/run_report.h"
 
+#include "sim/report/setup_summary.h"
+
 #include <algorithm>
 
 #include <cstdio>
@@ -7,6 +9,7 @@
 
 #include "sim/report/figures_report.h"
 #include "sim/report/format.h"
+#include "sim/report/setup_summary.h"
 
 namespace memsim {
 namespace {
@@ -213,6 +216,8 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.step_peaks = s.peak.step_peaks;
   rep.step_end_bytes = s.peak.step_end_bytes;
   rep.amp = c.sim.amp;
+  rep.setup = NonDefaultSetup(c.sim);
+  rep.steps = c.sim.steps;
   rep.dtype = c.sim.dtype;
   if (g.lora) rep.lora = g.lora->ToString();
   rep.lora_adapters = g.lora_adapters;
@@ -247,6 +252,11 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   if (!r.fp8.empty()) cfg["fp8"] = {{"spec", r.fp8}, {"linears", r.fp8_linears}};
   if (!r.quantized_base.empty())
     cfg["quantized_base"] = {{"spec", r.quantized_base}, {"linears", r.quantized_linears}};
+  if (!r.setup.empty()) {
+    nlohmann::ordered_json setup;
+    for (const auto& [k, v] : r.setup) setup[k] = v;
+    cfg["setup"] = setup;
+  }
   j["config"] = cfg;
   if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["parameters"] = {{"count", r.parameter_count}, {"trainable", r.trainable_parameters}, {"bytes", r.parameter_bytes}};
@@ -294,9 +304,15 @@ std::string ToText(const RunReport& r) {
   std::ostringstream o;
   if (std::string v = VerdictLine(r.figures, r.gpu); !v.empty()) o << v << "\n";
   for (const std::string& w : r.warnings) o << "warning: " << w << "\n";
-  o << "memsim: " << r.model << "  (profile " << r.profile << ", torch " << r.torch << ", optimizer " << r.optimizer << ", " << r.step << " step";
+  o << "memsim: " << r.model << "  (profile " << r.profile << ", torch " << r.torch << ", optimizer " << r.optimizer << ", "
+    << (r.steps > 1 ? std::to_string(r.steps) + " steps from the " + r.step : r.step + " step");
   for (const auto& [k, v] : r.symbols) o << ", " << k << "=" << v;
   o << ")\n";
+  if (!r.setup.empty()) {
+    o << "setup:";
+    for (const auto& [k, v] : r.setup) o << " " << k << "=" << v;
+    o << "\n";
+  }
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
     << HumanBytes(r.parameter_bytes) << "\n";
   if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)\n";

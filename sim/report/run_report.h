@@ -60,6 +60,10 @@ struct RunReport {
   /// step's spike vs the steady state); empty for one step.
   std::vector<int64_t> step_peaks, step_end_bytes;
   std::string amp, dtype;  ///< --amp / --dtype when given ("" otherwise)
+  /// The setup options that differ from their defaults (NonDefaultSetup): checkpointing,
+  /// accumulation, clipping, --foreach, steps, parallelism, ...
+  std::vector<std::pair<std::string, std::string>> setup;
+  int steps = 1;  ///< --steps N
   std::string lora;        ///< the LoRA configuration the graph runs with (Graph::lora; "" = none)
   size_t lora_adapters = 0;  ///< the Linear modules with an adapter
   std::string fp8;  ///< the float8 Linears' spec (Graph::fp8; "" = none)
