@@ -31,6 +31,9 @@ OPTIONS = {
     "world": "--world",
     "zero": "--zero",
     "bucket_cap_mb": "--bucket-cap-mb",
+    "zero_bucket_size": "--zero-bucket-size",
+    "zero_overlap_comm": "--zero-overlap-comm",
+    "zero_persistence_threshold": "--zero-persistence-threshold",
     "fsdp": "--fsdp",
     "wrap": "--wrap",
     "offload": "--offload",
@@ -54,7 +57,8 @@ OPTIONS = {
 SCALAR = {"min_8bit_size", "gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
           "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "optimizer_in_backward", "lora",
-          "quantize_base", "fp8", "mesh", "config"}
+          "quantize_base", "fp8", "mesh", "config", "zero_bucket_size", "zero_overlap_comm",
+          "zero_persistence_threshold"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 

@@ -21,10 +21,12 @@ constexpr const char* kNoEffect[] = {
     "/zero_optimization/offload_optimizer/nvme_path", "/zero_optimization/offload_param/nvme_path",
     "/zero_optimization/offload_optimizer/buffer_count", "/zero_optimization/offload_optimizer/fast_init",
     "/zero_optimization/offload_optimizer/ratio", "/zero_optimization/stage3_gather_16bit_weights_on_model_save",
-    "/zero_optimization/gather_16bit_weights_on_model_save", "/zero_optimization/overlap_comm",
+    "/zero_optimization/gather_16bit_weights_on_model_save",
     "/zero_optimization/allgather_partitions", "/zero_optimization/reduce_scatter",
     "/zero_optimization/round_robin_gradients", "/zero_optimization/load_from_fp32_weights",
     "/zero_optimization/elastic_checkpoint", "/zero_optimization/ignore_unused_parameters",
+    // all_gather_into_tensor writes the updated partitions into the flat buffer: no bucket.
+    "/zero_optimization/allgather_bucket_size",
     "/zero_optimization/zero_hpz_partition_size", "/checkpoint", "/data_efficiency", "/elasticity", "/aio",
 };
 
@@ -35,9 +37,6 @@ struct Defaulted {
   double value;
 };
 constexpr Defaulted kAtDefault[] = {
-    {"/zero_optimization/reduce_bucket_size", 5e8},
-    {"/zero_optimization/allgather_bucket_size", 5e8},
-    {"/zero_optimization/stage3_param_persistence_threshold", 1e5},
     {"/zero_optimization/stage3_prefetch_bucket_size", 5e7},
     {"/zero_optimization/stage3_max_live_parameters", 1e9},
     {"/zero_optimization/stage3_max_reuse_distance", 1e9},
@@ -64,6 +63,19 @@ Status ReadZero(ConfigTree* t, ConfigFile* out, int64_t* stage) {
   MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> contiguous, t->Bool("/zero_optimization/contiguous_gradients"));
   if (contiguous && !*contiguous)
     out->not_modelled.push_back("/zero_optimization/contiguous_gradients=false (simulated as true, the default)");
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<double> bucket, t->Number("/zero_optimization/reduce_bucket_size"));
+  if (bucket && *bucket != 5e8) {
+    if (*bucket < 1 || *bucket > 1e12) return t->Error("/zero_optimization/reduce_bucket_size", "expected 1 to 1e12 elements");
+    out->options.push_back({"--zero-bucket-size", std::to_string(static_cast<int64_t>(*bucket))});
+  }
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> overlap, t->Bool("/zero_optimization/overlap_comm"));
+  if (overlap && *stage > 0) out->options.push_back({"--zero-overlap-comm", *overlap ? "on" : "off"});
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<double> persist, t->Number("/zero_optimization/stage3_param_persistence_threshold"));
+  if (persist && *persist != 1e5) {
+    if (*persist < 0 || *persist > 1e12)
+      return t->Error("/zero_optimization/stage3_param_persistence_threshold", "expected 0 to 1e12 elements");
+    out->options.push_back({"--zero-persistence-threshold", std::to_string(static_cast<int64_t>(*persist))});
+  }
   for (const Defaulted& d : kAtDefault) {
     MEMSIM_ASSIGN_OR_RETURN(std::optional<double> v, t->Number(d.key));
     if (v && *v != d.value) out->not_modelled.push_back(std::string(d.key) + " (simulated at DeepSpeed's default)");

@@ -191,6 +191,16 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "ZeRO stage 1 (optimizer state partitioned) or 2 (+ gradients); cpu profile: 1 = PyTorch's "
                   "ZeroRedundancyOptimizer under DDP, cuda: DeepSpeed")
       ->delimiter(',');
+  cmd->add_option("--zero-bucket-size", zero_bucket_size,
+                  "DeepSpeed ZeRO reduce_bucket_size: elements of each ipg gradient buffer (default 500000000, "
+                  "whatever the model's size)");
+  cmd->add_option("--zero-overlap-comm", zero_overlap_comm,
+                  "DeepSpeed ZeRO overlap_comm: on gives stage 2 a second ipg buffer (default: DeepSpeed's, on for "
+                  "stage 3 only, where it adds none)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--zero-persistence-threshold", zero_persistence_threshold,
+                  "DeepSpeed ZeRO-3 stage3_param_persistence_threshold: parameters of at most this many elements "
+                  "stay whole on every rank (default 100000)");
   cmd->add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket_cap_mb (default 25; the first bucket is 1 MiB)");
   cmd->add_flag("--gradient-as-bucket-view", gradient_as_bucket_view,
                 "DDP gradient_as_bucket_view=True: .grad is a view into its all-reduce bucket");
@@ -290,6 +300,15 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.parallel.ddp = ddp > 0;
   base.sim.parallel.world = ddp > 0 ? static_cast<int>(ddp) : 1;
   base.sim.parallel.bucket_cap_mb = bucket_cap_mb;
+  MEMSIM_RETURN_IF_ERROR(CheckIntOption("--zero-bucket-size", zero_bucket_size, 1, int64_t{1} << 40));
+  MEMSIM_RETURN_IF_ERROR(CheckIntOption("--zero-persistence-threshold", zero_persistence_threshold, 0, int64_t{1} << 40));
+  const bool zero_knobs = zero_bucket_size != 500'000'000 || !zero_overlap_comm.empty() || zero_persistence_threshold != 100'000;
+  if (zero_knobs && zero.empty())
+    return Status::InvalidArgument("--zero-bucket-size, --zero-overlap-comm and --zero-persistence-threshold are "
+                                   "DeepSpeed ZeRO's: give --zero 1|2|3");
+  base.sim.parallel.zero_bucket_elements = zero_bucket_size;
+  if (!zero_overlap_comm.empty()) base.sim.parallel.zero_overlap_comm = zero_overlap_comm == "on";
+  base.sim.parallel.zero_persistence_threshold = zero_persistence_threshold;
   base.sim.parallel.gradient_as_bucket_view = gradient_as_bucket_view;
   base.sim.parallel.fsdp = fsdp;
   base.sim.parallel.wrap_modules = wrap;

@@ -175,6 +175,20 @@ std::string CastWarning(const Graph& g, const std::string& dtype) {
          ": export the model in that dtype (export_torch.py hf:...,dtype=" + dtype + ", or model.to(dtype) in your builder)";
 }
 
+/// DeepSpeed's ipg buffers when they hold a quarter or more of the peak (Note [ZeRO]): their
+/// size is reduce_bucket_size, not the model's, so on a small model ZeRO-2 can need more than DDP.
+std::string IpgBucketWarning(const SimResult& s, const ParallelOptions& p) {
+  if (p.zero_stage < 2 || s.peak.peak_live_bytes <= 0) return "";
+  int64_t ipg = 0;
+  for (uint32_t b : s.peak.live_at_peak)
+    if (s.events.buffers[b].name.rfind("ZeRO reduce bucket (ipg", 0) == 0) ipg += s.events.buffers[b].bytes;
+  if (ipg * 4 < s.peak.peak_live_bytes) return "";
+  return "DeepSpeed's reduce bucket (ipg) is " + HumanBytes(ipg) + ", " +
+         std::to_string(static_cast<int>(100.0 * ipg / s.peak.peak_live_bytes)) + " % of the peak: it has reduce_bucket_size = " +
+         std::to_string(p.zero_bucket_elements) + " elements whatever the model's size; a smaller --zero-bucket-size "
+         "(e.g. 50000000) lowers the peak";
+}
+
 }  // namespace
 
 RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, int top) {
@@ -213,6 +227,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.breakdown_at_peak = s.peak.breakdown_at_peak;
   rep.top_tensors_at_peak = TopTensors(g, r, top);
   rep.tensors_alive_at_peak = s.peak.live_at_peak.size();
+  if (std::string w = IpgBucketWarning(s, c.sim.parallel); !w.empty()) rep.warnings.push_back(w);
   rep.step_peaks = s.peak.step_peaks;
   rep.step_end_bytes = s.peak.step_end_bytes;
   rep.amp = c.sim.amp;

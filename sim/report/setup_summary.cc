@@ -17,6 +17,9 @@ void AddParallel(const ParallelOptions& p, std::vector<std::pair<std::string, st
   if (p.ddp) add("ddp", std::to_string(p.world));
   if (p.data_parallel) add("data_parallel", std::to_string(p.world));
   if (p.zero_stage > 0) add("zero", std::to_string(p.zero_stage));
+  if (p.zero_bucket_elements != 500'000'000) add("zero_bucket_size", std::to_string(p.zero_bucket_elements));
+  if (p.zero_overlap_comm) add("zero_overlap_comm", *p.zero_overlap_comm ? "on" : "off");
+  if (p.zero_persistence_threshold != 100'000) add("zero_persistence_threshold", std::to_string(p.zero_persistence_threshold));
   if (!p.fsdp.empty()) add("fsdp", p.fsdp);
   if ((p.zero_stage > 0 || !p.fsdp.empty()) && !p.ddp) add("world", std::to_string(p.world));
   if (!p.wrap_modules.empty()) add("wrap", Join(p.wrap_modules));

@@ -167,6 +167,29 @@ TEST(ZeroTest, DeepSpeedStagesShrinkStateThenGradients) {
   EXPECT_EQ(BytesNamed(z2.events, EventKind::kAlloc, "ZeRO gradient partition"), part);
 }
 
+TEST(ZeroTest, BucketSizeAndOverlapCommSizeTheIpgBuffers) {
+  Graph g = ZooGraph("bert_small");
+  SimOptions o;
+  o.symbols["batch"] = 4;
+  o.optimizer = "adam";
+  o.parallel.world = 4;
+  o.parallel.zero_stage = 2;
+  o.parallel.zero_bucket_elements = 1'000'000;
+  SimResult one = SimulateOk(g, o);
+  size_t n = 0;
+  EXPECT_EQ(BytesNamed(one.events, EventKind::kAlloc, "ZeRO reduce bucket", &n), int64_t{1'000'000} * 4);
+  EXPECT_EQ(n, 1u);
+  // overlap_comm: backward() makes a second buffer (stage_1_and_2.py, "double buffers").
+  o.parallel.zero_overlap_comm = true;
+  SimResult two = SimulateOk(g, o);
+  EXPECT_EQ(BytesNamed(two.events, EventKind::kAlloc, "ZeRO reduce bucket", &n), int64_t{2'000'000} * 4);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(two.peak.peak_live_bytes - one.peak.peak_live_bytes, int64_t{1'000'000} * 4);
+  // Stage 3 keeps one flat ipg buffer whatever overlap_comm says.
+  o.parallel.zero_stage = 3;
+  EXPECT_EQ(BytesNamed(SimulateOk(g, o).events, EventKind::kAlloc, "ZeRO reduce bucket", &n), int64_t{1'000'000} * 4);
+}
+
 TEST(ParallelOptionsTest, BadOptionsAreErrors) {
   Graph g = ZooGraph("mlp");
   SimOptions o = Mlp("cpu");

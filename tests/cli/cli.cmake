@@ -238,7 +238,7 @@ function(memsim_config_test name config flags expect_stderr)
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endfunction()
 memsim_config_test(deepspeed deepspeed_zero2_offload.json
-  "--batch;4;--accumulate;2;--clip-grad-norm;1.0;--zero;2;--offload;optimizer;--dtype;bf16;--optimizer;adamw"
+  "--batch;4;--accumulate;2;--clip-grad-norm;1.0;--zero;2;--offload;optimizer;--zero-overlap-comm;on;--dtype;bf16;--optimizer;adamw"
   "unknown keys, ignored: /my_custom_key" --world 4 --gpu A100-40GB)
 memsim_config_test(training_args training_args_qlora.json
   "--batch;2;--accumulate;4;--clip-grad-norm;0.3;--checkpoint;@blocks;--amp;bf16;--optimizer;paged_adamw8bit"
@@ -247,11 +247,13 @@ memsim_config_test(accelerate_fsdp accelerate_fsdp.yaml
   "--fsdp;full;--wrap;@blocks;--world;8;--checkpoint;@blocks;--fsdp-mixed-precision;bf16"
   "read as an accelerate config" --optimizer adamw)
 memsim_config_test(command_line_wins training_args_deepspeed.json
-  "--accumulate;2;--clip-grad-norm;1.0;--zero;3;--offload;params;--optimizer;adamw;--dtype;bf16"
+  "--accumulate;2;--clip-grad-norm;1.0;--zero;3;--offload;params;--zero-overlap-comm;on;--optimizer;adamw;--dtype;bf16"
   "the command line's own --batch kept" --batch 1 --world 2)
 memsim_error_test(config_needs_world 2 "torchtitan_llama3_8b.toml: /parallelism/data_parallel_shard_degree: -1 takes the ranks"
   run graphs/cs336_small.json --config tests/data/configs/torchtitan_llama3_8b.toml)
 memsim_error_test(config_bad_key 2 "a.json: /zero_optimization/stage: 7 is out of range"
   run graphs/cs336_small.json --config tests/cli/bad/configs/a.json)
+memsim_error_test(zero_knobs_need_zero 2 "--zero-bucket-size, --zero-overlap-comm and --zero-persistence-threshold are DeepSpeed ZeRO's: give --zero"
+  run graphs/mlp.json --zero-bucket-size 1000)
 memsim_error_test(block_selector_bad 2 "--checkpoint \"@blocks%0=0\": a selector is @blocks or @blocks%K=R"
   run graphs/cs336_small.json --checkpoint "@blocks%0=0")

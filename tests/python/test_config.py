@@ -15,6 +15,7 @@ def test_deepspeed_config_is_its_options():
     with pytest.warns(UserWarning, match=r"read as a DeepSpeed config: --batch 4 .*unknown keys, ignored: /my_custom_key"):
         a = memsim.simulate(GRAPH, explain=False, config=os.path.join(CONFIGS, "deepspeed_zero2_offload.json"), world=4)
     b = memsim.simulate(GRAPH, explain=False, batch=4, accumulate=2, clip_grad_norm=1.0, zero=2, offload="optimizer",
+                        zero_overlap_comm="on",
                         dtype="bf16", optimizer="adamw", world=4)
     assert a.peak_live_bytes == b.peak_live_bytes and a.peak_reserved_bytes == b.peak_reserved_bytes
     assert a.peak_live_bytes > 0

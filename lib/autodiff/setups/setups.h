@@ -7,6 +7,7 @@
 #define MEMSIM_LIB_AUTODIFF_SETUPS_SETUPS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct ParallelOptions {
   /// step is bound with that device's chunk of the batch (SimOptions' symbol "batch").
   bool data_parallel = false;
   int64_t dp_total_batch = 0;           ///< DataParallel: the whole batch (scattered over the devices)
+  /// DeepSpeed's ZeRO knobs (Note [ZeRO]): reduce_bucket_size (elements of each ipg buffer),
+  /// overlap_comm (stage 2: a second ipg buffer; unset = DeepSpeed's default, on for stage 3
+  /// only), stage3_param_persistence_threshold (elements).
+  int64_t zero_bucket_elements = 500'000'000;
+  std::optional<bool> zero_overlap_comm;
+  int64_t zero_persistence_threshold = 100'000;
   /// --mesh: the N-D device mesh of FSDP2 / TP / PP / CP / EP (Note [Device mesh]); all 1 = off.
   MeshDims mesh;
   bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel || mesh.enabled(); }

@@ -56,9 +56,12 @@ int64_t FlatPartitionNumel(int64_t numel, int world) {
 
 namespace {
 
-/// DeepSpeed's reduce_bucket_size default (elements): the ipg buffer has this size whatever the
-/// model's (torch.empty(int(self.reduce_bucket_size)) in stage_1_and_2.py).
-constexpr int64_t kReduceBucketElements = 500'000'000;
+/// The ipg buffers of |o|: reduce_bucket_size elements each whatever the model's size
+/// (torch.empty(int(self.reduce_bucket_size)) in stage_1_and_2.py's backward(), a second one
+/// with overlap_comm; stage3.py's __ipg_bucket_flat_buffer, one), default 5e8.
+int IpgBuffers(const ParallelOptions& o) {
+  return o.zero_stage == 2 && o.zero_overlap_comm.value_or(false) ? 2 : 1;
+}
 
 class Zero : public TrainingSetup {
  public:
@@ -72,7 +75,7 @@ class Zero : public TrainingSetup {
         s.ledger.AddHostBytes(grp.part_numel * 4 * (2 + s.cfg.optimizer.states));
         // Stage 3 still makes its ipg bucket on the GPU; its gradient partition is on the host.
         if (o_.zero_stage == 3) {
-          grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
+          AllocBuckets(s, &grp);
           s.ledger.AddHostBytes(grp.part_numel * grp.elem);
         }
         continue;
@@ -83,7 +86,7 @@ class Zero : public TrainingSetup {
       if (s.cfg.first_step)
         CreateResidentState(s.cfg.optimizer, s.profile, /*first_step=*/false, {Partition(grp)}, &s.ledger, &s.states);
       if (o_.zero_stage == 3) {  // stage 3: the ipg bucket and the gradient partitions, from the start
-        grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
+        AllocBuckets(s, &grp);
         grp.partition_grad = s.ledger.Alloc(grp.part_numel * grp.elem, "ZeRO gradient partition", Category::kGradient);
       }
     }
@@ -116,8 +119,7 @@ class Zero : public TrainingSetup {
     // Stage 2: backward() makes the ipg buffer before loss.backward() runs.
     if (o_.zero_stage != 2 || s.profile.zero_whole_parameters) return;
     for (auto& [dtype, grp] : groups_)
-      if (grp.bucket == kNoStorage)
-        grp.bucket = s.ledger.Alloc(kReduceBucketElements * grp.elem, "ZeRO reduce bucket (ipg)", Category::kGradient);
+      if (grp.bucket == kNoStorage) AllocBuckets(s, &grp);
   }
 
   void OnGradReady(StepState& s, uint32_t k) override {
@@ -132,10 +134,11 @@ class Zero : public TrainingSetup {
   void AfterBackwardPass(StepState& s) override {
     if (o_.zero_stage == 3) return;  // stage 3 keeps its bucket
     for (auto& [dtype, grp] : groups_)
-      if (grp.bucket != kNoStorage) {
-        s.ledger.Unref(grp.bucket);
-        grp.bucket = kNoStorage;
-      }
+      for (StorageId* b : {&grp.bucket, &grp.bucket2})
+        if (*b != kNoStorage) {
+          s.ledger.Unref(*b);
+          *b = kNoStorage;
+        }
   }
 
   void BeforeOptimizerStep(StepState& s) override {
@@ -189,7 +192,7 @@ class Zero : public TrainingSetup {
   struct Group {
     int64_t elem = 4, numel = 0, part_numel = 0;
     std::vector<std::pair<uint32_t, int64_t>> members;  ///< (Graph::parameters index, flat offset)
-    StorageId master = kNoStorage, bucket = kNoStorage, partition_grad = kNoStorage, grad = kNoStorage;
+    StorageId master = kNoStorage, bucket = kNoStorage, bucket2 = kNoStorage, partition_grad = kNoStorage, grad = kNoStorage;
   };
 
   /// Stage 1: frees the .grad of the group's parameters inside (or outside) this rank's range
@@ -203,6 +206,12 @@ class Zero : public TrainingSetup {
       s.ledger.Unref(s.param_grad[k]);
       s.param_grad[k] = kNoStorage;
     }
+  }
+
+  void AllocBuckets(StepState& s, Group* grp) const {
+    const int64_t bytes = o_.zero_bucket_elements * grp->elem;
+    grp->bucket = s.ledger.Alloc(bytes, "ZeRO reduce bucket (ipg)", Category::kGradient);
+    if (IpgBuffers(o_) == 2) grp->bucket2 = s.ledger.Alloc(bytes, "ZeRO reduce bucket (ipg, overlap_comm)", Category::kGradient);
   }
 
   static OptParam Partition(const Group& grp) {
@@ -222,7 +231,7 @@ std::unique_ptr<TrainingSetup> MakeZero3Params(const ParallelOptions& o) {
   ShardPolicy p;
   p.label = "ZeRO-3";
   p.world = o.world;
-  p.persistence_threshold = 100'000;  // stage3_param_persistence_threshold
+  p.persistence_threshold = o.zero_persistence_threshold;  // stage3_param_persistence_threshold
   p.offload_params = o.offload == "params";
   return MakeShardedParams(p, {});
 }

@@ -55,9 +55,9 @@ std::string ErrorOf(const std::string& name, const std::string& text) {
 TEST(ConfigFile, DeepSpeedZero2Offload) {
   ConfigFile f = ReadOk("deepspeed_zero2_offload.json");
   EXPECT_EQ(f.format, "DeepSpeed");
-  EXPECT_EQ(Flags(f), "--batch 4 --accumulate 2 --clip-grad-norm 1.0 --zero 2 --offload optimizer --dtype bf16 "
-                      "--optimizer adamw");
-  EXPECT_TRUE(Contains(f.not_modelled, "/zero_optimization/allgather_bucket_size (simulated at DeepSpeed's default)"));
+  EXPECT_EQ(Flags(f), "--batch 4 --accumulate 2 --clip-grad-norm 1.0 --zero 2 --offload optimizer "
+                      "--zero-overlap-comm on --dtype bf16 --optimizer adamw");
+  EXPECT_TRUE(Contains(f.no_effect, "/zero_optimization/allgather_bucket_size"));
   EXPECT_EQ(f.unknown, std::vector<std::string>{"/my_custom_key"});
   EXPECT_TRUE(Contains(f.no_effect, "/optimizer/params/lr"));
   EXPECT_TRUE(Contains(f.no_effect, "/train_batch_size"));
@@ -68,8 +68,8 @@ TEST(ConfigFile, HuggingFaceAutoValuesAreLeftToTheTrainingArguments) {
   EXPECT_EQ(f.format, "TrainingArguments");
   // DeepSpeed's "auto" batch, accumulation and clipping come from the TrainingArguments; bf16
   // under ZeRO is DeepSpeed's bf16 mode (--dtype); the ZeRO-3 optimizer section wins over optim.
-  EXPECT_EQ(Flags(f), "--batch 4 --accumulate 2 --clip-grad-norm 1.0 --zero 3 --offload params --optimizer adamw "
-                      "--dtype bf16");
+  EXPECT_EQ(Flags(f), "--batch 4 --accumulate 2 --clip-grad-norm 1.0 --zero 3 --offload params --zero-overlap-comm on "
+                      "--optimizer adamw --dtype bf16");
   EXPECT_TRUE(f.unknown.empty()) << f.Describe();
 }
 
@@ -143,6 +143,7 @@ TEST(ConfigFile, HostileAndWrongFilesGetOneLineNamingTheKey) {
       {"a.json", R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "gpu"}}})",
        "offload_optimizer/device: \"gpu\": expected cpu, nvme or none"},
       {"a.json", "{\"a\": ", "not valid JSON"},
+      {"a.json", R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -5}})", "reduce_bucket_size: expected 1 to 1e12"},
       {"a.json", "[1, 2]", "expected a table of keys at the top"},
       {"a.json", std::string(100, '[') + std::string(100, ']'), "nested more than 64 levels"},
       {"a.yaml", "distributed_type: TPU\n", "/distributed_type: \"TPU\""},
@@ -171,7 +172,8 @@ TEST(ConfigFile, CommandLineOptionsWinAndWorldBecomesTheMesh) {
       &notes);
   ASSERT_TRUE(args.ok()) << args.status().ToString();
   const std::vector<std::string> want = {"graphs/x.json", "--accumulate", "2", "--clip-grad-norm", "1.0", "--zero", "2",
-                                         "--offload", "optimizer", "--dtype", "bf16", "--optimizer", "adamw",
+                                         "--offload", "optimizer", "--zero-overlap-comm", "on", "--dtype", "bf16",
+                                         "--optimizer", "adamw",
                                          "--batch=16", "--world", "8"};
   EXPECT_EQ(*args, want);
   ASSERT_EQ(notes.size(), 1u);
