@@ -17,6 +17,8 @@ DATA = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp")
 # The PyTorch 2.13 sets (tests/oracle/record_2_13.sh), against the graphs exported under 2.13.
 DATA_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp_2_13")
 GRAPHS_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_2_13", "graphs")
+# FSDP2 (fully_shard) per rank under 2.13 (tests/oracle/record_fsdp2_2_13.sh).
+DATA_FSDP2_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_fsdp2_2_13")
 # Phases whose measured figure depends on thread timing, not on a rule (listed as notes,
 # outside the tolerance): on the broadcast's source rank, gloo's work object may still hold the
 # flat copy of the module states when the Reducer's bucket is allocated (re-recording the same
@@ -40,6 +42,15 @@ def memsim_cmd(memsim, graph, cfg):
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
+    elif cfg.get("mode") == "fsdp2":  # fully_shard on the wrapped modules, then the root
+        cmd += ["--mesh", "dp_shard=" + cfg["world"], "--reshard-after-forward", cfg.get("reshard", "true").lower()]
+        for w in filter(None, cfg.get("wrap", "").split(",")):
+            cmd += ["--wrap", w]
+        if cfg.get("mp", "none") != "none":
+            cmd += ["--fsdp2-mp", "param=%s,reduce=fp32" % cfg["mp"]]
+        if "seq" in json.load(open(graph)).get("symbols", []):  # language models
+            cmd += ["--set", "seq=" + cfg["seq"]]
+        return cmd
     else:
         cmd += ["--ddp", cfg["world"]]
     if cfg.get("bucket_view") == "True":

@@ -59,6 +59,9 @@ class TrainingSetup {
   /// After model.to(device) and the optimizer state that exists before the step, before the
   /// batch is allocated.
   virtual void OnSetup(StepState&) {}
+  /// The batch is allocated (still the setup phase): the recording kit builds the batch before
+  /// it wraps the model, so FSDP2's fully_shard runs here (Note [FSDP2]).
+  virtual void OnSetupBatch(StepState&) {}
   /// Around the forward of op |o| (phase kForward).
   virtual void BeforeForwardOp(StepState&, OpId, ForwardOpPolicy*) {}
   virtual void AfterForwardOp(StepState&, OpId) {}

@@ -72,6 +72,7 @@ void Setup(StepState& s) {
   s.Hook(&TrainingSetup::OnSetup);
   for (TensorId t : s.g.inputs)
     s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kInput);
+  s.Hook(&TrainingSetup::OnSetupBatch);
 }
 
 /// optimizer.step(), then zero_grad(set_to_none=True).
