@@ -56,6 +56,9 @@ class TrainingSetup {
   /// model.to(device) is about to allocate parameter or buffer |t|: return true if the setup has
   /// made its storage itself (ZeRO-3 and FSDP keep only a shard; set StepState::storage[t]).
   virtual bool AllocateParameter(StepState&, TensorId) { return false; }
+  /// The batch is about to allocate input |t|: return true if the setup has made it (FSDP2's
+  /// MixedPrecisionPolicy: the batch stays in its own dtype, cast in the root's pre_forward).
+  virtual bool AllocateInput(StepState&, TensorId) { return false; }
   /// After model.to(device) and the optimizer state that exists before the step, before the
   /// batch is allocated.
   virtual void OnSetup(StepState&) {}

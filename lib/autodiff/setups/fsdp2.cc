@@ -105,12 +105,22 @@ class Fsdp2 : public TrainingSetup {
     return true;
   }
 
+  bool AllocateInput(StepState& s, TensorId t) override {
+    if (!IsCastInput(s, t)) return false;
+    user_inputs_.push_back(s.ledger.Alloc(s.bound.metas[t].numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name,
+                                          Category::kInput));
+    return true;
+  }
+
   void OnSetupBatch(StepState& s) override {
     Init(s);
     for (size_t u = 0; u < groups_.size(); ++u) FullyShard(s, u);
   }
 
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy*) override {
+    if (o == groups_.back().first)  // the root's pre_forward: cast_forward_inputs
+      for (TensorId t : s.g.inputs)
+        if (IsCastInput(s, t)) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name + " (param_dtype)", Category::kInput);
     for (size_t u = groups_.size(); u-- > 0;)  // the root's pre_forward first
       if (groups_[u].first == o && !groups_[u].params.empty()) {
         Unshard(s, u);
@@ -119,6 +129,8 @@ class Fsdp2 : public TrainingSetup {
   }
 
   void AfterForwardOp(StepState& s, OpId o) override {
+    for (TensorId t : s.g.inputs)  // the cast batch: the forward's arguments let go of it
+      if (IsCastInput(s, t) && s.bound.last_use[t] == o) s.ledger.Unref(s.storage[t]);
     for (size_t u = 0; u < groups_.size(); ++u)
       if (groups_[u].last == o) {
         if (o_.fsdp2_reshard_after_forward) Reshard(s, u);
@@ -191,6 +203,13 @@ class Fsdp2 : public TrainingSetup {
     post_backward_done_.assign(n, false);
   }
 
+  /// A floating-point input MixedPrecisionPolicy casts to param_dtype (the graph is bound in it).
+  bool IsCastInput(const StepState& s, TensorId t) const {
+    const Dtype own = s.g.tensors[t].dtype;
+    return !o_.fsdp2_param_dtype.empty() && s.bound.metas[t].dtype != own &&
+           (own == Dtype::kFloat32 || own == Dtype::kFloat16 || own == Dtype::kBFloat16);
+  }
+
   std::string Name(size_t u) const { return "FSDP2 " + (groups_[u].module.empty() ? std::string("(root)") : groups_[u].module); }
   int64_t ShardElem(const StepState& s, uint32_t k) const { return ElementSize(s.g.tensors[s.g.parameters[k]].dtype); }
   /// The unsharded dtype: MixedPrecisionPolicy's param_dtype (the graph is bound in it), else the shard's.
@@ -245,10 +264,11 @@ class Fsdp2 : public TrainingSetup {
       low += ParamElem(s, grp.params[i]) != ShardElem(s, grp.params[i]);
     }
     // MixedPrecisionPolicy: the shards cast into one flat param_dtype buffer (_foreach_copy_).
+    // Its views stay in foreach_all_gather's all_gather_inputs until the collective returns.
     StorageId cast = low ? s.ledger.Alloc(bytes, Name(u) + " all-gather input (cast)", Category::kParameter) : kNoStorage;
     all_gather_[u] = s.ledger.Alloc(bytes * world_, Name(u) + " all-gather output", Category::kParameter);
-    if (cast != kNoStorage) s.ledger.Unref(cast);
     Collective(s, bytes * world_, 2, Name(u) + " all-gather (gloo flat output)");
+    if (cast != kNoStorage) s.ledger.Unref(cast);
   }
 
   /// gloo's staging copies of a collective on host tensors (ProcessGroupGloo: the flat
@@ -353,7 +373,7 @@ class Fsdp2 : public TrainingSetup {
   std::vector<int> group_of_op_, pending_;
   std::vector<bool> pre_backward_done_, post_backward_done_;
   std::vector<std::vector<StorageId>> shard_, unsharded_;
-  std::vector<StorageId> all_gather_, grad_, mesh_;
+  std::vector<StorageId> all_gather_, grad_, mesh_, user_inputs_;
   std::vector<size_t> post_forward_order_;
   StorageId held_all_gather_ = kNoStorage, held_reduce_scatter_ = kNoStorage;
 };
