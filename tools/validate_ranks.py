@@ -58,7 +58,16 @@ def memsim_cmd(memsim, graph, cfg):
     return cmd
 
 
-def section(memsim, graphs, d=DATA, release="1.13"):
+FSDP2_INTRO = [
+    "Every rank of each trace set in `tests/data/traces_fsdp2_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+    "`tests/oracle/record_fsdp2_2_13.sh`: the kit's `trace_ddp.py --mode fsdp2`, gloo, one process per rank,",
+    "`fully_shard` on each block then on the root, traced as the `setup` phase), predicted by one `memsim run",
+    "--profile cpu --torch 2.13 --step first --mesh dp_shard=W --wrap ... --reshard-after-forward true|false`",
+    "(+ `--fsdp2-mp param=bf16,reduce=fp32` for `MixedPrecisionPolicy(bfloat16, float32)`); memsim's `ranks`",
+    "entry standing for that rank (Note [FSDP2] in `docs/parallel.md`). Same tolerance."]
+
+
+def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None):
     """(Markdown lines, failures, absolute peak errors) of every per-rank trace set in |d|."""
     if not os.path.isdir(d):
         raise FileNotFoundError("validate: missing per-rank traces %s (part of the repository)" % d)
@@ -93,19 +102,24 @@ def section(memsim, graphs, d=DATA, release="1.13"):
                 if abs(e) > validate.MAX_ERR:
                     failures.append("%s rank %d: %s error %.3f %% (predicted %d, measured %d)" % (name, rank, label, e, pred, real))
             rows.append((name, rank, cfg, entry["ranks"], cells))
-    lines = ["", "## Several ranks: DDP and ZeroRedundancyOptimizer, per rank" + ("" if release == "1.13" else ", PyTorch " + release), "",
+    head = title or "Several ranks: DDP and ZeroRedundancyOptimizer, per rank" + ("" if release == "1.13" else ", PyTorch " + release)
+    lines = ["", "## " + head, ""] + (intro or [
              "Every rank of each trace set in `tests/data/%s/` (real PyTorch %s CPU steps recorded by" % (
                  os.path.basename(os.path.normpath(d)), "1.13.1" if release == "1.13" else "2.13.0"),
              "the recording kit's `trace_ddp.py`: gloo, one process per rank, DDP construction traced as a `setup`",
              "phase; `mode zero1` = DDP + `ZeroRedundancyOptimizer`), predicted by one `memsim run --profile cpu --torch %s" % release,
              "--step first --ddp W` (or `--zero 1 --world W`) with the trace's batch, optimizer, `--bucket-cap-mb`",
-             "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance.", "",
+             "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance."]) + ["",
              "| trace | rank | memsim ranks | config | phase | measured | predicted | error |",
              "|---|---:|---|---|---|---:|---:|---:|"]
     for name, rank, cfg, mranks, cells in rows:
-        c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
-                                                  ", bucket view" if cfg.get("bucket_view") == "True" else "",
-                                                  cfg.get("bucket_mb"))
+        if cfg.get("mode") == "fsdp2":
+            c = "batch %s, %s, world %s, reshard %s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
+                                                         ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "")
+        else:
+            c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
+                                                      ", bucket view" if cfg.get("bucket_view") == "True" else "",
+                                                      cfg.get("bucket_mb"))
         for i, (label, pred, real) in enumerate(cells):
             note = TIMING.get((name, rank, label))
             lines.append("| %s | %s | %s | %s | %s | %d | %d | %+.3f %% |" % (
