@@ -43,7 +43,9 @@ def memsim_cmd(memsim, graph, cfg):
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
     elif cfg.get("mode") == "fsdp2":  # fully_shard on the wrapped modules, then the root
-        cmd += ["--mesh", "dp_shard=" + cfg["world"], "--reshard-after-forward", cfg.get("reshard", "true").lower()]
+        r = int(cfg.get("hsdp", "1"))  # HSDP: dp_replicate × dp_shard
+        mesh = "dp_shard=%d" % (int(cfg["world"]) // r) + (",dp_replicate=%d" % r if r > 1 else "")
+        cmd += ["--mesh", mesh, "--reshard-after-forward", cfg.get("reshard", "true").lower()]
         for w in filter(None, cfg.get("wrap", "").split(",")):
             cmd += ["--wrap", w]
         if cfg.get("mp", "none") != "none":
@@ -114,8 +116,10 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None):
              "|---|---:|---|---|---|---:|---:|---:|"]
     for name, rank, cfg, mranks, cells in rows:
         if cfg.get("mode") == "fsdp2":
-            c = "batch %s, %s, world %s, reshard %s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
-                                                         ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "")
+            c = "batch %s, %s, world %s, reshard %s%s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
+                                                           ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "",
+                                                           ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
+                                                           if "hsdp" in cfg else "")
         else:
             c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
                                                       ", bucket view" if cfg.get("bucket_view") == "True" else "",

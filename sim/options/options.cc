@@ -386,8 +386,9 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   if (ddp > 0 || !zero.empty() || !fsdp.empty() || data_parallel > 0 || !world.empty())
     return Status::InvalidArgument("--mesh replaces --ddp, --zero, --fsdp, --data-parallel and --world: give the "
                                    "data-parallel degree as dp_replicate=N (DDP) or dp_shard=N (FSDP2)");
+  // HSDP (dp_replicate × dp_shard) is FSDP2 on a 2-D mesh; replicas alone are not simulated yet.
   const std::pair<int, const char*> pending[] = {
-      {dims.dp_replicate, "dp_replicate (HSDP / replicate)"},
+      {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
       {dims.tp, "tp (tensor parallel)"}, {dims.pp, "pp (pipeline parallel)"},
       {dims.cp, "cp (context parallel)"}, {dims.ep, "ep (expert parallel)"}};
   for (const auto& [degree, what] : pending)
@@ -406,6 +407,9 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
     return Status::InvalidArgument(std::string(reshard_after_forward.empty() ? "--fsdp2-mp" : "--reshard-after-forward") +
                                    " needs --mesh dp_shard=N (FSDP2)");
   if (!on) return Status::OK();
+  const MeshDims& m = sim->parallel.mesh;
+  if (m.tp > 1 || m.cp > 1 || m.pp > 1 || m.ep > 1)
+    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with tp, cp, pp or ep is not simulated yet");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");
   sim->parallel.fsdp2_reshard_after_forward = reshard_after_forward != "false";
   if (fsdp2_mp.empty()) return Status::OK();

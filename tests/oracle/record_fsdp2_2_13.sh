@@ -14,5 +14,6 @@ rund mlp_b64_adam_fsdp2           mlp --batch 64 --opt adam
 rund mlp_b64_adam_fsdp2_noreshard mlp --batch 64 --opt adam --reshard false
 rund mlp_b64_adam_fsdp2_w3        mlp --batch 64 --opt adam --world 3
 rund mlp_b64_adam_fsdp2_bf16      mlp --batch 64 --opt adam --mp bf16
+rund mlp_b64_adam_hsdp2x2         mlp --batch 64 --opt adam --world 4 --hsdp 2
 rund cs336_small_b2_s64_adamw_fsdp2           cs336_small --batch 2 --seq 64 --opt adamw
 rund cs336_small_b2_s64_adamw_fsdp2_noreshard cs336_small --batch 2 --seq 64 --opt adamw --reshard false

@@ -96,9 +96,11 @@ namespace {
 
 class Fsdp2 : public TrainingSetup {
  public:
-  explicit Fsdp2(const ParallelOptions& o) : o_(o), world_(std::max(o.mesh.dp_shard, 1)) {}
+  explicit Fsdp2(const ParallelOptions& o)
+      : o_(o), world_(std::max(o.mesh.dp_shard, 1)), replicas_(std::max(o.mesh.dp_replicate, 1)) {}
 
   bool AllocateParameter(StepState& s, TensorId t) override {
+    if (groups_.empty()) Init(s);  // before the optimizer state of a steady step asks for the shards
     // The model is built in its own dtype (MixedPrecisionPolicy casts only the unsharded copy).
     const TensorMeta& m = s.bound.metas[t];
     s.storage[t] = s.ledger.Alloc(m.numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name, Category::kParameter);
@@ -113,7 +115,7 @@ class Fsdp2 : public TrainingSetup {
   }
 
   void OnSetupBatch(StepState& s) override {
-    Init(s);
+    if (groups_.empty()) Init(s);
     for (size_t u = 0; u < groups_.size(); ++u) FullyShard(s, u);
   }
 
@@ -229,6 +231,10 @@ class Fsdp2 : public TrainingSetup {
   /// coordinate lookup: arange, eq, nonzero), in host memory: traced on the CPU only.
   void MeshTensors(StepState& s) {
     if (!s.profile.host_collectives) return;
+    if (replicas_ > 1) {  // HSDP: one 2-D mesh, made before the first call (its lookups: bytes, not modelled)
+      if (mesh_.empty()) mesh_.push_back(s.ledger.Alloc(4 * world_ * replicas_, "DeviceMesh ranks", Category::kParameter));
+      return;
+    }
     const int64_t ranks = 4 * world_;  // torch.arange(world), int32
     mesh_.push_back(s.ledger.Alloc(ranks, "DeviceMesh ranks", Category::kParameter));
     StorageId a = s.ledger.Alloc(ranks, "DeviceMesh coordinate", Category::kTemporary);
@@ -328,6 +334,13 @@ class Fsdp2 : public TrainingSetup {
       s.ledger.Unref(a);
       s.ledger.Unref(copy);
     }
+    // HSDP: the reduce-scatter output all-reduced in place over the replicas (gloo: two scalars).
+    if (replicas_ > 1 && s.profile.host_collectives) {
+      StorageId a = s.ledger.Alloc(8, "gloo all-reduce scalar", Category::kTemporary);
+      StorageId b = s.ledger.Alloc(4, "gloo all-reduce scalar", Category::kTemporary);
+      s.ledger.Unref(b);
+      s.ledger.Unref(a);
+    }
     // The sharded grads in the parameters' dtype (_to_dtype_if_needed), accumulated into an
     // existing .grad from the second pass on.
     const int64_t shard_bytes = ShardBytes(s, u, with_grad);
@@ -368,7 +381,8 @@ class Fsdp2 : public TrainingSetup {
   }
 
   ParallelOptions o_;
-  int world_;
+  int world_;     ///< the shard group: dp_shard
+  int replicas_;  ///< HSDP's replicate group: dp_replicate
   std::vector<Fsdp2Group> groups_;
   std::vector<int> group_of_op_, pending_;
   std::vector<bool> pre_backward_done_, post_backward_done_;
