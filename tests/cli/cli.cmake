@@ -229,7 +229,7 @@ memsim_golden_test(run_mlp_steps3_text run_mlp_steps3.txt
 memsim_error_test(bad_steps 2 "--steps 0: expected 1 to 1000" run graphs/mlp.json --steps 0)
 # FSDP2 (--mesh dp_shard=N, Note [FSDP2]): the per-rank report; 3 ranks leave the last one fewer rows.
 memsim_golden_test(run_mlp_fsdp2_ranks run_mlp_fsdp2_ranks.txt
-  run graphs/mlp.json --batch 64 --optimizer adam --profile cpu --torch 2.13 --mesh dp_shard=3 --wrap "?")
+  run tests/data/traces_2_13/graphs/mlp.json --batch 64 --optimizer adam --profile cpu --torch 2.13 --mesh dp_shard=3 --wrap "?")
 memsim_error_test(fsdp2_reshard_without_mesh 2 "^memsim: --reshard-after-forward needs --mesh dp_shard=N \\(FSDP2\\)"
   run graphs/mlp.json --reshard-after-forward false)
 memsim_error_test(fsdp2_mp_bad 2 "^memsim: --fsdp2-mp \"param=fp8\": expected param=fp16\\|bf16 and reduce=fp32\\|fp16\\|bf16"
