@@ -71,12 +71,13 @@ Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const P
     return Status::InvalidArgument("--offload params needs --zero 3 (ZeRO-Infinity)");
   if (p.offload == "optimizer" && !p.fsdp.empty())
     return Status::InvalidArgument("--fsdp offloads parameters, grads and optimizer together: use --offload params");
-  if (!p.wrap_modules.empty() && p.fsdp.empty()) return Status::InvalidArgument("--wrap needs --fsdp");
+  if (!p.wrap_modules.empty() && p.fsdp.empty() && p.mesh.dp_shard <= 1)
+    return Status::InvalidArgument("--wrap needs --fsdp or --mesh dp_shard=N");
   if (p.data_parallel && (p.ddp || p.zero_stage > 0 || !p.fsdp.empty()))
     return Status::InvalidArgument("--data-parallel cannot be combined with --ddp, --zero or --fsdp");
   if (p.data_parallel && g.FindSymbol("batch") == kNone)
     return Status::InvalidArgument("--data-parallel: " + g.name + " has no batch symbol to scatter");
-  if (!p.fsdp.empty()) {
+  if (!p.fsdp.empty() || p.mesh.dp_shard > 1) {
     MEMSIM_ASSIGN_OR_RETURN(p.wrap_modules, ModulesMatching(g, p.wrap_modules, "--wrap"));
   }
   // 1.13 CPU: ZeRO-1 is ZeroRedundancyOptimizer under DDP, as the PyTorch documentation shows.

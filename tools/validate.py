@@ -309,6 +309,12 @@ def main():
                                                           validate_ranks.DATA_2_13, "2.13")
     lines += rank_lines
     failures += rank_failures
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_2_13,
+                                                          validate_ranks.DATA_FSDP2_2_13, "2.13",
+                                                          "FSDP2 (fully_shard), per rank, PyTorch 2.13",
+                                                          validate_ranks.FSDP2_INTRO)
+    lines += rank_lines
+    failures += rank_failures
     return report_io.finish("validate", lines, failures, a.out)
 
 

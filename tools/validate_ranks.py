@@ -17,6 +17,8 @@ DATA = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp")
 # The PyTorch 2.13 sets (tests/oracle/record_2_13.sh), against the graphs exported under 2.13.
 DATA_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp_2_13")
 GRAPHS_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_2_13", "graphs")
+# FSDP2 (fully_shard) per rank under 2.13 (tests/oracle/record_fsdp2_2_13.sh).
+DATA_FSDP2_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_fsdp2_2_13")
 # Phases whose measured figure depends on thread timing, not on a rule (listed as notes,
 # outside the tolerance): on the broadcast's source rank, gloo's work object may still hold the
 # flat copy of the module states when the Reducer's bucket is allocated (re-recording the same
@@ -40,6 +42,17 @@ def memsim_cmd(memsim, graph, cfg):
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
+    elif cfg.get("mode") == "fsdp2":  # fully_shard on the wrapped modules, then the root
+        r = int(cfg.get("hsdp", "1"))  # HSDP: dp_replicate × dp_shard
+        mesh = "dp_shard=%d" % (int(cfg["world"]) // r) + (",dp_replicate=%d" % r if r > 1 else "")
+        cmd += ["--mesh", mesh, "--reshard-after-forward", cfg.get("reshard", "true").lower()]
+        for w in filter(None, cfg.get("wrap", "").split(",")):
+            cmd += ["--wrap", w]
+        if cfg.get("mp", "none") != "none":
+            cmd += ["--fsdp2-mp", "param=%s,reduce=fp32" % cfg["mp"]]
+        if "seq" in json.load(open(graph)).get("symbols", []):  # language models
+            cmd += ["--set", "seq=" + cfg["seq"]]
+        return cmd
     else:
         cmd += ["--ddp", cfg["world"]]
     if cfg.get("bucket_view") == "True":
@@ -47,7 +60,16 @@ def memsim_cmd(memsim, graph, cfg):
     return cmd
 
 
-def section(memsim, graphs, d=DATA, release="1.13"):
+FSDP2_INTRO = [
+    "Every rank of each trace set in `tests/data/traces_fsdp2_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+    "`tests/oracle/record_fsdp2_2_13.sh`: the kit's `trace_ddp.py --mode fsdp2`, gloo, one process per rank,",
+    "`fully_shard` on each block then on the root, traced as the `setup` phase), predicted by one `memsim run",
+    "--profile cpu --torch 2.13 --step first --mesh dp_shard=W --wrap ... --reshard-after-forward true|false`",
+    "(+ `--fsdp2-mp param=bf16,reduce=fp32` for `MixedPrecisionPolicy(bfloat16, float32)`); memsim's `ranks`",
+    "entry standing for that rank (Note [FSDP2] in `docs/parallel.md`). Same tolerance."]
+
+
+def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None):
     """(Markdown lines, failures, absolute peak errors) of every per-rank trace set in |d|."""
     if not os.path.isdir(d):
         raise FileNotFoundError("validate: missing per-rank traces %s (part of the repository)" % d)
@@ -82,19 +104,26 @@ def section(memsim, graphs, d=DATA, release="1.13"):
                 if abs(e) > validate.MAX_ERR:
                     failures.append("%s rank %d: %s error %.3f %% (predicted %d, measured %d)" % (name, rank, label, e, pred, real))
             rows.append((name, rank, cfg, entry["ranks"], cells))
-    lines = ["", "## Several ranks: DDP and ZeroRedundancyOptimizer, per rank" + ("" if release == "1.13" else ", PyTorch " + release), "",
+    head = title or "Several ranks: DDP and ZeroRedundancyOptimizer, per rank" + ("" if release == "1.13" else ", PyTorch " + release)
+    lines = ["", "## " + head, ""] + (intro or [
              "Every rank of each trace set in `tests/data/%s/` (real PyTorch %s CPU steps recorded by" % (
                  os.path.basename(os.path.normpath(d)), "1.13.1" if release == "1.13" else "2.13.0"),
              "the recording kit's `trace_ddp.py`: gloo, one process per rank, DDP construction traced as a `setup`",
              "phase; `mode zero1` = DDP + `ZeroRedundancyOptimizer`), predicted by one `memsim run --profile cpu --torch %s" % release,
              "--step first --ddp W` (or `--zero 1 --world W`) with the trace's batch, optimizer, `--bucket-cap-mb`",
-             "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance.", "",
+             "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance."]) + ["",
              "| trace | rank | memsim ranks | config | phase | measured | predicted | error |",
              "|---|---:|---|---|---|---:|---:|---:|"]
     for name, rank, cfg, mranks, cells in rows:
-        c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
-                                                  ", bucket view" if cfg.get("bucket_view") == "True" else "",
-                                                  cfg.get("bucket_mb"))
+        if cfg.get("mode") == "fsdp2":
+            c = "batch %s, %s, world %s, reshard %s%s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
+                                                           ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "",
+                                                           ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
+                                                           if "hsdp" in cfg else "")
+        else:
+            c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
+                                                      ", bucket view" if cfg.get("bucket_view") == "True" else "",
+                                                      cfg.get("bucket_mb"))
         for i, (label, pred, real) in enumerate(cells):
             note = TIMING.get((name, rank, label))
             lines.append("| %s | %s | %s | %s | %s | %d | %d | %+.3f %% |" % (

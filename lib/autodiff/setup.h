@@ -56,9 +56,15 @@ class TrainingSetup {
   /// model.to(device) is about to allocate parameter or buffer |t|: return true if the setup has
   /// made its storage itself (ZeRO-3 and FSDP keep only a shard; set StepState::storage[t]).
   virtual bool AllocateParameter(StepState&, TensorId) { return false; }
+  /// The batch is about to allocate input |t|: return true if the setup has made it (FSDP2's
+  /// MixedPrecisionPolicy: the batch stays in its own dtype, cast in the root's pre_forward).
+  virtual bool AllocateInput(StepState&, TensorId) { return false; }
   /// After model.to(device) and the optimizer state that exists before the step, before the
   /// batch is allocated.
   virtual void OnSetup(StepState&) {}
+  /// The batch is allocated (still the setup phase): the recording kit builds the batch before
+  /// it wraps the model, so FSDP2's fully_shard runs here (Note [FSDP2]).
+  virtual void OnSetupBatch(StepState&) {}
   /// Around the forward of op |o| (phase kForward).
   virtual void BeforeForwardOp(StepState&, OpId, ForwardOpPolicy*) {}
   virtual void AfterForwardOp(StepState&, OpId) {}

@@ -70,8 +70,12 @@ void Setup(StepState& s) {
   CreateResidentState(s.cfg.optimizer, s.profile, s.cfg.first_step, s.OptParams(), &s.ledger, &s.states);
   if (!s.cfg.first_step && HasGemm(s.g)) s.workspaces.CreateFromEarlierStep(&s.ledger);
   s.Hook(&TrainingSetup::OnSetup);
-  for (TensorId t : s.g.inputs)
-    s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kInput);
+  for (TensorId t : s.g.inputs) {
+    bool made = false;
+    for (TrainingSetup* setup : s.setups) made = made || setup->AllocateInput(s, t);
+    if (!made) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kInput);
+  }
+  s.Hook(&TrainingSetup::OnSetupBatch);
 }
 
 /// optimizer.step(), then zero_grad(set_to_none=True).

@@ -29,6 +29,8 @@ const std::vector<ProfileRow> kRows = {
      "aten/src/ATen/native/TensorAdvancedIndexing.cpp: the CPU index_put_ accumulates without sorting"},
     {"scalar_operand_bytes", "cpu", "", [](Profile& p) { p.scalar_operand_bytes = 8; },
      "wrapped-number tensors are host tensors: device memory on the CPU only; an 8-byte double (scalar_to_tensor)"},
+    {"host_collectives", "cpu", "", [](Profile& p) { p.host_collectives = true; },
+     "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp: allgather into a flat output copy, reduce_scatter_tensor through an input copy; DeviceMesh's rank tensors are CPU tensors (the FSDP2 traces)"},
     {"zero_whole_parameters", "cpu", "", [](Profile& p) { p.zero_whole_parameters = true; },
      "ZeRO-1 on the CPU is torch.distributed.optim.ZeroRedundancyOptimizer (whole parameters), on CUDA DeepSpeed"},
     {"conv_workspace_policy", "cpu", "", [](Profile& p) { p.conv_workspace_policy = ConvWorkspacePolicy::kNone; },

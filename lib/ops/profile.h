@@ -119,6 +119,10 @@ struct Profile {
   /// torch.distributed.optim.ZeroRedundancyOptimizer under DDP (whole parameters, assigned
   /// greedily by size); on CUDA it is DeepSpeed (flat partitions of the flattened parameters).
   bool zero_whole_parameters = false;
+  /// The device is the host, its process group gloo: gloo's staging copies of a collective
+  /// (allgather's flat output, reduce_scatter_tensor's input) and DeviceMesh's CPU rank tensors
+  /// are traced (Note [FSDP2]); NCCL collectives on a GPU allocate none through PyTorch.
+  bool host_collectives = false;
   std::string gpu_arch = "ampere";
   /// torch.backends.cudnn.benchmark in the first step: before each convolution call cuDNN tries
   /// every algorithm once, in one trial workspace as large as the largest requirement (the `max`

@@ -237,6 +237,13 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--mesh", mesh,
                   "the N-D device mesh of LLM parallelism: NAME=DEGREE,... with NAME pp, dp_replicate, dp_shard, cp, "
                   "tp, ep (torchtitan's ParallelDims; Note [Device mesh])");
+  cmd->add_option("--reshard-after-forward", reshard_after_forward,
+                  "with --mesh dp_shard=N: fully_shard(reshard_after_forward=...): true frees each unit's gathered "
+                  "parameters after its forward (all-gathered again in backward), false keeps them (Note [FSDP2])")
+      ->check(CLI::IsMember({"true", "false"}));
+  cmd->add_option("--fsdp2-mp", fsdp2_mp,
+                  "with --mesh dp_shard=N: MixedPrecisionPolicy as param=fp16|bf16[,reduce=fp32|fp16|bf16]: units "
+                  "gathered and computed in param, grads reduce-scattered in reduce (default param), shards fp32");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
@@ -321,6 +328,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
     base.sim.parallel.world = static_cast<int>(data_parallel);
   }
   MEMSIM_RETURN_IF_ERROR(ApplyMesh(&base.sim.parallel));
+  MEMSIM_RETURN_IF_ERROR(ApplyFsdp2(&base.sim));
   MEMSIM_RETURN_IF_ERROR(CheckMixedPrecision());
   if (!fsdp_mixed_precision.empty()) {  // the model computes in that dtype; the shards stay fp32
     base.sim.parallel.fsdp_mixed_precision = fsdp_mixed_precision;
@@ -401,8 +409,9 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   if (ddp > 0 || !zero.empty() || !fsdp.empty() || data_parallel > 0 || !world.empty())
     return Status::InvalidArgument("--mesh replaces --ddp, --zero, --fsdp, --data-parallel and --world: give the "
                                    "data-parallel degree as dp_replicate=N (DDP) or dp_shard=N (FSDP2)");
+  // HSDP (dp_replicate × dp_shard) is FSDP2 on a 2-D mesh; replicas alone are not simulated yet.
   const std::pair<int, const char*> pending[] = {
-      {dims.dp_replicate, "dp_replicate (HSDP / replicate)"}, {dims.dp_shard, "dp_shard (FSDP2 fully_shard)"},
+      {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
       {dims.tp, "tp (tensor parallel)"}, {dims.pp, "pp (pipeline parallel)"},
       {dims.cp, "cp (context parallel)"}, {dims.ep, "ep (expert parallel)"}};
   for (const auto& [degree, what] : pending)
@@ -411,6 +420,38 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
                                  "--ddp N, --zero 1|2|3 or --fsdp full|grad-op with --world N");
   parallel->mesh = dims;
   parallel->world = static_cast<int>(dims.world());
+  return Status::OK();
+}
+
+// Note [FSDP2]: --mesh dp_shard=N is fully_shard on the --wrap modules, then the root.
+Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
+  const bool on = sim->parallel.mesh.dp_shard > 1;
+  if (!on && (!reshard_after_forward.empty() || !fsdp2_mp.empty()))
+    return Status::InvalidArgument(std::string(reshard_after_forward.empty() ? "--fsdp2-mp" : "--reshard-after-forward") +
+                                   " needs --mesh dp_shard=N (FSDP2)");
+  if (!on) return Status::OK();
+  const MeshDims& m = sim->parallel.mesh;
+  if (m.tp > 1 || m.cp > 1 || m.pp > 1 || m.ep > 1)
+    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with tp, cp, pp or ep is not simulated yet");
+  if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");
+  sim->parallel.fsdp2_reshard_after_forward = reshard_after_forward != "false";
+  if (fsdp2_mp.empty()) return Status::OK();
+  if (!dtype.empty() || !amp.empty())
+    return Status::InvalidArgument("--fsdp2-mp casts an fp32 model's gathered parameters: drop --dtype and --amp");
+  for (size_t start = 0; start <= fsdp2_mp.size();) {
+    size_t comma = fsdp2_mp.find(',', start);
+    if (comma == std::string::npos) comma = fsdp2_mp.size();
+    const std::string item = fsdp2_mp.substr(start, comma - start);
+    start = comma + 1;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if ((key != "param" && key != "reduce") || (value != "fp32" && value != "fp16" && value != "bf16"))
+      return Status::InvalidArgument("--fsdp2-mp \"" + item + "\": expected param=fp16|bf16 and reduce=fp32|fp16|bf16");
+    (key == "param" ? sim->parallel.fsdp2_param_dtype : sim->parallel.fsdp2_reduce_dtype) = value;
+  }
+  if (sim->parallel.fsdp2_param_dtype.empty() || sim->parallel.fsdp2_param_dtype == "fp32")
+    return Status::InvalidArgument("--fsdp2-mp " + fsdp2_mp + ": give param=fp16|bf16");
+  sim->dtype = sim->parallel.fsdp2_param_dtype;  // the model computes in it; the shards stay fp32
   return Status::OK();
 }
 

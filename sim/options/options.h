@@ -77,6 +77,8 @@ struct ConfigOptions {
   std::string mesh;                 ///< --mesh dp_shard=S,tp=T,...: the N-D device mesh ("" = off)
   /// --config FILE: expanded into options before parsing (ExpandConfigFiles); bound for --help.
   std::string config_file;
+  std::string reshard_after_forward;  ///< --reshard-after-forward true|false (FSDP2)
+  std::string fsdp2_mp;             ///< --fsdp2-mp param=DTYPE[,reduce=DTYPE] (FSDP2 MixedPrecisionPolicy)
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
   std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off
@@ -106,6 +108,8 @@ struct ConfigOptions {
   /// --dtype / --amp / --fsdp-mixed-precision with --zero / --fsdp: refuses the combinations
   /// that mean nothing (Notes [ZeRO mixed precision], [FSDP mixed precision]).
   Status CheckMixedPrecision() const;
+  /// --reshard-after-forward, --fsdp2-mp into |sim| under --mesh dp_shard=N (Note [FSDP2]).
+  Status ApplyFsdp2(SimOptions* sim) const;
   /// --mesh: parses it into |parallel| (world = the mesh's ranks); refuses it beside the 1-D
   /// data-parallel options and the dimensions not simulated yet (Note [Device mesh]).
   Status ApplyMesh(ParallelOptions* parallel) const;

@@ -34,6 +34,7 @@ RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vecto
   if (p.zero_stage > 0) rep.scheme += std::string(rep.scheme.empty() ? "" : "+") + "zero" + std::to_string(p.zero_stage);
   if (!p.fsdp.empty()) rep.scheme = "fsdp-" + p.fsdp;
   if (p.data_parallel) rep.scheme = "data-parallel";
+  if (p.mesh.enabled()) rep.scheme = "mesh " + p.mesh.ToString();  // FSDP2 / HSDP (Note [FSDP2])
   if (!p.offload.empty()) rep.scheme += "+offload-" + p.offload;
   for (const RankRun& run : runs) {
     const RunResult& r = run.result;

@@ -25,6 +25,9 @@ void AddParallel(const ParallelOptions& p, std::vector<std::pair<std::string, st
   if (!p.wrap_modules.empty()) add("wrap", Join(p.wrap_modules));
   if (!p.offload.empty()) add("offload", p.offload);
   if (!p.fsdp_mixed_precision.empty()) add("fsdp_mixed_precision", p.fsdp_mixed_precision);
+  if (p.mesh.dp_shard > 1 && !p.fsdp2_reshard_after_forward) add("reshard_after_forward", "false");
+  if (!p.fsdp2_param_dtype.empty())
+    add("fsdp2_mp", "param=" + p.fsdp2_param_dtype + (p.fsdp2_reduce_dtype.empty() ? "" : ",reduce=" + p.fsdp2_reduce_dtype));
   if (p.ddp && p.bucket_cap_mb != 25) add("bucket_cap_mb", nlohmann::json(p.bucket_cap_mb).dump());
   if (p.ddp && p.gradient_as_bucket_view) add("gradient_as_bucket_view", "on");
 }

@@ -257,3 +257,10 @@ memsim_error_test(zero_knobs_need_zero 2 "--zero-bucket-size, --zero-overlap-com
   run graphs/mlp.json --zero-bucket-size 1000)
 memsim_error_test(block_selector_bad 2 "--checkpoint \"@blocks%0=0\": a selector is @blocks or @blocks%K=R"
   run graphs/cs336_small.json --checkpoint "@blocks%0=0")
+# FSDP2 (--mesh dp_shard=N, Note [FSDP2]): the per-rank report; 3 ranks leave the last one fewer rows.
+memsim_golden_test(run_mlp_fsdp2_ranks run_mlp_fsdp2_ranks.txt
+  run tests/data/traces_2_13/graphs/mlp.json --batch 64 --optimizer adam --profile cpu --torch 2.13 --mesh dp_shard=3 --wrap "?")
+memsim_error_test(fsdp2_reshard_without_mesh 2 "^memsim: --reshard-after-forward needs --mesh dp_shard=N \\(FSDP2\\)"
+  run graphs/mlp.json --reshard-after-forward false)
+memsim_error_test(fsdp2_mp_bad 2 "^memsim: --fsdp2-mp \"param=fp8\": expected param=fp16\\|bf16 and reduce=fp32\\|fp16\\|bf16"
+  run graphs/mlp.json --mesh dp_shard=2 --fsdp2-mp param=fp8)

@@ -45,6 +45,11 @@ struct ParallelOptions {
   int64_t zero_persistence_threshold = 100'000;
   /// --mesh: the N-D device mesh of FSDP2 / TP / PP / CP / EP (Note [Device mesh]); all 1 = off.
   MeshDims mesh;
+  /// FSDP2 (--mesh dp_shard=N; Note [FSDP2]): fully_shard(reshard_after_forward=...) and
+  /// MixedPrecisionPolicy's param_dtype / reduce_dtype ("" = the parameters' own; the graph is
+  /// bound in param_dtype while the shards keep the graph's dtype).
+  bool fsdp2_reshard_after_forward = true;
+  std::string fsdp2_param_dtype, fsdp2_reduce_dtype;
   bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel || mesh.enabled(); }
 };
 
@@ -86,6 +91,7 @@ std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& mo
                                               const SacPolicy& sac);                  // checkpoint.cc
 std::unique_ptr<TrainingSetup> MakeDdp(const ParallelOptions& options);                   // ddp.cc
 std::unique_ptr<TrainingSetup> MakeZero(const ParallelOptions& options);                  // zero.cc
+std::unique_ptr<TrainingSetup> MakeFsdp2(const ParallelOptions& options);                 // fsdp2.cc
 std::unique_ptr<TrainingSetup> MakeZero3Params(const ParallelOptions& options);           // zero.cc
 std::unique_ptr<TrainingSetup> MakeFsdp(const ParallelOptions& options);                  // fsdp.cc
 std::unique_ptr<TrainingSetup> MakeDataParallel(const ParallelOptions& options);          // data_parallel.cc

@@ -1,0 +1,399 @@
+// FSDP2, torch.distributed.fsdp.fully_shard (torch/distributed/fsdp/_fully_shard/), the step of
+// one rank (Note [FSDP2] in docs/parallel.md):
+// - fully_shard (the setup phase, once per group: each wrapped module, then the root): every
+//   parameter's padded dim-0 shard allocated (new_zeros), then the group's original parameters
+//   freed; on the host, the DeviceMesh's rank tensors with it.
+// - pre_forward of a group: the all-gather output (world × the group's padded shards, one flat
+//   buffer; the rank's input is its slice: all_gather_copy_in), then the copy-out into one
+//   buffer per parameter (its padded unsharded size); the all-gather output is kept until the
+//   next group's copy-out (implicit forward overlap), the last one until the root's post_forward.
+// - post_forward: reshard_after_forward frees the unsharded parameters (their storage resized
+//   to 0: autograd's references keep nothing).
+// - pre_backward (the first backward node of the group): unshard again if resharded (the
+//   all-gather output freed right after the copy-out), then the implicit prefetch: the
+//   all-gather of the group whose post_forward came before this one's.
+// - post_backward (after the group's last backward node): reshard, the previous reduce-scatter
+//   input freed, the unsharded grads copied into a new reduce-scatter input (world × shards),
+//   freed (the last one when foreach_reduce returns), the reduce-scatter output becomes the
+//   sharded grads (views); the last input freed by the root's final callback.
+// - MixedPrecisionPolicy(param_dtype, reduce_dtype): the all-gather reads a param_dtype copy
+//   of the shards (one flat foreach copy), the unsharded parameters and grads are param_dtype,
+//   the reduce-scatter runs in reduce_dtype.
+// - The optimizer steps the sharded parameters (their unpadded local tensors).
+#include "lib/autodiff/setups/fsdp2.h"
+
+#include <algorithm>
+
+#include "lib/autodiff/setups/setups.h"
+#include "lib/autodiff/state.h"
+
+namespace memsim {
+namespace {
+
+bool Within(const std::string& module, const std::string& root) {
+  return root.empty() || module == root ||
+         (module.size() > root.size() && module.compare(0, root.size(), root) == 0 && module[root.size()] == '.');
+}
+
+std::string OwnerOf(const std::string& param_name) {
+  size_t dot = param_name.rfind('.');
+  return dot == std::string::npos ? std::string() : param_name.substr(0, dot);
+}
+
+}  // namespace
+
+Fsdp2Shard ShardDim0(const std::vector<int64_t>& sizes, int world, int rank) {
+  Fsdp2Shard s;
+  s.rows = sizes.empty() ? 1 : sizes[0];
+  s.row_numel = 1;
+  for (size_t d = 1; d < sizes.size(); ++d) s.row_numel *= sizes[d];
+  const int64_t w = std::max(world, 1);
+  s.padded_rows = (s.rows + w - 1) / w;  // torch.chunk: chunks of ceil(rows / world) rows
+  s.local_rows = std::clamp<int64_t>(s.rows - rank * s.padded_rows, 0, s.padded_rows);
+  return s;
+}
+
+std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, const std::vector<std::string>& wrapped,
+                                        int world, int rank) {
+  std::vector<Fsdp2Group> groups;
+  for (const std::string& w : wrapped) groups.push_back(Fsdp2Group{w, {}, {}, 0, {}, kNone, kNone});
+  groups.push_back(Fsdp2Group{});  // the root
+  auto innermost = [&](const std::string& module) -> size_t {
+    size_t best = groups.size() - 1;
+    for (size_t i = 0; i + 1 < groups.size(); ++i)
+      if (Within(module, groups[i].module) && (best == groups.size() - 1 || groups[i].module.size() > groups[best].module.size()))
+        best = i;
+    return best;
+  };
+  for (size_t k = 0; k < g.parameters.size(); ++k) {
+    Fsdp2Group& grp = groups[innermost(OwnerOf(g.tensors[g.parameters[k]].name))];
+    grp.params.push_back(static_cast<uint32_t>(k));
+    grp.shards.push_back(ShardDim0(b.metas[g.parameters[k]].sizes, world, rank));
+    grp.shard_numel += grp.shards.back().padded_numel();
+  }
+  // The model's forward: up to the op producing its last output (the loss after it).
+  OpId model_end = g.ops.empty() ? kNone : static_cast<OpId>(g.ops.size() - 1);
+  if (!g.outputs.empty()) {
+    model_end = 0;
+    for (TensorId t : g.outputs)
+      if (g.tensors[t].producer != kNone) model_end = std::max(model_end, g.tensors[t].producer);
+  }
+  for (OpId o = 0; o < g.ops.size() && model_end != kNone && o <= model_end; ++o) {
+    Fsdp2Group& grp = groups[innermost(g.ops[o].module)];
+    grp.ops.push_back(o);
+    if (grp.first == kNone) grp.first = o;
+    grp.last = o;
+  }
+  Fsdp2Group& root = groups.back();
+  if (model_end != kNone) root.first = 0, root.last = model_end;
+  // Wrapped modules without parameters are not FSDP modules of their own (no group).
+  groups.erase(std::remove_if(groups.begin(), groups.end() - 1, [](const Fsdp2Group& x) { return x.params.empty(); }),
+               groups.end() - 1);
+  return groups;
+}
+
+namespace {
+
+class Fsdp2 : public TrainingSetup {
+ public:
+  explicit Fsdp2(const ParallelOptions& o)
+      : o_(o), world_(std::max(o.mesh.dp_shard, 1)), replicas_(std::max(o.mesh.dp_replicate, 1)) {}
+
+  bool AllocateParameter(StepState& s, TensorId t) override {
+    if (groups_.empty()) Init(s);  // before the optimizer state of a steady step asks for the shards
+    // The model is built in its own dtype (MixedPrecisionPolicy casts only the unsharded copy).
+    const TensorMeta& m = s.bound.metas[t];
+    s.storage[t] = s.ledger.Alloc(m.numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name, Category::kParameter);
+    return true;
+  }
+
+  bool AllocateInput(StepState& s, TensorId t) override {
+    if (!IsCastInput(s, t)) return false;
+    user_inputs_.push_back(s.ledger.Alloc(s.bound.metas[t].numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name,
+                                          Category::kInput));
+    return true;
+  }
+
+  void OnSetupBatch(StepState& s) override {
+    if (groups_.empty()) Init(s);
+    for (size_t u = 0; u < groups_.size(); ++u) FullyShard(s, u);
+  }
+
+  void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy*) override {
+    if (o == groups_.back().first)  // the root's pre_forward: cast_forward_inputs
+      for (TensorId t : s.g.inputs)
+        if (IsCastInput(s, t)) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name + " (param_dtype)", Category::kInput);
+    for (size_t u = groups_.size(); u-- > 0;)  // the root's pre_forward first
+      if (groups_[u].first == o && !groups_[u].params.empty()) {
+        Unshard(s, u);
+        CopyOut(s, u, /*forward=*/true);
+      }
+  }
+
+  void AfterForwardOp(StepState& s, OpId o) override {
+    for (TensorId t : s.g.inputs)  // the cast batch: the forward's arguments let go of it
+      if (IsCastInput(s, t) && s.bound.last_use[t] == o) s.ledger.Unref(s.storage[t]);
+    for (size_t u = 0; u < groups_.size(); ++u)
+      if (groups_[u].last == o) {
+        if (o_.fsdp2_reshard_after_forward) Reshard(s, u);
+        if (!groups_[u].params.empty()) post_forward_order_.push_back(u);
+        if (u + 1 == groups_.size()) Free(s, &held_all_gather_);  // the root's post_forward
+      }
+  }
+
+  void BeforeBackwardNode(StepState& s, OpId o) override {
+    const int u = group_of_op_[o];
+    if (u < 0 || pre_backward_done_[u]) return;
+    pre_backward_done_[u] = true;
+    pending_[u] = 0;
+    for (OpId k : groups_[u].ops) pending_[u] += s.nodes[k].exists && s.nodes[k].reachable;
+    if (groups_[u].params.empty()) return;
+    Unshard(s, u);
+    CopyOut(s, u, /*forward=*/false);
+    // _backward_prefetch: the group whose post_forward preceded this one's.
+    auto it = std::find(post_forward_order_.begin(), post_forward_order_.end(), static_cast<size_t>(u));
+    if (it != post_forward_order_.end() && it != post_forward_order_.begin()) Unshard(s, *(it - 1));
+  }
+
+  void AfterBackwardNode(StepState& s, OpId o) override {
+    const int u = group_of_op_[o];
+    if (u >= 0 && pre_backward_done_[u] && !post_backward_done_[u] && --pending_[u] == 0) PostBackward(s, u);
+  }
+
+  void AfterBackwardPass(StepState& s) override {
+    for (size_t u = groups_.size(); u-- > 0;)  // the root's final callback: groups not yet reduced
+      if (!post_backward_done_[u]) PostBackward(s, u);
+    Free(s, &held_reduce_scatter_);  // reduce_scatter_states.clear()
+    for (size_t u = 0; u < groups_.size(); ++u) Free(s, &all_gather_[u]);
+    std::fill(pre_backward_done_.begin(), pre_backward_done_.end(), false);
+    std::fill(post_backward_done_.begin(), post_backward_done_.end(), false);
+    post_forward_order_.clear();
+  }
+
+  void OnOptimizerParams(const StepState& s, std::vector<OptParam>* ps) override {
+    if (groups_.empty()) return;
+    ps->clear();
+    for (size_t u = 0; u < groups_.size(); ++u)
+      for (size_t i = 0; i < groups_[u].params.size(); ++i) {
+        const TensorId t = s.g.parameters[groups_[u].params[i]];
+        if (!s.rg[t]) continue;
+        const Fsdp2Shard& sh = groups_[u].shards[i];
+        std::vector<int64_t> sizes = s.bound.metas[t].sizes;
+        if (!sizes.empty()) sizes[0] = sh.local_rows;
+        const int64_t elem = ElementSize(s.g.tensors[t].dtype);
+        ps->push_back(OptParam{s.g.tensors[t].name + " (shard)", sh.local_numel() * elem, grad_[u], sizes, elem});
+      }
+  }
+
+  void AfterOptimizerStep(StepState& s) override {
+    for (StorageId& st : grad_) Free(s, &st);  // zero_grad(set_to_none=True): the views of each flat grad
+  }
+
+ private:
+  void Init(const StepState& s) {
+    groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, CoordOf(o_.mesh, o_.rank).dp_shard);
+    const size_t n = groups_.size();
+    group_of_op_.assign(s.g.ops.size(), -1);
+    for (size_t u = 0; u < n; ++u)
+      for (OpId o : groups_[u].ops) group_of_op_[o] = static_cast<int>(u);
+    shard_.assign(n, {});
+    unsharded_.assign(n, {});
+    all_gather_.assign(n, kNoStorage);
+    grad_.assign(n, kNoStorage);
+    pending_.assign(n, 0);
+    pre_backward_done_.assign(n, false);
+    post_backward_done_.assign(n, false);
+  }
+
+  /// A floating-point input MixedPrecisionPolicy casts to param_dtype (the graph is bound in it).
+  bool IsCastInput(const StepState& s, TensorId t) const {
+    const Dtype own = s.g.tensors[t].dtype;
+    return !o_.fsdp2_param_dtype.empty() && s.bound.metas[t].dtype != own &&
+           (own == Dtype::kFloat32 || own == Dtype::kFloat16 || own == Dtype::kBFloat16);
+  }
+
+  std::string Name(size_t u) const { return "FSDP2 " + (groups_[u].module.empty() ? std::string("(root)") : groups_[u].module); }
+  int64_t ShardElem(const StepState& s, uint32_t k) const { return ElementSize(s.g.tensors[s.g.parameters[k]].dtype); }
+  /// The unsharded dtype: MixedPrecisionPolicy's param_dtype (the graph is bound in it), else the shard's.
+  int64_t ParamElem(const StepState& s, uint32_t k) const { return ElementSize(s.bound.metas[s.g.parameters[k]].dtype); }
+  int64_t ReduceElem(const StepState& s, uint32_t k) const {
+    if (o_.fsdp2_reduce_dtype.empty()) return ParamElem(s, k);
+    return o_.fsdp2_reduce_dtype == "fp32" ? 4 : 2;  // fp16 | bf16
+  }
+
+  void Free(StepState& s, StorageId* st) {
+    if (*st == kNoStorage) return;
+    s.ledger.Unref(*st);
+    *st = kNoStorage;
+  }
+
+  /// The DeviceMesh's rank tensors of a fully_shard call (init_device_mesh, then the
+  /// coordinate lookup: arange, eq, nonzero), in host memory: traced on the CPU only.
+  void MeshTensors(StepState& s) {
+    if (!s.profile.host_collectives) return;
+    if (replicas_ > 1) {  // HSDP: one 2-D mesh, made before the first call (its lookups: bytes, not modelled)
+      if (mesh_.empty()) mesh_.push_back(s.ledger.Alloc(4 * world_ * replicas_, "DeviceMesh ranks", Category::kParameter));
+      return;
+    }
+    const int64_t ranks = 4 * world_;  // torch.arange(world), int32
+    mesh_.push_back(s.ledger.Alloc(ranks, "DeviceMesh ranks", Category::kParameter));
+    StorageId a = s.ledger.Alloc(ranks, "DeviceMesh coordinate", Category::kTemporary);
+    StorageId b = s.ledger.Alloc(4, "DeviceMesh coordinate", Category::kTemporary);
+    StorageId c = s.ledger.Alloc(world_, "DeviceMesh eq", Category::kTemporary);
+    s.ledger.Unref(a);
+    s.ledger.Unref(b);
+    StorageId d = s.ledger.Alloc(8, "DeviceMesh nonzero", Category::kTemporary);
+    s.ledger.Unref(c);
+    s.ledger.Unref(d);
+  }
+
+  void FullyShard(StepState& s, size_t u) {
+    MeshTensors(s);
+    const Fsdp2Group& grp = groups_[u];
+    for (size_t i = 0; i < grp.params.size(); ++i)
+      shard_[u].push_back(s.ledger.Alloc(grp.shards[i].padded_numel() * ShardElem(s, grp.params[i]),
+                                         s.g.tensors[s.g.parameters[grp.params[i]]].name + " (shard)", Category::kParameter));
+    for (uint32_t k : grp.params) {  // the original parameters, replaced by the sharded DTensors
+      const TensorId t = s.g.parameters[k];
+      s.ledger.Unref(s.storage[t]);
+      s.storage[t] = s.ledger.Alloc(0, s.g.tensors[t].name + " (unsharded)", Category::kParameter);
+    }
+  }
+
+  /// The all-gather of a group (foreach_all_gather), unless it is unsharded or pending.
+  void Unshard(StepState& s, size_t u) {
+    if (all_gather_[u] != kNoStorage || !unsharded_[u].empty() || groups_[u].params.empty()) return;
+    const Fsdp2Group& grp = groups_[u];
+    int64_t bytes = 0, low = 0;
+    for (size_t i = 0; i < grp.params.size(); ++i) {
+      bytes += grp.shards[i].padded_numel() * ParamElem(s, grp.params[i]);
+      low += ParamElem(s, grp.params[i]) != ShardElem(s, grp.params[i]);
+    }
+    // MixedPrecisionPolicy: the shards cast into one flat param_dtype buffer (_foreach_copy_).
+    // Its views stay in foreach_all_gather's all_gather_inputs until the collective returns.
+    StorageId cast = low ? s.ledger.Alloc(bytes, Name(u) + " all-gather input (cast)", Category::kParameter) : kNoStorage;
+    all_gather_[u] = s.ledger.Alloc(bytes * world_, Name(u) + " all-gather output", Category::kParameter);
+    Collective(s, bytes * world_, 2, Name(u) + " all-gather (gloo flat output)");
+    if (cast != kNoStorage) s.ledger.Unref(cast);
+  }
+
+  /// gloo's staging copies of a collective on host tensors (ProcessGroupGloo: the flat
+  /// output of allgather; the input of reduce_scatter_tensor and its two scalars).
+  void Collective(StepState& s, int64_t bytes, int copies, const std::string& what) {
+    if (!s.profile.host_collectives || world_ <= 1) return;
+    for (int i = 0; i < copies; ++i) s.ledger.Unref(s.ledger.Alloc(bytes, what, Category::kTemporary));
+  }
+
+  /// wait_for_unshard: the copy-out into the unsharded parameters; in forward the all-gather
+  /// output is kept until the next group's copy-out is done, in backward it is freed at once.
+  void CopyOut(StepState& s, size_t u, bool forward) {
+    if (all_gather_[u] == kNoStorage) return;
+    const Fsdp2Group& grp = groups_[u];
+    for (size_t i = 0; i < grp.params.size(); ++i)
+      unsharded_[u].push_back(s.ledger.Alloc(grp.shards[i].padded_numel() * world_ * ParamElem(s, grp.params[i]),
+                                             s.g.tensors[s.g.parameters[grp.params[i]]].name + " (unsharded)",
+                                             Category::kParameter));
+    if (forward && world_ > 1) {
+      Free(s, &held_all_gather_);  // the previous group's, held by prev_all_gather_state until here
+      held_all_gather_ = all_gather_[u];
+      all_gather_[u] = kNoStorage;
+    } else {
+      Free(s, &all_gather_[u]);
+    }
+  }
+
+  void Reshard(StepState& s, size_t u) {
+    for (StorageId& st : unsharded_[u]) s.ledger.Unref(st);
+    unsharded_[u].clear();
+  }
+
+  /// post_backward: reshard, then foreach_reduce of the group's unsharded grads.
+  void PostBackward(StepState& s, size_t u) {
+    post_backward_done_[u] = true;
+    Reshard(s, u);
+    const Fsdp2Group& grp = groups_[u];
+    std::vector<uint32_t> with_grad;
+    int64_t in_bytes = 0;
+    for (size_t i = 0; i < grp.params.size(); ++i)
+      if (s.param_grad[grp.params[i]] != kNoStorage) {
+        with_grad.push_back(grp.params[i]);
+        in_bytes += grp.shards[i].padded_numel() * world_ * ReduceElem(s, grp.params[i]);
+      }
+    Free(s, &held_reduce_scatter_);  // post_backward_rs_wait: at most one reduce-scatter input
+    if (with_grad.empty()) return;
+    held_reduce_scatter_ = s.ledger.Alloc(in_bytes, Name(u) + " reduce-scatter input", Category::kGradient);
+    ChunkCatPadding(s, u, with_grad);
+    // unsharded_grads.clear(); the loop variable of foreach_reduce keeps the last one.
+    for (size_t i = 0; i + 1 < with_grad.size(); ++i) Free(s, &s.param_grad[with_grad[i]]);
+    StorageId out = s.ledger.Alloc(in_bytes / world_, Name(u) + " sharded grads (reduce-scatter output)", Category::kGradient);
+    if (s.profile.host_collectives && world_ > 1) {
+      StorageId copy = s.ledger.Alloc(in_bytes, Name(u) + " reduce-scatter (gloo input copy)", Category::kTemporary);
+      StorageId a = s.ledger.Alloc(8, "gloo reduce-scatter scalar", Category::kTemporary);
+      StorageId b = s.ledger.Alloc(4, "gloo reduce-scatter scalar", Category::kTemporary);
+      s.ledger.Unref(b);
+      s.ledger.Unref(a);
+      s.ledger.Unref(copy);
+    }
+    // HSDP: the reduce-scatter output all-reduced in place over the replicas (gloo: two scalars).
+    if (replicas_ > 1 && s.profile.host_collectives) {
+      StorageId a = s.ledger.Alloc(8, "gloo all-reduce scalar", Category::kTemporary);
+      StorageId b = s.ledger.Alloc(4, "gloo all-reduce scalar", Category::kTemporary);
+      s.ledger.Unref(b);
+      s.ledger.Unref(a);
+    }
+    // The sharded grads in the parameters' dtype (_to_dtype_if_needed), accumulated into an
+    // existing .grad from the second pass on.
+    const int64_t shard_bytes = ShardBytes(s, u, with_grad);
+    if (shard_bytes != in_bytes / world_) {
+      StorageId cast = s.ledger.Alloc(shard_bytes, Name(u) + " sharded grads", Category::kGradient);
+      s.ledger.Unref(out);
+      out = cast;
+    }
+    if (grad_[u] == kNoStorage)
+      grad_[u] = out;
+    else
+      s.ledger.Unref(out);
+    Free(s, &s.param_grad[with_grad.back()]);
+  }
+
+  /// torch._chunk_cat (foreach_reduce_scatter_copy_in): a grad whose dim 0 the world does not
+  /// divide is first padded into a copy (_pad_chunk: constant_pad_nd); the copies are freed
+  /// together once they are copied into the reduce-scatter input.
+  void ChunkCatPadding(StepState& s, size_t u, const std::vector<uint32_t>& with_grad) {
+    const Fsdp2Group& grp = groups_[u];
+    std::vector<StorageId> padded;
+    for (size_t i = 0; i < grp.params.size(); ++i) {
+      const Fsdp2Shard& sh = grp.shards[i];
+      if (sh.rows % world_ == 0 || std::find(with_grad.begin(), with_grad.end(), grp.params[i]) == with_grad.end()) continue;
+      padded.push_back(s.ledger.Alloc(sh.padded_numel() * world_ * ParamElem(s, grp.params[i]),
+                                      Name(u) + " reduce-scatter padded grad (_chunk_cat)", Category::kTemporary));
+    }
+    for (StorageId st : padded) s.ledger.Unref(st);
+  }
+
+  int64_t ShardBytes(const StepState& s, size_t u, const std::vector<uint32_t>& with_grad) const {
+    int64_t bytes = 0;
+    const Fsdp2Group& grp = groups_[u];
+    for (size_t i = 0; i < grp.params.size(); ++i)
+      if (std::find(with_grad.begin(), with_grad.end(), grp.params[i]) != with_grad.end())
+        bytes += grp.shards[i].padded_numel() * ShardElem(s, grp.params[i]);
+    return bytes;
+  }
+
+  ParallelOptions o_;
+  int world_;     ///< the shard group: dp_shard
+  int replicas_;  ///< HSDP's replicate group: dp_replicate
+  std::vector<Fsdp2Group> groups_;
+  std::vector<int> group_of_op_, pending_;
+  std::vector<bool> pre_backward_done_, post_backward_done_;
+  std::vector<std::vector<StorageId>> shard_, unsharded_;
+  std::vector<StorageId> all_gather_, grad_, mesh_, user_inputs_;
+  std::vector<size_t> post_forward_order_;
+  StorageId held_all_gather_ = kNoStorage, held_reduce_scatter_ = kNoStorage;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingSetup> MakeFsdp2(const ParallelOptions& o) { return std::make_unique<Fsdp2>(o); }
+
+}  // namespace memsim

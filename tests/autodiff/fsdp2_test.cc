@@ -1,0 +1,136 @@
+// FSDP2 (fully_shard, --mesh dp_shard=N): per-parameter dim-0 shards and padding, the groups,
+// and the buffers of one rank's step (Note [FSDP2] in docs/parallel.md).
+#include <gtest/gtest.h>
+
+#include "lib/autodiff/setups/fsdp2.h"
+#include "sim/ranks.h"
+#include "sim/simulator.h"
+#include "tests/testing/graph_builder.h"
+
+namespace memsim {
+namespace {
+
+using testing::SimulateOk;
+using testing::ZooGraph;
+
+TEST(Fsdp2ShardTest, ChunksDimZeroAsTorchChunkAndPadsEveryRankToChunkZero) {
+  // 100 rows over 3 ranks: torch.chunk gives 34, 34, 32; every rank keeps 34 rows (padded).
+  for (int r = 0; r < 3; ++r) {
+    Fsdp2Shard s = ShardDim0({100, 1000}, 3, r);
+    EXPECT_EQ(s.padded_rows, 34);
+    EXPECT_EQ(s.padded_numel(), 34'000);
+    EXPECT_EQ(s.local_rows, r < 2 ? 34 : 32);
+  }
+  // 10 rows over 4 ranks: 3, 3, 3, 1; 5 rows over 4: 2, 2, 1, 0 (an empty chunk, still padded).
+  EXPECT_EQ(ShardDim0({10}, 4, 3).local_rows, 1);
+  EXPECT_EQ(ShardDim0({5, 7}, 4, 2).local_numel(), 7);
+  EXPECT_EQ(ShardDim0({5, 7}, 4, 3).local_rows, 0);
+  EXPECT_EQ(ShardDim0({5, 7}, 4, 3).padded_numel(), 14);
+  // A 0-d parameter is one row.
+  EXPECT_EQ(ShardDim0({}, 2, 0).padded_numel(), 1);
+  EXPECT_EQ(ShardDim0({}, 2, 1).local_rows, 0);
+}
+
+SimOptions Fsdp2Mlp(int world, int rank) {
+  SimOptions o;
+  o.symbols["batch"] = 64;
+  o.optimizer = "adam";
+  o.profile = "cpu";
+  o.torch = "2.13";
+  o.parallel.mesh.dp_shard = world;
+  o.parallel.world = world;
+  o.parallel.rank = rank;
+  o.parallel.wrap_modules = {"0", "2", "4", "6", "8"};
+  return o;
+}
+
+TEST(Fsdp2GroupsTest, OneGroupPerWrappedModuleThenTheRoot) {
+  Graph g = ZooGraph("mlp");
+  SimResult r = SimulateOk(g, Fsdp2Mlp(3, 0));
+  auto groups = MakeFsdp2Groups(g, r.bound, {"0", "2"}, 3, 0);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].module, "0");
+  EXPECT_EQ(groups[1].module, "2");
+  EXPECT_EQ(groups[2].module, "");  // the root: Linear 4, 6, 8
+  EXPECT_EQ(groups[2].params.size(), 6u);
+  // "0" = Linear(1000, 100): weight 34 × 1000 and bias 34 padded rows per rank.
+  EXPECT_EQ(groups[0].shard_numel, 34 * 1000 + 34);
+  EXPECT_EQ(groups[2].first, 0u);  // the root spans the model's forward, not the loss
+  EXPECT_LT(groups[2].last, g.ops.size() - 1);
+}
+
+int64_t Bytes(const EventStream& s, EventKind kind, const std::string& part, size_t* count = nullptr) {
+  int64_t bytes = 0;
+  size_t n = 0;
+  for (const MemEvent& e : s.events)
+    if (e.kind == kind && s.buffers[e.buffer].name.find(part) != std::string::npos) bytes += s.bytes(e), ++n;
+  if (count) *count = n;
+  return bytes;
+}
+
+/// The bytes of the parameter shards fully_shard allocates.
+int64_t ShardBytes(const EventStream& s) {
+  int64_t bytes = 0;
+  for (const MemEvent& e : s.events) {
+    const Buffer& b = s.buffers[e.buffer];
+    if (e.kind == EventKind::kAlloc && b.category == Category::kParameter && b.name.ends_with(" (shard)")) bytes += s.bytes(e);
+  }
+  return bytes;
+}
+
+TEST(Fsdp2StepTest, ShardsAllGatherAndReduceScatterBuffersHaveTheirPaddedSizes) {
+  Graph g = ZooGraph("mlp");
+  SimResult r = SimulateOk(g, Fsdp2Mlp(2, 0));
+  const EventStream& s = r.events;
+  // Shards: every parameter's half (all dims 0 even), 542,210 parameters in all.
+  int64_t params = 0;
+  for (TensorId t : g.parameters) params += r.bound.metas[t].numel();
+  EXPECT_EQ(ShardBytes(s), params / 2 * 4);
+  // Group "0": all-gather output 2 × (50 × 1000 + 50) floats, in forward and again in backward.
+  size_t n = 0;
+  EXPECT_EQ(Bytes(s, EventKind::kAlloc, "FSDP2 0 all-gather output", &n), 2 * 2 * 50'050 * 4);
+  EXPECT_EQ(n, 2u);
+  // Its reduce-scatter: input = the unsharded size, output = the shard.
+  EXPECT_EQ(Bytes(s, EventKind::kAlloc, "FSDP2 0 reduce-scatter input"), 100'100 * 4);
+  EXPECT_EQ(Bytes(s, EventKind::kAlloc, "FSDP2 0 sharded grads"), 50'050 * 4);
+  // gloo's staging copies on the CPU: two per all-gather.
+  EXPECT_EQ(Bytes(s, EventKind::kAlloc, "FSDP2 0 all-gather (gloo"), 2 * 2 * 100'100 * 4);
+}
+
+TEST(Fsdp2StepTest, KeepingTheUnitsGatheredAllGathersOnce) {
+  Graph g = ZooGraph("mlp");
+  SimOptions o = Fsdp2Mlp(2, 0);
+  o.parallel.fsdp2_reshard_after_forward = false;
+  SimResult r = SimulateOk(g, o);
+  size_t n = 0;
+  Bytes(r.events, EventKind::kAlloc, "FSDP2 0 all-gather output", &n);
+  EXPECT_EQ(n, 1u);
+}
+
+TEST(Fsdp2StepTest, UnevenDimZeroPadsTheGradsAndLeavesTheLastRankLessOptimizerState) {
+  Graph g = ZooGraph("mlp");
+  SimResult r0 = SimulateOk(g, Fsdp2Mlp(3, 0));
+  SimResult r2 = SimulateOk(g, Fsdp2Mlp(3, 2));
+  // Every grad (dims 0 of 100 and 10 rows) is padded by _chunk_cat before the reduce-scatter.
+  EXPECT_EQ(Bytes(r0.events, EventKind::kAlloc, "FSDP2 0 reduce-scatter padded grad"), (102 * 1000 + 102) * 4);
+  // Shards and buffers are the same size on every rank; Adam's state is not (32 rows, not 34).
+  EXPECT_EQ(ShardBytes(r0.events), ShardBytes(r2.events));
+  const int step = static_cast<int>(Phase::kOptimizer);
+  EXPECT_GT(r0.peak.phase_peaks[step], r2.peak.phase_peaks[step]);
+}
+
+TEST(Fsdp2StepTest, MixedPrecisionGathersInParamDtypeAndReducesInReduceDtype) {
+  Graph g = ZooGraph("mlp");
+  SimOptions o = Fsdp2Mlp(2, 0);
+  o.parallel.fsdp2_param_dtype = "bf16";
+  o.parallel.fsdp2_reduce_dtype = "fp32";
+  o.dtype = "bf16";
+  SimResult r = SimulateOk(g, o);
+  EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 0 all-gather input (cast)"), 2 * 50'050 * 2);
+  EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 0 all-gather output"), 2 * 2 * 50'050 * 2);
+  EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 0 reduce-scatter input"), 100'100 * 4);
+  EXPECT_EQ(ShardBytes(r.events), ShardBytes(SimulateOk(g, Fsdp2Mlp(2, 0)).events));  // fp32 shards
+}
+
+}  // namespace
+}  // namespace memsim

@@ -1,0 +1,19 @@
+#!/bin/bash
+# Records the FSDP2 (torch.distributed.fsdp.fully_shard) per-rank CPU traces in
+# tests/data/traces_fsdp2_2_13/: the kit's trace_ddp.py --mode fsdp2 under torch 2.13 (gloo, one
+# process per rank; fully_shard on each block, then the root). Needs the 2.x venv (`make deps`)
+# and gcc. Usage: record_fsdp2_2_13.sh [OUTDIR] [PYTHON]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+. "$here/kit/record_common.sh" "$root/tests/data/traces_fsdp2_2_13" "$@"
+rund() { local name=$1; shift
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_ddp.py" "$@" --mode fsdp2 "$out/$name" \
+    && echo "done $name"; }
+rund mlp_b64_adam_fsdp2           mlp --batch 64 --opt adam
+rund mlp_b64_adam_fsdp2_noreshard mlp --batch 64 --opt adam --reshard false
+rund mlp_b64_adam_fsdp2_w3        mlp --batch 64 --opt adam --world 3
+rund mlp_b64_adam_fsdp2_bf16      mlp --batch 64 --opt adam --mp bf16
+rund mlp_b64_adam_hsdp2x2         mlp --batch 64 --opt adam --world 4 --hsdp 2
+rund cs336_small_b2_s64_adamw_fsdp2           cs336_small --batch 2 --seq 64 --opt adamw
+rund cs336_small_b2_s64_adamw_fsdp2_noreshard cs336_small --batch 2 --seq 64 --opt adamw --reshard false
