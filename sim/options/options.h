@@ -72,6 +72,8 @@ struct ConfigOptions {
   std::string fsdp_mixed_precision; ///< --fsdp-mixed-precision fp16|bf16 (FSDP MixedPrecision)
   int64_t data_parallel = 0;        ///< --data-parallel N (0: off)
   std::string mesh;                 ///< --mesh dp_shard=S,tp=T,...: the N-D device mesh ("" = off)
+  std::string tp_plan = "layers";   ///< --tp-plan: the tensor-parallel plan (lib/ir/tensor_parallel.h)
+  std::string sequence_parallel = "off";  ///< --sequence-parallel on|off (with tp in --mesh)
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
   std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off
