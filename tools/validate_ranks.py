@@ -17,6 +17,15 @@ DATA = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp")
 # The PyTorch 2.13 sets (tests/oracle/record_2_13.sh), against the graphs exported under 2.13.
 DATA_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp_2_13")
 GRAPHS_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_2_13", "graphs")
+# Tensor parallel (tests/oracle/record_tp_2_13.sh): Hugging Face decoders, their 2.13 graphs.
+DATA_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_tp_2_13")
+GRAPHS_HF_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_hf_2_13", "graphs")
+TP_TITLE = "## Tensor parallel, per rank, PyTorch 2.13"
+TP_INTRO = ["Every rank of each trace set in `tests/data/traces_tp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+            "the recording kit's `trace_ddp.py --mode tp`: gloo, one process per rank, `parallelize_module` traced as",
+            "the `setup` phase), predicted by one `memsim run --profile cpu --torch 2.13 --step first --mesh tp=W",
+            "--tp-plan PLAN` with the trace's batch, sequence and optimizer; memsim's `ranks` entry standing for that",
+            "rank (Note [Tensor parallel] in docs/parallel.md). Same tolerance."]
 # Phases whose measured figure depends on thread timing, not on a rule (listed as notes,
 # outside the tolerance): on the broadcast's source rank, gloo's work object may still hold the
 # flat copy of the module states when the Reducer's bucket is allocated (re-recording the same
@@ -38,6 +47,10 @@ def memsim_cmd(memsim, graph, cfg):
            "--json", "--batch", cfg["batch"],
            "--optimizer", validate.OPT[cfg.get("opt", "sgd")], "--inplace-activations", "off",
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
+    if cfg.get("mode") == "tp":
+        cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
+                          "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]]
+        return cmd
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
     else:
@@ -47,7 +60,7 @@ def memsim_cmd(memsim, graph, cfg):
     return cmd
 
 
-def section(memsim, graphs, d=DATA, release="1.13"):
+def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None):
     """(Markdown lines, failures, absolute peak errors) of every per-rank trace set in |d|."""
     if not os.path.isdir(d):
         raise FileNotFoundError("validate: missing per-rank traces %s (part of the repository)" % d)
@@ -82,19 +95,25 @@ def section(memsim, graphs, d=DATA, release="1.13"):
                 if abs(e) > validate.MAX_ERR:
                     failures.append("%s rank %d: %s error %.3f %% (predicted %d, measured %d)" % (name, rank, label, e, pred, real))
             rows.append((name, rank, cfg, entry["ranks"], cells))
-    lines = ["", "## Several ranks: DDP and ZeroRedundancyOptimizer, per rank" + ("" if release == "1.13" else ", PyTorch " + release), "",
+    lines = ["", title or "## Several ranks: DDP and ZeroRedundancyOptimizer, per rank" + ("" if release == "1.13" else ", PyTorch " + release), "",
              "Every rank of each trace set in `tests/data/%s/` (real PyTorch %s CPU steps recorded by" % (
                  os.path.basename(os.path.normpath(d)), "1.13.1" if release == "1.13" else "2.13.0"),
              "the recording kit's `trace_ddp.py`: gloo, one process per rank, DDP construction traced as a `setup`",
              "phase; `mode zero1` = DDP + `ZeroRedundancyOptimizer`), predicted by one `memsim run --profile cpu --torch %s" % release,
              "--step first --ddp W` (or `--zero 1 --world W`) with the trace's batch, optimizer, `--bucket-cap-mb`",
-             "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance.", "",
+             "and `--gradient-as-bucket-view`; memsim's `ranks` entry standing for that rank. Same tolerance.", ""]
+    if intro:
+        lines = lines[:3] + intro + [""]
+    lines += [
              "| trace | rank | memsim ranks | config | phase | measured | predicted | error |",
              "|---|---:|---|---|---|---:|---:|---:|"]
     for name, rank, cfg, mranks, cells in rows:
         c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
                                                   ", bucket view" if cfg.get("bucket_view") == "True" else "",
                                                   cfg.get("bucket_mb"))
+        if cfg.get("mode") == "tp":
+            c = "batch %s, seq %s, %s, tp=%s, plan %s%s" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
+                                                         cfg.get("tp_plan"), ", sequence parallel" if cfg.get("sp") == "1" else "")
         for i, (label, pred, real) in enumerate(cells):
             note = TIMING.get((name, rank, label))
             lines.append("| %s | %s | %s | %s | %s | %d | %d | %+.3f %% |" % (

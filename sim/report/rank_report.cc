@@ -35,6 +35,7 @@ RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vecto
   if (!p.fsdp.empty()) rep.scheme = "fsdp-" + p.fsdp;
   if (p.data_parallel) rep.scheme = "data-parallel";
   if (!p.offload.empty()) rep.scheme += "+offload-" + p.offload;
+  if (p.mesh.enabled()) rep.scheme += std::string(rep.scheme.empty() ? "" : "+") + "mesh " + p.mesh.ToString();
   for (const RankRun& run : runs) {
     const RunResult& r = run.result;
     RankReport k;

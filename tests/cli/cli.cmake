@@ -227,3 +227,17 @@ memsim_golden_test(run_mlp_amp_fp16_json run_mlp_amp_fp16.json run graphs/mlp.js
 memsim_golden_test(run_mlp_steps3_text run_mlp_steps3.txt
                    run graphs/mlp.json --batch 32 --profile cpu --torch 1.13 --optimizer adam --steps 3 --loop-holds output)
 memsim_error_test(bad_steps 2 "--steps 0: expected 1 to 1000" run graphs/mlp.json --steps 0)
+
+# Tensor parallel (Note [Tensor parallel]): the per-rank report of a Hugging Face Llama at tp=2
+# (rank 0 is the scatter source of parallelize_module), and the refusals.
+memsim_golden_test(run_hf_llama_tp2_ranks_text run_hf_llama_tp2_ranks.txt
+  run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --batch 2 --optimizer adamw --mesh tp=2)
+memsim_golden_test(run_hf_llama_tp2_ranks_json run_hf_llama_tp2_ranks.json
+  run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --batch 2 --optimizer adamw --mesh tp=2 --json --top 3)
+memsim_error_test(tp_indivisible 2 "^memsim: --mesh tp=3: layers.0.self_attn.q_proj \\(layers.0.self_attn.q_proj.weight\\): size 2048 on dim 0 is not divisible by 3"
+  run graphs/llama_1b.json --batch 1 --mesh tp=3)
+memsim_error_test(tp_no_linear 2 "^memsim: --mesh tp=2: the plan layers selects no Linear of mlp" run graphs/mlp.json --batch 1 --mesh tp=2)
+memsim_error_test(tp_sequence_parallel_pending 2 "sequence parallelism is not simulated yet"
+  run graphs/llama_1b.json --batch 1 --mesh tp=2 --sequence-parallel on)
+memsim_error_test(tp_plan_without_tp 2 "^memsim: --tp-plan and --sequence-parallel need tp=N in --mesh"
+  run graphs/llama_1b.json --batch 1 --sequence-parallel on)
