@@ -19,7 +19,8 @@ DATA_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp_2_1
 GRAPHS_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_2_13", "graphs")
 # Tensor parallel (tests/oracle/record_tp_2_13.sh): Hugging Face decoders, their 2.13 graphs.
 DATA_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_tp_2_13")
-GRAPHS_HF_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_hf_2_13", "graphs")
+GRAPHS_TP_2_13 = [os.path.join(DATA_TP_2_13, "graphs"),
+                  os.path.join(os.path.dirname(HERE), "tests", "data", "traces_hf_2_13", "graphs")]
 TP_TITLE = "## Tensor parallel, per rank, PyTorch 2.13"
 TP_INTRO = ["Every rank of each trace set in `tests/data/traces_tp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
             "the recording kit's `trace_ddp.py --mode tp`: gloo, one process per rank, `parallelize_module` traced as",
@@ -67,7 +68,10 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None):
     rows, failures, peak_errs = [], [], []
     for name, ranks in trace_sets(d).items():
         cfg = validate.summarize(ranks[min(ranks)])[0]
-        graph = os.path.join(graphs, validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json")
+        stem = validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json"
+        dirs = graphs if isinstance(graphs, (list, tuple)) else [graphs]  # the first that has the graph
+        graph = next((os.path.join(g, stem) for g in dirs if os.path.exists(os.path.join(g, stem))),
+                     os.path.join(dirs[0], stem))
         cmd = memsim_cmd(memsim, graph, cfg)
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
