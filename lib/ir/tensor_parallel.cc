@@ -1,5 +1,6 @@
 #include "lib/ir/tensor_parallel.h"
 
+#include <map>
 #include <set>
 
 namespace memsim {
@@ -29,6 +30,7 @@ struct Rewrite {
   Graph out;
   std::vector<bool> sharded;
   std::set<TensorId> done;  // parameters already divided (tied weights)
+  std::map<TensorId, std::pair<int64_t, std::string>> features;  // a Colwise output: per-rank features, module
 
   TensorId NewTensor(const std::string& name, const Op& at) {
     Tensor t;
@@ -66,8 +68,9 @@ struct Rewrite {
     const auto* v = op->attrs.Find(attr);
     if (v == nullptr || !std::holds_alternative<std::vector<DimExpr>>(*v)) return Status::OK();
     std::vector<DimExpr> shape = std::get<std::vector<DimExpr>>(*v);
-    for (const DimExpr& d : shape)
-      if (d.is_const() && d.coeff == -1) return Status::OK();
+    bool infers = false;
+    for (const DimExpr& d : shape) infers = infers || (d.is_const() && d.coeff == -1);
+    if (infers) return WholeHeads(*op, shape);
     for (DimExpr& d : shape)
       if (d.is_const() && d.coeff > 1 && d.coeff % c.degree == 0) {
         d.coeff /= c.degree;
@@ -78,6 +81,18 @@ struct Rewrite {
                                    op->name + " in " + op->module +
                                    " reshapes a sharded tensor but none of its sizes is a head count divisible by " +
                                    std::to_string(c.degree));
+  }
+
+  /// A view that infers the head count from a Colwise output: the rank's features must be whole heads.
+  Status WholeHeads(const Op& op, const std::vector<DimExpr>& shape) {
+    auto it = features.find(op.inputs[0]);
+    if (it == features.end() || shape.empty() || !shape.back().is_const() || shape.back().coeff <= 0) return Status::OK();
+    const int64_t head_dim = shape.back().coeff;
+    if (it->second.first % head_dim == 0) return Status::OK();
+    return Status::InvalidArgument("--mesh tp=" + std::to_string(c.degree) + ": " + it->second.second + " keeps " +
+                                   std::to_string(it->second.first) + " features per rank, not whole heads of " +
+                                   std::to_string(head_dim) + " (view " + op.name +
+                                   "); the tp degree must divide the number of (key/value) heads");
   }
 
   Op Collective(OpKind kind, const Op& at, TensorId in, TensorId result, const std::string& name) {
@@ -100,6 +115,7 @@ struct Rewrite {
     out.ops.push_back(Collective(OpKind::kGradAllReduce, op, op.inputs[0], in, op.name + ":tp_input"));
     lin.inputs[0] = in;
     for (TensorId t : lin.outputs) sharded[t] = true;
+    features[op.outputs[0]] = {out.tensors[op.inputs[1]].shape[0].coeff, op.module};
     out.ops.push_back(std::move(lin));
     return Status::OK();
   }

@@ -98,6 +98,12 @@ TEST(TensorParallelTest, Refusals) {
             std::string::npos);
   EXPECT_NE(message(ApplyTensorParallel(ParseBody(kLayer), {2, "layers", true})).find("not simulated yet"),
             std::string::npos);
+  // a view that infers the heads: 32 features / 8 ranks = 4 per rank, not whole heads of 8
+  std::string inferred = kLayer;
+  inferred.replace(inferred.find("[\"batch\", \"seq\", 4, 8]"), 22, "[\"batch\", \"seq\", -1, 8]");
+  EXPECT_TRUE(ApplyTensorParallel(ParseBody(inferred), {4, "layers", false}).ok());
+  EXPECT_NE(message(ApplyTensorParallel(ParseBody(inferred), {8, "layers", false})).find("not whole heads of 8"),
+            std::string::npos);
 }
 
 }  // namespace
