@@ -160,6 +160,10 @@ struct OpRule {
   AliasGradFn alias_grad = nullptr;  ///< null: AliasGradView (grad viewed with the input's sizes)
   bool inplace_capable = false;      ///< --inplace-activations applies (nn.ReLU(inplace=True) & co.)
   bool gemm = false;                 ///< calls cuBLAS on CUDA (see Note [cuBLAS workspace])
+  /// Its backward's new grads are plain tensors that no view shares and nobody else holds (a
+  /// functional collective's output): InputBuffer adds later grads into one in place on every
+  /// profile (can_accumulate_inplace; Note [InputBuffer]).
+  bool plain_grads = false;
 };
 
 /// The rule row of |kind|.
