@@ -18,8 +18,11 @@ bool RanksDiffer(const RunConfig& c) {
 
 }  // namespace
 
+/// Tensor parallel: the tp group's first rank scatters every shard (Note [Tensor parallel]).
+bool TpSourceDiffers(const RunConfig& c) { return c.sim.parallel.mesh.tp > 1; }
+
 bool RanksMayDiffer(const RunConfig& c) {
-  return RanksDiffer(c) || (c.sim.parallel.data_parallel && c.sim.parallel.world > 1);
+  return RanksDiffer(c) || TpSourceDiffers(c) || (c.sim.parallel.data_parallel && c.sim.parallel.world > 1);
 }
 
 bool SameStream(const EventStream& a, const EventStream& b) {
@@ -56,6 +59,8 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
     // Ranks beyond the parameter count get an empty partition each: one of them is simulated.
     const int distinct = static_cast<int>(std::min<size_t>(static_cast<size_t>(world), g.parameters.size() + 1));
     for (int r = 1; r < distinct; ++r) simulate.push_back(r);
+  } else if (TpSourceDiffers(c)) {
+    simulate.push_back(1);  // stands for every rank but the tp groups' first ones
   } else if (p.data_parallel) {
     auto it = c.sim.symbols.find("batch");
     if (it == c.sim.symbols.end()) return Status::InvalidArgument("--data-parallel needs --batch (the whole batch)");
@@ -82,6 +87,7 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
   for (int rank = 0; rank < world; ++rank) {
     if (std::find(simulate.begin(), simulate.end(), rank) != simulate.end()) continue;
     RankRun* same = RanksDiffer(c) ? &runs.back() : &runs.front();  // ZeRO-1: empty partitions
+    if (TpSourceDiffers(c)) same = CoordOf(p.mesh, rank).tp == 0 ? &runs.front() : &runs.back();
     if (p.data_parallel) {
       auto it = c.sim.symbols.find("batch");
       const int64_t chunk = ChunkOf(it->second, world, rank);

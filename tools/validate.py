@@ -315,6 +315,11 @@ def main():
                                                           validate_ranks.FSDP2_INTRO)
     lines += rank_lines
     failures += rank_failures
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_TP_2_13,
+                                                          validate_ranks.DATA_TP_2_13, "2.13",
+                                                          validate_ranks.TP_TITLE, validate_ranks.TP_INTRO)
+    lines += rank_lines
+    failures += rank_failures
     return report_io.finish("validate", lines, failures, a.out)
 
 

@@ -19,6 +19,16 @@ DATA_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp_2_1
 GRAPHS_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_2_13", "graphs")
 # FSDP2 (fully_shard) per rank under 2.13 (tests/oracle/record_fsdp2_2_13.sh).
 DATA_FSDP2_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_fsdp2_2_13")
+# Tensor parallel (tests/oracle/record_tp_2_13.sh): Hugging Face decoders, their 2.13 graphs.
+DATA_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_tp_2_13")
+GRAPHS_TP_2_13 = [os.path.join(DATA_TP_2_13, "graphs"),
+                  os.path.join(os.path.dirname(HERE), "tests", "data", "traces_hf_2_13", "graphs")]
+TP_TITLE = "Tensor parallel, per rank, PyTorch 2.13"
+TP_INTRO = ["Every rank of each trace set in `tests/data/traces_tp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+            "the recording kit's `trace_ddp.py --mode tp`: gloo, one process per rank, `parallelize_module` traced as",
+            "the `setup` phase), predicted by one `memsim run --profile cpu --torch 2.13 --step first --mesh tp=W",
+            "--tp-plan PLAN` with the trace's batch, sequence and optimizer; memsim's `ranks` entry standing for that",
+            "rank (Note [Tensor parallel] in docs/parallel.md). Same tolerance."]
 # Phases whose measured figure depends on thread timing, not on a rule (listed as notes,
 # outside the tolerance): on the broadcast's source rank, gloo's work object may still hold the
 # flat copy of the module states when the Reducer's bucket is allocated (re-recording the same
@@ -40,6 +50,10 @@ def memsim_cmd(memsim, graph, cfg):
            "--json", "--batch", cfg["batch"],
            "--optimizer", validate.OPT[cfg.get("opt", "sgd")], "--inplace-activations", "off",
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
+    if cfg.get("mode") == "tp":
+        cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
+                          "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]]
+        return cmd
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
     elif cfg.get("mode") == "fsdp2":  # fully_shard on the wrapped modules, then the root
@@ -76,7 +90,10 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None):
     rows, failures, peak_errs = [], [], []
     for name, ranks in trace_sets(d).items():
         cfg = validate.summarize(ranks[min(ranks)])[0]
-        graph = os.path.join(graphs, validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json")
+        stem = validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json"
+        dirs = graphs if isinstance(graphs, (list, tuple)) else [graphs]  # the first that has the graph
+        graph = next((os.path.join(g, stem) for g in dirs if os.path.exists(os.path.join(g, stem))),
+                     os.path.join(dirs[0], stem))
         cmd = memsim_cmd(memsim, graph, cfg)
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
@@ -120,6 +137,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None):
                                                            ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "",
                                                            ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
                                                            if "hsdp" in cfg else "")
+        elif cfg.get("mode") == "tp":
+            c = "batch %s, seq %s, %s, tp=%s, plan %s%s" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
+                                                         cfg.get("tp_plan"), ", sequence parallel" if cfg.get("sp") == "1" else "")
         else:
             c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
                                                       ", bucket view" if cfg.get("bucket_view") == "True" else "",

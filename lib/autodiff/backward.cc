@@ -53,14 +53,14 @@ void CountDependencies(StepState& s, OpId root) {
 }
 
 /// InputBuffer::accumulate: the first grad is moved in; later ones are added in place when
-/// the buffer holds the only reference to a contiguous tensor (2.x), else summed into a new
-/// one (always, on 1.13).
+/// the buffer holds the only reference to a contiguous tensor (2.x; on the CPU only a plain
+/// collective output, OpRule::plain_grads), else summed into a new one (always, on 1.13).
 void Accumulate(StepState& s, Grad* buf, Grad g, TensorId target) {
   if (!buf->defined()) {
     *buf = std::move(g);
     return;
   }
-  if (s.profile.accumulate_inplace && s.ledger.refs(buf->s) == 1 && buf->meta.is_contiguous()) {
+  if ((s.profile.accumulate_inplace || buf->plain) && s.ledger.refs(buf->s) == 1 && buf->meta.is_contiguous()) {
     s.ledger.Unref(g.s);
     return;
   }
@@ -125,6 +125,7 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
     switch (a.kind) {
       case BwdPlan::Action::kGradNew:
         produced[a.index] = new_grad(a.index);
+        produced[a.index].plain = rule.plain_grads;
         if (rule.gemm) s.workspaces.OnGemm(LibraryWorkspaces::kAutogradThread, &s.ledger);
         break;
       case BwdPlan::Action::kGradAlias: {
@@ -133,6 +134,7 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
         auto meta = AliasGrad(op, s.bound.bindings, src.meta, *c.in[a.index]);
         if (!meta) {
           produced[a.index] = new_grad(a.index);
+        produced[a.index].plain = rule.plain_grads;
         } else {
           s.ledger.Ref(src.s);
           produced[a.index] = Grad{src.s, std::move(*meta)};

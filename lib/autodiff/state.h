@@ -26,6 +26,7 @@ inline constexpr uint32_t kNoStorage = UINT32_MAX;
 struct Grad {
   StorageId s = kNoStorage;
   TensorMeta meta;
+  bool plain = false;  ///< OpRule::plain_grads: InputBuffer may add into it in place
   bool defined() const { return s != kNoStorage; }
 };
 

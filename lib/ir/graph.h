@@ -77,6 +77,16 @@ struct Graph {
   /// The torchao float8 spec the graph was rewritten with (ApplyFp8, lib/ir/fp8.h); "" = none.
   std::string fp8;
   size_t fp8_linears = 0;  ///< how many Linear modules became Float8Linear
+  /// Tensor parallelism the graph was rewritten with (ApplyTensorParallel,
+  /// lib/ir/tensor_parallel.h): the degree (1 = none), the plan's name, and each sharded
+  /// parameter with its Shard dim, in the order parallelize_module distributes them.
+  struct TpShard {
+    TensorId param;
+    int dim;
+  };
+  int tp_degree = 1;
+  std::string tp_plan;
+  std::vector<TpShard> tp_shards;
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;

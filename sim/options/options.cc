@@ -6,6 +6,7 @@
 
 #include "lib/autodiff/optimizer.h"
 #include "lib/ir/fp8.h"
+#include "lib/ir/tensor_parallel.h"
 #include "lib/ir/lora.h"
 #include "lib/ir/quantized_base.h"
 #include "lib/util/checked.h"
@@ -244,9 +245,23 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--fsdp2-mp", fsdp2_mp,
                   "with --mesh dp_shard=N: MixedPrecisionPolicy as param=fp16|bf16[,reduce=fp32|fp16|bf16]: units "
                   "gathered and computed in param, grads reduce-scattered in reduce (default param), shards fp32");
+  cmd->add_option("--tp-plan", tp_plan,
+                  "with tp in --mesh: the parallelize_module plan; layers = the decoder layers' attention q/k/v "
+                  "ColwiseParallel, o RowwiseParallel, MLP gate/up ColwiseParallel, down RowwiseParallel "
+                  "(Note [Tensor parallel])")
+      ->check(CLI::IsMember({"layers"}));
+  cmd->add_option("--sequence-parallel", sequence_parallel,
+                  "with tp in --mesh: SequenceParallel norms, sequence-sharded residual stream (Note [Tensor parallel])")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
+  if (!mesh.empty()) {  // the rank's shards (Note [Tensor parallel]); ApplyMesh checks the rest
+    MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
+    if (dims.tp > 1) {
+      MEMSIM_ASSIGN_OR_RETURN(g, ApplyTensorParallel(g, {dims.tp, tp_plan, sequence_parallel == "on"}));
+    }
+  }
   if (!fp8.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(Fp8Config f, ParseFp8Spec(fp8));
     MEMSIM_ASSIGN_OR_RETURN(g, ApplyFp8(g, f));
@@ -404,6 +419,8 @@ Status ConfigOptions::CheckMixedPrecision() const {
 // Note [Device mesh]: --mesh composes the parallel dimensions; each one is lifted from the list
 // below when its setup lands (issue 27).
 Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
+  if ((tp_plan != "layers" || sequence_parallel == "on") && mesh.find("tp=") == std::string::npos)
+    return Status::InvalidArgument("--tp-plan and --sequence-parallel need tp=N in --mesh");
   if (mesh.empty()) return Status::OK();
   MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
   if (ddp > 0 || !zero.empty() || !fsdp.empty() || data_parallel > 0 || !world.empty())
@@ -412,7 +429,7 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   // HSDP (dp_replicate × dp_shard) is FSDP2 on a 2-D mesh; replicas alone are not simulated yet.
   const std::pair<int, const char*> pending[] = {
       {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
-      {dims.tp, "tp (tensor parallel)"}, {dims.pp, "pp (pipeline parallel)"},
+      {dims.pp, "pp (pipeline parallel)"},
       {dims.cp, "cp (context parallel)"}, {dims.ep, "ep (expert parallel)"}};
   for (const auto& [degree, what] : pending)
     if (degree > 1)

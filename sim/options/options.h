@@ -79,6 +79,8 @@ struct ConfigOptions {
   std::string config_file;
   std::string reshard_after_forward;  ///< --reshard-after-forward true|false (FSDP2)
   std::string fsdp2_mp;             ///< --fsdp2-mp param=DTYPE[,reduce=DTYPE] (FSDP2 MixedPrecisionPolicy)
+  std::string tp_plan = "layers";   ///< --tp-plan: the tensor-parallel plan (lib/ir/tensor_parallel.h)
+  std::string sequence_parallel = "off";  ///< --sequence-parallel on|off (with tp in --mesh)
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
   std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off

@@ -25,7 +25,7 @@ struct RankReport : MemoryFigures {
 /// The distributed setup of a run: the world, the scheme, and every distinct rank.
 struct RanksReport {
   int world = 1;
-  std::string scheme;  ///< "ddp", "zero1", "zero2", "ddp+zero1"
+  std::string scheme;  ///< "ddp", "zero1", "zero2", "ddp+zero1", "mesh tp=2"
   std::vector<RankReport> ranks;
 };
 

@@ -264,3 +264,16 @@ memsim_error_test(fsdp2_reshard_without_mesh 2 "^memsim: --reshard-after-forward
   run graphs/mlp.json --reshard-after-forward false)
 memsim_error_test(fsdp2_mp_bad 2 "^memsim: --fsdp2-mp \"param=fp8\": expected param=fp16\\|bf16 and reduce=fp32\\|fp16\\|bf16"
   run graphs/mlp.json --mesh dp_shard=2 --fsdp2-mp param=fp8)
+# Tensor parallel (Note [Tensor parallel]): the per-rank report of a Hugging Face Llama at tp=2
+# (rank 0 is the scatter source of parallelize_module), and the refusals.
+memsim_golden_test(run_hf_llama_tp2_ranks_text run_hf_llama_tp2_ranks.txt
+  run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --batch 2 --optimizer adamw --mesh tp=2)
+memsim_golden_test(run_hf_llama_tp2_ranks_json run_hf_llama_tp2_ranks.json
+  run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --batch 2 --optimizer adamw --mesh tp=2 --json --top 3)
+memsim_error_test(tp_indivisible 2 "^memsim: --mesh tp=3: layers.0.self_attn.q_proj \\(layers.0.self_attn.q_proj.weight\\): size 2048 on dim 0 is not divisible by 3"
+  run graphs/llama_1b.json --batch 1 --mesh tp=3)
+memsim_error_test(tp_no_linear 2 "^memsim: --mesh tp=2: the plan layers selects no Linear of mlp" run graphs/mlp.json --batch 1 --mesh tp=2)
+memsim_error_test(tp_sequence_parallel_pending 2 "sequence parallelism is not simulated yet"
+  run graphs/llama_1b.json --batch 1 --mesh tp=2 --sequence-parallel on)
+memsim_error_test(tp_plan_without_tp 2 "^memsim: --tp-plan and --sequence-parallel need tp=N in --mesh"
+  run graphs/llama_1b.json --batch 1 --sequence-parallel on)

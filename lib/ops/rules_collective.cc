@@ -1,0 +1,119 @@
+// The collectives of tensor and sequence parallelism (Note [Tensor parallel] in docs/parallel.md),
+// as DTensor's redistribute runs them through the functional collectives
+// (torch/distributed/tensor/_redistribute.py, placement_types.py, and
+// torch/distributed/_functional_collectives.py; the C++ ops in
+// torch/csrc/distributed/c10d/Functional.cpp allocate their outputs):
+//   all_reduce(x)          Partial → Replicate: a contiguous clone reduced in place; backward
+//                          passes the grad through (Replicate → Partial needs no communication).
+//   grad_all_reduce(x)     the input of a ColwiseParallel module (DTensor.from_local, Replicate):
+//                          forward the same tensor; backward the Partial grad all-reduced into a
+//                          new tensor (_FromTorchTensor.backward).
+//   all_gather(x)          Shard(dim) → Replicate: all_gather_into_tensor gathers on dim 0 into a
+//                          new tensor; for dim ≠ 0 the chunks are concatenated on dim into the
+//                          output (a second full-size tensor) and the gathered one freed.
+//                          Backward: the Partial grad reduce-scattered (below).
+//   reduce_scatter(x)      Partial → Shard(dim): for dim ≠ 0, reduce_scatter_tensor first
+//                          concatenates the chunks on dim 0 (a full-size tensor), then the
+//                          scattered output; backward all-gathers the grad.
+// Attributes: "world" (the group's ranks) and, for all_gather / reduce_scatter, "dim".
+#include "lib/ops/op_rules.h"
+
+namespace memsim {
+namespace {
+
+constexpr uint32_t kFirst = 1u;
+
+Status Arity1(const RuleCtx& c) {
+  if (c.num_in() != 1) return RuleError(c, "takes one tensor");
+  return Status::OK();
+}
+
+int64_t World(const RuleCtx& c) { return c.op.attrs.GetInt("world", c.bindings).value_or(1); }
+
+/// The gathered / scattered dimension, normalized; -1 when out of range.
+int64_t Dim(const RuleCtx& c) {
+  const int64_t rank = c.in[0]->dim();
+  int64_t d = c.op.attrs.GetInt("dim", c.bindings).value_or(0);
+  if (d < 0) d += rank;
+  return d >= 0 && d < rank ? d : -1;
+}
+
+Status InferAllReduce(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity1(c));
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
+  return Status::OK();
+}
+
+Status InferGradAllReduce(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(Arity1(c));
+  o->Alias(*c.in[0], 0);
+  return Status::OK();
+}
+
+Status InferResized(const RuleCtx& c, InferOut* o, bool gather) {
+  MEMSIM_RETURN_IF_ERROR(Arity1(c));
+  const int64_t d = Dim(c), w = World(c);
+  if (d < 0) return RuleError(c, "dim is out of range for " + c.in[0]->ShapeString());
+  if (w < 1) return RuleError(c, "world must be positive");
+  std::vector<int64_t> sizes = c.in[0]->sizes;
+  if (gather) {
+    sizes[d] *= w;
+  } else {
+    if (sizes[d] % w != 0)
+      return RuleError(c, "dimension " + std::to_string(d) + " of " + c.in[0]->ShapeString() +
+                              " is not divisible by the " + std::to_string(w) + " ranks");
+    sizes[d] /= w;
+  }
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, sizes));
+  return Status::OK();
+}
+
+Status InferAllGather(const RuleCtx& c, InferOut* o) { return InferResized(c, o, true); }
+Status InferReduceScatter(const RuleCtx& c, InferOut* o) { return InferResized(c, o, false); }
+
+/// The full-size tensor of a gather or scatter (the larger of input and output).
+int64_t FullBytes(const RuleCtx& c) {
+  const int64_t in = Bytes(*c.in[0]);
+  return c.out.empty() ? in : std::max(in, Bytes(*c.out[0]));
+}
+
+/// all_gather / reduce_scatter forward: off dim 0, a full-size staging tensor (the gathered
+/// chunks, or the chunks concatenated for the scatter) lives while the output is made.
+void FwdStaged(const RuleCtx& c, FwdPlan* p) {
+  if (Dim(c) == 0) return;
+  const int k = p->AddExtra(FullBytes(c), "staging");
+  p->AllocOutput(0);
+  p->FreeExtra(k);
+}
+
+/// Their backward: the opposite collective on the grad, staged the same way.
+void BwdStaged(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  if (Dim(c) == 0) {
+    p->GradNew(0);
+    return;
+  }
+  const int k = p->Temp(FullBytes(c), "staging");
+  p->GradNew(0);
+  p->FreeTemp(k);
+}
+
+void BwdAllReduce(const RuleCtx& c, BwdPlan* p) {
+  if (c.rg_in(0)) p->GradAlias(0);
+}
+
+void BwdGradAllReduce(const RuleCtx& c, BwdPlan* p) {
+  if (c.rg_in(0)) p->GradNew(0);
+}
+
+}  // namespace
+
+const std::vector<OpRule> kCollectiveRules = {
+    {OpKind::kAllReduce, 1, 1, kFirst, InferAllReduce, nullptr, BwdAllReduce, AliasGradSame},
+    {OpKind::kGradAllReduce, 1, 1, kFirst, InferGradAllReduce, nullptr, BwdGradAllReduce, nullptr, false, false,
+     /*plain_grads=*/true},
+    {OpKind::kAllGather, 1, 1, kFirst, InferAllGather, FwdStaged, BwdStaged},
+    {OpKind::kReduceScatter, 1, 1, kFirst, InferReduceScatter, FwdStaged, BwdStaged},
+};
+
+}  // namespace memsim
