@@ -109,8 +109,15 @@ def main(argv=None):
                          "\"{'lr': 1e-3}\") into the graph; `memsim run --optimizer recorded` replays it")
     ap.add_argument("--graph", metavar="GRAPH.json",
                     help="with --optimizer and no model: add the recorded optimizer to this graph file")
+    ap.add_argument("--compile", action="store_true",
+                    help="the model as torch.compile(model) runs it (default Inductor): one compiled region "
+                         "whose buffer programs are read from Inductor's wrappers (Note [Compiled regions])")
+    ap.add_argument("--memory-budget", type=float, default=1.0, metavar="F",
+                    help="with --compile: torch._functorch.config.activation_memory_budget (default 1.0)")
     ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     a = ap.parse_args(argv)
+    if a.memory_budget != 1.0 and not a.compile:
+        ap.error("--memory-budget applies with --compile")
     spec = a.module_spec or a.model
     if a.graph:
         if spec or not a.optimizer:
@@ -155,6 +162,8 @@ def main(argv=None):
                 spec, " ".join("--input %s" % s for s in inputs), a.loss)
         opts = dict(loss=a.loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
         g = _export(a, model, builder, takes, inputs, opts)
+        if a.compile:
+            g = _compile(g, builder, takes, inputs, a.memory_budget)
         if a.optimizer:
             from .optimizer_record import record_optimizer
             g["optimizer"] = record_optimizer(a.optimizer)
@@ -170,6 +179,19 @@ def main(argv=None):
         sys.stderr.write("wrote %s: %d ops, %d parameter tensors (%d elements)\n" % (
             a.output, len(g["ops"]), len(g["parameters"]), n_params))
     return 0
+
+
+def _compile(g, builder, takes, inputs, budget):
+    """--compile: the model built and run for real at the graph's symbol defaults (compiled.py)."""
+    import torch
+    from .compiled import compile_graph
+    from .exporter import _make_input, parse_input_spec
+    binding = dict(g.get("symbols", {}))
+    torch.manual_seed(0)
+    model = split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
+    model.train()
+    xs = [_make_input(parse_input_spec(s), binding, "cpu") for s in inputs]
+    return compile_graph(g, model, xs, budget)
 
 
 def _add_optimizer(graph, spec, output):
