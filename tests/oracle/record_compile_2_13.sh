@@ -10,8 +10,9 @@ root=$(cd "$here/../.." && pwd)
 out=${1:-$root/tests/data/traces_compile_2_13}; mkdir -p "$out/graphs"
 py=${2:-$root/.venv/bin/python}
 spy=$(mktemp -d)/allocspy.so
+only=${ONLY:-all}  # ONLY=graphs: export the graphs only
 gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpthread
-run() { name=$1; shift
+run() { name=$1; shift; [ "$only" = graphs ] && return 0
   OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --compile "$out/$name.trace.tmp" \
     && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
 graph() { name=$1; shift  # graph NAME EXPORT-ARGS...: graphs/NAME.json, compiled at the trace's sizes
@@ -21,6 +22,10 @@ run mlp_b256_adam_warm1        mlp --batch 256 --opt adam --warmup 1
 run mlp_b256_sgd_warm1         mlp --batch 256 --opt sgd --warmup 1
 run mlp_b64_adam_warm1_mb05    mlp --batch 64 --opt adam --warmup 1 --memory-budget 0.5
 run mlp_b64_adam_warm1_mb0     mlp --batch 64 --opt adam --warmup 1 --memory-budget 0
+run rms_mlp_b64_adam_warm1     rms_mlp --batch 64 --opt adam --warmup 1
+run rms_mlp_b64_sgd_warm1_mb0  rms_mlp --batch 64 --opt sgd --warmup 1 --memory-budget 0
 graph mlp_b256      $M:mlp --input "x=batch,1000" --set batch=256
 graph mlp_b64_mb05  $M:mlp --input "x=batch,1000" --set batch=64 --memory-budget 0.5
 graph mlp_b64_mb0   $M:mlp --input "x=batch,1000" --set batch=64 --memory-budget 0
+graph rms_mlp_b64   $M:rms_mlp --input "x=batch,1000" --set batch=64
+graph rms_mlp_b64_mb0 $M:rms_mlp --input "x=batch,1000" --set batch=64 --memory-budget 0

@@ -12,7 +12,7 @@ replaced by one op "compiled" that carries these programs; the loss stays eager,
 """
 import re
 
-from .errors import ExportError, UnsupportedError
+from .errors import ExportError
 
 _ELEM = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int8": 1,
          "uint8": 1, "bool": 1}
@@ -30,7 +30,7 @@ def _ints(text):
 
 def _storage_bytes(sizes, strides, dtype):
     if dtype not in _ELEM:
-        raise UnsupportedError("compiled region: buffer dtype %s" % dtype)
+        raise ExportError("compiled region: buffer dtype %s" % dtype)
     if any(s == 0 for s in sizes):
         return 0
     return (1 + sum((s - 1) * st for s, st in zip(sizes, strides))) * _ELEM[dtype]
@@ -75,7 +75,7 @@ def _returned_name(expr):
         return None
     m = re.match(r"^reinterpret_tensor\((\w+),", expr) or re.match(r"^(\w+)$", expr)
     if not m:
-        raise UnsupportedError("compiled region: returned expression %r" % expr)
+        raise ExportError("compiled region: returned expression %r" % expr)
     return m.group(1)
 
 
@@ -135,7 +135,7 @@ class _Program:
                 break
             if re.match(r"^(extern_kernels\.\w+\(.*out=|cpp_fused_\w+\()", st):
                 continue  # writes into buffers the program allocated; allocates nothing of its own
-            raise UnsupportedError("compiled region (%s): Inductor wrapper statement not modelled yet: %s"
+            raise ExportError("compiled region (%s): Inductor wrapper statement not modelled yet: %s"
                                    % (self.kind, st[:160]))
 
     def key(self, name):
@@ -154,7 +154,7 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
     nsaved = sum(1 for a in bwd.args if not a.startswith("tangents_"))
     nuser = len(fwd.returns) - nsaved
     if nuser != len(outputs):
-        raise UnsupportedError("compiled region: the forward returns %d user outputs, the graph has %d (mutated "
+        raise ExportError("compiled region: the forward returns %d user outputs, the graph has %d (mutated "
                                "inputs or several outputs are not modelled yet)" % (nuser, len(outputs)))
     out_keys = [fwd.key(n) for n in fwd.returns[:nuser]]
     saved_keys = [fwd.key(n) for n in fwd.returns[nuser:]]
@@ -162,7 +162,7 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
     fwd_outputs = []
     for j, key in enumerate(out_keys):
         if key is None or not key.startswith("buf:"):
-            raise UnsupportedError("compiled region: user output %d is not a buffer of the forward" % j)
+            raise ExportError("compiled region: user output %d is not a buffer of the forward" % j)
         fwd_outputs.append(int(key[4:]))
     saved = []
     for key in saved_keys:
@@ -175,7 +175,7 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
     # the backward: its arguments are the saved tensors, then the tangents
     grads = [bwd.key(n) for n in bwd.returns]
     if len(grads) != len(inputs):
-        raise UnsupportedError("compiled region: the backward returns %d grads for %d inputs" % (len(grads), len(inputs)))
+        raise ExportError("compiled region: the backward returns %d grads for %d inputs" % (len(grads), len(inputs)))
     bwd.finish(set(k for k in grads if k))
     bwd_grads = []
     for i, key in enumerate(grads):
@@ -183,10 +183,10 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
             bwd_grads.append(-1)
             continue
         if not key.startswith("buf:"):
-            raise UnsupportedError("compiled region: the grad of input %d is not a buffer of the backward" % i)
+            raise ExportError("compiled region: the grad of input %d is not a buffer of the backward" % i)
         n = int(key[4:])
         if bwd.bytes[n] != in_meta[i]:
-            raise UnsupportedError("compiled region: the grad buffer of input %d has %d bytes, the input %d"
+            raise ExportError("compiled region: the grad buffer of input %d has %d bytes, the input %d"
                                    % (i, bwd.bytes[n], in_meta[i]))
         bwd_grads.append(n)
     prog = []
@@ -196,10 +196,10 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
         else:
             prog.append("%s%d" % (ev, k))
     attrs = {
-        "fwd_bytes": fwd.bytes, "fwd_names": " ".join(fwd.labels),
+        "fwd_bytes": fwd.bytes, "fwd_names": " ".join("fwd." + n for n in fwd.labels),
         "fwd_program": " ".join("%s%d" % e for e in fwd.events if e[0] != "R"),
         "fwd_outputs": fwd_outputs, "saved": " ".join(saved),
-        "bwd_bytes": bwd.bytes, "bwd_names": " ".join(bwd.labels), "bwd_program": " ".join(prog),
+        "bwd_bytes": bwd.bytes, "bwd_names": " ".join("bwd." + n for n in bwd.labels), "bwd_program": " ".join(prog),
         "bwd_grads": bwd_grads, "input_bytes": in_meta, "requires_grad": [1 if r else 0 for r in rg],
         "memory_budget": float(budget),
     }
@@ -226,19 +226,26 @@ def _wrappers(model, inputs, budget):
     def backend(gm, example_inputs):
         graphs.append(list(example_inputs))
         return compile_fx(gm, example_inputs, inner_compile=inner)
-    old = fconfig.activation_memory_budget
-    fconfig.activation_memory_budget = budget
+    import torch._inductor.config as iconfig
+    # no AOTAutograd / FX graph cache: a cache hit would return a compiled graph without running
+    # inner_compile, whose wrapper source is what is read (the C++ kernels stay cached)
+    patches = [(fconfig, "activation_memory_budget", budget), (fconfig, "enable_autograd_cache", False),
+               (iconfig, "fx_graph_cache", False)]
+    saved = [(m, k, getattr(m, k)) for m, k, _ in patches]
+    for m, k, v in patches:
+        setattr(m, k, v)
     torch._dynamo.reset()
     try:
         out = torch.compile(model, backend=backend)(*inputs)
         if not isinstance(out, torch.Tensor):
-            raise UnsupportedError("--compile: the model returns %s; one tensor is modelled yet" % type(out).__name__)
+            raise ExportError("--compile: the model returns %s; one tensor is modelled yet" % type(out).__name__)
         out.backward(torch.ones_like(out))
     finally:
-        fconfig.activation_memory_budget = old
+        for m, k, v in saved:
+            setattr(m, k, v)
         torch._dynamo.reset()
     if len(graphs) != 1 or len(codes) != 2:
-        raise UnsupportedError("--compile: %d compiled graphs (graph breaks) and %d wrappers; one region is "
+        raise ExportError("--compile: %d compiled graphs (graph breaks) and %d wrappers; one region is "
                                "modelled yet" % (len(graphs), len(codes)))
     fwd = next(c for b, c in codes if not b)
     bwd = next(c for b, c in codes if b)
@@ -257,7 +264,7 @@ def compile_graph(g, model, inputs, budget=1.0):
     region_inputs = []
     for t in primals:
         if id(t) not in names:
-            raise UnsupportedError("--compile: a compiled graph input is neither a parameter nor a model input "
+            raise ExportError("--compile: a compiled graph input is neither a parameter nor a model input "
                                    "(buffers and constants are not modelled yet)")
         region_inputs.append(names[id(t)])
     in_bytes = [t.numel() * t.element_size() for t in primals]
@@ -267,7 +274,7 @@ def compile_graph(g, model, inputs, budget=1.0):
                     in_bytes, [(list(out.shape), dtype)], rg, budget)
     loss_ops = [o for o in g["ops"] if o.get("module") == "loss"]
     if not loss_ops:
-        raise UnsupportedError("--compile: the graph has no loss ops (module \"loss\")")
+        raise ExportError("--compile: the graph has no loss ops (module \"loss\")")
     g = dict(g)
     g["ops"] = [op] + loss_ops
     g["compiled"] = {"backend": "inductor", "torch": torch.__version__.split("+")[0],
