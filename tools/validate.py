@@ -389,8 +389,10 @@ def config_text(cfg):
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
                   ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
                   ("quantize", "quantize"), ("fp8", "fp8"), ("opt_in_bwd", "optimizer in backward"),
-                  ("compile", "torch.compile"))
+                  )
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
+    if cfg.get("compile") == "True":
+        c += ", torch.compile"
     if cfg.get("memory_budget", "1.0") != "1.0":
         c += ", activation_memory_budget %s" % cfg["memory_budget"]
     if cfg.get("reentrant") == "True":
@@ -544,15 +546,45 @@ def table_fp8(memsim, failures):
 
 
 def table_compile(memsim, failures):
-    """torch.compile: tests/data/traces_compile_2_13 against the graphs exported with --compile."""
-    return dir_table(memsim, failures, "traces_compile_2_13", "torch.compile (PyTorch 2.13, Inductor on the CPU)",
+    """torch.compile: tests/data/traces_compile_2_13 against the graphs exported with --compile, and
+    each compiled step beside the same step eager (its `_eager` trace)."""
+    sub = "traces_compile_2_13"
+    dirs = [os.path.join(ROOT, "tests", "data", sub, "graphs"), os.path.join(ROOT, "tests", "data", "traces_2_13", "graphs")]
+    lines = dir_table(memsim, failures, sub, "torch.compile (PyTorch 2.13, Inductor on the CPU)",
         ["Real CPU traces of compiled training steps, recorded by `tests/oracle/record_compile_2_13.sh`",
          "(`trace_step.py MODEL --compile [--memory-budget F] --warmup 1`: `torch.compile(model)` with the default",
          "Inductor backend, compiled in the warm-up step; the loss eager), predicted by `memsim run GRAPH --profile",
          "cpu --torch 2.13 --steps 2` where GRAPH is the model exported with `export_torch.py --compile",
          "[--memory-budget F]` at the trace's batch (`tests/data/traces_compile_2_13/graphs/`; Note [Compiled",
-         "regions] in docs/op-rules.md)."],
-        [os.path.join(ROOT, "tests", "data", "traces_compile_2_13", "graphs")], MAX_ERR_COMPILE, MAX_MEDIAN_COMPILE)
+         "regions] in docs/op-rules.md). memsim's forward and backward are its phase peaks over the two steps,",
+         "which are the traced (second) step's. The `_eager` rows are the same steps uncompiled, on the",
+         "2.13 graphs."], dirs, MAX_ERR_COMPILE, MAX_MEDIAN_COMPILE, short=True)
+    d = os.path.join(ROOT, "tests", "data", sub)
+    traces = {n[:-6]: summarize(os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")}
+    drop = ("compile", "memory_budget")
+    eager = {tuple(sorted((k, v) for k, v in cfg.items() if k not in drop)): n
+             for n, (cfg, _, _, _) in traces.items() if cfg.get("compile") != "True"}
+    lines += ["", "### Eager vs compiled", "",
+              "Peak and forward peak of each compiled step beside the same step eager (bytes; memsim in",
+              "parentheses).", "",
+              "| compiled trace | budget | eager peak | compiled peak | eager forward | compiled forward |",
+              "|---|---:|---:|---:|---:|---:|"]
+
+    def sim(name, cfg):
+        stem = compiled_graph_stem(cfg) if cfg.get("compile") == "True" else GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json"
+        graph = next(os.path.join(g, stem) for g in dirs if os.path.exists(os.path.join(g, stem)))
+        r = run_memsim(memsim, graph, cfg)[1]
+        return r["steps"][-1]["peak_live_bytes"], r["phase_peaks"]["forward"]
+    for n, (cfg, _, peak, phases) in traces.items():
+        twin = eager.get(tuple(sorted((k, v) for k, v in cfg.items() if k not in drop)))
+        if cfg.get("compile") != "True" or not twin:
+            continue
+        ecfg, _, epeak, ephases = traces[twin]
+        (sp, sf), (esp, esf) = sim(n, cfg), sim(twin, ecfg)
+        lines.append("| %s | %s | %d (%d) | %d (%d) | %d (%d) | %d (%d) |" % (
+            n, cfg.get("memory_budget", "1.0"), epeak, esp, peak, sp, ephases.get("forward", 0), esf,
+            phases.get("forward", 0), sf))
+    return lines
 
 
 def table_113(memsim, files, graphs):

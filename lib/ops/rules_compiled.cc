@@ -7,6 +7,7 @@
 // saved set in the order the backward takes it: i<k> input k, o<k> output k, b<k> forward buffer
 // k), bwd_grads (the backward buffer returned as each input's grad, -1: none), input_bytes (the
 // sizes the region was compiled for), out<j>_shape / out<j>_dtype, fwd_names / bwd_names.
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 

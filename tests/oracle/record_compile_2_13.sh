@@ -15,6 +15,9 @@ gcc -O2 -shared -fPIC -o "$spy" "$root/tools/memsim_export/allocspy.c" -ldl -lpt
 run() { name=$1; shift; [ "$only" = graphs ] && return 0
   OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --compile "$out/$name.trace.tmp" \
     && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+eager() { name=$1; shift; [ "$only" = graphs ] && return 0  # the same step uncompiled (the eager-vs-compiled table)
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_step.py" "$@" --check-spy "$out/$name.trace.tmp" \
+    && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
 graph() { name=$1; shift  # graph NAME EXPORT-ARGS...: graphs/NAME.json, compiled at the trace's sizes
   (cd "$root" && "$py" tools/export_torch.py "$@" --compile --loss cross_entropy --name "$name" -o "$out/graphs/$name.json"); }
 M=graphs/models.py
@@ -24,6 +27,11 @@ run mlp_b64_adam_warm1_mb05    mlp --batch 64 --opt adam --warmup 1 --memory-bud
 run mlp_b64_adam_warm1_mb0     mlp --batch 64 --opt adam --warmup 1 --memory-budget 0
 run rms_mlp_b64_adam_warm1     rms_mlp --batch 64 --opt adam --warmup 1
 run rms_mlp_b64_sgd_warm1_mb0  rms_mlp --batch 64 --opt sgd --warmup 1 --memory-budget 0
+eager mlp_b256_adam_warm1_eager   mlp --batch 256 --opt adam --warmup 1
+eager mlp_b256_sgd_warm1_eager    mlp --batch 256 --opt sgd --warmup 1
+eager mlp_b64_adam_warm1_eager    mlp --batch 64 --opt adam --warmup 1
+eager rms_mlp_b64_adam_warm1_eager rms_mlp --batch 64 --opt adam --warmup 1
+eager rms_mlp_b64_sgd_warm1_eager rms_mlp --batch 64 --opt sgd --warmup 1
 graph mlp_b256      $M:mlp --input "x=batch,1000" --set batch=256
 graph mlp_b64_mb05  $M:mlp --input "x=batch,1000" --set batch=64 --memory-budget 0.5
 graph mlp_b64_mb0   $M:mlp --input "x=batch,1000" --set batch=64 --memory-budget 0
