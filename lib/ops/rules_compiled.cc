@@ -144,7 +144,7 @@ void BwdCompiled(const RuleCtx& c, BwdPlan* p) {
 }  // namespace
 
 const std::vector<OpRule> kCompiledRules = {
-    {OpKind::kCompiled, 1, 32, ~0u, InferCompiled, FwdCompiled, BwdCompiled},
+    {OpKind::kCompiled, 1, 1 << 20, ~0u, InferCompiled, FwdCompiled, BwdCompiled},
 };
 
 }  // namespace memsim

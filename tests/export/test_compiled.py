@@ -76,9 +76,26 @@ class WrapperPrograms(unittest.TestCase):
         self.assertEqual(a["bwd_grads"], [0, 1, -1])
 
     def test_an_unknown_statement_is_refused_with_its_text(self):
-        src = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "buf3 = torch.ops.aten._fused_thing.default(buf1)")
-        with self.assertRaisesRegex(ExportError, "not modelled yet: buf3 = torch.ops.aten._fused_thing"):
+        src = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "buf3 = buf1.some_method()")
+        with self.assertRaisesRegex(ExportError, "not modelled yet: buf3 = buf1.some_method"):
             compiled._Program(src, "forward")
+
+    def test_a_fallback_kernels_results_are_sized_by_its_asserts(self):
+        # SDPA's CPU flash kernel: a tuple (out, logsumexp); the tuple and each item name them
+        src = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "\n        ".join([
+            "buf7 = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(buf1, buf1, buf1)",
+            "buf8 = buf7[0]",
+            "assert_size_stride(buf8, (2, 2, 16, 16), (512, 16, 32, 1), 'torch.ops.aten._scaled_dot_product')",
+            "buf9 = buf7[1]",
+            "assert_size_stride(buf9, (2, 2, 16), (32, 1, 2), 'torch.ops.aten._scaled_dot_product')",
+            "del buf7",
+            "del buf9",
+            "cpp_fused_mul_1(buf8, buf2)",
+            "del buf8"]))
+        p = compiled._Program(src, "forward")
+        self.assertEqual(p.bytes, [128, 128, 4096, 256])
+        # the logsumexp dies with its last name, the output with its own after the kernel reads it
+        self.assertEqual(p.events, [("A", 0), ("R", 0), ("R", 1), ("A", 1), ("A", 2), ("A", 3), ("F", 3), ("F", 2)])
 
 
 @unittest.skipUnless(HAS_COMPILE, "needs torch.compile (the torch 2.x venv)")

@@ -161,9 +161,14 @@ def main(argv=None):
             prov = "tools/export_torch.py %s %s --loss %s" % (
                 spec, " ".join("--input %s" % s for s in inputs), a.loss)
         opts = dict(loss=a.loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
+        captured = _compile(symbols, builder, takes, inputs, a.memory_budget) if a.compile else None
         g = _export(a, model, builder, takes, inputs, opts)
-        if a.compile:
-            g = _compile(g, builder, takes, inputs, a.memory_budget)
+        if captured:
+            from .compiled import compile_graph
+            if any(g.get("symbols", {}).get(k) != v for k, v in captured[-1].items()):
+                raise ExportError("--compile: the graph's symbols %s differ from the compile's %s: give each with --set"
+                                  % (g.get("symbols"), captured[-1]))
+            g = compile_graph(g, captured[:-1])
         if a.optimizer:
             from .optimizer_record import record_optimizer
             g["optimizer"] = record_optimizer(a.optimizer)
@@ -181,17 +186,24 @@ def main(argv=None):
     return 0
 
 
-def _compile(g, builder, takes, inputs, budget):
-    """--compile: the model built and run for real at the graph's symbol defaults (compiled.py)."""
+def _compile(symbols, builder, takes, inputs, budget):
+    """--compile: the model built, compiled and run for real at the symbols' values (batch 32 unless
+    set), before the eager export (compiled.capture_region); the binding comes last."""
     import torch
-    from .compiled import compile_graph
+    from .compiled import capture_region
     from .exporter import _make_input, parse_input_spec
-    binding = dict(g.get("symbols", {}))
+    specs = [parse_input_spec(s) for s in inputs]
+    binding = dict(symbols)
+    binding.setdefault("batch", 32)
+    used = {d for sp in specs for d in sp.dims if isinstance(d, str)} | set(takes)
+    missing = sorted(d for d in used if d not in binding)
+    if missing:
+        raise ExportError("--compile: give %s with --set (the compile runs at those sizes)" % ", ".join(missing))
     torch.manual_seed(0)
     model = split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
     model.train()
-    xs = [_make_input(parse_input_spec(s), binding, "cpu") for s in inputs]
-    return compile_graph(g, model, xs, budget)
+    xs = [_make_input(sp, binding, "cpu") for sp in specs]
+    return capture_region(model, xs, budget) + ({k: binding[k] for k in sorted(used)},)
 
 
 def _add_optimizer(graph, spec, output):

@@ -22,6 +22,9 @@ _VIEW = re.compile(r"^(\w+) = reinterpret_tensor\((\w+),")
 _DEL = re.compile(r"^del (\w+)$")
 _ARGS = re.compile(r"^([\w, ]+) = args$")
 _RET = re.compile(r"^return \((.*)\)$")
+_ASSERT = re.compile(r"^assert_size_stride\((\w+), \(([^)]*)\), \(([^)]*)\)")
+_FALLBACK = re.compile(r"^(\w+) = (torch\.ops\.[\w.]+|extern_kernels\.\w+)\((.*)\)$")
+_ITEM = re.compile(r"^(\w+) = (\w+)\[(\d+)\]$")
 
 
 def _ints(text):
@@ -80,22 +83,43 @@ def _returned_name(expr):
 
 
 class _Program:
-    """A wrapper's buffer program: storages (inputs or buffers) behind names, and the events."""
+    """A wrapper's buffer program: the storages behind each local name (a fallback's tuple names all
+    of its results), and the events."""
 
-    def __init__(self, source, kind):
-        self.kind, self.body = kind, _call_body(source)
-        self.names = {}      # local name -> storage key ("in:K" for the K-th argument, "buf:N" for buffer N)
+    def __init__(self, source, kind, float_bytes=4):
+        self.kind, self.body, self.float_bytes = kind, _call_body(source), float_bytes
+        self.names = {}      # local name -> storage keys ("in:K": the K-th argument, "buf:N": buffer N)
         self.bytes = []      # buffer N -> bytes
         self.labels = []     # buffer N -> its first name
         self.events = []     # ("A", N) / ("F", N) / ("R", K: argument K's last name went)
         self.args, self.returns = [], []
+        self.pending, self.element_of = set(), {}  # fallback results not sized yet; tuple items -> tuple
         self._run()
 
-    def _drop(self, name):
-        key = self.names.pop(name)
-        if key not in self.names.values():
+    def _drop(self, name, kept=()):
+        for key in self.names.pop(name):
+            if key in kept or any(key in v for v in self.names.values()):
+                continue
             kind, idx = key.split(":")
             self.events.append(("F" if kind == "buf" else "R", int(idx)))
+
+    def _alloc(self, name, nbytes):
+        n = len(self.bytes)
+        self.bytes.append(nbytes)
+        self.labels.append(name)
+        self.names[name] = ("buf:%d" % n,)
+        self.events.append(("A", n))
+        return n
+
+    def _sized(self, name, sizes, strides):
+        """A fallback kernel's result (or one item of its tuple) gets its size from Inductor's
+        assert_size_stride; its dtype is not in the text: the region's floating dtype."""
+        self.pending.discard(name)
+        n = self._alloc(name, (1 + sum((a - 1) * b for a, b in zip(sizes, strides))) * self.float_bytes
+                        if all(sizes) else 0)
+        if name in self.element_of:
+            base = self.element_of[name]
+            self.names[base] = self.names[base] + ("buf:%d" % n,)
 
     def _run(self):
         for st in self.body:
@@ -103,17 +127,18 @@ class _Program:
             if m:
                 self.args = [a.strip() for a in m.group(1).split(",") if a.strip()]
                 for k, a in enumerate(self.args):
-                    self.names[a] = "in:%d" % k
+                    self.names[a] = ("in:%d" % k,)
                 continue
-            if st == "args.clear()" or st.startswith("assert_size_stride") or st.startswith("assert_alignment"):
+            m = _ASSERT.match(st)
+            if m:
+                if m.group(1) in self.pending:
+                    self._sized(m.group(1), _ints(m.group(2)), _ints(m.group(3)))
+                continue
+            if st == "args.clear()" or st.startswith("assert_alignment"):
                 continue
             m = _ALLOC.match(st)
             if m:
-                n = len(self.bytes)
-                self.bytes.append(_storage_bytes(_ints(m.group(2)), _ints(m.group(3)), m.group(4)))
-                self.labels.append(m.group(1))
-                self.names[m.group(1)] = "buf:%d" % n
-                self.events.append(("A", n))
+                self._alloc(m.group(1), _storage_bytes(_ints(m.group(2)), _ints(m.group(3)), m.group(4)))
                 continue
             m = _REUSE.match(st)
             if m:
@@ -135,19 +160,33 @@ class _Program:
                 break
             if re.match(r"^(extern_kernels\.\w+\(.*out=|cpp_fused_\w+\()", st):
                 continue  # writes into buffers the program allocated; allocates nothing of its own
+            m = _FALLBACK.match(st)
+            if m and "out=" not in m.group(3):  # a kernel that returns fresh tensors (sized by its asserts)
+                self.names[m.group(1)] = ()
+                self.pending.add(m.group(1))
+                continue
+            m = _ITEM.match(st)
+            if m and m.group(2) in self.pending:
+                self.names[m.group(1)] = ()
+                self.pending.add(m.group(1))
+                self.element_of[m.group(1)] = m.group(2)
+                continue
             raise ExportError("compiled region (%s): Inductor wrapper statement not modelled yet: %s"
-                                   % (self.kind, st[:160]))
+                              % (self.kind, st[:160]))
 
     def key(self, name):
-        return None if name is None else self.names[name]
+        if name is None:
+            return None
+        keys = self.names[name]
+        if len(keys) != 1:
+            raise ExportError("compiled region (%s): %s names %d storages" % (self.kind, name, len(keys)))
+        return keys[0]
 
     def finish(self, kept):
-        """Locals not returned die as call() returns (kept: the storages the return keeps)."""
+        """Locals die as call() returns; the storages the return keeps (|kept|) stay."""
         for name in list(self.names):
-            key = self.names.get(name)
-            if key is None or key in kept:
-                continue
-            self._drop(name)  # an argument's last name: R (the forward's program leaves these out)
+            if name in self.names:
+                self._drop(name, kept)  # an argument's last name: R (the forward's program leaves these out)
 
 
 def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
@@ -252,11 +291,19 @@ def _wrappers(model, inputs, budget):
     return graphs[0], fwd, bwd, out
 
 
-def compile_graph(g, model, inputs, budget=1.0):
-    """Replaces the model ops of the exported graph |g| (every op but the loss's) by one compiled
-    region of |model| run on |inputs| (real tensors at the graph's symbol defaults)."""
+def capture_region(model, inputs, budget=1.0):
+    """Compiles and runs |model| on |inputs| (real tensors at the graph's symbol defaults): what
+    compile_graph needs. Run it before the eager export: the export's `--trace run` patches tensor
+    factories while it records, and Dynamo's trace rules, once built then, no longer know the
+    builtins (a graph break at `torch.arange`)."""
+    return (model, inputs, budget) + _wrappers(model, inputs, budget)
+
+
+def compile_graph(g, captured):
+    """Replaces the model ops of the exported graph |g| (every op but the loss's) by the compiled
+    region of capture_region."""
     import torch
-    primals, fwd_src, bwd_src, out = _wrappers(model, inputs, budget)
+    model, inputs, budget, primals, fwd_src, bwd_src, out = captured
     names = {id(p): n for n, p in model.named_parameters()}
     model_inputs = [i["name"] for i in g["inputs"]][:len(inputs)]
     for k, x in enumerate(inputs):
@@ -265,12 +312,13 @@ def compile_graph(g, model, inputs, budget=1.0):
     for t in primals:
         if id(t) not in names:
             raise ExportError("--compile: a compiled graph input is neither a parameter nor a model input "
-                                   "(buffers and constants are not modelled yet)")
+                                   "(buffers and constants are not modelled yet): %s %s" % (str(t.dtype)[6:], list(t.shape)))
         region_inputs.append(names[id(t)])
     in_bytes = [t.numel() * t.element_size() for t in primals]
     rg = [t.requires_grad for t in primals]
     dtype = str(out.dtype).replace("torch.", "")
-    op = _region_op(_Program(fwd_src, "forward"), _Program(bwd_src, "backward"), region_inputs, list(g["outputs"]),
+    fb = out.element_size()
+    op = _region_op(_Program(fwd_src, "forward", fb), _Program(bwd_src, "backward", fb), region_inputs, list(g["outputs"]),
                     in_bytes, [(list(out.shape), dtype)], rg, budget)
     loss_ops = [o for o in g["ops"] if o.get("module") == "loss"]
     if not loss_ops:
