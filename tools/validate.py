@@ -355,9 +355,10 @@ def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MA
 
 
 def compiled_graph_stem(cfg):
-    """The graph of a compiled trace: MODEL_bBATCH[_mbBUDGET].json (the budget's digits, 0.5 -> 05)."""
+    """The graph of a compiled trace: MODEL_bBATCH[_sSEQ][_mbBUDGET].json (the budget's digits, 0.5 -> 05)."""
     budget = float(cfg.get("memory_budget", "1.0"))
-    return "%s_b%s%s.json" % (cfg["model"], cfg["batch"], "" if budget == 1.0 else "_mb" + ("%g" % budget).replace(".", ""))
+    return "%s_b%s%s%s.json" % (cfg["model"], cfg["batch"], "_s" + cfg["seq"] if "seq" in cfg else "",
+                                "" if budget == 1.0 else "_mb" + ("%g" % budget).replace(".", ""))
 
 
 def table_lines(rows, peak_errs, known, not_yet):
