@@ -75,6 +75,12 @@ class WrapperPrograms(unittest.TestCase):
         self.assertEqual(a["bwd_program"], "G A0 R0 A1 R1")
         self.assertEqual(a["bwd_grads"], [0, 1, -1])
 
+    def test_a_reinterpreted_reuse_drops_the_old_name(self):
+        src = BWD.replace("buf0 = relu; del relu  # reuse",
+                          "buf0 = reinterpret_tensor(relu, (8, 4), (4, 1), 0); del relu  # reuse")
+        self.assertEqual(compiled._Program(src, "backward").events,
+                         compiled._Program(BWD, "backward").events)
+
     def test_an_unknown_statement_is_refused_with_its_text(self):
         src = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "buf3 = buf1.some_method()")
         with self.assertRaisesRegex(ExportError, "not modelled yet: buf3 = buf1.some_method"):

@@ -146,8 +146,11 @@ class _Program:
                 self._drop(m.group(3))
                 continue
             m = _VIEW.match(st)
-            if m:
+            if m:  # a view; `bufB = reinterpret_tensor(bufA, ...); del bufA  # reuse` renames too
                 self.names[m.group(1)] = self.names[m.group(2)]
+                d = re.search(r"; del (\w+)  # reuse$", st)
+                if d and d.group(1) in self.names:
+                    self._drop(d.group(1))
                 continue
             m = _DEL.match(st)
             if m:
