@@ -37,6 +37,8 @@ LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
                  "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
 # The 2.13 table's tolerance (issue: every peak and phase within 0.5 %, median within 0.01 %).
 MAX_ERR_213, MAX_MEDIAN_213 = 0.5, 0.01
+# The torch.compile table's tolerance (issue 29: within 1 %, median within 0.1 %).
+MAX_ERR_COMPILE, MAX_MEDIAN_COMPILE = 1.0, 0.1
 # The quantized-base table's tolerance (issue 28: within 1 %, median within 0.1 %).
 MAX_ERR_QLORA, MAX_MEDIAN_QLORA = 1.0, 0.1
 
@@ -261,6 +263,11 @@ def err(pred, real):
 def trace_cells(r, cfg, peak, phases):
     """(label, predicted, measured) per phase."""
     pp = r["phase_peaks"]
+    if "steps" in r and cfg.get("compile") == "True":
+        # a compiled region's forward and backward too: memsim's phase peaks are the maximum over the
+        # simulated steps, which is the traced (second) step's, whose optimizer state the first lacks
+        return [("peak", r["steps"][-1]["peak_live_bytes"], peak), ("forward", pp["forward"], phases.get("forward", 0)),
+                ("backward", pp["backward"], phases.get("backward", 0))]
     if "steps" in r:  # a steady-state trace: its one step against memsim's last step
         return [("peak", r["steps"][-1]["peak_live_bytes"], peak)]
     cells = [("peak", r["peak_live_bytes"], peak), ("forward", pp["forward"], phases.get("forward", 0)),
@@ -296,6 +303,7 @@ def main():
     lines += table_hf(a.memsim, failures)
     lines += table_qlora(a.memsim, failures)
     lines += table_fp8(a.memsim, failures)
+    lines += table_compile(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     device_lines, device_failures = validate_device.section(a.memsim)
@@ -333,6 +341,8 @@ def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MA
             not_yet.append("%s (%s): %s" % (name[:-6], source, ", ".join(unsupported(cfg))))
             continue
         stem = GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + GRAPH_FOR_LOSS.get(cfg.get("loss"), "") + ".json"
+        if cfg.get("compile") == "True":  # exported with --compile at the trace's sizes and budget
+            stem = compiled_graph_stem(cfg)
         graph = next((os.path.join(d, stem) for d in graph_dirs if os.path.exists(os.path.join(d, stem))),
                      os.path.join(graphs, stem))
         if not os.path.exists(graph):
@@ -353,6 +363,13 @@ def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MA
     if med > max_median:
         failures.append("median peak error %.3f %% exceeds %.2f %%" % (med, max_median))
     return rows, peak_errs, failures, known, not_yet
+
+
+def compiled_graph_stem(cfg):
+    """The graph of a compiled trace: MODEL_bBATCH[_sSEQ][_mbBUDGET].json (the budget's digits, 0.5 -> 05)."""
+    budget = float(cfg.get("memory_budget", "1.0"))
+    return "%s_b%s%s%s.json" % (cfg["model"], cfg["batch"], "_s" + cfg["seq"] if "seq" in cfg else "",
+                                "" if budget == 1.0 else "_mb" + ("%g" % budget).replace(".", ""))
 
 
 def table_lines(rows, peak_errs, known, not_yet):
@@ -383,8 +400,13 @@ def config_text(cfg):
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
                   ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
-                  ("quantize", "quantize"), ("fp8", "fp8"), ("opt_in_bwd", "optimizer in backward"))
+                  ("quantize", "quantize"), ("fp8", "fp8"), ("opt_in_bwd", "optimizer in backward"),
+                  )
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
+    if cfg.get("compile") == "True":
+        c += ", torch.compile"
+    if cfg.get("memory_budget", "1.0") != "1.0":
+        c += ", activation_memory_budget %s" % cfg["memory_budget"]
     if cfg.get("reentrant") == "True":
         c += " (reentrant)"
     if cfg.get("gradient_checkpointing") == "True":
@@ -533,6 +555,48 @@ def table_fp8(memsim, failures):
          "`memsim run GRAPH --profile cpu --torch 2.13 --step first --fp8 RECIPE` with the trace's settings, where",
          "GRAPH is the base model exported under 2.13 (Note [FP8 training])."],
         [os.path.join(ROOT, "tests", "data", "traces_fp8_2_13", "graphs")], short=True)
+
+
+def table_compile(memsim, failures):
+    """torch.compile: tests/data/traces_compile_2_13 against the graphs exported with --compile, and
+    each compiled step beside the same step eager (its `_eager` trace)."""
+    sub = "traces_compile_2_13"
+    dirs = [os.path.join(ROOT, "tests", "data", sub, "graphs"), os.path.join(ROOT, "tests", "data", "traces_2_13", "graphs")]
+    lines = dir_table(memsim, failures, sub, "torch.compile (PyTorch 2.13, Inductor on the CPU)",
+        ["Real CPU traces of compiled training steps, recorded by `tests/oracle/record_compile_2_13.sh`",
+         "(`trace_step.py MODEL --compile [--memory-budget F] --warmup 1`: `torch.compile(model)` with the default",
+         "Inductor backend, compiled in the warm-up step; the loss eager), predicted by `memsim run GRAPH --profile",
+         "cpu --torch 2.13 --steps 2` where GRAPH is the model exported with `export_torch.py --compile",
+         "[--memory-budget F]` at the trace's batch (`tests/data/traces_compile_2_13/graphs/`; Note [Compiled",
+         "regions] in docs/op-rules.md). memsim's forward and backward are its phase peaks over the two steps,",
+         "which are the traced (second) step's. The `_eager` rows are the same steps uncompiled, on the",
+         "2.13 graphs."], dirs, MAX_ERR_COMPILE, MAX_MEDIAN_COMPILE, short=True)
+    d = os.path.join(ROOT, "tests", "data", sub)
+    traces = {n[:-6]: summarize(os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")}
+    drop = ("compile", "memory_budget")
+    eager = {tuple(sorted((k, v) for k, v in cfg.items() if k not in drop)): n
+             for n, (cfg, _, _, _) in traces.items() if cfg.get("compile") != "True"}
+    lines += ["", "### Eager vs compiled", "",
+              "Peak and forward peak of each compiled step beside the same step eager (bytes; memsim in",
+              "parentheses).", "",
+              "| compiled trace | budget | eager peak | compiled peak | eager forward | compiled forward |",
+              "|---|---:|---:|---:|---:|---:|"]
+
+    def sim(name, cfg):
+        stem = compiled_graph_stem(cfg) if cfg.get("compile") == "True" else GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json"
+        graph = next(os.path.join(g, stem) for g in dirs if os.path.exists(os.path.join(g, stem)))
+        r = run_memsim(memsim, graph, cfg)[1]
+        return r["steps"][-1]["peak_live_bytes"], r["phase_peaks"]["forward"]
+    for n, (cfg, _, peak, phases) in traces.items():
+        twin = eager.get(tuple(sorted((k, v) for k, v in cfg.items() if k not in drop)))
+        if cfg.get("compile") != "True" or not twin:
+            continue
+        ecfg, _, epeak, ephases = traces[twin]
+        (sp, sf), (esp, esf) = sim(n, cfg), sim(twin, ecfg)
+        lines.append("| %s | %s | %d (%d) | %d (%d) | %d (%d) | %d (%d) |" % (
+            n, cfg.get("memory_budget", "1.0"), epeak, esp, peak, sp, ephases.get("forward", 0), esf,
+            phases.get("forward", 0), sf))
+    return lines
 
 
 def table_113(memsim, files, graphs):

@@ -45,7 +45,7 @@ LayerTable SummarizeLayers(const Graph& g, const BoundGraph& bound, const Profil
       if (bound.owner[out] == out) row.activation_bytes += bound.metas[out].bytes();
     const OpRule& rule = RuleFor(op.kind);
     RuleCtx c = MakeRuleCtx(g, bound, profile, o, &rg);
-    if (!rule.forward || c.rg == 0) continue;
+    if (!rule.forward || !c.rg.any()) continue;
     FwdPlan plan;
     rule.forward(c, &plan);
     std::set<int> saved_extras;  // a composite's inner nodes may each save the same extra

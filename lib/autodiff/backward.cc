@@ -37,7 +37,7 @@ void CountDependencies(StepState& s, OpId root) {
     OpId o = stack.back();
     stack.pop_back();
     for (size_t i = 0; i < s.g.ops[o].inputs.size(); ++i) {
-      if (!((s.nodes[o].rg >> i) & 1u)) continue;
+      if (!s.nodes[o].rg.test(i)) continue;
       Edge e = EdgeOf(s, o, i);
       if (e.param != kNoStorage) {
         ++s.param_deps[e.param];
@@ -212,7 +212,7 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];
   for (size_t i = 0; i < op.inputs.size(); ++i) {
-    if (!((node.rg >> i) & 1u)) continue;
+    if (!node.rg.test(i)) continue;
     s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
     Edge e = EdgeOf(s, o, i);
     if (e.param != kNoStorage) {

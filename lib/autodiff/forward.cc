@@ -45,8 +45,8 @@ void DestroyIfDead(StepState& s, OpId o) {
   for (StorageId st : node.ctx_attributes) s.ledger.Unref(st);
   node.ctx_attributes.clear();
   const Op& op = s.g.ops[o];
-  for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
-    if ((node.rg >> i) & 1u)
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (node.rg.test(i))
       if (Node* p = ProducerNode(s, op.inputs[i]); p && --p->edges == 0)
         DestroyIfDead(s, s.g.tensors[op.inputs[i]].producer);
 }
@@ -57,8 +57,8 @@ void CountNodeRefs(StepState& s, OpId o) {
   if (!node.exists) return;
   const Op& op = s.g.ops[o];
   node.names = static_cast<int>(op.outputs.size());
-  for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
-    if ((node.rg >> i) & 1u)
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (node.rg.test(i))
       if (Node* p = ProducerNode(s, op.inputs[i])) ++p->edges;
 }
 
@@ -237,7 +237,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   RuleCtx c = s.Ctx(o);
   Node& node = s.nodes[o];
   if (!recompute) {
-    node.exists = c.rg != 0;
+    node.exists = c.rg.any();
     node.rg = c.rg;
   }
   FwdPlan plan;

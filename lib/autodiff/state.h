@@ -33,7 +33,7 @@ struct Grad {
 /// The autograd node of one forward op.
 struct Node {
   bool exists = false;
-  uint32_t rg = 0;                    ///< bit i: input i requires grad
+  RgMask rg;                          ///< bit i: input i requires grad
   std::vector<StorageId> saved;
   std::vector<bool> released;
   /// Wrapped numbers kept while saved-tensor hooks pack the rest (FwdPlan::Extra::wrapped_number).

@@ -72,7 +72,7 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
   for (OpId o = 0; o < g.ops.size(); ++o) {
     const Op& op = g.ops[o];
     const OpRule& rule = RuleFor(op.kind);
-    RuleCtx ctx{op, b, *opt.profile, {}, {}, 0, out.inplace_override};
+    RuleCtx ctx{op, b, *opt.profile, {}, {}, {}, out.inplace_override};
     if (static_cast<int>(op.inputs.size()) < rule.min_inputs ||
         static_cast<int>(op.inputs.size()) > rule.max_inputs)
       return Status::InvalidArgument(g.source + ": " + op.pointer + "/inputs: " +
@@ -126,10 +126,10 @@ std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
     rg[t] = g.tensors[t].requires_grad && !(k < frozen.size() && frozen[k]);
   }
   for (const Op& op : g.ops) {
-    uint32_t diff = RuleFor(op.kind).diff_inputs;
+    const OpRule& rule = RuleFor(op.kind);
     bool any = false;
-    for (size_t i = 0; i < op.inputs.size() && i < 32; ++i)
-      any |= ((diff >> i) & 1u) && rg[op.inputs[i]];
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+      any |= Differentiable(rule, i) && rg[op.inputs[i]];
     for (TensorId t : op.outputs) rg[t] = any && IsFloating(bound.metas[t].dtype);
   }
   return rg;
@@ -138,15 +138,15 @@ std::vector<bool> PropagateRequiresGrad(const Graph& g, const BoundGraph& bound,
 RuleCtx MakeRuleCtx(const Graph& g, const BoundGraph& bound, const Profile& profile, OpId o,
                     const std::vector<bool>* rg) {
   const Op& op = g.ops[o];
-  RuleCtx c{op, bound.bindings, profile, {}, {}, 0, bound.inplace_override};
+  RuleCtx c{op, bound.bindings, profile, {}, {}, {}, bound.inplace_override};
+  const OpRule& rule = RuleFor(op.kind);
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     c.in.push_back(&bound.metas[op.inputs[i]]);
-    if (rg && i < 32 && (*rg)[op.inputs[i]]) c.rg |= 1u << i;
+    if (rg && (*rg)[op.inputs[i]] && Differentiable(rule, i)) c.rg.set(i);
   }
   if (o < bound.casts.size())
     for (const InputCast& cast : bound.casts[o]) c.in[cast.input] = &cast.meta;
   for (TensorId t : op.outputs) c.out.push_back(&bound.metas[t]);
-  c.rg &= RuleFor(op.kind).diff_inputs;
   return c;
 }
 

@@ -12,7 +12,8 @@ constexpr size_t kNumKinds = kNumOpKinds;
 std::array<const OpRule*, kNumKinds> BuildIndex() {
   std::array<const OpRule*, kNumKinds> idx{};
   for (const auto* table : {&kNnRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
-                            &kQuantizedRules, &kFp8Rules, &kCollectiveRules})
+                            &kQuantizedRules, &kFp8Rules, &kCollectiveRules,
+                            &kCompiledRules})
     for (const OpRule& r : *table) idx[static_cast<size_t>(r.kind)] = &r;
   return idx;
 }

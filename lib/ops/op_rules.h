@@ -2,7 +2,7 @@
 // output aliases an input: views, in-place ops), what the forward allocates and which tensors
 // autograd saves given which inputs require grad, and what its backward allocates.
 // Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
-// rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc). Per-op facts (grad alias layout, in-place capable,
+// rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc, rules_compiled.cc). Per-op facts (grad alias layout, in-place capable,
 // GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
@@ -16,6 +16,7 @@
 
 #include "lib/ir/graph.h"
 #include "lib/ops/profile.h"
+#include "lib/ops/rg_mask.h"
 #include "lib/ops/tensor_meta.h"
 #include "lib/util/status.h"
 
@@ -28,10 +29,10 @@ struct RuleCtx {
   const Profile& profile;
   std::vector<const TensorMeta*> in;   ///< input metas
   std::vector<const TensorMeta*> out;  ///< output metas (empty during shape inference)
-  uint32_t rg = 0;                     ///< bit i set: input i requires grad
+  RgMask rg;                           ///< bit i set: input i requires grad
   std::optional<bool> inplace_override;  ///< --inplace-activations on|off (unset = keep)
 
-  bool rg_in(size_t i) const { return i < 32 && (rg >> i) & 1u; }
+  bool rg_in(size_t i) const { return rg.test(i); }
   int64_t num_in() const { return static_cast<int64_t>(in.size()); }
   /// The op's `inplace` attribute, after --inplace-activations.
   bool inplace() const;
@@ -153,7 +154,7 @@ using AliasGradFn = std::optional<TensorMeta> (*)(const Op& op, const Bindings& 
 struct OpRule {
   OpKind kind;
   int min_inputs, max_inputs;
-  uint32_t diff_inputs;  ///< bit i: input i is differentiable (indices, targets, stats are not)
+  uint32_t diff_inputs;  ///< bit i: input i is differentiable (indices, targets, stats are not); bit 31 also inputs 32 on
   InferFn infer;
   FwdFn forward;         ///< null: new outputs, nothing saved
   BwdFn backward;        ///< null: a new grad for every input that requires grad
@@ -179,6 +180,10 @@ extern const std::vector<OpRule> kActivationRules;
 extern const std::vector<OpRule> kQuantizedRules;
 extern const std::vector<OpRule> kFp8Rules;
 extern const std::vector<OpRule> kCollectiveRules;
+extern const std::vector<OpRule> kCompiledRules;
+
+/// Whether input |i| of |rule|'s op is differentiable (OpRule::diff_inputs).
+inline bool Differentiable(const OpRule& rule, size_t i) { return (rule.diff_inputs >> (i < 32 ? i : 31)) & 1u; }
 
 /// True for ops that call cuBLAS (GEMMs) on CUDA: the row's |gemm| column.
 bool IsGemm(OpKind kind);

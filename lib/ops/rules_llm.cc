@@ -47,7 +47,7 @@ Status InferWhere(const RuleCtx& c, InferOut* o) {
 
 // WhereBackward keeps the condition; each tensor branch gets where(cond, grad, 0).
 void FwdWhere(const RuleCtx& c, FwdPlan* p) {
-  if (c.rg != 0) p->Save(SavedRef::kInput, 0);
+  if (c.rg.any()) p->Save(SavedRef::kInput, 0);
 }
 
 void BwdEachNew(const RuleCtx& c, BwdPlan* p) {

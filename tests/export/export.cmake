@@ -28,3 +28,10 @@ add_test(NAME export.hf
          COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_hf.py -v
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)
+
+# torch.compile regions (export_torch.py --compile): the wrapper reading, and a fresh export of the
+# MLP against the validated graph (the torch 2.x venv: Inductor compiles C++ with the host's g++).
+add_test(NAME export.compiled
+         COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_compiled.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.compiled PROPERTIES TIMEOUT 600 LABELS export)

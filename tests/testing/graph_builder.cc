@@ -103,7 +103,7 @@ std::vector<SavedItem> SavedBy(const Run& run, const std::string& op_name) {
   const Op& op = g.ops[o];
   const OpRule& rule = RuleFor(op.kind);
   RuleCtx c = MakeRuleCtx(g, b, run.r.profile, o, &rg);
-  if (!rule.forward || c.rg == 0) return items;
+  if (!rule.forward || !c.rg.any()) return items;
   FwdPlan plan;
   rule.forward(c, &plan);
   for (const SavedRef& s : plan.saved) {

@@ -109,8 +109,15 @@ def main(argv=None):
                          "\"{'lr': 1e-3}\") into the graph; `memsim run --optimizer recorded` replays it")
     ap.add_argument("--graph", metavar="GRAPH.json",
                     help="with --optimizer and no model: add the recorded optimizer to this graph file")
+    ap.add_argument("--compile", action="store_true",
+                    help="the model as torch.compile(model) runs it (default Inductor): one compiled region "
+                         "whose buffer programs are read from Inductor's wrappers (Note [Compiled regions])")
+    ap.add_argument("--memory-budget", type=float, default=1.0, metavar="F",
+                    help="with --compile: torch._functorch.config.activation_memory_budget (default 1.0)")
     ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     a = ap.parse_args(argv)
+    if a.memory_budget != 1.0 and not a.compile:
+        ap.error("--memory-budget applies with --compile")
     spec = a.module_spec or a.model
     if a.graph:
         if spec or not a.optimizer:
@@ -154,7 +161,14 @@ def main(argv=None):
             prov = "tools/export_torch.py %s %s --loss %s" % (
                 spec, " ".join("--input %s" % s for s in inputs), a.loss)
         opts = dict(loss=a.loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
+        captured = _compile(symbols, builder, takes, inputs, a.memory_budget) if a.compile else None
         g = _export(a, model, builder, takes, inputs, opts)
+        if captured:
+            from .compiled import compile_graph
+            if any(g.get("symbols", {}).get(k) != v for k, v in captured[-1].items()):
+                raise ExportError("--compile: the graph's symbols %s differ from the compile's %s: give each with --set"
+                                  % (g.get("symbols"), captured[-1]))
+            g = compile_graph(g, captured[:-1])
         if a.optimizer:
             from .optimizer_record import record_optimizer
             g["optimizer"] = record_optimizer(a.optimizer)
@@ -170,6 +184,26 @@ def main(argv=None):
         sys.stderr.write("wrote %s: %d ops, %d parameter tensors (%d elements)\n" % (
             a.output, len(g["ops"]), len(g["parameters"]), n_params))
     return 0
+
+
+def _compile(symbols, builder, takes, inputs, budget):
+    """--compile: the model built, compiled and run for real at the symbols' values (batch 32 unless
+    set), before the eager export (compiled.capture_region); the binding comes last."""
+    import torch
+    from .compiled import capture_region
+    from .exporter import _make_input, parse_input_spec
+    specs = [parse_input_spec(s) for s in inputs]
+    binding = dict(symbols)
+    binding.setdefault("batch", 32)
+    used = {d for sp in specs for d in sp.dims if isinstance(d, str)} | set(takes)
+    missing = sorted(d for d in used if d not in binding)
+    if missing:
+        raise ExportError("--compile: give %s with --set (the compile runs at those sizes)" % ", ".join(missing))
+    torch.manual_seed(0)
+    model = split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
+    model.train()
+    xs = [_make_input(sp, binding, "cpu") for sp in specs]
+    return capture_region(model, xs, budget) + ({k: binding[k] for k in sorted(used)},)
 
 
 def _add_optimizer(graph, spec, output):

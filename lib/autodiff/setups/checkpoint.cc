@@ -321,8 +321,8 @@ class Checkpoint : public TrainingSetup {
       for (TensorId t : s.g.ops[o].outputs)
         if (last[t] != kNone) d = std::max(d, last[t]);
       for (OpId c = o + 1; c <= r.last; ++c)
-        for (size_t i = 0; i < s.g.ops[c].inputs.size() && i < 32; ++i)
-          if (s.nodes[c].died && ((s.nodes[c].rg >> i) & 1u) && s.g.tensors[s.g.ops[c].inputs[i]].producer == o)
+        for (size_t i = 0; i < s.g.ops[c].inputs.size(); ++i)
+          if (s.nodes[c].died && s.nodes[c].rg.test(i) && s.g.tensors[s.g.ops[c].inputs[i]].producer == o)
             d = std::max(d, dead_death_[c - r.first]);
       dead_death_[o - r.first] = d;
     }

@@ -1,0 +1,122 @@
+"""torch.compile export (`export_torch.py --compile`, Note [Compiled regions] in docs/op-rules.md):
+the reading of Inductor's wrapper code into buffer programs, and (under torch >= 2.4, the venv of
+`make deps`) a fresh export of the MLP against the graph of tests/data/traces_compile_2_13, which
+tools/validate.py checks against real compiled traces."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from memsim_export import compiled  # noqa: E402
+from memsim_export.errors import ExportError  # noqa: E402
+
+try:
+    import torch
+    HAS_COMPILE = int(torch.__version__.split(".")[0]) >= 2
+except ImportError:
+    HAS_COMPILE = False
+
+# The shape of Inductor's wrappers (PyTorch 2.13): one Linear + ReLU, forward and backward.
+FWD = '''
+class Runner:
+    def call(self, args):
+        primals_1, primals_2, primals_3 = args
+        args.clear()
+        buf0 = empty_strided_cpu((8, 4), (4, 1), torch.float32)
+        extern_kernels.addmm(primals_2, primals_3, reinterpret_tensor(primals_1, (16, 4), (1, 16), 0), alpha=1, beta=1, out=buf0)
+        del primals_1
+        del primals_2
+        buf1 = buf0; del buf0  # reuse
+        cpp_fused_relu_0(buf1)
+        buf2 = empty_strided_cpu((8, 4), (4, 1), torch.float32)
+        cpp_fused_mul_1(buf1, buf2)
+        return (buf2, primals_3, buf1, )
+'''
+BWD = '''
+class Runner:
+    def call(self, args):
+        primals_3, relu, tangents_1 = args
+        args.clear()
+        buf0 = relu; del relu  # reuse
+        cpp_fused_threshold_backward_0(buf0, tangents_1)
+        del tangents_1
+        buf1 = empty_strided_cpu((4, 16), (16, 1), torch.float32)
+        extern_kernels.mm(reinterpret_tensor(buf0, (4, 8), (1, 4), 0), primals_3, out=buf1)
+        del primals_3
+        buf2 = empty_strided_cpu((1, 4), (4, 1), torch.float32)
+        cpp_fused_sum_1(buf0, buf2)
+        del buf0
+        return (buf1, reinterpret_tensor(buf2, (4, ), (1, ), 0), None, )
+'''
+
+
+class WrapperPrograms(unittest.TestCase):
+    def region(self):
+        return compiled._region_op(compiled._Program(FWD, "forward"), compiled._Program(BWD, "backward"),
+                                   ["w", "b", "x"], ["y"], [256, 16, 512], [([8, 4], "float32")],
+                                   [True, True, False], 1.0)
+
+    def test_forward_program_and_saved_set(self):
+        a = self.region()["attrs"]
+        self.assertEqual(a["fwd_bytes"], [128, 128])
+        self.assertEqual(a["fwd_program"], "A0 A1")    # buf1 is buf0 reused; nothing freed
+        self.assertEqual(a["fwd_outputs"], [1])         # buf2 is y
+        self.assertEqual(a["saved"], "i2 b0")           # x (primals_3) and the relu output
+
+    def test_backward_releases_saved_tensors_where_the_wrapper_drops_them(self):
+        a = self.region()["attrs"]
+        self.assertEqual(a["bwd_bytes"], [256, 16])
+        # the tangent, then x's last name, then the relu (renamed buf0) after the bias grad's kernel
+        self.assertEqual(a["bwd_program"], "G A0 R0 A1 R1")
+        self.assertEqual(a["bwd_grads"], [0, 1, -1])
+
+    def test_a_reinterpreted_reuse_drops_the_old_name(self):
+        src = BWD.replace("buf0 = relu; del relu  # reuse",
+                          "buf0 = reinterpret_tensor(relu, (8, 4), (4, 1), 0); del relu  # reuse")
+        self.assertEqual(compiled._Program(src, "backward").events,
+                         compiled._Program(BWD, "backward").events)
+
+    def test_an_unknown_statement_is_refused_with_its_text(self):
+        src = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "buf3 = buf1.some_method()")
+        with self.assertRaisesRegex(ExportError, "not modelled yet: buf3 = buf1.some_method"):
+            compiled._Program(src, "forward")
+
+    def test_a_fallback_kernels_results_are_sized_by_its_asserts(self):
+        # SDPA's CPU flash kernel: a tuple (out, logsumexp); the tuple and each item name them
+        src = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "\n        ".join([
+            "buf7 = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(buf1, buf1, buf1)",
+            "buf8 = buf7[0]",
+            "assert_size_stride(buf8, (2, 2, 16, 16), (512, 16, 32, 1), 'torch.ops.aten._scaled_dot_product')",
+            "buf9 = buf7[1]",
+            "assert_size_stride(buf9, (2, 2, 16), (32, 1, 2), 'torch.ops.aten._scaled_dot_product')",
+            "del buf7",
+            "del buf9",
+            "cpp_fused_mul_1(buf8, buf2)",
+            "del buf8"]))
+        p = compiled._Program(src, "forward")
+        self.assertEqual(p.bytes, [128, 128, 4096, 256])
+        # the logsumexp dies with its last name, the output with its own after the kernel reads it
+        self.assertEqual(p.events, [("A", 0), ("R", 0), ("R", 1), ("A", 1), ("A", 2), ("A", 3), ("F", 3), ("F", 2)])
+
+
+@unittest.skipUnless(HAS_COMPILE, "needs torch.compile (the torch 2.x venv)")
+class ExportCompiled(unittest.TestCase):
+    def test_mlp_export_matches_the_validated_graph(self):
+        want = os.path.join(ROOT, "tests", "data", "traces_compile_2_13", "graphs", "mlp_b256.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "g.json")
+            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "export_torch.py"), "graphs/models.py:mlp",
+                            "--input", "x=batch,1000", "--set", "batch=256", "--compile", "--loss", "cross_entropy",
+                            "--name", "mlp_b256", "-o", out], check=True, cwd=ROOT, capture_output=True)
+            got, ref = json.load(open(out)), json.load(open(want))
+        self.assertEqual(got["ops"], ref["ops"])
+        self.assertEqual(got["compiled"]["activation_memory_budget"], 1.0)
+
+
+if __name__ == "__main__":
+    unittest.main()

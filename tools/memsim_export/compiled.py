@@ -1,0 +1,333 @@
+"""torch.compile: a compiled training step as memsim sees it (Note [Compiled regions] in docs/op-rules.md).
+
+`export_torch.py ... --compile [--memory-budget F]` exports the model as usual, then compiles it with
+torch.compile's default Inductor backend and runs one forward and backward on the graph's example
+sizes (which compiles both: Inductor generates a Python wrapper per graph that allocates every buffer
+with `empty_strided_cpu`, reuses buffers (`buf3 = buf0; del buf0  # reuse`) and frees them with
+`del`). The wrapper of the forward graph and of the backward graph that AOTAutograd's partitioner
+produced are read as buffer programs: which buffer is allocated, of how many bytes, when its last
+name goes; which of them the forward returns to the caller and which it saves for the backward
+(the partitioner's saved set); which the backward returns as each input's grad. The model's ops are
+replaced by one op "compiled" that carries these programs; the loss stays eager, as it ran.
+"""
+import re
+
+from .errors import ExportError
+
+_ELEM = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int8": 1,
+         "uint8": 1, "bool": 1}
+_ALLOC = re.compile(r"^(\w+) = empty_strided_cpu\(\(([^)]*)\), \(([^)]*)\), torch\.(\w+)\)$")
+_REUSE = re.compile(r"^(\w+) = (\w+); del (\w+)  # reuse$")
+_VIEW = re.compile(r"^(\w+) = reinterpret_tensor\((\w+),")
+_DEL = re.compile(r"^del (\w+)$")
+_ARGS = re.compile(r"^([\w, ]+) = args$")
+_RET = re.compile(r"^return \((.*)\)$")
+_ASSERT = re.compile(r"^assert_size_stride\((\w+), \(([^)]*)\), \(([^)]*)\)")
+_FALLBACK = re.compile(r"^(\w+) = (torch\.ops\.[\w.]+|extern_kernels\.\w+)\((.*)\)$")
+_ITEM = re.compile(r"^(\w+) = (\w+)\[(\d+)\]$")
+
+
+def _ints(text):
+    return [int(x) for x in text.replace(" ", "").split(",") if x]
+
+
+def _storage_bytes(sizes, strides, dtype):
+    if dtype not in _ELEM:
+        raise ExportError("compiled region: buffer dtype %s" % dtype)
+    if any(s == 0 for s in sizes):
+        return 0
+    return (1 + sum((s - 1) * st for s, st in zip(sizes, strides))) * _ELEM[dtype]
+
+
+def _call_body(source):
+    """The statements of the wrapper's `call(self, args)` (or `call(args)`), stripped."""
+    lines, body, indent = source.splitlines(), [], None
+    for i, line in enumerate(lines):
+        if re.match(r"^\s*def call\((self, )?args\):", line):
+            indent = len(line) - len(line.lstrip())
+            for b in lines[i + 1:]:
+                if b.strip() and len(b) - len(b.lstrip()) <= indent:
+                    break
+                if b.strip() and not b.strip().startswith("#"):
+                    body.append(b.strip())
+            return body
+    raise ExportError("compiled region: no call(args) in Inductor's wrapper code")
+
+
+def _split_top(text):
+    """Splits `a, f(b, c), d` at top-level commas."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _returned_name(expr):
+    """The local a returned expression refers to (`buf3`, `reinterpret_tensor(buf2, ...)`), or None."""
+    if expr == "None":
+        return None
+    m = re.match(r"^reinterpret_tensor\((\w+),", expr) or re.match(r"^(\w+)$", expr)
+    if not m:
+        raise ExportError("compiled region: returned expression %r" % expr)
+    return m.group(1)
+
+
+class _Program:
+    """A wrapper's buffer program: the storages behind each local name (a fallback's tuple names all
+    of its results), and the events."""
+
+    def __init__(self, source, kind, float_bytes=4):
+        self.kind, self.body, self.float_bytes = kind, _call_body(source), float_bytes
+        self.names = {}      # local name -> storage keys ("in:K": the K-th argument, "buf:N": buffer N)
+        self.bytes = []      # buffer N -> bytes
+        self.labels = []     # buffer N -> its first name
+        self.events = []     # ("A", N) / ("F", N) / ("R", K: argument K's last name went)
+        self.args, self.returns = [], []
+        self.pending, self.element_of = set(), {}  # fallback results not sized yet; tuple items -> tuple
+        self._run()
+
+    def _drop(self, name, kept=()):
+        for key in self.names.pop(name):
+            if key in kept or any(key in v for v in self.names.values()):
+                continue
+            kind, idx = key.split(":")
+            self.events.append(("F" if kind == "buf" else "R", int(idx)))
+
+    def _alloc(self, name, nbytes):
+        n = len(self.bytes)
+        self.bytes.append(nbytes)
+        self.labels.append(name)
+        self.names[name] = ("buf:%d" % n,)
+        self.events.append(("A", n))
+        return n
+
+    def _sized(self, name, sizes, strides):
+        """A fallback kernel's result (or one item of its tuple) gets its size from Inductor's
+        assert_size_stride; its dtype is not in the text: the region's floating dtype."""
+        self.pending.discard(name)
+        n = self._alloc(name, (1 + sum((a - 1) * b for a, b in zip(sizes, strides))) * self.float_bytes
+                        if all(sizes) else 0)
+        if name in self.element_of:
+            base = self.element_of[name]
+            self.names[base] = self.names[base] + ("buf:%d" % n,)
+
+    def _run(self):
+        for st in self.body:
+            m = _ARGS.match(st)
+            if m:
+                self.args = [a.strip() for a in m.group(1).split(",") if a.strip()]
+                for k, a in enumerate(self.args):
+                    self.names[a] = ("in:%d" % k,)
+                continue
+            m = _ASSERT.match(st)
+            if m:
+                if m.group(1) in self.pending:
+                    self._sized(m.group(1), _ints(m.group(2)), _ints(m.group(3)))
+                continue
+            if st == "args.clear()" or st.startswith("assert_alignment"):
+                continue
+            m = _ALLOC.match(st)
+            if m:
+                self._alloc(m.group(1), _storage_bytes(_ints(m.group(2)), _ints(m.group(3)), m.group(4)))
+                continue
+            m = _REUSE.match(st)
+            if m:
+                self.names[m.group(1)] = self.names[m.group(2)]
+                self._drop(m.group(3))
+                continue
+            m = _VIEW.match(st)
+            if m:  # a view; `bufB = reinterpret_tensor(bufA, ...); del bufA  # reuse` renames too
+                self.names[m.group(1)] = self.names[m.group(2)]
+                d = re.search(r"; del (\w+)  # reuse$", st)
+                if d and d.group(1) in self.names:
+                    self._drop(d.group(1))
+                continue
+            m = _DEL.match(st)
+            if m:
+                if m.group(1) in self.names:
+                    self._drop(m.group(1))
+                continue
+            m = _RET.match(st)
+            if m:
+                self.returns = [_returned_name(e) for e in _split_top(m.group(1))]
+                break
+            if re.match(r"^(extern_kernels\.\w+\(.*out=|cpp_fused_\w+\()", st):
+                continue  # writes into buffers the program allocated; allocates nothing of its own
+            m = _FALLBACK.match(st)
+            if m and "out=" not in m.group(3):  # a kernel that returns fresh tensors (sized by its asserts)
+                self.names[m.group(1)] = ()
+                self.pending.add(m.group(1))
+                continue
+            m = _ITEM.match(st)
+            if m and m.group(2) in self.pending:
+                self.names[m.group(1)] = ()
+                self.pending.add(m.group(1))
+                self.element_of[m.group(1)] = m.group(2)
+                continue
+            raise ExportError("compiled region (%s): Inductor wrapper statement not modelled yet: %s"
+                              % (self.kind, st[:160]))
+
+    def key(self, name):
+        if name is None:
+            return None
+        keys = self.names[name]
+        if len(keys) != 1:
+            raise ExportError("compiled region (%s): %s names %d storages" % (self.kind, name, len(keys)))
+        return keys[0]
+
+    def finish(self, kept):
+        """Locals die as call() returns; the storages the return keeps (|kept|) stay."""
+        for name in list(self.names):
+            if name in self.names:
+                self._drop(name, kept)  # an argument's last name: R (the forward's program leaves these out)
+
+
+def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
+    nsaved = sum(1 for a in bwd.args if not a.startswith("tangents_"))
+    nuser = len(fwd.returns) - nsaved
+    if nuser != len(outputs):
+        raise ExportError("compiled region: the forward returns %d user outputs, the graph has %d (mutated "
+                               "inputs or several outputs are not modelled yet)" % (nuser, len(outputs)))
+    out_keys = [fwd.key(n) for n in fwd.returns[:nuser]]
+    saved_keys = [fwd.key(n) for n in fwd.returns[nuser:]]
+    fwd.finish(set(out_keys) | set(saved_keys))
+    fwd_outputs = []
+    for j, key in enumerate(out_keys):
+        if key is None or not key.startswith("buf:"):
+            raise ExportError("compiled region: user output %d is not a buffer of the forward" % j)
+        fwd_outputs.append(int(key[4:]))
+    saved = []
+    for key in saved_keys:
+        if key.startswith("in:"):
+            saved.append("i%s" % key[3:])
+        elif int(key[4:]) in fwd_outputs:
+            saved.append("o%d" % fwd_outputs.index(int(key[4:])))
+        else:
+            saved.append("b%s" % key[4:])
+    # the backward: its arguments are the saved tensors, then the tangents
+    grads = [bwd.key(n) for n in bwd.returns]
+    if len(grads) != len(inputs):
+        raise ExportError("compiled region: the backward returns %d grads for %d inputs" % (len(grads), len(inputs)))
+    bwd.finish(set(k for k in grads if k))
+    bwd_grads = []
+    for i, key in enumerate(grads):
+        if key is None:
+            bwd_grads.append(-1)
+            continue
+        if not key.startswith("buf:"):
+            raise ExportError("compiled region: the grad of input %d is not a buffer of the backward" % i)
+        n = int(key[4:])
+        if bwd.bytes[n] != in_meta[i]:
+            raise ExportError("compiled region: the grad buffer of input %d has %d bytes, the input %d"
+                                   % (i, bwd.bytes[n], in_meta[i]))
+        bwd_grads.append(n)
+    prog = []
+    for ev, k in bwd.events:
+        if ev == "R":
+            prog.append("R%d" % k if k < nsaved else "G")
+        else:
+            prog.append("%s%d" % (ev, k))
+    attrs = {
+        "fwd_bytes": fwd.bytes, "fwd_names": " ".join("fwd." + n for n in fwd.labels),
+        "fwd_program": " ".join("%s%d" % e for e in fwd.events if e[0] != "R"),
+        "fwd_outputs": fwd_outputs, "saved": " ".join(saved),
+        "bwd_bytes": bwd.bytes, "bwd_names": " ".join("bwd." + n for n in bwd.labels), "bwd_program": " ".join(prog),
+        "bwd_grads": bwd_grads, "input_bytes": in_meta, "requires_grad": [1 if r else 0 for r in rg],
+        "memory_budget": float(budget),
+    }
+    for j, (shape, dtype) in enumerate(out_meta):
+        attrs["out%d_shape" % j] = shape
+        attrs["out%d_dtype" % j] = dtype
+    return {"op": "compiled", "name": "compiled_region_0", "module": "", "inputs": inputs, "outputs": outputs,
+            "attrs": attrs}
+
+
+def _wrappers(model, inputs, budget):
+    """Compiles |model| with Inductor and runs one forward and backward on |inputs|: the Dynamo
+    graph's example inputs (primals, in order) and the wrapper source of each compiled graph."""
+    import torch
+    import torch._functorch.config as fconfig
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+    graphs, codes = [], []
+
+    def inner(gm, example_inputs, **kw):
+        out = compile_fx_inner(gm, example_inputs, **kw)
+        codes.append((bool(kw.get("is_backward")), out.source_code))
+        return out
+
+    def backend(gm, example_inputs):
+        graphs.append(list(example_inputs))
+        return compile_fx(gm, example_inputs, inner_compile=inner)
+    import torch._inductor.config as iconfig
+    # no AOTAutograd / FX graph cache: a cache hit would return a compiled graph without running
+    # inner_compile, whose wrapper source is what is read (the C++ kernels stay cached)
+    patches = [(fconfig, "activation_memory_budget", budget), (fconfig, "enable_autograd_cache", False),
+               (iconfig, "fx_graph_cache", False)]
+    saved = [(m, k, getattr(m, k)) for m, k, _ in patches]
+    for m, k, v in patches:
+        setattr(m, k, v)
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(model, backend=backend)(*inputs)
+        if not isinstance(out, torch.Tensor):
+            raise ExportError("--compile: the model returns %s; one tensor is modelled yet" % type(out).__name__)
+        out.backward(torch.ones_like(out))
+    finally:
+        for m, k, v in saved:
+            setattr(m, k, v)
+        torch._dynamo.reset()
+    if len(graphs) != 1 or len(codes) != 2:
+        raise ExportError("--compile: %d compiled graphs (graph breaks) and %d wrappers; one region is "
+                               "modelled yet" % (len(graphs), len(codes)))
+    fwd = next(c for b, c in codes if not b)
+    bwd = next(c for b, c in codes if b)
+    return graphs[0], fwd, bwd, out
+
+
+def capture_region(model, inputs, budget=1.0):
+    """Compiles and runs |model| on |inputs| (real tensors at the graph's symbol defaults): what
+    compile_graph needs. Run it before the eager export: the export's `--trace run` patches tensor
+    factories while it records, and Dynamo's trace rules, once built then, no longer know the
+    builtins (a graph break at `torch.arange`)."""
+    return (model, inputs, budget) + _wrappers(model, inputs, budget)
+
+
+def compile_graph(g, captured):
+    """Replaces the model ops of the exported graph |g| (every op but the loss's) by the compiled
+    region of capture_region."""
+    import torch
+    model, inputs, budget, primals, fwd_src, bwd_src, out = captured
+    names = {id(p): n for n, p in model.named_parameters()}
+    model_inputs = [i["name"] for i in g["inputs"]][:len(inputs)]
+    for k, x in enumerate(inputs):
+        names[id(x)] = model_inputs[k]
+    region_inputs = []
+    for t in primals:
+        if id(t) not in names:
+            raise ExportError("--compile: a compiled graph input is neither a parameter nor a model input "
+                                   "(buffers and constants are not modelled yet): %s %s" % (str(t.dtype)[6:], list(t.shape)))
+        region_inputs.append(names[id(t)])
+    in_bytes = [t.numel() * t.element_size() for t in primals]
+    rg = [t.requires_grad for t in primals]
+    dtype = str(out.dtype).replace("torch.", "")
+    fb = out.element_size()
+    op = _region_op(_Program(fwd_src, "forward", fb), _Program(bwd_src, "backward", fb), region_inputs, list(g["outputs"]),
+                    in_bytes, [(list(out.shape), dtype)], rg, budget)
+    loss_ops = [o for o in g["ops"] if o.get("module") == "loss"]
+    if not loss_ops:
+        raise ExportError("--compile: the graph has no loss ops (module \"loss\")")
+    g = dict(g)
+    g["ops"] = [op] + loss_ops
+    g["compiled"] = {"backend": "inductor", "torch": torch.__version__.split("+")[0],
+                     "activation_memory_budget": float(budget), "regions": 1}
+    return g
