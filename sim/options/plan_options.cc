@@ -22,6 +22,10 @@ void PlanArgs::Bind(CLI::App* cmd) {
   cmd->add_option("--torch", torch, "the PyTorch release whose rules apply: 2.13 (default) or 1.13")
       ->check(CLI::IsMember({"1.13", "2.13"}));
   cmd->add_option("--threads", threads, "worker threads (0 = all cores); output does not depend on it");
+  cmd->add_option("--front-span", front_span,
+                  "--objective time: search the front up to this many times the fastest fitting plan's step time "
+                  "(0: the whole front)")
+      ->capture_default_str();
   cmd->add_flag("--exhaustive", exhaustive, "simulate every candidate, no pruning (to check the pruned search)");
   cmd->add_option("--precision", precisions, "only these precisions: fp32, amp-bf16, amp-fp16, bf16")->delimiter(',');
   cmd->add_option("--sharding", shardings,
@@ -73,6 +77,9 @@ Result<PlanOptions> PlanArgs::Options() const {
   r.micro_batches = micro_batches;
   o.threads = threads;
   o.exhaustive = exhaustive;
+  if (!(front_span == 0 || (front_span >= 1 && front_span <= 1e6)))
+    return Status::InvalidArgument("--front-span " + std::to_string(front_span) + ": expected 0 (the whole front) or 1 or more");
+  o.front_span = front_span;
   o.configure = RunConfigOfArgs;
   return o;
 }

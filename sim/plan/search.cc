@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 
 #include "sim/device.h"
@@ -96,35 +97,17 @@ Result<PlanObjective> ParseObjective(std::string_view s) {
   return Status::InvalidArgument("--objective \"" + std::string(s) + "\": expected time, memory or balanced");
 }
 
-Result<PlanResult> Plan(const Graph& g, const PlanOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const PlanRequest& req = o.request;
-  MEMSIM_ASSIGN_OR_RETURN(GpuSpec gpu, CheckRequest(g, req));
-  MEMSIM_RETURN_IF_ERROR(CheckThreads(o.threads));
-  std::optional<GpuPerf> perf = FindGpuPerf(gpu.name);
-  if (!perf) return Status::Internal("sim/data/gpu_perf.json has no row for " + std::string(gpu.name));
-  MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, ContextOptions{std::string(gpu.arch), {}, {}}));
-  const int64_t allocatable = gpu.memory_bytes - overhead.bytes;
+namespace {
 
-  PlanResult res;
-  res.model = g.name;
-  res.gpu = std::string(gpu.name);
-  res.gpus = req.gpus;
-  res.global_batch = req.global_batch;
-  res.seq = req.seq;
-  res.optimizer = req.optimizer;
-  res.objective = o.objective;
-  res.capacity_bytes = gpu.memory_bytes;
+/// Every candidate's estimated time and memory floor (cheap: one binding per precision and
+/// micro-batch); those whose floor exceeds |allocatable| are counted and dropped (unless
+/// exhaustive). Sorted by time, then floor, then index.
+std::vector<PlanRow> ScoreCandidates(const Graph& g, const PlanOptions& o, const GpuPerf& perf, int64_t allocatable,
+                                     PlanResult* res) {
   const PlanModel model = PlanModelOf(g);
-  const std::vector<PlanCandidate> cands = EnumerateCandidates(req, model);
-  res.candidates = cands.size();
-  if (cands.empty())
-    return Status::InvalidArgument("--global-batch " + std::to_string(req.global_batch) +
-                                   ": no data-parallel world of the --gpus divides it (and no micro-batch fits the "
-                                   "axes given)");
-
-  // Every candidate's time and bound (cheap: one binding per precision and micro-batch).
-  CostModel cost(g, req, model, *perf);
+  const std::vector<PlanCandidate> cands = EnumerateCandidates(o.request, model);
+  res->candidates = cands.size();
+  CostModel cost(g, o.request, model, perf);
   std::vector<PlanRow> rows;
   for (size_t i = 0; i < cands.size(); ++i) {
     PlanRow r;
@@ -133,17 +116,17 @@ Result<PlanResult> Plan(const Graph& g, const PlanOptions& o) {
     Result<StepTime> t = cost.TimeOf(cands[i]);
     Result<int64_t> floor = t.ok() ? cost.MemoryFloor(cands[i]) : t.status();
     if (!floor.ok()) {
-      if (res.first_error.empty()) res.first_error = floor.status().message();
-      ++res.invalid;
+      if (res->first_error.empty()) res->first_error = floor.status().message();
+      ++res->invalid;
       continue;
     }
     r.time = *t;
     r.floor_bytes = *floor;
     if (!o.exhaustive && r.floor_bytes > allocatable) {
-      ++res.pruned_by_floor;
+      ++res->pruned_by_floor;
       continue;
     }
-    r.args = ArgsOf(cands[i], req, model);
+    r.args = ArgsOf(cands[i], o.request, model);
     rows.push_back(std::move(r));
   }
   std::sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
@@ -151,20 +134,48 @@ Result<PlanResult> Plan(const Graph& g, const PlanOptions& o) {
     if (a.floor_bytes != b.floor_bytes) return a.floor_bytes < b.floor_bytes;
     return a.index < b.index;
   });
+  return rows;
+}
 
-  std::unique_ptr<tbb::global_control> limit;
-  if (o.threads > 0)
-    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
+/// Whether the search may stop before |next| (Note [Planner search]): every candidate from it
+/// on is at least as slow, so the objective's answer is known — time: past |span| x the fastest
+/// fitting plan; balanced: no remaining candidate's time x memory bound can beat the best.
+bool Settled(const PlanOptions& o, const std::vector<PlanRow>& fitting, const PlanRow& next, int64_t min_floor_used) {
+  if (o.exhaustive || fitting.empty()) return false;
+  double fastest = fitting.front().time.total(), best = -1;
+  for (const PlanRow& f : fitting) {
+    fastest = std::min(fastest, f.time.total());
+    const double score = f.time.total() * static_cast<double>(f.row.used_bytes());
+    best = best < 0 ? score : std::min(best, score);
+  }
+  const double t = next.time.total();
+  if (o.objective == PlanObjective::kTime) return o.front_span > 0 && t > fastest * std::max(1.0, o.front_span);
+  if (o.objective == PlanObjective::kBalanced) return t * static_cast<double>(min_floor_used) > best;
+  return false;
+}
+
+/// Simulates |rows| (sorted by time) in rounds of kRound, skipping the dominated ones and
+/// stopping once the answer is settled; the fitting rows.
+std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::vector<PlanRow>& rows, int64_t overhead,
+                                     PlanResult* res) {
+  // The smallest floor from each position on: what any remaining candidate needs at least.
+  std::vector<int64_t> min_floor(rows.size() + 1, INT64_MAX);
+  for (size_t i = rows.size(); i-- > 0;) min_floor[i] = std::min(min_floor[i + 1], rows[i].floor_bytes + overhead);
   std::vector<PlanRow> fitting;
   for (size_t start = 0; start < rows.size(); start += kRound) {
+    if (Settled(o, fitting, rows[start], min_floor[start])) {
+      res->front_exact_below_s = rows[start].time.total();
+      res->beyond_horizon = rows.size() - start;
+      break;
+    }
     std::vector<PlanRow*> round;
     for (size_t i = start; i < std::min(rows.size(), start + kRound); ++i) {
-      const int64_t floor_used = rows[i].floor_bytes + overhead.bytes;
+      const int64_t floor_used = rows[i].floor_bytes + overhead;
       const bool beaten = !o.exhaustive && std::any_of(fitting.begin(), fitting.end(), [&](const PlanRow& d) {
                             return Dominates(d, rows[i], floor_used);
                           });
       if (beaten) {
-        ++res.pruned_dominated;
+        ++res->pruned_dominated;
       } else {
         round.push_back(&rows[i]);
       }
@@ -176,16 +187,48 @@ Result<PlanResult> Plan(const Graph& g, const PlanOptions& o) {
       if (!c.ok()) r.row.status = c.status();
     });
     for (PlanRow* r : round) {
-      ++res.simulated;
+      ++res->simulated;
       if (!r->row.status.ok()) {
-        if (res.first_error.empty()) res.first_error = r->row.status.message();
-        ++res.invalid;
+        if (res->first_error.empty()) res->first_error = r->row.status.message();
+        ++res->invalid;
         continue;
       }
       r->fits = !r->row.oom;
       if (r->fits) fitting.push_back(*r);
     }
   }
+  return fitting;
+}
+
+}  // namespace
+
+Result<PlanResult> Plan(const Graph& g, const PlanOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const PlanRequest& req = o.request;
+  MEMSIM_ASSIGN_OR_RETURN(GpuSpec gpu, CheckRequest(g, req));
+  MEMSIM_RETURN_IF_ERROR(CheckThreads(o.threads));
+  std::optional<GpuPerf> perf = FindGpuPerf(gpu.name);
+  if (!perf) return Status::Internal("sim/data/gpu_perf.json has no row for " + std::string(gpu.name));
+  MEMSIM_ASSIGN_OR_RETURN(DeviceOverhead overhead, EstimateOverhead(g, ContextOptions{std::string(gpu.arch), {}, {}}));
+
+  PlanResult res;
+  res.model = g.name;
+  res.gpu = std::string(gpu.name);
+  res.gpus = req.gpus;
+  res.global_batch = req.global_batch;
+  res.seq = req.seq;
+  res.optimizer = req.optimizer;
+  res.objective = o.objective;
+  res.capacity_bytes = gpu.memory_bytes;
+  std::vector<PlanRow> rows = ScoreCandidates(g, o, *perf, gpu.memory_bytes - overhead.bytes, &res);
+  if (res.candidates == 0)
+    return Status::InvalidArgument("--global-batch " + std::to_string(req.global_batch) +
+                                   ": no data-parallel world of the --gpus divides it (and no micro-batch fits the "
+                                   "axes given)");
+  std::unique_ptr<tbb::global_control> limit;
+  if (o.threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
+  std::vector<PlanRow> fitting = SimulateInOrder(g, o, rows, overhead.bytes, &res);
   res.fitting = fitting.size();
   res.front = FrontOf(std::move(fitting));
   res.chosen = Choose(res.front, o.objective);

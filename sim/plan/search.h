@@ -40,6 +40,9 @@ struct PlanOptions {
   PlanObjective objective = PlanObjective::kTime;
   int threads = 0;          ///< 0: oneTBB chooses; the output does not depend on it
   bool exhaustive = false;  ///< simulate every candidate (no pruning): for tests and checks
+  /// --objective time: the front is searched up to this many times the fastest fitting plan's
+  /// step time (at least 1; 0: the whole front).
+  double front_span = 1.5;
   ConfigureFn configure;
 };
 
@@ -72,6 +75,10 @@ struct PlanResult {
   size_t pruned_by_floor = 0;     ///< their bound exceeds the capacity
   size_t pruned_dominated = 0;    ///< a simulated plan beats their bound
   size_t invalid = 0;             ///< refused by the options' checks or the graph's shapes
+  /// The search stopped once the objective's answer was settled: the front is exact for step
+  /// times below this (0: the whole front), and |beyond_horizon| candidates were not looked at.
+  double front_exact_below_s = 0;
+  size_t beyond_horizon = 0;
   double seconds = 0;             ///< wall clock of the search
   std::string first_error;        ///< why the first invalid candidate was refused
 };

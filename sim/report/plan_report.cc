@@ -85,6 +85,8 @@ nlohmann::ordered_json ToJson(const PlanReport& r) {
   j["pruned_by_floor"] = p.pruned_by_floor;
   j["pruned_dominated"] = p.pruned_dominated;
   j["invalid"] = p.invalid;
+  j["beyond_horizon"] = p.beyond_horizon;
+  j["front_exact_below_s"] = p.front_exact_below_s > 0 ? nlohmann::ordered_json(p.front_exact_below_s) : nlohmann::ordered_json();
   if (r.timing) j["seconds"] = p.seconds;
   j["chosen"] = p.chosen ? RowJson(r, p.front[*p.chosen]) : nlohmann::ordered_json();
   j["front"] = nlohmann::ordered_json::array();
@@ -101,12 +103,15 @@ std::string ToText(const PlanReport& r) {
   o += "searched " + std::to_string(p.candidates) + " candidates: " + std::to_string(p.simulated) + " simulated (" +
        std::to_string(p.fitting) + " fit), " + std::to_string(p.pruned_by_floor) + " pruned by the memory floor, " +
        std::to_string(p.pruned_dominated) + " by a faster plan that needs less, " + std::to_string(p.invalid) +
-       " invalid" + (r.timing ? ", in " + Seconds(p.seconds) : "") + "\n";
+       " invalid" + (p.beyond_horizon ? ", " + std::to_string(p.beyond_horizon) + " slower than the front's span" : "") +
+       (r.timing ? ", in " + Seconds(p.seconds) : "") + "\n";
   if (!p.chosen) {
     o += "no plan fits" + (p.first_error.empty() ? std::string() : " (first invalid candidate: " + p.first_error + ")") + "\n";
     return o;
   }
-  o += "\nPareto front (peak device memory x estimated step time; * = chosen):\n" + std::string(kTableHeader);
+  o += "\nPareto front (peak device memory x estimated step time; * = chosen)" +
+       (p.front_exact_below_s > 0 ? ", exact below a step time of " + Seconds(p.front_exact_below_s) : std::string()) + ":\n" +
+       std::string(kTableHeader);
   for (size_t i = 0; i < p.front.size(); ++i) o += TableLine(i, p.front[i], i == *p.chosen);
   const PlanRow& c = p.front[*p.chosen];
   char buf[256];
