@@ -102,8 +102,13 @@ std::string DeepSpeed(const PlanReport& r, const PlanRow& row) {
   std::string o = "{\n  \"train_batch_size\": " + std::to_string(r.result.global_batch) +
                   ",\n  \"train_micro_batch_size_per_gpu\": " + std::to_string(c.micro_batch) +
                   ",\n  \"gradient_accumulation_steps\": " + std::to_string(c.accumulate) + ",\n";
-  o += "  \"bf16\": {\"enabled\": " + std::string(c.precision == Precision::kBf16 || c.precision == Precision::kAmpBf16 ? "true" : "false") + "},\n";
-  o += "  \"fp16\": {\"enabled\": " + std::string(c.precision == Precision::kAmpFp16 ? "true" : "false") + "},\n";
+  // --dtype bf16 with ZeRO is DeepSpeed's bf16 mode (fp32 master partition, Note [ZeRO mixed
+  // precision]); --amp is torch.autocast around an fp32 model (DeepSpeed's torch_autocast section).
+  const bool amp = c.precision == Precision::kAmpBf16 || c.precision == Precision::kAmpFp16;
+  o += "  \"bf16\": {\"enabled\": " + std::string(c.precision == Precision::kBf16 ? "true" : "false") + "},\n";
+  if (amp)
+    o += std::string("  \"torch_autocast\": {\"enabled\": true, \"dtype\": \"") +
+         (c.precision == Precision::kAmpFp16 ? "torch.float16" : "torch.bfloat16") + "\"},\n";
   o += "  \"zero_optimization\": {\"stage\": " + std::to_string(ZeroStage(c.sharding));
   if (c.sharding == Sharding::kZero3Offload) o += ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}";
   o += "},\n  \"_memsim\": \"" + CandidateLabel(c) + "; checkpointing: " + CheckpointingName(c.checkpoint) +
@@ -119,7 +124,8 @@ std::string Torchtitan(const PlanReport& r, const PlanRow& row) {
   o += "[training]\nlocal_batch_size = " + std::to_string(c.micro_batch) + "\nglobal_batch_size = " +
        std::to_string(r.result.global_batch) + "\n";
   if (r.result.seq > 0) o += "seq_len = " + std::to_string(r.result.seq) + "\n";
-  o += std::string("mixed_precision_param = \"") + (c.precision == Precision::kFp32 ? "float32" : "bfloat16") + "\"\n";
+  o += std::string("mixed_precision_param = \"") +
+       (c.precision == Precision::kFp32 ? "float32" : c.precision == Precision::kAmpFp16 ? "float16" : "bfloat16") + "\"\n";
   o += "\n[parallelism]\n";
   o += (c.sharding == Sharding::kDdp ? "data_parallel_replicate_degree = " : "data_parallel_shard_degree = ") + std::to_string(c.world) + "\n";
   o += "\n[activation_checkpoint]\n";

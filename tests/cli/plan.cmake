@@ -18,7 +18,7 @@ memsim_error_test(plan_bad_objective 2 "^memsim: --objective \"speed\": expected
   plan graphs/mlp.json --gpus 8xH100-80GB --global-batch 64 --objective speed)
 memsim_error_test(plan_bad_framework 2 "^memsim: --framework \"jax\": expected pytorch, torchtitan, deepspeed or hf"
   plan graphs/mlp.json --gpus 8xH100-80GB --global-batch 64 --framework jax)
-memsim_error_test(plan_no_global_batch 2 "^memsim: --global-batch is required"
+memsim_error_test(plan_no_global_batch 2 "^memsim: plan needs --global-batch"
   plan graphs/mlp.json --gpus 8xH100-80GB)
 if(MEMSIM_PYTHON3)
   add_test(NAME cli.plan_args_reproduce_gpt2
