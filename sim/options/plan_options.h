@@ -24,7 +24,7 @@ struct PlanArgs {
   std::string torch = "2.13";
   int threads = 0;
   bool exhaustive = false;
-  double front_span = 1.5;
+  double front_span = 1.25;
   std::vector<std::string> precisions, shardings, checkpoints;  ///< reduced axes ("" : all)
   std::vector<int64_t> micro_batches;
 

@@ -159,6 +159,19 @@ Result<const std::vector<OpWork>*> CostModel::Work(Precision p, bool fsdp, int64
       const TensorRole role = g_.tensors[s].role;
       if (role != TensorRole::kParameter && role != TensorRole::kBuffer) w.live += bound.metas[s].bytes();
     }
+    const bool linear = op.kind == OpKind::kLinear && op.inputs.size() >= 2 &&
+                        g_.tensors[op.inputs[1]].role == TensorRole::kParameter &&
+                        g_.tensors[op.inputs[0]].role == TensorRole::kActivation;
+    if (linear) {
+      const TensorId x = op.inputs[0];
+      if (bound.autocast) {  // the cast copy is saved (one per op: autocast caches only leaf casts)
+        w.saved_key = x;
+        w.saved = bound.metas[x].numel() * std::min(ElementSize(bound.metas[x].dtype), ElementSize(*bound.autocast));
+      } else {
+        w.saved_key = bound.owner[x];
+        w.saved = bound.metas[bound.owner[x]].bytes();
+      }
+    }
     for (size_t dot = op.module.find('.'); dot != std::string::npos; dot = op.module.find('.', dot + 1))
       if (auto it = block_index.find(op.module.substr(0, dot)); it != block_index.end()) w.block = it->second;
     if (auto it = block_index.find(op.module); it != block_index.end()) w.block = it->second;
@@ -179,12 +192,23 @@ int64_t CostModel::StateBytesLocal(const PlanCandidate& c) const {
   return ShardsStates(c.sharding) ? bytes / c.world : bytes;
 }
 
+int64_t CostModel::SavedBytes(const std::vector<OpWork>& work, const Checkpointing& ck) {
+  // Outside the checkpointed blocks, every linear's saved input is alive when the forward ends.
+  std::set<TensorId> seen;
+  int64_t sum = 0;
+  for (const OpWork& w : work) {
+    if (w.saved_key == kNone || (w.block >= 0 && ck.every > 0 && w.block % ck.every == 0)) continue;
+    if (seen.insert(w.saved_key).second) sum += w.saved;
+  }
+  return sum;
+}
+
 Result<int64_t> CostModel::MemoryFloor(const PlanCandidate& c) {
   MEMSIM_ASSIGN_OR_RETURN(const std::vector<OpWork>* work, Work(c.precision, IsFsdp(c.sharding), c.micro_batch));
   int64_t largest = 0;
   for (const OpWork& w : *work) largest = std::max(largest, w.live);
   const int64_t params = ParamBytesLocal(c);
-  return params + std::max(StateBytesLocal(c), largest);
+  return params + std::max({StateBytesLocal(c), largest, SavedBytes(*work, c.checkpoint)});
 }
 
 Result<StepTime> CostModel::TimeOf(const PlanCandidate& c) {

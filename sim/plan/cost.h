@@ -59,6 +59,11 @@ struct OpWork {
   bool sdpa = false;   ///< fused attention (SAC saves its outputs)
   int block = -1;      ///< the repeated block it runs in (index into PlanModel::blocks), or -1
   int64_t live = 0;    ///< bytes of the distinct non-parameter storages its inputs and outputs hold
+  /// A linear on a trainable weight: its backward needs its activation input (grad of the
+  /// weight = grad_out^T x), saved from the forward until then. |saved_key|: the storage (or,
+  /// under autocast, the tensor whose cast copy is saved); |saved| its bytes as saved.
+  TensorId saved_key = kNone;
+  int64_t saved = 0;
 };
 
 /// Times and bounds of the candidates of one request. Not thread-safe (it caches one binding
@@ -75,6 +80,7 @@ class CostModel {
 
  private:
   Result<const std::vector<OpWork>*> Work(Precision p, bool fsdp, int64_t micro_batch);
+  static int64_t SavedBytes(const std::vector<OpWork>& work, const Checkpointing& ck);
   int64_t ParamBytesLocal(const PlanCandidate& c) const;
   int64_t StateBytesLocal(const PlanCandidate& c) const;
 

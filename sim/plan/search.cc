@@ -195,6 +195,7 @@ std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::
       }
       r->fits = !r->row.oom;
       if (r->fits) fitting.push_back(*r);
+      if (o.exhaustive) res->all.push_back(*r);
     }
   }
   return fitting;

@@ -42,7 +42,7 @@ struct PlanOptions {
   bool exhaustive = false;  ///< simulate every candidate (no pruning): for tests and checks
   /// --objective time: the front is searched up to this many times the fastest fitting plan's
   /// step time (at least 1; 0: the whole front).
-  double front_span = 1.5;
+  double front_span = 1.25;
   ConfigureFn configure;
 };
 
@@ -81,6 +81,7 @@ struct PlanResult {
   size_t beyond_horizon = 0;
   double seconds = 0;             ///< wall clock of the search
   std::string first_error;        ///< why the first invalid candidate was refused
+  std::vector<PlanRow> all;       ///< exhaustive only: every simulated row (for checks)
 };
 
 /// Searches the plans of |o| over |g|. Errors: an unknown GPU, a global batch no world divides,
