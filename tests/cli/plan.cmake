@@ -26,3 +26,17 @@ if(MEMSIM_PYTHON3)
                    --gpus 2xT4 --global-batch 16 --sharding ddp,zero2,zero3,fsdp
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endif()
+# A vision model: ResNet-18 on four 16 GB V100s, then on one T4 (the plan moves with the budget).
+memsim_golden_test(plan_resnet18_v100_text plan_resnet18_v100.txt
+  plan graphs/resnet18.json --gpus 4xV100-16GB --global-batch 512 --optimizer sgd --precision fp32,amp-fp16
+  --checkpoints none,all --micro-batch 32,64,128 --threads 2 --no-timing)
+memsim_golden_test(plan_resnet18_t4_text plan_resnet18_t4.txt
+  plan graphs/resnet18.json --gpus 1xT4 --global-batch 512 --optimizer sgd --precision fp32,amp-fp16
+  --checkpoints none,all --micro-batch 32,64,128,256 --threads 2 --no-timing)
+if(MEMSIM_PYTHON3)
+  # The smallest plans (ZeRO-3, FSDP with CPU offload) reproduced too.
+  add_test(NAME cli.plan_args_reproduce_gpt2_memory
+           COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/plan_args.py $<TARGET_FILE:memsim> ${MEMSIM_PLAN_GPT2}
+                   --gpus 2xT4 --global-batch 16 --sharding zero3,zero3-offload,fsdp-offload --objective memory
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endif()
