@@ -118,9 +118,7 @@ CostModel::CostModel(const Graph& g, const PlanRequest& r, const PlanModel& m, c
   }
 }
 
-Result<const std::vector<OpWork>*> CostModel::Work(Precision p, bool fsdp, int64_t micro_batch) {
-  // The binding is the same for FSDP's bf16 mixed precision and --dtype bf16 (both compute in bf16).
-  (void)fsdp;
+Result<const std::vector<OpWork>*> CostModel::Work(Precision p, int64_t micro_batch) {
   const auto key = std::make_pair(static_cast<int>(p), micro_batch);
   if (auto it = work_.find(key); it != work_.end()) return &it->second;
   std::optional<Profile> profile = FindProfile("cuda", r_.torch);
@@ -204,7 +202,7 @@ int64_t CostModel::SavedBytes(const std::vector<OpWork>& work, const Checkpointi
 }
 
 Result<int64_t> CostModel::MemoryFloor(const PlanCandidate& c) {
-  MEMSIM_ASSIGN_OR_RETURN(const std::vector<OpWork>* work, Work(c.precision, IsFsdp(c.sharding), c.micro_batch));
+  MEMSIM_ASSIGN_OR_RETURN(const std::vector<OpWork>* work, Work(c.precision, c.micro_batch));
   int64_t largest = 0;
   for (const OpWork& w : *work) largest = std::max(largest, w.live);
   const int64_t params = ParamBytesLocal(c);
@@ -212,7 +210,7 @@ Result<int64_t> CostModel::MemoryFloor(const PlanCandidate& c) {
 }
 
 Result<StepTime> CostModel::TimeOf(const PlanCandidate& c) {
-  MEMSIM_ASSIGN_OR_RETURN(const std::vector<OpWork>* work, Work(c.precision, IsFsdp(c.sharding), c.micro_batch));
+  MEMSIM_ASSIGN_OR_RETURN(const std::vector<OpWork>* work, Work(c.precision, c.micro_batch));
   const double hbm = perf_.hbm_gbps * 1e9;
   double forward = 0, recompute = 0;
   for (const OpWork& w : *work) {

@@ -79,7 +79,9 @@ class CostModel {
   int64_t parameter_elements() const { return param_elems_; }
 
  private:
-  Result<const std::vector<OpWork>*> Work(Precision p, bool fsdp, int64_t micro_batch);
+  /// The ops' work bound at |micro_batch| in precision |p| (FSDP's bf16 mixed precision binds as
+  /// --dtype bf16: both compute in bf16).
+  Result<const std::vector<OpWork>*> Work(Precision p, int64_t micro_batch);
   static int64_t SavedBytes(const std::vector<OpWork>& work, const Checkpointing& ck);
   int64_t ParamBytesLocal(const PlanCandidate& c) const;
   int64_t StateBytesLocal(const PlanCandidate& c) const;
