@@ -179,7 +179,7 @@ def main():
     L.append("")
     L.append("`memsim %s` (wall clock, best of %d, start-up and graph parsing included):" % (" ".join(PLAN_ARGS), 1 if a.quick else 3))
     L.append("")
-    L.append("| candidates | simulated | fit | pruned by the floor | dominated | past the front's span | wall clock |")
+    L.append("| candidates | simulated | fit | pruned by the floor | dominated | left out once settled | wall clock |")
     L.append("|---:|---:|---:|---:|---:|---:|---:|")
     L.append("| %d | %d | %d | %d | %d | %d | %.1f s |" % (plan["candidates"], plan["simulated"], plan["fitting"],
                                                        plan["pruned_by_floor"], plan["pruned_dominated"],

@@ -11,7 +11,10 @@ namespace {
 
 std::string Seconds(double s) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, s < 10 ? "%.3f s" : "%.1f s", s);
+  if (s >= 10) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s >= 0.1 || s == 0) std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 1e-4) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   return buf;
 }
 
@@ -103,7 +106,7 @@ std::string ToText(const PlanReport& r) {
   o += "searched " + std::to_string(p.candidates) + " candidates: " + std::to_string(p.simulated) + " simulated (" +
        std::to_string(p.fitting) + " fit), " + std::to_string(p.pruned_by_floor) + " pruned by the memory floor, " +
        std::to_string(p.pruned_dominated) + " by a faster plan that needs less, " + std::to_string(p.invalid) +
-       " invalid" + (p.beyond_horizon ? ", " + std::to_string(p.beyond_horizon) + " slower than the front's span" : "") +
+       " invalid" + (p.beyond_horizon ? ", " + std::to_string(p.beyond_horizon) + " left out once the answer was settled" : "") +
        (r.timing ? ", in " + Seconds(p.seconds) : "") + "\n";
   if (!p.chosen) {
     o += "no plan fits" + (p.first_error.empty() ? std::string() : " (first invalid candidate: " + p.first_error + ")") + "\n";
