@@ -21,6 +21,8 @@
 #include "sim/options/config_file.h"
 #include "sim/options/options.h"
 #include "sim/options/parse_error.h"
+#include "sim/options/plan_options.h"
+#include "sim/report/plan_report.h"
 #include "sim/pipeline.h"
 #include "sim/ranks.h"
 #include "sim/report/rank_report.h"
@@ -249,6 +251,37 @@ py::dict AdviseGraph(const GraphHandle& given, const std::vector<std::string>& a
   return d;
 }
 
+/// `memsim plan` (docs/plan.md): {"json", "text", "html", "snippet"}; |args| are plan's flags
+/// after GRAPH ("--gpus=8xH100-80GB", ...), checked by the same option spec as the command line.
+py::dict PlanOf(const GraphHandle& graph, std::vector<std::string> args, const std::string& framework) {
+  CLI::App app{"memsim plan"};
+  cli::PlanArgs plan;
+  plan.Bind(&app);
+  cli::GuardIntegerText(&app);
+  args.insert(args.begin(), "graph");
+  std::reverse(args.begin(), args.end());  // CLI11 takes the vector reversed
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    Raise(g_option_error, cli::ParseErrorMessage(app, e));
+  }
+  PlanOptions o = ValueOr(plan.Options(), g_option_error);
+  PlanReport report;
+  report.graph_path = graph.g->source.empty() ? "GRAPH.json" : graph.g->source;
+  report.blocks = PlanModelOf(*graph.g).blocks;
+  Result<PlanResult> r = WithoutGil([&] { return Plan(*graph.g, o); });
+  if (!r.ok()) RaisePipelineError(*graph.g, r.status());
+  report.result = std::move(*r);
+  py::dict d;
+  d["json"] = ToJson(report).dump(2) + "\n";
+  d["text"] = ToText(report);
+  d["html"] = ToHtml(report);
+  d["snippet"] = py::none();
+  if (!framework.empty() && report.result.chosen)
+    d["snippet"] = ValueOr(PlanSnippet(report, report.result.front[*report.result.chosen], framework), g_option_error);
+  return d;
+}
+
 py::dict Symbols(const Graph& g) {
   py::dict d;
   for (size_t s = 0; s < g.symbols.size(); ++s)
@@ -322,6 +355,7 @@ void BindModule(py::module_& m) {
   m.def("fit", &Fit, py::arg("graph"), py::arg("args"), py::arg("max_batch") = 65536, py::arg("search") = "batch");
   m.def("advise", &AdviseGraph, py::arg("graph"), py::arg("args"), py::arg("threads") = 0,
         py::arg("max_batch") = 65536);
+  m.def("plan", &PlanOf, py::arg("graph"), py::arg("args"), py::arg("framework") = "");
   m.attr("PHASES") = Names<Phase>(kNumPhases, PhaseName);
   m.attr("CATEGORIES") = Names<Category>(kNumCategories, CategoryName);
   m.attr("KINDS") = std::vector<std::string>{"alloc", "free"};

@@ -5,7 +5,7 @@ import contextlib
 import json
 
 from . import _core
-from ._options import to_args
+from ._options import running_torch_release, to_args
 from ._report import Report
 
 def _amp_option(amp):
@@ -245,3 +245,32 @@ def advise(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, max_
     g = _graph_of(graph_or_model, inputs, loss)
     return json.loads(_core.advise(g, to_args(options, lists=False, where="advise"), threads=threads,
                                    max_batch=max_batch)["json"])
+
+
+def plan(graph_or_model, inputs=None, *, gpus, global_batch, loss="cross_entropy", seq=None, world_max=None,
+         objective="time", optimizer="adamw", torch=None, threads=0, front_span=None, framework=None,
+         precision=None, sharding=None, checkpoints=None, micro_batch=None):
+    """The cheapest training plan that fits, as `memsim plan --json` (docs/plan.md): a dict with the
+    Pareto front, the chosen plan (its `args` are `memsim run` flags), the search's counts; with
+    framework= ("pytorch", "torchtitan", "deepspeed", "hf") also "snippet", the chosen plan's setup.
+    gpus="8xH100-80GB"; the axis keywords (precision=, sharding=, checkpoints=, micro_batch=) take
+    lists that restrict the space."""
+    g = _graph_of(graph_or_model, inputs, loss)
+    if torch is None:
+        torch = running_torch_release()
+    args = ["--gpus=%s" % gpus, "--global-batch=%d" % global_batch, "--objective=%s" % objective,
+            "--optimizer=%s" % optimizer, "--torch=%s" % torch, "--threads=%d" % threads]
+    for flag, v in (("--seq", seq), ("--world-max", world_max), ("--front-span", front_span)):
+        if v is not None:
+            args.append("%s=%s" % (flag, v))
+    for flag, v in (("--precision", precision), ("--sharding", sharding), ("--checkpoints", checkpoints),
+                    ("--micro-batch", micro_batch)):
+        if v is not None:
+            args.append("%s=%s" % (flag, ",".join(str(x) for x in (v if isinstance(v, (list, tuple)) else [v]))))
+    out = _core.plan(g, args, framework=framework or "")
+    result = json.loads(out["json"])
+    result["text"] = out["text"]
+    result["html"] = out["html"]
+    if framework:
+        result["snippet"] = out["snippet"]
+    return result

@@ -17,6 +17,7 @@ void RegisterSweepCommand(CLI::App& app);       // sweep_command.cc
 void RegisterFitCommand(CLI::App& app);         // sweep_command.cc
 void RegisterAdviseCommand(CLI::App& app);      // sweep_command.cc
 void RegisterMergeCommand(CLI::App& app);       // sweep_command.cc
+void RegisterPlanCommand(CLI::App& app);        // plan_command.cc
 
 }  // namespace memsim::cli
 

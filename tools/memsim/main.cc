@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   memsim::cli::RegisterSweepCommand(app);
   memsim::cli::RegisterFitCommand(app);
   memsim::cli::RegisterAdviseCommand(app);
+  memsim::cli::RegisterPlanCommand(app);
   memsim::cli::RegisterMergeCommand(app);
   memsim::cli::RegisterReplayCommand(app);
 #ifdef MEMSIM_HAVE_ONNX
