@@ -83,8 +83,8 @@ bool Has(const ConfigFile& f, const std::string& flag) {
 Status AddFsdp(ConfigTree* t, const std::string& at, const std::string& strategy, bool offload, int64_t version,
                ConfigFile* out) {
   if (version == 2)
-    return t->Error(at, "FSDP2 (fsdp_version 2) is given to memsim as --mesh dp_shard=N: drop the FSDP keys from the "
-                        "file and pass --mesh");
+    return t->Error(at, "FSDP2 (fsdp_version 2) is given to memsim as --mesh dp_shard=N --wrap @blocks: drop the "
+                        "FSDP keys from the file and pass those");
   const std::string s = Lower(strategy);
   if (s == "full_shard" || s == "1") out->options.push_back({"--fsdp", "full"});
   else if (s == "shard_grad_op" || s == "2") out->options.push_back({"--fsdp", "grad-op"});
@@ -116,6 +116,24 @@ Status ReadHfCheckpointing(ConfigTree* t, ConfigFile* out) {
   if (offload.value_or(false)) out->not_modelled.push_back(kw + "/offload (checkpoint inputs in pinned host memory)");
   t->Use("/activation_checkpointing_kwargs");
   t->Use("/gradient_checkpointing_kwargs");
+  return Status::OK();
+}
+
+/// accelerate's fsdp_version 2: fully_shard on the transformer layers and the root over every
+/// process (Note [FSDP2]); mixed_precision is MixedPrecisionPolicy(param_dtype, reduce_dtype).
+Status ReadAccelerateFsdp2(ConfigTree* t, int64_t procs, const std::string& low, ConfigFile* out) {
+  if (procs > 1) out->options.push_back({"--mesh", "dp_shard=" + std::to_string(procs)});
+  out->options.push_back({"--wrap", "@blocks"});
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> reshard, t->Bool("/fsdp_config/fsdp_reshard_after_forward"));
+  if (reshard && !*reshard) out->options.push_back({"--reshard-after-forward", "false"});
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> offload, t->Bool("/fsdp_config/fsdp_offload_params"));
+  if (offload.value_or(false)) out->not_modelled.push_back("/fsdp_config/fsdp_offload_params (FSDP2 CPUOffloadPolicy)");
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> ac, t->Bool("/fsdp_config/fsdp_activation_checkpointing"));
+  if (ac.value_or(false)) out->options.push_back({"--checkpoint", "@blocks"});
+  // accelerate FullyShardedDataParallelPlugin.set_mixed_precision: param_dtype = reduce_dtype = that dtype.
+  if (!low.empty()) out->options.push_back({"--fsdp2-mp", "param=" + low + ",reduce=" + low});
+  t->Use("/fsdp_config/fsdp_transformer_layer_cls_to_wrap");
+  t->Skip("/fsdp_config", &out->no_effect);
   return Status::OK();
 }
 
@@ -199,6 +217,7 @@ Status ReadAccelerate(ConfigTree* t, ConfigFile* out) {
     if (procs.value_or(1) > 1) out->options.push_back({"--ddp", world});
   } else if (dist == "FSDP") {
     MEMSIM_ASSIGN_OR_RETURN(std::optional<int64_t> version, t->Int("/fsdp_config/fsdp_version", 1, 2));
+    if (version.value_or(1) == 2) return ReadAccelerateFsdp2(t, procs.value_or(1), low, out);
     MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> strategy, t->String("/fsdp_config/fsdp_sharding_strategy"));
     if (!strategy) {  // written as a number by older accelerate versions
       MEMSIM_ASSIGN_OR_RETURN(std::optional<int64_t> n, t->Int("/fsdp_config/fsdp_sharding_strategy", 1, 5));

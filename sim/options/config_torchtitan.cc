@@ -98,10 +98,17 @@ Status ReadTorchtitan(ConfigTree* t, ConfigFile* out, int64_t world) {
   if (global.value_or(-1) > 0) out->not_modelled.push_back("/training/global_batch_size (gradient accumulation: give --accumulate)");
   MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> dtype, t->String("/training/dtype"));
   if (dtype && *dtype == "bfloat16") out->options.push_back({"--dtype", "bf16"});
+  // FSDP2 (Note [FSDP2]): fully_shard on every block, then the root, with MixedPrecisionPolicy.
   MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> mp, t->String("/training/mixed_precision_param"));
-  if (shard && mp.value_or("bfloat16") == "bfloat16")
-    out->not_modelled.push_back("/training/mixed_precision_param bfloat16 (FSDP2 MixedPrecisionPolicy)");
-  t->Skip("/training/mixed_precision_reduce", &out->no_effect);
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> reduce, t->String("/training/mixed_precision_reduce"));
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> reshard, t->String("/parallelism/fsdp_reshard_after_forward"));
+  if (shard) {
+    out->options.push_back({"--wrap", "@blocks"});
+    if (mp.value_or("bfloat16") == "bfloat16" && !(dtype && *dtype == "bfloat16"))
+      out->options.push_back({"--fsdp2-mp", std::string("param=bf16,reduce=") +
+                                                (reduce.value_or("float32") == "float32" ? "fp32" : "bf16")});
+    if (reshard && *reshard == "never") out->options.push_back({"--reshard-after-forward", "false"});
+  }
   MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> cpu_offload, t->Bool("/training/enable_cpu_offload"));
   if (cpu_offload.value_or(false)) out->not_modelled.push_back("/training/enable_cpu_offload (FSDP2 CPUOffloadPolicy)");
   MEMSIM_RETURN_IF_ERROR(ReadActivationCheckpoint(t, out));

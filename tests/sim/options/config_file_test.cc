@@ -112,14 +112,26 @@ TEST(ConfigFile, TorchtitanLlama3_8b) {
   // torchtitan's own llama3_8b.toml: FSDP over all the GPUs, per-op SAC, AdamW fused.
   ConfigFile f = ReadOk("torchtitan_llama3_8b.toml", 64);
   EXPECT_EQ(f.format, "torchtitan");
-  EXPECT_EQ(Flags(f), "--batch 1 --set seq=8192 --clip-grad-norm 1.0 --mesh dp_shard=64 --checkpoint @blocks --sac "
-                      "torchtitan --checkpoint-early-stop off --optimizer adamw --foreach fused");
+  EXPECT_EQ(Flags(f), "--batch 1 --set seq=8192 --clip-grad-norm 1.0 --mesh dp_shard=64 --wrap @blocks --fsdp2-mp "
+                      "param=bf16,reduce=fp32 --checkpoint @blocks --sac torchtitan --checkpoint-early-stop off "
+                      "--optimizer adamw --foreach fused");
   EXPECT_TRUE(f.unknown.empty()) << f.Describe();
   EXPECT_TRUE(Contains(f.no_effect, "/checkpoint/interval"));
   Result<ConfigFile> no_world = ReadConfigFile(TestDataPath("configs/torchtitan_llama3_8b.toml"));
   ASSERT_FALSE(no_world.ok());
   EXPECT_NE(no_world.status().message().find("/parallelism/data_parallel_shard_degree: -1 takes the ranks"),
             std::string::npos);
+}
+
+TEST(ConfigFile, AccelerateFsdp2) {
+  TempConfig t("a.yaml", "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\nfsdp_config:\n"
+                         "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n  fsdp_activation_checkpointing: true\n"
+                         "  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n");
+  Result<ConfigFile> f = ReadConfigFile(t.path());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(Flags(*f), "--mesh dp_shard=8 --wrap @blocks --reshard-after-forward false --checkpoint @blocks "
+                       "--fsdp2-mp param=bf16,reduce=bf16");
+  EXPECT_TRUE(f->unknown.empty()) << f->Describe();
 }
 
 TEST(ConfigFile, TorchtitanLayerSelectiveCheckpointing) {
@@ -148,7 +160,8 @@ TEST(ConfigFile, HostileAndWrongFilesGetOneLineNamingTheKey) {
       {"a.json", std::string(100, '[') + std::string(100, ']'), "nested more than 64 levels"},
       {"a.yaml", "distributed_type: TPU\n", "/distributed_type: \"TPU\""},
       {"a.yaml", "a: [1, 2\n", "not valid YAML"},
-      {"a.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n", "FSDP2 (fsdp_version 2)"},
+      {"args.json", R"({"output_dir": "x", "fsdp": "full_shard auto_wrap", "fsdp_config": {"fsdp_version": 2}})",
+       "FSDP2 (fsdp_version 2) is given to memsim as --mesh dp_shard=N"},
       {"a.toml", "[training\n", "line 1: not valid TOML"},
       {"a.toml", "[parallelism]\ndata_parallel_shard_degree = 1\n[activation_checkpoint]\nmode = \"memory_budget\"\n",
        "memory_budget is the compiled partitioner's"},
