@@ -113,10 +113,7 @@ Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& c) {
                                                       : " by targets"));
   out.fp8 = c.ToString();
   out.fp8_linears = converted;
-  for (Tensor& t : out.tensors)
-    if (t.role == TensorRole::kActivation) t.producer = kNone;
-  for (OpId o = 0; o < out.ops.size(); ++o)
-    for (TensorId t : out.ops[o].outputs) out.tensors[t].producer = o;
+  out.RelinkProducers();
   return out;
 }
 

@@ -11,6 +11,13 @@ TensorId Graph::FindTensor(const std::string& n) const {
   return kNone;
 }
 
+void Graph::RelinkProducers() {
+  for (Tensor& t : tensors)
+    if (t.role == TensorRole::kActivation) t.producer = kNone;
+  for (OpId o = 0; o < ops.size(); ++o)
+    for (TensorId t : ops[o].outputs) tensors[t].producer = o;
+}
+
 uint32_t Graph::FindSymbol(const std::string& n) const {
   for (uint32_t i = 0; i < symbols.size(); ++i)
     if (symbols[i] == n) return i;

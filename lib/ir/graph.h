@@ -94,6 +94,9 @@ struct Graph {
   uint32_t FindSymbol(const std::string& name) const;
   /// The symbol values given in the file (unbound symbols are nullopt).
   Bindings DefaultBindings() const { return symbol_defaults; }
+  /// Sets every activation's producer from the ops' outputs again (after a rewrite that adds,
+  /// removes or reorders ops: LoRA, FP8, tensor parallel).
+  void RelinkProducers();
 };
 
 /// Parameters and buffers in the order `model.to(device)` moves them: nn.Module._apply visits

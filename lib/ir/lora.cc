@@ -130,10 +130,7 @@ class LoraRewrite {
       out_.tensors[a.A].requires_grad = out_.tensors[a.B].requires_grad = true;
       if (a.magnitude != kNone) out_.tensors[a.magnitude].requires_grad = true;
     }
-    for (Tensor& t : out_.tensors)
-      if (t.role == TensorRole::kActivation) t.producer = kNone;
-    for (OpId o = 0; o < out_.ops.size(); ++o)
-      for (TensorId t : out_.ops[o].outputs) out_.tensors[t].producer = o;
+    out_.RelinkProducers();
     out_.lora = c_;
     out_.lora_adapters = adapters_.size();
     return std::move(out_);

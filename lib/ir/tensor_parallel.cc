@@ -189,10 +189,7 @@ Result<Graph> ApplyTensorParallel(const Graph& g, const TensorParallelConfig& c)
   Graph& out = r.out;
   out.tp_degree = c.degree;
   out.tp_plan = c.plan;
-  for (Tensor& t : out.tensors)
-    if (t.role == TensorRole::kActivation) t.producer = kNone;
-  for (OpId o = 0; o < out.ops.size(); ++o)
-    for (TensorId t : out.ops[o].outputs) out.tensors[t].producer = o;
+  out.RelinkProducers();
   return out;
 }
 

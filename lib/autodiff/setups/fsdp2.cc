@@ -25,22 +25,10 @@
 #include <algorithm>
 
 #include "lib/autodiff/setups/setups.h"
+#include "lib/autodiff/setups/sharded.h"
 #include "lib/autodiff/state.h"
 
 namespace memsim {
-namespace {
-
-bool Within(const std::string& module, const std::string& root) {
-  return root.empty() || module == root ||
-         (module.size() > root.size() && module.compare(0, root.size(), root) == 0 && module[root.size()] == '.');
-}
-
-std::string OwnerOf(const std::string& param_name) {
-  size_t dot = param_name.rfind('.');
-  return dot == std::string::npos ? std::string() : param_name.substr(0, dot);
-}
-
-}  // namespace
 
 Fsdp2Shard ShardDim0(const std::vector<int64_t>& sizes, int world, int rank) {
   Fsdp2Shard s;
@@ -61,12 +49,12 @@ std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, con
   auto innermost = [&](const std::string& module) -> size_t {
     size_t best = groups.size() - 1;
     for (size_t i = 0; i + 1 < groups.size(); ++i)
-      if (Within(module, groups[i].module) && (best == groups.size() - 1 || groups[i].module.size() > groups[best].module.size()))
+      if (WithinModule(module, groups[i].module) && (best == groups.size() - 1 || groups[i].module.size() > groups[best].module.size()))
         best = i;
     return best;
   };
   for (size_t k = 0; k < g.parameters.size(); ++k) {
-    Fsdp2Group& grp = groups[innermost(OwnerOf(g.tensors[g.parameters[k]].name))];
+    Fsdp2Group& grp = groups[innermost(OwnerModule(g.tensors[g.parameters[k]].name))];
     grp.params.push_back(static_cast<uint32_t>(k));
     grp.shards.push_back(ShardDim0(b.metas[g.parameters[k]].sizes, world, rank));
     grp.shard_numel += grp.shards.back().padded_numel();

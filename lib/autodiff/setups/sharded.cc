@@ -12,17 +12,19 @@
 #include "lib/autodiff/state.h"
 
 namespace memsim {
-namespace {
 
-bool Within(const std::string& module, const std::string& root) {
+bool WithinModule(const std::string& module, const std::string& root) {
   return root.empty() || module == root ||
          (module.size() > root.size() && module.compare(0, root.size(), root) == 0 && module[root.size()] == '.');
 }
 
-std::string OwnerOf(const std::string& param_name) {
+std::string OwnerModule(const std::string& param_name) {
   size_t dot = param_name.rfind('.');
   return dot == std::string::npos ? std::string() : param_name.substr(0, dot);
 }
+
+namespace {
+
 
 int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -40,7 +42,7 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
   const int64_t world = std::max(p.world, 1);
   for (size_t k = 0; k < g.parameters.size(); ++k) {
     const TensorMeta& m = b.metas[g.parameters[k]];
-    const std::string owner = OwnerOf(g.tensors[g.parameters[k]].name);
+    const std::string owner = OwnerModule(g.tensors[g.parameters[k]].name);
     if (!p.flat) {
       if (m.numel() <= p.persistence_threshold) continue;
       ShardUnit& u = unit_of(owner);
@@ -54,7 +56,7 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
     std::string best;
     bool found = false;
     for (const std::string& w : wrapped)
-      if (Within(owner, w) && (!found || w.size() > best.size())) best = w, found = true;
+      if (WithinModule(owner, w) && (!found || w.size() > best.size())) best = w, found = true;
     unit_of(found ? best : std::string()).params.push_back(static_cast<uint32_t>(k));
   }
   if (p.flat)
@@ -72,7 +74,7 @@ std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const
     }
   for (ShardUnit& u : units)
     for (OpId o = 0; o < g.ops.size(); ++o)
-      if (Within(g.ops[o].module, u.module)) {
+      if (WithinModule(g.ops[o].module, u.module)) {
         if (u.first == kNone) u.first = o;
         u.last = o;
       }

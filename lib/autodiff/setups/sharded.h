@@ -49,6 +49,11 @@ struct ShardPolicy {
 std::vector<ShardUnit> MakeShardUnits(const Graph& g, const BoundGraph& b, const ShardPolicy& p,
                                       const std::vector<std::string>& wrapped);
 
+/// |module| is |root| or inside it ("" = the root module: everything is).
+bool WithinModule(const std::string& module, const std::string& root);
+/// The module owning parameter |param_name| ("layers.0.attn.w" → "layers.0.attn"; "" at the root).
+std::string OwnerModule(const std::string& param_name);
+
 std::unique_ptr<TrainingSetup> MakeShardedParams(const ShardPolicy& policy, std::vector<std::string> wrapped);
 
 }  // namespace memsim
