@@ -324,7 +324,9 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.parallel.bucket_cap_mb = bucket_cap_mb;
   MEMSIM_RETURN_IF_ERROR(CheckIntOption("--zero-bucket-size", zero_bucket_size, 1, int64_t{1} << 40));
   MEMSIM_RETURN_IF_ERROR(CheckIntOption("--zero-persistence-threshold", zero_persistence_threshold, 0, int64_t{1} << 40));
-  const bool zero_knobs = zero_bucket_size != 500'000'000 || !zero_overlap_comm.empty() || zero_persistence_threshold != 100'000;
+  const ParallelOptions defaults;
+  const bool zero_knobs = zero_bucket_size != defaults.zero_bucket_elements || !zero_overlap_comm.empty() ||
+                          zero_persistence_threshold != defaults.zero_persistence_threshold;
   if (zero_knobs && zero.empty())
     return Status::InvalidArgument("--zero-bucket-size, --zero-overlap-comm and --zero-persistence-threshold are "
                                    "DeepSpeed ZeRO's: give --zero 1|2|3");

@@ -66,9 +66,9 @@ struct ConfigOptions {
   std::vector<int64_t> zero;        ///< --zero 1|2; empty: off (and no sweep axis)
   double bucket_cap_mb = 25;
   bool gradient_as_bucket_view = false;
-  int64_t zero_bucket_size = 500'000'000;      ///< --zero-bucket-size N: DeepSpeed's reduce_bucket_size
+  int64_t zero_bucket_size = ParallelOptions{}.zero_bucket_elements;  ///< --zero-bucket-size N: reduce_bucket_size
   std::string zero_overlap_comm;              ///< --zero-overlap-comm on|off ("" = DeepSpeed's default)
-  int64_t zero_persistence_threshold = 100'000;  ///< --zero-persistence-threshold N (stage 3)
+  int64_t zero_persistence_threshold = ParallelOptions{}.zero_persistence_threshold;  ///< --zero-persistence-threshold N
   std::string fsdp;                 ///< --fsdp full|grad-op
   std::vector<std::string> wrap;    ///< --wrap GLOB (FSDP units)
   std::string offload;              ///< --offload optimizer|params

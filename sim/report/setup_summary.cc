@@ -13,13 +13,14 @@ std::string Join(const std::vector<std::string>& v) {
 
 void AddParallel(const ParallelOptions& p, std::vector<std::pair<std::string, std::string>>* out) {
   auto add = [&](const char* k, const std::string& v) { out->emplace_back(k, v); };
+  const ParallelOptions d;  // the defaults
   if (p.mesh.enabled()) add("mesh", p.mesh.ToString());
   if (p.ddp) add("ddp", std::to_string(p.world));
   if (p.data_parallel) add("data_parallel", std::to_string(p.world));
   if (p.zero_stage > 0) add("zero", std::to_string(p.zero_stage));
-  if (p.zero_bucket_elements != 500'000'000) add("zero_bucket_size", std::to_string(p.zero_bucket_elements));
+  if (p.zero_bucket_elements != d.zero_bucket_elements) add("zero_bucket_size", std::to_string(p.zero_bucket_elements));
   if (p.zero_overlap_comm) add("zero_overlap_comm", *p.zero_overlap_comm ? "on" : "off");
-  if (p.zero_persistence_threshold != 100'000) add("zero_persistence_threshold", std::to_string(p.zero_persistence_threshold));
+  if (p.zero_persistence_threshold != d.zero_persistence_threshold) add("zero_persistence_threshold", std::to_string(p.zero_persistence_threshold));
   if (!p.fsdp.empty()) add("fsdp", p.fsdp);
   if ((p.zero_stage > 0 || !p.fsdp.empty()) && !p.ddp) add("world", std::to_string(p.world));
   if (!p.wrap_modules.empty()) add("wrap", Join(p.wrap_modules));
@@ -28,8 +29,8 @@ void AddParallel(const ParallelOptions& p, std::vector<std::pair<std::string, st
   if (p.mesh.dp_shard > 1 && !p.fsdp2_reshard_after_forward) add("reshard_after_forward", "false");
   if (!p.fsdp2_param_dtype.empty())
     add("fsdp2_mp", "param=" + p.fsdp2_param_dtype + (p.fsdp2_reduce_dtype.empty() ? "" : ",reduce=" + p.fsdp2_reduce_dtype));
-  if (p.ddp && p.bucket_cap_mb != 25) add("bucket_cap_mb", nlohmann::json(p.bucket_cap_mb).dump());
-  if (p.ddp && p.gradient_as_bucket_view) add("gradient_as_bucket_view", "on");
+  if (p.ddp && p.bucket_cap_mb != d.bucket_cap_mb) add("bucket_cap_mb", nlohmann::json(p.bucket_cap_mb).dump());
+  if (p.ddp && p.gradient_as_bucket_view != d.gradient_as_bucket_view) add("gradient_as_bucket_view", "on");
 }
 
 }  // namespace
