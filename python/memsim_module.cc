@@ -23,6 +23,8 @@
 #include "sim/options/parse_error.h"
 #include "sim/options/plan_options.h"
 #include "sim/report/plan_report.h"
+#include "sim/report/replay_report.h"
+#include "sim/replay/snapshot.h"
 #include "sim/pipeline.h"
 #include "sim/ranks.h"
 #include "sim/report/rank_report.h"
@@ -44,6 +46,7 @@ namespace {
 PyObject* g_error = nullptr;         // memsim.Error
 PyObject* g_graph_error = nullptr;   // memsim.GraphError: a bad graph (file and JSON pointer)
 PyObject* g_option_error = nullptr;  // memsim.OptionError (a ValueError): a bad option value
+PyObject* g_snapshot_error = nullptr;  // memsim.SnapshotError (a ValueError): a snapshot that cannot be replayed
 
 [[noreturn]] void Raise(PyObject* type, const std::string& message) {
   PyErr_SetString(type, message.c_str());
@@ -127,6 +130,8 @@ struct Run {
   RunResult result;
   int top = 10;
   std::optional<RanksReport> ranks;  ///< several ranks: every distinct one (as `memsim run`)
+  std::vector<RankRun> other_ranks;  ///< the distinct ranks after rank 0's (the page's panels)
+  std::vector<int> first_ranks;      ///< the ranks |result| stands for
 
   const Graph& g() const { return *graph.g; }
   RunReport Report() const {
@@ -136,9 +141,14 @@ struct Run {
   }
   std::string Json() const { return ToJson(Report()).dump(2) + "\n"; }  // as `memsim run --json` prints it
   std::string Text() const { return ToText(Report()); }
-  std::string Html() const { return HtmlTimeline(g(), result.sim.events, result.sim.peak, top, LevelsOf(g(), result)); }
+  std::string Html() const {  // as `memsim run --timeline x.html` writes it: a panel per distinct rank
+    std::vector<TimelinePanel> panels = PanelsOf(g(), config, other_ranks);
+    panels.insert(panels.begin(), PanelOf(g(), config, first_ranks, result));
+    return HtmlTimeline(g(), panels, top);
+  }
   std::string ChromeTraceText() const {  // as `memsim run --timeline x.json` writes it
-    return ChromeTrace(g(), result.sim.events, result.sim.peak, 1 << 20, LevelsOf(g(), result)).dump() + "\n";
+    return ChromeTrace(g(), result.sim.events, result.sim.peak, 1 << 20, LevelsOf(g(), result, config.alloc.capacity_bytes))
+               .dump() + "\n";
   }
   py::bytes MemoryViz() const {
     if (!result.alloc.placement)
@@ -194,7 +204,9 @@ std::shared_ptr<Run> RunGraph(const GraphHandle& given, const std::vector<std::s
   Result<std::vector<RankRun>> r = WithoutGil([&] { return RunRanks(*graph.g, run->config); });
   if (!r.ok()) RaisePipelineError(*graph.g, r.status());
   if (run->config.sim.parallel.enabled()) run->ranks = MakeRanksReport(*graph.g, run->config, *r);
+  run->first_ranks = r->front().ranks;
   run->result = std::move(r->front().result);
+  run->other_ranks.assign(std::make_move_iterator(r->begin() + 1), std::make_move_iterator(r->end()));
   return run;
 }
 
@@ -282,6 +294,32 @@ py::dict PlanOf(const GraphHandle& graph, std::vector<std::string> args, const s
   return d;
 }
 
+/// `memsim replay`: {"json", "text"} of the snapshot file |source| (or, given |data|, of those
+/// bytes, named |source|), replayed with |alloc_conf| (None: as recorded).
+py::dict Replay(const std::string& source, const std::optional<py::bytes>& data,
+                const std::optional<std::string>& alloc_conf, bool what_if) {
+  const std::optional<std::string> bytes = data ? std::optional<std::string>(std::string(*data)) : std::nullopt;
+  ReplayOptions opt;
+  opt.what_if = what_if;
+  if (alloc_conf) {
+    if (Result<AllocatorConfig> c = ParseAllocConf(*alloc_conf); !c.ok())
+      Raise(g_option_error, "alloc_conf: " + c.status().message());
+    opt.alloc_conf = *alloc_conf;
+  }
+  Result<ReplayReport> r = WithoutGil([&]() -> Result<ReplayReport> {
+    Result<MemorySnapshot> snap = bytes ? ParseSnapshot(*bytes) : LoadSnapshotFile(source);
+    if (!snap.ok()) return bytes ? snap.status().WithPrefix(source) : snap.status();
+    Result<ReplayReport> rep = ReplaySnapshot(*snap, opt);
+    if (!rep.ok()) return rep.status().WithPrefix(source);
+    return rep;
+  });
+  if (!r.ok()) Raise(g_snapshot_error, r.status().message());
+  py::dict d;
+  d["json"] = ReplayJson(source, *r).dump(2) + "\n";
+  d["text"] = ReplayText(source, *r);
+  return d;
+}
+
 py::dict Symbols(const Graph& g) {
   py::dict d;
   for (size_t s = 0; s < g.symbols.size(); ++s)
@@ -309,6 +347,9 @@ void BindErrors(py::module_& m) {
                            "A graph that cannot be read or bound; the message names the file and JSON pointer.");
   g_option_error = NewError(m, "OptionError", py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError)),
                             "A bad option value; the message is the command line's (it names the CLI option).");
+  g_snapshot_error = NewError(m, "SnapshotError", py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError)),
+                              "A memory snapshot that cannot be read or replayed; the message names the file and "
+                              "the key path or byte offset.");
   NewError(m, "ExportError", py::make_tuple(py::handle(g_error)),
            "An nn.Module the exporter cannot turn into a graph (unsupported ops are all listed).");
 }
@@ -355,6 +396,8 @@ void BindModule(py::module_& m) {
   m.def("fit", &Fit, py::arg("graph"), py::arg("args"), py::arg("max_batch") = 65536, py::arg("search") = "batch");
   m.def("advise", &AdviseGraph, py::arg("graph"), py::arg("args"), py::arg("threads") = 0,
         py::arg("max_batch") = 65536);
+  m.def("replay", &Replay, py::arg("source"), py::arg("data") = py::none(), py::arg("alloc_conf") = py::none(),
+        py::arg("what_if") = true);
   m.def("plan", &PlanOf, py::arg("graph"), py::arg("args"), py::arg("framework") = "");
   m.attr("PHASES") = Names<Phase>(kNumPhases, PhaseName);
   m.attr("CATEGORIES") = Names<Category>(kNumCategories, CategoryName);

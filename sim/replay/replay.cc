@@ -7,6 +7,7 @@
 
 #include "sim/allocator/caching_allocator.h"
 #include "sim/allocator/simulate.h"
+#include "sim/replay/fragmentation.h"
 
 namespace memsim {
 namespace {
@@ -149,14 +150,42 @@ struct Counters {
   int64_t allocs = 0, matched_decisions = 0;
   std::optional<int64_t> first_mismatch;
   uint64_t first_mismatch_addr = 0;
+  // Note [Replay fragmentation]: the allocation after which reserved is at its peak with the
+  // most allocated (-1: the start of recording).
+  int64_t sample_event = -1;
+  int64_t sample_reserved = -1, sample_allocated = -1;
 };
 
-// Runs the trace forward through |alloc|; |by_addr| maps recorded addresses of live blocks.
-Status Forward(const MemorySnapshot& snap, CachingAllocator& alloc,
-               std::unordered_map<uint64_t, BlockId>& by_addr, bool use_addresses, Counters* c) {
+// One forward run of the trace from the allocator state at the start of recording.
+struct Pass {
+  explicit Pass(const AllocatorConfig& cfg) : alloc(cfg, DeviceOptions{0, AddressOrder::kDecreasing, 0}) {}
+  CachingAllocator alloc;
+  std::unordered_map<uint64_t, BlockId> by_addr;  // recorded address of a live block -> block
+  std::unordered_map<uint64_t, int64_t> origin;   // simulated address -> trace index of its alloc
+  Counters c;
+
+  // Takes the sample if the state now is a later peak (Note [Replay fragmentation]).
+  void Sample(int64_t event) {
+    const int64_t r = alloc.stats().reserved_bytes.all().current, a = alloc.stats().allocated_bytes.all().current;
+    if (r > c.sample_reserved || (r == c.sample_reserved && a > c.sample_allocated)) {
+      c.sample_event = event;
+      c.sample_reserved = r;
+      c.sample_allocated = a;
+    }
+  }
+};
+
+// Runs the trace forward through |p|'s allocator, up to and including event |last| (all: -2;
+// none: -1).
+Status Forward(const MemorySnapshot& snap, bool use_addresses, Pass* p, int64_t last = -2) {
+  CachingAllocator& alloc = p->alloc;
+  std::unordered_map<uint64_t, BlockId>& by_addr = p->by_addr;
+  Counters* c = &p->c;
   bool pending = false;  // a recorded segment_alloc waits for the alloc it serves
   TraceEvent pending_segment;
-  for (size_t i = 0; i < snap.trace.size(); ++i) {
+  p->Sample(-1);
+  const size_t end = last == -2 ? snap.trace.size() : static_cast<size_t>(last + 1);
+  for (size_t i = 0; i < end && i < snap.trace.size(); ++i) {
     const TraceEvent& e = snap.trace[i];
     switch (e.action) {
       case TraceAction::kSegmentAlloc:
@@ -196,6 +225,8 @@ Status Forward(const MemorySnapshot& snap, CachingAllocator& alloc,
           c->first_mismatch_addr = e.addr;
         }
         by_addr[e.addr] = b;
+        p->origin[alloc.BlockAddress(b)] = static_cast<int64_t>(i);
+        p->Sample(static_cast<int64_t>(i));
         break;
       }
       case TraceAction::kFreeCompleted: {
@@ -203,7 +234,10 @@ Status Forward(const MemorySnapshot& snap, CachingAllocator& alloc,
         if (it == by_addr.end())
           return TraceError(i, "free at " + Hex(e.addr) + " of no live block");
         c->rec_alloc -= e.size;
-        if (it->second != kNoBlock) alloc.Free(it->second);
+        if (it->second != kNoBlock) {
+          p->origin.erase(alloc.BlockAddress(it->second));
+          alloc.Free(it->second);
+        }
         by_addr.erase(it);
         break;
       }
@@ -252,12 +286,126 @@ bool LayoutMatches(const MemorySnapshot& snap, const CachingAllocator& alloc) {
   return true;
 }
 
+// Puts |p|'s allocator in the state at the start of recording: |st|'s segments and blocks as they
+// were (|warm|), or its live blocks allocated in address order into an empty allocator; for
+// alloc_data (|st| null) the allocations alive when recording began.
+Status Start(const MemorySnapshot& snap, const InitialState* st, bool warm, Pass* p) {
+  if (st == nullptr) {
+    for (const auto& [addr, bytes] : snap.initially_allocated) {
+      p->by_addr[addr] = bytes > 0 ? p->alloc.Malloc(bytes) : kNoBlock;
+      p->c.rec_alloc += bytes;
+    }
+    p->c.rec_peak_alloc = p->c.rec_alloc;
+    p->alloc.ResetPeakStats();
+    return Status::OK();
+  }
+  for (const auto& [addr, s] : st->segs) p->c.rec_reserved += s.size;
+  for (const auto& [addr, b] : st->live) p->c.rec_alloc += b.requested;
+  p->c.rec_peak_reserved = p->c.rec_reserved;
+  p->c.rec_peak_alloc = p->c.rec_alloc;
+  if (warm) {
+    // Warm start: install every segment with its live blocks and free gaps.
+    for (const auto& [saddr, s] : st->segs) {
+      ImportedSegment seg{saddr, s.size, s.stream, s.pool, {}};
+      const uint64_t end = saddr + static_cast<uint64_t>(s.size);
+      uint64_t at = saddr;
+      for (auto it = st->live.lower_bound(saddr); it != st->live.end() && it->first < end; ++it) {
+        if (it->first > at) seg.blocks.push_back({at, static_cast<int64_t>(it->first - at), 0, false});
+        seg.blocks.push_back({it->first, it->second.size, it->second.requested, true});
+        at = it->first + static_cast<uint64_t>(it->second.size);
+      }
+      if (at < end) seg.blocks.push_back({at, static_cast<int64_t>(end - at), 0, false});
+      MEMSIM_ASSIGN_OR_RETURN(std::vector<BlockId> ids, p->alloc.ImportSegment(seg));
+      size_t k = 0;
+      for (const BlockView& v : seg.blocks) {
+        if (v.allocated) p->by_addr[v.address] = ids[k++];
+      }
+    }
+  } else {
+    // Cold start with the live blocks, in address order, under the other settings.
+    for (const auto& [addr, b] : st->live)
+      p->by_addr[addr] = b.requested > 0 ? p->alloc.Malloc(b.requested, b.stream) : kNoBlock;
+  }
+  p->alloc.ResetPeakStats();
+  return Status::OK();
+}
+
+// The allocator state at the peak (Note [Replay fragmentation]): the trace replayed again up to
+// the sampled event.
+Result<PeakFragmentation> AtPeak(const MemorySnapshot& snap, const InitialState* st, const AllocatorConfig& cfg,
+                                 bool warm, int64_t event) {
+  Pass p(cfg);
+  MEMSIM_RETURN_IF_ERROR(Start(snap, st, warm, &p));
+  MEMSIM_RETURN_IF_ERROR(Forward(snap, warm, &p, event));
+  auto where = [&](int64_t i) -> std::string {
+    if (i < 0 || static_cast<size_t>(i) >= snap.trace.size()) return "";
+    const uint32_t w = snap.trace[static_cast<size_t>(i)].where;
+    return w < snap.frames.size() ? snap.frames[w] : "";
+  };
+  return DescribeFragmentation(p.alloc, event, where(event), [&](uint64_t addr) -> std::pair<int64_t, std::string> {
+    auto it = p.origin.find(addr);
+    if (it == p.origin.end()) return {-1, ""};
+    return {it->second, where(it->second)};
+  });
+}
+
+void Fill(const Pass& p, ReplayReport* rep) {
+  rep->allocs = p.c.allocs;
+  rep->recorded_peak_allocated_bytes = p.c.rec_peak_alloc;
+  rep->stats = p.alloc.stats();
+  rep->simulated_peak_reserved_bytes = rep->stats.reserved_bytes.all().peak;
+  rep->simulated_peak_allocated_bytes = rep->stats.allocated_bytes.all().peak;
+  rep->simulated_peak_requested_bytes = rep->stats.requested_bytes.all().peak;
+}
+
+std::vector<std::string> Warnings(const MemorySnapshot& snap) {
+  std::vector<std::string> w;
+  if (snap.trace.empty())
+    w.push_back("the snapshot has no trace history (torch.cuda.memory._record_memory_history() was not on "
+                "before the step): nothing is replayed, the figures are the final segments'");
+  else if (snap.has_segments && snap.frames.size() <= 1)
+    w.push_back("the trace has no stack frames (record with _record_memory_history(stacks=\"python\")): "
+                "allocations are named by address only");
+  return w;
+}
+
+// The what-ifs (Note [Replay fragmentation]): the same trace from the same live blocks, cold,
+// under the recorded settings and under each change.
+Result<std::vector<ReplayWhatIf>> WhatIfs(const MemorySnapshot& snap, const ReplayOptions& opt) {
+  const AllocatorConfig base = opt.alloc_conf ? ParseAllocConf(*opt.alloc_conf).value() : snap.recorded_config;
+  std::vector<std::pair<std::string, AllocatorConfig>> runs = {{"as recorded, cold start", base}};
+  if (!base.expandable_segments) {
+    AllocatorConfig c = base;
+    c.expandable_segments = true;
+    runs.push_back({"expandable_segments:True", c});
+  }
+  for (int64_t mb : {128, 512}) {
+    AllocatorConfig c = base;
+    if (c.expandable_segments || c.max_split_size == mb * kMiB) continue;
+    c.max_split_size = mb * kMiB;
+    runs.push_back({"max_split_size_mb:" + std::to_string(mb), c});
+  }
+  std::vector<ReplayWhatIf> out;
+  for (const auto& [change, cfg] : runs) {
+    ReplayOptions o;
+    o.alloc_conf = cfg.ToString();
+    o.max_restarts = opt.max_restarts;
+    MEMSIM_ASSIGN_OR_RETURN(ReplayReport r, ReplaySnapshot(snap, o));
+    ReplayWhatIf w{change, r.alloc_conf, r.simulated_peak_reserved_bytes, r.simulated_peak_allocated_bytes,
+                   r.at_peak ? r.at_peak->free_bytes : 0, 0};
+    w.change_bytes = out.empty() ? 0 : w.peak_reserved_bytes - out.front().peak_reserved_bytes;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOptions& opt) {
   ReplayReport rep;
   rep.format = std::string(FormatName(snap.format));
   rep.trace_events = static_cast<int64_t>(snap.trace.size());
+  rep.warnings = Warnings(snap);
   AllocatorConfig cfg = snap.recorded_config;
   if (opt.alloc_conf) {
     MEMSIM_ASSIGN_OR_RETURN(cfg, ParseAllocConf(*opt.alloc_conf));
@@ -266,75 +414,38 @@ Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOpti
   rep.alloc_conf = cfg.ToString();
   MEMSIM_RETURN_IF_ERROR(CheckSnapshotBytes(snap, cfg));
   MEMSIM_RETURN_IF_ERROR(CheckSnapshotBytes(snap, snap.recorded_config));
-  const DeviceOptions dev{0, AddressOrder::kDecreasing, 0};
+  if (opt.what_if) {
+    MEMSIM_ASSIGN_OR_RETURN(rep.what_if, WhatIfs(snap, opt));
+  }
 
   if (!snap.has_segments) {
     // alloc_data: a cold allocator plus the allocations alive when recording began.
-    CachingAllocator alloc(cfg, dev);
-    std::unordered_map<uint64_t, BlockId> by_addr;
-    Counters c;
-    for (const auto& [addr, bytes] : snap.initially_allocated) {
-      by_addr[addr] = bytes > 0 ? alloc.Malloc(bytes) : kNoBlock;
-      c.rec_alloc += bytes;
-    }
-    c.rec_peak_alloc = c.rec_alloc;
-    MEMSIM_RETURN_IF_ERROR(Forward(snap, alloc, by_addr, false, &c));
-    rep.allocs = c.allocs;
+    Pass p(cfg);
+    MEMSIM_RETURN_IF_ERROR(Start(snap, nullptr, false, &p));
+    MEMSIM_RETURN_IF_ERROR(Forward(snap, false, &p));
+    Fill(p, &rep);
     rep.initial_live_blocks = static_cast<int64_t>(snap.initially_allocated.size());
-    rep.recorded_peak_allocated_bytes = c.rec_peak_alloc;
-    rep.stats = alloc.stats();
-    rep.simulated_peak_reserved_bytes = rep.stats.reserved_bytes.all().peak;
-    rep.simulated_peak_allocated_bytes = rep.stats.allocated_bytes.all().peak;
-    rep.simulated_peak_requested_bytes = rep.stats.requested_bytes.all().peak;
+    MEMSIM_ASSIGN_OR_RETURN(rep.at_peak, AtPeak(snap, nullptr, cfg, false, p.c.sample_event));
     return rep;
   }
 
   MEMSIM_ASSIGN_OR_RETURN(InitialState base, Undo(snap));
   rep.initial_segments = static_cast<int64_t>(base.segs.size());
   rep.initial_live_blocks = static_cast<int64_t>(base.live.size());
+  const bool warm = !rep.override_conf;
+  rep.warm_start = warm;
   std::map<uint64_t, int64_t> slack;
   for (int attempt = 0;; ++attempt) {
     InitialState st = base;
     MEMSIM_RETURN_IF_ERROR(InferSizes(&st, snap.recorded_config, slack));
-    CachingAllocator alloc(cfg, dev);
-    std::unordered_map<uint64_t, BlockId> by_addr;
-    Counters c;
-    for (const auto& [addr, s] : st.segs) c.rec_reserved += s.size;
-    for (const auto& [addr, b] : st.live) c.rec_alloc += b.requested;
-    c.rec_peak_reserved = c.rec_reserved;
-    c.rec_peak_alloc = c.rec_alloc;
-
-    if (!rep.override_conf) {
-      // Warm start: install every segment with its live blocks and free gaps.
-      rep.warm_start = true;
-      for (const auto& [saddr, s] : st.segs) {
-        ImportedSegment seg{saddr, s.size, s.stream, s.pool, {}};
-        const uint64_t end = saddr + static_cast<uint64_t>(s.size);
-        uint64_t at = saddr;
-        for (auto it = st.live.lower_bound(saddr); it != st.live.end() && it->first < end; ++it) {
-          if (it->first > at)
-            seg.blocks.push_back({at, static_cast<int64_t>(it->first - at), 0, false});
-          seg.blocks.push_back({it->first, it->second.size, it->second.requested, true});
-          at = it->first + static_cast<uint64_t>(it->second.size);
-        }
-        if (at < end) seg.blocks.push_back({at, static_cast<int64_t>(end - at), 0, false});
-        MEMSIM_ASSIGN_OR_RETURN(std::vector<BlockId> ids, alloc.ImportSegment(seg));
-        size_t k = 0;
-        for (const BlockView& v : seg.blocks) {
-          if (v.allocated) by_addr[v.address] = ids[k++];
-        }
-      }
-    } else {
-      // Cold start with the live blocks, in address order, under the other settings.
-      for (const auto& [addr, b] : st.live)
-        by_addr[addr] = b.requested > 0 ? alloc.Malloc(b.requested, b.stream) : kNoBlock;
-    }
-    alloc.ResetPeakStats();
-    MEMSIM_RETURN_IF_ERROR(Forward(snap, alloc, by_addr, !rep.override_conf, &c));
+    Pass p(cfg);
+    MEMSIM_RETURN_IF_ERROR(Start(snap, &st, warm, &p));
+    MEMSIM_RETURN_IF_ERROR(Forward(snap, warm, &p));
+    const Counters& c = p.c;
 
     // Note [Warm-start reconstruction], step 4: a misplaced allocation that starts within 1 MiB
     // after an ambiguous block reveals that block's unsplit slack; add it and start again.
-    if (!rep.override_conf && c.first_mismatch && attempt < opt.max_restarts) {
+    if (warm && c.first_mismatch && attempt < opt.max_restarts) {
       auto it = st.live.upper_bound(c.first_mismatch_addr);
       if (it != st.live.begin()) {
         --it;
@@ -349,21 +460,17 @@ Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOpti
       }
     }
 
-    rep.allocs = c.allocs;
+    Fill(p, &rep);
     rep.recorded_peak_reserved_bytes = c.rec_peak_reserved;
-    rep.recorded_peak_allocated_bytes = c.rec_peak_alloc;
-    rep.stats = alloc.stats();
-    rep.simulated_peak_reserved_bytes = rep.stats.reserved_bytes.all().peak;
-    rep.simulated_peak_allocated_bytes = rep.stats.allocated_bytes.all().peak;
-    rep.simulated_peak_requested_bytes = rep.stats.requested_bytes.all().peak;
     rep.segment_allocs_recorded = c.rec_segs;
     rep.segment_allocs_simulated = c.sim_segs;
     rep.segment_allocs_matched = c.matched_segs;
-    if (!rep.override_conf) {
+    if (warm) {
       rep.alloc_decisions_matched = c.matched_decisions;
       rep.first_mismatch_event = c.first_mismatch;
-      rep.final_layout_matches = LayoutMatches(snap, alloc);
+      rep.final_layout_matches = LayoutMatches(snap, p.alloc);
     }
+    MEMSIM_ASSIGN_OR_RETURN(rep.at_peak, AtPeak(snap, &st, cfg, warm, c.sample_event));
     return rep;
   }
 }
@@ -403,6 +510,15 @@ nlohmann::ordered_json ReplayReportToJson(const ReplayReport& r) {
   j["first_mismatch_event"] = opt(r.first_mismatch_event);
   j["final_layout_matches"] = opt(r.final_layout_matches);
   j["stats"] = DeviceStatsToJson(r.stats);
+  j["at_peak"] = r.at_peak ? ToJson(*r.at_peak) : ordered_json(nullptr);
+  ordered_json what_if = ordered_json::array();
+  for (const ReplayWhatIf& w : r.what_if)
+    what_if.push_back({{"change", w.change}, {"alloc_conf", w.alloc_conf}, {"peak_reserved_bytes", w.peak_reserved_bytes},
+                       {"peak_allocated_bytes", w.peak_allocated_bytes},
+                       {"reserved_minus_allocated_bytes", w.reserved_minus_allocated_bytes},
+                       {"change_bytes", w.change_bytes}});
+  j["what_if"] = what_if;
+  j["warnings"] = r.warnings;
   return j;
 }
 

@@ -13,9 +13,11 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lib/util/status.h"
 #include "sim/allocator/allocator_stats.h"
+#include "sim/replay/fragmentation.h"
 #include "sim/replay/snapshot.h"
 
 namespace memsim {
@@ -26,6 +28,20 @@ struct ReplayOptions {
   /// order into an empty allocator), since the recorded cache layout belongs to other settings.
   std::optional<std::string> alloc_conf;
   int max_restarts = 16;  ///< Note [Warm-start reconstruction], ambiguity step
+  /// Also replay the trace under expandable_segments and max_split_size_mb (ReplayReport::what_if).
+  bool what_if = false;
+};
+
+/// The same trace under other settings (Note [Replay fragmentation]): every row starts cold from
+/// the blocks alive when recording began; the first row is the recorded settings (or the
+/// --alloc-conf override), the baseline of |change_bytes|.
+struct ReplayWhatIf {
+  std::string change;       ///< "as recorded, cold start", "expandable_segments:True", "max_split_size_mb:128"
+  std::string alloc_conf;   ///< the whole configuration replayed (canonical)
+  int64_t peak_reserved_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t reserved_minus_allocated_bytes = 0;  ///< at its own peak (Note [Replay fragmentation])
+  int64_t change_bytes = 0;                    ///< peak reserved minus the first row's
 };
 
 struct ReplayReport {
@@ -54,6 +70,11 @@ struct ReplayReport {
   std::optional<bool> final_layout_matches;        ///< simulated final segments == dump
 
   DeviceStats stats;
+
+  /// The allocator's state at the peak: what reserved-but-unallocated memory is made of.
+  std::optional<PeakFragmentation> at_peak;
+  std::vector<ReplayWhatIf> what_if;  ///< with ReplayOptions::what_if
+  std::vector<std::string> warnings;  ///< e.g. a snapshot without trace history
 };
 
 /// Replays |snapshot|. Errors: an inconsistent trace (free of an unknown address, ...), an

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "lib/util/text_limits.h"
 #include "sim/replay/pickle.h"
@@ -194,10 +195,55 @@ Result<SnapshotSegment> ReadSegment(const PyValue& s, const std::string& path,
   return seg;
 }
 
+// A file's last path component ("D:\\x\\model.py" and "/x/model.py" give "model.py").
+std::string_view BaseName(std::string_view f) {
+  const size_t k = f.find_last_of("/\\");
+  return k == std::string_view::npos ? f : f.substr(k + 1);
+}
+
+// Whether a frame is PyTorch's or a library's rather than the user's code.
+bool LibraryFrame(std::string_view f) {
+  for (std::string_view part : {"site-packages", "dist-packages", "/torch/", "\\torch\\", "<frozen"})
+    if (f.find(part) != std::string_view::npos) return true;
+  return false;
+}
+
+// The event's place in the user's code ("model.py:54 forward"): the first Python frame outside
+// the libraries, else the first Python frame, else the first frame with a file name; "" without
+// usable frames (they are only shown, so malformed ones are skipped, never an error). Recordings
+// with stacks="all" list the C++ frames (file "??", "*.cpp") first.
+std::string UserFrame(const PyValue& e) {
+  const PyValue* frames = e.Get("frames");
+  if (frames == nullptr || !frames->is_sequence()) return "";
+  const PyValue* pick = nullptr;
+  int rank = 0;  // 3: user Python, 2: any Python, 1: any named file
+  for (const PyValue* f : frames->items()) {
+    if (!f->is_dict() || f->Get("filename") == nullptr || !f->Get("filename")->is_str()) continue;
+    const std::string& file = f->Get("filename")->as_str();
+    const bool py = file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0;
+    const int r = py ? (LibraryFrame(file) ? 2 : 3) : (file.empty() || file == "??" ? 0 : 1);
+    if (r > rank || pick == nullptr) {
+      pick = f;
+      rank = r;
+    }
+    if (rank == 3) break;
+  }
+  if (pick == nullptr) return "";
+  std::string out(BaseName(pick->Get("filename")->as_str()).substr(0, 120));
+  if (const PyValue* line = pick->Get("line"); line != nullptr && line->is_int())
+    out += ":" + std::to_string(line->as_int());
+  if (const PyValue* name = pick->Get("name"); name != nullptr && name->is_str())
+    out += " " + name->as_str().substr(0, 80);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // shown in one-line reports
+  return out;
+}
+
 // The device's trace entries, oldest first.
 Status ReadTrace(const PyValue& t, const std::string& base, ElementBudget* budget,
                  MemorySnapshot* out) {
   if (!t.is_sequence()) return Bad(base, "expected a list");
+  std::unordered_map<std::string, uint32_t> frame_ids;
   for (size_t i = 0; i < t.items().size(); ++i) {
     const std::string path = base + "[" + std::to_string(i) + "]";
     MEMSIM_RETURN_IF_ERROR(budget->Take(path));
@@ -214,6 +260,14 @@ Status ReadTrace(const PyValue& t, const std::string& base, ElementBudget* budge
                                                 : Int(e, "size", path, false, 0));
     MEMSIM_ASSIGN_OR_RETURN(ev.stream, Int(e, "stream", path, false, 0));
     ev.addr = static_cast<uint64_t>(addr);
+    if (ev.action == TraceAction::kAlloc) {
+      std::string where = UserFrame(e);
+      if (!where.empty()) {
+        auto [it, added] = frame_ids.emplace(std::move(where), static_cast<uint32_t>(out->frames.size()));
+        if (added) out->frames.push_back(it->first);
+        ev.where = it->second;
+      }
+    }
     out->trace.push_back(ev);
   }
   return Status::OK();

@@ -37,6 +37,7 @@ struct TraceEvent {
   uint64_t addr = 0;
   int64_t size = 0;
   StreamId stream = 0;
+  uint32_t where = 0;  ///< its place in the user's code: index into MemorySnapshot::frames (0: unknown)
 };
 
 enum class BlockState : uint8_t { kActiveAllocated, kActivePendingFree, kInactive };
@@ -63,6 +64,9 @@ struct MemorySnapshot {
   bool has_segments = false;              ///< false for alloc_data
   std::vector<SnapshotSegment> segments;  ///< final state, one device, sorted by address
   std::vector<TraceEvent> trace;          ///< oldest first
+  /// Distinct places in the user's code that trace events name (TraceEvent::where): the first
+  /// frame outside torch and site-packages, "model.py:54 forward". Entry 0 is "" (unknown).
+  std::vector<std::string> frames{std::string()};
   /// alloc_data only: allocations alive when recording began (addr, requested bytes).
   std::vector<std::pair<uint64_t, int64_t>> initially_allocated;
   AllocatorConfig recorded_config;  ///< from allocator_settings (defaults if absent)

@@ -8,23 +8,6 @@
 #include "sim/report/format.h"
 
 namespace memsim {
-namespace {
-
-std::string RankList(const std::vector<int>& ranks) {
-  // Consecutive ranks as a range: "0", "1-7", "0,2".
-  std::string s;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!s.empty()) s += ",";
-    s += std::to_string(ranks[i]);
-    if (j > i) s += "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return s;
-}
-
-}  // namespace
 
 RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vector<RankRun>& runs) {
   RanksReport rep;

@@ -168,10 +168,19 @@ if(MEMSIM_CHROMIUM AND MEMSIM_PYTHON3)
                    ${MEMSIM_CHROMIUM} ${CMAKE_BINARY_DIR}/timeline_screenshot
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.timeline_screenshot_chromium PROPERTIES TIMEOUT 300)
+  # The page's DOM after its script ran: axis ticks and labels, capacity, peak and the OOM marker,
+  # one panel per distinct rank (Note [Timeline page]).
+  add_test(NAME cli.timeline_dom_chromium
+           COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/timeline_dom.py $<TARGET_FILE:memsim>
+                   ${MEMSIM_CHROMIUM} ${CMAKE_BINARY_DIR}/timeline_dom
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.timeline_dom_chromium PROPERTIES TIMEOUT 300)
 else()
   add_test(NAME cli.timeline_screenshot_chromium
            COMMAND ${CMAKE_COMMAND} -E echo "chromium or python3 not found: run make deps")
   set_tests_properties(cli.timeline_screenshot_chromium PROPERTIES WILL_FAIL TRUE)
+  add_test(NAME cli.timeline_dom_chromium COMMAND ${CMAKE_COMMAND} -E echo "chromium or python3 not found: run make deps")
+  set_tests_properties(cli.timeline_dom_chromium PROPERTIES WILL_FAIL TRUE)
 endif()
 
 # The whole device: three levels, the range and the verdict; bad device options exit 2.
