@@ -414,7 +414,7 @@ Result<ReplayReport> ReplaySnapshot(const MemorySnapshot& snap, const ReplayOpti
   rep.alloc_conf = cfg.ToString();
   MEMSIM_RETURN_IF_ERROR(CheckSnapshotBytes(snap, cfg));
   MEMSIM_RETURN_IF_ERROR(CheckSnapshotBytes(snap, snap.recorded_config));
-  if (opt.what_if) {
+  if (opt.what_if && !snap.trace.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(rep.what_if, WhatIfs(snap, opt));
   }
 

@@ -59,8 +59,10 @@ void Comparison(const ReplayReport& r, Out& o) {
   if (r.final_layout_matches) o("final layout matches the dump: %s\n", *r.final_layout_matches ? "yes" : "no");
 }
 
-void AtPeak(const PeakFragmentation& f, Out& o) {
-  if (f.event < 0)
+void AtPeak(const ReplayReport& r, const PeakFragmentation& f, Out& o) {
+  if (r.trace_events == 0)
+    o("\nin the dump (no trace history):\n");
+  else if (f.event < 0)
     o("\nat the peak (the start of recording):\n");
   else
     o("\nat the peak (after trace[%lld]%s%s):\n", static_cast<long long>(f.event), f.where.empty() ? "" : ", ",
@@ -121,7 +123,7 @@ std::string ReplayText(const std::string& file, const ReplayReport& r) {
       static_cast<long long>(r.initial_segments), static_cast<long long>(r.initial_live_blocks), r.restarts);
   o("trace: %lld events, %lld allocations\n", static_cast<long long>(r.trace_events), static_cast<long long>(r.allocs));
   Comparison(r, o);
-  if (r.at_peak) AtPeak(*r.at_peak, o);
+  if (r.at_peak) AtPeak(r, *r.at_peak, o);
   WhatIf(r.what_if, o);
   return o.s;
 }

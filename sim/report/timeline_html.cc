@@ -49,10 +49,10 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
-/// plot()'s title (python/memsim/_plot.py), from the run's figures.
-std::string Headline(const Graph& g, const TimelinePanel& p) {
+/// plot()'s title (python/memsim/_plot.py), from the run's figures; |who| names the model (and
+/// the panel's ranks).
+std::string Headline(const Graph& g, const TimelinePanel& p, const std::string& who) {
   const TimelineLevels& lv = p.levels;
-  std::string who = p.label.empty() ? g.name : g.name + ", " + p.label;
   if (!lv.figures) {
     std::string h = who + ": peak live " + HumanBytes(p.peak->peak_live_bytes) + " in " +
                     std::string(PhaseName(p.peak->peak_phase));
@@ -166,7 +166,8 @@ ordered_json PanelData(const Graph& g, const TimelinePanel& p) {
   const size_t n = s.events.size();
   ordered_json d;
   d["label"] = p.label;
-  d["headline"] = Headline(g, p);
+  d["headline"] = Headline(g, p, g.name);
+  d["panel_headline"] = Headline(g, p, p.label.empty() ? g.name : g.name + ", " + p.label);
   d["verdict"] = Verdict(g, p);
   d["events"] = n;
   const Axis ax = YAxis(std::max(p.peak->peak_live_bytes, LevelsMax(lv)));
@@ -474,7 +475,7 @@ std::string HtmlTimeline(const Graph& g, const std::vector<TimelinePanel>& panel
   for (size_t k = 0; k < ps.size(); ++k) {
     o << "<section class=\"panel\" id=\"panel-" << k << "\">\n";
     if (ps.size() > 1 || !ps[k]["label"].get<std::string>().empty())
-      o << "<h3 class=\"panel-headline\">" << Escape(ps[k]["headline"]) << "</h3>\n";
+      o << "<h3 class=\"panel-headline\">" << Escape(ps[k]["panel_headline"]) << "</h3>\n";
     o << "<p class=\"verdict\">" << Escape(ps[k]["verdict"]) << "</p>\n";
     o << PanelSvg(ps[k], static_cast<int>(k)).Render() << Legend(ps[k]);
     o << PeakTables(g, *panels[k].events, *panels[k].peak, top) << "</section>\n";

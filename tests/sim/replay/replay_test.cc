@@ -25,6 +25,7 @@ Result<MemorySnapshot> LoadOracle(const char* name) { return LoadSnapshotFile(Or
 std::string Summary(const ReplayReport& r) {
   auto j = ReplayReportToJson(r);
   j.erase("stats");
+  j.erase("at_peak");
   return j.dump();
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "lib/io/graph_json.h"
 #include "sim/simulator.h"
 
@@ -60,8 +62,9 @@ TEST(TimelineTest, HtmlIsStandaloneAndNamesThePeak) {
   SimRun run = Mlp();
   std::string html = HtmlTimeline(run.g, run.r.events, run.r.peak, 5);
   EXPECT_TRUE(html.starts_with("<!DOCTYPE html>"));
-  EXPECT_EQ(html.find("<script"), std::string::npos);
-  EXPECT_EQ(html.find("http://", html.find("<svg") + 60), std::string::npos) << "nothing fetched";
+  EXPECT_EQ(html.find("<script src"), std::string::npos) << "one inline script, nothing fetched";
+  EXPECT_EQ(html.find("http://", html.find(">", html.find("<svg"))), std::string::npos) << "nothing fetched";
+  EXPECT_NE(html.find("viewBox=\"0 0 "), std::string::npos) << "the width follows the window";
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("Largest tensors alive at the peak"), std::string::npos);
   const Buffer& top = run.r.events.buffers[run.r.peak.live_at_peak[0]];
@@ -87,6 +90,8 @@ TEST(TimelineTest, DeviceLevelsAreDrawnAsLinesAndACounterTrack) {
   EXPECT_NE(html.find("<title>reserved (max_memory_reserved)</title></polyline>"), std::string::npos);
   EXPECT_NE(html.find("<title>device used (nvidia-smi)</title></polyline>"), std::string::npos);
   EXPECT_NE(html.find("<title>capacity</title></line>"), std::string::npos);
+  EXPECT_NE(html.find(">capacity 200.00 MiB</text>"), std::string::npos) << "the capacity line is labelled";
+  EXPECT_NE(html.find("class=\"reserved-label\""), std::string::npos) << "the peak reserved is labelled";
   EXPECT_NE(html.find("device used = reserved + 100.00 MiB"), std::string::npos);
   EXPECT_EQ(HtmlTimeline(run.g, run.r.events, run.r.peak, 5).find("<polyline"), std::string::npos)
       << "no lines without levels";
@@ -110,6 +115,7 @@ TEST(TimelineTest, TheOomIsMarkedWhereTheCapacityLimitedAllocatorFails) {
   lv.oom_op = run.g.ops[0].name;
   const std::string html = HtmlTimeline(run.g, run.r.events, run.r.peak, 5, lv);
   EXPECT_NE(html.find("<title>OOM at op " + lv.oom_op + "</title></line>"), std::string::npos);
+  EXPECT_NE(html.find("class=\"oom-label\""), std::string::npos);
   EXPECT_NE(html.find("<title>capacity</title></line>"), std::string::npos);
   EXPECT_NE(html.find("does not fit in 1.00 MiB, OOM at op " + lv.oom_op), std::string::npos);
   auto doc = ChromeTrace(run.g, run.r.events, run.r.peak, 0, lv);
@@ -117,11 +123,74 @@ TEST(TimelineTest, TheOomIsMarkedWhereTheCapacityLimitedAllocatorFails) {
   for (const auto& e : doc["traceEvents"])
     if (e["name"] == "OOM at op " + lv.oom_op) {
       ++marks;
-      EXPECT_EQ(e["ts"].get<int64_t>(), 7);
+      EXPECT_EQ(e["args"]["event"].get<int64_t>(), 7);
     }
   EXPECT_EQ(marks, 1);
   EXPECT_EQ(doc["otherData"]["oom"], true);
   EXPECT_EQ(doc["otherData"]["oom_op"], lv.oom_op);
+}
+
+// Note [Timeline clock]: trace time is op order, labelled as such; never one event per µs.
+TEST(TimelineTest, ChromeTraceTimeIsTheOpIndexAndSaysSo) {
+  SimRun run = Mlp();
+  auto doc = ChromeTrace(run.g, run.r.events, run.r.peak, 0);
+  EXPECT_EQ(doc["displayTimeUnit"], "ms");
+  EXPECT_NE(doc["otherData"]["time_axis"].get<std::string>().find("not measured or estimated time"), std::string::npos);
+  EXPECT_NE(doc["traceEvents"][0]["args"]["name"].get<std::string>().find("time axis: op order"), std::string::npos);
+  int64_t slices = 0;
+  double last_ts = -1;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") {
+      EXPECT_EQ(e["ts"].get<double>(), 1000.0 * static_cast<double>(e["args"]["op_index"].get<int64_t>()));
+      EXPECT_EQ(e["dur"].get<double>(), 1000.0);
+      EXPECT_EQ(e["args"]["op_index"].get<int64_t>(), slices++);
+    }
+    if (e["ph"] == "C" && e["name"] == "live bytes") {
+      EXPECT_GE(e["ts"].get<double>(), last_ts) << "events in order";
+      last_ts = e["ts"].get<double>();
+    }
+  }
+  EXPECT_EQ(doc["otherData"]["ops"].get<int64_t>(), slices);
+  EXPECT_LT(last_ts, 1000.0 * static_cast<double>(slices));
+}
+
+// The page's data: ticks cover the plot in a GiB/MiB unit, phases tile the events, the points
+// are at most 1000 and keep the peak.
+TEST(TimelineTest, PageDataHasAxesPhasesAndPoints) {
+  SimRun run = Mlp();
+  TimelinePanel panel{"", &run.r.events, &run.r.peak, {}};
+  auto d = TimelineData(run.g, {panel});
+  ASSERT_EQ(d["panels"].size(), 1u);
+  const auto& p = d["panels"][0];
+  EXPECT_EQ(p["y_unit"], "MiB");
+  EXPECT_GE(p["y_max_bytes"].get<int64_t>(), run.r.peak.peak_live_bytes);
+  const double step = p["y_tick_step"].get<double>();
+  EXPECT_GE(p["y_max_bytes"].get<double>() / (step * 1048576.0), 3.0);
+  EXPECT_LE(p["y_max_bytes"].get<double>() / (step * 1048576.0), 10.0);
+  const size_t n = run.r.events.events.size();
+  EXPECT_EQ(p["phases"][0]["first_event"], 0);
+  EXPECT_EQ(p["phases"].back()["last_event"].get<size_t>(), n - 1);
+  const auto& ev = p["points"]["event"];
+  EXPECT_LE(ev.size(), 1000u);
+  EXPECT_NE(std::find(ev.begin(), ev.end(), run.r.peak.peak_event), ev.end()) << "the peak is a point";
+  EXPECT_EQ(p["headline"].get<std::string>().rfind(run.g.name + ": peak live ", 0), 0u) << "no figures given";
+  EXPECT_TRUE(p["points"]["reserved"].is_null());
+  EXPECT_TRUE(p["oom"].is_null());
+}
+
+TEST(TimelineTest, YTicksUseGiBFromOneGiB) {
+  SimRun run = Mlp();
+  TimelineLevels lv;
+  lv.capacity_bytes = int64_t{24} << 30;
+  TimelinePanel panel{"rank 0", &run.r.events, &run.r.peak, lv};
+  auto p = TimelineData(run.g, {panel, panel})["panels"][1];
+  EXPECT_EQ(p["y_unit"], "GiB");
+  EXPECT_EQ(p["y_tick_step"].get<double>(), 5.0);
+  EXPECT_EQ(p["y_max_bytes"].get<int64_t>(), int64_t{25} << 30);
+  const std::string html = HtmlTimeline(run.g, {panel, panel}, 3);
+  EXPECT_NE(html.find(">20 GiB</text>"), std::string::npos);
+  EXPECT_NE(html.find("id=\"panel-1\""), std::string::npos);
+  EXPECT_NE(html.find("class=\"panel-headline\">mlp, rank 0: "), std::string::npos);
 }
 
 }  // namespace
