@@ -103,6 +103,19 @@ function(memsim_golden_file_test name golden)
 endfunction()
 memsim_golden_file_test(timeline_mlp_html timeline_mlp.html run graphs/mlp.json --batch 32 --optimizer adam)
 memsim_golden_file_test(timeline_mnist_json timeline_mnist.json run graphs/mnist_cnn.json --batch 8 --profile cpu --torch 1.13)
+# Note [Timeline page]: an OOM on two distinct ranks (ZeroRedundancyOptimizer's partitions): one
+# panel per rank, the capacity and the OOM marked, the page's data embedded.
+memsim_golden_file_test(timeline_mnist_zero1_oom_html timeline_mnist_zero1_oom.html
+  run graphs/mnist_cnn.json --batch 32 --profile cpu --torch 1.13 --optimizer adam --zero 1 --world 2 --capacity 40000000)
+# Note [Replay fragmentation]: the real recordings, the fragmentation at the peak and the what-ifs.
+memsim_golden_test(replay_ctx256_text replay_ctx256.txt replay tests/data/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle)
+memsim_golden_test(replay_compiled_json replay_compiled.json
+  replay tests/data/gpu/transformer_small_v50257_ctx64_bs1_compiled_step_warm.pickle --json)
+memsim_golden_test(replay_resnet18_alloc_data_text replay_resnet18_alloc_data.txt
+  replay tests/data/gpu/resnet18_bs8_sgd_momentum_first_iter_alloc_data.json)
+memsim_golden_test(replay_no_history_text replay_no_history.txt replay tests/data/gpu/transformer_small_ctx256_no_history.pickle)
+memsim_golden_test(replay_ctx256_expandable_json replay_ctx256_expandable.json
+  replay tests/data/gpu/transformer_small_ctx256_bs32_fwd_bwd_warm.pickle --alloc-conf expandable_segments:True --json)
 memsim_golden_test(advise_resnet18_text advise_resnet18.txt advise graphs/resnet18.json --batch 64 --optimizer adam --gpu T4)
 memsim_golden_test(advise_bert_small_json advise_bert_small.json advise graphs/bert_small.json --batch 16 --optimizer adamw --json)
 memsim_golden_test(advise_gpt2_oom_text advise_gpt2_oom.txt advise graphs/nanogpt_gpt2_small.json --batch 8 --optimizer adamw --gpu T4)
