@@ -112,3 +112,22 @@ def test_memory_viz_needs_the_caching_allocator(tmp_path):
     with pytest.raises(memsim.OptionError, match="needs the caching allocator without expandable_segments"):
         r.to_memory_viz(tmp_path / "x.pickle")
     assert pd.notna(r.timeline()["reserved"]).all()
+
+
+def test_page_headline_is_the_plot_title():
+    """Note [Timeline page]: the page's headline is plot()'s title, from the same figures."""
+    r = memsim.simulate("graphs/alexnet.json", batch=4096, optimizer="adam", gpu="T4", explain=False)
+    title = r.plot().axes[0].get_title()
+    assert title.startswith("alexnet: would need peak reserved")
+    assert '<h2 class="headline">%s</h2>' % title in r._repr_html_()
+
+
+def test_page_has_a_panel_per_distinct_rank(tmp_path):
+    r = memsim.simulate("graphs/bert_small.json", batch=32, optimizer="adam", data_parallel=4, gpu="V100-16GB",
+                        explain=False)
+    html = r._repr_html_()
+    assert len(r.ranks) == html.count('<section class="panel"') == 2
+    page = tmp_path / "ranks.html"
+    run_cli("run", "graphs/bert_small.json", "--batch", "32", "--optimizer", "adam", "--data-parallel", "4",
+            "--gpu", "V100-16GB", "--timeline", str(page))
+    assert page.read_text() == html
