@@ -80,7 +80,8 @@ void AtPeak(const ReplayReport& r, const PeakFragmentation& f, Out& o) {
     o("no segment is split by an allocation with free space left\n");
     return;
   }
-  o("the split segments with the most free space, block by block:\n");
+  o("the split segments with the most free space, block by block%s:\n",
+    r.format == "alloc_data" ? " (the model's addresses: the file records none)" : "");
   for (const FragmentedSegment& s : f.top_segments) {
     o("  segment %s (%s pool%s, %s): %s free in %lld block%s, the largest %s\n", Hex(s.address).c_str(),
       s.pool == PoolKind::kSmall ? "small" : "large", s.expandable ? ", expandable" : "", MiB(s.total_bytes).c_str(),
@@ -104,7 +105,8 @@ void WhatIf(const std::vector<ReplayWhatIf>& rows, Out& o) {
   o("  %-28s %16s %14s %22s\n", "PYTORCH_CUDA_ALLOC_CONF", "peak reserved", "change", "reserved - allocated");
   for (size_t k = 0; k < rows.size(); ++k) {
     const ReplayWhatIf& w = rows[k];
-    std::string change = k == 0 ? "(baseline)" : (w.change_bytes > 0 ? "+" : "") + MiB(w.change_bytes);
+    std::string change = "(baseline)";
+    if (k > 0) change = (w.change_bytes > 0 ? std::string("+") : std::string()).append(MiB(w.change_bytes));
     o("  %-28s %16s %14s %22s\n", w.change.c_str(), MiB(w.peak_reserved_bytes).c_str(), change.c_str(),
       MiB(w.reserved_minus_allocated_bytes).c_str());
   }
