@@ -242,7 +242,9 @@ class PanelSvg {
       int k = 0;
       for (int i = 0; i < kNumPhases; ++i)
         if (PhaseName(Phase(i)) == name) k = i;
-      const double x0 = X(ph["first_event"].get<double>()), x1 = X(ph["last_event"].get<double>());
+      // A band reaches the next one's first event (no gap between phases).
+      const double last = std::min(ph["last_event"].get<double>() + 1, static_cast<double>(n_ > 0 ? n_ - 1 : 0));
+      const double x0 = X(ph["first_event"].get<double>()), x1 = X(last);
       Put("<rect class=\"phase-band\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>", x0, kTop,
           std::max(1.0, x1 - x0), kH - kTop - kBottom, kBands[k % 4]);
       if (x1 - x0 >= 24)

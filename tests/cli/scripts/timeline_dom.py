@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 OOM_RUN = ["run", "graphs/alexnet.json", "--batch", "4096", "--optimizer", "adam", "--gpu", "T4"]
+STEPS_RUN = ["run", "graphs/mlp.json", "--batch", "32", "--optimizer", "adam", "--steps", "3"]
 RANKS_RUN = ["run", "graphs/bert_small.json", "--batch", "32", "--optimizer", "adam", "--data-parallel", "4",
              "--gpu", "V100-16GB"]
 
@@ -115,6 +116,13 @@ def main():
     check(distinct > 1 and dom.panels == distinct, "%d panels for %d distinct ranks" % (dom.panels, distinct),
           failures)
     check(len(dom.texts.get("panel-headline", [])) == distinct, "a headline per panel", failures)
+
+    page, report = page_of(memsim, STEPS_RUN, work, "steps.html")
+    dom = dump_dom(chromium, page)
+    check(dom.texts.get("step-label") == ["step 1", "step 2", "step 3"], "step labels %s" % dom.texts.get("step-label"),
+          failures)
+    check(dom.texts.get("phase-label", []).count("backward") == 3, "a backward band per step", failures)
+    check(dom.texts.get("y-label-0", dom.texts.get("#y-label-0")) == ["GiB"], "GiB axis (device used > 1 GiB)", failures)
     if failures:
         print("timeline DOM lacks: " + "; ".join(failures))
         return 1
