@@ -15,6 +15,12 @@ import tempfile
 
 OOM_RUN = ["run", "graphs/alexnet.json", "--batch", "4096", "--optimizer", "adam", "--gpu", "T4"]
 STEPS_RUN = ["run", "graphs/mlp.json", "--batch", "32", "--optimizer", "adam", "--steps", "3"]
+# Moves the pointer to the middle of the first plot, as a user would, so the tooltip shows.
+HOVER = """<script>(function () {
+  var svg = document.querySelector("svg.timeline"), b = svg.getBoundingClientRect();
+  svg.dispatchEvent(new MouseEvent("mousemove", {clientX: b.left + b.width / 2, clientY: b.top + b.height / 2,
+                                                 bubbles: true}));
+})();</script>"""
 RANKS_RUN = ["run", "graphs/bert_small.json", "--batch", "32", "--optimizer", "adam", "--data-parallel", "4",
              "--gpu", "V100-16GB"]
 
@@ -24,13 +30,15 @@ class Dom(html.parser.HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.texts, self.shapes, self.stack, self.body, self.panels = {}, {}, [], {}, 0
+        self.texts, self.shapes, self.stack, self.body, self.panels, self.tip = {}, {}, [], {}, 0, None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         cls = a.get("class", "")
         if tag == "body":
             self.body = a
+        if a.get("id") == "memsim-tip":
+            self.tip = a
         if tag == "section" and "panel" in cls.split():
             self.panels += 1
         if tag in ("line", "polyline", "polygon", "rect", "circle"):
@@ -109,6 +117,13 @@ def main():
     check(len(dom.texts.get("reserved-label", [])) == 1, "peak reserved label", failures)
     phases = dom.texts.get("phase-label", [])
     check({"forward", "backward", "optimizer"} <= set(phases), "phase labels %s" % phases, failures)
+    hover = os.path.join(work, "oom_hover.html")
+    with open(page) as f, open(hover, "w") as out:
+        out.write(f.read().replace("</body>", HOVER + "</body>"))
+    dom = dump_dom(chromium, hover)
+    tip = " ".join(dom.texts.get("#memsim-tip", []))
+    check("display: block" in (dom.tip or {}).get("style", "") and tip.startswith("event ") and " live " in tip
+          and "reserved " in tip, "a tooltip at the pointer: %r" % tip[:120], failures)
 
     page, report = page_of(memsim, RANKS_RUN, work, "ranks.html")
     dom = dump_dom(chromium, page)
