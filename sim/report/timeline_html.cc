@@ -413,13 +413,15 @@ std::string ScriptJson(const ordered_json& d) {
   return out;
 }
 
-// The tooltip: the point nearest the pointer, its event, phase, op, tensor and bytes.
+// The tooltip: the point nearest the pointer, its event, phase, op, tensor and bytes. Everything
+// is looked up inside the script's own page (a notebook may show several pages).
 constexpr const char* kScript = R"JS(
 (function () {
-  var data = JSON.parse(document.getElementById("memsim-data").textContent);
-  var tip = document.getElementById("memsim-tip");
+  var root = document.currentScript.closest(".memsim-page");
+  var data = JSON.parse(root.querySelector("script.memsim-data").textContent);
+  var tip = root.querySelector(".memsim-tip");
   function fmt(b, p) { return (b / p.y_unit_bytes).toFixed(3) + " " + p.y_unit; }
-  document.querySelectorAll("svg.timeline").forEach(function (svg) {
+  root.querySelectorAll("svg.timeline").forEach(function (svg) {
     var p = data.panels[+svg.getAttribute("data-panel")], pts = p.points, cur = svg.querySelector(".cursor");
     var n = pts.event.length, g = data.geometry;
     function xOf(e) { return g.left + (p.events > 1 ? e * (g.width - g.left - g.right) / (p.events - 1) : 0); }
@@ -437,12 +439,13 @@ constexpr const char* kScript = R"JS(
       if (pts.reserved) t += "<br>reserved " + fmt(pts.reserved[lo], p);
       if (p.device_overhead_bytes !== null && pts.reserved) t += "<br>device used " + fmt(pts.reserved[lo] + p.device_overhead_bytes, p);
       tip.innerHTML = t; tip.style.display = "block";
-      tip.style.left = (ev.pageX + 14) + "px"; tip.style.top = (ev.pageY + 14) + "px";
+      var r = root.getBoundingClientRect();
+      tip.style.left = (ev.clientX - r.left + 14) + "px"; tip.style.top = (ev.clientY - r.top + 14) + "px";
       var x = xOf(pts.event[lo]); cur.setAttribute("x1", x); cur.setAttribute("x2", x); cur.setAttribute("visibility", "visible");
     });
     svg.addEventListener("mouseleave", function () { tip.style.display = "none"; cur.setAttribute("visibility", "hidden"); });
   });
-  document.body.setAttribute("data-memsim-ready", "1");
+  root.setAttribute("data-memsim-ready", "1");
 })();
 )JS";
 
@@ -461,11 +464,13 @@ std::string HtmlTimeline(const Graph& g, const std::vector<TimelinePanel>& panel
   const ordered_json data = TimelineData(g, panels);
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>memsim: " << Escape(g.name)
-    << "</title>\n<style>body{font:14px sans-serif;margin:24px}table{border-collapse:collapse}"
-       "td,th{padding:2px 10px;text-align:left}td.n{text-align:right}svg.timeline{width:100%;height:auto;display:block}"
-       "#memsim-tip{position:absolute;display:none;background:#fff;border:1px solid #999;padding:4px 8px;"
-       "font:12px sans-serif;pointer-events:none;box-shadow:1px 1px 4px #aaa}.verdict{color:#333;margin-top:0}"
-       "nav a{margin-right:12px}</style></head><body>\n";
+    << "</title>\n<style>.memsim-page{font:14px sans-serif;margin:24px;position:relative}"
+       ".memsim-page table{border-collapse:collapse}.memsim-page td,.memsim-page th{padding:2px 10px;text-align:left}"
+       ".memsim-page td.n{text-align:right}.memsim-page svg.timeline{width:100%;height:auto;display:block}"
+       ".memsim-tip{position:absolute;display:none;background:#fff;border:1px solid #999;padding:4px 8px;"
+       "font:12px sans-serif;pointer-events:none;box-shadow:1px 1px 4px #aaa;z-index:10}"
+       ".memsim-page .verdict{color:#333;margin-top:0}.memsim-page nav a{margin-right:12px}</style></head><body>\n"
+       "<div class=\"memsim-page\">\n";
   const auto& ps = data["panels"];
   if (!ps.empty()) o << "<h2 class=\"headline\">" << Escape(ps[0]["headline"]) << "</h2>\n";
   if (ps.size() > 1) {
@@ -482,8 +487,9 @@ std::string HtmlTimeline(const Graph& g, const std::vector<TimelinePanel>& panel
     o << PanelSvg(ps[k], static_cast<int>(k)).Render() << Legend(ps[k]);
     o << PeakTables(g, *panels[k].events, *panels[k].peak, top) << "</section>\n";
   }
-  o << "<div id=\"memsim-tip\"></div>\n<script type=\"application/json\" id=\"memsim-data\">" << ScriptJson(data)
-    << "</script>\n<script>" << kScript << "</script>\n</body></html>\n";
+  o << "<div class=\"memsim-tip\" id=\"memsim-tip\"></div>\n<script type=\"application/json\" class=\"memsim-data\" "
+       "id=\"memsim-data\">"
+    << ScriptJson(data) << "</script>\n<script>" << kScript << "</script>\n</div>\n</body></html>\n";
   return o.str();
 }
 

@@ -35,7 +35,7 @@ class Dom(html.parser.HTMLParser):
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         cls = a.get("class", "")
-        if tag == "body":
+        if "memsim-page" in cls.split():
             self.body = a
         if a.get("id") == "memsim-tip":
             self.tip = a
