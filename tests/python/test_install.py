@@ -13,7 +13,7 @@ def test_install_tree_imports(tmp_path):
     assert p.returncode == 0, p.stderr
     site = next((tmp_path / "lib").glob("python3.*/dist-packages"))
     assert sorted(f.name for f in (site / "memsim").iterdir() if f.suffix == ".py") == [
-        "__init__.py", "__main__.py", "_api.py", "_options.py", "_plot.py", "_report.py"]
+        "__init__.py", "__main__.py", "_api.py", "_options.py", "_plot.py", "_replay.py", "_report.py"]
     assert any(f.name.startswith("_core.cpython-") for f in (site / "memsim").iterdir())
     assert (site / "memsim_export" / "exporter.py").exists()
     code = ("import memsim, memsim_export; assert memsim.__file__.startswith(%r), memsim.__file__; "

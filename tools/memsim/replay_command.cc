@@ -27,7 +27,9 @@ void RegisterReplayCommand(CLI::App& app) {
   auto args = std::make_shared<ReplayArgs>();
   CLI::App* cmd = app.add_subcommand("replay",
                                      "replay a PyTorch memory snapshot (pickle or memory_viz "
-                                     "alloc_data) through the allocator model");
+                                     "alloc_data) through the allocator model: recorded vs simulated, "
+                                     "the fragmentation at the peak, expandable_segments / "
+                                     "max_split_size_mb what-ifs");
   cmd->add_option("FILE", args->file,
                   "torch.cuda.memory._dump_snapshot() pickle, alloc_data JSON or trace_plot HTML")
       ->required();
