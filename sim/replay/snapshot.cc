@@ -208,6 +208,28 @@ bool LibraryFrame(std::string_view f) {
   return false;
 }
 
+// At most |max_bytes| of |s| as valid UTF-8 (each invalid byte becomes '?', control characters
+// too; a sequence is never split): frames are shown in one-line reports and JSON.
+std::string CleanText(std::string_view s, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    for (size_t k = 1; k < n; ++k)
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) n = 0;
+    if (n == 2 && c < 0xc2) n = 0;  // overlong
+    if (out.size() + std::max<size_t>(n, 1) > max_bytes) break;
+    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f))) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 // The event's place in the user's code ("model.py:54 forward"): the first Python frame outside
 // the libraries, else the first Python frame, else the first frame with a file name; "" without
 // usable frames (they are only shown, so malformed ones are skipped, never an error). Recordings
@@ -229,13 +251,11 @@ std::string UserFrame(const PyValue& e) {
     if (rank == 3) break;
   }
   if (pick == nullptr) return "";
-  std::string out(BaseName(pick->Get("filename")->as_str()).substr(0, 120));
+  std::string out = CleanText(BaseName(pick->Get("filename")->as_str()), 120);
   if (const PyValue* line = pick->Get("line"); line != nullptr && line->is_int())
     out += ":" + std::to_string(line->as_int());
   if (const PyValue* name = pick->Get("name"); name != nullptr && name->is_str())
-    out += " " + name->as_str().substr(0, 80);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // shown in one-line reports
+    out += " " + CleanText(name->as_str(), 80);
   return out;
 }
 

@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/replay/replay.h"
 #include "sim/replay/snapshot.h"
+#include "sim/report/memviz.h"
 #include "tests/testing/test_data.h"
 
 namespace memsim {
@@ -130,6 +133,44 @@ TEST(ReplayFragmentationTest, FramesAreReadOncePerPlace) {
     EXPECT_EQ(snap->frames[k].find('\\'), std::string::npos) << "base names only: " << snap->frames[k];
   }
   EXPECT_EQ(snap->frames[snap->trace[0].where], "model.py:54 forward");
+}
+
+}  // namespace
+}  // namespace memsim
+
+namespace memsim {
+namespace {
+
+// Frames come from the file: invalid UTF-8, control characters and long names are cleaned so the
+// text and JSON reports never fail on them.
+TEST(ReplayFragmentationTest, HostileFramesAreCleaned) {
+  using nlohmann::ordered_json;
+  const std::string bad_file = std::string("dir/x\xff\xfe\n.py");
+  std::string long_name;
+  for (int i = 0; i < 100; ++i) long_name += "\xc3\xa9";  // 200 bytes of 'é'
+  ordered_json frame = {{"filename", bad_file}, {"line", 7}, {"name", long_name}};
+  ordered_json snap;
+  snap["segments"] = ordered_json::array({{{"device", 0}, {"address", 0x200000000}, {"total_size", 2097152},
+                                            {"stream", 0}, {"segment_type", "large"},
+                                            {"blocks", ordered_json::array({{{"address", 0x200000000},
+                                                                             {"size", 2097152},
+                                                                             {"requested_size", 2097152},
+                                                                             {"state", "active_allocated"}}})}}});
+  snap["device_traces"] = ordered_json::array(
+      {ordered_json::array({{{"action", "alloc"}, {"addr", 0x200000000}, {"size", 2097152}, {"stream", 0},
+                             {"frames", ordered_json::array({frame})}}})});
+  auto s = ParseSnapshot(ToPickle(snap));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->frames.size(), 2u);
+  const std::string& f = s->frames[1];
+  EXPECT_EQ(f.rfind("x???.py:7 ", 0), 0u) << f;
+  EXPECT_LE(f.size(), 120u + 10u);
+  EXPECT_EQ(f.size() % 2, 0u) << "no 'é' cut in half: " << f;
+  ReplayOptions opt;
+  opt.what_if = true;
+  auto r = ReplaySnapshot(*s, opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NO_THROW(ReplayReportToJson(*r).dump());
 }
 
 }  // namespace
