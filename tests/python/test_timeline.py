@@ -131,3 +131,19 @@ def test_page_has_a_panel_per_distinct_rank(tmp_path):
     run_cli("run", "graphs/bert_small.json", "--batch", "32", "--optimizer", "adam", "--data-parallel", "4",
             "--gpu", "V100-16GB", "--timeline", str(page))
     assert page.read_text() == html
+
+
+def test_page_data_agrees_with_the_report():
+    """The page's embedded data (Note [Timeline page]) gives the report's figures."""
+    import json
+    import re
+    r = memsim.simulate("graphs/alexnet.json", batch=4096, optimizer="adam", gpu="T4", explain=False)
+    text = re.search(r'<script type="application/json" class="memsim-data" id="memsim-data">(.*?)</script>',
+                     r._repr_html_(), re.S).group(1)
+    p = json.loads(text)["panels"][0]
+    assert p["peak_reserved"]["bytes"] == r.peak_reserved_bytes
+    assert p["peak"]["live_bytes"] == r.peak_live_bytes and p["peak"]["phase"] == r.peak_phase
+    assert p["oom"] == {"event": r.oom_event, "op": r.oom_op}
+    assert p["capacity_bytes"] == r.capacity_bytes
+    assert p["device_overhead_bytes"] + r.peak_reserved_bytes == r.peak_device_used_bytes
+    assert p["y_max_bytes"] >= r.peak_device_used_bytes
