@@ -135,12 +135,6 @@ TEST(ReplayFragmentationTest, FramesAreReadOncePerPlace) {
   EXPECT_EQ(snap->frames[snap->trace[0].where], "model.py:54 forward");
 }
 
-}  // namespace
-}  // namespace memsim
-
-namespace memsim {
-namespace {
-
 // Frames come from the file: invalid UTF-8, control characters and long names are cleaned so the
 // text and JSON reports never fail on them.
 TEST(ReplayFragmentationTest, HostileFramesAreCleaned) {
