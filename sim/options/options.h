@@ -107,6 +107,8 @@ struct ConfigOptions {
   std::vector<std::string> bound_;  ///< the names of the options Bind added
 
  private:
+  /// Every integer option in its range (Note [Numeric options]); the error names the option.
+  Status CheckNumbers() const;
   /// --dtype / --amp / --fsdp-mixed-precision with --zero / --fsdp: refuses the combinations
   /// that mean nothing (Notes [ZeRO mixed precision], [FSDP mixed precision]).
   Status CheckMixedPrecision() const;
