@@ -163,7 +163,7 @@ Result<OptProgram> ProgramReader::Program(const json& v, const std::string& ptr)
 /// The sizes of the state a parameter holds after a step of |p| (Note [Recorded optimizers]):
 /// its resident state when the step replaces none of it in place, else the state the step makes
 /// (its surviving allocations, in order) when it frees all of the resident state; a step that
-/// frees part of its state, or frees state it does not re-create, is an error naming |ptr|.
+/// frees part of its state, or frees its state and makes none, is an error naming |ptr|.
 Result<std::vector<OptSize>> StateAfter(const OptProgram& p, const ProgramReader& r, const std::string& ptr) {
   std::set<uint32_t> freed;
   for (const std::vector<OptOp>* ops : {&p.body, &p.end})
@@ -177,10 +177,10 @@ Result<std::vector<OptSize>> StateAfter(const OptProgram& p, const ProgramReader
   if (freed.size() != p.resident.size())
     return r.Err(ptr, "the step frees " + std::to_string(freed.size()) + " of its " + std::to_string(p.resident.size()) +
                           " state tensors: a step must replace all of its state or none of it");
-  if (made.size() != p.resident.size())
-    return r.Err(ptr, "the step frees its " + std::to_string(p.resident.size()) + " state tensors and makes " +
-                          std::to_string(made.size()) + " to replace them: the next step would free a state twice");
-  return made;
+  if (made.empty())
+    return r.Err(ptr, "the step frees its " + std::to_string(p.resident.size()) +
+                          " state tensors and makes none to replace them: the next step would free them again");
+  return made;  // compared with the steady step's resident state by the caller
 }
 
 }  // namespace
@@ -200,10 +200,13 @@ Result<OptimizerProgram> ParseOptimizerProgram(const json& v, const std::string&
   // later step frees a state that is not there, or one freed already.
   auto describe = [](const std::vector<OptSize>& v) {
     std::string s;
-    for (const OptSize& z : v)
-      s += (s.empty() ? "" : ", ") + (z.num ? std::to_string(z.num) + (z.den > 1 ? "/" + std::to_string(z.den) : "")
-                                            : std::to_string(z.bytes) + "B");
-    return "[" + s + "]";
+    for (const OptSize& z : v) {
+      if (!s.empty()) s.append(", ");
+      s.append(std::to_string(z.num ? z.num : z.bytes));
+      if (z.num && z.den > 1) s.append("/").append(std::to_string(z.den));
+      if (!z.num) s.append("B");
+    }
+    return std::string("[").append(s).append("]");
   };
   for (auto [key, prog] : {std::pair{"first_step", &p.first}, std::pair{"steady_step", &p.steady}}) {
     MEMSIM_ASSIGN_OR_RETURN(std::vector<OptSize> after, StateAfter(*prog, r, ptr + "/" + key));

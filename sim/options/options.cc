@@ -290,7 +290,6 @@ Status ConfigOptions::CheckNumbers() const {
     int64_t lo, hi;
     const char* expected;  ///< the range in words
   };
-  std::vector<int64_t> workspaces;  // -1: not given
   const Rule rules[] = {
       {"--batch", batches, 1, kSymbol, "1 to 2^40 samples"},
       {"--accumulate", accumulate, 1, kCount, "1 to 1000000"},

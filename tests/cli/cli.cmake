@@ -293,7 +293,7 @@ memsim_error_test(work_budget 2 "^memsim: --steps 1000 Ã— --accumulate 1000000 Ã
 memsim_error_test(recorded_optimizer_size_overflow 2 "bytes is more than memsim models"
   run tests/cli/bad/optimizer_huge_size.json --optimizer recorded --step steady)
 memsim_error_test(recorded_optimizer_steady_double_free 2
-  "/optimizer/steady_step: the step frees its 1 state tensors and makes 0 to replace them"
+  "/optimizer/steady_step: the step frees its 1 state tensors and makes none to replace them"
   run tests/cli/bad/optimizer_steady_double_free.json --optimizer recorded)
 memsim_error_test(min_8bit_size_too_large 2 "^memsim: --min-8bit-size 9223372036854775807: expected 0 to 2\\^50"
   run graphs/mlp.json --optimizer adam8bit --min-8bit-size 9223372036854775807)

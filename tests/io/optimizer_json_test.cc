@@ -67,7 +67,7 @@ TEST(OptimizerJsonTest, RefusesBadTextWithItsPointer) {
 // so a later step can never free a state that is not there (a double free several steps later).
 TEST(OptimizerJsonTest, RefusesASteadyStepThatFreesStateItNeverRecreates) {
   EXPECT_THAT(ErrorOf(Program(Step({"alloc 1"}), Step({"free s0"}, json::array(), {"1"}))),
-              HasSubstr("/optimizer/steady_step: the step frees its 1 state tensors and makes 0 to replace them"));
+              HasSubstr("/optimizer/steady_step: the step frees its 1 state tensors and makes none to replace them"));
 }
 
 TEST(OptimizerJsonTest, RefusesAStepThatReplacesPartOfItsState) {

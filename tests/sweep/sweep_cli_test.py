@@ -281,7 +281,7 @@ def main():
     memsim, src, mode = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3]
     os.chdir(src)
     with tempfile.TemporaryDirectory(prefix="memsim-sweep-") as tmp:
-        {"threads": threads, "resume": resume, "shards": shards, "memory": memory}[mode](memsim, tmp)
+        {"threads": threads, "resume": resume, "shards": shards, "memory": memory, "files": files}[mode](memsim, tmp)
 
 
 if __name__ == "__main__":

@@ -253,6 +253,7 @@ Status MergeSweepFiles(const std::string& out, const std::vector<std::string>& p
   }
   for (size_t k = 0; k < shards && k < std::max<size_t>(n, 1); ++k)
     if (!by_shard[k]) return Status::InvalidArgument("shard " + std::to_string(k + 1) + "/" + std::to_string(shards) + " is missing");
+  const int64_t columns = header.empty() ? 0 : CsvFieldCount(header.substr(0, header.size() - 1));
   SweepMeta merged = all[0].meta;
   merged.shard = merged.shards = 1;
   MEMSIM_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Open(out));
@@ -264,7 +265,9 @@ Status MergeSweepFiles(const std::string& out, const std::vector<std::string>& p
     if (!p.in->Next(&line, &complete) || !complete)
       return Status::InvalidArgument("configuration " + std::to_string(i) + " is missing (" + p.path + " ends before it)");
     const int64_t got = RowIndex(line, f);
-    if (got < 0) return Status::InvalidArgument(p.path + ": a row without its configuration index");
+    if (got < 0 || !WholeRow(line, f, columns))
+      return Status::InvalidArgument(p.path + ": a row that is not one a sweep writes (configuration " +
+                                     std::to_string(i) + "; the file was changed)");
     if (static_cast<size_t>(got) < i) return Status::InvalidArgument("configuration " + std::to_string(got) + " is duplicated in " + p.path);
     if (static_cast<size_t>(got) != i)
       return Status::InvalidArgument("configuration " + std::to_string(i) + " is missing from " + p.path);
