@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -17,6 +18,20 @@ std::string ErrnoText(int err) { return err != 0 ? std::strerror(err) : "unknown
 
 // Note [Output destinations]: one rule for every file memsim writes.
 Result<std::string> OutputTarget(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {  // it exists, symlinks followed
+    if (S_ISDIR(st.st_mode)) return Status::InvalidArgument(path + ": is a directory: give a file name");
+    if (!S_ISREG(st.st_mode)) return path;  // a FIFO, device or pipe (/dev/stdout): written in place
+    // /dev/stdout, /dev/fd/N, /proc/self/fd/N: a descriptor already open (a shell's redirection),
+    // written in place, never replaced under it.
+    if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return path;
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real == nullptr) return Status::InvalidArgument(path + ": cannot resolve (" + ErrnoText(errno) + ")");
+    std::string resolved(real);
+    std::free(real);
+    return resolved;
+  }
+  // Missing, or a dangling symlink: the file its chain of links names is created.
   std::string target = path;
   for (int hops = 0;; ++hops) {
     struct stat st;

@@ -19,8 +19,9 @@ namespace memsim {
 
 /// The file to write for the output path |path|, by the one rule every output follows (merge,
 /// --timeline, --events, sweep --out, plan --html; Note [Output destinations]): a symbolic link
-/// is followed (the file it names is replaced, the link kept), a FIFO or device is written in
-/// place, a directory is refused; a missing file is created.
+/// is followed (the file it names is replaced, the link kept), a FIFO or device, or a path under
+/// /dev or /proc (/dev/stdout), is written in place, a directory is refused; a missing file is
+/// created.
 Result<std::string> OutputTarget(const std::string& path);
 
 class AtomicFileWriter {

@@ -2,8 +2,8 @@
 // in docs/allocator.md: one huge virtual range per (stream, pool), mapped page by page.
 #include <algorithm>
 
-#include "lib/util/checked.h"
 #include "lib/util/check.h"
+#include "lib/util/checked.h"
 #include "sim/allocator/caching_allocator.h"
 
 namespace memsim {

@@ -302,8 +302,8 @@ Status ConfigOptions::CheckNumbers() const {
       {"--min-8bit-size", {min_8bit_size}, 0, kBytes, "0 to 2^50 elements (bitsandbytes' default is 4096)"},
       {"--zero-bucket-size", {zero_bucket_size}, 1, kSymbol, "1 to 2^40 elements"},
       {"--zero-persistence-threshold", {zero_persistence_threshold}, 0, kSymbol, "0 to 2^40 elements"},
-      {"--conv-workspace", {conv_workspace == -1 ? 0 : conv_workspace}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
-      {"--cublas-workspace", {cublas_workspace == -1 ? 0 : cublas_workspace}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
+      {"--conv-workspace", {conv_workspace.value_or(0)}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
+      {"--cublas-workspace", {cublas_workspace.value_or(0)}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
       {"--context-bytes", {context_bytes.value_or(0)}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
   };
   for (const Rule& r : rules) {
@@ -341,7 +341,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
     MEMSIM_ASSIGN_OR_RETURN(capacity_bytes, ParseBytesOption("--capacity", capacity, kMaxTensorBytes));
   }
   base.alloc.capacity_bytes = capacity_bytes;
-  if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;
+  if (conv_workspace) base.sim.conv_workspace_bytes = *conv_workspace;
   if (!cudnn_workspace.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(CudnnWorkspaceChoice ws, ParseCudnnWorkspace(cudnn_workspace));
     base.sim.conv_workspace_policy = ws.policy;
@@ -349,7 +349,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   }
   base.device.context_bytes = context_bytes;
   base.sim.cudnn_benchmark = cudnn_benchmark;
-  if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;
+  if (cublas_workspace) base.sim.cublas_workspace_bytes = *cublas_workspace;
   if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity_bytes > 0));
   if (!(bucket_cap_mb > 0) || bucket_cap_mb > 1e9)
     return Status::InvalidArgument("--bucket-cap-mb must be positive (at most 1e9)");

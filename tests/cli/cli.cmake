@@ -304,3 +304,5 @@ memsim_error_test(set_value_too_large 2 "^memsim: --set \"batch=1099511627777\":
 string(REPEAT "a" 3000 MEMSIM_LONG_GLOB)
 memsim_error_test(long_glob_is_quoted_as_an_excerpt 2 "^memsim: --freeze \"a+\\.\\.\\.\" matches no parameter of mlp\n$"
   run graphs/mlp.json --freeze ${MEMSIM_LONG_GLOB})
+memsim_error_test(cublas_workspace_minus_one 2 "^memsim: --cublas-workspace -1: expected 0 to 2\\^50"
+  run graphs/mlp.json --cublas-workspace -1)
