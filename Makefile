@@ -8,6 +8,11 @@ APT_PACKAGES := g++ cmake make libboost-graph-dev libtbb-dev nlohmann-json3-dev 
   jupyter-nbconvert python3-nbformat python3-ipykernel jupyter-client chromium \
   slurmctld slurmd slurm-client munge libtcmalloc-minimal4 python3-venv ccache
 
+# What the CLI alone needs (`make demo`): a compiler, CMake and the libraries the memsim binary
+# links; no Python, PyTorch, test or browser packages.
+CLI_PACKAGES := g++ cmake make libboost-graph-dev libtbb-dev nlohmann-json3-dev libcli11-dev \
+  libyaml-cpp-dev libtomlplusplus-dev ccache
+
 # The PyTorch 2.x environment (.venv, from Debian's python3 -m venv): torch 2.13 and the packaging
 # tools of the wheel test. Reinstalled only when REQUIREMENTS differs from the copy in the venv.
 VENV ?= .venv
@@ -20,9 +25,9 @@ CLANG_PACKAGES := clang-14 libclang-rt-14-dev
 FUZZ_BUILD ?= build-fuzz
 SANITIZE_BUILD ?= build-sanitize
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz onnx_import_fuzz
+FUZZ_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz pipeline_fuzz onnx_import_fuzz
 
-.PHONY: all deps deps-clang build install demo test bench validate fuzz sanitize-smoke test-sanitize robustness-doc clean
+.PHONY: all deps deps-cli deps-clang build install demo test bench validate fuzz sanitize-smoke test-sanitize robustness-doc clean
 
 # `make`: the CLI, the libraries, the tests and the Python module (build/python, docs/python.md).
 all: build
@@ -36,7 +41,7 @@ deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
-	@if ! cmp -s $(REQUIREMENTS) $(VENV)/requirements.installed; then \
+	@if [ -z "$(VENV_SKIP)" ] && ! cmp -s $(REQUIREMENTS) $(VENV)/requirements.installed; then \
 	  echo "setting up $(VENV) from $(REQUIREMENTS)"; \
 	  /usr/bin/python3 -m venv --clear $(VENV) && $(VENV)/bin/pip install -q -r $(REQUIREMENTS) && \
 	  cp $(REQUIREMENTS) $(VENV)/requirements.installed; \
@@ -45,8 +50,15 @@ deps:
 deps-clang: deps
 	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(CLANG_PACKAGES)"
 
+# Only the Debian packages of CLI_PACKAGES that are missing (no venv).
+deps-cli:
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(CLI_PACKAGES)" VENV_SKIP=1
+
+# Every part on (a build directory that `make demo` configured with the CLI only is reconfigured).
+FULL_BUILD := -DMEMSIM_BUILD_TESTS=ON -DMEMSIM_BUILD_BENCHMARKS=ON -DMEMSIM_BUILD_PYTHON=ON
+
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CCACHE)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(FULL_BUILD) $(CCACHE)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The Python packages memsim and memsim_export into Debian's dist-packages (PREFIX=/usr/local:
@@ -55,9 +67,10 @@ PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX) --component python
 
-# Builds only the CLI (not the test suite), then runs one example.
-demo: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CCACHE)
+# Installs only what the CLI needs (deps-cli), builds only the CLI, then runs one example.
+demo: deps-cli
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMEMSIM_BUILD_TESTS=OFF -DMEMSIM_BUILD_BENCHMARKS=OFF \
+	  -DMEMSIM_BUILD_PYTHON=OFF $(CCACHE)
 	cmake --build $(BUILD) -j $(JOBS) --target memsim
 	./$(BUILD)/memsim run graphs/resnet50.json --batch 32 --optimizer adam --gpu V100-16GB
 
@@ -79,7 +92,7 @@ fuzz: deps-clang
 
 # Part of `make test`: the readers of hostile input (graph files, snapshots, alloc-conf), built as
 # the ASan+UBSan fuzz targets, run once over every seed and test input (no fuzzing; 3 min of CPU).
-SMOKE_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz
+SMOKE_TARGETS := graph_json_fuzz snapshot_fuzz alloc_conf_fuzz pipeline_fuzz
 sanitize-smoke: deps-clang
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DMEMSIM_FUZZ=ON \
 	  -DMEMSIM_BUILD_TESTS=OFF -DMEMSIM_BUILD_BENCHMARKS=OFF -DMEMSIM_BUILD_PYTHON=OFF

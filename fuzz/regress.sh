@@ -25,4 +25,5 @@ run graph_json_fuzz graphs/*.json fuzz/corpus/graph_json/* tests/data/robustness
 run snapshot_fuzz fuzz/corpus/snapshot/* tests/data/gpu/*.json tests/data/gpu/*.pickle tests/oracle/llm/*.pickle \
     tests/data/robustness/*.pickle tests/data/robustness/alloc_data*.json tests/data/robustness/*.html
 run alloc_conf_fuzz fuzz/corpus/alloc_conf/*
+run pipeline_fuzz fuzz/corpus/pipeline/*
 exit $status

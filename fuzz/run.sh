@@ -5,7 +5,7 @@
 set -u
 build=$1; secs=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
-targets=${*:-"graph_json_fuzz snapshot_fuzz alloc_conf_fuzz onnx_import_fuzz"}
+targets=${*:-"graph_json_fuzz snapshot_fuzz alloc_conf_fuzz pipeline_fuzz onnx_import_fuzz"}
 status=0
 for t in $targets; do
   bin=$build/fuzz/$t
@@ -17,6 +17,7 @@ for t in $targets; do
     graph_json_fuzz) seeds="$root/graphs $root/fuzz/corpus/graph_json" ;;
     snapshot_fuzz) seeds="$root/fuzz/corpus/snapshot" ;;
     alloc_conf_fuzz) seeds="$root/fuzz/corpus/alloc_conf" ;;
+    pipeline_fuzz) seeds="$root/fuzz/corpus/pipeline" ;;
     onnx_import_fuzz)
       seeds=$build/fuzz-seeds/onnx
       # /usr/bin/python3: the python3 on PATH may be one without onnx.

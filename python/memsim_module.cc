@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #include "lib/autodiff/optimizer.h"
 #include "lib/io/graph_json.h"
+#include "lib/util/check.h"
 #include "sim/version.h"
 #include "sim/advise.h"
 #include "sim/gpus.h"
@@ -352,6 +354,20 @@ void BindErrors(py::module_& m) {
                               "the key path or byte offset.");
   NewError(m, "ExportError", py::make_tuple(py::handle(g_error)),
            "An nn.Module the exporter cannot turn into a graph (unsupported ops are all listed).");
+  // A bug in memsim (a failed MEMSIM_CHECK) or an exception that input should not reach: memsim.Error
+  // with the cause, never an abort of the interpreter (lib/util/check.h).
+  py::register_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    try {
+      std::rethrow_exception(p);
+    } catch (const InternalError& e) {
+      PyErr_SetString(g_error, e.what());
+    } catch (const std::length_error& e) {
+      PyErr_SetString(g_error, (std::string("internal error: ") + e.what()).c_str());
+    } catch (const std::out_of_range& e) {
+      PyErr_SetString(g_error, (std::string("internal error: ") + e.what()).c_str());
+    }
+  });
 }
 
 }  // namespace

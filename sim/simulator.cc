@@ -2,7 +2,9 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -10,6 +12,8 @@
 #include "lib/autodiff/step.h"
 #include "lib/ir/module_paths.h"
 #include "lib/util/check.h"
+#include "lib/util/checked.h"
+#include "lib/util/text_limits.h"
 
 namespace memsim {
 
@@ -25,9 +29,9 @@ Result<std::vector<std::string>> ModulesMatching(const Graph& g, const std::vect
     if (glob.rfind('@', 0) == 0) {  // Note [Block selectors]
       std::optional<std::vector<std::string>> blocks = SelectBlocks(g, glob);
       if (!blocks)
-        return Status::InvalidArgument(option + " \"" + glob + "\": a selector is @blocks or @blocks%K=R (the repeated "
+        return Status::InvalidArgument(option + " \"" + Excerpt(glob) + "\": a selector is @blocks or @blocks%K=R (the repeated "
                                        "blocks whose index i has i % K == R)");
-      if (blocks->empty()) return Status::InvalidArgument(option + " \"" + glob + "\": " + g.name + " has no repeated blocks "
+      if (blocks->empty()) return Status::InvalidArgument(option + " \"" + Excerpt(glob) + "\": " + g.name + " has no repeated blocks "
                                                           "(modules P.0, P.1, ...); give a glob");
       modules.insert(modules.end(), blocks->begin(), blocks->end());
       continue;
@@ -38,7 +42,7 @@ Result<std::vector<std::string>> ModulesMatching(const Graph& g, const std::vect
         modules.push_back(p);
         matched = true;
       }
-    if (!matched) return Status::InvalidArgument(option + " \"" + glob + "\" matches no module of " + g.name);
+    if (!matched) return Status::InvalidArgument(option + " \"" + Excerpt(glob) + "\" matches no module of " + g.name);
   }
   return modules;
 }
@@ -201,7 +205,40 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
 
 }  // namespace
 
+namespace {
+
+/// Note [Work budget]: the events of a run are kept in memory, and their number follows the
+/// flags (--steps × --accumulate × the graph's ops, plus a recorded optimizer's ops × the
+/// parameters per step), not the input's size: a budget on the op runs, checked before any.
+constexpr int64_t kMaxOpRuns = 20'000'000;
+
+Status CheckWork(const Graph& g, const SimOptions& opt) {
+  const int64_t ops = static_cast<int64_t>(g.ops.size()), params = static_cast<int64_t>(g.parameters.size());
+  int64_t program_ops = 0;
+  if (opt.optimizer == "recorded" && g.optimizer)
+    for (const OptProgram* p : {&g.optimizer->first, &g.optimizer->steady})
+      program_ops = std::max<int64_t>(program_ops, static_cast<int64_t>(p->before.size() + p->body.size() + p->end.size()));
+  std::optional<int64_t> pass = CheckedMul(std::max(opt.accumulate, 1), ops);
+  std::optional<int64_t> optimizer = CheckedMul(program_ops, params);
+  std::optional<int64_t> step = pass && optimizer ? CheckedAdd(*pass, *optimizer) : std::nullopt;
+  std::optional<int64_t> total = step ? CheckedMul(*step, std::max(opt.steps, 1)) : std::nullopt;
+  if (total && *total <= kMaxOpRuns) return Status::OK();
+  const std::string runs = total ? std::to_string(*total) : "more than 2^63";
+  if (optimizer && *optimizer > kMaxOpRuns / 2)
+    return Status::InvalidArgument("the recorded optimizer's " + std::to_string(program_ops) + " ops per parameter × " +
+                                   std::to_string(params) + " parameters of " + g.name + " are " +
+                                   std::to_string(*optimizer) + " op runs per step: more than memsim simulates (" +
+                                   std::to_string(kMaxOpRuns) + "); record a shorter optimizer program");
+  return Status::InvalidArgument("--steps " + std::to_string(opt.steps) + " × --accumulate " +
+                                 std::to_string(opt.accumulate) + " × " + std::to_string(ops) + " ops of " + g.name +
+                                 " = " + runs + " op runs: more than memsim simulates (" + std::to_string(kMaxOpRuns) +
+                                 "); lower --steps or --accumulate");
+}
+
+}  // namespace
+
 Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
+  MEMSIM_RETURN_IF_ERROR(CheckWork(g, opt));
   SimPlan& r = *plan;
   auto profile = FindProfile(opt.profile, opt.torch);
   if (!profile)
@@ -265,7 +302,7 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
         r.frozen[k] = true;
         matched = true;
       }
-    if (!matched) return Status::InvalidArgument("--freeze \"" + glob + "\" matches no parameter of " + g.name);
+    if (!matched) return Status::InvalidArgument("--freeze \"" + Excerpt(glob) + "\" matches no parameter of " + g.name);
   }
   r.bind.profile = &r.profile;
   r.bind.inplace_override = opt.inplace;

@@ -53,6 +53,17 @@ void CreateState(const OptimizerRule& r, const Profile& p, const OptParam& prm, 
     states->push_back(l->AllocJoined(prm.bytes, {prm.name, ".", StateName(r, k)}, Category::kOptimizerState));
 }
 
+/// |z|'s bytes for a parameter of |param_bytes|, saturating at INT64_MAX instead of wrapping
+/// (a multiplier up to 2^40 times a parameter up to 2^50 bytes), so the ledger's byte budget
+/// reports the tensor as too large (Note [Recorded optimizers]).
+int64_t SizeOf(const OptSize& z, int64_t param_bytes) {
+  if (!z.num) return z.bytes;
+  int64_t whole = 0, total = 0;
+  if (__builtin_mul_overflow(param_bytes / z.den, z.num, &whole)) return INT64_MAX;
+  if (__builtin_add_overflow(whole, param_bytes % z.den * z.num / z.den, &total)) return INT64_MAX;
+  return total;
+}
+
 /// Replays a recorded optimizer's step (Note [Recorded optimizers]): the ops before the loop,
 /// the body once per parameter with a grad, the frees after the loop. Resident state of the
 /// j-th parameter is (*states)[base + j * R + i], as CreateResidentState made it.
@@ -80,11 +91,11 @@ void RunRecorded(const OptimizerRule& r, bool first_step, const std::vector<OptP
         continue;
       }
       if (!prm) {
-        globals.push_back(l->Alloc(op.size.Of(0), name + " scalar", Category::kTemporary));
+        globals.push_back(l->Alloc(SizeOf(op.size, 0), name + " scalar", Category::kTemporary));
         continue;
       }
       const bool state = pr.survives[cur.size()];
-      cur.push_back(l->Alloc(op.size.Of(prm->bytes), prm->name + (state ? "." : " ") + name +
+      cur.push_back(l->Alloc(SizeOf(op.size, prm->bytes), prm->name + (state ? "." : " ") + name +
                                  (state ? " state " : " temporary ") + std::to_string(cur.size()),
                              state ? Category::kOptimizerState : Category::kTemporary));
       if (state) states->push_back(cur.back());
@@ -145,7 +156,7 @@ void CreateResidentState(const OptimizerRule& r, const Profile& p, bool first_st
     const OptProgram& pr = first_step ? r.program->first : r.program->steady;
     for (const OptParam& prm : params)
       for (size_t i = 0; i < pr.resident.size(); ++i)
-        states->push_back(l->Alloc(pr.resident[i].Of(prm.bytes), prm.name + "." + r.program->name + " state " + std::to_string(i),
+        states->push_back(l->Alloc(SizeOf(pr.resident[i], prm.bytes), prm.name + "." + r.program->name + " state " + std::to_string(i),
                                    Category::kOptimizerState));
     return;
   }

@@ -1,5 +1,6 @@
 #include "lib/io/optimizer_json.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -159,6 +160,29 @@ Result<OptProgram> ProgramReader::Program(const json& v, const std::string& ptr)
   return p;
 }
 
+/// The sizes of the state a parameter holds after a step of |p| (Note [Recorded optimizers]):
+/// its resident state when the step replaces none of it in place, else the state the step makes
+/// (its surviving allocations, in order) when it frees all of the resident state; a step that
+/// frees part of its state, or frees its state and makes none, is an error naming |ptr|.
+Result<std::vector<OptSize>> StateAfter(const OptProgram& p, const ProgramReader& r, const std::string& ptr) {
+  std::set<uint32_t> freed;
+  for (const std::vector<OptOp>* ops : {&p.body, &p.end})
+    for (const OptOp& o : *ops)
+      if (!o.alloc && o.ref.state) freed.insert(o.ref.index);
+  std::vector<OptSize> made;
+  size_t k = 0;
+  for (const OptOp& o : p.body)
+    if (o.alloc && p.survives[k++]) made.push_back(o.size);
+  if (freed.empty() && made.empty()) return p.resident;
+  if (freed.size() != p.resident.size())
+    return r.Err(ptr, "the step frees " + std::to_string(freed.size()) + " of its " + std::to_string(p.resident.size()) +
+                          " state tensors: a step must replace all of its state or none of it");
+  if (made.empty())
+    return r.Err(ptr, "the step frees its " + std::to_string(p.resident.size()) +
+                          " state tensors and makes none to replace them: the next step would free them again");
+  return made;  // compared with the steady step's resident state by the caller
+}
+
 }  // namespace
 
 Result<OptimizerProgram> ParseOptimizerProgram(const json& v, const std::string& source, const std::string& ptr) {
@@ -171,6 +195,25 @@ Result<OptimizerProgram> ParseOptimizerProgram(const json& v, const std::string&
     auto it = v.find(key);
     if (it == v.end()) return r.Err(ptr + "/" + key, "missing");
     MEMSIM_ASSIGN_OR_RETURN(*out, r.Program(*it, ptr + "/" + key));
+  }
+  // Each step leaves the state the steady step starts from (Note [Recorded optimizers]): else a
+  // later step frees a state that is not there, or one freed already.
+  auto describe = [](const std::vector<OptSize>& v) {
+    std::string s;
+    for (const OptSize& z : v) {
+      if (!s.empty()) s.append(", ");
+      s.append(std::to_string(z.num ? z.num : z.bytes));
+      if (z.num && z.den > 1) s.append("/").append(std::to_string(z.den));
+      if (!z.num) s.append("B");
+    }
+    return std::string("[").append(s).append("]");
+  };
+  for (auto [key, prog] : {std::pair{"first_step", &p.first}, std::pair{"steady_step", &p.steady}}) {
+    MEMSIM_ASSIGN_OR_RETURN(std::vector<OptSize> after, StateAfter(*prog, r, ptr + "/" + key));
+    auto same = [](const OptSize& a, const OptSize& b) { return a.num == b.num && a.den == b.den && a.bytes == b.bytes; };
+    if (!std::equal(after.begin(), after.end(), p.steady.resident.begin(), p.steady.resident.end(), same))
+      return r.Err(ptr + "/" + key, std::string("the state after the step, ") + describe(after) +
+                                        ", differs from the steady step's resident state " + describe(p.steady.resident));
   }
   return p;
 }

@@ -17,9 +17,17 @@
 
 namespace memsim {
 
+/// The file to write for the output path |path|, by the one rule every output follows (merge,
+/// --timeline, --events, sweep --out, plan --html; Note [Output destinations]): a symbolic link
+/// is followed (the file it names is replaced, the link kept), a FIFO or device, or a path under
+/// /dev or /proc (/dev/stdout), is written in place, a directory is refused; a missing file is
+/// created.
+Result<std::string> OutputTarget(const std::string& path);
+
 class AtomicFileWriter {
  public:
-  /// Creates "<path>.tmp-<pid>-<n>" next to |path|. Error: the directory is not writable.
+  /// Creates "<target>.tmp-<pid>-<n>" next to OutputTarget(|path|), or writes a FIFO or device
+  /// in place. Error: the directory is not writable, |path| is a directory.
   static Result<AtomicFileWriter> Open(const std::string& path);
 
   AtomicFileWriter(AtomicFileWriter&& other) noexcept;
@@ -38,13 +46,14 @@ class AtomicFileWriter {
   const std::string& temp_path() const { return temp_; }
 
  private:
-  AtomicFileWriter(std::string path, std::string temp, std::FILE* f)
-      : path_(std::move(path)), temp_(std::move(temp)), f_(f) {}
+  AtomicFileWriter(std::string path, std::string temp, std::FILE* f, std::string target = "")
+      : path_(std::move(path)), temp_(std::move(temp)), target_(std::move(target)), f_(f) {}
   Status Fail(const std::string& what);
   void Abandon();
 
   std::string path_;
-  std::string temp_;
+  std::string temp_;    ///< empty: written in place (a FIFO or device)
+  std::string target_;  ///< what the temporary is renamed to: |path_| with its symlinks followed
   std::FILE* f_ = nullptr;
   Status error_;
 };

@@ -66,6 +66,18 @@ Result<int64_t> ParseIntOption(std::string_view option, std::string_view text, i
   return v;
 }
 
+Result<std::pair<int64_t, int64_t>> ParseShardOption(std::string_view option, std::string_view text) {
+  const size_t slash = text.find('/');
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  if (slash == std::string_view::npos || !digits(text.substr(0, slash)) || !digits(text.substr(slash + 1)))
+    return OptionError(option, text, "is not K/N (shard K of N, e.g. 2/8)");
+  MEMSIM_ASSIGN_OR_RETURN(int64_t n, ParseIntOption(option, text.substr(slash + 1), 1, kMaxOptionCount));
+  MEMSIM_ASSIGN_OR_RETURN(int64_t k, ParseIntOption(option, text.substr(0, slash), 1, n));
+  return std::make_pair(k, n);
+}
+
 Status CheckIntOption(std::string_view option, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi)
     return OptionError(option, std::to_string(value), "is out of range " + Range(lo, hi));

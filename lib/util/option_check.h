@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lib/util/status.h"
@@ -23,6 +24,13 @@ Result<int64_t> ParseIntOption(std::string_view option, std::string_view text, i
 /// (KB, MB, GB, TB: powers of 1000) or binary (KiB, MiB, GiB, TiB: powers of 1024), case-
 /// insensitive, e.g. "24GB", "80GiB", "1.5 GiB". Errors name |option| and the accepted forms.
 Result<int64_t> ParseBytesOption(std::string_view option, std::string_view text, int64_t hi);
+
+/// The largest count an option may give (ranks, shards, steps, accumulation passes, list items).
+inline constexpr int64_t kMaxOptionCount = 1000000;
+
+/// "K/N" (shard K of N, 1 <= K <= N <= kMaxOptionCount): digits only, no sign, no saturation.
+/// Errors name |option| and quote an excerpt of |text|.
+Result<std::pair<int64_t, int64_t>> ParseShardOption(std::string_view option, std::string_view text);
 
 /// Range-checks an already parsed |value| of |option| the same way.
 Status CheckIntOption(std::string_view option, int64_t value, int64_t lo, int64_t hi);

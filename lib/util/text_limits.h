@@ -27,8 +27,21 @@ Status CheckJsonDepth(std::string_view text, const std::string& source,
 /// At most |max_chars| of |text|, with "..." appended when cut (never splits a UTF-8 sequence).
 std::string Excerpt(std::string_view text, size_t max_chars = 48);
 
+/// |text| with every control character (bytes < 0x20 and 0x7f) written as \\xNN and a
+/// backslash as \\\\, so a name read from input stays on one line of a metadata line or message.
+std::string EscapeControl(std::string_view text);
+
+/// One CSV field as RFC 4180 writes it: as is, or between double quotes (each quote doubled)
+/// when it holds a comma, a quote, a CR or LF, or starts or ends with a space.
+std::string CsvField(std::string_view text);
+
+/// The largest input read from a pipe, device or other non-regular file, whose size is not
+/// known before reading it (graph files, snapshots: save a larger one to a file first).
+inline constexpr size_t kMaxStreamInputBytes = size_t{64} << 20;
+
 /// Reads the whole regular file at |path|. Errors: NotFound (missing or unreadable) or
-/// InvalidArgument ("is a directory", "is not a regular file", larger than |max_bytes|); every
+/// InvalidArgument ("is a directory", "is not a regular file", larger than |max_bytes|, or than
+/// kMaxStreamInputBytes for a pipe or device, checked while reading); every
 /// message starts with |path|.
 Result<std::string> ReadInputFile(const std::string& path, size_t max_bytes = size_t{1} << 31);
 

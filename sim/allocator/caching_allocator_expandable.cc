@@ -1,6 +1,9 @@
 // CachingAllocator: expandable segments (expandable_segments:True). See Note [Expandable segments]
 // in docs/allocator.md: one huge virtual range per (stream, pool), mapped page by page.
+#include <algorithm>
+
 #include "lib/util/check.h"
+#include "lib/util/checked.h"
 #include "sim/allocator/caching_allocator.h"
 
 namespace memsim {
@@ -27,6 +30,7 @@ BlockId CachingAllocator::FindExpandableBlock(PoolKind pk, StreamId stream, int6
   int64_t total = dev_.total_memory_bytes > 0 ? dev_.total_memory_bytes
                   : dev_.capacity_bytes > 0   ? dev_.capacity_bytes
                                               : int64_t{80} << 30;
+  total = std::min(total, kMaxTensorBytes);  // every capacity is at most 2^50: the range's size cannot overflow
   const int64_t pages = (total + total / 8 + page - 1) / page;
   Segment seg;
   seg.addr = va_cursor_;

@@ -11,6 +11,7 @@
 #include "lib/ir/quantized_base.h"
 #include "lib/util/checked.h"
 #include "lib/util/option_check.h"
+#include "lib/util/text_limits.h"
 
 namespace memsim::cli {
 namespace {
@@ -35,7 +36,7 @@ std::map<std::string, std::string> TorchDtypeNames(std::initializer_list<const c
 Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string& s) {
   auto eq = s.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    return Status::InvalidArgument("--set \"" + s + "\": expected SYMBOL=non-negative integer (sweep: SYMBOL=V1,V2,...)");
+    return Status::InvalidArgument("--set \"" + Excerpt(s) + "\": expected SYMBOL=non-negative integer (sweep: SYMBOL=V1,V2,...)");
   std::vector<int64_t> values;
   size_t pos = eq + 1;
   while (true) {
@@ -45,7 +46,9 @@ Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string&
     errno = 0;
     long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0 || errno == ERANGE)
-      return Status::InvalidArgument("--set \"" + s + "\": \"" + item + "\" is not a non-negative integer");
+      return Status::InvalidArgument("--set \"" + Excerpt(s) + "\": \"" + Excerpt(item) + "\" is not a non-negative integer");
+    if (v > (int64_t{1} << 40))  // Note [Numeric options]
+      return Status::InvalidArgument("--set \"" + Excerpt(s) + "\": " + item + ": expected at most 2^40");
     values.push_back(v);
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -276,13 +279,50 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
   return ApplyQuantizedBase(g, q);
 }
 
+// Note [Numeric options]: every integer option is checked here, once, against one range: byte
+// counts at most 2^50 (kMaxTensorBytes), counts (ranks, passes, list items) at most 10^6, symbol
+// values at most 2^40; the parser already refused text beyond 64 bits (GuardIntegerText).
+Status ConfigOptions::CheckNumbers() const {
+  constexpr int64_t kBytes = kMaxTensorBytes, kCount = kMaxOptionCount, kSymbol = int64_t{1} << 40;
+  struct Rule {
+    const char* option;
+    std::vector<int64_t> values;
+    int64_t lo, hi;
+    const char* expected;  ///< the range in words
+  };
+  const Rule rules[] = {
+      {"--batch", batches, 1, kSymbol, "1 to 2^40 samples"},
+      {"--accumulate", accumulate, 1, kCount, "1 to 1000000"},
+      {"--world", world, 1, kCount, "1 to 1000000"},
+      {"--zero", zero, 0, 3, "1, 2 or 3"},
+      {"--freeze-params", freeze_params, 0, kCount, "0 to 1000000 parameter tensors"},
+      {"--steps", {num_steps}, 1, 1000, "1 to 1000"},
+      {"--ddp", {ddp}, 0, kCount, "1 to 1000000"},
+      {"--data-parallel", {data_parallel}, 0, kCount, "1 to 1000000"},
+      {"--min-8bit-size", {min_8bit_size}, 0, kBytes, "0 to 2^50 elements (bitsandbytes' default is 4096)"},
+      {"--zero-bucket-size", {zero_bucket_size}, 1, kSymbol, "1 to 2^40 elements"},
+      {"--zero-persistence-threshold", {zero_persistence_threshold}, 0, kSymbol, "0 to 2^40 elements"},
+      {"--conv-workspace", {conv_workspace.value_or(0)}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
+      {"--cublas-workspace", {cublas_workspace.value_or(0)}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
+      {"--context-bytes", {context_bytes.value_or(0)}, 0, kBytes, "0 to 2^50 bytes (1 PiB)"},
+  };
+  for (const Rule& r : rules) {
+    if (r.values.size() > static_cast<size_t>(kCount))
+      return Status::InvalidArgument(std::string(r.option) + ": more than 1000000 values");
+    for (int64_t v : r.values)
+      if (v < r.lo || v > r.hi)
+        return Status::InvalidArgument(std::string(r.option) + " " + std::to_string(v) + ": expected " + r.expected);
+  }
+  return Status::OK();
+}
+
 Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
+  MEMSIM_RETURN_IF_ERROR(CheckNumbers());
   SweepSpec spec;
   RunConfig& base = spec.base;
   base.sim.freeze_globs = freeze;
   if (!(clip_grad_norm >= 0)) return Status::InvalidArgument("--clip-grad-norm must be non-negative");
   base.sim.clip_grad_norm = clip_grad_norm;
-  if (min_8bit_size < 0) return Status::InvalidArgument("--min-8bit-size must be non-negative (bitsandbytes' default is 4096)");
   base.sim.min_8bit_size = min_8bit_size;
   base.sim.checkpoint_globs = checkpoint;
   base.sim.checkpoint_impl = checkpoint_impl;
@@ -293,8 +333,6 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;
-  if (num_steps < 1 || num_steps > 1000)
-    return Status::InvalidArgument("--steps " + std::to_string(num_steps) + ": expected 1 to 1000");
   base.sim.steps = num_steps;
   base.sim.loop_holds = loop_holds;
   base.sim.zero_grad = zero_grad;
@@ -303,27 +341,21 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
     MEMSIM_ASSIGN_OR_RETURN(capacity_bytes, ParseBytesOption("--capacity", capacity, kMaxTensorBytes));
   }
   base.alloc.capacity_bytes = capacity_bytes;
-  if (conv_workspace >= 0) base.sim.conv_workspace_bytes = conv_workspace;
+  if (conv_workspace) base.sim.conv_workspace_bytes = *conv_workspace;
   if (!cudnn_workspace.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(CudnnWorkspaceChoice ws, ParseCudnnWorkspace(cudnn_workspace));
     base.sim.conv_workspace_policy = ws.policy;
     if (ws.policy == ConvWorkspacePolicy::kFixed) base.sim.conv_workspace_bytes = ws.bytes;
   }
-  if (context_bytes && (*context_bytes < 0 || *context_bytes > kMaxTensorBytes))
-    return Status::InvalidArgument("--context-bytes " + std::to_string(*context_bytes) +
-                                   ": expected 0 to 2^50 bytes (1 PiB)");
   base.device.context_bytes = context_bytes;
   base.sim.cudnn_benchmark = cudnn_benchmark;
-  if (cublas_workspace >= 0) base.sim.cublas_workspace_bytes = cublas_workspace;
+  if (cublas_workspace) base.sim.cublas_workspace_bytes = *cublas_workspace;
   if (!gpu.empty()) MEMSIM_RETURN_IF_ERROR(ApplyGpu(gpu, &base, /*keep_capacity=*/capacity_bytes > 0));
-  if (ddp < 0 || ddp > 1'000'000) return Status::InvalidArgument("--ddp " + std::to_string(ddp) + ": expected 1 to 1000000");
   if (!(bucket_cap_mb > 0) || bucket_cap_mb > 1e9)
     return Status::InvalidArgument("--bucket-cap-mb must be positive (at most 1e9)");
   base.sim.parallel.ddp = ddp > 0;
   base.sim.parallel.world = ddp > 0 ? static_cast<int>(ddp) : 1;
   base.sim.parallel.bucket_cap_mb = bucket_cap_mb;
-  MEMSIM_RETURN_IF_ERROR(CheckIntOption("--zero-bucket-size", zero_bucket_size, 1, int64_t{1} << 40));
-  MEMSIM_RETURN_IF_ERROR(CheckIntOption("--zero-persistence-threshold", zero_persistence_threshold, 0, int64_t{1} << 40));
   const ParallelOptions defaults;
   const bool zero_knobs = zero_bucket_size != defaults.zero_bucket_elements || !zero_overlap_comm.empty() ||
                           zero_persistence_threshold != defaults.zero_persistence_threshold;
@@ -337,8 +369,6 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.parallel.fsdp = fsdp;
   base.sim.parallel.wrap_modules = wrap;
   base.sim.parallel.offload = offload;
-  if (data_parallel < 0 || data_parallel > 1'000'000)
-    return Status::InvalidArgument("--data-parallel " + std::to_string(data_parallel) + ": expected 1 to 1000000");
   if (data_parallel > 0) {
     if (ddp > 0) return Status::InvalidArgument("--data-parallel cannot be combined with --ddp");
     base.sim.parallel.data_parallel = true;
@@ -358,25 +388,17 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
     return Status::InvalidArgument("--world " + std::to_string(world[0]) + " alone changes nothing: it is the ranks "
                                    "of --zero or --fsdp (DDP: --ddp N)");
   std::vector<SweepAxis>& axes = spec.axes;
-  for (int64_t b : batches)
-    if (b < 1) return Status::InvalidArgument("--batch " + std::to_string(b) + ": expected 1 or more samples");
   if (!batches.empty()) axes.push_back(SymbolAxis("batch", batches));
   for (const std::string& s : sets) {
     MEMSIM_ASSIGN_OR_RETURN(auto set, ParseSet(s));
     axes.push_back(SymbolAxis(set.first, set.second));
   }
-  for (int64_t k : accumulate)
-    if (k < 1 || k > 1'000'000) return Status::InvalidArgument("--accumulate " + std::to_string(k) + ": expected 1 to 1000000");
   if (!accumulate.empty())
     axes.push_back(IntAxis("accumulate", accumulate, [](int64_t v, RunConfig* c) { c->sim.accumulate = static_cast<int>(v); }));
-  for (int64_t w : world)
-    if (w < 1 || w > 1'000'000) return Status::InvalidArgument("--world " + std::to_string(w) + ": expected 1 to 1000000");
   if (ddp > 0 && !world.empty() && (world.size() != 1 || world[0] != ddp))
     return Status::InvalidArgument("--world " + std::to_string(world[0]) + " differs from --ddp " + std::to_string(ddp));
   if (!world.empty())
     axes.push_back(IntAxis("world", world, [](int64_t v, RunConfig* c) { c->sim.parallel.world = static_cast<int>(v); }));
-  for (int64_t z : zero)
-    if (z < 0 || z > 3) return Status::InvalidArgument("--zero " + std::to_string(z) + ": expected 1, 2 or 3");
   if (!zero.empty())
     axes.push_back(IntAxis("zero", zero, [](int64_t v, RunConfig* c) { c->sim.parallel.zero_stage = static_cast<int>(v); }));
   if (!foreach_impl.empty())

@@ -56,8 +56,8 @@ struct ConfigOptions {
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;
   std::string capacity;  ///< --capacity BYTES|24GB|80GiB ("" = the --gpu's)
-  int64_t conv_workspace = -1;
-  int64_t cublas_workspace = -1;
+  std::optional<int64_t> conv_workspace;    ///< --conv-workspace BYTES (absent: the profile's)
+  std::optional<int64_t> cublas_workspace;  ///< --cublas-workspace BYTES (absent: the profile's or --gpu's)
   std::string cudnn_workspace;          ///< none|typical|max|BYTES; empty = the profile's (typical)
   std::optional<int64_t> context_bytes;  ///< replaces the CUDA context table
   bool cudnn_benchmark = false;
@@ -107,6 +107,8 @@ struct ConfigOptions {
   std::vector<std::string> bound_;  ///< the names of the options Bind added
 
  private:
+  /// Every integer option in its range (Note [Numeric options]); the error names the option.
+  Status CheckNumbers() const;
   /// --dtype / --amp / --fsdp-mixed-precision with --zero / --fsdp: refuses the combinations
   /// that mean nothing (Notes [ZeRO mixed precision], [FSDP mixed precision]).
   Status CheckMixedPrecision() const;

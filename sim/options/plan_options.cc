@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lib/util/text_limits.h"
 #include "sim/options/options.h"
 #include "sim/options/parse_error.h"
 
@@ -40,9 +41,9 @@ Result<std::pair<int, std::string>> ParseGpus(const std::string& s) {
   const size_t x = s.find_first_of("xX");
   if (x == std::string::npos || x == 0 || !std::all_of(s.begin(), s.begin() + static_cast<long>(x), ::isdigit))
     return std::make_pair(1, s);  // a GPU alone
-  if (x > 6) return Status::InvalidArgument("--gpus \"" + s + "\": expected COUNTxGPU with COUNT 1 to 100000");
+  if (x > 6) return Status::InvalidArgument("--gpus \"" + Excerpt(s) + "\": expected COUNTxGPU with COUNT 1 to 100000");
   const int n = std::stoi(s.substr(0, x));
-  if (n < 1 || n > 100000) return Status::InvalidArgument("--gpus \"" + s + "\": expected COUNTxGPU with COUNT 1 to 100000");
+  if (n < 1 || n > 100000) return Status::InvalidArgument("--gpus \"" + Excerpt(s) + "\": expected COUNTxGPU with COUNT 1 to 100000");
   return std::make_pair(n, s.substr(x + 1));
 }
 

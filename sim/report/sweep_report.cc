@@ -6,6 +6,7 @@
 
 #include "sim/report/figures_report.h"
 #include "sim/report/format.h"
+#include "lib/util/option_check.h"
 #include "lib/util/text_limits.h"
 
 namespace memsim {
@@ -90,7 +91,7 @@ std::string SweepHeaderLine(const SweepSpec& spec, SweepFormat f, bool index) {
   const char* sep = f == SweepFormat::kCsv ? "," : "  ";
   std::string o;
   if (index) o += std::string("index") + sep;
-  for (size_t k : ShownAxes(spec)) o += spec.axes[k].name + sep;
+  for (size_t k : ShownAxes(spec)) o += (f == SweepFormat::kCsv ? CsvField(spec.axes[k].name) : spec.axes[k].name) + sep;
   if (SeveralRanks(spec)) o += std::string("rank") + sep;
   const std::vector<std::string> cols = FigureColumns();
   for (size_t k = 0; k < cols.size(); ++k) o += cols[k] + (k + 1 < cols.size() ? sep : "\n");
@@ -102,16 +103,17 @@ std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, Swe
   const bool csv = f == SweepFormat::kCsv;
   const char* sep = csv ? "," : "  ";
   std::string o;
+  auto cell = [csv](const std::string& v) { return csv ? CsvField(v) : v; };  // RFC 4180 quoting
   if (index) o += std::to_string(i) + sep;
   std::vector<size_t> picks = spec.Picks(i);
   for (size_t k : ShownAxes(spec)) {
     const std::string& label = spec.axes[k].labels[picks[k]];
-    o += (label.empty() ? "-" : label) + sep;
+    o += cell(label.empty() ? "-" : label) + sep;
   }
-  if (!r.status.ok()) return o + "error: " + r.status.message() + "\n";
+  if (!r.status.ok()) return o + cell("error: " + r.status.message()) + "\n";
   if (SeveralRanks(spec)) o += std::to_string(r.rank) + sep;
   const std::vector<std::string> cells = FigureCells(r, csv);
-  for (size_t k = 0; k < cells.size(); ++k) o += cells[k] + (k + 1 < cells.size() ? sep : "\n");
+  for (size_t k = 0; k < cells.size(); ++k) o += cell(cells[k]) + (k + 1 < cells.size() ? sep : "\n");
   return o;
 }
 
@@ -143,7 +145,7 @@ std::vector<std::string> Words(const std::string& s) {
 }  // namespace
 
 std::string SweepMetaMismatch(const SweepMeta& file, const SweepMeta& run) {
-  if (file.model != run.model) return "model " + file.model + ", this sweep's " + run.model;
+  if (file.model != run.model) return "model " + Excerpt(file.model) + ", this sweep's " + Excerpt(run.model);
   if (file.shards != run.shards || file.shard != run.shard)
     return "shard " + std::to_string(file.shard) + "/" + std::to_string(file.shards) + ", this run's " +
            std::to_string(run.shard) + "/" + std::to_string(run.shards);
@@ -172,7 +174,7 @@ std::string SweepMetaLine(const SweepMeta& m, SweepFormat f) {
     line["memsim_sweep"] = j;
     return line.dump() + "\n";
   }
-  std::string o = "# memsim sweep: model " + m.model + ", configurations " + std::to_string(m.configurations) +
+  std::string o = "# memsim sweep: model " + EscapeControl(m.model) + ", configurations " + std::to_string(m.configurations) +
                   ", fingerprint " + m.fingerprint;
   if (m.shards > 1) o += ", shard " + std::to_string(m.shard) + "/" + std::to_string(m.shards);
   return o + ", options " + nlohmann::json(m.options).dump() + "\n";
@@ -223,11 +225,10 @@ Result<SweepMeta> ParseSweepMetaLine(const std::string& line, SweepFormat f) {
     if (sh != std::string::npos) shard = head.substr(sh + 8);
   }
   if (!shard.empty()) {
-    unsigned long long k = 0, n = 0;
-    char tail = 0;
-    if (std::sscanf(shard.c_str(), "%llu/%llu%c", &k, &n, &tail) != 2 || k < 1 || k > n) return bad;
-    m.shard = k;
-    m.shards = n;
+    auto kn = ParseShardOption("shard", shard);  // K/N, N at most 10^6: merge allocates one slot per shard
+    if (!kn.ok()) return kn.status();
+    m.shard = static_cast<size_t>(kn->first);
+    m.shards = static_cast<size_t>(kn->second);
   }
   return m;
 }

@@ -64,7 +64,7 @@ memsim_error_test(alloc_conf_equals 2 "^memsim: alloc-conf: 'expandable_segments
   run graphs/mlp.json --alloc-conf expandable_segments=True)
 memsim_error_test(timeline_png 2 "^memsim: --timeline \"t.png\": name a FILE.html .*, FILE.json .* or FILE.pickle" run graphs/mlp.json --timeline t.png)
 memsim_error_test(world_alone 2 "^memsim: --world 4 alone changes nothing: it is the ranks of --zero or --fsdp \\(DDP: --ddp N\\)" run graphs/mlp.json --world 4)
-memsim_error_test(batch_zero 2 "^memsim: --batch 0: expected 1 or more samples" run graphs/mlp.json --batch 0)
+memsim_error_test(batch_zero 2 "^memsim: --batch 0: expected 1 to 2\\^40 samples" run graphs/mlp.json --batch 0)
 memsim_error_test(top_negative 2 "^memsim: --top -1: expected 0 or more" run graphs/mlp.json --top=-1)
 memsim_error_test(ddp_with_deepspeed 2 "^memsim: --zero 1 \\(DeepSpeed\\) reduces the gradients itself: drop --ddp and give the ranks as --world 2"
   run graphs/mlp.json --ddp 2 --zero 1)
@@ -141,7 +141,7 @@ memsim_golden_test(run_resnet18_setups_cpu_json run_resnet18_setups_cpu.json
 memsim_error_test(checkpoint_no_module 2 "--checkpoint \"zz\\*\" matches no module" run graphs/mlp.json --checkpoint "zz*")
 memsim_golden_test(run_gpt2_paged_adamw8bit_json run_gpt2_paged_adamw8bit.json
   run tests/data/traces_2_13/graphs/nanogpt_gpt2_small.json --batch 8 --optimizer paged_adamw8bit --step steady --gpu A100-40GB --json --top 5)
-memsim_error_test(negative_min_8bit_size 2 "--min-8bit-size must be non-negative" run graphs/mlp.json --optimizer adam8bit --min-8bit-size -1)
+memsim_error_test(negative_min_8bit_size 2 "--min-8bit-size -1: expected 0 to 2\\^50 elements" run graphs/mlp.json --optimizer adam8bit --min-8bit-size -1)
 memsim_error_test(offload_adam8bit 2 "--offload with --optimizer adam8bit" run graphs/mlp.json --optimizer adam8bit --zero 2 --world 2 --offload optimizer)
 memsim_error_test(foreach_adafactor 2 "--foreach on: memsim models adafactor's per-parameter loop only" run graphs/mlp.json --optimizer adafactor --foreach on)
 memsim_error_test(fused_rmsprop 2 "--foreach fused: PyTorch has no fused rmsprop" run graphs/mlp.json --optimizer rmsprop --foreach fused)
@@ -299,3 +299,32 @@ memsim_error_test(tp_sequence_parallel_pending 2 "sequence parallelism is not si
   run graphs/llama_1b.json --batch 1 --mesh tp=2 --sequence-parallel on)
 memsim_error_test(tp_plan_without_tp 2 "^memsim: --tp-plan and --sequence-parallel need tp=N in --mesh"
   run graphs/llama_1b.json --batch 1 --sequence-parallel on)
+
+# Robustness (issue 25 item 10): numbers from options and files are range-checked before any
+# work, recorded optimizer programs are checked per program, messages quote an excerpt.
+memsim_error_test(shard_beyond_64_bits 2 "^memsim: --shard: '99999999999999999999' does not fit in 64 bits"
+  sweep graphs/mlp.json --batch 1,2 --csv --shard 1/99999999999999999999)
+memsim_error_test(shard_with_sign 2 "^memsim: --shard: '\\+1/2' is not K/N"
+  sweep graphs/mlp.json --batch 1,2 --csv --shard +1/2)
+memsim_error_test(shard_count_too_large 2 "^memsim: --shard: '2000000' is out of range \\[1, 1000000\\]"
+  sweep graphs/mlp.json --batch 1,2 --csv --shard 1/2000000)
+memsim_error_test(merge_part_with_huge_shard_count 2 "sweep_part_huge_shards.csv: shard: '99999999999' is out of range"
+  merge ${CMAKE_BINARY_DIR}/merged_huge.csv tests/cli/bad/sweep_part_huge_shards.csv)
+memsim_error_test(work_budget 2 "^memsim: --steps 1000 × --accumulate 1000000 × [0-9]+ ops of mlp = .* op runs: .*lower --steps or --accumulate"
+  run graphs/mlp.json --steps 1000 --accumulate 1000000)
+memsim_error_test(recorded_optimizer_size_overflow 2 "bytes is more than memsim models"
+  run tests/cli/bad/optimizer_huge_size.json --optimizer recorded --step steady)
+memsim_error_test(recorded_optimizer_steady_double_free 2
+  "/optimizer/steady_step: the step frees its 1 state tensors and makes none to replace them"
+  run tests/cli/bad/optimizer_steady_double_free.json --optimizer recorded)
+memsim_error_test(min_8bit_size_too_large 2 "^memsim: --min-8bit-size 9223372036854775807: expected 0 to 2\\^50"
+  run graphs/mlp.json --optimizer adam8bit --min-8bit-size 9223372036854775807)
+memsim_error_test(conv_workspace_too_large 2 "^memsim: --conv-workspace 1125899906842625: expected 0 to 2\\^50"
+  run graphs/mlp.json --conv-workspace 1125899906842625)
+memsim_error_test(set_value_too_large 2 "^memsim: --set \"batch=1099511627777\": 1099511627777: expected at most 2\\^40"
+  run graphs/mlp.json --set batch=1099511627777)
+string(REPEAT "a" 3000 MEMSIM_LONG_GLOB)
+memsim_error_test(long_glob_is_quoted_as_an_excerpt 2 "^memsim: --freeze \"a+\\.\\.\\.\" matches no parameter of mlp\n$"
+  run graphs/mlp.json --freeze ${MEMSIM_LONG_GLOB})
+memsim_error_test(cublas_workspace_minus_one 2 "^memsim: --cublas-workspace -1: expected 0 to 2\\^50"
+  run graphs/mlp.json --cublas-workspace -1)

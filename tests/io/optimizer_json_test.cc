@@ -63,5 +63,33 @@ TEST(OptimizerJsonTest, RefusesBadTextWithItsPointer) {
   EXPECT_THAT(ErrorOf({{"name", "x"}}), HasSubstr("/optimizer/source"));
 }
 
+// Note [Recorded optimizers]: each program is checked on its own and against the steady step,
+// so a later step can never free a state that is not there (a double free several steps later).
+TEST(OptimizerJsonTest, RefusesASteadyStepThatFreesStateItNeverRecreates) {
+  EXPECT_THAT(ErrorOf(Program(Step({"alloc 1"}), Step({"free s0"}, json::array(), {"1"}))),
+              HasSubstr("/optimizer/steady_step: the step frees its 1 state tensors and makes none to replace them"));
+}
+
+TEST(OptimizerJsonTest, RefusesAStepThatReplacesPartOfItsState) {
+  EXPECT_THAT(ErrorOf(Program(Step({"alloc 1", "alloc 1"}), Step({"alloc 1", "free s0"}, json::array(), {"1", "1"}))),
+              HasSubstr("/optimizer/steady_step: the step frees 1 of its 2 state tensors"));
+}
+
+TEST(OptimizerJsonTest, FirstStepSurvivorsMustBeTheSteadyStepsResidentState) {
+  EXPECT_THAT(ErrorOf(Program(Step({"alloc 1/2"}), Step(json::array(), json::array(), {"1"}))),
+              HasSubstr("/optimizer/first_step: the state after the step, [1/2], differs from the steady step's "
+                        "resident state [1]"));
+  EXPECT_THAT(ErrorOf(Program(Step(json::array()), Step({"alloc 1"}, json::array(), {"1"}))),
+              HasSubstr("/optimizer/first_step: the state after the step, [], differs"));
+}
+
+TEST(OptimizerJsonTest, InPlaceStateKeptByBothStepsIsAccepted) {
+  // Adam-like: the constructor's state (first step resident) updated in place, no survivors.
+  auto p = ParseOptimizerProgram(Program(Step({"alloc 1", "free t0"}, json::array(), {"1", "1"}),
+                                         Step({"alloc 1", "free t0"}, json::array(), {"1", "1"})),
+                                 "g.json", "/optimizer");
+  EXPECT_TRUE(p.ok()) << p.status().message();
+}
+
 }  // namespace
 }  // namespace memsim

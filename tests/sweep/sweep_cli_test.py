@@ -7,6 +7,8 @@
   shards   3 shards merged == the unsharded file; merge fails on a missing or duplicated shard
            or configuration
   memory   a 10-million-row sweep: the resident memory does not grow with the rows written
+  files    --out is locked against a second writer; CSV fields are quoted (RFC 4180); --resume
+           checks every row; every output follows one rule for symlinks and devices
 
 usage: sweep_cli_test.py MEMSIM SOURCE_DIR MODE
 """
@@ -174,8 +176,71 @@ def shards(memsim, tmp):
             f.write(data)
         expect_error(memsim, ["merge", merged, parts[0], parts[1], other],
                      "(options: it has --steps=2, this sweep does not)")
-    expect_error(memsim, ["sweep"] + MID + ["--shard", "4/3", "--csv"], "expected K/N")
+    expect_error(memsim, ["sweep"] + MID + ["--shard", "4/3", "--csv"], "--shard: '4' is out of range [1, 3]")
     print("ok: 3 shards merged == unsharded; merge refuses missing and duplicated rows")
+
+
+
+def files(memsim, tmp):
+    import csv
+    import io
+    # RFC 4180: an error row whose message holds commas is one quoted field.
+    out = run(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--optimizer", "sgd,recorded", "--csv"])
+    rows = list(csv.reader(io.StringIO(out.decode())))
+    errors = [r[-1] for r in rows[1:] if r[-1].startswith("error: ")]
+    if len(rows) != 5 or len(errors) != 2 or "," not in errors[0] or "has no recorded optimizer" not in errors[0]:
+        fail("the error rows are not one quoted field each: %r" % rows)
+    print("ok: CSV error messages quoted")
+    # A second writer of the same --out fails at once; the first one's rows are intact.
+    path = os.path.join(tmp, "locked.csv")
+    p = subprocess.Popen([memsim, "sweep"] + LONG + ["--out", path, "--threads", "1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(200):
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            break
+        time.sleep(0.05)
+    expect_error(memsim, ["sweep"] + LONG + ["--out", path, "--resume"], "another memsim process is writing this file")
+    expect_error(memsim, ["sweep"] + LONG + ["--out", path], "another memsim process is writing this file")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    print("ok: --out locked against a second writer")
+    # --resume checks each row, not only its index: a row cut to fewer columns is refused.
+    whole = os.path.join(tmp, "rows.csv")
+    run(memsim, ["sweep"] + MID + ["--out", whole])
+    lines = read(whole).split(b"\n")
+    lines[5] = lines[5].rsplit(b",", 2)[0]
+    with open(whole, "wb") as f:
+        f.write(b"\n".join(lines))
+    expect_error(memsim, ["sweep"] + MID + ["--out", whole, "--resume"], "line 6 is not the row of configuration 3")
+    print("ok: --resume validates rows")
+    # One rule for every output: a symlink is followed (its target replaced, the link kept), a
+    # device is written in place, a directory is refused.
+    target, link = os.path.join(tmp, "target.csv"), os.path.join(tmp, "link.csv")
+    with open(target, "w") as f:
+        f.write("old")
+    os.symlink("target.csv", link)
+    run(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--out", link])
+    if not os.path.islink(link) or not read(target).startswith(b"# memsim sweep"):
+        fail("sweep --out through a symlink did not write its target")
+    with open(target, "w") as f:
+        f.write("old")
+    part = os.path.join(tmp, "part.csv")
+    run(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--out", part])
+    run(memsim, ["merge", link, part])
+    if not os.path.islink(link) or read(target) != read(part):
+        fail("merge onto a symlink did not replace its target: %r" % read(target)[:80])
+    tl_target, tl_link = os.path.join(tmp, "t.html"), os.path.join(tmp, "tl.html")
+    with open(tl_target, "w") as f:
+        f.write("old")
+    os.symlink("t.html", tl_link)
+    run(memsim, ["run", "graphs/mlp.json", "--timeline", tl_link])
+    if not os.path.islink(tl_link) or read(tl_target) == b"old":
+        fail("--timeline onto a symlink did not replace its target")
+    d = os.path.join(tmp, "dir.csv")
+    os.mkdir(d)
+    expect_error(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--out", d], "is a directory")
+    expect_error(memsim, ["merge", d, part], "is a directory")
+    print("ok: one rule for symlinks, devices and directories")
 
 
 def rss_kib(pid):
@@ -216,7 +281,7 @@ def main():
     memsim, src, mode = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3]
     os.chdir(src)
     with tempfile.TemporaryDirectory(prefix="memsim-sweep-") as tmp:
-        {"threads": threads, "resume": resume, "shards": shards, "memory": memory}[mode](memsim, tmp)
+        {"threads": threads, "resume": resume, "shards": shards, "memory": memory, "files": files}[mode](memsim, tmp)
 
 
 if __name__ == "__main__":

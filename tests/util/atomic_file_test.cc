@@ -84,13 +84,53 @@ TEST_F(AtomicFileTest, FullDiskIsAWriteError) {
   EXPECT_THAT(s.message(), HasSubstr("No space left"));
 }
 
-TEST_F(AtomicFileTest, RenameOntoADirectoryFailsAndKeepsIt) {
+TEST_F(AtomicFileTest, ADirectoryIsRefusedAndKept) {
   const std::string dir = TempDir() + "/is_a_dir";
   fs::create_directories(dir + "/inner");
   Status s = WriteFileAtomic(dir, "x");
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("rename failed"));
+  EXPECT_THAT(s.message(), HasSubstr("is_a_dir: is a directory"));
   EXPECT_TRUE(fs::is_directory(dir + "/inner"));
+}
+
+// Note [Output destinations]: one rule for every output file.
+TEST_F(AtomicFileTest, ASymlinkIsFollowedAndKept) {
+  const std::string dir = TempDir();
+  { std::ofstream(dir + "/target.txt") << "old"; }
+  fs::create_symlink("target.txt", dir + "/link.txt");
+  ASSERT_TRUE(WriteFileAtomic(dir + "/link.txt", "new").ok());
+  EXPECT_TRUE(fs::is_symlink(dir + "/link.txt"));
+  EXPECT_EQ(ReadAll(dir + "/target.txt"), "new");
+  // A dangling link names the file to create.
+  fs::create_symlink("sub/../made.txt", dir + "/dangling.txt");
+  fs::create_directories(dir + "/sub");
+  ASSERT_TRUE(WriteFileAtomic(dir + "/dangling.txt", "made").ok());
+  EXPECT_EQ(ReadAll(dir + "/made.txt"), "made");
+  EXPECT_TRUE(fs::is_symlink(dir + "/dangling.txt"));
+  auto target = OutputTarget(dir + "/link.txt");
+  ASSERT_TRUE(target.ok());
+  EXPECT_EQ(*target, fs::canonical(dir + "/target.txt").string());
+}
+
+TEST_F(AtomicFileTest, ADeviceIsWrittenInPlace) {
+  ASSERT_TRUE(WriteFileAtomic("/dev/null", "discarded").ok());
+  // /dev/stdout is a link to /proc/self/fd/1, whose target ("pipe:[N]", "/dev/pts/0") is not a
+  // path to create: written in place.
+  auto out = OutputTarget("/dev/stdout");
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(*out, "/dev/stdout");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  Status full = WriteFileAtomic("/dev/full", std::string(1 << 16, 'x'));
+  EXPECT_FALSE(full.ok());
+}
+
+TEST_F(AtomicFileTest, ASymlinkLoopIsAnError) {
+  const std::string dir = TempDir();
+  fs::create_symlink("b", dir + "/a");
+  fs::create_symlink("a", dir + "/b");
+  Status s = WriteFileAtomic(dir + "/a", "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("too many levels of symbolic links"));
 }
 
 }  // namespace

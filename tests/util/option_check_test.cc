@@ -74,5 +74,23 @@ TEST(BytesOptionTest, BadSizesNameTheOptionAndTheForms) {
   EXPECT_FALSE(ParseBytesOption("--capacity", "99999999999999999999", kMaxTensorBytes).ok());
 }
 
+TEST(OptionCheckTest, ShardIsDigitsSlashDigitsWithinTheCountLimit) {
+  auto ok = ParseShardOption("--shard", "2/8");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, (std::pair<int64_t, int64_t>{2, 8}));
+  auto err = [](const char* t) {
+    auto r = ParseShardOption("--shard", t);
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_THAT(err("+1/2"), HasSubstr("'+1/2' is not K/N"));
+  EXPECT_THAT(err("-1/2"), HasSubstr("is not K/N"));
+  EXPECT_THAT(err("1/ 2"), HasSubstr("is not K/N"));
+  EXPECT_THAT(err("1/2/3"), HasSubstr("is not K/N"));
+  EXPECT_THAT(err("3/2"), HasSubstr("'3' is out of range [1, 2]"));
+  EXPECT_THAT(err("0/2"), HasSubstr("'0' is out of range [1, 2]"));
+  EXPECT_THAT(err("1/99999999999999999999"), HasSubstr("does not fit in 64 bits"));  // never saturated
+  EXPECT_THAT(err("1/1000001"), HasSubstr("out of range [1, 1000000]"));
+}
+
 }  // namespace
 }  // namespace memsim

@@ -61,5 +61,28 @@ TEST(TextLimitsTest, ReadsRegularFileAndEnforcesTheSizeLimit) {
   EXPECT_THAT(big.status().message(), HasSubstr("too large"));
 }
 
+TEST(TextLimitsTest, EscapeControlKeepsANameOnOneLine) {
+  EXPECT_EQ(EscapeControl("mlp"), "mlp");
+  EXPECT_EQ(EscapeControl("a\nb\tc\\d\x7f"), "a\\x0ab\\x09c\\\\d\\x7f");
+  EXPECT_EQ(EscapeControl("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 kept
+}
+
+TEST(TextLimitsTest, CsvFieldQuotesAsRfc4180) {
+  EXPECT_EQ(CsvField("plain"), "plain");
+  EXPECT_EQ(CsvField("a,b"), "\"a,b\"");
+  EXPECT_EQ(CsvField("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(CsvField("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(CsvField(" padded"), "\" padded\"");
+  EXPECT_EQ(CsvField(""), "");
+}
+
+TEST(TextLimitsTest, NonRegularFileIsCappedWhileReading) {
+  // /dev/zero never ends: without a cap checked while reading, this would read 2 GiB.
+  auto r = ReadInputFile("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("/dev/zero: input larger than 67108864 bytes"));
+  EXPECT_THAT(r.status().message(), HasSubstr("pipe or device"));
+}
+
 }  // namespace
 }  // namespace memsim

@@ -4,11 +4,13 @@
 #include <cstdlib>
 
 #include "lib/io/graph_json.h"
+#include "lib/util/text_limits.h"
 
 namespace memsim::cli {
 
 void Fail(const Status& s, int code) {
-  std::fprintf(stderr, "memsim: %s\n", s.message().c_str());
+  // One line of bounded length whatever the message quotes (Note [Error messages]).
+  std::fprintf(stderr, "memsim: %s\n", EscapeControl(Excerpt(s.message(), 1000)).c_str());
   std::fflush(stdout);
   std::exit(code);
 }

@@ -1,10 +1,11 @@
 // memsim import-onnx: convert an ONNX model (forward pass) into a memsim graph file with the loss
 // appended; the conversion lives in lib/onnx/ (docs/onnx-import.md).
-#include <fstream>
-#include <iostream>
 #include <memory>
 
 #include "lib/onnx/onnx_import.h"
+#include "lib/util/atomic_file.h"
+#include "lib/util/option_check.h"
+#include "lib/util/text_limits.h"
 #include "tools/memsim/cli_util.h"
 #include "tools/memsim/commands.h"
 
@@ -21,21 +22,14 @@ struct ImportArgs {
 void Import(ImportArgs& a) {
   for (const std::string& s : a.sets) {
     auto eq = s.find('=');
-    char* end = nullptr;
-    long long v = eq == std::string::npos ? 0 : std::strtoll(s.c_str() + eq + 1, &end, 10);
-    if (eq == std::string::npos || eq == 0 || end == s.c_str() + eq + 1 || *end != '\0' || v < 0)
-      Fail(Status::InvalidArgument("--set \"" + s + "\": expected SYMBOL=non-negative integer"));
-    a.opt.sets[s.substr(0, eq)] = v;
+    if (eq == std::string::npos || eq == 0)
+      Fail(Status::InvalidArgument("--set \"" + Excerpt(s) + "\": expected SYMBOL=non-negative integer"));
+    a.opt.sets[s.substr(0, eq)] = ValueOrFail(ParseIntOption("--set " + Excerpt(s.substr(0, eq)), s.substr(eq + 1), 0, int64_t{1} << 40));
   }
   auto g = ImportOnnxFile(a.model, a.opt);
   if (!g.ok()) Fail(g.status());
   const std::string text = GraphJsonText(*g);
-  if (a.out == "-") {
-    std::cout << text;
-    return;
-  }
-  std::ofstream out(a.out);
-  if (!out || !(out << text)) Fail(Status::InvalidArgument(a.out + ": cannot write"));
+  OkOrFail(a.out == "-" ? WriteStdout(text) : WriteFileAtomic(a.out, text));
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 // alive then. Subcommands are registered from commands.h; all logic lives in lib/ and sim/.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "lib/util/check.h"
 #include "sim/options/config_file.h"
 #include "sim/options/parse_error.h"
 #include "sim/version.h"
@@ -47,6 +49,15 @@ int main(int argc, char** argv) {
     // Usage errors are one line naming the fix, exit 2, like other bad input.
     std::fprintf(stderr, "memsim: %s\n", memsim::cli::ParseErrorMessage(app, e).c_str());
     return 2;
+  } catch (const memsim::InternalError& e) {  // a bug in memsim, not bad input: its own exit code
+    std::fprintf(stderr, "memsim: %s\n", e.what());
+    return memsim::kInternalErrorExit;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "memsim: out of host memory\n");
+    return memsim::kInternalErrorExit;
+  } catch (const std::exception& e) {  // input should have been refused with a message before this
+    std::fprintf(stderr, "memsim: internal error: %s (a bug in memsim: please report it with the command)\n", e.what());
+    return memsim::kInternalErrorExit;
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "lib/util/atomic_file.h"
+#include "lib/util/option_check.h"
 #include "sim/advise.h"
 #include "sim/report/sweep_report.h"
 #include "sim/fit.h"
@@ -43,12 +44,9 @@ constexpr size_t kMaxStreamedConfigurations = size_t{1} << 48;  // rows streamed
 Result<SweepSlice> ParseShard(const std::string& s) {
   SweepSlice slice;
   if (s.empty()) return slice;
-  unsigned long long k = 0, n = 0;
-  char tail = 0;
-  if (std::sscanf(s.c_str(), "%llu/%llu%c", &k, &n, &tail) != 2 || k < 1 || k > n || s[0] < '0' || s[0] > '9')
-    return Status::InvalidArgument("--shard \"" + s + "\": expected K/N with 1 <= K <= N");
-  slice.shard = k;
-  slice.shards = n;
+  MEMSIM_ASSIGN_OR_RETURN(auto kn, ParseShardOption("--shard", s));
+  slice.shard = static_cast<size_t>(kn.first);
+  slice.shards = static_cast<size_t>(kn.second);
   return slice;
 }
 

@@ -1,6 +1,7 @@
 #include "tools/memsim/sweep_files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "lib/util/atomic_file.h"
 #include "lib/util/text_limits.h"
@@ -37,6 +39,52 @@ int64_t RowIndex(const std::string& line, SweepFormat f) {
   while (pos < line.size() && line[pos] >= '0' && line[pos] <= '9' && pos - start < 18) v = v * 10 + (line[pos++] - '0');
   if (pos == start || pos >= line.size() || line[pos] != ',') return -1;
   return v;
+}
+
+/// The number of fields of CSV |line| (RFC 4180: quoted fields may hold commas and doubled
+/// quotes); -1 when a quote is left open or stray.
+int64_t CsvFieldCount(const std::string& line) {
+  int64_t fields = 1;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c != '"') continue;
+      if (i + 1 < line.size() && line[i + 1] == '"') ++i;
+      else quoted = false;
+    } else if (c == '"') {
+      if (i > 0 && line[i - 1] != ',') return -1;
+      quoted = true;
+    } else if (c == ',') {
+      ++fields;
+    }
+  }
+  return quoted ? -1 : fields;
+}
+
+/// Whether |line| is a whole row as a sweep writes it: a CSV row with the header's |columns|
+/// fields (an invalid configuration's: its axes and the error), or a JSON object (JSONL). A row
+/// that is not is a file changed by something else.
+bool WholeRow(const std::string& line, SweepFormat f, int64_t columns) {
+  if (f == SweepFormat::kCsv) {
+    const int64_t n = CsvFieldCount(line);
+    if (n == columns) return true;
+    const size_t last = line.rfind(",\"error: ");
+    return n > 0 && n < columns && (last != std::string::npos || line.find(",error: ") != std::string::npos);
+  }
+  const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("index");
+}
+
+/// Takes an advisory lock on the open sweep file |fd| for this process's lifetime, so a second
+/// `memsim sweep --out` (or --resume) of the same file fails at once instead of interleaving rows.
+Status LockForWriting(int fd, const std::string& path) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::OK();
+  if (errno == EWOULDBLOCK)
+    return Status::InvalidArgument(path + ": another memsim process is writing this file; wait for it or give "
+                                          "another --out");
+  if (errno == ENOLCK || errno == EINVAL || errno == ENOTSUP) return Status::OK();  // a file system without locks
+  return ErrnoError("cannot lock", path);
 }
 
 /// Writes all of |data| to |fd|.
@@ -83,12 +131,19 @@ Result<SweepFileWriter> SweepFileWriter::Open(const std::string& path, const Swe
   MEMSIM_ASSIGN_OR_RETURN(SweepFormat f, FormatOfPath(path));
   const std::string meta_line = SweepMetaLine(meta, f);
   struct stat st;
-  if (resume && ::stat(path.c_str(), &st) == 0) {
-    LineReader in(path);
+  MEMSIM_ASSIGN_OR_RETURN(const std::string target, OutputTarget(path));
+  int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot open for writing", path);
+  SweepFileWriter w(path, fd, 0);  // closes |fd| on every error below
+  MEMSIM_RETURN_IF_ERROR(LockForWriting(fd, path));  // before reading: the rows are ours alone
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (resume && regular && st.st_size > 0) {
+    LineReader in(target);
     if (!in.ok()) return ErrnoError("cannot read", path);
     std::string line;
     bool complete = false;
     uint64_t keep = 0;  // bytes of the file that stay: the metadata, the header, complete rows
+    const int64_t header_columns = header.empty() ? 0 : CsvFieldCount(header.substr(0, header.size() - 1));
     size_t done = 0;
     bool started = in.Next(&line, &complete) && complete;
     if (started) {
@@ -108,7 +163,7 @@ Result<SweepFileWriter> SweepFileWriter::Open(const std::string& path, const Swe
       keep = in.offset();
       while (in.Next(&line, &complete) && complete) {
         const int64_t want = static_cast<int64_t>(meta.shard - 1 + done * meta.shards);
-        if (RowIndex(line, f) != want)
+        if (RowIndex(line, f) != want || !WholeRow(line, f, header_columns))
           return Status::InvalidArgument(path + ": line " + std::to_string(done + (header.empty() ? 2 : 3)) +
                                          " is not the row of configuration " + std::to_string(want) +
                                          " (the file was changed); remove it or run without --resume");
@@ -117,18 +172,12 @@ Result<SweepFileWriter> SweepFileWriter::Open(const std::string& path, const Swe
       }
     }
     if (started) {
-      int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-      if (fd < 0) return ErrnoError("cannot open for appending", path);
-      if (::ftruncate(fd, static_cast<off_t>(keep)) != 0) {
-        ::close(fd);
-        return ErrnoError("cannot drop the partial last row", path);
-      }
-      return SweepFileWriter(path, fd, done);
+      if (::ftruncate(fd, static_cast<off_t>(keep)) != 0) return ErrnoError("cannot drop the partial last row", path);
+      w.done_ = done;
+      return w;
     }
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", path);
-  SweepFileWriter w(path, fd, 0);
+  if (regular && ::ftruncate(fd, 0) != 0) return ErrnoError("cannot truncate", path);
   MEMSIM_RETURN_IF_ERROR(w.Append(meta_line + header));
   return w;
 }
@@ -204,6 +253,7 @@ Status MergeSweepFiles(const std::string& out, const std::vector<std::string>& p
   }
   for (size_t k = 0; k < shards && k < std::max<size_t>(n, 1); ++k)
     if (!by_shard[k]) return Status::InvalidArgument("shard " + std::to_string(k + 1) + "/" + std::to_string(shards) + " is missing");
+  const int64_t columns = header.empty() ? 0 : CsvFieldCount(header.substr(0, header.size() - 1));
   SweepMeta merged = all[0].meta;
   merged.shard = merged.shards = 1;
   MEMSIM_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Open(out));
@@ -215,7 +265,9 @@ Status MergeSweepFiles(const std::string& out, const std::vector<std::string>& p
     if (!p.in->Next(&line, &complete) || !complete)
       return Status::InvalidArgument("configuration " + std::to_string(i) + " is missing (" + p.path + " ends before it)");
     const int64_t got = RowIndex(line, f);
-    if (got < 0) return Status::InvalidArgument(p.path + ": a row without its configuration index");
+    if (got < 0 || !WholeRow(line, f, columns))
+      return Status::InvalidArgument(p.path + ": a row that is not one a sweep writes (configuration " +
+                                     std::to_string(i) + "; the file was changed)");
     if (static_cast<size_t>(got) < i) return Status::InvalidArgument("configuration " + std::to_string(got) + " is duplicated in " + p.path);
     if (static_cast<size_t>(got) != i)
       return Status::InvalidArgument("configuration " + std::to_string(i) + " is missing from " + p.path);
