@@ -4,11 +4,13 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 
 #include "sim/device.h"
+#include "sim/plan/steady.h"
 #include "sim/gpus.h"
 #include "sim/ranks.h"
 
@@ -19,18 +21,29 @@ namespace {
 /// thread count.
 constexpr size_t kRound = 16;
 
-/// |c|'s row: the run pipeline's (names off), of the largest rank when ranks can differ.
+/// |c|'s row: the run pipeline's (names off), of the largest rank when ranks can differ (as
+/// LargestRankRow), each from a few passes when that is proven the same (SteadyRow).
 /// Out-of-memory candidates are not rerun without the capacity (their peaks are not reported).
-SweepRow Simulate(const Graph& g, RunConfig c) {
+SweepRow Simulate(const Graph& g, RunConfig c, std::atomic<size_t>* shortened) {
   c.need_after_oom = false;
-  SweepRow row = RunOne(g, c);
+  auto row_of = [&](const RunConfig& rc) {
+    bool few = false;
+    SweepRow row = SteadyRow(g, rc, &few);
+    if (few) shortened->fetch_add(1, std::memory_order_relaxed);
+    return row;
+  };
+  SweepRow row = row_of(c);
   if (!row.status.ok() || !RanksMayDiffer(c)) return row;
-  std::vector<std::shared_ptr<const CompiledStep>> steps;
-  return LargestRankRow(c, [&](const RunConfig& rc) -> Result<const CompiledStep*> {
-    MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, rc));
-    steps.push_back(cs);
-    return cs.get();
-  });
+  for (int r = 1; r < c.sim.parallel.world; ++r) {
+    RunConfig rc = c;
+    rc.sim.parallel.rank = r;
+    SweepRow x = row_of(rc);
+    if (x.status.ok() && x.peak_reserved_bytes > row.peak_reserved_bytes) {
+      row = std::move(x);
+      row.rank = r;
+    }
+  }
+  return row;
 }
 
 /// Whether |a| comes before |b| on the front's order: faster, then smaller, then earlier.
@@ -162,6 +175,7 @@ std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::
   std::vector<int64_t> min_floor(rows.size() + 1, INT64_MAX);
   for (size_t i = rows.size(); i-- > 0;) min_floor[i] = std::min(min_floor[i + 1], rows[i].floor_bytes + overhead);
   std::vector<PlanRow> fitting;
+  std::atomic<size_t> shortened{0};
   for (size_t start = 0; start < rows.size(); start += kRound) {
     if (Settled(o, fitting, rows[start], min_floor[start])) {
       res->front_exact_below_s = rows[start].time.total();
@@ -183,7 +197,7 @@ std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::
     tbb::parallel_for(size_t{0}, round.size(), [&](size_t k) {
       PlanRow& r = *round[k];
       Result<RunConfig> c = o.configure(r.args);
-      r.row = c.ok() ? Simulate(g, *c) : SweepRow{};
+      r.row = c.ok() ? Simulate(g, *c, &shortened) : SweepRow{};
       if (!c.ok()) r.row.status = c.status();
     });
     for (PlanRow* r : round) {
@@ -198,6 +212,7 @@ std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::
       if (o.exhaustive) res->all.push_back(*r);
     }
   }
+  res->shortened = shortened.load();
   return fitting;
 }
 
