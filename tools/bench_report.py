@@ -107,7 +107,7 @@ def plan_section(plan_s, plan_cpu, plan, rounds, load_before, load_after):
         plan["pruned_dominated"], plan["beyond_horizon"], plan_s, plan_cpu))
     L.append("")
     L.append("With a load average above the 2 cores, the wall clock is that of a shared machine; the CPU time")
-    L.append("is what the search costs (on an idle machine, 2 threads take about half of it as wall clock).")
+    L.append("is what the search costs, whatever the load (not measured on an idle machine).")
     chosen = plan["chosen"]
     if chosen:
         L.append("")
