@@ -75,6 +75,21 @@ TEST(SteadyAccumulation, ShortenedRowsAreTheRowsOfEveryPass) {
   EXPECT_LT(ooms, rows);
 }
 
+TEST(SteadyAccumulation, TensorParallelRanks) {
+  Graph g = ZooGraph("llama_1b");
+  for (int rank : {0, 1}) {
+    Result<RunConfig> c = cli::RunConfigOfArgs({"--gpu", "T4", "--optimizer", "adamw", "--batch", "1", "--accumulate",
+                                                "8", "--dtype", "bf16", "--mesh", "tp=2", "--tp-plan", "layers"});
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    c->need_after_oom = false;
+    c->sim.parallel.rank = rank;
+    bool few = false;
+    const SweepRow steady = SteadyRow(g, *c, &few);
+    EXPECT_TRUE(few);
+    ExpectSameRow(steady, RunOne(g, *c), "tp=2 rank " + std::to_string(rank));
+  }
+}
+
 TEST(SteadyAccumulation, ShortOrUncheckableRunsTakeEveryPass) {
   Graph g = ZooGraph("nanogpt_gpt2_small");
   // Five passes or fewer, several steps, an alloc_conf: simulated whole.
@@ -95,7 +110,8 @@ TEST(SteadyAccumulation, ShortOrUncheckableRunsTakeEveryPass) {
 TEST(SteadyAccumulation, PassesRepeatModuloTheirOwnBuffers) {
   EventStream es;
   // Buffer 0 lives across the passes; each pass makes and frees one buffer of 16 bytes.
-  es.buffers = {{"w", 8, Category::kParameter}, {"a1", 16}, {"a2", 16}, {"a3", 32}};
+  es.buffers = {{"w", 8, Category::kParameter, kNoOp, ""}, {"a1", 16, Category::kActivation, 0, ""},
+                {"a2", 16, Category::kActivation, 0, ""}, {"a3", 32, Category::kActivation, 0, ""}};
   es.events = {{EventKind::kAlloc, Phase::kSetup, 0, kNoOp},
                {EventKind::kAlloc, Phase::kForward, 1, 0}, {EventKind::kFree, Phase::kBackward, 1, 0},
                {EventKind::kAlloc, Phase::kForward, 2, 0}, {EventKind::kFree, Phase::kBackward, 2, 0},
