@@ -249,12 +249,12 @@ def advise(graph_or_model, inputs=None, *, loss="cross_entropy", threads=0, max_
 
 def plan(graph_or_model, inputs=None, *, gpus, global_batch, loss="cross_entropy", seq=None, world_max=None,
          objective="time", optimizer="adamw", torch=None, threads=0, front_span=None, framework=None,
-         precision=None, sharding=None, checkpoints=None, micro_batch=None):
+         precision=None, sharding=None, checkpoints=None, micro_batch=None, tp=None):
     """The cheapest training plan that fits, as `memsim plan --json` (docs/plan.md): a dict with the
     Pareto front, the chosen plan (its `args` are `memsim run` flags), the search's counts; with
     framework= ("pytorch", "torchtitan", "deepspeed", "hf") also "snippet", the chosen plan's setup.
     gpus="8xH100-80GB"; the axis keywords (precision=, sharding=, checkpoints=, micro_batch=) take
-    lists that restrict the space."""
+    lists that restrict the space (tp=: the tensor-parallel degrees)."""
     g = _graph_of(graph_or_model, inputs, loss)
     if torch is None:
         torch = running_torch_release()
@@ -264,7 +264,7 @@ def plan(graph_or_model, inputs=None, *, gpus, global_batch, loss="cross_entropy
         if v is not None:
             args.append("%s=%s" % (flag, v))
     for flag, v in (("--precision", precision), ("--sharding", sharding), ("--checkpoints", checkpoints),
-                    ("--micro-batch", micro_batch)):
+                    ("--micro-batch", micro_batch), ("--tp", tp)):
         if v is not None:
             args.append("%s=%s" % (flag, ",".join(str(x) for x in (v if isinstance(v, (list, tuple)) else [v]))))
     out = _core.plan(g, args, framework=framework or "")

@@ -30,11 +30,13 @@ void PlanArgs::Bind(CLI::App* cmd) {
   cmd->add_flag("--exhaustive", exhaustive, "simulate every candidate, no pruning (to check the pruned search)");
   cmd->add_option("--precision", precisions, "only these precisions: fp32, amp-bf16, amp-fp16, bf16")->delimiter(',');
   cmd->add_option("--sharding", shardings,
-                  "only these shardings: ddp, zero1, zero2, zero3, zero3-offload, fsdp, fsdp-grad-op, fsdp-offload")
+                  "only these shardings: ddp, zero1, zero2, zero3, zero3-offload, fsdp, fsdp-grad-op, fsdp-offload, "
+                  "fsdp2, fsdp2-no-reshard, hsdp")
       ->delimiter(',');
   cmd->add_option("--checkpoints", checkpoints, "only these checkpointings: none, all, every-K, sac-all, sac-every-K")
       ->delimiter(',');
   cmd->add_option("--micro-batch", micro_batches, "only these micro-batches")->delimiter(',');
+  cmd->add_option("--tp", tp_degrees, "only these tensor-parallel degrees (1: none)")->delimiter(',');
 }
 
 Result<std::pair<int, std::string>> ParseGpus(const std::string& s) {
@@ -76,6 +78,9 @@ Result<PlanOptions> PlanArgs::Options() const {
   for (int64_t m : micro_batches)
     if (m < 1) return Status::InvalidArgument("--micro-batch " + std::to_string(m) + ": expected 1 or more");
   r.micro_batches = micro_batches;
+  for (int t : tp_degrees)
+    if (t < 1 || t > 1024) return Status::InvalidArgument("--tp " + std::to_string(t) + ": expected 1 to 1024");
+  r.tp_degrees = tp_degrees;
   o.threads = threads;
   o.exhaustive = exhaustive;
   if (!(front_span == 0 || (front_span >= 1 && front_span <= 1e6)))

@@ -27,6 +27,7 @@ struct PlanArgs {
   double front_span = 1.25;
   std::vector<std::string> precisions, shardings, checkpoints;  ///< reduced axes ("" : all)
   std::vector<int64_t> micro_batches;
+  std::vector<int> tp_degrees;
 
   /// Adds the options to |cmd| (the graph positional too).
   void Bind(CLI::App* cmd);

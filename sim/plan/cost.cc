@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lib/autodiff/optimizer.h"
+#include "lib/ir/tensor_parallel.h"
 #include "lib/ops/bind.h"
 #include "lib/ops/profile.h"
 
@@ -42,14 +43,19 @@ bool SameName(std::string_view a, std::string_view b) {
 }
 
 bool IsFsdp(Sharding s) { return s == Sharding::kFsdp || s == Sharding::kFsdpGradOp || s == Sharding::kFsdpOffload; }
-bool ShardsParams(Sharding s) { return s == Sharding::kZero3 || s == Sharding::kZero3Offload || IsFsdp(s); }
+bool ShardsParams(Sharding s) { return s == Sharding::kZero3 || s == Sharding::kZero3Offload || IsFsdp(s) || IsMeshSharding(s); }
+/// The ranks a parameter and its states are sharded over: the data-parallel world, half of it
+/// for HSDP (sharded within a replica).
+int64_t ShardRanks(const PlanCandidate& c) { return c.sharding == Sharding::kHsdp ? c.world / 2 : c.world; }
 bool ShardsStates(Sharding s) { return s != Sharding::kDdp; }
 bool OffloadsStates(Sharding s) { return s == Sharding::kZero3Offload || s == Sharding::kFsdpOffload; }
 
 /// Bytes per element of the parameters as they rest on the device: bf16 with --dtype bf16 (DDP,
 /// ZeRO's bf16 mode: the module), fp32 otherwise (autocast keeps fp32 weights; FSDP's mixed
 /// precision keeps fp32 shards).
-int64_t RestingBytes(const PlanCandidate& c) { return c.precision == Precision::kBf16 && !IsFsdp(c.sharding) ? 2 : 4; }
+int64_t RestingBytes(const PlanCandidate& c) {
+  return c.precision == Precision::kBf16 && !IsFsdp(c.sharding) && !IsMeshSharding(c.sharding) ? 2 : 4;
+}
 /// Bytes per element of the parameters as the ranks exchange them (gathers) and of the grads.
 int64_t ComputeBytes(const PlanCandidate& c) { return c.precision == Precision::kBf16 ? 2 : 4; }
 
@@ -170,6 +176,11 @@ Result<const std::vector<OpWork>*> CostModel::Work(Precision p, int64_t micro_ba
         w.saved = bound.metas[bound.owner[x]].bytes();
       }
     }
+    if (op.kind == OpKind::kLinear && !op.inputs.empty() && !op.outputs.empty()) {
+      const std::string style = TpStyleOf("layers", op.module);
+      if (style == "rowwise") w.tp_forward = static_cast<double>(bound.metas[op.outputs[0]].bytes());
+      if (style == "colwise") w.tp_backward = static_cast<double>(bound.metas[op.inputs[0]].bytes());
+    }
     for (size_t dot = op.module.find('.'); dot != std::string::npos; dot = op.module.find('.', dot + 1))
       if (auto it = block_index.find(op.module.substr(0, dot)); it != block_index.end()) w.block = it->second;
     if (auto it = block_index.find(op.module); it != block_index.end()) w.block = it->second;
@@ -180,14 +191,15 @@ Result<const std::vector<OpWork>*> CostModel::Work(Precision p, int64_t micro_ba
 
 int64_t CostModel::ParamBytesLocal(const PlanCandidate& c) const {
   if (c.sharding == Sharding::kFsdpOffload) return 0;  // CPUOffload: the shards live in host memory
-  const int64_t bytes = param_elems_ * RestingBytes(c);
-  return ShardsParams(c.sharding) ? bytes / c.world : bytes;
+  // With tp, every parameter is either replicated or split in tp: at least 1/tp of it is here.
+  const int64_t bytes = param_elems_ * RestingBytes(c) / c.tp;
+  return ShardsParams(c.sharding) ? bytes / ShardRanks(c) : bytes;
 }
 
 int64_t CostModel::StateBytesLocal(const PlanCandidate& c) const {
   if (!state_floor_ || OffloadsStates(c.sharding)) return 0;
-  const int64_t bytes = param_elems_ * states_ * RestingBytes(c);
-  return ShardsStates(c.sharding) ? bytes / c.world : bytes;
+  const int64_t bytes = param_elems_ * states_ * RestingBytes(c) / c.tp;
+  return ShardsStates(c.sharding) ? bytes / ShardRanks(c) : bytes;
 }
 
 int64_t CostModel::SavedBytes(const std::vector<OpWork>& work, const Checkpointing& ck) {
@@ -206,29 +218,38 @@ Result<int64_t> CostModel::MemoryFloor(const PlanCandidate& c) {
   int64_t largest = 0;
   for (const OpWork& w : *work) largest = std::max(largest, w.live);
   const int64_t params = ParamBytesLocal(c);
-  return params + std::max({StateBytesLocal(c), largest, SavedBytes(*work, c.checkpoint)});
+  // With tp an activation is replicated or split in tp: at least 1/tp of its bytes.
+  return params + std::max({StateBytesLocal(c), largest / c.tp, SavedBytes(*work, c.checkpoint) / c.tp});
 }
 
 Result<StepTime> CostModel::TimeOf(const PlanCandidate& c) {
   MEMSIM_ASSIGN_OR_RETURN(const std::vector<OpWork>* work, Work(c.precision, c.micro_batch));
   const double hbm = perf_.hbm_gbps * 1e9;
-  double forward = 0, recompute = 0;
+  const double t = c.tp;
+  double forward = 0, recompute = 0, tp_volume = 0;
   for (const OpWork& w : *work) {
-    const double t = std::max(w.flops > 0 ? w.flops / perf_.PeakFlops(w.dtype) : 0.0, w.bytes / hbm);
-    forward += t;
-    if (w.block < 0 || c.checkpoint.every <= 0 || w.block % c.checkpoint.every != 0) continue;
+    double time = std::max(w.flops > 0 ? w.flops / perf_.PeakFlops(w.dtype) : 0.0, w.bytes / hbm);
+    // Tensor parallel: a block's matrix products and attention are split over the tp ranks; its
+    // other ops (norms, residual adds) are counted whole.
+    if (c.tp > 1 && w.block >= 0 && w.flops > 0) time /= t;
+    forward += time;
+    const bool checkpointed = w.block >= 0 && c.checkpoint.every > 0 && w.block % c.checkpoint.every == 0;
+    // Ring all-reduce: 2 (tp-1)/tp of the tensor per rank; a recomputed forward all-reduces again.
+    if (c.tp > 1) tp_volume += 2 * (t - 1) / t * (w.tp_forward * (checkpointed && !c.checkpoint.sac ? 2 : 1) + w.tp_backward);
+    if (!checkpointed) continue;
     // torchtitan's policy keeps the attention outputs and every other matrix product.
-    recompute += !c.checkpoint.sac ? t : w.sdpa ? 0.0 : w.mm ? t / 2 : t;
+    recompute += !c.checkpoint.sac ? time : w.sdpa ? 0.0 : w.mm ? time / 2 : time;
   }
   const double k = static_cast<double>(c.accumulate);
   StepTime st;
   st.compute_s = k * 3 * forward;
   st.recompute_s = k * recompute;
   // Collectives: ring all-gather / reduce-scatter move (W-1)/W of the tensor per rank; an
-  // all-reduce is both.
+  // all-reduce is both. A group inside a node uses its links, a larger one the network.
+  const auto bandwidth = [&](double ranks) { return (ranks <= perf_.node_gpus ? perf_.link_gbps : perf_.net_gbps) * 1e9; };
   const double w = c.world, f = (w - 1) / w;
-  const double bw = (c.world <= perf_.node_gpus ? perf_.link_gbps : perf_.net_gbps) * 1e9;
-  const double p = static_cast<double>(param_elems_);
+  const double bw = bandwidth(w * t);
+  const double p = static_cast<double>(param_elems_) / t;  // a rank's part of every parameter (tp: at least)
   const double grads = p * static_cast<double>(ComputeBytes(c));
   const double gathered = p * static_cast<double>(ComputeBytes(c) == 2 ? 2 : RestingBytes(c));
   double volume = 0;
@@ -237,13 +258,23 @@ Result<StepTime> CostModel::TimeOf(const PlanCandidate& c) {
     case Sharding::kZero1: volume = 2 * f * grads; break;
     case Sharding::kZero2: volume = k * f * grads + f * gathered; break;
     case Sharding::kZero3: case Sharding::kZero3Offload: case Sharding::kFsdp: case Sharding::kFsdpOffload:
+    case Sharding::kFsdp2:
       volume = k * (2 * f * gathered + f * grads);
       break;
-    case Sharding::kFsdpGradOp: volume = k * (f * gathered + f * grads); break;
+    case Sharding::kFsdpGradOp: case Sharding::kFsdp2NoReshard: volume = k * (f * gathered + f * grads); break;
+    case Sharding::kHsdp: break;  // below: two groups
   }
   st.comm_s = volume / bw;
+  if (c.sharding == Sharding::kHsdp) {
+    // FSDP2 within a replica of S ranks, then the reduce-scatter's output (a 1/S shard of the
+    // grads) all-reduced over the 2 replicas (foreach_reduce's all_reduce_group), per micro-batch.
+    const double s = w / 2, fs = (s - 1) / s;
+    st.comm_s = k * (2 * fs * gathered + fs * grads) / bandwidth(s * t) + k * (2 * 0.5 * grads / s) / bandwidth(w * t);
+  }
+  st.tp_comm_s = k * tp_volume / bandwidth(t);
+  st.comm_s += st.tp_comm_s;
   // The optimizer step: read the parameter and grad, read and write the parameter and states.
-  const double local = ShardsStates(c.sharding) ? p / w : p;
+  const double local = ShardsStates(c.sharding) ? p / static_cast<double>(ShardRanks(c)) : p;
   const double step_bytes = local * static_cast<double>(2 * RestingBytes(c) + ComputeBytes(c) + 2 * states_ * RestingBytes(c));
   const double host = perf_.host_gbps * 1e9;
   if (OffloadsStates(c.sharding)) {

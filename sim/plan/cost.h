@@ -47,6 +47,7 @@ struct StepTime {
   double offload_s = 0;    ///< host <-> device copies and the host optimizer
   double optimizer_s = 0;  ///< the optimizer step on the device
   double bubble_s = 0;     ///< pipeline bubble (no pipeline schedules yet: 0)
+  double tp_comm_s = 0;    ///< of comm_s: the tensor-parallel all-reduces
   double total() const { return compute_s + recompute_s + comm_s + offload_s + optimizer_s + bubble_s; }
 };
 
@@ -64,6 +65,10 @@ struct OpWork {
   /// under autocast, the tensor whose cast copy is saved); |saved| its bytes as saved.
   TensorId saved_key = kNone;
   int64_t saved = 0;
+  /// Tensor parallel (--tp-plan layers): a RowwiseParallel Linear all-reduces its output in
+  /// forward (|tp_forward|: its bytes), a ColwiseParallel one its input's grad in backward
+  /// (|tp_backward|: the input's bytes).
+  double tp_forward = 0, tp_backward = 0;
 };
 
 /// Times and bounds of the candidates of one request. Not thread-safe (it caches one binding

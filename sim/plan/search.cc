@@ -4,11 +4,17 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 
+#include "lib/ir/tensor_parallel.h"
+#include "lib/ops/bind.h"
+#include "lib/ops/profile.h"
 #include "sim/device.h"
+#include "sim/plan/steady.h"
 #include "sim/gpus.h"
 #include "sim/ranks.h"
 
@@ -19,18 +25,52 @@ namespace {
 /// thread count.
 constexpr size_t kRound = 16;
 
-/// |c|'s row: the run pipeline's (names off), of the largest rank when ranks can differ.
+/// The dim 0 of every parameter of |g| (parameters do not depend on the batch).
+std::vector<int64_t> ParameterRows(const Graph& g, const std::string& torch) {
+  std::vector<int64_t> rows;
+  std::optional<Profile> profile = FindProfile("cuda", torch);
+  if (!profile) return rows;
+  BindOptions bo;
+  bo.profile = &*profile;
+  Result<BoundGraph> b = BindGraph(g, g.DefaultBindings(), bo);
+  if (!b.ok()) return rows;
+  for (TensorId t : g.parameters) rows.push_back(b->metas[t].sizes.empty() ? 1 : b->metas[t].sizes[0]);
+  return rows;
+}
+
+/// Whether the ranks of |c| run the same stream, so that rank 0 stands for all: FSDP2 (alone)
+/// whose dp_shard divides every parameter's dim 0 (|rows|) — the ranks then hold shards of the
+/// same rows; only an uneven dim 0 leaves the last ranks fewer (Note [FSDP2], sim/ranks.cc).
+bool RanksSame(const RunConfig& c, const std::vector<int64_t>& rows) {
+  const MeshDims& m = c.sim.parallel.mesh;
+  if (m.dp_shard <= 1 || m.tp > 1 || m.pp > 1 || m.cp > 1 || m.ep > 1 || c.sim.parallel.zero_stage > 0 || rows.empty())
+    return false;
+  return std::all_of(rows.begin(), rows.end(), [&](int64_t n) { return n % m.dp_shard == 0; });
+}
+
+/// |c|'s row: the run pipeline's (names off), of the largest rank when ranks can differ (as
+/// LargestRankRow), each from a few passes when that is proven the same (SteadyRow).
 /// Out-of-memory candidates are not rerun without the capacity (their peaks are not reported).
-SweepRow Simulate(const Graph& g, RunConfig c) {
+SweepRow Simulate(const Graph& g, RunConfig c, const std::vector<int64_t>& rows, std::atomic<size_t>* shortened) {
   c.need_after_oom = false;
-  SweepRow row = RunOne(g, c);
-  if (!row.status.ok() || !RanksMayDiffer(c)) return row;
-  std::vector<std::shared_ptr<const CompiledStep>> steps;
-  return LargestRankRow(c, [&](const RunConfig& rc) -> Result<const CompiledStep*> {
-    MEMSIM_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledStep> cs, CompileStep(g, rc));
-    steps.push_back(cs);
-    return cs.get();
-  });
+  auto row_of = [&](const RunConfig& rc) {
+    bool few = false;
+    SweepRow row = SteadyRow(g, rc, &few);
+    if (few) shortened->fetch_add(1, std::memory_order_relaxed);
+    return row;
+  };
+  SweepRow row = row_of(c);
+  if (!row.status.ok() || !RanksMayDiffer(c) || RanksSame(c, rows)) return row;
+  for (int r = 1; r < c.sim.parallel.world; ++r) {
+    RunConfig rc = c;
+    rc.sim.parallel.rank = r;
+    SweepRow x = row_of(rc);
+    if (x.status.ok() && x.peak_reserved_bytes > row.peak_reserved_bytes) {
+      row = std::move(x);
+      row.rank = r;
+    }
+  }
+  return row;
 }
 
 /// Whether |a| comes before |b| on the front's order: faster, then smaller, then earlier.
@@ -158,10 +198,19 @@ bool Settled(const PlanOptions& o, const std::vector<PlanRow>& fitting, const Pl
 /// stopping once the answer is settled; the fitting rows.
 std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::vector<PlanRow>& rows, int64_t overhead,
                                      PlanResult* res) {
+  // The graph one rank of tensor parallel degree t runs (`memsim run` rewrites it the same way
+  // for --mesh tp=t, sim/options ConfigOptions::Adapt); a degree the graph refuses makes its
+  // candidates invalid, with the reason.
+  std::map<int, Result<Graph>> tp_graphs;
+  const std::vector<int64_t> param_rows = ParameterRows(g, o.request.torch);
+  for (const PlanRow& r : rows)
+    if (r.candidate.tp > 1 && !tp_graphs.count(r.candidate.tp))
+      tp_graphs.emplace(r.candidate.tp, ApplyTensorParallel(g, {r.candidate.tp, "layers", false}));
   // The smallest floor from each position on: what any remaining candidate needs at least.
   std::vector<int64_t> min_floor(rows.size() + 1, INT64_MAX);
   for (size_t i = rows.size(); i-- > 0;) min_floor[i] = std::min(min_floor[i + 1], rows[i].floor_bytes + overhead);
   std::vector<PlanRow> fitting;
+  std::atomic<size_t> shortened{0};
   for (size_t start = 0; start < rows.size(); start += kRound) {
     if (Settled(o, fitting, rows[start], min_floor[start])) {
       res->front_exact_below_s = rows[start].time.total();
@@ -183,7 +232,9 @@ std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::
     tbb::parallel_for(size_t{0}, round.size(), [&](size_t k) {
       PlanRow& r = *round[k];
       Result<RunConfig> c = o.configure(r.args);
-      r.row = c.ok() ? Simulate(g, *c) : SweepRow{};
+      const Result<Graph>* tg = r.candidate.tp > 1 ? &tp_graphs.at(r.candidate.tp) : nullptr;
+      if (c.ok() && tg && !tg->ok()) c = tg->status();
+      r.row = c.ok() ? Simulate(tg ? **tg : g, *c, param_rows, &shortened) : SweepRow{};
       if (!c.ok()) r.row.status = c.status();
     });
     for (PlanRow* r : round) {
@@ -198,6 +249,7 @@ std::vector<PlanRow> SimulateInOrder(const Graph& g, const PlanOptions& o, std::
       if (o.exhaustive) res->all.push_back(*r);
     }
   }
+  res->shortened = shortened.load();
   return fitting;
 }
 

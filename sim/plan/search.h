@@ -74,6 +74,9 @@ struct PlanResult {
   size_t fitting = 0;             ///< simulated plans that fit
   size_t pruned_by_floor = 0;     ///< their bound exceeds the capacity
   size_t pruned_dominated = 0;    ///< a simulated plan beats their bound
+  /// Rank simulations of a long accumulation from their first passes (Note [Steady
+  /// accumulation]); the others ran every pass.
+  size_t shortened = 0;
   size_t invalid = 0;             ///< refused by the options' checks or the graph's shapes
   /// The search stopped once the objective's answer was settled: the front is exact for step
   /// times below this (0: the whole front), and |beyond_horizon| candidates were not looked at.

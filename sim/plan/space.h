@@ -20,7 +20,14 @@ namespace memsim {
 
 enum class Precision : uint8_t { kFp32, kAmpBf16, kAmpFp16, kBf16 };
 /// How the training state is spread over the data-parallel ranks.
-enum class Sharding : uint8_t { kDdp, kZero1, kZero2, kZero3, kZero3Offload, kFsdp, kFsdpGradOp, kFsdpOffload };
+/// FSDP2 (fully_shard over the mesh's dp_shard dimension), FSDP2 without resharding after forward,
+/// and HSDP (2 replicas of FSDP2 over half the ranks each) are the `--mesh` shardings; only they
+/// combine with tensor parallelism (Note [Planner space]).
+enum class Sharding : uint8_t {
+  kDdp, kZero1, kZero2, kZero3, kZero3Offload, kFsdp, kFsdpGradOp, kFsdpOffload, kFsdp2, kFsdp2NoReshard, kHsdp
+};
+/// FSDP2, FSDP2 without resharding, HSDP: set up by --mesh.
+bool IsMeshSharding(Sharding s);
 
 std::string_view PrecisionName(Precision p);   ///< fp32, amp-bf16, amp-fp16, bf16
 std::string_view ShardingName(Sharding s);     ///< ddp, zero1, ..., fsdp-offload
@@ -41,13 +48,14 @@ std::string CheckpointingName(const Checkpointing& c);  ///< none, all, every-2,
 struct PlanCandidate {
   Precision precision = Precision::kFp32;
   int world = 1;  ///< data-parallel ranks
+  int tp = 1;     ///< tensor-parallel degree (ranks used: world x tp)
   Sharding sharding = Sharding::kDdp;
   Checkpointing checkpoint;
   int64_t micro_batch = 1;
   int64_t accumulate = 1;
   bool operator==(const PlanCandidate&) const = default;
 };
-/// "amp-bf16 fsdp world 8, ckpt all, micro-batch 2 x 32".
+/// "amp-bf16 fsdp world 8, ckpt all, micro-batch 2 x 32" ("... world 4 tp 2, ..." with tp).
 std::string CandidateLabel(const PlanCandidate& c);
 
 /// What the search is asked (memsim plan's options) and the axis values it may take.
@@ -64,6 +72,7 @@ struct PlanRequest {
   std::vector<Sharding> shardings;
   std::vector<Checkpointing> checkpoints;
   std::vector<int64_t> micro_batches;
+  std::vector<int> tp_degrees;  ///< empty: 1 and the divisors of gpus up to a node when the graph allows tp
 };
 
 /// One axis of the space: its name and the labels of its values (docs, --space listing).
@@ -80,6 +89,7 @@ struct PlanModel {
   std::vector<std::string> blocks;  ///< RepeatedBlocks(g)
   bool has_seq = false;             ///< the graph has a symbol seq
   bool has_batch = false;
+  bool tp_layers = false;           ///< --tp-plan layers selects some Linear of the graph
 };
 PlanModel PlanModelOf(const Graph& g);
 

@@ -1,8 +1,11 @@
 #include "sim/report/plan_report.h"
 
+#include "sim/plan/steady.h"
+
 #include <cstdio>
 
 #include "sim/advise.h"
+#include "sim/plan/steady.h"
 #include "sim/report/format.h"
 #include "sim/report/sweep_report.h"
 
@@ -88,6 +91,7 @@ nlohmann::ordered_json ToJson(const PlanReport& r) {
   j["pruned_by_floor"] = p.pruned_by_floor;
   j["pruned_dominated"] = p.pruned_dominated;
   j["invalid"] = p.invalid;
+  j["shortened"] = p.shortened;
   j["beyond_horizon"] = p.beyond_horizon;
   j["front_exact_below_s"] = p.front_exact_below_s > 0 ? nlohmann::ordered_json(p.front_exact_below_s) : nlohmann::ordered_json();
   if (r.timing) j["seconds"] = p.seconds;
@@ -104,7 +108,9 @@ std::string ToText(const PlanReport& r) {
                   (p.seq > 0 ? ", seq " + std::to_string(p.seq) : "") + ", objective " +
                   std::string(ObjectiveName(p.objective)) + "\n";
   o += "searched " + std::to_string(p.candidates) + " candidates: " + std::to_string(p.simulated) + " simulated (" +
-       std::to_string(p.fitting) + " fit), " + std::to_string(p.pruned_by_floor) + " pruned by the memory floor, " +
+       std::to_string(p.fitting) + " fit" +
+       (p.shortened ? ", " + std::to_string(p.shortened) + " from their first " + std::to_string(kSteadyPasses) + " passes" : "") +
+       "), " + std::to_string(p.pruned_by_floor) + " pruned by the memory floor, " +
        std::to_string(p.pruned_dominated) + " by a faster plan that needs less, " + std::to_string(p.invalid) +
        " invalid" + (p.beyond_horizon ? ", " + std::to_string(p.beyond_horizon) + " left out once the answer was settled" : "") +
        (r.timing ? ", in " + Seconds(p.seconds) : "") + "\n";

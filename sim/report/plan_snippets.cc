@@ -38,19 +38,53 @@ std::string Header(const PlanReport& r, const PlanRow& row, const char* comment)
          r.result.gpu + ": " + CandidateLabel(row.candidate) + "\n" + comment + " memory: " + RunCommandOf(r, row) + "\n";
 }
 
+/// The device mesh, tensor parallelism (torchtitan's apply_tp for the decoder layers) and FSDP2
+/// fully_shard calls of a mesh plan, in the order torchtitan applies them.
+std::string MeshCalls(const PlanCandidate& c, const std::string& parent) {
+  std::string dims, names;
+  auto add = [&](const std::string& name, int degree) {
+    dims += (dims.empty() ? "" : ", ") + std::to_string(degree);
+    names += (names.empty() ? "" : ", ") + ("\"" + name + "\"");
+  };
+  if (c.sharding == Sharding::kHsdp) add("dp_replicate", 2);
+  if (IsMeshSharding(c.sharding)) add("dp_shard", c.sharding == Sharding::kHsdp ? c.world / 2 : c.world);
+  if (c.tp > 1) add("tp", c.tp);
+  std::string o = "\nfrom torch.distributed.device_mesh import init_device_mesh\n";
+  o += "mesh = init_device_mesh(\"cuda\", (" + dims + (dims.find(',') == std::string::npos ? "," : "") +
+       "), mesh_dim_names=(" + names + (names.find(',') == std::string::npos ? "," : "") + "))\n";
+  if (c.tp > 1) {
+    o += "from torch.distributed.tensor.parallel import parallelize_module, ColwiseParallel, RowwiseParallel\n";
+    o += "for block in model." + parent + ":  # tp of the decoder layers (torchtitan's apply_tp)\n";
+    o += "    parallelize_module(block, mesh[\"tp\"], {\n"
+         "        \"self_attn.q_proj\": ColwiseParallel(), \"self_attn.k_proj\": ColwiseParallel(),\n"
+         "        \"self_attn.v_proj\": ColwiseParallel(), \"self_attn.o_proj\": RowwiseParallel(),\n"
+         "        \"mlp.gate_proj\": ColwiseParallel(), \"mlp.up_proj\": ColwiseParallel(), \"mlp.down_proj\": RowwiseParallel()})\n";
+  }
+  if (IsMeshSharding(c.sharding)) {
+    const std::string dp = c.sharding == Sharding::kHsdp ? "mesh[\"dp_replicate\", \"dp_shard\"]" : "mesh[\"dp_shard\"]";
+    o += "from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy\n";
+    std::string kw = "mesh=" + dp;
+    if (c.sharding == Sharding::kFsdp2NoReshard) kw += ", reshard_after_forward=False";
+    if (c.precision == Precision::kBf16) kw += ", mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)";
+    o += "for block in model." + parent + ":\n    fully_shard(block, " + kw + ")\nfully_shard(model, " + kw + ")\n";
+  }
+  return o;
+}
+
 std::string PyTorch(const PlanReport& r, const PlanRow& row) {
   const PlanCandidate& c = row.candidate;
   const std::string parent = BlocksParent(r);
   std::string o = Header(r, row, "#");
-  o += "# torchrun --nproc_per_node " + std::to_string(c.world) + " train.py\n";
+  o += "# torchrun --nproc_per_node " + std::to_string(c.world * c.tp) + " train.py\n";
   o += "import functools\nimport torch\nimport torch.distributed as dist\n";
   if (ZeroStage(c.sharding) > 0) {
     o += "import deepspeed  # ZeRO: the DeepSpeed JSON of `memsim plan --framework deepspeed`\n";
   }
   o += "from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts, CheckpointPolicy\n\n";
-  if (c.world > 1) o += "dist.init_process_group(\"nccl\")\ntorch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())\n";
+  if (c.world * c.tp > 1) o += "dist.init_process_group(\"nccl\")\ntorch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())\n";
   o += "model = build_model().cuda()  # your model\n";
-  if (c.precision == Precision::kBf16 && !IsFsdp(c.sharding)) o += "model = model.bfloat16()\n";
+  if (c.precision == Precision::kBf16 && !IsFsdp(c.sharding) && !IsMeshSharding(c.sharding)) o += "model = model.bfloat16()\n";
+  if (IsMeshSharding(c.sharding) || c.tp > 1) o += MeshCalls(c, parent);
   if (c.checkpoint.every > 0) {
     o += "\n# activation checkpointing of every " + std::string(c.checkpoint.every == 1 ? "" : std::to_string(c.checkpoint.every) + "-th ") +
          "block of model." + parent + (c.checkpoint.sac ? ", torchtitan's selective policy" : "") + "\n";
@@ -76,7 +110,7 @@ std::string PyTorch(const PlanReport& r, const PlanRow& row) {
     if (c.precision == Precision::kBf16) o += ",\n             mixed_precision=MixedPrecision(torch.bfloat16, torch.bfloat16, torch.bfloat16)";
     if (c.sharding == Sharding::kFsdpOffload) o += ",\n             cpu_offload=CPUOffload(offload_params=True)";
     o += ", device_id=torch.cuda.current_device())\n";
-  } else if (ZeroStage(c.sharding) == 0 && c.world > 1) {
+  } else if (ZeroStage(c.sharding) == 0 && c.world > 1 && !IsMeshSharding(c.sharding)) {
     o += "model = torch.nn.parallel.DistributedDataParallel(model)\n";
   }
   o += "optimizer = " + TorchOptimizer(r.result.optimizer) + "\n";
@@ -119,7 +153,7 @@ std::string DeepSpeed(const PlanReport& r, const PlanRow& row) {
 std::string Torchtitan(const PlanReport& r, const PlanRow& row) {
   const PlanCandidate& c = row.candidate;
   std::string o = Header(r, row, "#");
-  if (!IsFsdp(c.sharding) && c.world > 1)
+  if (!IsFsdp(c.sharding) && !IsMeshSharding(c.sharding) && c.world > 1)
     o += "# torchtitan shards with FSDP2; this plan's " + std::string(ShardingTitle(c.sharding)) + " has no torchtitan setting\n";
   o += "[training]\nlocal_batch_size = " + std::to_string(c.micro_batch) + "\nglobal_batch_size = " +
        std::to_string(r.result.global_batch) + "\n";
@@ -127,7 +161,13 @@ std::string Torchtitan(const PlanReport& r, const PlanRow& row) {
   o += std::string("mixed_precision_param = \"") +
        (c.precision == Precision::kFp32 ? "float32" : c.precision == Precision::kAmpFp16 ? "float16" : "bfloat16") + "\"\n";
   o += "\n[parallelism]\n";
-  o += (c.sharding == Sharding::kDdp ? "data_parallel_replicate_degree = " : "data_parallel_shard_degree = ") + std::to_string(c.world) + "\n";
+  if (c.sharding == Sharding::kHsdp) {
+    o += "data_parallel_replicate_degree = 2\ndata_parallel_shard_degree = " + std::to_string(c.world / 2) + "\n";
+  } else {
+    o += (c.sharding == Sharding::kDdp ? "data_parallel_replicate_degree = " : "data_parallel_shard_degree = ") + std::to_string(c.world) + "\n";
+  }
+  if (c.tp > 1) o += "tensor_parallel_degree = " + std::to_string(c.tp) + "\n";
+  if (c.sharding == Sharding::kFsdp2NoReshard) o += "fsdp_reshard_after_forward = \"never\"\n";
   o += "\n[activation_checkpoint]\n";
   if (c.checkpoint.every == 0) {
     o += "mode = \"none\"\n";
@@ -147,7 +187,10 @@ std::string Torchtitan(const PlanReport& r, const PlanRow& row) {
 std::string HfArguments(const PlanReport& r, const PlanRow& row) {
   const PlanCandidate& c = row.candidate;
   std::string o = Header(r, row, "#");
-  o += "# torchrun --nproc_per_node " + std::to_string(c.world) + " train.py\nfrom transformers import TrainingArguments\n\n";
+  if (IsMeshSharding(c.sharding) || c.tp > 1)
+    o += "# this plan's " + std::string(ShardingTitle(c.sharding)) + (c.tp > 1 ? " with tensor parallel " + std::to_string(c.tp) : "") +
+         " has no TrainingArguments setting: see memsim plan --framework torchtitan or pytorch\n";
+  o += "# torchrun --nproc_per_node " + std::to_string(c.world * c.tp) + " train.py\nfrom transformers import TrainingArguments\n\n";
   o += "args = TrainingArguments(\n    output_dir=\"out\",\n    per_device_train_batch_size=" + std::to_string(c.micro_batch) +
        ",\n    gradient_accumulation_steps=" + std::to_string(c.accumulate) + ",\n    optim=\"adamw_torch\",\n";
   if (c.precision == Precision::kAmpBf16 || c.precision == Precision::kBf16) o += "    bf16=True,\n";

@@ -59,7 +59,7 @@ TEST(PlanSpace, ArgsSetUpTheCandidate) {
   PlanModel m = PlanModelOf(g);
   PlanRequest r;
   r.gpu = "A100-40GB";
-  PlanCandidate c{Precision::kBf16, 4, Sharding::kFsdpOffload, Checkpointing{2, true}, 2, 8};
+  PlanCandidate c{Precision::kBf16, 4, 1, Sharding::kFsdpOffload, Checkpointing{2, true}, 2, 8};
   std::vector<std::string> a = ArgsOf(c, r, m);
   auto has = [&](const std::string& flag, const std::string& v) {
     for (size_t i = 0; i + 1 < a.size(); ++i)
@@ -108,7 +108,7 @@ TEST(PlanCost, TermsMoveAsTheSetupSays) {
   r.gpus = 8;
   r.global_batch = 64;
   CostModel cost(g, r, m, *FindGpuPerf("A100-80GB"));
-  PlanCandidate base{Precision::kFp32, 8, Sharding::kDdp, {}, 4, 2};
+  PlanCandidate base{Precision::kFp32, 8, 1, Sharding::kDdp, {}, 4, 2};
   StepTime t0 = *cost.TimeOf(base);
   EXPECT_EQ(t0.recompute_s, 0);
   PlanCandidate ck = base;
@@ -133,7 +133,7 @@ TEST(PlanCost, TermsMoveAsTheSetupSays) {
   off.sharding = Sharding::kZero3Offload;
   EXPECT_GT(cost.TimeOf(off)->offload_s, 0);
   // One rank: no communication.
-  PlanCandidate one{Precision::kFp32, 1, Sharding::kDdp, {}, 8, 8};
+  PlanCandidate one{Precision::kFp32, 1, 1, Sharding::kDdp, {}, 8, 8};
   EXPECT_EQ(cost.TimeOf(one)->comm_s, 0);
 }
 
@@ -230,6 +230,77 @@ TEST(PlanSearch, BadInputNamesTheOption) {
       << r.status().message();
   o = Reduced("T4", 8, 0);
   EXPECT_NE(Plan(g, o).status().message().find("--global-batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memsim
+
+namespace memsim {
+namespace {
+
+// The mesh shardings (FSDP2, without resharding, HSDP) and tensor parallel: the floor stays a
+// lower bound, tp runs the rewritten graph, and the pruned search finds the exhaustive front.
+TEST(PlanMesh, Fsdp2HsdpAndTpCandidates) {
+  Graph g = testing::ZooGraph("llama_1b");
+  PlanOptions o = Reduced("A100-80GB", 4, 4);
+  o.request.precisions = {Precision::kBf16};
+  o.request.shardings = {Sharding::kDdp, Sharding::kFsdp2, Sharding::kFsdp2NoReshard, Sharding::kHsdp};
+  o.request.checkpoints = {Checkpointing{0, false}, Checkpointing{1, false}};
+  o.request.micro_batches = {1};
+  o.request.tp_degrees = {1, 2};
+  o.exhaustive = true;
+  Result<PlanResult> all = Plan(g, o);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->invalid, 0u) << all->first_error;
+  size_t tp = 0, hsdp = 0;
+  for (const PlanRow& row : all->all) {
+    ASSERT_TRUE(row.row.status.ok()) << CandidateLabel(row.candidate);
+    if (row.fits) EXPECT_LE(row.floor_bytes, row.row.peak_live_bytes) << CandidateLabel(row.candidate);
+    tp += row.candidate.tp > 1;
+    hsdp += row.candidate.sharding == Sharding::kHsdp;
+    if (row.candidate.tp > 1) EXPECT_EQ(row.candidate.world, 1);  // FSDP2 with tp: not simulated
+  }
+  EXPECT_EQ(tp, 2u);
+  EXPECT_EQ(hsdp, 2u);
+  // tp=2 holds half of the decoder layers' weights: less than one rank of DDP.
+  auto peak_of = [&](int t, Sharding s, int w) {
+    for (const PlanRow& row : all->all)
+      if (row.candidate.tp == t && row.candidate.sharding == s && row.candidate.world == w && row.candidate.checkpoint.every == 0)
+        return row.row.peak_live_bytes;
+    return int64_t{-1};
+  };
+  EXPECT_LT(peak_of(2, Sharding::kDdp, 1), peak_of(1, Sharding::kDdp, 1));
+  EXPECT_LT(peak_of(1, Sharding::kFsdp2, 4), peak_of(1, Sharding::kFsdp2, 2));
+  o.exhaustive = false;
+  o.front_span = 0;
+  Result<PlanResult> pruned = Plan(g, o);
+  ASSERT_TRUE(pruned.ok());
+  EXPECT_EQ(FrontIndices(*pruned), FrontIndices(*all));
+  // The snippets name the mesh.
+  PlanCandidate c{Precision::kBf16, 4, 1, Sharding::kHsdp, {}, 1, 1};
+  const std::vector<std::string> args = ArgsOf(c, o.request, PlanModelOf(g));
+  EXPECT_NE(std::find(args.begin(), args.end(), "dp_replicate=2,dp_shard=2"), args.end());
+}
+
+// The answer moves as it should: more GPUs give a faster plan, a larger global batch a slower
+// step, a faster GPU a faster plan, and the plan needs no more than the GPU has.
+TEST(PlanSearch, AnswerMovesWithBudgetGpuAndBatch) {
+  Graph g = testing::ZooGraph("nanogpt_gpt2_small");
+  auto chosen = [&](const std::string& gpu, int gpus, int64_t global) {
+    PlanOptions o = Reduced(gpu, gpus, global);
+    o.request.micro_batches = {1, 2, 4, 8};
+    Result<PlanResult> r = Plan(g, o);
+    EXPECT_TRUE(r.ok() && r->chosen);
+    return r->front[*r->chosen];
+  };
+  const PlanRow one = chosen("T4", 1, 16), two = chosen("T4", 2, 16);
+  EXPECT_EQ(two.candidate.world, 2);
+  EXPECT_LT(two.time.total(), one.time.total());
+  const PlanRow more = chosen("T4", 2, 32);
+  EXPECT_GT(more.time.total(), two.time.total());
+  const PlanRow big = chosen("A100-40GB", 2, 16);
+  EXPECT_LT(big.time.total(), two.time.total());
+  EXPECT_LE(two.row.used_bytes(), FindGpu("T4")->memory_bytes);
 }
 
 }  // namespace
