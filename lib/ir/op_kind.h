@@ -20,6 +20,8 @@ namespace memsim {
   X(kDropout, "dropout") X(kBatchNorm, "batch_norm") X(kLayerNorm, "layer_norm")            \
   X(kGroupNorm, "group_norm") X(kRmsNorm, "rms_norm") X(kMaxPool2d, "max_pool2d")           \
   X(kAvgPool2d, "avg_pool2d") X(kAdaptiveAvgPool2d, "adaptive_avg_pool2d")                  \
+  X(kConv3d, "conv3d") X(kMaxPool3d, "max_pool3d") X(kAvgPool3d, "avg_pool3d")             \
+  X(kAdaptiveAvgPool3d, "adaptive_avg_pool3d")                                               \
   X(kAdd, "add") X(kSub, "sub") X(kMul, "mul") X(kDiv, "div") X(kCat, "cat")                \
   X(kStack, "stack") X(kSplit, "split") X(kChunk, "chunk") X(kSlice, "slice")               \
   X(kSelect, "select") X(kIndexSelect, "index_select") X(kView, "view")                     \

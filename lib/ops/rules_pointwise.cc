@@ -84,8 +84,50 @@ Status InferDropout(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// A transient wrapped number of an in-place scalar op (`noise.div_(1 - p)`): the 8-byte
+/// double and, where the release casts it, its copy in the tensor's dtype, both freed at once
+/// (Profile::scalar_operand_bytes / scalar_operand_cast). With |out| >= 0, that output is made
+/// between them, as an out-of-place scalar op does.
+int TransientScalar(const RuleCtx& c, FwdPlan* p, int64_t out_bytes = 0, const char* what = "") {
+  if (c.profile.scalar_operand_bytes == 0) return out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
+  int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
+  int cast = c.profile.scalar_operand_cast ? p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast") : -1;
+  int out = out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
+  if (cast >= 0) p->FreeExtra(cast);
+  p->FreeExtra(k);
+  return out;
+}
+
+/// Note [Channel and alpha dropout]: the noise of a `feature` dropout is [N, C, 1, ...] (one draw
+/// per channel), of a plain one input-sized.
+int64_t DropoutNoiseBytes(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  if (!c.op.attrs.GetBool("feature", false) || x.dim() < 2) return x.bytes();
+  return x.sizes[0] * x.sizes[1] * ElementSize(x.dtype);
+}
+
+/// Dropout.cpp _dropout_impl<feature, alpha> (every device: only plain dropout has a fused
+/// kernel): noise = new_empty(...).bernoulli_(1 - p); plain or feature: noise.div_(1 - p);
+/// alpha: b = noise.add(-1).mul_(αa).add_(αap), noise.mul_(a); then input * noise (its node
+/// keeps the noise) and, for alpha, .add_(b); b dies with the forward.
+void FwdNoiseDropout(const RuleCtx& c, FwdPlan* p) {
+  const int64_t nb = DropoutNoiseBytes(c);
+  int k = p->AddExtra(nb, "dropout noise");
+  int b = -1;
+  if (c.op.attrs.GetBool("alpha", false)) {
+    b = TransientScalar(c, p, nb, "alpha dropout shift b");
+    for (int i = 0; i < 3; ++i) TransientScalar(c, p);  // mul_(αa), add_(αap), noise.mul_(a)
+  } else {
+    TransientScalar(c, p);  // div_(1 - p)
+  }
+  p->SaveNow(SavedRef::kExtra, k);
+  if (!c.inplace()) p->AllocOutput(0);
+  if (b >= 0) p->FreeExtra(b);
+}
+
 void FwdDropout(const RuleCtx& c, FwdPlan* p) {
   if (!DropoutActive(c)) return;
+  if (c.op.attrs.GetBool("feature", false) || c.op.attrs.GetBool("alpha", false)) return FwdNoiseDropout(c, p);
   const TensorMeta& x = *c.in[0];
   int k;
   if (c.profile.dropout_keeps_noise || c.inplace()) {
@@ -305,11 +347,37 @@ void FwdMean(const RuleCtx& c, FwdPlan* p) {
 
 // torch.linalg.vector_norm (derivatives.yaml linalg_vector_norm: linalg_vector_norm_backward(grad,
 // self, ord, result, dim, keepdim)) keeps its input and its result; the CPU kernel writes the
-// reduction straight into the fresh result. Backward: a new input-sized grad (its temporaries are
-// not checked against a trace: DoRA, the one user, detaches the norm).
+// reduction straight into the fresh result (Note [Vector norms]).
 void FwdVectorNorm(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kOutput, 0);
+}
+
+/// Note [Vector norms]: FunctionsManual.cpp norm_backward. ord 2: grad * (self / norm)
+/// .masked_fill_(norm == 0, 0) — an input-sized quotient, the wrapped 0 and a bool mask of the
+/// norm's size, then the grad; the temporaries die with the statement. ord 1: self.sgn() * grad.
+/// Other orders: the grad alone (their pow/abs temporaries are not derived).
+void BwdVectorNorm(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  const double ord = c.op.attrs.GetFloat("ord", 2.0);
+  const int64_t xs = Bytes(*c.in[0]);
+  if (ord == 2.0) {
+    int q = p->Temp(xs, "self / norm");
+    int w = c.profile.scalar_operand_bytes > 0 ? p->Temp(c.profile.scalar_operand_bytes, "wrapped 0") : -1;
+    int wc = w >= 0 && c.profile.scalar_operand_cast ? p->Temp(ElementSize(c.out[0]->dtype), "wrapped 0, cast") : -1;
+    int mask = p->Temp(c.out[0]->numel(), "norm == 0 mask");
+    if (w >= 0) p->FreeTemp(w);
+    if (wc >= 0) p->FreeTemp(wc);
+    p->GradNew(0);
+    p->FreeTemp(mask);
+    p->FreeTemp(q);
+  } else if (ord == 1.0) {
+    int sgn = p->Temp(xs, "self.sgn()");
+    p->GradNew(0);
+    p->FreeTemp(sgn);
+  } else {
+    p->GradNew(0);
+  }
 }
 
 void BwdSum(const RuleCtx& c, BwdPlan* p) { p->GradAlias(0); }  // grad.expand(sizes): a view
@@ -500,7 +568,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kDiv, 1, 2, kBoth, InferBinary, FwdDiv, BwdScaled},
     {OpKind::kMean, 1, 1, kFirst, InferReduce, FwdMean, nullptr},
     {OpKind::kSum, 1, 1, kFirst, InferReduce, nullptr, BwdSum, AliasGradExpand},
-    {OpKind::kVectorNorm, 1, 1, kFirst, InferReduce, FwdVectorNorm, nullptr},
+    {OpKind::kVectorNorm, 1, 1, kFirst, InferReduce, FwdVectorNorm, BwdVectorNorm},
     {OpKind::kCrossEntropy, 2, 2, kFirst, InferLoss, FwdCrossEntropy, BwdCrossEntropy},
     {OpKind::kNllLoss, 2, 2, kFirst, InferLoss, FwdNllLoss, nullptr},
     {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},
