@@ -92,6 +92,10 @@ class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decode
         return s.fc(h.flatten(1))
 
 
+def sigmoid_mlp():  # probabilities for F.binary_cross_entropy (trace_step.py --loss bce)
+    return nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10), nn.Sigmoid()), (256,), 10
+
+
 class ResampleModes(nn.Module):  # interpolate bicubic / linear / trilinear / 1-D and 3-D nearest
     def __init__(s):
         super().__init__(); s.c = nn.Conv2d(3, 8, 3, padding=1); s.fc = nn.Linear(8 * 4 * 9 * 9, 10)
@@ -149,6 +153,7 @@ MODELS = {
     "resample_cnn": lambda: (ResampleCnn(), (3, 16, 16), 10),
     "conv3d_net": lambda: (Conv3dNet(), (3, 8, 16, 16), 10),
     "deconv_net": lambda: (DeconvNet(), (3, 16, 16), 10),
+    "sigmoid_mlp": sigmoid_mlp,
     "resample_modes": lambda: (ResampleModes(), (3, 8, 8), 10),
     "norm_mlp": lambda: (NormMlp(), (256,), 10),
     "drop_cnn": lambda: (DropCnn(), (3, 16, 16), 10),
@@ -173,6 +178,7 @@ resample_cnn_export = _exporter("resample_cnn")
 conv3d_net_export = _exporter("conv3d_net")
 deconv_net_export = _exporter("deconv_net")
 resample_modes_export = _exporter("resample_modes")
+sigmoid_mlp_export = _exporter("sigmoid_mlp")
 norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
 lstm_cls_export = _exporter("lstm_cls")

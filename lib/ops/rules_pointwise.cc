@@ -84,16 +84,18 @@ Status InferDropout(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
-/// A transient wrapped number of an in-place scalar op (`noise.div_(1 - p)`): the 8-byte
-/// double and, where the release casts it, its copy in the tensor's dtype, both freed at once
-/// (Profile::scalar_operand_bytes / scalar_operand_cast). With |out| >= 0, that output is made
-/// between them, as an out-of-place scalar op does.
+/// A transient wrapped number of an ATen `.Scalar` overload called from C++ (`noise.div_(1 - p)`,
+/// `noise.add(-1)`, `norm == 0`): the 8-byte double (Profile::scalar_operand_bytes; 0 where it
+/// stays on the host) and its copy in the tensor's dtype, both freed at once — under 1.13 as
+/// under 2.13 (their CPU traces; unlike a Python number operand of mul.Tensor, whose cast is
+/// 2.13's only, Profile::scalar_operand_cast). With |out_bytes| > 0, that output is made between
+/// them, as an out-of-place scalar op does.
 int TransientScalar(const RuleCtx& c, FwdPlan* p, int64_t out_bytes = 0, const char* what = "") {
   if (c.profile.scalar_operand_bytes == 0) return out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
   int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
-  int cast = c.profile.scalar_operand_cast ? p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast") : -1;
+  int cast = p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast");
   int out = out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
-  if (cast >= 0) p->FreeExtra(cast);
+  p->FreeExtra(cast);
   p->FreeExtra(k);
   return out;
 }
@@ -364,7 +366,7 @@ void BwdVectorNorm(const RuleCtx& c, BwdPlan* p) {
   if (ord == 2.0) {
     int q = p->Temp(xs, "self / norm");
     int w = c.profile.scalar_operand_bytes > 0 ? p->Temp(c.profile.scalar_operand_bytes, "wrapped 0") : -1;
-    int wc = w >= 0 && c.profile.scalar_operand_cast ? p->Temp(ElementSize(c.out[0]->dtype), "wrapped 0, cast") : -1;
+    int wc = w >= 0 ? p->Temp(ElementSize(c.out[0]->dtype), "wrapped 0, cast") : -1;
     int mask = p->Temp(c.out[0]->numel(), "norm == 0 mask");
     if (w >= 0) p->FreeTemp(w);
     if (wc >= 0) p->FreeTemp(wc);
@@ -397,7 +399,7 @@ Status InferLoss(const RuleCtx& c, InferOut* o) {
   std::string red = c.op.attrs.GetString("reduction", "mean");
   if (red != "mean" && red != "sum" && red != "none") return RuleError(c, "unknown reduction " + red);
   if (c.op.kind == OpKind::kMseLoss || c.op.kind == OpKind::kBceWithLogits || c.op.kind == OpKind::kSmoothL1Loss ||
-      c.op.kind == OpKind::kHuberLoss) {
+      c.op.kind == OpKind::kHuberLoss || c.op.kind == OpKind::kBinaryCrossEntropy) {
     if (!BroadcastShapes(x.sizes, t.sizes)) return RuleError(c, "target shape does not match");
     o->Fresh(TensorMeta::Contiguous(x.dtype, red == "none" ? x.sizes : std::vector<int64_t>{}));
     return Status::OK();
@@ -507,6 +509,34 @@ void FwdSmoothL1(const RuleCtx& c, FwdPlan* p) {
   p->FreeExtra(loss);
 }
 
+// Note [Binary cross entropy]: binary_cross_entropy(X, target) keeps X and target
+// (derivatives.yaml). aten/src/ATen/native/Loss.cpp binary_cross_entropy_cpu: loss =
+// empty_like(X), the elementwise kernel into it, then for mean/sum apply_loss_reduction (the
+// reduced 0-dim tensor; mean's sum_out(...).div_(numel) with its transient wrapped number) and
+// loss.resize_as_(reduced).copy_(reduced): the 0-dim result keeps the X-sized storage. Backward
+// (binary_cross_entropy_backward_cpu): grad_input = empty_like(X), the kernel, and for mean
+// grad_input.div_(numel).
+void FwdBce(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+  const std::string red = c.op.attrs.GetString("reduction", "mean");
+  if (red == "none") return;
+  p->AllocOutput(0, Bytes(*c.in[0]));
+  int reduced = p->AddExtra(ElementSize(c.in[0]->dtype), "reduced loss");
+  if (red == "mean") TransientScalar(c, p);
+  p->FreeExtra(reduced);
+}
+
+void BwdBce(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  p->GradNew(0);
+  if (c.op.attrs.GetString("reduction", "mean") != "mean" || c.profile.scalar_operand_bytes == 0) return;
+  int w = p->Temp(c.profile.scalar_operand_bytes, "wrapped numel");
+  int wc = p->Temp(ElementSize(c.in[0]->dtype), "wrapped numel, cast");
+  p->FreeTemp(wc);
+  p->FreeTemp(w);
+}
+
 // masked_fill(X, mask): keeps only the (bool) mask; its backward masks the grad (a new tensor).
 Status InferMaskedFill(const RuleCtx& c, InferOut* o) {
   if (c.in.size() != 2) return RuleError(c, "expected (input, mask)");
@@ -583,6 +613,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kBceWithLogits, 2, 2, kFirst, InferLoss, FwdBceWithLogits, BwdBceWithLogits},
     {OpKind::kSmoothL1Loss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
     {OpKind::kHuberLoss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
+    {OpKind::kBinaryCrossEntropy, 2, 2, kFirst, InferLoss, FwdBce, BwdBce},
 };
 
 }  // namespace memsim

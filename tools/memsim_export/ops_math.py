@@ -222,6 +222,13 @@ def f_bce_with_logits(cx, x, target, weight=None, size_average=None, reduce=None
                    shape=cx.out_shape())
 
 
+@function(F.binary_cross_entropy)
+def f_bce(cx, x, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    if weight is not None:
+        raise Unsupported("binary_cross_entropy(weight=...)")
+    return cx.emit("binary_cross_entropy", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
+
+
 @function(F.smooth_l1_loss)
 def f_smooth_l1(cx, x, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     if beta == 0:  # smooth_l1_loss(beta=0) is l1_loss
