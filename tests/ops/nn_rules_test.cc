@@ -217,8 +217,9 @@ TEST(Conv3dRuleTest, ShapeSavesAndOnednnReordersLikeConv2d) {
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_THAT(SizesOf(run, "c"), ElementsAre(2, 8, 4, 6, 6));
   EXPECT_THAT(SavedNames(run, "c"), UnorderedElementsAre("x", "w"));
-  // 16 input channels: a source reorder, a weight reorder and the blocked output, as for 2-D.
-  EXPECT_EQ(testing::BuffersContaining(run.r.events, "onednn src reorder").size(), 1u);
+  // 16 input channels: a source reorder (forward, and again for the weight's grad), a weight
+  // reorder and the blocked output, as for 2-D.
+  EXPECT_EQ(testing::BuffersContaining(run.r.events, "onednn src reorder").size(), 2u);
   EXPECT_FALSE(testing::BuffersContaining(run.r.events, "onednn blocked dst").empty());
 }
 
@@ -251,8 +252,8 @@ TEST(Pool3dRuleTest, AdaptiveAvgToOneIsAMeanThatKeepsOnlySizesOn213) {
   EXPECT_THAT(SavedBy(global, "y"), IsEmpty());
 }
 
-TEST(Pool3dRuleTest, A4dInputIsAnErrorNamingTheOp) {
-  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [2, 3, 8, 8]})",
+TEST(Pool3dRuleTest, A3dInputIsAnErrorNamingTheOp) {  // 4-D is an unbatched [C, D, H, W]
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [3, 8, 8]})",
                                           R"({"op": "max_pool3d", "inputs": ["x"], "outputs": ["y"], "attrs": {"kernel_size": 2}})"));
   ASSERT_FALSE(run.ok);
   EXPECT_THAT(run.error, HasSubstr("/ops/0: max_pool3d"));
