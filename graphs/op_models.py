@@ -1,5 +1,6 @@
 """Small models that exercise the ops of the op-coverage traces (tests/data/traces_ops_2_13):
-activations, padding / resampling / roll / repeat / casts, broadcast binary ops and losses.
+activations, padding / resampling / roll / repeat / casts, broadcast binary ops and losses, 3-D
+convolution and pooling, upsample modes, vector norms, channel and alpha dropout.
 
 Shared by the recording kit (tests/oracle/kit/trace_step.py imports it by name from graphs/) and
 the exporter (``tools/export_torch.py graphs/op_models.py:NAME``): one definition, the same layers
@@ -65,11 +66,104 @@ class ResampleCnn(nn.Module):  # F.pad (constant, reflect, replicate), interpola
         return s.fc(h.flatten(1))
 
 
+class Conv3dNet(nn.Module):  # conv3d, max/avg/adaptive 3-D pooling (a video-style block)
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv3d(3, 16, 3, padding=1); s.p1 = nn.MaxPool3d(2); s.c2 = nn.Conv3d(16, 16, 3, padding=1)
+        s.p2 = nn.AvgPool3d(2); s.p3 = nn.AdaptiveAvgPool3d((1, 2, 2)); s.fc = nn.Linear(16 * 4, 10)
+
+    def forward(s, x):  # [N, 3, 8, 16, 16]
+        h = s.p1(torch.relu(s.c1(x)))    # 4, 8, 8
+        h = s.p2(torch.relu(s.c2(h)))    # 2, 4, 4
+        return s.fc(s.p3(h).flatten(1))  # 1, 2, 2
+
+
+# DeconvNet and LstmCls record with trace_step.py, but memsim has no rule for them yet (the exporter
+# refuses conv_transpose and the RNNs): 2.13's CPU runs oneDNN's brg_deconv and mkldnn_rnn_layer,
+# whose scratchpads and workspace are not derived (docs/op-rules.md, Note [3-D convolution and pooling]).
+class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decoder)
+    def __init__(s):
+        super().__init__()
+        s.down = nn.Conv2d(3, 16, 3, stride=2, padding=1); s.up = nn.ConvTranspose2d(16, 16, 4, stride=2, padding=1)
+        s.up1 = nn.ConvTranspose1d(16, 16, 3, stride=2, padding=1, output_padding=1)
+        s.up3 = nn.ConvTranspose3d(16, 8, 2, stride=2); s.fc = nn.Linear(8 * 2 * 4 * 512, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.down(x))            # 16, 8, 8
+        h = torch.relu(s.up(h))              # 16, 16, 16
+        h = s.up1(h.flatten(2))              # 16, 512
+        h = s.up3(h.view(h.shape[0], 16, 1, 2, 256))  # 8, 2, 4, 512
+        return s.fc(h.flatten(1))
+
+
+def sigmoid_mlp():  # probabilities for F.binary_cross_entropy (trace_step.py --loss bce)
+    return nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10), nn.Sigmoid()), (256,), 10
+
+
+class ResampleModes(nn.Module):  # interpolate bicubic / linear / trilinear / 1-D and 3-D nearest
+    def __init__(s):
+        super().__init__(); s.c = nn.Conv2d(3, 8, 3, padding=1); s.fc = nn.Linear(8 * 4 * 9 * 9, 10)
+
+    def forward(s, x):  # [N, 3, 8, 8]
+        h = F.interpolate(s.c(x), scale_factor=2, mode="bicubic", align_corners=False)  # 16, 16
+        g = F.interpolate(h.flatten(2), size=162, mode="linear")                        # [N, 8, 162]
+        g = F.interpolate(g, scale_factor=2, mode="nearest")                            # 324
+        v = F.interpolate(g.view(g.shape[0], 8, 4, 9, 9), scale_factor=2, mode="trilinear")  # 8, 18, 18
+        v = F.interpolate(v, size=(4, 9, 9), mode="nearest")
+        return s.fc(v.flatten(1))
+
+
+class NormMlp(nn.Module):  # F.normalize, Tensor.norm, torch.linalg.vector_norm
+    def __init__(s):
+        super().__init__(); s.a = nn.Linear(256, 128); s.b = nn.Linear(128, 128); s.c = nn.Linear(128, 10)
+
+    def forward(s, x):
+        h = F.normalize(s.a(x), dim=-1)
+        h = s.b(h)
+        h = h * h.norm(dim=-1, keepdim=True)
+        h = h - torch.linalg.vector_norm(h, ord=1, dim=-1, keepdim=True)
+        return s.c(h)
+
+
+class DropCnn(nn.Module):  # channel dropout (Dropout1d/2d/3d) and alpha dropout (AlphaDropout, FeatureAlphaDropout)
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv2d(3, 16, 3); s.d2 = nn.Dropout2d(0.2); s.d1 = nn.Dropout1d(0.3); s.d3 = nn.Dropout3d(0.25)
+        s.fa = nn.FeatureAlphaDropout(0.2); s.fc1 = nn.Linear(16 * 14 * 14, 64); s.ad = nn.AlphaDropout(0.1)
+        s.fc2 = nn.Linear(64, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = s.d2(torch.relu(s.c1(x)))                 # [N, 16, 14, 14]
+        h = s.d1(h.flatten(2))                        # [N, 16, 196]
+        h = s.d3(h.view(h.shape[0], 16, 1, 14, 14))   # [N, 16, 1, 14, 14]
+        h = s.fa(h)
+        h = s.ad(torch.selu(s.fc1(h.flatten(1))))
+        return s.fc2(h)
+
+
+class LstmCls(nn.Module):  # nn.LSTM (2 layers) over a sequence, classifier on the last step
+    def __init__(s, cell=nn.LSTM):
+        super().__init__(); s.rnn = cell(32, 64, num_layers=2, batch_first=True); s.fc = nn.Linear(64, 10)
+
+    def forward(s, x):  # [N, 16, 32]
+        out, _ = s.rnn(x)
+        return s.fc(out[:, -1])
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
     "scale_mlp": lambda: (ScaleMlp(), (256,), 10),
     "resample_cnn": lambda: (ResampleCnn(), (3, 16, 16), 10),
+    "conv3d_net": lambda: (Conv3dNet(), (3, 8, 16, 16), 10),
+    "deconv_net": lambda: (DeconvNet(), (3, 16, 16), 10),
+    "sigmoid_mlp": sigmoid_mlp,
+    "resample_modes": lambda: (ResampleModes(), (3, 8, 8), 10),
+    "norm_mlp": lambda: (NormMlp(), (256,), 10),
+    "drop_cnn": lambda: (DropCnn(), (3, 16, 16), 10),
+    "lstm_cls": lambda: (LstmCls(), (16, 32), 10),
+    "gru_cls": lambda: (LstmCls(nn.GRU), (16, 32), 10),
+    "rnn_cls": lambda: (LstmCls(nn.RNN), (16, 32), 10),
 }
 
 
@@ -85,3 +179,8 @@ act_mlp_b_export = _exporter("act_mlp_b")
 clamp_abs_mlp_export = _exporter("clamp_abs_mlp")
 scale_mlp_export = _exporter("scale_mlp")
 resample_cnn_export = _exporter("resample_cnn")
+conv3d_net_export = _exporter("conv3d_net")
+resample_modes_export = _exporter("resample_modes")
+sigmoid_mlp_export = _exporter("sigmoid_mlp")
+norm_mlp_export = _exporter("norm_mlp")
+drop_cnn_export = _exporter("drop_cnn")

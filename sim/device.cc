@@ -32,9 +32,11 @@ std::vector<ContextRow> ParseTable() {
   return rows;
 }
 
+bool IsConvKind(OpKind k) { return k == OpKind::kConv1d || k == OpKind::kConv2d || k == OpKind::kConv3d; }
+
 bool UsesCudnnConv(const Graph& g) {
   return std::any_of(g.ops.begin(), g.ops.end(),
-                     [](const Op& op) { return op.kind == OpKind::kConv1d || op.kind == OpKind::kConv2d; });
+                     [](const Op& op) { return IsConvKind(op.kind); });
 }
 
 int64_t Total(const ContextRow& r, bool cudnn) { return r.context_bytes + (cudnn ? r.cudnn_conv_bytes : 0); }

@@ -17,8 +17,8 @@ ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
 GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small"}
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
-GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "smooth_l1": "_smooth_l1", "l1": "_l1",
-                  "huber": "_huber"}
+GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "bce": "_bce", "smooth_l1": "_smooth_l1",
+                  "l1": "_l1", "huber": "_huber"}
 # The course's hand-written AdamW is recorded into the cs336 graphs by the exporter
 # (--optimizer graphs/llm_models.py:CS336AdamW, Note [Recorded optimizers]) and replayed.
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",
@@ -460,8 +460,10 @@ def table_ops(memsim, failures):
     """The op-coverage traces (graphs/op_models.py, elementwise losses) under both releases."""
     lines = ["", "## Op coverage (PyTorch 2.13 and 1.13)", "",
              "Small models exercising the activations, padding / resampling / roll / repeat / casts, broadcast",
-             "binary ops and elementwise losses of Notes [More activations], [Broadcast grads], [Padding and",
-             "resampling] and [Elementwise losses] (`graphs/op_models.py`, `mlp` with `--loss`), recorded by",
+             "binary ops, elementwise losses, 3-D convolution and pooling, channel and alpha dropout, vector norms",
+             "and upsample modes of Notes [More activations], [Broadcast grads], [Padding and resampling],",
+             "[Elementwise losses], [3-D convolution and pooling], [Channel and alpha dropout], [Vector norms] and",
+             "[Upsample index buffers] (`graphs/op_models.py`, `mlp` with `--loss`), recorded by",
              "`tests/oracle/record_ops.sh` into `tests/data/traces_ops_2_13/` (the 2.13.0 pip wheel, `--check-spy`)",
              "and `tests/data/traces_ops_1_13/` (Debian's 1.13), each predicted by `memsim run GRAPH --profile cpu",
              "--torch RELEASE --step first` on the graph exported under the same release (`graphs/` beside the",

@@ -20,6 +20,8 @@ namespace memsim {
   X(kDropout, "dropout") X(kBatchNorm, "batch_norm") X(kLayerNorm, "layer_norm")            \
   X(kGroupNorm, "group_norm") X(kRmsNorm, "rms_norm") X(kMaxPool2d, "max_pool2d")           \
   X(kAvgPool2d, "avg_pool2d") X(kAdaptiveAvgPool2d, "adaptive_avg_pool2d")                  \
+  X(kConv3d, "conv3d") X(kMaxPool3d, "max_pool3d") X(kAvgPool3d, "avg_pool3d")             \
+  X(kAdaptiveAvgPool3d, "adaptive_avg_pool3d")                                               \
   X(kAdd, "add") X(kSub, "sub") X(kMul, "mul") X(kDiv, "div") X(kCat, "cat")                \
   X(kStack, "stack") X(kSplit, "split") X(kChunk, "chunk") X(kSlice, "slice")               \
   X(kSelect, "select") X(kIndexSelect, "index_select") X(kView, "view")                     \
@@ -42,7 +44,7 @@ namespace memsim {
   X(kToDtype, "to_dtype") X(kDetach, "detach") X(kCos, "cos") X(kSin, "sin")               \
   X(kFull, "full") X(kVectorNorm, "vector_norm")                                           \
   X(kBceWithLogits, "binary_cross_entropy_with_logits") X(kSmoothL1Loss, "smooth_l1_loss")  \
-  X(kHuberLoss, "huber_loss") X(kLinear4bit, "linear_4bit") X(kLinear8bit, "linear_8bit") X(kFp8Linear, "fp8_linear") \
+  X(kHuberLoss, "huber_loss") X(kBinaryCrossEntropy, "binary_cross_entropy") X(kLinear4bit, "linear_4bit") X(kLinear8bit, "linear_8bit") X(kFp8Linear, "fp8_linear") \
   X(kAllReduce, "all_reduce") X(kGradAllReduce, "grad_all_reduce") X(kAllGather, "all_gather")             \
   X(kReduceScatter, "reduce_scatter") X(kCompiled, "compiled")
 

@@ -45,6 +45,8 @@ const std::vector<ProfileRow> kRows = {
      "the CPU TensorIterator copies the narrower floating input to the common dtype first"},
     {"upsample_channels_last_small", "cpu", "", [](Profile& p) { p.upsample_channels_last_small = true; },
      "aten/src/ATen/native/cpu/UpSampleKernel.cpp _use_vectorized_kernel_cond_2d: channels-last kernel when H_out + W_out <= 128 (2.13 trace)"},
+    {"upsample_index_buffers", "cpu", "", [](Profile& p) { p.upsample_index_buffers = true; },
+     "aten/src/ATen/native/cpu/UpSampleKernel.cpp upsample_generic_Nd_kernel_impl: HelperInterp*::compute_indices_weights makes interp_size int64 index and weight tensors per spatial dim (1.13 and 2.13 traces); the CUDA kernels compute them inline"},
     {"log_sigmoid_buffer", "cpu", "", [](Profile& p) { p.log_sigmoid_buffer = true; },
      "aten/src/ATen/native/Activation.cpp log_sigmoid_forward_cpu: buffer = at::empty_like(input); the CUDA kernel returns an empty buffer"},
     {"bnb_update_temporaries", "cpu", "", [](Profile& p) { p.bnb_update_temporaries = true; },

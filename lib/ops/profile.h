@@ -152,6 +152,10 @@ struct Profile {
   /// output with H + W <= 128 run the channels-last kernel (an input copy and an output scratch,
   /// Note [Padding and resampling]).
   bool upsample_channels_last_small = false;
+  /// CPU: every other upsample runs upsample_generic_Nd_kernel_impl, which makes interp_size
+  /// int64 index and weight tensors per spatial dim after the output (Note [Upsample index
+  /// buffers]); CUDA's kernels compute them inline.
+  bool upsample_index_buffers = false;
   /// 2.x: binary_cross_entropy_with_logits's forward goes through log_sigmoid; 1.13 spells out
   /// the log-sum-exp with max_val and three more input-sized temporaries.
   bool bce_logits_log_sigmoid = true;

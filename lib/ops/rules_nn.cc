@@ -41,7 +41,7 @@ Status InferConv(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(Need(c, 2, 3));
   const TensorMeta& x = *c.in[0];
   const TensorMeta& w = *c.in[1];
-  size_t nsp = c.op.kind == OpKind::kConv1d ? 1 : 2;
+  size_t nsp = c.op.kind == OpKind::kConv1d ? 1 : c.op.kind == OpKind::kConv2d ? 2 : 3;
   bool batched = x.dim() == static_cast<int64_t>(nsp) + 2;
   if (!batched && x.dim() != static_cast<int64_t>(nsp) + 1)
     return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
@@ -654,27 +654,33 @@ void BwdNorm(const RuleCtx& c, BwdPlan* p) {
   }
 }
 
-// Pooling.
+// Pooling, 2-D and 3-D (Note [3-D convolution and pooling]).
+bool Is3dPool(OpKind k) { return k == OpKind::kMaxPool3d || k == OpKind::kAvgPool3d || k == OpKind::kAdaptiveAvgPool3d; }
+bool IsAdaptiveAvg(OpKind k) { return k == OpKind::kAdaptiveAvgPool2d || k == OpKind::kAdaptiveAvgPool3d; }
+
 Status InferPool(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(Need(c, 1, 1));
   const TensorMeta& x = *c.in[0];
-  if (x.dim() != 3 && x.dim() != 4) return RuleError(c, "input " + x.ShapeString() + " must be 3-D or 4-D");
+  const int nd = Is3dPool(c.op.kind) ? 3 : 2;
+  if (x.dim() != nd + 1 && x.dim() != nd + 2)
+    return RuleError(c, "input " + x.ShapeString() + " must be " + std::to_string(nd + 1) + "-D or " +
+                            std::to_string(nd + 2) + "-D");
   auto sizes = x.sizes;
-  int64_t h = x.dim() - 2;
-  if (c.op.kind == OpKind::kAdaptiveAvgPool2d) {
-    auto os = Spatial(c, "output_size", 2, std::nullopt);
+  int64_t h = x.dim() - nd;
+  if (IsAdaptiveAvg(c.op.kind)) {
+    auto os = Spatial(c, "output_size", nd, std::nullopt);
     if (!os) return RuleError(c, "needs \"output_size\"");
-    for (int i = 0; i < 2; ++i) sizes[h + i] = (*os)[i] < 0 ? x.sizes[h + i] : (*os)[i];
+    for (int i = 0; i < nd; ++i) sizes[h + i] = (*os)[i] < 0 ? x.sizes[h + i] : (*os)[i];
   } else {
-    auto k = Spatial(c, "kernel_size", 2, std::nullopt);
+    auto k = Spatial(c, "kernel_size", nd, std::nullopt);
     if (!k) return RuleError(c, "needs \"kernel_size\"");
-    auto s = Spatial(c, "stride", 2, k);
+    auto s = Spatial(c, "stride", nd, k);
     if (s && s->empty()) s = k;
-    auto pad = Spatial(c, "padding", 2, std::vector<int64_t>{0});
-    auto dil = Spatial(c, "dilation", 2, std::vector<int64_t>{1});
+    auto pad = Spatial(c, "padding", nd, std::vector<int64_t>{0});
+    auto dil = Spatial(c, "dilation", nd, std::vector<int64_t>{1});
     if (!s || !pad || !dil) return RuleError(c, "bad stride/padding/dilation");
     bool ceil = c.op.attrs.GetBool("ceil_mode", false);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < nd; ++i) {
       if ((*s)[i] <= 0 || (*k)[i] <= 0) return RuleError(c, "kernel and stride must be positive");
       sizes[h + i] = PoolOut(x.sizes[h + i], (*k)[i], (*s)[i], (*pad)[i], (*dil)[i], ceil);
       if (sizes[h + i] <= 0) return RuleError(c, "output would be empty for " + x.ShapeString());
@@ -684,20 +690,25 @@ Status InferPool(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// adaptive_avg_pool{2,3}d to an all-ones output size: ATen computes a mean over the spatial dims.
 bool IsGlobalAvg(const RuleCtx& c) {
-  return c.op.kind == OpKind::kAdaptiveAvgPool2d && c.out.size() == 1 &&
-         c.out[0]->sizes[c.out[0]->dim() - 1] == 1 && c.out[0]->sizes[c.out[0]->dim() - 2] == 1;
+  if (!IsAdaptiveAvg(c.op.kind) || c.out.size() != 1) return false;
+  const TensorMeta& y = *c.out[0];
+  const int nd = c.op.kind == OpKind::kAdaptiveAvgPool3d ? 3 : 2;
+  for (int i = 1; i <= nd; ++i)
+    if (y.sizes[y.dim() - i] != 1) return false;
+  return true;
 }
 
 void FwdPool(const RuleCtx& c, FwdPlan* p) {
-  if (c.op.kind == OpKind::kMaxPool2d) {
+  if (c.op.kind == OpKind::kMaxPool2d || c.op.kind == OpKind::kMaxPool3d) {
     p->AllocOutput(0);
     int idx = p->AddExtra(c.out[0]->numel() * c.profile.maxpool_index_bytes, "max_pool indices");
     p->Save(SavedRef::kInput, 0);
     p->Save(SavedRef::kExtra, idx);
     return;
   }
-  // adaptive_avg_pool2d to 1×1 is a mean over H, W (MeanBackward: sizes only in 2.x).
+  // adaptive_avg_pool to 1×1(×1) is a mean over the spatial dims (MeanBackward: sizes only in 2.x).
   if (IsGlobalAvg(c) && !c.profile.mean_keeps_input) return;
   p->Save(SavedRef::kInput, 0);
 }
@@ -710,6 +721,7 @@ constexpr uint32_t kNormDiff = 7u;      // X, weight, bias (running stats are no
 const std::vector<OpRule> kNnRules = {
     {OpKind::kConv1d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kConv2d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
+    {OpKind::kConv3d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear, AliasGradSame, false, true},
     {OpKind::kMatmul, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kMm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
@@ -723,6 +735,9 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kAdaptiveAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
 };
 
 }  // namespace memsim

@@ -84,8 +84,52 @@ Status InferDropout(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// A transient wrapped number of an ATen `.Scalar` overload called from C++ (`noise.div_(1 - p)`,
+/// `noise.add(-1)`, `norm == 0`): the 8-byte double (Profile::scalar_operand_bytes; 0 where it
+/// stays on the host) and its copy in the tensor's dtype, both freed at once — under 1.13 as
+/// under 2.13 (their CPU traces; unlike a Python number operand of mul.Tensor, whose cast is
+/// 2.13's only, Profile::scalar_operand_cast). With |out_bytes| > 0, that output is made between
+/// them, as an out-of-place scalar op does.
+int TransientScalar(const RuleCtx& c, FwdPlan* p, int64_t out_bytes = 0, const char* what = "") {
+  if (c.profile.scalar_operand_bytes == 0) return out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
+  int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
+  int cast = p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast");
+  int out = out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
+  p->FreeExtra(cast);
+  p->FreeExtra(k);
+  return out;
+}
+
+/// Note [Channel and alpha dropout]: the noise of a `feature` dropout is [N, C, 1, ...] (one draw
+/// per channel), of a plain one input-sized.
+int64_t DropoutNoiseBytes(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  if (!c.op.attrs.GetBool("feature", false) || x.dim() < 2) return x.bytes();
+  return x.sizes[0] * x.sizes[1] * ElementSize(x.dtype);
+}
+
+/// Dropout.cpp _dropout_impl<feature, alpha> (every device: only plain dropout has a fused
+/// kernel): noise = new_empty(...).bernoulli_(1 - p); plain or feature: noise.div_(1 - p);
+/// alpha: b = noise.add(-1).mul_(αa).add_(αap), noise.mul_(a); then input * noise (its node
+/// keeps the noise) and, for alpha, .add_(b); b dies with the forward.
+void FwdNoiseDropout(const RuleCtx& c, FwdPlan* p) {
+  const int64_t nb = DropoutNoiseBytes(c);
+  int k = p->AddExtra(nb, "dropout noise");
+  int b = -1;
+  if (c.op.attrs.GetBool("alpha", false)) {
+    b = TransientScalar(c, p, nb, "alpha dropout shift b");
+    for (int i = 0; i < 3; ++i) TransientScalar(c, p);  // mul_(αa), add_(αap), noise.mul_(a)
+  } else {
+    TransientScalar(c, p);  // div_(1 - p)
+  }
+  p->SaveNow(SavedRef::kExtra, k);
+  if (!c.inplace()) p->AllocOutput(0);
+  if (b >= 0) p->FreeExtra(b);
+}
+
 void FwdDropout(const RuleCtx& c, FwdPlan* p) {
   if (!DropoutActive(c)) return;
+  if (c.op.attrs.GetBool("feature", false) || c.op.attrs.GetBool("alpha", false)) return FwdNoiseDropout(c, p);
   const TensorMeta& x = *c.in[0];
   int k;
   if (c.profile.dropout_keeps_noise || c.inplace()) {
@@ -305,11 +349,37 @@ void FwdMean(const RuleCtx& c, FwdPlan* p) {
 
 // torch.linalg.vector_norm (derivatives.yaml linalg_vector_norm: linalg_vector_norm_backward(grad,
 // self, ord, result, dim, keepdim)) keeps its input and its result; the CPU kernel writes the
-// reduction straight into the fresh result. Backward: a new input-sized grad (its temporaries are
-// not checked against a trace: DoRA, the one user, detaches the norm).
+// reduction straight into the fresh result (Note [Vector norms]).
 void FwdVectorNorm(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kOutput, 0);
+}
+
+/// Note [Vector norms]: FunctionsManual.cpp norm_backward. ord 2: grad * (self / norm)
+/// .masked_fill_(norm == 0, 0) — an input-sized quotient, the wrapped 0 and a bool mask of the
+/// norm's size, then the grad; the temporaries die with the statement. ord 1: self.sgn() * grad.
+/// Other orders: the grad alone (their pow/abs temporaries are not derived).
+void BwdVectorNorm(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  const double ord = c.op.attrs.GetFloat("ord", 2.0);
+  const int64_t xs = Bytes(*c.in[0]);
+  if (ord == 2.0) {
+    int q = p->Temp(xs, "self / norm");
+    int w = c.profile.scalar_operand_bytes > 0 ? p->Temp(c.profile.scalar_operand_bytes, "wrapped 0") : -1;
+    int wc = w >= 0 ? p->Temp(ElementSize(c.out[0]->dtype), "wrapped 0, cast") : -1;
+    int mask = p->Temp(c.out[0]->numel(), "norm == 0 mask");
+    if (w >= 0) p->FreeTemp(w);
+    if (wc >= 0) p->FreeTemp(wc);
+    p->GradNew(0);
+    p->FreeTemp(mask);
+    p->FreeTemp(q);
+  } else if (ord == 1.0) {
+    int sgn = p->Temp(xs, "self.sgn()");
+    p->GradNew(0);
+    p->FreeTemp(sgn);
+  } else {
+    p->GradNew(0);
+  }
 }
 
 void BwdSum(const RuleCtx& c, BwdPlan* p) { p->GradAlias(0); }  // grad.expand(sizes): a view
@@ -329,7 +399,7 @@ Status InferLoss(const RuleCtx& c, InferOut* o) {
   std::string red = c.op.attrs.GetString("reduction", "mean");
   if (red != "mean" && red != "sum" && red != "none") return RuleError(c, "unknown reduction " + red);
   if (c.op.kind == OpKind::kMseLoss || c.op.kind == OpKind::kBceWithLogits || c.op.kind == OpKind::kSmoothL1Loss ||
-      c.op.kind == OpKind::kHuberLoss) {
+      c.op.kind == OpKind::kHuberLoss || c.op.kind == OpKind::kBinaryCrossEntropy) {
     if (!BroadcastShapes(x.sizes, t.sizes)) return RuleError(c, "target shape does not match");
     o->Fresh(TensorMeta::Contiguous(x.dtype, red == "none" ? x.sizes : std::vector<int64_t>{}));
     return Status::OK();
@@ -439,6 +509,34 @@ void FwdSmoothL1(const RuleCtx& c, FwdPlan* p) {
   p->FreeExtra(loss);
 }
 
+// Note [Binary cross entropy]: binary_cross_entropy(X, target) keeps X and target
+// (derivatives.yaml). aten/src/ATen/native/Loss.cpp binary_cross_entropy_cpu: loss =
+// empty_like(X), the elementwise kernel into it, then for mean/sum apply_loss_reduction (the
+// reduced 0-dim tensor; mean's sum_out(...).div_(numel) with its transient wrapped number) and
+// loss.resize_as_(reduced).copy_(reduced): the 0-dim result keeps the X-sized storage. Backward
+// (binary_cross_entropy_backward_cpu): grad_input = empty_like(X), the kernel, and for mean
+// grad_input.div_(numel).
+void FwdBce(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+  const std::string red = c.op.attrs.GetString("reduction", "mean");
+  if (red == "none") return;
+  p->AllocOutput(0, Bytes(*c.in[0]));
+  int reduced = p->AddExtra(ElementSize(c.in[0]->dtype), "reduced loss");
+  if (red == "mean") TransientScalar(c, p);
+  p->FreeExtra(reduced);
+}
+
+void BwdBce(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  p->GradNew(0);
+  if (c.op.attrs.GetString("reduction", "mean") != "mean" || c.profile.scalar_operand_bytes == 0) return;
+  int w = p->Temp(c.profile.scalar_operand_bytes, "wrapped numel");
+  int wc = p->Temp(ElementSize(c.in[0]->dtype), "wrapped numel, cast");
+  p->FreeTemp(wc);
+  p->FreeTemp(w);
+}
+
 // masked_fill(X, mask): keeps only the (bool) mask; its backward masks the grad (a new tensor).
 Status InferMaskedFill(const RuleCtx& c, InferOut* o) {
   if (c.in.size() != 2) return RuleError(c, "expected (input, mask)");
@@ -500,7 +598,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kDiv, 1, 2, kBoth, InferBinary, FwdDiv, BwdScaled},
     {OpKind::kMean, 1, 1, kFirst, InferReduce, FwdMean, nullptr},
     {OpKind::kSum, 1, 1, kFirst, InferReduce, nullptr, BwdSum, AliasGradExpand},
-    {OpKind::kVectorNorm, 1, 1, kFirst, InferReduce, FwdVectorNorm, nullptr},
+    {OpKind::kVectorNorm, 1, 1, kFirst, InferReduce, FwdVectorNorm, BwdVectorNorm},
     {OpKind::kCrossEntropy, 2, 2, kFirst, InferLoss, FwdCrossEntropy, BwdCrossEntropy},
     {OpKind::kNllLoss, 2, 2, kFirst, InferLoss, FwdNllLoss, nullptr},
     {OpKind::kMseLoss, 2, 2, kBoth, InferLoss, FwdMseLoss, nullptr},
@@ -515,6 +613,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kBceWithLogits, 2, 2, kFirst, InferLoss, FwdBceWithLogits, BwdBceWithLogits},
     {OpKind::kSmoothL1Loss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
     {OpKind::kHuberLoss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
+    {OpKind::kBinaryCrossEntropy, 2, 2, kFirst, InferLoss, FwdBce, BwdBce},
 };
 
 }  // namespace memsim

@@ -383,14 +383,19 @@ void FwdPad(const RuleCtx& c, FwdPlan* p) {
   if (c.op.attrs.GetString("mode", "constant") != "constant") p->Save(SavedRef::kInput, 0);
 }
 
-/// upsample(X [N, C, spatial...]): `size` the output's spatial sizes, `mode` nearest or
-/// bilinear. The backward nodes keep sizes only; backward: one input-sized grad.
+/// upsample(X [N, C, spatial...]): `size` the output's spatial sizes, `mode` nearest,
+/// nearest-exact, linear (1-D), bilinear or bicubic (2-D), trilinear (3-D). The backward nodes
+/// keep sizes only; backward: one input-sized grad.
 Status InferUpsample(const RuleCtx& c, InferOut* o) {
   const TensorMeta& x = *c.in[0];
   auto size = c.op.attrs.GetInts("size", c.bindings);
   std::string mode = c.op.attrs.GetString("mode", "nearest");
-  if (mode != "nearest" && mode != "bilinear") return RuleError(c, "mode must be nearest or bilinear");
-  if (!size || x.dim() != static_cast<int64_t>(size->size()) + 2)
+  const int64_t nsp = x.dim() - 2;
+  const bool ok = mode == "nearest" || mode == "nearest-exact" || (mode == "linear" && nsp == 1) ||
+                  ((mode == "bilinear" || mode == "bicubic") && nsp == 2) || (mode == "trilinear" && nsp == 3);
+  if (!ok) return RuleError(c, "mode " + mode + " does not apply to " + x.ShapeString() +
+                               " (nearest, nearest-exact: 1-3 spatial dims; linear: 1; bilinear, bicubic: 2; trilinear: 3)");
+  if (!size || nsp < 1 || nsp > 3 || nsp != static_cast<int64_t>(size->size()))
     return RuleError(c, "\"size\" needs one output size per spatial dim of " + x.ShapeString());
   std::vector<int64_t> sizes = {x.sizes[0], x.sizes[1]};
   sizes.insert(sizes.end(), size->begin(), size->end());
@@ -398,20 +403,43 @@ Status InferUpsample(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// Points each output element interpolates from per dim (UpSampleKernel.cpp HelperInterp*::interp_size).
+int64_t InterpSize(const std::string& mode) {
+  if (mode == "bicubic") return 4;
+  if (mode == "linear" || mode == "bilinear" || mode == "trilinear") return 2;
+  return 1;  // nearest, nearest-exact
+}
+
 // Profile::upsample_channels_last_small (aten/src/ATen/native/cpu/UpSampleKernel.cpp
-// _use_vectorized_kernel_cond_2d): a contiguous 2-D input with more than one channel whose output
-// has H + W <= 128 runs the channels-last kernel, which makes a channels-last copy of the input
-// and a channels-last output, copied into the result and freed.
+// _use_vectorized_kernel_cond_2d): a contiguous 2-D nearest / bilinear input with more than one
+// channel whose output has H + W <= 128 runs the channels-last kernel, which makes a
+// channels-last copy of the input and a channels-last output, copied into the result and freed.
+// Note [Upsample index buffers]: every other CPU upsample runs upsample_generic_Nd_kernel_impl,
+// which after the output makes, per spatial dim, interp_size pairs of an int64 index and a
+// weight in the input's dtype, each of the output's size along that dim, freed in order at the end.
 void FwdUpsample(const RuleCtx& c, FwdPlan* p) {
   const TensorMeta& x = *c.in[0];
   const TensorMeta& y = *c.out[0];
-  const bool small = x.dim() == 4 && x.sizes[1] > 1 && y.sizes[2] + y.sizes[3] <= 128;
-  if (!c.profile.upsample_channels_last_small || !small) return;
+  const std::string mode = c.op.attrs.GetString("mode", "nearest");
+  const bool small = x.dim() == 4 && x.sizes[1] > 1 && y.sizes[2] + y.sizes[3] <= 128 &&
+                     (mode == "nearest" || mode == "bilinear");
+  if (c.profile.upsample_channels_last_small && small) {
+    p->AllocOutput(0);
+    int in_cl = p->AddExtra(Bytes(x), "channels-last input");
+    int out_cl = p->AddExtra(Bytes(y), "channels-last output");
+    p->FreeExtra(out_cl);
+    p->FreeExtra(in_cl);
+    return;
+  }
+  if (!c.profile.upsample_index_buffers) return;
   p->AllocOutput(0);
-  int in_cl = p->AddExtra(Bytes(x), "channels-last input");
-  int out_cl = p->AddExtra(Bytes(y), "channels-last output");
-  p->FreeExtra(out_cl);
-  p->FreeExtra(in_cl);
+  std::vector<int> bufs;
+  for (int64_t d = 2; d < y.dim(); ++d)
+    for (int64_t i = 0; i < InterpSize(mode); ++i) {
+      bufs.push_back(p->AddExtra(y.sizes[d] * 8, "upsample indices"));
+      bufs.push_back(p->AddExtra(y.sizes[d] * ElementSize(x.dtype), "upsample weights"));
+    }
+  for (int k : bufs) p->FreeExtra(k);
 }
 
 /// roll(X): a new tensor; RollBackward0 keeps the shifts only, its backward rolls the grad back.

@@ -1,5 +1,6 @@
 """Exporter mappings of the op-coverage ops (Notes [More activations], [Broadcast grads], [Padding
-and resampling], [Elementwise losses]): the models of graphs/op_models.py and the elementwise
+and resampling], [Elementwise losses], [3-D convolution and pooling], [Channel and alpha dropout],
+[Vector norms], [Upsample index buffers], [Binary cross entropy]): the models of graphs/op_models.py and the elementwise
 --loss options give the memsim ops PyTorch runs, with their attributes."""
 import unittest
 
@@ -17,6 +18,14 @@ from memsim_export.errors import UnsupportedError
 def export(name, **kw):
     model, specs = getattr(op_models, name + "_export")()
     return export_model(model, specs, name=name, **kw)
+
+
+class Lambda(nn.Module):
+    def __init__(s, fn):
+        super().__init__(); s.fn = fn
+
+    def forward(s, x):
+        return s.fn(x)
 
 
 def op_names(g):
@@ -92,6 +101,44 @@ class OpCoverage(unittest.TestCase):
         self.assertEqual(ops_of(g, "smooth_l1_loss")[0]["attrs"], {"reduction": "mean", "beta": 0.5})
         same = export_model(nn.Sequential(nn.Linear(8, 8)), ["batch,8"], name="s")
         self.assertEqual(ops_of(same, "to_dtype"), [])
+
+    def test_conv3d_net(self):
+        g = export("conv3d_net")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["conv3d", "relu", "max_pool3d", "conv3d", "relu", "avg_pool3d",
+                                       "adaptive_avg_pool3d", "flatten", "linear", "cross_entropy"])
+        self.assertEqual(ops_of(g, "conv3d")[0]["attrs"],
+                         {"stride": [1, 1, 1], "padding": [1, 1, 1], "dilation": [1, 1, 1], "groups": 1})
+        self.assertEqual(ops_of(g, "max_pool3d")[0]["attrs"]["kernel_size"], [2, 2, 2])
+        self.assertEqual(ops_of(g, "adaptive_avg_pool3d")[0]["attrs"], {"output_size": [1, 2, 2]})
+
+    def test_drop_cnn(self):
+        g = export("drop_cnn")
+        check_well_formed(self, g)
+        drops = [{k: v for k, v in o["attrs"].items() if k in ("feature", "alpha")} for o in ops_of(g, "dropout")]
+        self.assertEqual(drops, [{"feature": True}] * 3 + [{"feature": True, "alpha": True}, {"alpha": True}])
+
+    def test_norm_mlp(self):
+        g = export("norm_mlp")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["linear", "vector_norm", "clamp", "expand", "div", "linear", "vector_norm", "mul",
+                                       "vector_norm", "sub", "linear", "cross_entropy"])
+        self.assertEqual([o["attrs"]["ord"] for o in ops_of(g, "vector_norm")], [2.0, 2.0, 1.0])
+        with self.assertRaises(UnsupportedError):
+            export_model(nn.Sequential(nn.Linear(4, 4), Lambda(lambda h: h * h.norm(p=float("inf"), dim=1, keepdim=True))),
+                         ["batch,4"], name="inf")
+
+    def test_resample_modes(self):
+        g = export("resample_modes")
+        check_well_formed(self, g)
+        self.assertEqual([(o["attrs"]["mode"], o["attrs"]["size"]) for o in ops_of(g, "upsample")],
+                         [("bicubic", [16, 16]), ("linear", [162]), ("nearest", [324]), ("trilinear", [8, 18, 18]),
+                          ("nearest", [4, 9, 9])])
+
+    def test_bce_loss(self):
+        g = export("sigmoid_mlp", loss="bce")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g)[-2:], ["sigmoid", "binary_cross_entropy"])
 
     def test_circular_pad_is_refused(self):
         class P(nn.Module):

@@ -203,6 +203,62 @@ TEST(Conv1dRuleTest, OutputShape) {
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "w"));
 }
 
+// ---------------------------------------------------------------- Note [3-D convolution and pooling]
+std::string Conv3dBody(const std::string& tail_op, const std::string& tail_out) {
+  return R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 16, 4, 6, 6], "requires_grad": false},
+      {"name": "w", "shape": [8, 16, 3, 3, 3]}], "ops": [
+      {"op": "conv3d", "inputs": ["x", "w"], "outputs": ["c"], "attrs": {"padding": 1}}, )" + tail_op +
+         R"(, {"op": "mean", "inputs": [")" + tail_out + R"("], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(Conv3dRuleTest, ShapeSavesAndOnednnReordersLikeConv2d) {
+  auto run = testing::Simulate(Conv3dBody(R"({"op": "relu", "inputs": ["c"], "outputs": ["y"]})", "y"),
+                               Opts("cpu", "sgd", "2.13"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "c"), ElementsAre(2, 8, 4, 6, 6));
+  EXPECT_THAT(SavedNames(run, "c"), UnorderedElementsAre("x", "w"));
+  // 16 input channels: a source reorder (forward, and again for the weight's grad), a weight
+  // reorder and the blocked output, as for 2-D.
+  EXPECT_EQ(testing::BuffersContaining(run.r.events, "onednn src reorder").size(), 2u);
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "onednn blocked dst").empty());
+}
+
+TEST(Pool3dRuleTest, MaxKeepsInputAndIndicesAvgKeepsInput) {
+  auto mx = testing::Simulate(Conv3dBody(
+      R"({"op": "max_pool3d", "inputs": ["c"], "outputs": ["y"], "attrs": {"kernel_size": 2}})", "y"));
+  ASSERT_TRUE(mx.ok) << mx.error;
+  EXPECT_THAT(SizesOf(mx, "y"), ElementsAre(2, 8, 2, 3, 3));
+  auto saved = SavedBy(mx, "y");
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[1].name, "extra:max_pool indices");
+  EXPECT_EQ(saved[1].bytes, 2 * 8 * 2 * 3 * 3 * 8);
+  auto avg = testing::Simulate(Conv3dBody(
+      R"({"op": "avg_pool3d", "inputs": ["c"], "outputs": ["y"], "attrs": {"kernel_size": [2, 3, 3], "stride": 1}})", "y"));
+  ASSERT_TRUE(avg.ok) << avg.error;
+  EXPECT_THAT(SizesOf(avg, "y"), ElementsAre(2, 8, 3, 4, 4));
+  EXPECT_THAT(SavedNames(avg, "y"), ElementsAre("c"));
+}
+
+TEST(Pool3dRuleTest, AdaptiveAvgToOneIsAMeanThatKeepsOnlySizesOn213) {
+  auto part = testing::Simulate(Conv3dBody(
+      R"({"op": "adaptive_avg_pool3d", "inputs": ["c"], "outputs": ["y"], "attrs": {"output_size": [1, 2, 2]}})", "y"));
+  ASSERT_TRUE(part.ok) << part.error;
+  EXPECT_THAT(SizesOf(part, "y"), ElementsAre(2, 8, 1, 2, 2));
+  EXPECT_THAT(SavedNames(part, "y"), ElementsAre("c"));
+  auto global = testing::Simulate(Conv3dBody(
+      R"({"op": "adaptive_avg_pool3d", "inputs": ["c"], "outputs": ["y"], "attrs": {"output_size": 1}})", "y"));
+  ASSERT_TRUE(global.ok) << global.error;
+  EXPECT_THAT(SizesOf(global, "y"), ElementsAre(2, 8, 1, 1, 1));
+  EXPECT_THAT(SavedBy(global, "y"), IsEmpty());
+}
+
+TEST(Pool3dRuleTest, A3dInputIsAnErrorNamingTheOp) {  // 4-D is an unbatched [C, D, H, W]
+  auto run = testing::Simulate(ParamXBody(R"({"name": "x", "shape": [3, 8, 8]})",
+                                          R"({"op": "max_pool3d", "inputs": ["x"], "outputs": ["y"], "attrs": {"kernel_size": 2}})"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("/ops/0: max_pool3d"));
+}
+
 // ---------------------------------------------------------------- mm / bmm / matmul / baddbmm
 std::string TwoOperandBody(const std::string& op, const std::string& a_shape, bool arg,
                            const std::string& b_shape, bool brg) {

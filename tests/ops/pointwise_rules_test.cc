@@ -174,6 +174,63 @@ TEST(DropoutRuleTest, ProbabilityOutsideUnitIntervalIsAnError) {
   EXPECT_THAT(run.error, HasSubstr("/ops/1: dropout"));
 }
 
+// Note [Channel and alpha dropout]: h [4, 16] is [N, C]; the feature noise is [4, 16] too, so a
+// conv-shaped input shows the per-channel size.
+std::string AfterConvShaped(const std::string& op, const std::string& attrs) {
+  return R"("inputs": [], "parameters": [{"name": "h", "shape": [4, 16, 6, 6]}],
+      "ops": [{"op": ")" + op + R"(", "inputs": ["h"], "outputs": ["y"], "attrs": )" + attrs + R"(},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(DropoutRuleTest, FeatureDropoutKeepsOneNoiseValuePerChannelOnEveryDevice) {
+  for (const char* profile : {"cuda", "cpu"}) {
+    auto run = testing::Simulate(AfterConvShaped("dropout", R"({"p": 0.2, "feature": true})"), Opts(profile));
+    ASSERT_TRUE(run.ok) << run.error;
+    auto saved = SavedBy(run, "y");
+    ASSERT_EQ(saved.size(), 1u) << profile;
+    EXPECT_EQ(saved[0].name, "extra:dropout noise");
+    EXPECT_EQ(saved[0].bytes, 4 * 16 * 4) << profile;
+    EXPECT_FALSE(Aliases(run, "y", "h"));
+  }
+}
+
+TEST(DropoutRuleTest, AlphaDropoutKeepsTheNoiseAndFreesItsShiftInTheForward) {
+  auto run = testing::Simulate(AfterConvShaped("dropout", R"({"p": 0.1, "alpha": true})"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto saved = SavedBy(run, "y");
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].bytes, 4 * 16 * 6 * 6 * 4);
+  auto b = testing::Lives(run.r.events, "y:alpha dropout shift b");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].bytes, 4 * 16 * 6 * 6 * 4);
+  EXPECT_EQ(b[0].free, Phase::kForward);
+  // CPU: each scalar op's transient wrapped number (div_ for plain, four for alpha).
+  EXPECT_EQ(testing::BuffersContaining(run.r.events, "wrapped scalar").size(), 4u * 2u);
+}
+
+// Note [Vector norms]
+TEST(VectorNormRuleTest, Ord2BackwardMakesTheQuotientAndMaskBeforeTheGrad) {
+  auto run = testing::Simulate(AfterLinear("vector_norm", R"({"dim": -1, "keepdim": true})"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 1));
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("h", "y"));
+  auto q = testing::Buffer(run.r.events, "y:self / norm");
+  auto mask = testing::Buffer(run.r.events, "y:norm == 0 mask");
+  ASSERT_TRUE(q && mask);
+  EXPECT_EQ(run.r.events.buffers[*q].bytes, kH);
+  EXPECT_EQ(run.r.events.buffers[*mask].bytes, 4);
+  EXPECT_LT(testing::FreeIndex(run.r.events, *mask), testing::FreeIndex(run.r.events, *q));
+}
+
+TEST(VectorNormRuleTest, Ord1BackwardMakesSgnAndOtherOrdersOnlyTheGrad) {
+  auto one = testing::Simulate(AfterLinear("vector_norm", R"({"ord": 1, "dim": -1})"));
+  ASSERT_TRUE(one.ok) << one.error;
+  EXPECT_EQ(testing::BuffersContaining(one.r.events, "self.sgn()").size(), 1u);
+  auto three = testing::Simulate(AfterLinear("vector_norm", R"({"ord": 3, "dim": -1})"));
+  ASSERT_TRUE(three.ok) << three.error;
+  EXPECT_TRUE(testing::BuffersContaining(three.r.events, "self").empty());
+}
+
 // ---------------------------------------------------------------- arithmetic
 std::string BinaryBody(const std::string& op, const std::string& a, bool arg, const std::string& b, bool brg,
                        const std::string& attrs = "{}") {
@@ -485,6 +542,28 @@ TEST(BceWithLogitsRuleTest, Torch113SpellsOutTheLogSumExp) {
   EXPECT_EQ(testing::AllocatedContaining(run.r.events, "log-sum-exp temporary", &n), 3 * kH);
   EXPECT_EQ(n, 3u);
   EXPECT_THAT(AllocBytes(run, "loss:max_val"), ElementsAre(kH));
+}
+
+// Note [Binary cross entropy]
+std::string BceBody(const std::string& reduction) {
+  return R"("inputs": [{"name": "t", "shape": [4, 16]}], "parameters": [{"name": "p", "shape": [4, 16]}],
+      "ops": [{"op": "binary_cross_entropy", "inputs": ["p", "t"], "outputs": ["loss"], "attrs": {"reduction": ")" +
+         reduction + R"("}}], "loss": "loss")";
+}
+
+TEST(BceRuleTest, TheZeroDimLossKeepsAnInputSizedStorageAndTheGradIsNew) {
+  auto run = testing::Simulate(BceBody("mean"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "loss"), IsEmpty());
+  EXPECT_THAT(SavedNames(run, "loss"), UnorderedElementsAre("p", "t"));
+  auto loss = testing::Lives(run.r.events, "loss");
+  ASSERT_EQ(loss.size(), 1u);
+  EXPECT_EQ(loss[0].bytes, kH);
+  EXPECT_EQ(testing::Lives(run.r.events, "loss:reduced loss").size(), 1u);
+  EXPECT_EQ(testing::BuffersContaining(run.r.events, "wrapped numel").size(), 2u);  // backward div_(numel)
+  auto sum = testing::Simulate(BceBody("sum"), Opts("cpu"));
+  ASSERT_TRUE(sum.ok) << sum.error;
+  EXPECT_TRUE(testing::BuffersContaining(sum.r.events, "wrapped").empty());
 }
 
 TEST(SmoothL1RuleTest, TheZeroDimLossKeepsTheInputSizedStorageItWasResizedFrom) {

@@ -266,6 +266,33 @@ TEST(UpsampleRuleTest, SmallCpuOutputsRunTheChannelsLastKernelWithTwoScratchCopi
   EXPECT_TRUE(testing::BuffersContaining(big.r.events, "channels-last").empty());
 }
 
+// Note [Upsample index buffers]
+TEST(UpsampleRuleTest, GenericCpuKernelMakesIndexAndWeightPairsPerSpatialDim) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [2, 4, 6, 6]}],
+      "ops": [{"op": "upsample", "inputs": ["a"], "outputs": ["y"], "attrs": {"size": [12, 10], "mode": "bicubic"}},
+              {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")",
+                               testing::Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  // 4 pairs per dim: int64 indices and float weights of the output's size along the dim.
+  EXPECT_THAT(AllocBytes(run, "y:upsample indices"), ElementsAre(96, 96, 96, 96, 80, 80, 80, 80));
+  EXPECT_THAT(AllocBytes(run, "y:upsample weights"), ElementsAre(48, 48, 48, 48, 40, 40, 40, 40));
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "channels-last").empty());
+  EXPECT_THAT(AllocBytes(run, "a.grad"), ElementsAre(2 * 4 * 6 * 6 * 4));
+  auto cuda = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [2, 4, 6, 6, 6]}],
+      "ops": [{"op": "upsample", "inputs": ["a"], "outputs": ["y"], "attrs": {"size": [12, 12, 12], "mode": "trilinear"}},
+              {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_TRUE(cuda.ok) << cuda.error;
+  EXPECT_TRUE(testing::BuffersContaining(cuda.r.events, "upsample").empty());
+}
+
+TEST(UpsampleRuleTest, ModeMustFitTheSpatialRank) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "a", "shape": [2, 4, 6]}],
+      "ops": [{"op": "upsample", "inputs": ["a"], "outputs": ["y"], "attrs": {"size": [12], "mode": "bilinear"}},
+              {"op": "sum", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")");
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("bilinear"));
+}
+
 TEST(RollRepeatRuleTest, NewOutputsAndOneInputSizedGrad) {
   auto roll = Run1(R"({"op": "roll", "inputs": ["a"], "outputs": ["y"], "attrs": {"shifts": 1, "dims": 0}})");
   EXPECT_THAT(roll.sizes, ElementsAre(2, 3, 4));

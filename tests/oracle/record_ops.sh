@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
+# binary ops; upsample modes; 3-D convolution and pooling; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -20,18 +20,31 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run clamp_abs_mlp_b64_sgd     clamp_abs_mlp --batch 64 --opt sgd --marks
   run scale_mlp_b64_adam        scale_mlp --batch 64 --opt adam --marks
   run resample_cnn_b16_sgd      resample_cnn --batch 16 --opt sgd --marks
+  run conv3d_net_b4_sgd         conv3d_net --batch 4 --opt sgd --marks
+  run resample_modes_b4_sgd     resample_modes --batch 4 --opt sgd --marks
+  run norm_mlp_b16_sgd          norm_mlp --batch 16 --opt sgd --marks
+  run drop_cnn_b16_adam         drop_cnn --batch 16 --opt adam --marks
   run mlp_b64_adam_bce_logits   mlp --batch 64 --opt adam --loss bce_logits --marks
   run mlp_b64_sgd_smooth_l1     mlp --batch 64 --opt sgd --loss smooth_l1 --marks
   run mlp_b64_sgd_l1            mlp --batch 64 --opt sgd --loss l1 --marks
+  run sigmoid_mlp_b64_adam_bce  sigmoid_mlp --batch 64 --opt adam --loss bce --marks
   run mlp_b64_sgd_huber         mlp --batch 64 --opt sgd --loss huber --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
-  for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp; do
+  for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp; do
     exp $m "graphs/op_models.py $m; trace_step.py $m; input float32 [batch,256]" graphs/op_models.py:${m}_export \
       --input "x=batch,256" --loss cross_entropy
   done
   exp resample_cnn "graphs/op_models.py ResampleCnn; trace_step.py resample_cnn; input float32 [batch,3,16,16]" \
     graphs/op_models.py:resample_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp resample_modes "graphs/op_models.py ResampleModes; trace_step.py resample_modes; input float32 [batch,3,8,8]" \
+    graphs/op_models.py:resample_modes_export --input "x=batch,3,8,8" --loss cross_entropy
+  exp drop_cnn "graphs/op_models.py DropCnn; trace_step.py drop_cnn; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:drop_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp conv3d_net "graphs/op_models.py Conv3dNet; trace_step.py conv3d_net; input float32 [batch,3,8,16,16]" \
+    graphs/op_models.py:conv3d_net_export --input "x=batch,3,8,16,16" --loss cross_entropy
+  exp sigmoid_mlp_bce "graphs/op_models.py sigmoid_mlp with the bce loss on float targets [batch,10]; trace_step.py sigmoid_mlp --loss bce" \
+    graphs/op_models.py:sigmoid_mlp_export --input "x=batch,256" --loss bce
   for l in bce_logits smooth_l1 l1 huber; do
     exp mlp_$l "graphs/models.py mlp with the $l loss on float targets [batch,10]; trace_step.py mlp --loss $l" \
       graphs/models.py:mlp --input "x=batch,1000" --loss $l

@@ -91,7 +91,7 @@ def main(argv=None):
                     help='[name=][dtype:]d0,d1,...[@low:high], e.g. "batch,3,224,224" or "int64:batch,128@0:30522"; '
                          "repeat for several inputs (forward argument order)")
     ap.add_argument("--loss", default="cross_entropy",
-                    choices=["cross_entropy", "mse", "bce_logits", "smooth_l1", "huber", "l1", "output", "none"],
+                    choices=["cross_entropy", "mse", "bce_logits", "bce", "smooth_l1", "huber", "l1", "output", "none"],
                     help="loss appended to the output (output: the model returns its own scalar loss; "
                          "also detected when the output is a scalar)")
     ap.add_argument("--trace", default="auto", choices=["auto", "fx", "run"],

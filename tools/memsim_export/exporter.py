@@ -14,7 +14,7 @@ from .errors import ExportError, UnsupportedError
 
 # --loss NAME for elementwise losses on a target shaped like the output: the op each appends
 # (l1 is the composite F.l1_loss runs: sub, abs, mean).
-ELEMENTWISE_LOSSES = {"mse": "mse_loss", "bce_logits": "binary_cross_entropy_with_logits",
+ELEMENTWISE_LOSSES = {"mse": "mse_loss", "bce_logits": "binary_cross_entropy_with_logits", "bce": "binary_cross_entropy",
                       "smooth_l1": "smooth_l1_loss", "huber": "huber_loss", "l1": None}
 from .shapes import propagate
 from .symbols import merge, plan_probes

@@ -222,6 +222,13 @@ def f_bce_with_logits(cx, x, target, weight=None, size_average=None, reduce=None
                    shape=cx.out_shape())
 
 
+@function(F.binary_cross_entropy)
+def f_bce(cx, x, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    if weight is not None:
+        raise Unsupported("binary_cross_entropy(weight=...)")
+    return cx.emit("binary_cross_entropy", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
+
+
 @function(F.smooth_l1_loss)
 def f_smooth_l1(cx, x, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     if beta == 0:  # smooth_l1_loss(beta=0) is l1_loss
@@ -275,3 +282,61 @@ def f_stochastic_depth(cx, x, p, mode, training=True):
     if not training or p == 0.0:
         return x  # torchvision returns the input itself
     return cx.emit("stochastic_depth", [x], {"p": float(p), "mode": mode, "training": True}, shape=x.shape)
+
+
+# =================================================================================================
+# vector norms and F.normalize (Note [Vector norms] in docs/op-rules.md)
+# =================================================================================================
+
+def _vector_norm(cx, x, ord, dim, keepdim, dtype=None):
+    x = T(x)
+    if dtype is not None and dtype != x.dtype:
+        raise Unsupported("vector_norm(dtype=%s) (a dtype cast)" % dtype)
+    if isinstance(ord, str) or ord is None:
+        ord = 2.0 if ord in (None, "fro") else ord
+    if isinstance(ord, str) or ord != ord or ord in (float("inf"), float("-inf")):
+        raise Unsupported("vector norm of order %r" % (ord,))
+    if isinstance(dim, (list, tuple)):
+        dim = [int(d) for d in dim]
+    elif dim is not None:
+        dim = int(dim)
+    return cx.emit("vector_norm", [x], {"ord": float(ord), "dim": dim, "keepdim": bool(keepdim)},
+                   shape=cx.out_shape())
+
+
+@function(torch.linalg.vector_norm)
+def f_vector_norm(cx, x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    return _vector_norm(cx, x, ord, dim, keepdim, dtype)
+
+
+@function(torch.norm)
+@method("norm")
+def f_norm(cx, x, p="fro", dim=None, keepdim=False, dtype=None, out=None):
+    """torch.norm / Tensor.norm with a number p (or 'fro' over the given dims) is a vector norm
+    (torch/functional.py: linalg.vector_norm under 2.x, aten::norm under 1.13; same memory)."""
+    if isinstance(dim, (list, tuple)) and len(dim) == 2 and p == "fro" and T(x).ndim > 2:
+        raise Unsupported("torch.norm(p='fro') over a matrix of a batch")
+    return _vector_norm(cx, x, p, dim, keepdim, dtype)
+
+
+@function(torch.linalg.norm)
+def f_linalg_norm(cx, x, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    x = T(x)
+    if isinstance(dim, (list, tuple)) and len(dim) == 2 or (dim is None and ord is not None and x.ndim == 2):
+        raise Unsupported("torch.linalg.norm of a matrix (matrix_norm)")
+    return _vector_norm(cx, x, ord, dim, keepdim, dtype)
+
+
+@function(F.normalize)
+def f_normalize(cx, x, p=2.0, dim=1, eps=1e-12, out=None):
+    """torch/nn/functional.py: input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input),
+    then input / denom."""
+    x = T(x)
+    if out is not None:
+        raise Unsupported("F.normalize(out=...)")
+    d = dim + x.ndim if dim < 0 else dim
+    nshape = tuple(1 if i == d else s for i, s in enumerate(x.shape))
+    n = cx.emit("vector_norm", [x], {"ord": float(p), "dim": int(dim), "keepdim": True}, shape=nshape)
+    n = cx.emit("clamp", [n], {"inplace": False, "min": float(eps)}, shape=nshape)
+    n = cx.emit("expand", [n], {"sizes": list(x.shape)}, shape=x.shape)
+    return cx.emit("div", [x, n], {"inplace": False}, shape=x.shape)

@@ -37,20 +37,20 @@ def _conv_attrs(mod_or_args, nd, weight_shape, padding):
             "dilation": _pair_list(dilation, nd), "groups": int(groups)}
 
 
-@module(nn.Conv1d, nn.Conv2d)
+@module(nn.Conv1d, nn.Conv2d, nn.Conv3d)
 def m_conv(cx, mod, path, x):
     x = T(x)
-    nd = 1 if isinstance(mod, nn.Conv1d) else 2
+    nd = len(mod.kernel_size)
     if mod.padding_mode != "zeros":
         raise Unsupported("%s with padding_mode=%r" % (type(mod).__name__, mod.padding_mode))
     attrs = _conv_attrs((mod.stride, mod.dilation, mod.groups), nd, mod.weight.shape, mod.padding)
     return cx.emit("conv%dd" % nd, [x, cx.param(mod.weight), cx.param(mod.bias)], attrs, shape=cx.out_shape())
 
 
-@function(F.conv1d, F.conv2d)
+@function(F.conv1d, F.conv2d, F.conv3d)
 def f_conv(cx, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    x = T(x)
-    nd = x.ndim - 2
+    x, weight = T(x), T(weight, "weight")
+    nd = weight.ndim - 2
     attrs = _conv_attrs((stride, dilation, groups), nd, weight.shape, padding)
     return cx.emit("conv%dd" % nd, [x, T(weight), bias], attrs, shape=cx.out_shape())
 
@@ -176,55 +176,136 @@ def m_dropout(cx, mod, path, x):
                    shape=x.shape)
 
 
-@module(nn.MaxPool2d)
+_NOISE_DROPOUT = {nn.Dropout1d: (True, False, 3), nn.Dropout2d: (True, False, 4), nn.Dropout3d: (True, False, 5),
+                  nn.AlphaDropout: (False, True, 0), nn.FeatureAlphaDropout: (True, True, 0)}
+
+
+def _noise_dropout(cx, x, p, training, inplace, feature, alpha, batched_dim=0):
+    """Channel and alpha dropout (Note [Channel and alpha dropout]): a dropout op with `feature`
+    (one noise draw per (N, C)) and/or `alpha` (SELU-preserving affine noise)."""
+    x = T(x)
+    if feature and (x.ndim < 2 or (batched_dim and x.ndim != batched_dim)):
+        raise Unsupported("channel dropout of an unbatched %d-D input" % x.ndim)
+    attrs = {"p": float(p), "inplace": bool(inplace), "training": bool(training)}
+    if feature:
+        attrs["feature"] = True
+    if alpha:
+        attrs["alpha"] = True
+    return cx.emit("dropout", [x], attrs, shape=x.shape)
+
+
+@module(*_NOISE_DROPOUT)
+def m_noise_dropout(cx, mod, path, x):
+    feature, alpha, nd = next(v for k, v in _NOISE_DROPOUT.items() if type(mod) is k)
+    return _noise_dropout(cx, x, mod.p, mod.training, mod.inplace, feature, alpha, nd)
+
+
+@function(getattr(F, "dropout1d", None))
+def f_dropout1d(cx, x, p=0.5, training=True, inplace=False):
+    return _noise_dropout(cx, x, p, training, inplace, True, False, 3)
+
+
+@function(F.dropout2d)
+def f_dropout2d(cx, x, p=0.5, training=True, inplace=False):
+    return _noise_dropout(cx, x, p, training, inplace, True, False, 4)
+
+
+@function(F.dropout3d)
+def f_dropout3d(cx, x, p=0.5, training=True, inplace=False):
+    return _noise_dropout(cx, x, p, training, inplace, True, False, 5)
+
+
+@function(F.alpha_dropout)
+def f_alpha_dropout(cx, x, p=0.5, training=False, inplace=False):
+    return _noise_dropout(cx, x, p, training, inplace, False, True)
+
+
+@function(F.feature_alpha_dropout)
+def f_feature_alpha_dropout(cx, x, p=0.5, training=False, inplace=False):
+    return _noise_dropout(cx, x, p, training, inplace, True, True)
+
+
+def _pool_nd(mod_cls_name):
+    return 3 if mod_cls_name.endswith("3d") else 2
+
+
+@module(nn.MaxPool2d, nn.MaxPool3d)
 def m_max_pool(cx, mod, path, x):
     if mod.return_indices:
-        raise Unsupported("nn.MaxPool2d(return_indices=True)")
-    return f_max_pool2d(cx, x, mod.kernel_size, mod.stride, mod.padding, mod.dilation, mod.ceil_mode)
+        raise Unsupported("nn.%s(return_indices=True)" % type(mod).__name__)
+    return _max_pool(cx, _pool_nd(type(mod).__name__), x, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
+                     mod.ceil_mode)
+
+
+def _max_pool(cx, nd, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    x = T(x)
+    if return_indices:
+        raise Unsupported("max_pool%dd(return_indices=True)" % nd)
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        stride = kernel_size
+    return cx.emit("max_pool%dd" % nd, [x], {"kernel_size": _pair_list(kernel_size, nd), "stride": _pair_list(stride, nd),
+                                             "padding": _pair_list(padding, nd), "dilation": _pair_list(dilation, nd),
+                                             "ceil_mode": bool(ceil_mode)}, shape=cx.out_shape())
 
 
 @function(F.max_pool2d, getattr(torch, "max_pool2d", None))
-def f_max_pool2d(cx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+def f_max_pool2d(cx, x, *args, **kwargs):
+    return _max_pool(cx, 2, x, *args, **kwargs)
+
+
+@function(F.max_pool3d, getattr(torch, "max_pool3d", None))
+def f_max_pool3d(cx, x, *args, **kwargs):
+    return _max_pool(cx, 3, x, *args, **kwargs)
+
+
+@module(nn.AvgPool2d, nn.AvgPool3d)
+def m_avg_pool(cx, mod, path, x):
+    return _avg_pool(cx, _pool_nd(type(mod).__name__), x, mod.kernel_size, mod.stride, mod.padding, mod.ceil_mode,
+                     mod.count_include_pad, mod.divisor_override)
+
+
+def _avg_pool(cx, nd, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
     x = T(x)
-    if return_indices:
-        raise Unsupported("max_pool2d(return_indices=True)")
+    if divisor_override is not None:
+        raise Unsupported("avg_pool%dd(divisor_override=...)" % nd)
     if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
         stride = kernel_size
-    return cx.emit("max_pool2d", [x], {"kernel_size": _pair_list(kernel_size), "stride": _pair_list(stride),
-                                       "padding": _pair_list(padding), "dilation": _pair_list(dilation),
-                                       "ceil_mode": bool(ceil_mode)}, shape=cx.out_shape())
-
-
-@module(nn.AvgPool2d)
-def m_avg_pool(cx, mod, path, x):
-    return f_avg_pool2d(cx, x, mod.kernel_size, mod.stride, mod.padding, mod.ceil_mode, mod.count_include_pad,
-                        mod.divisor_override)
+    return cx.emit("avg_pool%dd" % nd, [x], {"kernel_size": _pair_list(kernel_size, nd), "stride": _pair_list(stride, nd),
+                                             "padding": _pair_list(padding, nd), "ceil_mode": bool(ceil_mode),
+                                             "count_include_pad": bool(count_include_pad)}, shape=cx.out_shape())
 
 
 @function(F.avg_pool2d)
-def f_avg_pool2d(cx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None):
-    x = T(x)
-    if divisor_override is not None:
-        raise Unsupported("avg_pool2d(divisor_override=...)")
-    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
-        stride = kernel_size
-    return cx.emit("avg_pool2d", [x], {"kernel_size": _pair_list(kernel_size), "stride": _pair_list(stride),
-                                       "padding": _pair_list(padding), "ceil_mode": bool(ceil_mode),
-                                       "count_include_pad": bool(count_include_pad)}, shape=cx.out_shape())
+def f_avg_pool2d(cx, x, *args, **kwargs):
+    return _avg_pool(cx, 2, x, *args, **kwargs)
 
 
-@module(nn.AdaptiveAvgPool2d)
+@function(F.avg_pool3d)
+def f_avg_pool3d(cx, x, *args, **kwargs):
+    return _avg_pool(cx, 3, x, *args, **kwargs)
+
+
+@module(nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)
 def m_adaptive_avg(cx, mod, path, x):
-    return f_adaptive_avg(cx, x, mod.output_size)
+    return _adaptive_avg(cx, _pool_nd(type(mod).__name__), x, mod.output_size)
+
+
+def _adaptive_avg(cx, nd, x, output_size):
+    x = T(x)
+    osz = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size] * nd
+    osz = [x.shape[-nd + i] if s is None else int(s) for i, s in enumerate(osz)]
+    return cx.emit("adaptive_avg_pool%dd" % nd, [x], {"output_size": osz}, shape=x.shape[:-nd] + tuple(osz))
 
 
 @function(F.adaptive_avg_pool2d)
 def f_adaptive_avg(cx, x, output_size):
-    x = T(x)
-    osz = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size, output_size]
-    osz = [x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(osz)]
-    return cx.emit("adaptive_avg_pool2d", [x], {"output_size": osz}, shape=x.shape[:-2] + tuple(osz))
+    return _adaptive_avg(cx, 2, x, output_size)
+
+
+@function(F.adaptive_avg_pool3d)
+def f_adaptive_avg3d(cx, x, output_size):
+    return _adaptive_avg(cx, 3, x, output_size)
 
 
 @module(nn.Flatten)

@@ -281,9 +281,13 @@ def f_pad(cx, x, pad, mode="constant", value=None):
     return cx.emit("pad", [x], attrs, shape=cx.out_shape())
 
 
+_UPSAMPLE_MODES = {"nearest": (3, 4, 5), "nearest-exact": (3, 4, 5), "linear": (3,), "bilinear": (4,), "bicubic": (4,),
+                   "trilinear": (5,)}
+
+
 def _upsample(cx, x, size, scale_factor, mode, align_corners):
     x = T(x)
-    if mode not in ("nearest", "bilinear") or x.ndim != 4:
+    if x.ndim not in _UPSAMPLE_MODES.get(mode, ()):
         raise Unsupported("interpolate(mode=%r) of a %d-D input" % (mode, x.ndim))
     out = cx.out_shape()
     if out is None:
