@@ -306,6 +306,13 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     s.workspaces.OnGemm(recompute ? LibraryWorkspaces::kAutogradThread : LibraryWorkspaces::kMainThread, &s.ledger);
 }
 
+void DropNames(StepState& s, const std::vector<TensorId>& ts) {
+  for (TensorId t : ts) {
+    if (Node* p = ProducerNode(s, t); p && --p->names == 0) DestroyIfDead(s, s.g.tensors[t].producer);
+    s.ledger.Unref(s.storage[t]);
+  }
+}
+
 void RunForwardOp(StepState& s, OpId o) {
   s.ledger.set_op(o);
   ForwardOpPolicy policy;
