@@ -73,7 +73,9 @@ void DropDeadNames(StepState& s, OpId o) {
   for (TensorId t : released) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
     seen.push_back(t);
-    if (s.g.tensors[t].role == TensorRole::kActivation && s.bound.last_use[t] == o && !s.held[t])
+    // (A pipeline stage's ops may keep alive a tensor of an earlier stage: no storage here.)
+    if (s.g.tensors[t].role == TensorRole::kActivation && s.bound.last_use[t] == o && !s.held[t] &&
+        s.storage[t] != kNoStorage)
       dropped.push_back(t);
   }
   for (TensorId t : op.outputs)
