@@ -328,6 +328,7 @@ def main():
                                                           validate_ranks.TP_TITLE, validate_ranks.TP_INTRO)
     lines += rank_lines
     failures += rank_failures
+    lines += table_pp(a.memsim, failures)
     return report_io.finish("validate", lines, failures, a.out)
 
 
@@ -596,6 +597,30 @@ def table_compile(memsim, failures):
         lines.append("| %s | %s | %d (%d) | %d (%d) | %d (%d) | %d (%d) |" % (
             n, cfg.get("memory_budget", "1.0"), epeak, esp, peak, sp, ephases.get("forward", 0), esf,
             phases.get("forward", 0), sf))
+    return lines
+
+
+# Pipeline parallel per stage rank (issue 27: every rank within 1 %, median within 0.1 %).
+MAX_ERR_PP, MAX_MEDIAN_PP = 1.0, 0.1
+
+
+def table_pp(memsim, failures):
+    """Pipeline parallel: every stage rank of tests/data/traces_pp_2_13 against one memsim run."""
+    import validate_ranks
+    lines, fails, _ = validate_ranks.section(
+        memsim, validate_ranks.GRAPHS_2_13, validate_ranks.DATA_PP_2_13, "2.13",
+        "Pipeline parallel (torch.distributed.pipelining), per stage rank, PyTorch 2.13",
+        ["Every stage rank of each trace set in `tests/data/traces_pp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+         "`tests/oracle/record_pp_2_13.sh`: the kit's `trace_ddp.py --mode pp`, gloo, one process per stage, the stage",
+         "split as torchtitan's `pipeline_llm` makes it, a `PipelineStage` with static metadata, one `schedule.step()`",
+         "with `return_outputs=False`; each microbatch's forward and backward marked as the `forward` / `backward`",
+         "phase, so a phase's peak is the largest over the microbatches), predicted by one `memsim run --profile cpu",
+         "--torch 2.13 --step first --mesh pp=W --pp-schedule S --microbatches M` with the trace's whole batch,",
+         "sequence and optimizer; memsim's `ranks` entry standing for that rank (Note [Pipeline parallel] in",
+         "`docs/parallel.md`). Tolerance: every peak and phase within %.1f %%, median peak error within %.1f %%." % (
+             MAX_ERR_PP, MAX_MEDIAN_PP)],
+        MAX_ERR_PP, MAX_MEDIAN_PP)
+    failures += fails
     return lines
 
 

@@ -109,6 +109,7 @@ class EngineRuntime : public PpRuntime {
 
   void Forward(int mb) override {
     s_.SetPhase(Phase::kForward);
+    s_.ledger.MarkAction("F" + std::to_string(mb));
     Swap(mb);
     if (p_.recv != kNone) {  // _retrieve_recv_activations: the recv buffer, a leaf requiring grad
       s_.storage[p_.recv] = s_.pp_recv_act[mb];
@@ -136,6 +137,7 @@ class EngineRuntime : public PpRuntime {
 
   void Backward(int mb) override {
     s_.SetPhase(Phase::kBackward);
+    s_.ledger.MarkAction("B" + std::to_string(mb));
     Swap(mb);
     s_.param_buffer.assign(s_.param_buffer.size(), Grad{});
     s_.param_deps.assign(s_.param_deps.size(), 0);

@@ -12,3 +12,6 @@ rund() { local name=$1; shift
     && echo "done $name"; }
 rund cs336_small_b4_s64_adamw_pp2_gpipe_m4 cs336_small --batch 4 --seq 64 --opt adamw --schedule gpipe --microbatches 4
 rund cs336_small_b4_s64_adamw_pp2_1f1b_m4  cs336_small --batch 4 --seq 64 --opt adamw --schedule 1f1b --microbatches 4
+# sgd (no optimizer state): the schedule's activations hold the peak
+rund cs336_small_b8_s64_sgd_pp2_gpipe_m4   cs336_small --batch 8 --seq 64 --opt sgd --schedule gpipe --microbatches 4
+rund cs336_small_b8_s64_sgd_pp2_1f1b_m8    cs336_small --batch 8 --seq 64 --opt sgd --schedule 1f1b --microbatches 8
