@@ -197,6 +197,11 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
   if (setup.parallel.mesh.pp > 1) {  // Note [Pipeline parallel]
     if (opt.accumulate > 1)
       return Status::InvalidArgument("--accumulate with --mesh pp: the schedule's --microbatches accumulate the grads");
+    // Setups that keep per-pass state across a microbatch's forward and backward: not yet
+    // interleaved with the other microbatches in flight.
+    if (!setup.checkpoint_modules.empty() || !setup.save_on_cpu.empty() || setup.autocast || opt.optimizer_in_backward)
+      return Status::Unsupported("--mesh pp with --checkpoint, --save-on-cpu, --amp or --optimizer-in-backward is not "
+                                 "simulated yet");
     const std::optional<PpSchedule> schedule = ParsePpSchedule(setup.parallel.pp_schedule);
     if (!schedule) return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe or 1f1b");
     const int stages = setup.parallel.mesh.pp, stage = CoordOf(setup.parallel.mesh, setup.parallel.rank).pp;

@@ -163,6 +163,15 @@ TEST(SelectSliceRuleTest, NarrowingViewsAliasAndBackwardAllocatesFullGrad) {
               HasSubstr("/ops/0: select"));
 }
 
+TEST(SelectSliceRuleTest, WholeSliceHasNoSliceBackward) {
+  // Note [Whole slices]: x[:, :, 0:4] is `self` in eager PyTorch; the grad reaches `a` unchanged.
+  auto whole = Run1(R"({"op": "slice", "inputs": ["a"], "outputs": ["y"], "attrs": {"dim": 2, "start": 0, "end": 4, "step": 1}})");
+  EXPECT_TRUE(whole.aliases_a);
+  EXPECT_THAT(testing::BuffersNamed(whole.run.r.events, "a.grad"), IsEmpty());
+  auto part = Run1(R"({"op": "slice", "inputs": ["a"], "outputs": ["y"], "attrs": {"dim": 2, "start": 0, "end": 3, "step": 1}})");
+  EXPECT_EQ(testing::BuffersNamed(part.run.r.events, "a.grad").size(), 1u);
+}
+
 TEST(SplitRuleTest, SplitAndChunkProduceViews) {
   auto run = testing::Simulate(Body(R"({"op": "split", "inputs": ["a"], "outputs": ["p0", "p1"], "attrs": {"split_size": 2, "dim": 2}},
                                        {"op": "mul", "inputs": ["p0", "p1"], "outputs": ["y"]})"));
