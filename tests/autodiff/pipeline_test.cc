@@ -126,7 +126,19 @@ TEST(PipelineStepTest, FirstStageOfOneFOneBHoldsFewerMicrobatchesThanGPipe) {
   SimResult one = SimulateOk(g, PpCs336("1f1b"));
   // The same parameters, grads and optimizer state: only the activations in flight differ.
   EXPECT_EQ(gpipe.peak.phase_peaks[int(Phase::kOptimizer)], one.peak.phase_peaks[int(Phase::kOptimizer)]);
-  EXPECT_GT(gpipe.peak.phase_peaks[int(Phase::kForward)], one.peak.phase_peaks[int(Phase::kForward)]);
+  // When the first backward starts, GPipe holds all four microbatches' graphs, 1F1B two.
+  auto live_at_b0 = [](const EventStream& s) {
+    size_t b0 = 0;
+    for (const EventStream::Action& a : s.actions)
+      if (a.label == "B0") b0 = a.event;
+    int64_t live = 0;
+    for (size_t i = 0; i < b0; ++i) live += s.events[i].kind == EventKind::kAlloc ? s.bytes(s.events[i]) : -s.bytes(s.events[i]);
+    return live;
+  };
+  const int64_t per_mb = (live_at_b0(gpipe.events) - live_at_b0(one.events)) / 2;
+  EXPECT_GT(per_mb, 30'000'000);  // ~38 MB of saved activations per microbatch of 6 blocks
+  EXPECT_EQ(gpipe.peak.phase_peaks[int(Phase::kForward)], 410'560'704);  // the trace's, byte for byte
+  EXPECT_EQ(one.peak.phase_peaks[int(Phase::kBackward)], 601'780'320);
   // Eight actions, one mark each.
   ASSERT_EQ(one.events.actions.size(), 8u);
   EXPECT_EQ(one.events.actions[2].label, "B0");
