@@ -153,6 +153,11 @@ void BuildSchedule(const Graph& g, const RunConfig& c, const CompileOptions& co,
     cs->no_schedule = co.vary.empty() ? "no symbol varies" : "fewer configurations than twice the probe runs";
     return;
   }
+  // Pipeline parallel binds the batch per microbatch (BindingsOf): a probe's batch need not divide.
+  if (c.sim.parallel.mesh.pp > 1) {
+    cs->no_schedule = "pipeline parallel (the batch is split into microbatches)";
+    return;
+  }
   std::vector<std::string> symbols;
   for (const SymbolValues& v : co.vary) symbols.push_back(v.symbol);
   auto sched = SizeSchedule::Build(co.vary, ProbeOf(g, *cs, c.sim, std::move(symbols)), runs, &cs->no_schedule, co.checked);

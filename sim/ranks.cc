@@ -21,8 +21,11 @@ bool RanksDiffer(const RunConfig& c) {
 /// Tensor parallel: the tp group's first rank scatters every shard (Note [Tensor parallel]).
 bool TpSourceDiffers(const RunConfig& c) { return c.sim.parallel.mesh.tp > 1; }
 
+/// Pipeline parallel: every stage holds other ops (Note [Pipeline parallel]).
+bool StagesDiffer(const RunConfig& c) { return c.sim.parallel.mesh.pp > 1; }
+
 bool RanksMayDiffer(const RunConfig& c) {
-  return RanksDiffer(c) || TpSourceDiffers(c) || (c.sim.parallel.data_parallel && c.sim.parallel.world > 1);
+  return RanksDiffer(c) || TpSourceDiffers(c) || StagesDiffer(c) || (c.sim.parallel.data_parallel && c.sim.parallel.world > 1);
 }
 
 bool SameStream(const EventStream& a, const EventStream& b) {
@@ -59,6 +62,9 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
     // Ranks beyond the parameter count get an empty partition each: one of them is simulated.
     const int distinct = static_cast<int>(std::min<size_t>(static_cast<size_t>(world), g.parameters.size() + 1));
     for (int r = 1; r < distinct; ++r) simulate.push_back(r);
+  } else if (StagesDiffer(c)) {  // the first rank of each stage (the others are its copies)
+    for (int r = 1; r < world; ++r)
+      if (CoordOf(p.mesh, r).pp != CoordOf(p.mesh, r - 1).pp) simulate.push_back(r);
   } else if (TpSourceDiffers(c)) {
     simulate.push_back(1);  // stands for every rank but the tp groups' first ones
   } else if (p.data_parallel) {
@@ -88,6 +94,9 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
     if (std::find(simulate.begin(), simulate.end(), rank) != simulate.end()) continue;
     RankRun* same = RanksDiffer(c) ? &runs.back() : &runs.front();  // ZeRO-1: empty partitions
     if (TpSourceDiffers(c)) same = CoordOf(p.mesh, rank).tp == 0 ? &runs.front() : &runs.back();
+    if (StagesDiffer(c))
+      for (RankRun& run : runs)
+        if (CoordOf(p.mesh, run.ranks.front()).pp == CoordOf(p.mesh, rank).pp) same = &run;
     if (p.data_parallel) {
       auto it = c.sim.symbols.find("batch");
       const int64_t chunk = ChunkOf(it->second, world, rank);

@@ -1,4 +1,4 @@
-// Several ranks (--ddp WORLD, --zero 1|2 --world N): each rank's step is its own event stream
+// Several ranks (--ddp WORLD, --zero 1|2 --world N, --mesh): each rank's step is its own event stream
 // through the same allocator model. Ranks whose streams are the same are simulated once and
 // reported together: under DDP every rank holds the same buffers (rank 0 stands for all);
 // under PyTorch's ZeroRedundancyOptimizer the greedy partition gives each rank different

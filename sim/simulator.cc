@@ -198,6 +198,25 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
     return Status::InvalidArgument("--save-on-cpu \"" + opt.save_on_cpu + "\": expected off, on or pin");
   if (opt.save_on_cpu != "off") setup.save_on_cpu = opt.save_on_cpu == "pin" ? "pin" : "on";
   MEMSIM_ASSIGN_OR_RETURN(setup.parallel, CheckParallel(g, opt.parallel, plan.profile));
+  if (setup.parallel.mesh.pp > 1) {  // Note [Pipeline parallel]
+    if (opt.accumulate > 1)
+      return Status::InvalidArgument("--accumulate with --mesh pp: the schedule's --microbatches accumulate the grads");
+    // Setups that keep per-pass state across a microbatch's forward and backward: not yet
+    // interleaved with the other microbatches in flight.
+    if (!setup.checkpoint_modules.empty() || !setup.save_on_cpu.empty() || setup.autocast || opt.optimizer_in_backward)
+      return Status::Unsupported("--mesh pp with --checkpoint, --save-on-cpu, --amp or --optimizer-in-backward is not "
+                                 "simulated yet");
+    const std::optional<PpSchedule> schedule = ParsePpSchedule(setup.parallel.pp_schedule);
+    if (!schedule) return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe or 1f1b");
+    const int stages = setup.parallel.mesh.pp, stage = CoordOf(setup.parallel.mesh, setup.parallel.rank).pp;
+    MEMSIM_ASSIGN_OR_RETURN(PipelineStagePlan p, PlanPipelineStage(g, stages, stage, setup.parallel.pp_split));
+    p.schedule = *schedule;
+    p.microbatches = setup.parallel.pp_microbatches;
+    if (p.schedule == PpSchedule::k1F1B && p.microbatches < stages)
+      return Status::InvalidArgument("--pp-schedule 1f1b needs --microbatches at least the stages (" +
+                                     std::to_string(stages) + "), as Schedule1F1B checks");
+    setup.pipeline = std::move(p);
+  }
   if (opt.optimizer_in_backward) MEMSIM_RETURN_IF_ERROR(CheckOptimizerInBackward(opt, setup));
   setup.optimizer_in_backward = opt.optimizer_in_backward;
   return setup;
@@ -335,6 +354,19 @@ Result<Bindings> BindingsOf(const Graph& g, const SimOptions& opt) {
     if (value < 0) return Status::InvalidArgument("symbol \"" + name + "\" must be non-negative");
     b[s] = value;
   }
+  // Pipeline parallel: --batch is the whole batch; each microbatch's step runs on its share.
+  if (opt.parallel.mesh.pp > 1) {
+    const int m = opt.parallel.pp_microbatches;
+    auto it = opt.symbols.find("batch");
+    uint32_t s = g.FindSymbol("batch");
+    if (m < 1) return Status::InvalidArgument("--microbatches must be at least 1");
+    if (s == kNone) return Status::InvalidArgument("--mesh pp: " + g.name + " has no batch symbol to split into microbatches");
+    const int64_t batch = it != opt.symbols.end() ? it->second : b[s].value_or(0);
+    if (batch % m != 0)
+      return Status::InvalidArgument("--microbatches " + std::to_string(m) + " does not divide --batch " +
+                                     std::to_string(batch) + " (uneven microbatches are not simulated)");
+    b[s] = batch / m;
+  }
   // nn.DataParallel: --batch is the whole batch; this device's step runs on its chunk.
   if (opt.parallel.data_parallel) {
     if (!opt.symbols.count("batch")) return Status::InvalidArgument("--data-parallel needs --batch (the whole batch)");
@@ -369,6 +401,7 @@ class PlannedStep {
     if (owned_.empty()) return;  // cfg_ points at plan.step (and so at plan.profile)
     copy_ = plan.step;
     for (const auto& s : owned_) copy_.setups.push_back(s.get());
+    if (plan.setup.pipeline) copy_.pipeline = &*plan.setup.pipeline;
     cfg_ = &copy_;
   }
   PlannedStep(const PlannedStep&) = delete;

@@ -32,6 +32,21 @@ AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an 
            "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
 KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
               ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP}
+# The kit's --check-spy runs the step under a TorchDispatchMode, and under any mode the embedding's
+# IndexBackward takes index_backward's out-of-place branch (areAnyTensorSubclassLike is true when a
+# dispatch mode is active: FunctionsManual.cpp, index_backward): one more vocabulary-sized copy at
+# the end of backward than a training run makes (checked with and without a mode, allocspy, 2.13).
+# memsim follows the run without a mode, which the pipeline-parallel traces (no --check-spy) match
+# byte for byte (Note [Whole slices]). To re-record these without --check-spy.
+SPY_GAP = ("recorded under --check-spy's TorchDispatchMode: IndexBackward's out-of-place index_put adds one "
+           "embedding-sized copy a plain training step does not make (Note [Whole slices])")
+KNOWN_GAPS.update({(d, n, phase): SPY_GAP for d, n, phase in (
+    ("traces_2_13", "cs336_small_b2_s128_adamw", "backward"), ("traces_2_13", "cs336_small_b2_s128_cs336", "backward"),
+    ("traces_2_13", "cs336_small_b2_s64_adamw_amp", "backward"), ("traces_2_13", "cs336_small_b2_s64_adamw_ckpt", "backward"),
+    ("traces_2_13", "cs336_small_b2_s64_adamw_sac_bmm", "backward"), ("traces_2_13", "cs336_small_b4_s64_none", "peak"),
+    ("traces_2_13", "cs336_small_b4_s64_none", "backward"), ("traces_optim_2_13", "cs336_small_b2_s128_adafactor", "peak"),
+    ("traces_optim_2_13", "cs336_small_b2_s128_adafactor", "backward"),
+    ("traces_optim_2_13", "cs336_small_b2_s128_adam8bit", "backward"))})
 # LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
 LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
                  "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
@@ -328,6 +343,7 @@ def main():
                                                           validate_ranks.TP_TITLE, validate_ranks.TP_INTRO)
     lines += rank_lines
     failures += rank_failures
+    lines += table_pp(a.memsim, failures)
     return report_io.finish("validate", lines, failures, a.out)
 
 
@@ -598,6 +614,30 @@ def table_compile(memsim, failures):
         lines.append("| %s | %s | %d (%d) | %d (%d) | %d (%d) | %d (%d) |" % (
             n, cfg.get("memory_budget", "1.0"), epeak, esp, peak, sp, ephases.get("forward", 0), esf,
             phases.get("forward", 0), sf))
+    return lines
+
+
+# Pipeline parallel per stage rank (issue 27: every rank within 1 %, median within 0.1 %).
+MAX_ERR_PP, MAX_MEDIAN_PP = 1.0, 0.1
+
+
+def table_pp(memsim, failures):
+    """Pipeline parallel: every stage rank of tests/data/traces_pp_2_13 against one memsim run."""
+    import validate_ranks
+    lines, fails, _ = validate_ranks.section(
+        memsim, validate_ranks.GRAPHS_2_13, validate_ranks.DATA_PP_2_13, "2.13",
+        "Pipeline parallel (torch.distributed.pipelining), per stage rank, PyTorch 2.13",
+        ["Every stage rank of each trace set in `tests/data/traces_pp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+         "`tests/oracle/record_pp_2_13.sh`: the kit's `trace_ddp.py --mode pp`, gloo, one process per stage, the stage",
+         "split as torchtitan's `pipeline_llm` makes it, a `PipelineStage` with static metadata, one `schedule.step()`",
+         "with `return_outputs=False`; each microbatch's forward and backward marked as the `forward` / `backward`",
+         "phase, so a phase's peak is the largest over the microbatches), predicted by one `memsim run --profile cpu",
+         "--torch 2.13 --step first --mesh pp=W --pp-schedule S --microbatches M` with the trace's whole batch,",
+         "sequence and optimizer; memsim's `ranks` entry standing for that rank (Note [Pipeline parallel] in",
+         "`docs/parallel.md`). Tolerance: every peak and phase within %.1f %%, median peak error within %.1f %%." % (
+             MAX_ERR_PP, MAX_MEDIAN_PP)],
+        MAX_ERR_PP, MAX_MEDIAN_PP)
+    failures += fails
     return lines
 
 

@@ -77,7 +77,7 @@ void AccumulateGrad(StepState& s, uint32_t k) {
   Grad g = std::move(s.param_buffer[k]);
   s.param_buffer[k] = Grad{};
   if (!g.defined()) return;
-  TensorId t = s.g.parameters[k];
+  TensorId t = s.LeafTensor(k);
   const TensorMeta& m = s.bound.metas[t];
   if (s.param_grad[k] != kNoStorage) {
     s.ledger.Unref(g.s);  // variable.grad += new_grad
@@ -87,7 +87,7 @@ void AccumulateGrad(StepState& s, uint32_t k) {
     s.param_grad[k] = s.ledger.AllocJoined(m.bytes(), {s.g.tensors[t].name, ".grad"}, Category::kGradient);
     s.ledger.Unref(g.s);
   }
-  s.Hook(&TrainingSetup::OnGradReady, k);
+  if (k < s.g.parameters.size()) s.Hook(&TrainingSetup::OnGradReady, k);
 }
 
 /// The node lets go of what it saved (release_variables): at the end of its backward, or when the
@@ -244,17 +244,22 @@ std::vector<TensorId> CallerNames(const Graph& g) {
 
 void RunBackwardPass(StepState& s) {
   const Graph& g = s.g;
-  const bool trainable = g.loss != kNone && s.rg[g.loss] && g.tensors[g.loss].producer != kNone;
+  // loss.backward(), or a pipeline stage's backward from its output (StepState::backward_root).
+  const TensorId loss = s.backward_root != kNone ? s.backward_root : g.loss;
+  const bool trainable = loss != kNone && s.rg[loss] && g.tensors[loss].producer != kNone;
   if (trainable) {
-    OpId root = g.tensors[g.loss].producer;
+    OpId root = g.tensors[loss].producer;
     CountDependencies(s, root);
     s.ledger.set_op(root);
-    // loss.backward(): the ones-like seed is held by the caller until backward returns.
-    const TensorMeta& lm = s.bound.metas[g.loss];
-    StorageId seed = s.ledger.AllocJoined(lm.bytes(), {g.tensors[g.loss].name, ".grad (seed)"}, Category::kGradient);
+    // loss.backward(): the ones-like seed is held by the caller until backward returns; a given
+    // grad (a stage's recv buffer) is held by its owner.
+    const TensorMeta& lm = s.bound.metas[loss];
+    const bool given = s.backward_seed != kNoStorage;
+    StorageId seed = given ? s.backward_seed
+                           : s.ledger.AllocJoined(lm.bytes(), {g.tensors[loss].name, ".grad (seed)"}, Category::kGradient);
     s.ledger.Ref(seed);
     const auto& outs = g.ops[root].outputs;
-    size_t slot = std::find(outs.begin(), outs.end(), g.loss) - outs.begin();
+    size_t slot = std::find(outs.begin(), outs.end(), loss) - outs.begin();
     s.nodes[root].buffer[slot] = Grad{seed, *TensorMeta::Contiguous(lm.dtype, lm.sizes)};
     std::priority_queue<OpId> ready;  // the engine runs the most recently created node first
     ready.push(root);
@@ -264,7 +269,7 @@ void RunBackwardPass(StepState& s) {
       RunNode(s, o, &ready);
     }
     s.ledger.set_op(kNoOp);
-    s.ledger.Unref(seed);
+    if (!given) s.ledger.Unref(seed);
   }
   s.ledger.set_op(kNoOp);
   // `del out, loss`, then whatever graph is left unreached is destroyed with them; a loop

@@ -73,7 +73,9 @@ void DropDeadNames(StepState& s, OpId o) {
   for (TensorId t : released) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
     seen.push_back(t);
-    if (s.g.tensors[t].role == TensorRole::kActivation && s.bound.last_use[t] == o && !s.held[t])
+    // (A pipeline stage's ops may keep alive a tensor of an earlier stage: no storage here.)
+    if (s.g.tensors[t].role == TensorRole::kActivation && s.bound.last_use[t] == o && !s.held[t] &&
+        s.storage[t] != kNoStorage)
       dropped.push_back(t);
   }
   for (TensorId t : op.outputs)
@@ -304,6 +306,13 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   // A recomputation runs inside backward, on the autograd engine's thread.
   if (rule.gemm)
     s.workspaces.OnGemm(recompute ? LibraryWorkspaces::kAutogradThread : LibraryWorkspaces::kMainThread, &s.ledger);
+}
+
+void DropNames(StepState& s, const std::vector<TensorId>& ts) {
+  for (TensorId t : ts) {
+    if (Node* p = ProducerNode(s, t); p && --p->names == 0) DestroyIfDead(s, s.g.tensors[t].producer);
+    s.ledger.Unref(s.storage[t]);
+  }
 }
 
 void RunForwardOp(StepState& s, OpId o) {

@@ -73,6 +73,15 @@ struct StepState {
   std::vector<int> param_deps;          ///< per parameter: grads still to come
   std::vector<StorageId> param_grad;    ///< per parameter: its .grad
   std::vector<StorageId> states;        ///< optimizer state
+  /// Leaves that require grad beyond the parameters, indexed from Graph::parameters.size() in
+  /// param_index / param_buffer / param_deps / param_grad: a pipeline stage's recv buffer.
+  std::vector<TensorId> extra_leaves;
+  /// The backward's root (kNone: the loss) and its grad (kNoStorage: a ones-like seed), as
+  /// torch.autograd.backward(stage_output, grad_tensors=...) gives them (a pipeline stage).
+  TensorId backward_root = kNone;
+  StorageId backward_seed = kNoStorage;
+  /// A pipeline stage's recv buffers per microbatch: activations and output grads (kept across steps).
+  std::vector<StorageId> pp_recv_act, pp_recv_grad;
   LibraryWorkspaces workspaces;
   const std::vector<TrainingSetup*>& setups;  ///< cfg.setups: called at every hook, in order
 
@@ -89,6 +98,10 @@ struct StepState {
   /// Parameter |k| (Graph::parameters index) as the optimizer sees it, before setups reshape the
   /// list (OnOptimizerParams).
   OptParam OptParamOf(size_t k) const;
+  /// The tensor of leaf |k| (a parameter, or an extra leaf after them).
+  TensorId LeafTensor(uint32_t k) const {
+    return k < g.parameters.size() ? g.parameters[k] : extra_leaves[k - g.parameters.size()];
+  }
   /// Calls |hook| on every setup.
   template <typename... Args, typename... Given>
   void Hook(void (TrainingSetup::*hook)(StepState&, Args...), Given&&... args) {
@@ -106,6 +119,12 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
                       bool recompute);
 /// loss.backward() in autograd-engine order, then `del out, loss`.
 void RunBackwardPass(StepState& s);
+/// Python names |ts| go (a function returns): each tensor's node may die, then its storage.
+void DropNames(StepState& s, const std::vector<TensorId>& ts);
+/// A pipeline stage's step: the schedule's microbatches (lib/autodiff/pipeline.cc).
+void RunPipelinePasses(StepState& s);
+/// The stage's recv buffers, one per microbatch (made by the first step()).
+void AllocatePipelineBuffers(StepState& s);
 /// CPU (1.13): what one record_function(...) region allocates and frees (Note [record_function
 /// scratch]); nothing on profiles without it. optimizer.step(), zero_grad() and
 /// ZeroRedundancyOptimizer.step() each run inside one.

@@ -23,6 +23,15 @@ StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& 
   param_buffer.assign(g.parameters.size(), Grad{});
   param_deps.assign(g.parameters.size(), 0);
   param_grad.assign(g.parameters.size(), kNoStorage);
+  // Pipeline parallel: the received activation is a leaf requiring grad (the recv buffer).
+  if (cfg.pipeline && cfg.pipeline->recv != kNone) {
+    param_index[cfg.pipeline->recv] = static_cast<uint32_t>(g.parameters.size());
+    extra_leaves.push_back(cfg.pipeline->recv);
+    param_buffer.emplace_back();
+    param_deps.push_back(0);
+    param_grad.push_back(kNoStorage);
+  }
+  if (cfg.pipeline && cfg.pipeline->send != kNone) held[cfg.pipeline->send] = true;
 }
 
 void StepState::StartPass() {
@@ -33,8 +42,8 @@ void StepState::StartPass() {
     storage[t] = kNoStorage;
   }
   nodes.assign(g.ops.size(), Node{});
-  param_buffer.assign(g.parameters.size(), Grad{});
-  param_deps.assign(g.parameters.size(), 0);
+  param_buffer.assign(param_buffer.size(), Grad{});
+  param_deps.assign(param_deps.size(), 0);
 }
 
 OptParam StepState::OptParamOf(size_t k) const {
@@ -76,6 +85,8 @@ void Setup(StepState& s) {
     if (!made) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kInput);
   }
   s.Hook(&TrainingSetup::OnSetupBatch);
+  // A steady-state step of a pipeline stage: the first step() made its recv buffers.
+  if (s.cfg.pipeline && !s.cfg.first_step) AllocatePipelineBuffers(s);
 }
 
 /// optimizer.step(), then zero_grad(set_to_none=True).
@@ -96,7 +107,9 @@ void OptimizerAndZeroGrad(StepState& s) {
 
 /// One training step: the passes (forward, backward), then optimizer.step() and zero_grad().
 void RunOneStep(StepState& s, bool first) {
-  for (int pass = 0; pass < std::max(1, s.cfg.passes); ++pass) {
+  // A pipeline stage runs its schedule's microbatches instead (Note [Pipeline parallel]).
+  if (s.cfg.pipeline) RunPipelinePasses(s);
+  for (int pass = 0; !s.cfg.pipeline && pass < std::max(1, s.cfg.passes); ++pass) {
     if (!first || pass > 0) s.StartPass();
     s.SetPhase(Phase::kForward);
     for (OpId o = 0; o < s.g.ops.size(); ++o) RunForwardOp(s, o);

@@ -16,6 +16,7 @@
 #include "lib/ops/bind.h"
 #include "lib/stream/events.h"
 #include "lib/autodiff/optimizer.h"
+#include "lib/autodiff/pipeline.h"
 #include "lib/autodiff/setup.h"
 #include "lib/ir/graph.h"
 #include "lib/util/status.h"
@@ -44,6 +45,9 @@ struct StepConfig {
   /// call (sim/simulator.cc: MakeSetups) and keeps it alive until the call returns; a set is
   /// used by one step at a time.
   std::vector<TrainingSetup*> setups;
+  /// Pipeline parallel (Note [Pipeline parallel]): this rank's stage, whose schedule replaces
+  /// the passes; null = the whole graph. Not owned (the plan's setup options hold it).
+  const PipelineStagePlan* pipeline = nullptr;
   /// ModuleApplyOrder(g) computed once (a compiled step); empty = compute it for this step.
   std::vector<TensorId> apply_order;
 };

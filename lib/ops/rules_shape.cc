@@ -307,6 +307,22 @@ void FwdIndexSelect(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1)
 
 void BwdNarrowing(const RuleCtx& c, BwdPlan* p) { p->GradNew(0); }
 
+/// Note [Whole slices]: `x[:, ...]` over a whole dim at step 1 is `self` in eager PyTorch 2.x
+/// (at::indexing::impl::applySlice in ATen/TensorIndexing.h returns it when length <= stop): no
+/// SliceBackward node, so the grad reaches the input as it is. 1.13 compared stop == length, which
+/// Python's `:` (stop INT64_MAX) never met: a SliceBackward0 and its new zero-filled grad, as for
+/// any other slice. (The release is read from the profile's `torch`; a named profile row is to come.)
+void BwdSlice(const RuleCtx& c, BwdPlan* p) {
+  const TensorMeta& x = *c.in[0];
+  auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), x.dim());
+  const int64_t n = d ? x.sizes[*d] : 0;
+  const int64_t start = c.op.attrs.GetInt("start", c.bindings).value_or(0);
+  const int64_t end = c.op.attrs.GetInt("end", c.bindings).value_or(n);
+  const int64_t step = c.op.attrs.GetInt("step", c.bindings).value_or(1);
+  if (c.profile.torch != "1.13" && d && start == 0 && end >= n && step == 1) p->GradAlias(0);
+  else p->GradNew(0);
+}
+
 void BwdPassThrough(const RuleCtx& c, BwdPlan* p) {
   for (int i = 0; i < c.num_in(); ++i)
     if (c.rg_in(i)) p->GradAlias(i);
@@ -490,7 +506,7 @@ const std::vector<OpRule> kShapeRules = {
     {OpKind::kSqueeze, 1, 1, kFirst, InferSqueeze, nullptr, BwdPassThrough},
     {OpKind::kContiguous, 1, 1, kFirst, InferContiguous, nullptr, BwdPassThrough},
     {OpKind::kSelect, 1, 1, kFirst, InferSelect, nullptr, BwdNarrowing},
-    {OpKind::kSlice, 1, 1, kFirst, InferSlice, nullptr, BwdNarrowing},
+    {OpKind::kSlice, 1, 1, kFirst, InferSlice, nullptr, BwdSlice},
     {OpKind::kSplit, 1, 1, kFirst, InferSplit, nullptr, BwdNarrowing},
     {OpKind::kChunk, 1, 1, kFirst, InferSplit, nullptr, BwdNarrowing},
     {OpKind::kCat, 1, 1024, kAll, InferCat, nullptr, BwdPassThrough, AliasGradCat},

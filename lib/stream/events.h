@@ -56,6 +56,13 @@ struct EventStream {
   /// With several training steps (--steps N): the index of the first event of each step
   /// (after the setup); empty for a single step.
   std::vector<size_t> step_starts;
+  /// A pipeline stage's schedule (Note [Pipeline parallel]): each action ("F0", "B0", ...) with
+  /// the index of its first event; empty without one.
+  struct Action {
+    size_t event;
+    std::string label;
+  };
+  std::vector<Action> actions;
   int64_t bytes(const MemEvent& e) const { return buffers[e.buffer].bytes; }
 };
 

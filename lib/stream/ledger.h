@@ -48,6 +48,8 @@ class Ledger {
   void set_op(uint32_t op) { op_ = op; }
   /// A new training step starts with the next event (EventStream::step_starts).
   void MarkStep() { stream_.step_starts.push_back(stream_.events.size()); }
+  /// A pipeline schedule's action starts with the next event (EventStream::actions).
+  void MarkAction(std::string label) { stream_.actions.push_back({stream_.events.size(), std::move(label)}); }
   uint32_t op() const { return op_; }
 
   /// Calls |probe| right after event number |event_index| is emitted (to inspect the state at

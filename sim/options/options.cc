@@ -5,6 +5,7 @@
 #include <map>
 
 #include "lib/autodiff/optimizer.h"
+#include "lib/autodiff/pipeline.h"
 #include "lib/ir/fp8.h"
 #include "lib/ir/tensor_parallel.h"
 #include "lib/ir/lora.h"
@@ -256,6 +257,16 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--sequence-parallel", sequence_parallel,
                   "with tp in --mesh: SequenceParallel norms, sequence-sharded residual stream (Note [Tensor parallel])")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--pp-schedule", pp_schedule,
+                  "with pp in --mesh: the torch.distributed.pipelining schedule, gpipe or 1f1b (default); "
+                  "interleaved1f1b, zbv, dualpipev are refused (Note [Pipeline parallel])");
+  cmd->add_option("--microbatches", microbatches,
+                  "with pp in --mesh: microbatches per step (--batch is the whole batch; default: the stages)");
+  cmd->add_option("--pp-split", pp_split,
+                  "with pp in --mesh: repeated blocks per stage, N,N,... (default: torchtitan's split, the "
+                  "embedding and the norm+head each weighing one block)");
+  cmd->add_option("--pp-stages-per-rank", pp_stages_per_rank,
+                  "with pp in --mesh: stages per rank (1; more are the interleaved schedules, not simulated yet)");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
@@ -376,6 +387,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   }
   MEMSIM_RETURN_IF_ERROR(ApplyMesh(&base.sim.parallel));
   MEMSIM_RETURN_IF_ERROR(ApplyFsdp2(&base.sim));
+  MEMSIM_RETURN_IF_ERROR(ApplyPipeline(&base.sim.parallel));
   MEMSIM_RETURN_IF_ERROR(CheckMixedPrecision());
   if (!fsdp_mixed_precision.empty()) {  // the model computes in that dtype; the shards stay fp32
     base.sim.parallel.fsdp_mixed_precision = fsdp_mixed_precision;
@@ -453,7 +465,7 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   // HSDP (dp_replicate × dp_shard) is FSDP2 on a 2-D mesh; replicas alone are not simulated yet.
   const std::pair<int, const char*> pending[] = {
       {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
-      {dims.pp, "pp (pipeline parallel)"},
+      {dims.pp > 1 && dims.world() > dims.pp ? 2 : 1, "pp with other dimensions"},
       {dims.cp, "cp (context parallel)"}, {dims.ep, "ep (expert parallel)"}};
   for (const auto& [degree, what] : pending)
     if (degree > 1)
@@ -461,6 +473,44 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
                                  "--ddp N, --zero 1|2|3 or --fsdp full|grad-op with --world N");
   parallel->mesh = dims;
   parallel->world = static_cast<int>(dims.world());
+  return Status::OK();
+}
+
+// Note [Pipeline parallel]: --mesh pp=N runs one stage per rank under a schedule.
+Status ConfigOptions::ApplyPipeline(ParallelOptions* parallel) const {
+  const int stages = parallel->mesh.pp;
+  if (stages <= 1) {
+    if (!pp_schedule.empty() || microbatches != 0 || !pp_split.empty() || pp_stages_per_rank != 1)
+      return Status::InvalidArgument("--pp-schedule, --microbatches, --pp-split and --pp-stages-per-rank need pp=N in --mesh");
+    return Status::OK();
+  }
+  const std::string schedule = pp_schedule.empty() ? "1f1b" : pp_schedule;
+  if (!ParsePpSchedule(schedule)) {
+    for (const char* multi : {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbv", "zbvzerobubble", "dualpipev"})
+      if (schedule == multi)
+        return Status::Unsupported("--pp-schedule " + schedule + " (several stages per rank) is not simulated yet; "
+                                   "gpipe and 1f1b are");
+    return Status::InvalidArgument("--pp-schedule \"" + schedule + "\": expected gpipe or 1f1b");
+  }
+  if (pp_stages_per_rank != 1)
+    return Status::Unsupported("--pp-stages-per-rank " + std::to_string(pp_stages_per_rank) +
+                               ": several stages per rank (the interleaved schedules) are not simulated yet");
+  if (microbatches < 0 || microbatches > 1'000'000)
+    return Status::InvalidArgument("--microbatches " + std::to_string(microbatches) + ": expected 1 to 1000000");
+  parallel->pp_schedule = schedule;
+  parallel->pp_microbatches = microbatches == 0 ? stages : microbatches;
+  parallel->pp_split.clear();
+  for (size_t start = 0; !pp_split.empty() && start <= pp_split.size();) {
+    size_t comma = pp_split.find(',', start);
+    if (comma == std::string::npos) comma = pp_split.size();
+    const std::string item = pp_split.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos)
+      return Status::InvalidArgument("--pp-split \"" + pp_split + "\": expected block counts N,N,... (one per stage)");
+    parallel->pp_split.push_back(std::stoi(item));
+  }
+  if (!parallel->pp_split.empty() && static_cast<int>(parallel->pp_split.size()) != stages)
+    return Status::InvalidArgument("--pp-split \"" + pp_split + "\": expected " + std::to_string(stages) + " block counts, one per stage");
   return Status::OK();
 }
 

@@ -81,6 +81,10 @@ struct ConfigOptions {
   std::string fsdp2_mp;             ///< --fsdp2-mp param=DTYPE[,reduce=DTYPE] (FSDP2 MixedPrecisionPolicy)
   std::string tp_plan = "layers";   ///< --tp-plan: the tensor-parallel plan (lib/ir/tensor_parallel.h)
   std::string sequence_parallel = "off";  ///< --sequence-parallel on|off (with tp in --mesh)
+  std::string pp_schedule;          ///< --pp-schedule NAME (with pp in --mesh; "" = 1f1b)
+  int microbatches = 0;             ///< --microbatches M (with pp in --mesh; 0 = the stages)
+  std::string pp_split;             ///< --pp-split N,N,...: blocks per stage ("" = torchtitan's)
+  int pp_stages_per_rank = 1;       ///< --pp-stages-per-rank V (only 1 is simulated)
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
   std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off
@@ -117,6 +121,9 @@ struct ConfigOptions {
   /// --mesh: parses it into |parallel| (world = the mesh's ranks); refuses it beside the 1-D
   /// data-parallel options and the dimensions not simulated yet (Note [Device mesh]).
   Status ApplyMesh(ParallelOptions* parallel) const;
+  /// --pp-schedule, --microbatches, --pp-split, --pp-stages-per-rank under --mesh pp=N (Note
+  /// [Pipeline parallel]); refuses the schedules not simulated.
+  Status ApplyPipeline(ParallelOptions* parallel) const;
 };
 
 }  // namespace memsim::cli

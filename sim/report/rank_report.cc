@@ -9,6 +9,22 @@
 
 namespace memsim {
 
+/// The live bytes at the start of each pipeline action and its peak, up to the next action
+/// (the last one's up to the optimizer), of the first step.
+static std::vector<RankReport::Action> ScheduleTimeline(const EventStream& s) {
+  std::vector<RankReport::Action> out;
+  int64_t live = 0;
+  size_t next = 0;
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const MemEvent& e = s.events[i];
+    if (e.phase == Phase::kOptimizer && next > 0) break;
+    for (; next < s.actions.size() && s.actions[next].event == i; ++next) out.push_back({s.actions[next].label, live, live});
+    live += e.kind == EventKind::kAlloc ? s.bytes(e) : -s.bytes(e);
+    if (!out.empty()) out.back().peak = std::max(out.back().peak, live);
+  }
+  return out;
+}
+
 RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vector<RankRun>& runs) {
   RanksReport rep;
   const ParallelOptions& p = c.sim.parallel;
@@ -27,6 +43,7 @@ RanksReport MakeRanksReport(const Graph& g, const RunConfig& c, const std::vecto
     k.phase_peaks = r.sim.peak.phase_peaks;
     k.breakdown_at_peak = r.sim.peak.breakdown_at_peak;
     k.host_bytes = r.sim.events.host_bytes;
+    k.schedule = ScheduleTimeline(r.sim.events);
     rep.ranks.push_back(k);
   }
   return rep;
@@ -48,6 +65,12 @@ nlohmann::ordered_json ToJson(const RanksReport& r) {
     for (int c = 0; c < kNumCategories; ++c) bd[std::string(CategoryName(Category(c)))] = k.breakdown_at_peak[c];
     j["breakdown_at_peak"] = bd;
     j["host_bytes"] = k.host_bytes;
+    if (!k.schedule.empty()) {  // a pipeline stage's timeline (Note [Pipeline parallel])
+      nlohmann::ordered_json sched = nlohmann::ordered_json::array();
+      for (const RankReport::Action& x : k.schedule)
+        sched.push_back({{"action", x.label}, {"start_live_bytes", x.start}, {"peak_live_bytes", x.peak}});
+      j["schedule"] = sched;
+    }
     a.push_back(j);
   }
   return a;
@@ -74,6 +97,14 @@ std::string ToText(const RanksReport& r) {
   }
   const bool oom = std::any_of(r.ranks.begin(), r.ranks.end(), [](const RankReport& k) { return k.oom; });
   if (oom) o << "  (after an OOM the figures are what the rank would need without the capacity limit)\n";
+  // A pipeline stage's timeline: each action's peak live memory, in schedule order.
+  for (const RankReport& k : r.ranks) {
+    if (k.schedule.empty()) continue;
+    o << "  schedule of rank " << RankList(k.ranks) << " (action: peak live):";
+    for (size_t i = 0; i < k.schedule.size(); ++i)
+      o << (i % 4 == 0 ? "\n    " : "  ") << k.schedule[i].label << ": " << HumanBytes(k.schedule[i].peak);
+    o << "\n";
+  }
   return o.str();
 }
 

@@ -20,6 +20,13 @@ struct RankReport : MemoryFigures {
   std::array<int64_t, kNumPhases> phase_peaks{};
   std::array<int64_t, kNumCategories> breakdown_at_peak{};
   int64_t host_bytes = 0;  ///< host (CPU) memory the rank needs beyond the device (offload)
+  /// A pipeline stage's timeline (Note [Pipeline parallel]): each schedule action in order with
+  /// the live bytes at its start and its peak; empty without pipeline parallelism.
+  struct Action {
+    std::string label;
+    int64_t start = 0, peak = 0;
+  };
+  std::vector<Action> schedule;
 };
 
 /// The distributed setup of a run: the world, the scheme, and every distinct rank.

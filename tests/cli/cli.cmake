@@ -297,6 +297,19 @@ memsim_error_test(tp_indivisible 2 "^memsim: --mesh tp=3: layers.0.self_attn.q_p
 memsim_error_test(tp_no_linear 2 "^memsim: --mesh tp=2: the plan layers selects no Linear of mlp" run graphs/mlp.json --batch 1 --mesh tp=2)
 memsim_error_test(tp_sequence_parallel_pending 2 "sequence parallelism is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh tp=2 --sequence-parallel on)
+# Pipeline parallel (Note [Pipeline parallel]): every stage rank with its schedule's timeline, and
+# the refusals (a schedule not simulated, microbatches not dividing the batch).
+memsim_golden_test(run_cs336_pp2_1f1b_ranks run_cs336_pp2_1f1b_ranks.txt
+  run tests/data/traces_2_13/graphs/cs336_small.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
+  --mesh pp=2 --pp-schedule 1f1b --microbatches 4 --top 3)
+memsim_error_test(pp_interleaved_pending 2 "^memsim: --pp-schedule interleaved1f1b \\(several stages per rank\\) is not simulated yet"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule interleaved1f1b)
+memsim_error_test(pp_uneven_microbatches 2 "^memsim: --microbatches 3 does not divide --batch 4"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --microbatches 3)
+memsim_error_test(pp_options_without_pp 2 "^memsim: --pp-schedule, --microbatches, --pp-split and --pp-stages-per-rank need pp=N in --mesh"
+  run graphs/cs336_small.json --batch 4 --microbatches 2)
+memsim_error_test(pp_no_blocks 2 "^memsim: --mesh pp: mlp has no repeated blocks"
+  run graphs/mlp.json --batch 4 --mesh pp=2)
 memsim_error_test(tp_plan_without_tp 2 "^memsim: --tp-plan and --sequence-parallel need tp=N in --mesh"
   run graphs/llama_1b.json --batch 1 --sequence-parallel on)
 

@@ -163,6 +163,24 @@ TEST(SelectSliceRuleTest, NarrowingViewsAliasAndBackwardAllocatesFullGrad) {
               HasSubstr("/ops/0: select"));
 }
 
+TEST(SelectSliceRuleTest, WholeSliceHasNoSliceBackwardFrom2x) {
+  // Note [Whole slices]: a[:, :, 0:4] is `a` itself in eager 2.x; the (contiguous) grad of the
+  // product reaches `a` unchanged and is stolen. 1.13 recorded a SliceBackward0 (a new a.grad).
+  auto body = [](int end) {
+    return Body(R"({"op": "slice", "inputs": ["a"], "outputs": ["s"], "attrs": {"dim": 2, "start": 0, "end": )" +
+                std::to_string(end) + R"(, "step": 1}}, {"op": "mul", "inputs": ["s", "s"], "outputs": ["y"]})");
+  };
+  auto whole = testing::Simulate(body(4));
+  ASSERT_TRUE(whole.ok) << whole.error;
+  EXPECT_THAT(testing::BuffersNamed(whole.r.events, "a.grad"), IsEmpty());
+  auto part = testing::Simulate(body(3));
+  ASSERT_TRUE(part.ok) << part.error;
+  EXPECT_EQ(testing::BuffersNamed(part.r.events, "a.grad").size(), 1u);
+  auto old = testing::Simulate(body(4), testing::Opts("cuda", "sgd", "1.13"));
+  ASSERT_TRUE(old.ok) << old.error;
+  EXPECT_EQ(testing::BuffersNamed(old.r.events, "a.grad").size(), 1u);
+}
+
 TEST(SplitRuleTest, SplitAndChunkProduceViews) {
   auto run = testing::Simulate(Body(R"({"op": "split", "inputs": ["a"], "outputs": ["p0", "p1"], "attrs": {"split_size": 2, "dim": 2}},
                                        {"op": "mul", "inputs": ["p0", "p1"], "outputs": ["y"]})"));

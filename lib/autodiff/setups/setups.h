@@ -13,6 +13,7 @@
 
 #include "lib/autodiff/setup.h"
 #include "lib/autodiff/setups/mesh.h"
+#include "lib/autodiff/setups/pipeline.h"
 #include "lib/autodiff/setups/sac.h"
 #include "lib/ops/profile.h"
 
@@ -50,6 +51,11 @@ struct ParallelOptions {
   /// bound in param_dtype while the shards keep the graph's dtype).
   bool fsdp2_reshard_after_forward = true;
   std::string fsdp2_param_dtype, fsdp2_reduce_dtype;
+  /// Pipeline parallel (--mesh pp=N; Note [Pipeline parallel]): the schedule, the microbatches
+  /// of one step (--batch is the whole batch) and the blocks per stage (empty: torchtitan's split).
+  std::string pp_schedule = "1f1b";
+  int pp_microbatches = 1;
+  std::vector<int> pp_split;
   bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel || mesh.enabled(); }
 };
 
@@ -80,6 +86,8 @@ struct SetupOptions {
   /// One optimizer per parameter, stepped as soon as its grad is accumulated, the grad then set
   /// to None (torchtune optimizer_in_bwd; Note [Optimizer in backward]).
   bool optimizer_in_backward = false;
+  /// Pipeline parallel: this rank's stage (the step engine runs its schedule); nullopt = off.
+  std::optional<PipelineStagePlan> pipeline;
 };
 
 /// One object per enabled setup, in hook order.

@@ -1,0 +1,162 @@
+// Pipeline parallel (--mesh pp=N): the stage split, the schedules' order and what they hold,
+// and one stage rank's step (Note [Pipeline parallel] in docs/parallel.md).
+#include <gtest/gtest.h>
+
+#include "lib/autodiff/pipeline.h"
+#include "lib/autodiff/setups/pipeline.h"
+#include "lib/io/graph_json.h"
+#include "sim/ranks.h"
+#include "sim/simulator.h"
+#include "tests/testing/graph_builder.h"
+#include "tests/testing/test_data.h"
+
+namespace memsim {
+namespace {
+
+using testing::SimulateOk;
+using test_data::TestDataPath;
+
+TEST(PipelineScheduleTest, GPipeRunsEveryForwardThenEveryBackward) {
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kGPipe, 2, 0, 4), "F0 F1 F2 F3 B0 B1 B2 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kGPipe, 2, 1, 4), "F0 F1 F2 F3 B0 B1 B2 B3");
+}
+
+TEST(PipelineScheduleTest, OneFOneBWarmsUpStagesMinusRankForwards) {
+  // Schedule1F1B: stage r runs min(M, stages - r) forwards before its first backward.
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 2, 0, 4), "F0 F1 B0 F2 B1 F3 B2 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 2, 1, 4), "F0 B0 F1 B1 F2 B2 F3 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 4, 0, 8), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 4, 2, 4), "F0 F1 B0 F2 B1 F3 B2 B3");
+}
+
+/// Records what each Python name of the schedule holds after every statement.
+struct Holds : PpRuntime {
+  std::vector<PpSend> names[kNames];
+  std::string log;
+  void Forward(int mb) override { log += "F" + std::to_string(mb) + Held() + " "; }
+  void Backward(int mb) override { log += "B" + std::to_string(mb) + Held() + " "; }
+  void Bind(Name n, std::vector<PpSend> s) override { names[n] = std::move(s); }
+  void Append(Name n, PpSend s) override { names[n].push_back(s); }
+  std::string Held() const {
+    std::string h;
+    for (const auto& v : names)
+      for (const PpSend& x : v) h += std::string(x.grad ? "g" : "a") + std::to_string(x.mb);
+    return h.empty() ? "" : "[" + h + "]";
+  }
+};
+
+TEST(PipelineScheduleTest, GPipeKeepsEverySendWorkUntilItReturns) {
+  Holds h;
+  RunSchedule(PpSchedule::kGPipe, 2, 0, 3, &h);
+  // fwd_sends_to_wait keeps each activation send's Work (and so the activation) to the end.
+  EXPECT_EQ(h.log, "F0 F1[a0] F2[a0a1] B0[a0a1a2] B1[a0a1a2] B2[a0a1a2] ");
+  EXPECT_EQ(h.Held(), "");  // every name unbound on return
+  Holds last;
+  RunSchedule(PpSchedule::kGPipe, 2, 1, 3, &last);
+  EXPECT_EQ(last.log, "F0 F1 F2 B0 B1[g0] B2[g0g1] ");
+}
+
+TEST(PipelineScheduleTest, OneFOneBHoldsTheWarmupSendWorkThroughTheSteadyState) {
+  Holds h;
+  RunSchedule(PpSchedule::k1F1B, 2, 0, 4, &h);
+  // send_work keeps microbatch 0's activation until the cooldown rebinds it; fwd_sends the last
+  // forward's until the schedule returns.
+  EXPECT_EQ(h.log, "F0 F1[a0a0] B0[a1a0] F2[a1a0] B1[a2a0] F3[a2a0] B2[a3a0] B3[a3] ");
+  Holds last;
+  RunSchedule(PpSchedule::k1F1B, 2, 1, 4, &last);
+  // bwd_sends holds the previous input grad while the next backward runs.
+  EXPECT_EQ(last.log, "F0 B0 F1[g0] B1[g0] F2[g1] B2[g1] F3[g2] B3[g2] ");
+}
+
+TEST(PipelineSplitTest, TorchtitanWeighsEmbeddingAndHeadAsOneBlockEach) {
+  EXPECT_EQ(TorchtitanSplit(12, 2), (std::vector<int>{6, 6}));
+  EXPECT_EQ(TorchtitanSplit(12, 4), (std::vector<int>{3, 4, 3, 2}));
+  EXPECT_EQ(TorchtitanSplit(32, 4), (std::vector<int>{8, 9, 8, 7}));
+  EXPECT_EQ(TorchtitanSplit(2, 2), (std::vector<int>{1, 1}));
+}
+
+Graph Cs336() {
+  Result<Graph> g = LoadGraph(TestDataPath("traces_2_13/graphs/cs336_small.json"));
+  EXPECT_TRUE(g.ok());
+  return *std::move(g);
+}
+
+TEST(PipelineSplitTest, StagesCutAtBlocksWithTheEmbeddingFirstAndTheLossLast) {
+  Graph g = Cs336();
+  Result<PipelineStagePlan> s0 = PlanPipelineStage(g, 2, 0, {});
+  Result<PipelineStagePlan> s1 = PlanPipelineStage(g, 2, 1, {});
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  EXPECT_EQ(s0->begin, 0u);
+  EXPECT_EQ(s0->end, s1->begin);
+  EXPECT_EQ(s1->end, g.ops.size());
+  EXPECT_EQ(g.ops[s0->begin].module, "token_embeddings");
+  EXPECT_EQ(g.ops[s1->begin].module.rfind("layers.6", 0), 0u);
+  EXPECT_EQ(s0->recv, kNone);
+  EXPECT_EQ(s1->send, kNone);
+  EXPECT_EQ(s0->send, s1->recv);  // layers.5's output, the one activation crossing
+  EXPECT_TRUE(s0->params[0]);     // token_embeddings.weight
+  EXPECT_FALSE(s1->params[0]);
+  EXPECT_TRUE(s1->params.back());  // lm_head.weight
+  EXPECT_TRUE(s0->inputs[g.FindTensor("ids")]);
+  EXPECT_FALSE(s0->inputs[g.FindTensor("target")]);
+  EXPECT_TRUE(s1->inputs[g.FindTensor("target")]);
+  // A split that does not cover the blocks, or leaves a stage without ops, is refused.
+  EXPECT_FALSE(PlanPipelineStage(g, 2, 0, {5, 5}).ok());
+  EXPECT_FALSE(PlanPipelineStage(testing::ZooGraph("mlp"), 2, 0, {}).ok());
+}
+
+SimOptions PpCs336(const std::string& schedule) {
+  SimOptions o;
+  o.symbols["batch"] = 4;
+  o.symbols["seq"] = 64;
+  o.optimizer = "adamw";
+  o.profile = "cpu";
+  o.torch = "2.13";
+  o.inplace = false;
+  o.parallel.mesh.pp = 2;
+  o.parallel.world = 2;
+  o.parallel.pp_schedule = schedule;
+  o.parallel.pp_microbatches = 4;
+  return o;
+}
+
+TEST(PipelineStepTest, FirstStageOfOneFOneBHoldsFewerMicrobatchesThanGPipe) {
+  Graph g = Cs336();
+  SimResult gpipe = SimulateOk(g, PpCs336("gpipe"));
+  SimResult one = SimulateOk(g, PpCs336("1f1b"));
+  // The same parameters, grads and optimizer state: only the activations in flight differ.
+  EXPECT_EQ(gpipe.peak.phase_peaks[int(Phase::kOptimizer)], one.peak.phase_peaks[int(Phase::kOptimizer)]);
+  // When the first backward starts, GPipe holds all four microbatches' graphs, 1F1B two.
+  auto live_at_b0 = [](const EventStream& s) {
+    size_t b0 = 0;
+    for (const EventStream::Action& a : s.actions)
+      if (a.label == "B0") b0 = a.event;
+    int64_t live = 0;
+    for (size_t i = 0; i < b0; ++i) live += s.events[i].kind == EventKind::kAlloc ? s.bytes(s.events[i]) : -s.bytes(s.events[i]);
+    return live;
+  };
+  const int64_t per_mb = (live_at_b0(gpipe.events) - live_at_b0(one.events)) / 2;
+  EXPECT_GT(per_mb, 30'000'000);  // ~38 MB of saved activations per microbatch of 6 blocks
+  EXPECT_EQ(gpipe.peak.phase_peaks[int(Phase::kForward)], 410'560'704);  // the trace's, byte for byte
+  EXPECT_EQ(one.peak.phase_peaks[int(Phase::kBackward)], 601'780'320);
+  // Eight actions, one mark each.
+  ASSERT_EQ(one.events.actions.size(), 8u);
+  EXPECT_EQ(one.events.actions[2].label, "B0");
+  // The recv-grad buffers of the first stage: one per microbatch, an output's size.
+  int grads = 0;
+  for (const Buffer& b : one.events.buffers) grads += b.name.rfind("recv_grad_for_0_from_1", 0) == 0;
+  EXPECT_EQ(grads, 4);
+}
+
+TEST(PipelineStepTest, EveryStageIsItsOwnRank) {
+  Graph g = Cs336();
+  RunConfig c;
+  c.sim = PpCs336("1f1b");
+  Result<std::vector<RankRun>> runs = RunRanks(g, c);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ(runs->at(1).ranks, std::vector<int>{1});
+}
+
+}  // namespace
+}  // namespace memsim
