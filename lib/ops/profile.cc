@@ -76,6 +76,8 @@ const std::vector<ProfileRow> kRows = {
      "c10/cuda/CUDAAllocatorConfig: 1.13 reads PYTORCH_CUDA_ALLOC_CONF only; 2.13's libc10 names PYTORCH_ALLOC_CONF too"},
     {"fused_sdpa", "", "1.13", [](Profile& p) { p.fused_sdpa = false; },
      "F.scaled_dot_product_attention and its fused kernels came in 2.0"},
+    {"whole_slice_is_self", "", "1.13", [](Profile& p) { p.whole_slice_is_self = false; },
+     "ATen/TensorIndexing.h applySlice 1.13 compared stop == length, which Python's ':' (stop INT64_MAX) never meets: a SliceBackward0 (1.13 and 2.13 pp traces)"},
     {"upsample_channels_last_small", "", "1.13", [](Profile& p) { p.upsample_channels_last_small = false; },
      "1.13's UpSampleKernel.cpp has no small-output channels-last path (the 1.13 resample_cnn trace: no copies)"},
     {"bce_logits_log_sigmoid", "", "1.13", [](Profile& p) { p.bce_logits_log_sigmoid = false; },

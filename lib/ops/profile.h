@@ -159,6 +159,9 @@ struct Profile {
   /// 2.x: binary_cross_entropy_with_logits's forward goes through log_sigmoid; 1.13 spells out
   /// the log-sum-exp with max_val and three more input-sized temporaries.
   bool bce_logits_log_sigmoid = true;
+  /// 2.x: `x[:, ...]` over a whole dim at step 1 returns `self` (no SliceBackward0, the grad
+  /// passes through); 1.13 records a SliceBackward0 and its zero-filled grad (Note [Whole slices]).
+  bool whole_slice_is_self = true;
   /// torch._scaled_mm (torchao float8 linears, Note [FP8 training]): the CPU kernels copy a
   /// column-major mat2 to a contiguous fp8 buffer (mkldnn_scaled_mm, and the emulated kernel's
   /// mat_b.contiguous()); cuBLASLt reads it column-major as it is.

@@ -311,7 +311,7 @@ void BwdNarrowing(const RuleCtx& c, BwdPlan* p) { p->GradNew(0); }
 /// (at::indexing::impl::applySlice in ATen/TensorIndexing.h returns it when length <= stop): no
 /// SliceBackward node, so the grad reaches the input as it is. 1.13 compared stop == length, which
 /// Python's `:` (stop INT64_MAX) never met: a SliceBackward0 and its new zero-filled grad, as for
-/// any other slice. (The release is read from the profile's `torch`; a named profile row is to come.)
+/// any other slice (profile field `whole_slice_is_self`).
 void BwdSlice(const RuleCtx& c, BwdPlan* p) {
   const TensorMeta& x = *c.in[0];
   auto d = WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(0), x.dim());
@@ -319,7 +319,7 @@ void BwdSlice(const RuleCtx& c, BwdPlan* p) {
   const int64_t start = c.op.attrs.GetInt("start", c.bindings).value_or(0);
   const int64_t end = c.op.attrs.GetInt("end", c.bindings).value_or(n);
   const int64_t step = c.op.attrs.GetInt("step", c.bindings).value_or(1);
-  if (c.profile.torch != "1.13" && d && start == 0 && end >= n && step == 1) p->GradAlias(0);
+  if (c.profile.whole_slice_is_self && d && start == 0 && end >= n && step == 1) p->GradAlias(0);
   else p->GradNew(0);
 }
 
