@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -32,11 +33,11 @@ def gib(b):
     return "%.2f GiB" % (b / GiB)
 
 
-def memsim_report(build, B, S, flags, optimizer="none"):
+def memsim_report(build, B, S, flags, optimizer="none", step="steady"):
     """memsim's report (JSON) of one steady-state step, the CPU profile under 2.13 rules, by default
     with no optimizer (the MILP's memory scope: parameters, gradients, activations; no optimizer states)."""
     cmd = [os.path.join(build, "memsim"), "run", GRAPH, "--profile", "cpu", "--torch", "2.13",
-           "--optimizer", optimizer, "--step", "steady", "--batch", str(B), "--set", "seq=%d" % S, "--json"] + flags
+           "--optimizer", optimizer, "--step", step, "--batch", str(B), "--set", "seq=%d" % S, "--json"] + flags
     out = subprocess.run(cmd, cwd=SRC, capture_output=True, text=True)
     if out.returncode not in (0, 1):
         raise RuntimeError(out.stderr.strip())
@@ -168,6 +169,45 @@ def translate(decisions, sac_stats):
     return out, full, partial, saved
 
 
+def trace_key(flags):
+    """The file name (without .trace) of a recording of the run with these memsim flags."""
+    blocks = [flags[i + 1] for i, f in enumerate(flags) if f == "--checkpoint"]
+    idx = sorted(int(b.rsplit(".", 1)[1]) for b in blocks if b != "transformer.h.*")
+    ck = "none" if not blocks else "all" if "transformer.h.*" in blocks or len(idx) == N_LAYER else \
+        "h" + "-".join(map(str, idx))
+    sac = flags[flags.index("--sac") + 1] if "--sac" in flags else ""
+    return ck + ("_sac-" + re.sub("[^A-Za-z0-9]+", "-", sac.replace("_scaled_dot_product_flash_attention_for_cpu", "sdpa"))
+                 if sac else "")
+
+
+def kit_flags(flags):
+    """trace_step.py's options for the run with these memsim flags (a regex of the blocks)."""
+    blocks = [flags[i + 1] for i, f in enumerate(flags) if f == "--checkpoint"]
+    out = []
+    if blocks:
+        idx = sorted(int(b.rsplit(".", 1)[1]) for b in blocks if b != "transformer.h.*")
+        rx = "[0-9]+" if "transformer.h.*" in blocks or len(idx) == N_LAYER else "(%s)" % "|".join(map(str, idx))
+        out += ["--checkpoint", "'transformer\\.h\\.%s'" % rx]
+    if "--sac" in flags:
+        out += ["--sac", flags[flags.index("--sac") + 1]]
+    return out
+
+
+def trace_peak(path):
+    """Peak live bytes of a recorded trace, as the kit's summarize.py computes it."""
+    live = peak = base = 0
+    for line in open(path):
+        t = line.split(maxsplit=3)
+        if t[0] == "A":
+            live += int(t[2])
+        elif t[0] == "F":
+            live -= int(t[2])
+        elif t[0] == "M" and t[2] == "BASE":
+            base = int(t[3])
+        peak = max(peak, live)
+    return base + peak
+
+
 def memsim_candidates():
     """The checkpointings `memsim plan --checkpoints none,every-K,all,sac-all` searches, as run flags
     (every-K: blocks whose 1-based index is a multiple of K, torchtitan's ac_freq), cheapest first."""
@@ -184,6 +224,8 @@ def main():
     ap.add_argument("--out", default="docs/plan-sac.md")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--traces", default="tests/data/traces_plan_sac",
+                    help="recordings of the simulated runs (trace_step.py), named by trace_key")
     a = ap.parse_args()
     build = a.build if os.path.isabs(a.build) else os.path.join(SRC, a.build)
     B, S = a.batch, a.seq
@@ -195,6 +237,9 @@ def main():
     fake_cuda = fake_cuda_outcome()
     graph, sac_stats, base_peak, base_ms, mt_peak = auto_sac(B, S, rates)
     cands = [(n, f, memsim_peak(build, B, S, f)) for n, f in memsim_candidates()]
+    measured = {}  # trace key -> ([what], memsim flags)
+    for n, f, _ in cands:
+        measured.setdefault(trace_key(f), ([], f))[0].append("memsim candidate " + n)
     none_peak, all_peak = cands[0][2], cands[-1][2]
     none_rep = memsim_report(build, B, S, [])
     adamw_peak = memsim_report(build, B, S, [], "adamw")["peak_live_bytes"]
@@ -264,8 +309,11 @@ def main():
           "names are the union over the partial modules, an op name is saved wherever the per-op MILP saves any "
           "of its instances, and when full and partial modules mix the page gives both bounds (all as SAC, "
           "all full).", ""]
+    summary = ["## Summary", "",
+               "| budget | MILP peak bound | MILP plan simulated by memsim | memsim's choice |", "|---|---:|---:|---|"]
     for label, budget in budgets:
         dec, rct, mpeak = sac_milp(graph, memory_budget=budget / GiB, world_size=1)
+        sims = []
         fits = [n for n, _, p in cands if p <= budget]
         L += ["### Budget %s (%s)" % (gib(budget), label), ""]
         if mpeak < 0:
@@ -279,14 +327,47 @@ def main():
             variants, full, partial, _ = translate(dec, sac_stats) if dec else ([("no checkpointing", [], False)], [], [], set())
             for vl, flags, approx in variants:
                 p = memsim_peak(build, B, S, flags)
+                sims.append(p)
+                measured.setdefault(trace_key(flags), ([], flags))[0].append(
+                    "MILP plan at %s, %s" % (gib(budget), "as SAC" if "--sac" in flags else
+                                             "fully checkpointed" if flags else "no checkpointing"))
                 L.append("- memsim, MILP plan%s, %s: peak live %s (%s the budget); flags `%s`"
                          % (" (approximate translation)" if approx else "", vl, gib(p),
                             "within" if p <= budget else "over", " ".join(flags) or "(none)"))
-        L += ["- memsim's choice: %s" % ("%s, peak live %s" % (fits[0], gib([p for n, _, p in cands if n == fits[0]][0]))
-                                          if fits else "none of its candidates fits (smallest: %s, %s)"
-                                          % (min(cands, key=lambda c: c[2])[0], gib(min(c[2] for c in cands)))), ""]
-    L += ["## Not done", "",
-          "- Measuring both plans with the recording kit (`tests/oracle/kit/trace_step.py`) on the CPU.",
+        choice = ("%s, peak live %s" % (fits[0], gib([p for n, _, p in cands if n == fits[0]][0]))
+                  if fits else "none of its candidates fits (smallest: %s, %s)"
+                  % (min(cands, key=lambda c: c[2])[0], gib(min(c[2] for c in cands))))
+        L += ["- memsim's choice: " + choice, ""]
+        summary.append("| %s (%s) | %s | %s | %s |" % (
+            gib(budget), label, gib(mpeak) if mpeak >= 0 else "no solution",
+            " to ".join(sorted({gib(x) for x in sims})) or "-", choice))
+    at = L.index("## How the MILP gets its input here")
+    L[at:at] = summary + ["", "The MILP's plans, translated to memsim's flags (a range where the translation is "
+                          "approximate, see below), and memsim's candidates are simulated by memsim with the MILP's "
+                          "memory scope (no optimizer states); the simulated runs recorded on the CPU are compared with "
+                          "memsim in section Measured on the CPU.", ""]
+    tdir = a.traces if os.path.isabs(a.traces) else os.path.join(SRC, a.traces)
+    L += ["## Measured on the CPU", "",
+          "Each simulated run recorded with the kit, one real PyTorch %s CPU training step (the same model, batch, "
+          "seq, no optimizer, non-reentrant checkpointing with early stop): `OMP_NUM_THREADS=1 LD_PRELOAD=allocspy.so "
+          "python tests/oracle/kit/trace_step.py gpt2_small OUT --batch %d --seq %d --opt none FLAGS`, the traces in "
+          "`%s/`. memsim is the same run with `--step first` (as `tools/validate.py` runs the 2.13 traces)."
+          % (torch.__version__.split("+")[0], B, S, a.traces), "",
+          "| run | kit FLAGS | recorded peak | memsim peak | error |", "|---|---|---:|---:|---:|"]
+    missing = []
+    for k, (whats, flags) in sorted(measured.items(), key=lambda kv: kv[0]):
+        what = "; ".join(whats)
+        path = os.path.join(tdir, k + ".trace")
+        if not os.path.exists(path):
+            missing.append("`%s` (%s)" % (k, what))
+            continue
+        rec = trace_peak(path)
+        sim = memsim_report(build, B, S, flags, step="first")["peak_live_bytes"]
+        L.append("| %s: `%s` | `%s` | %d | %d | %+.3f %% |" % (what, k, " ".join(kit_flags(flags)).replace("|", "\\|") or "(none)", rec, sim,
+                                                          100.0 * (sim - rec) / rec))
+    if missing:
+        L += ["", "Not recorded: %s." % ", ".join(missing)]
+    L += ["", "## Not done", "",
           "- Timing: the MILP's recomputation times are its roofline estimates with the substituted %s "
           "rates; memsim's plan timing is not compared." % GPU,
           "- A GPU run of the unpatched pipeline (real CUDA storages, Triton's own peak rates).", ""]
