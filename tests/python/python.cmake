@@ -1,7 +1,7 @@
 # The Python module's tests (pytest under Debian's /usr/bin/python3, which has torch 1.13): the
 # module built into build/python, compared with the memsim CLI built next to it.
 if(TARGET memsim_python)
-  foreach(t estimate timeline sweep errors config notebook install docs plan replay)
+  foreach(t estimate timeline sweep errors config notebook install docs plan replay plan_sac)
     add_test(NAME python.${t}
              COMMAND ${Python_EXECUTABLE} -m pytest -q -p no:cacheprovider tests/python/test_${t}.py
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
