@@ -32,21 +32,6 @@ AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an 
            "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
 KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
               ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP}
-# The kit's --check-spy runs the step under a TorchDispatchMode, and under any mode the embedding's
-# IndexBackward takes index_backward's out-of-place branch (areAnyTensorSubclassLike is true when a
-# dispatch mode is active: FunctionsManual.cpp, index_backward): one more vocabulary-sized copy at
-# the end of backward than a training run makes (checked with and without a mode, allocspy, 2.13).
-# memsim follows the run without a mode, which the pipeline-parallel traces (no --check-spy) match
-# byte for byte (Note [Whole slices]). To re-record these without --check-spy.
-SPY_GAP = ("recorded under --check-spy's TorchDispatchMode: IndexBackward's out-of-place index_put adds one "
-           "embedding-sized copy a plain training step does not make (Note [Whole slices])")
-KNOWN_GAPS.update({(d, n, phase): SPY_GAP for d, n, phase in (
-    ("traces_2_13", "cs336_small_b2_s128_adamw", "backward"), ("traces_2_13", "cs336_small_b2_s128_cs336", "backward"),
-    ("traces_2_13", "cs336_small_b2_s64_adamw_amp", "backward"), ("traces_2_13", "cs336_small_b2_s64_adamw_ckpt", "backward"),
-    ("traces_2_13", "cs336_small_b2_s64_adamw_sac_bmm", "backward"), ("traces_2_13", "cs336_small_b4_s64_none", "peak"),
-    ("traces_2_13", "cs336_small_b4_s64_none", "backward"), ("traces_optim_2_13", "cs336_small_b2_s128_adafactor", "peak"),
-    ("traces_optim_2_13", "cs336_small_b2_s128_adafactor", "backward"),
-    ("traces_optim_2_13", "cs336_small_b2_s128_adam8bit", "backward"))})
 # LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
 LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
                  "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
