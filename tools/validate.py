@@ -15,7 +15,7 @@ import report_io  # the shared report tail (tools/report_io.py)
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
-GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small"}
+GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small", "break_mlp": "mlp"}  # eager: graph_break() is a no-op
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
 GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "smooth_l1": "_smooth_l1", "l1": "_l1",
                   "huber": "_huber"}
@@ -366,10 +366,12 @@ def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MA
 
 
 def compiled_graph_stem(cfg):
-    """The graph of a compiled trace: MODEL_bBATCH[_sSEQ][_mbBUDGET].json (the budget's digits, 0.5 -> 05)."""
+    """The graph of a compiled trace: MODEL_bBATCH[_sSEQ][_mbBUDGET][_amp].json (the budget's digits, 0.5 -> 05;
+    _amp: exported under autocast bf16)."""
     budget = float(cfg.get("memory_budget", "1.0"))
-    return "%s_b%s%s%s.json" % (cfg["model"], cfg["batch"], "_s" + cfg["seq"] if "seq" in cfg else "",
-                                "" if budget == 1.0 else "_mb" + ("%g" % budget).replace(".", ""))
+    return "%s_b%s%s%s%s.json" % (cfg["model"], cfg["batch"], "_s" + cfg["seq"] if "seq" in cfg else "",
+                                  "" if budget == 1.0 else "_mb" + ("%g" % budget).replace(".", ""),
+                                  "_amp" if cfg.get("amp", "none") != "none" else "")
 
 
 def table_lines(rows, peak_errs, known, not_yet):

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "lib/ir/compiled_budget.h"
 #include "tests/testing/graph_builder.h"
 
 namespace memsim {
@@ -65,6 +66,64 @@ TEST(CompiledRuleTest, RefusesAMalformedProgram) {
   auto run = testing::Simulate(body, Opts("cpu"));
   EXPECT_FALSE(run.ok);
   EXPECT_NE(run.error.find("bad token \"R7\""), std::string::npos) << run.error;
+}
+
+// Two regions with a graph break between them: region0 (w0, x) -> h, region1 (w1, h) -> y. The
+// second saves its input h (i1), so h lives into backward; its grad is region1's bwd.buf0, which
+// region0's backward takes as its incoming grad (G).
+const char* kTwoRegions = R"("inputs": [{"name": "x", "shape": [4, 8]}],
+    "parameters": [{"name": "w0", "shape": [8, 8]}, {"name": "w1", "shape": [8, 8]}],
+    "ops": [{"op": "compiled", "name": "r0", "inputs": ["w0", "x"], "outputs": ["h"], "attrs": {
+               "fwd_bytes": [128], "fwd_names": "fwd.buf0", "fwd_program": "A0", "fwd_outputs": [0], "saved": "i1",
+               "bwd_bytes": [256], "bwd_names": "bwd.buf0", "bwd_program": "A0 G R0", "bwd_grads": [0, -1],
+               "input_bytes": [256, 128], "out0_shape": [4, 8], "out0_dtype": "float32"}},
+             {"op": "compiled", "name": "r1", "inputs": ["w1", "h"], "outputs": ["y"], "attrs": {
+               "fwd_bytes": [128], "fwd_names": "fwd.buf0", "fwd_program": "A0", "fwd_outputs": [0], "saved": "i1",
+               "bwd_bytes": [256, 128], "bwd_names": "bwd.buf0 bwd.buf1", "bwd_program": "A0 A1 G R0",
+               "bwd_grads": [0, 1], "input_bytes": [256, 128], "out0_shape": [4, 8], "out0_dtype": "float32",
+               "memory_budget": 1.0, "memory_budgets": "1 0", "mb0:fwd_bytes": [128, 128],
+               "mb0:fwd_program": "A0 A1 F1", "mb0:saved": "i1"}},
+             {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+
+TEST(CompiledRuleTest, ChainsRegionsAcrossAGraphBreak) {
+  auto run = testing::Simulate(kTwoRegions, Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(testing::SavedNames(run, "r1"), ElementsAre("h"));
+  const EventStream& s = run.r.events;
+  auto h = testing::Buffer(s, "h");
+  auto hgrad = testing::Buffer(s, "h.grad");
+  auto w0grad = testing::Buffer(s, "w0.grad");
+  ASSERT_TRUE(h && hgrad && w0grad) << testing::Dump(s);
+  EXPECT_EQ(testing::FreeEvent(s, *h)->phase, Phase::kBackward);  // saved by r1 until its backward
+  EXPECT_LT(testing::AllocIndex(s, *hgrad), testing::AllocIndex(s, *w0grad));  // r1's backward, then r0's
+  EXPECT_LT(testing::AllocIndex(s, *w0grad), testing::FreeIndex(s, *hgrad));   // r0 drops it after A0 (G)
+}
+
+TEST(CompiledBudgetTest, SelectsTheRecordedProgram) {
+  Graph g = testing::ParseBody(kTwoRegions);
+  auto r1 = [](const Graph& x) { return x.ops[testing::OpNamed(x, "r1")]; };
+  EXPECT_EQ(RecordedMemoryBudgets(r1(g)), (std::vector<std::string>{"1", "0"}));
+  auto zero = SelectMemoryBudget(g, "0");
+  ASSERT_TRUE(zero.ok()) << zero.status().message();
+  EXPECT_EQ(r1(*zero).attrs.GetString("fwd_program", ""), "A0 A1 F1");
+  EXPECT_EQ(r1(*zero).attrs.GetFloat("memory_budget", -1), 0.0);
+  auto sim = testing::SimulateOk(*zero, Opts("cpu"));
+  EXPECT_EQ(testing::AllocatedContaining(sim.events, "r1:fwd.buf1"), 128);
+  auto one = SelectMemoryBudget(g, "1.0");  // the default program, the same number spelled otherwise
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(r1(*one).attrs.GetString("fwd_program", ""), "A0");
+}
+
+TEST(CompiledBudgetTest, NamesTheExportThatRecordsAnotherBudget) {
+  Graph g = testing::ParseBody(kTwoRegions);
+  auto r = SelectMemoryBudget(g, "0.5");
+  ASSERT_FALSE(r.ok());
+  // r0 records its export's budget only (no memory_budgets list): 1
+  EXPECT_NE(r.status().message().find("budget 1 only: re-export with `export_torch.py MODEL --compile "
+                                      "--memory-budget 1,0.5`"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(SelectMemoryBudget(g, "2").ok());
+  EXPECT_FALSE(SelectMemoryBudget(testing::ParseBody(R"("inputs": [{"name": "x", "shape": [4]}],
+      "ops": [{"op": "relu", "inputs": ["x"], "outputs": ["y"]}])"), "0").ok());
 }
 
 }  // namespace
