@@ -598,6 +598,32 @@ def table_compile(memsim, failures):
         lines.append("| %s | %s | %d (%d) | %d (%d) | %d (%d) | %d (%d) |" % (
             n, cfg.get("memory_budget", "1.0"), epeak, esp, peak, sp, ephases.get("forward", 0), esf,
             phases.get("forward", 0), sf))
+    return lines + table_budgets(memsim, failures, traces, dirs[0])
+
+
+def table_budgets(memsim, failures, traces, graphs):
+    """The budget what-if: each compiled trace whose model and batch have a graph exported for
+    several budgets (MODEL_bBATCH_budgets.json, --memory-budget 1,0.5,0) against `memsim run
+    --memory-budget F` on that one graph."""
+    lines = ["", "### Recorded budgets", "",
+             "One export records the partitioner's program for several budgets (`export_torch.py --compile",
+             "--memory-budget 1,0.5,0`); `memsim run GRAPH --memory-budget F` selects one (Note [Compiled",
+             "regions]). Each compiled trace of that model and batch against it (bytes):", "",
+             "| trace | budget | measured peak | memsim peak | error |", "|---|---:|---:|---:|---:|"]
+    for n, (cfg, _, peak, _) in traces.items():
+        graph = os.path.join(graphs, "%s_b%s_budgets.json" % (cfg["model"], cfg["batch"]))
+        if cfg.get("compile") != "True" or cfg.get("amp", "none") != "none" or not os.path.exists(graph):
+            continue
+        budget = "%g" % float(cfg.get("memory_budget", "1.0"))
+        cmd, r = run_memsim(memsim, graph, cfg)
+        out = subprocess.run(cmd + ["--memory-budget", budget], capture_output=True, text=True)
+        if out.returncode != 0:
+            failures.append("%s: --memory-budget %s: %s" % (n, budget, out.stderr.strip()))
+            continue
+        sp = json.loads(out.stdout)["steps"][-1]["peak_live_bytes"]
+        if abs(err(sp, peak)) > MAX_ERR_COMPILE:
+            failures.append("%s: --memory-budget %s peak error %.3f %%" % (n, budget, err(sp, peak)))
+        lines.append("| %s | %s | %d | %d | %+.3f %% |" % (n, budget, peak, sp, err(sp, peak)))
     return lines
 
 
