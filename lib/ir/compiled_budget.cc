@@ -49,7 +49,8 @@ Result<Graph> SelectMemoryBudget(Graph g, const std::string& budget) {
     while (k < recorded.size() && ParseBudget(recorded[k]) != want) ++k;
     if (k == recorded.size())
       return Status::InvalidArgument("--memory-budget " + budget + ": " + g.source + " (" + op.name +
-                                     ") records the partitioner's program for budget " + Joined(recorded, ", ") +
+                                     ") records the partitioner's program" + (recorded.size() > 1 ? "s for budgets " : " for budget ") +
+                                     Joined(recorded, ", ") +
                                      " only: re-export with `export_torch.py MODEL --compile --memory-budget " +
                                      Joined(recorded, ",") + "," + budget + "`");
     const std::string current = "mb" + recorded[0] + ":";

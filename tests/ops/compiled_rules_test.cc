@@ -70,19 +70,20 @@ TEST(CompiledRuleTest, RefusesAMalformedProgram) {
 
 // Two regions with a graph break between them: region0 (w0, x) -> h, region1 (w1, h) -> y. The
 // second saves its input h (i1), so h lives into backward; its grad is region1's bwd.buf0, which
-// region0's backward takes as its incoming grad (G).
+// region0's backward takes as its incoming grad (G). Both record budgets 1 and 0 (r0's programs
+// are the same for both: no mb0: keys).
 const char* kTwoRegions = R"("inputs": [{"name": "x", "shape": [4, 8]}],
     "parameters": [{"name": "w0", "shape": [8, 8]}, {"name": "w1", "shape": [8, 8]}],
     "ops": [{"op": "compiled", "name": "r0", "inputs": ["w0", "x"], "outputs": ["h"], "attrs": {
                "fwd_bytes": [128], "fwd_names": "fwd.buf0", "fwd_program": "A0", "fwd_outputs": [0], "saved": "i1",
                "bwd_bytes": [256], "bwd_names": "bwd.buf0", "bwd_program": "A0 G R0", "bwd_grads": [0, -1],
-               "input_bytes": [256, 128], "out0_shape": [4, 8], "out0_dtype": "float32"}},
+               "input_bytes": [256, 128], "out0_shape": [4, 8], "out0_dtype": "float32", "memory_budgets": "1 0"}},
              {"op": "compiled", "name": "r1", "inputs": ["w1", "h"], "outputs": ["y"], "attrs": {
                "fwd_bytes": [128], "fwd_names": "fwd.buf0", "fwd_program": "A0", "fwd_outputs": [0], "saved": "i1",
                "bwd_bytes": [256, 128], "bwd_names": "bwd.buf0 bwd.buf1", "bwd_program": "A0 A1 G R0",
                "bwd_grads": [0, 1], "input_bytes": [256, 128], "out0_shape": [4, 8], "out0_dtype": "float32",
                "memory_budget": 1.0, "memory_budgets": "1 0", "mb0:fwd_bytes": [128, 128],
-               "mb0:fwd_program": "A0 A1 F1", "mb0:saved": "i1"}},
+               "mb0:fwd_program": "A0 A1 F1", "mb0:fwd_names": "fwd.buf0 fwd.buf1", "mb0:saved": "i1"}},
              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
 
 TEST(CompiledRuleTest, ChainsRegionsAcrossAGraphBreak) {
@@ -118,9 +119,13 @@ TEST(CompiledBudgetTest, NamesTheExportThatRecordsAnotherBudget) {
   Graph g = testing::ParseBody(kTwoRegions);
   auto r = SelectMemoryBudget(g, "0.5");
   ASSERT_FALSE(r.ok());
-  // r0 records its export's budget only (no memory_budgets list): 1
-  EXPECT_NE(r.status().message().find("budget 1 only: re-export with `export_torch.py MODEL --compile "
-                                      "--memory-budget 1,0.5`"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("(r0) records the partitioner's programs for budgets 1, 0 only: re-export with "
+                                      "`export_torch.py MODEL --compile --memory-budget 1,0,0.5`"),
+            std::string::npos) << r.status().message();
+  // a region that lists no budgets records its export's one (memory_budget, default 1)
+  Graph one = testing::ParseBody(Region());
+  EXPECT_EQ(RecordedMemoryBudgets(one.ops[0]), (std::vector<std::string>{"1"}));
+  EXPECT_NE(SelectMemoryBudget(one, "0").status().message().find("program for budget 1 only"), std::string::npos);
   EXPECT_FALSE(SelectMemoryBudget(g, "2").ok());
   EXPECT_FALSE(SelectMemoryBudget(testing::ParseBody(R"("inputs": [{"name": "x", "shape": [4]}],
       "ops": [{"op": "relu", "inputs": ["x"], "outputs": ["y"]}])"), "0").ok());
