@@ -353,12 +353,13 @@ def compile_graph(g, captures):
 
 def _region_ops(g, captured):
     """The compiled regions of one capture, in the order they ran: a region's inputs are
-    parameters, model inputs or outputs of the regions before it (graph breaks with no tensor code
+    parameters, buffers, model inputs or outputs of the regions before it (graph breaks with no tensor code
     between them, e.g. a print); its outputs are new tensors `regionK.outJ`, except the model's
     output, which keeps the graph's name (the loss ops take it)."""
     import torch
     model, inputs, budget, amp, regions, out = captured
     names = {id(p): n for n, p in model.named_parameters()}
+    names.update({id(b): n for n, b in model.named_buffers()})  # lifted as graph inputs, as parameters are
     model_inputs = [i["name"] for i in g["inputs"]][:len(inputs)]
     for k, x in enumerate(inputs):
         names[id(x)] = model_inputs[k]
@@ -367,8 +368,8 @@ def _region_ops(g, captured):
         region_inputs = []
         for t in primals:
             if id(t) not in names:
-                raise ExportError("--compile: input %d of compiled graph %d is neither a parameter, a model input nor "
-                                  "an output of an earlier compiled graph (buffers, constants and eager tensor code "
+                raise ExportError("--compile: input %d of compiled graph %d is neither a parameter, a buffer, a model "
+                                  "input nor an output of an earlier compiled graph (constants and eager tensor code "
                                   "between graph breaks are not modelled yet): %s %s"
                                   % (len(region_inputs), r, str(t.dtype)[6:], list(t.shape)))
             region_inputs.append(names[id(t)])
