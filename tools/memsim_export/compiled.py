@@ -93,7 +93,8 @@ class _Program:
         self.bytes = []      # buffer N -> bytes
         self.labels = []     # buffer N -> its first name
         self.events = []     # ("A", N) / ("F", N) / ("R", K: argument K's last name went)
-        self.args, self.returns = [], []
+        self.args, self.returns, self.return_exprs = [], [], []
+        self.layout = {}     # buffer N -> (sizes, strides) of its empty_strided_cpu
         self.pending, self.element_of = set(), {}  # fallback results not sized yet; tuple items -> tuple
         self._run()
 
@@ -139,7 +140,8 @@ class _Program:
                 continue
             m = _ALLOC.match(st)
             if m:
-                self._alloc(m.group(1), _storage_bytes(_ints(m.group(2)), _ints(m.group(3)), m.group(4)))
+                n = self._alloc(m.group(1), _storage_bytes(_ints(m.group(2)), _ints(m.group(3)), m.group(4)))
+                self.layout[n] = (_ints(m.group(2)), _ints(m.group(3)))
                 continue
             m = _REUSE.match(st)
             if m:
@@ -160,7 +162,8 @@ class _Program:
                 continue
             m = _RET.match(st)
             if m:
-                self.returns = [_returned_name(e) for e in _split_top(m.group(1))]
+                self.return_exprs = _split_top(m.group(1))
+                self.returns = [_returned_name(e) for e in self.return_exprs]
                 break
             if re.match(r"^(extern_kernels\.\w+\(.*out=|cpp_fused_\w+\(|(torch\.ops\.)?aten\.[\w.]+\(.*out=\w+\)$)", st):
                 continue  # writes into buffers the program allocated (aten.randint.low_out: dropout's
@@ -194,6 +197,31 @@ class _Program:
                 self._drop(name, kept)  # an argument's last name: R (the forward's program leaves these out)
 
 
+def _contiguous(sizes):
+    out, acc = [], 1
+    for d in reversed(sizes):
+        out.insert(0, acc)
+        acc *= max(d, 1)
+    return out
+
+
+def _grad_strides(bwd, j, key):
+    """The strides of the backward's j-th returned tensor when they are not row-major (a
+    transposed weight grad: AccumulateGrad copies it into the parameter's layout), else None."""
+    expr = bwd.return_exprs[j]
+    m = re.match(r"^reinterpret_tensor\((\w+), \(([^)]*)\), \(([^)]*)\)", expr)
+    if m:
+        sizes, strides = _ints(m.group(2)), _ints(m.group(3))
+    else:
+        n = int(key[4:])
+        if n not in bwd.layout:
+            return None
+        sizes, strides = bwd.layout[n]
+    live = [(d, st) for d, st in zip(sizes, strides) if d != 1]
+    ref = [(d, st) for d, st in zip(sizes, _contiguous(sizes)) if d != 1]
+    return None if live == ref else strides
+
+
 def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
     nsaved = sum(1 for a in bwd.args if not a.startswith("tangents_"))
     nuser = len(fwd.returns) - nsaved
@@ -221,7 +249,7 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
     if len(grads) != len(inputs):
         raise ExportError("compiled region: the backward returns %d grads for %d inputs" % (len(grads), len(inputs)))
     bwd.finish(set(k for k in grads if k))
-    bwd_grads = []
+    bwd_grads, grad_strides = [], {}
     for i, key in enumerate(grads):
         if key is None:
             bwd_grads.append(-1)
@@ -233,6 +261,9 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
             raise ExportError("compiled region: the grad buffer of input %d has %d bytes, the input %d"
                                    % (i, bwd.bytes[n], in_meta[i]))
         bwd_grads.append(n)
+        strides = _grad_strides(bwd, i, key)
+        if strides is not None:
+            grad_strides[i] = strides
     prog = []
     for ev, k in bwd.events:
         if ev == "R":
@@ -247,6 +278,8 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
         "bwd_grads": bwd_grads, "input_bytes": in_meta, "requires_grad": [1 if r else 0 for r in rg],
         "memory_budget": float(budget),
     }
+    for i, strides in sorted(grad_strides.items()):
+        attrs["grad%d_strides" % i] = strides
     for j, (shape, dtype) in enumerate(out_meta):
         attrs["out%d_shape" % j] = shape
         attrs["out%d_dtype" % j] = dtype
@@ -316,7 +349,7 @@ def capture_region(model, inputs, budget=1.0, amp="none"):
 
 
 PROGRAM_KEYS = ("fwd_bytes", "fwd_names", "fwd_program", "fwd_outputs", "saved", "bwd_bytes", "bwd_names",
-                "bwd_program", "bwd_grads")  # one partitioner program (lib/ir/compiled_budget.cc reads the same list)
+                "bwd_program", "bwd_grads")  # (+ grad<i>_strides, the same for every budget of one graph)  # one partitioner program (lib/ir/compiled_budget.cc reads the same list)
 
 
 def compile_graph(g, captures):
