@@ -75,6 +75,14 @@ class WrapperPrograms(unittest.TestCase):
         self.assertEqual(a["bwd_program"], "G A0 R0 A1 R1")
         self.assertEqual(a["bwd_grads"], [0, 1, -1])
 
+    def test_a_transposed_grad_records_its_strides(self):
+        src = BWD.replace("return (buf1,", "return (reinterpret_tensor(buf1, (4, 16), (1, 4), 0),")
+        a = compiled._region_op(compiled._Program(FWD, "forward"), compiled._Program(src, "backward"),
+                                ["w", "b", "x"], ["y"], [256, 16, 512], [([8, 4], "float32")],
+                                [True, True, False], 1.0)["attrs"]
+        self.assertEqual(a["grad0_strides"], [1, 4])
+        self.assertNotIn("grad1_strides", self.region()["attrs"])  # (4,) (1,): row-major
+
     def test_a_reinterpreted_reuse_drops_the_old_name(self):
         src = BWD.replace("buf0 = relu; del relu  # reuse",
                           "buf0 = reinterpret_tensor(relu, (8, 4), (4, 1), 0); del relu  # reuse")

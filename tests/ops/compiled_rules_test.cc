@@ -100,6 +100,25 @@ TEST(CompiledRuleTest, ChainsRegionsAcrossAGraphBreak) {
   EXPECT_LT(testing::AllocIndex(s, *w0grad), testing::FreeIndex(s, *hgrad));   // r0 drops it after A0 (G)
 }
 
+// A transposed weight grad (grad0_strides [1, 64]: Inductor's mm wrote the grad's transpose):
+// AccumulateGrad copies it into w's row-major layout, on the CPU through a 60 x 60 block buffer.
+TEST(CompiledRuleTest, CopiesATransposedGradIntoTheParametersLayout) {
+  const char* body = R"("inputs": [{"name": "x", "shape": [4, 64]}],
+      "parameters": [{"name": "w", "shape": [64, 64]}],
+      "ops": [{"op": "compiled", "name": "region", "inputs": ["w", "x"], "outputs": ["y"], "attrs": {
+                 "fwd_bytes": [1024], "fwd_names": "fwd.buf0", "fwd_program": "A0", "fwd_outputs": [0], "saved": "i1",
+                 "bwd_bytes": [16384], "bwd_names": "bwd.buf0", "bwd_program": "A0 G R0", "bwd_grads": [0, -1],
+                 "grad0_strides": [1, 64], "input_bytes": [16384, 1024], "out0_shape": [4, 64], "out0_dtype": "float32"}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+  auto cpu = testing::Simulate(body, Opts("cpu"));
+  ASSERT_TRUE(cpu.ok) << cpu.error;
+  EXPECT_EQ(testing::BuffersNamed(cpu.r.events, "w.grad").size(), 2u) << testing::Dump(cpu.r.events);
+  EXPECT_EQ(testing::AllocatedContaining(cpu.r.events, "w.grad copy block"), 60 * 60 * 4);
+  auto cuda = testing::Simulate(body, Opts("cuda"));
+  ASSERT_TRUE(cuda.ok) << cuda.error;
+  EXPECT_EQ(testing::AllocatedContaining(cuda.r.events, "w.grad copy block"), 0);
+}
+
 TEST(CompiledBudgetTest, SelectsTheRecordedProgram) {
   Graph g = testing::ParseBody(kTwoRegions);
   auto r1 = [](const Graph& x) { return x.ops[testing::OpNamed(x, "r1")]; };
