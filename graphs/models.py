@@ -163,6 +163,25 @@ def rms_mlp():  # trace_step.py rms_mlp: nn.RMSNorm needs torch >= 2.4
     return nn.Sequential(nn.Linear(1000, 256), nn.RMSNorm(256), nn.ReLU(), nn.Linear(256, 10)), ["batch,1000"]
 
 
+class BreakMLP(nn.Module):
+    """trace_step.py break_mlp: the MLP with torch._dynamo.graph_break() between its halves (two
+    compiled graphs under torch.compile; a no-op eager)."""
+
+    def __init__(self):
+        super().__init__()
+        m = _mlp()
+        self.a, self.b = nn.Sequential(*m[:4]), nn.Sequential(*m[4:])
+
+    def forward(self, x):
+        h = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(h)
+
+
+def break_mlp():
+    return BreakMLP(), ["batch,1000"]
+
+
 IDS_SEQ = "ids=int64:batch,seq@0:30522"
 
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "lib/ir/compiled_budget.h"
 #include "lib/ir/lora.h"
 #include "lib/ir/quantized_base.h"
 #include "lib/ir/module_paths.h"
@@ -223,6 +224,23 @@ void AddOffloadRemedy(std::vector<Change>* c) {
                 }});
 }
 
+/// torch.compile's other activation memory budgets the export recorded (Note [Compiled regions]).
+void AddCompiledBudgetRemedies(const Graph& g, std::vector<Change>* c) {
+  auto region = std::find_if(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::kCompiled; });
+  if (region == g.ops.end()) return;
+  const double now = region->attrs.GetFloat("memory_budget", 1.0);
+  for (const std::string& b : RecordedMemoryBudgets(*region)) {
+    if (std::stod(b) == now) continue;
+    c->push_back({"torch.compile with activation_memory_budget " + b + " (the partitioner's program the export recorded)",
+                  false,
+                  [b](const RunConfig&, RunConfig*, Args* args) {
+                    *args = {"--memory-budget", b};
+                    return true;
+                  },
+                  [b](const Graph& x) { return SelectMemoryBudget(x, b); }});
+  }
+}
+
 }  // namespace
 
 std::vector<Change> CandidateChanges(const Graph& g) {
@@ -271,6 +289,7 @@ std::vector<Change> CandidateChanges(const Graph& g) {
   AddOptimizerRemedies(&c);
   AddFineTuningRemedies(g, blocks, &c);
   AddOffloadRemedy(&c);
+  AddCompiledBudgetRemedies(g, &c);
   AddShardingRemedies(blocks, &c);
   size_t half = g.parameters.size() / 2;
   c.push_back({"freeze the first half of the parameter tensors", true, [half](const RunConfig& b, RunConfig* v, Args* args) {

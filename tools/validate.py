@@ -15,7 +15,7 @@ import report_io  # the shared report tail (tools/report_io.py)
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
-GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small"}
+GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small", "break_mlp": "mlp"}  # eager: graph_break() is a no-op
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
 GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "bce": "_bce", "smooth_l1": "_smooth_l1",
                   "l1": "_l1", "huber": "_huber"}
@@ -367,10 +367,12 @@ def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MA
 
 
 def compiled_graph_stem(cfg):
-    """The graph of a compiled trace: MODEL_bBATCH[_sSEQ][_mbBUDGET].json (the budget's digits, 0.5 -> 05)."""
+    """The graph of a compiled trace: MODEL_bBATCH[_sSEQ][_mbBUDGET][_amp].json (the budget's digits, 0.5 -> 05;
+    _amp: exported under autocast bf16)."""
     budget = float(cfg.get("memory_budget", "1.0"))
-    return "%s_b%s%s%s.json" % (cfg["model"], cfg["batch"], "_s" + cfg["seq"] if "seq" in cfg else "",
-                                "" if budget == 1.0 else "_mb" + ("%g" % budget).replace(".", ""))
+    return "%s_b%s%s%s%s.json" % (cfg["model"], cfg["batch"], "_s" + cfg["seq"] if "seq" in cfg else "",
+                                  "" if budget == 1.0 else "_mb" + ("%g" % budget).replace(".", ""),
+                                  "_amp" if cfg.get("amp", "none") != "none" else "")
 
 
 def table_lines(rows, peak_errs, known, not_yet):
@@ -599,6 +601,35 @@ def table_compile(memsim, failures):
         lines.append("| %s | %s | %d (%d) | %d (%d) | %d (%d) | %d (%d) |" % (
             n, cfg.get("memory_budget", "1.0"), epeak, esp, peak, sp, ephases.get("forward", 0), esf,
             phases.get("forward", 0), sf))
+    return lines + table_budgets(memsim, failures, traces, dirs[0])
+
+
+def table_budgets(memsim, failures, traces, graphs):
+    """The budget what-if: each compiled trace whose model and batch have a graph exported for
+    several budgets (MODEL_bBATCH_budgets.json, --memory-budget 1,0.5,0) against `memsim run
+    --memory-budget F` on that one graph."""
+    lines = ["", "### Recorded budgets", "",
+             "One export records the partitioner's program for several budgets (`export_torch.py --compile",
+             "--memory-budget 1,0.5,0`); `memsim run GRAPH --memory-budget F` selects one (Note [Compiled",
+             "regions]). Each compiled trace of that model and batch against it (bytes):", "",
+             "| trace | budget | measured peak | memsim peak | error | measured forward | memsim forward | error |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, (cfg, _, peak, phases) in traces.items():
+        graph = os.path.join(graphs, "%s_b%s_budgets.json" % (cfg["model"], cfg["batch"]))
+        if cfg.get("compile") != "True" or cfg.get("amp", "none") != "none" or not os.path.exists(graph):
+            continue
+        budget = "%g" % float(cfg.get("memory_budget", "1.0"))
+        cmd, r = run_memsim(memsim, graph, cfg)
+        out = subprocess.run(cmd + ["--memory-budget", budget], capture_output=True, text=True)
+        if out.returncode != 0:
+            failures.append("%s: --memory-budget %s: %s" % (n, budget, out.stderr.strip()))
+            continue
+        r = json.loads(out.stdout)
+        sp, sf, f = r["steps"][-1]["peak_live_bytes"], r["phase_peaks"]["forward"], phases.get("forward", 0)
+        if max(abs(err(sp, peak)), abs(err(sf, f))) > MAX_ERR_COMPILE:
+            failures.append("%s: --memory-budget %s peak error %.3f %%, forward %.3f %%" % (n, budget, err(sp, peak), err(sf, f)))
+        lines.append("| %s | %s | %d | %d | %+.3f %% | %d | %d | %+.3f %% |" % (n, budget, peak, sp, err(sp, peak), f, sf,
+                                                                            err(sf, f)))
     return lines
 
 

@@ -71,6 +71,19 @@ void Accumulate(StepState& s, Grad* buf, Grad g, TensorId target) {
   *buf = Grad{sum, *TensorMeta::Contiguous(m.dtype, m.sizes)};
 }
 
+/// The copy of a transposed 2-D tensor into a contiguous one goes through a 60 x 60 block buffer
+/// (aten/src/ATen/native/Copy.cpp `copy_transpose_valid`, `_copy_same_type_transpose_`: src
+/// stride (1, rows), at least 60 * 60 elements), allocated and freed inside the copy; CPU only.
+/// AccumulateGrad's clone_obey_contract copies this way a grad whose strides differ from the
+/// parameter's (a compiled region's transposed weight grad).
+void TransposeCopyScratch(StepState& s, const TensorMeta& src, const std::string& name) {
+  constexpr int64_t kBlock = 60;
+  if (s.profile.cuda || src.dim() != 2 || src.strides[0] != 1 || src.strides[1] != src.sizes[0] || src.numel() < kBlock * kBlock) return;
+  StorageId buf = s.ledger.AllocJoined(kBlock * kBlock * ElementSize(src.dtype), {name, ".grad copy block"},
+                                       Category::kTemporary);
+  s.ledger.Unref(buf);
+}
+
 /// AccumulateGrad: steals a grad nobody else references and laid out like the parameter,
 /// else copies it; a .grad that exists already (an earlier pass) is added to in place.
 void AccumulateGrad(StepState& s, uint32_t k) {
@@ -85,6 +98,7 @@ void AccumulateGrad(StepState& s, uint32_t k) {
     s.param_grad[k] = g.s;
   } else {
     s.param_grad[k] = s.ledger.AllocJoined(m.bytes(), {s.g.tensors[t].name, ".grad"}, Category::kGradient);
+    TransposeCopyScratch(s, g.meta, s.g.tensors[t].name);
     s.ledger.Unref(g.s);
   }
   if (k < s.g.parameters.size()) s.Hook(&TrainingSetup::OnGradReady, k);

@@ -6,7 +6,8 @@
 // and G the incoming grad's), fwd_outputs (the buffer of each output), saved (the partitioner's
 // saved set in the order the backward takes it: i<k> input k, o<k> output k, b<k> forward buffer
 // k), bwd_grads (the backward buffer returned as each input's grad, -1: none), input_bytes (the
-// sizes the region was compiled for), out<j>_shape / out<j>_dtype, fwd_names / bwd_names.
+// sizes the region was compiled for), out<j>_shape / out<j>_dtype, fwd_names / bwd_names,
+// grad<i>_strides (input i's grad is not row-major).
 #include <algorithm>
 #include <charconv>
 #include <sstream>
@@ -119,6 +120,16 @@ void FwdCompiled(const RuleCtx& c, FwdPlan* p) {
   }
 }
 
+/// Input |i|'s grad buffer: row-major, or laid out as `grad<i>_strides` (a transposed weight grad,
+/// which AccumulateGrad copies into the parameter's layout: Note [Compiled regions]).
+void GradOf(const RuleCtx& c, int i, BwdPlan* p) {
+  auto strides = c.op.attrs.GetInts("grad" + std::to_string(i) + "_strides", c.bindings);
+  if (!strides || strides->size() != c.in[i]->sizes.size()) return p->GradNew(i);
+  TensorMeta layout = *c.in[i];
+  layout.strides = *strides;
+  p->GradNewLike(i, std::move(layout));
+}
+
 void BwdCompiled(const RuleCtx& c, BwdPlan* p) {
   const Op& op = c.op;
   const auto bytes = *op.attrs.GetInts("bwd_bytes", c.bindings);
@@ -129,7 +140,7 @@ void BwdCompiled(const RuleCtx& c, BwdPlan* p) {
   for (const Token& t : Tokens(op, "bwd_program")) {
     switch (t.kind) {
       case 'A':
-        if (grad_of[t.index] >= 0) p->GradNew(grad_of[t.index]);
+        if (grad_of[t.index] >= 0) GradOf(c, grad_of[t.index], p);
         else temp[t.index] = p->Temp(bytes[t.index], BufferName(op, "bwd_names", t.index));
         break;
       case 'F':

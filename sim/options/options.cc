@@ -8,6 +8,7 @@
 #include "lib/autodiff/pipeline.h"
 #include "lib/ir/fp8.h"
 #include "lib/ir/tensor_parallel.h"
+#include "lib/ir/compiled_budget.h"
 #include "lib/ir/lora.h"
 #include "lib/ir/quantized_base.h"
 #include "lib/util/checked.h"
@@ -229,6 +230,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "bitsandbytes quantized frozen base weights (QLoRA's Linear4bit, LLM.int8's Linear8bitLt): "
                   "nf4|fp4|int8[,double_quant=on|off][,compute=fp32|bf16|fp16][,targets=NAME,...][,skip=NAME,...]; "
                   "every Linear but lm_head by default (Note [Quantized base weights])");
+  cmd->add_option("--memory-budget", memory_budget,
+                  "torch.compile: run the compiled regions' partitioner program for activation_memory_budget F, "
+                  "one of those the export recorded (export_torch.py --compile --memory-budget 1,0.5,0)");
   cmd->add_option("--fp8", fp8,
                   "torchao float8 training: tensorwise|rowwise[,targets=GLOB[,GLOB...]]; Float8Linear on the Linear "
                   "modules a glob selects (default: those with in and out features multiples of 16) (Note [FP8 training])");
@@ -270,6 +274,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
+  if (!memory_budget.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(g, SelectMemoryBudget(std::move(g), memory_budget));
+  }
   if (!mesh.empty()) {  // the rank's shards (Note [Tensor parallel]); ApplyMesh checks the rest
     MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
     if (dims.tp > 1) {

@@ -88,6 +88,7 @@ struct ConfigOptions {
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
   std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off
+  std::string memory_budget;        ///< --memory-budget F: compiled regions' recorded program (lib/ir/compiled_budget.h)
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);

@@ -38,6 +38,8 @@ memsim_error_test(shape_mismatch 2 "/ops/0: linear \"h\": input \\[4, 10\\] does
 memsim_error_test(missing_file 2 "no_such.json: cannot open file" run tests/cli/bad/no_such.json)
 memsim_error_test(unknown_optimizer 2 "unknown optimizer \"adamx\"" run graphs/mlp.json --optimizer adamx)
 memsim_error_test(bad_freeze_glob 2 "--freeze \"zzz\\*\" matches no parameter" run graphs/mlp.json --freeze "zzz*")
+memsim_error_test(memory_budget_not_recorded 2 "--memory-budget 0.3: .* records the partitioner.s programs for budgets 1, 0.5, 0 only: re-export with .export_torch.py MODEL --compile --memory-budget 1,0.5,0,0.3." run tests/data/traces_compile_2_13/graphs/mlp_b64_budgets.json --batch 64 --memory-budget 0.3)
+memsim_error_test(memory_budget_eager_graph 2 "--memory-budget applies to a graph exported with --compile" run graphs/mlp.json --memory-budget 0)
 memsim_error_test(unknown_gpu 2 "unknown --gpu \"Z80\"" run graphs/mlp.json --gpu Z80)
 memsim_error_test(bad_alloc_conf 2 "max_split_size_mb" run graphs/mlp.json --alloc-conf "max_split_size_mb:abc")
 memsim_error_test(bad_set 2 "--set \"batch\": expected SYMBOL=non-negative integer" run graphs/mlp.json --set batch)

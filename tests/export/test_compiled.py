@@ -75,6 +75,14 @@ class WrapperPrograms(unittest.TestCase):
         self.assertEqual(a["bwd_program"], "G A0 R0 A1 R1")
         self.assertEqual(a["bwd_grads"], [0, 1, -1])
 
+    def test_a_transposed_grad_records_its_strides(self):
+        src = BWD.replace("return (buf1,", "return (reinterpret_tensor(buf1, (4, 16), (1, 4), 0),")
+        a = compiled._region_op(compiled._Program(FWD, "forward"), compiled._Program(src, "backward"),
+                                ["w", "b", "x"], ["y"], [256, 16, 512], [([8, 4], "float32")],
+                                [True, True, False], 1.0)["attrs"]
+        self.assertEqual(a["grad0_strides"], [1, 4])
+        self.assertNotIn("grad1_strides", self.region()["attrs"])  # (4,) (1,): row-major
+
     def test_a_reinterpreted_reuse_drops_the_old_name(self):
         src = BWD.replace("buf0 = relu; del relu  # reuse",
                           "buf0 = reinterpret_tensor(relu, (8, 4), (4, 1), 0); del relu  # reuse")
@@ -102,6 +110,48 @@ class WrapperPrograms(unittest.TestCase):
         self.assertEqual(p.bytes, [128, 128, 4096, 256])
         # the logsumexp dies with its last name, the output with its own after the kernel reads it
         self.assertEqual(p.events, [("A", 0), ("R", 0), ("R", 1), ("A", 1), ("A", 2), ("A", 3), ("F", 3), ("F", 2)])
+
+
+@unittest.skipUnless(HAS_COMPILE, "needs torch 2.x")
+class Regions(unittest.TestCase):
+    """compile_graph on captures written by hand (no compile): graph breaks chain the regions by
+    tensor identity; several budgets are recorded in one op."""
+
+    def capture(self, fwd2=FWD, budget=1.0, foreign=False):
+        m = torch.nn.Module()
+        for k in (0, 1):
+            m.register_parameter("w%d" % k, torch.nn.Parameter(torch.zeros(4, 16)))
+            m.register_parameter("b%d" % k, torch.nn.Parameter(torch.zeros(4)))
+        x, h, y = torch.zeros(8, 16), torch.zeros(8, 16, requires_grad=True), torch.zeros(8, 4, requires_grad=True)
+        second = torch.zeros(8, 16) if foreign else h  # an eager tensor made between the regions
+        regions = [([m.w0, m.b0, x], FWD, BWD, [h]), ([m.w1, m.b1, second], fwd2, BWD, [y])]
+        return (m, [x], budget, "none", regions, y)
+
+    GRAPH = {"inputs": [{"name": "x"}, {"name": "target"}], "outputs": ["logits"],
+             "ops": [{"op": "linear", "module": "fc", "inputs": [], "outputs": []},
+                     {"op": "cross_entropy", "module": "loss", "inputs": ["logits", "target"], "outputs": ["loss"]}]}
+
+    def test_a_graph_break_chains_two_regions(self):
+        g = compiled.compile_graph(self.GRAPH, [self.capture()])
+        self.assertEqual([o["op"] for o in g["ops"]], ["compiled", "compiled", "cross_entropy"])
+        r0, r1 = g["ops"][:2]
+        self.assertEqual((r0["inputs"], r0["outputs"]), (["w0", "b0", "x"], ["region0.out0"]))
+        self.assertEqual((r1["inputs"], r1["outputs"]), (["w1", "b1", "region0.out0"], ["logits"]))
+        self.assertEqual(g["compiled"]["regions"], 2)
+
+    def test_eager_tensor_code_between_regions_is_refused(self):
+        with self.assertRaisesRegex(ExportError, "eager tensor code between graph breaks"):
+            compiled.compile_graph(self.GRAPH, [self.capture(foreign=True)])
+
+    def test_several_budgets_are_recorded_in_one_op(self):
+        fwd0 = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "cpp_fused_mul_1(buf1, buf2)\n        del buf2\n        "
+                           "buf2 = empty_strided_cpu((8, 4), (4, 1), torch.float32)")
+        g = compiled.compile_graph(self.GRAPH, [self.capture(), self.capture(fwd0, budget=0.0)])
+        a = g["ops"][1]["attrs"]
+        self.assertEqual(a["memory_budgets"], "1 0")
+        self.assertEqual(a["fwd_program"], "A0 A1")
+        self.assertEqual(a["mb0:fwd_program"], "A0 A1 F1 A2")
+        self.assertEqual(g["compiled"]["memory_budgets"], [1.0, 0.0])
 
 
 @unittest.skipUnless(HAS_COMPILE, "needs torch.compile (the torch 2.x venv)")

@@ -112,12 +112,24 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="the model as torch.compile(model) runs it (default Inductor): one compiled region "
                          "whose buffer programs are read from Inductor's wrappers (Note [Compiled regions])")
-    ap.add_argument("--memory-budget", type=float, default=1.0, metavar="F",
-                    help="with --compile: torch._functorch.config.activation_memory_budget (default 1.0)")
+    ap.add_argument("--memory-budget", default="1", metavar="F[,F...]",
+                    help="with --compile: torch._functorch.config.activation_memory_budget (default 1); a list "
+                         "records one partitioner program per budget, the first the default (memsim run "
+                         "--memory-budget F selects another)")
+    ap.add_argument("--amp", default="none", choices=["none", "bf16"],
+                    help="with --compile: the compiled forward runs under torch.autocast(\"cpu\", bfloat16), as a "
+                         "training loop's autocast region around the model does (simulate with memsim run --amp bf16)")
     ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     a = ap.parse_args(argv)
-    if a.memory_budget != 1.0 and not a.compile:
+    try:
+        budgets = [float(b) for b in a.memory_budget.split(",")]
+        assert budgets and all(0 <= b <= 1 for b in budgets) and len(set(budgets)) == len(budgets)
+    except (ValueError, AssertionError):
+        ap.error("--memory-budget expects distinct numbers from 0 to 1, e.g. 1,0.5,0")
+    if budgets != [1.0] and not a.compile:
         ap.error("--memory-budget applies with --compile")
+    if a.amp != "none" and not a.compile:
+        ap.error("--amp applies with --compile (an eager graph takes autocast at run time: memsim run --amp bf16)")
     spec = a.module_spec or a.model
     if a.graph:
         if spec or not a.optimizer:
@@ -161,7 +173,7 @@ def main(argv=None):
             prov = "tools/export_torch.py %s %s --loss %s" % (
                 spec, " ".join("--input %s" % s for s in inputs), a.loss)
         opts = dict(loss=a.loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
-        captured = _compile(symbols, builder, takes, inputs, a.memory_budget) if a.compile else None
+        captured = _compile(symbols, builder, takes, inputs, budgets, a.amp) if a.compile else None
         g = _export(a, model, builder, takes, inputs, opts)
         if captured:
             from .compiled import compile_graph
@@ -186,9 +198,9 @@ def main(argv=None):
     return 0
 
 
-def _compile(symbols, builder, takes, inputs, budget):
+def _compile(symbols, builder, takes, inputs, budgets, amp="none"):
     """--compile: the model built, compiled and run for real at the symbols' values (batch 32 unless
-    set), before the eager export (compiled.capture_region); the binding comes last."""
+    set), once per budget, before the eager export (compiled.capture_region): [captures..., binding]."""
     import torch
     from .compiled import capture_region
     from .exporter import _make_input, parse_input_spec
@@ -203,7 +215,7 @@ def _compile(symbols, builder, takes, inputs, budget):
     model = split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
     model.train()
     xs = [_make_input(sp, binding, "cpu") for sp in specs]
-    return capture_region(model, xs, budget) + ({k: binding[k] for k in sorted(used)},)
+    return [capture_region(model, xs, b, amp) for b in budgets] + [{k: binding[k] for k in sorted(used)}]
 
 
 def _add_optimizer(graph, spec, output):

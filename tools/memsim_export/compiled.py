@@ -10,6 +10,7 @@ name goes; which of them the forward returns to the caller and which it saves fo
 (the partitioner's saved set); which the backward returns as each input's grad. The model's ops are
 replaced by one op "compiled" that carries these programs; the loss stays eager, as it ran.
 """
+import contextlib
 import re
 
 from .errors import ExportError
@@ -92,7 +93,8 @@ class _Program:
         self.bytes = []      # buffer N -> bytes
         self.labels = []     # buffer N -> its first name
         self.events = []     # ("A", N) / ("F", N) / ("R", K: argument K's last name went)
-        self.args, self.returns = [], []
+        self.args, self.returns, self.return_exprs = [], [], []
+        self.layout = {}     # buffer N -> (sizes, strides) of its empty_strided_cpu
         self.pending, self.element_of = set(), {}  # fallback results not sized yet; tuple items -> tuple
         self._run()
 
@@ -138,7 +140,8 @@ class _Program:
                 continue
             m = _ALLOC.match(st)
             if m:
-                self._alloc(m.group(1), _storage_bytes(_ints(m.group(2)), _ints(m.group(3)), m.group(4)))
+                n = self._alloc(m.group(1), _storage_bytes(_ints(m.group(2)), _ints(m.group(3)), m.group(4)))
+                self.layout[n] = (_ints(m.group(2)), _ints(m.group(3)))
                 continue
             m = _REUSE.match(st)
             if m:
@@ -159,10 +162,12 @@ class _Program:
                 continue
             m = _RET.match(st)
             if m:
-                self.returns = [_returned_name(e) for e in _split_top(m.group(1))]
+                self.return_exprs = _split_top(m.group(1))
+                self.returns = [_returned_name(e) for e in self.return_exprs]
                 break
-            if re.match(r"^(extern_kernels\.\w+\(.*out=|cpp_fused_\w+\()", st):
-                continue  # writes into buffers the program allocated; allocates nothing of its own
+            if re.match(r"^(extern_kernels\.\w+\(.*out=|cpp_fused_\w+\(|(torch\.ops\.)?aten\.[\w.]+\(.*out=\w+\)$)", st):
+                continue  # writes into buffers the program allocated (aten.randint.low_out: dropout's
+                # seeds); allocates nothing of its own
             m = _FALLBACK.match(st)
             if m and "out=" not in m.group(3):  # a kernel that returns fresh tensors (sized by its asserts)
                 self.names[m.group(1)] = ()
@@ -192,12 +197,37 @@ class _Program:
                 self._drop(name, kept)  # an argument's last name: R (the forward's program leaves these out)
 
 
+def _contiguous(sizes):
+    out, acc = [], 1
+    for d in reversed(sizes):
+        out.insert(0, acc)
+        acc *= max(d, 1)
+    return out
+
+
+def _grad_strides(bwd, j, key):
+    """The strides of the backward's j-th returned tensor when they are not row-major (a
+    transposed weight grad: AccumulateGrad copies it into the parameter's layout), else None."""
+    expr = bwd.return_exprs[j]
+    m = re.match(r"^reinterpret_tensor\((\w+), \(([^)]*)\), \(([^)]*)\)", expr)
+    if m:
+        sizes, strides = _ints(m.group(2)), _ints(m.group(3))
+    else:
+        n = int(key[4:])
+        if n not in bwd.layout:
+            return None
+        sizes, strides = bwd.layout[n]
+    live = [(d, st) for d, st in zip(sizes, strides) if d != 1]
+    ref = [(d, st) for d, st in zip(sizes, _contiguous(sizes)) if d != 1]
+    return None if live == ref else strides
+
+
 def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
     nsaved = sum(1 for a in bwd.args if not a.startswith("tangents_"))
     nuser = len(fwd.returns) - nsaved
     if nuser != len(outputs):
         raise ExportError("compiled region: the forward returns %d user outputs, the graph has %d (mutated "
-                               "inputs or several outputs are not modelled yet)" % (nuser, len(outputs)))
+                          "inputs or outputs aliasing inputs are not modelled yet)" % (nuser, len(outputs)))
     out_keys = [fwd.key(n) for n in fwd.returns[:nuser]]
     saved_keys = [fwd.key(n) for n in fwd.returns[nuser:]]
     fwd.finish(set(out_keys) | set(saved_keys))
@@ -219,7 +249,7 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
     if len(grads) != len(inputs):
         raise ExportError("compiled region: the backward returns %d grads for %d inputs" % (len(grads), len(inputs)))
     bwd.finish(set(k for k in grads if k))
-    bwd_grads = []
+    bwd_grads, grad_strides = [], {}
     for i, key in enumerate(grads):
         if key is None:
             bwd_grads.append(-1)
@@ -231,6 +261,9 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
             raise ExportError("compiled region: the grad buffer of input %d has %d bytes, the input %d"
                                    % (i, bwd.bytes[n], in_meta[i]))
         bwd_grads.append(n)
+        strides = _grad_strides(bwd, i, key)
+        if strides is not None:
+            grad_strides[i] = strides
     prog = []
     for ev, k in bwd.events:
         if ev == "R":
@@ -245,6 +278,8 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
         "bwd_grads": bwd_grads, "input_bytes": in_meta, "requires_grad": [1 if r else 0 for r in rg],
         "memory_budget": float(budget),
     }
+    for i, strides in sorted(grad_strides.items()):
+        attrs["grad%d_strides" % i] = strides
     for j, (shape, dtype) in enumerate(out_meta):
         attrs["out%d_shape" % j] = shape
         attrs["out%d_dtype" % j] = dtype
@@ -252,22 +287,33 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
             "attrs": attrs}
 
 
-def _wrappers(model, inputs, budget):
-    """Compiles |model| with Inductor and runs one forward and backward on |inputs|: the Dynamo
-    graph's example inputs (primals, in order) and the wrapper source of each compiled graph."""
+def _wrappers(model, inputs, budget, amp="none"):
+    """Compiles |model| with Inductor and runs one forward and backward on |inputs|. Dynamo gives
+    one graph per region between graph breaks; each region is [example inputs (the Dynamo graph's
+    primals, in order), forward wrapper source, backward wrapper source, the tensors its compiled
+    forward returned]. The backward graphs compile lazily as backward reaches them, through the
+    same per-region inner_compile. Also returns the model's output."""
     import torch
     import torch._functorch.config as fconfig
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-    graphs, codes = [], []
-
-    def inner(gm, example_inputs, **kw):
-        out = compile_fx_inner(gm, example_inputs, **kw)
-        codes.append((bool(kw.get("is_backward")), out.source_code))
-        return out
+    regions = []
 
     def backend(gm, example_inputs):
-        graphs.append(list(example_inputs))
-        return compile_fx(gm, example_inputs, inner_compile=inner)
+        region = [list(example_inputs), None, None, None]
+        regions.append(region)
+
+        def inner(gm, example_inputs, **kw):
+            out = compile_fx_inner(gm, example_inputs, **kw)
+            region[2 if kw.get("is_backward") else 1] = out.source_code
+            return out
+        fn = compile_fx(gm, example_inputs, inner_compile=inner)
+
+        def run(*args):
+            outs = fn(*args)
+            if region[3] is None:
+                region[3] = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+            return outs
+        return run
     import torch._inductor.config as iconfig
     # no AOTAutograd / FX graph cache: a cache hit would return a compiled graph without running
     # inner_compile, whose wrapper source is what is read (the C++ kernels stay cached)
@@ -278,7 +324,8 @@ def _wrappers(model, inputs, budget):
         setattr(m, k, v)
     torch._dynamo.reset()
     try:
-        out = torch.compile(model, backend=backend)(*inputs)
+        with torch.autocast("cpu", dtype=torch.bfloat16) if amp == "bf16" else contextlib.nullcontext():
+            out = torch.compile(model, backend=backend)(*inputs)
         if not isinstance(out, torch.Tensor):
             raise ExportError("--compile: the model returns %s; one tensor is modelled yet" % type(out).__name__)
         out.backward(torch.ones_like(out))
@@ -286,48 +333,94 @@ def _wrappers(model, inputs, budget):
         for m, k, v in saved:
             setattr(m, k, v)
         torch._dynamo.reset()
-    if len(graphs) != 1 or len(codes) != 2:
-        raise ExportError("--compile: %d compiled graphs (graph breaks) and %d wrappers; one region is "
-                               "modelled yet" % (len(graphs), len(codes)))
-    fwd = next(c for b, c in codes if not b)
-    bwd = next(c for b, c in codes if b)
-    return graphs[0], fwd, bwd, out
+    for k, (_, fwd, bwd, _) in enumerate(regions):
+        if fwd is None or bwd is None:
+            raise ExportError("--compile: compiled graph %d has no %s wrapper (a region without a backward is "
+                              "not modelled yet)" % (k, "forward" if fwd is None else "backward"))
+    return regions, out
 
 
-def capture_region(model, inputs, budget=1.0):
+def capture_region(model, inputs, budget=1.0, amp="none"):
     """Compiles and runs |model| on |inputs| (real tensors at the graph's symbol defaults): what
     compile_graph needs. Run it before the eager export: the export's `--trace run` patches tensor
     factories while it records, and Dynamo's trace rules, once built then, no longer know the
     builtins (a graph break at `torch.arange`)."""
-    return (model, inputs, budget) + _wrappers(model, inputs, budget)
+    return (model, inputs, budget, amp) + _wrappers(model, inputs, budget, amp)
 
 
-def compile_graph(g, captured):
+PROGRAM_KEYS = ("fwd_bytes", "fwd_names", "fwd_program", "fwd_outputs", "saved", "bwd_bytes", "bwd_names",
+                "bwd_program", "bwd_grads")  # (+ grad<i>_strides, the same for every budget of one graph)  # one partitioner program (lib/ir/compiled_budget.cc reads the same list)
+
+
+def compile_graph(g, captures):
     """Replaces the model ops of the exported graph |g| (every op but the loss's) by the compiled
-    region of capture_region."""
+    regions of |captures| (capture_region, one per budget): the first budget's programs are each
+    op's attributes, every other budget's under `mb<F>:<attribute>` (`memory_budgets` lists them,
+    Note [Compiled regions])."""
+    ops = _region_ops(g, captures[0])
+    budgets = [c[2] for c in captures]
+    for cap in captures[1:]:
+        alt = _region_ops(g, cap)
+        if [(o["inputs"], o["outputs"]) for o in alt] != [(o["inputs"], o["outputs"]) for o in ops]:
+            raise ExportError("--compile: budget %g gives other compiled graphs than budget %g" % (cap[2], budgets[0]))
+        for op, a in zip(ops, alt):
+            for key in PROGRAM_KEYS:
+                op["attrs"]["mb%g:%s" % (cap[2], key)] = a["attrs"][key]
+    if len(budgets) > 1:
+        for op in ops:
+            op["attrs"]["memory_budgets"] = " ".join("%g" % b for b in budgets)
     import torch
-    model, inputs, budget, primals, fwd_src, bwd_src, out = captured
-    names = {id(p): n for n, p in model.named_parameters()}
-    model_inputs = [i["name"] for i in g["inputs"]][:len(inputs)]
-    for k, x in enumerate(inputs):
-        names[id(x)] = model_inputs[k]
-    region_inputs = []
-    for t in primals:
-        if id(t) not in names:
-            raise ExportError("--compile: a compiled graph input is neither a parameter nor a model input "
-                                   "(buffers and constants are not modelled yet): %s %s" % (str(t.dtype)[6:], list(t.shape)))
-        region_inputs.append(names[id(t)])
-    in_bytes = [t.numel() * t.element_size() for t in primals]
-    rg = [t.requires_grad for t in primals]
-    dtype = str(out.dtype).replace("torch.", "")
-    fb = out.element_size()
-    op = _region_op(_Program(fwd_src, "forward", fb), _Program(bwd_src, "backward", fb), region_inputs, list(g["outputs"]),
-                    in_bytes, [(list(out.shape), dtype)], rg, budget)
     loss_ops = [o for o in g["ops"] if o.get("module") == "loss"]
     if not loss_ops:
         raise ExportError("--compile: the graph has no loss ops (module \"loss\")")
     g = dict(g)
-    g["ops"] = [op] + loss_ops
+    g["ops"] = ops + loss_ops
     g["compiled"] = {"backend": "inductor", "torch": torch.__version__.split("+")[0],
-                     "activation_memory_budget": float(budget), "regions": 1}
+                     "activation_memory_budget": float(budgets[0]), "regions": len(ops)}
+    if len(budgets) > 1:
+        g["compiled"]["memory_budgets"] = [float(b) for b in budgets]
+    if captures[0][3] != "none":
+        g["compiled"]["autocast"] = captures[0][3]
     return g
+
+
+def _region_ops(g, captured):
+    """The compiled regions of one capture, in the order they ran: a region's inputs are
+    parameters, buffers, model inputs or outputs of the regions before it (graph breaks with no tensor code
+    between them, e.g. a print); its outputs are new tensors `regionK.outJ`, except the model's
+    output, which keeps the graph's name (the loss ops take it)."""
+    import torch
+    model, inputs, budget, amp, regions, out = captured
+    names = {id(p): n for n, p in model.named_parameters()}
+    names.update({id(b): n for n, b in model.named_buffers()})  # lifted as graph inputs, as parameters are
+    model_inputs = [i["name"] for i in g["inputs"]][:len(inputs)]
+    for k, x in enumerate(inputs):
+        names[id(x)] = model_inputs[k]
+    ops, keep = [], [out]  # |keep|: the tensors whose ids name graph tensors stay alive
+    for r, (primals, fwd_src, bwd_src, outs) in enumerate(regions):
+        region_inputs = []
+        for t in primals:
+            if id(t) not in names:
+                raise ExportError("--compile: input %d of compiled graph %d is neither a parameter, a buffer, a model "
+                                  "input nor an output of an earlier compiled graph (constants and eager tensor code "
+                                  "between graph breaks are not modelled yet): %s %s"
+                                  % (len(region_inputs), r, str(t.dtype)[6:], list(t.shape)))
+            region_inputs.append(names[id(t)])
+        out_names = []
+        for j, t in enumerate(outs):
+            if not isinstance(t, torch.Tensor):
+                raise ExportError("--compile: compiled graph %d returns a %s" % (r, type(t).__name__))
+            out_names.append(g["outputs"][0] if t is out else "region%d.out%d" % (r, j))
+            names[id(t)] = out_names[-1]
+            keep.append(t)
+        in_bytes = [t.numel() * t.element_size() for t in primals]
+        rg = [t.requires_grad for t in primals]
+        fb = next((t.element_size() for t in outs if t.is_floating_point()), 4)
+        op = _region_op(_Program(fwd_src, "forward", fb), _Program(bwd_src, "backward", fb), region_inputs, out_names,
+                        in_bytes, [(list(t.shape), str(t.dtype).replace("torch.", "")) for t in outs], rg, budget)
+        op["name"] = "compiled_region_%d" % r
+        ops.append(op)
+    if g["outputs"][0] not in [o for op in ops for o in op["outputs"]]:
+        raise ExportError("--compile: the model's output is not an output of a compiled graph (eager code after "
+                          "the last graph break is not modelled yet)")
+    return ops
