@@ -149,8 +149,8 @@ struct Run {
     return HtmlTimeline(g(), panels, top);
   }
   std::string ChromeTraceText() const {  // as `memsim run --timeline x.json` writes it
-    return ChromeTrace(g(), result.sim.events, result.sim.peak, 1 << 20, LevelsOf(g(), result, config.alloc.capacity_bytes))
-               .dump() + "\n";
+    return memsim::ChromeTraceText(g(), result.sim.events, result.sim.peak, 1 << 20,
+                                   LevelsOf(g(), result, config.alloc.capacity_bytes));
   }
   py::bytes MemoryViz() const {
     if (!result.alloc.placement)

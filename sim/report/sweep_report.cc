@@ -94,8 +94,8 @@ std::string SweepHeaderLine(const SweepSpec& spec, SweepFormat f, bool index) {
   for (size_t k : ShownAxes(spec)) o += (f == SweepFormat::kCsv ? CsvField(spec.axes[k].name) : spec.axes[k].name) + sep;
   if (SeveralRanks(spec)) o += std::string("rank") + sep;
   const std::vector<std::string> cols = FigureColumns();
-  for (size_t k = 0; k < cols.size(); ++k) o += cols[k] + (k + 1 < cols.size() ? sep : "\n");
-  return o;
+  for (size_t k = 0; k < cols.size(); ++k) o += cols[k] + (k + 1 < cols.size() ? sep : "");
+  return o + (f == SweepFormat::kCsv ? ",error\n" : "\n");  // CSV: an invalid configuration's message, quoted
 }
 
 std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, SweepFormat f, bool index) {
@@ -110,11 +110,14 @@ std::string SweepRowLine(const SweepSpec& spec, size_t i, const SweepRow& r, Swe
     const std::string& label = spec.axes[k].labels[picks[k]];
     o += cell(label.empty() ? "-" : label) + sep;
   }
-  if (!r.status.ok()) return o + cell("error: " + r.status.message()) + "\n";
+  // Text: the message after the axes. CSV: every column, the figures empty, the message in `error`.
+  if (!r.status.ok() && !csv) return o + "error: " + r.status.message() + "\n";
+  if (!r.status.ok()) return o + (SeveralRanks(spec) ? "," : "") + std::string(FigureColumns().size(), ',') +
+                             CsvField(r.status.message()) + "\n";
   if (SeveralRanks(spec)) o += std::to_string(r.rank) + sep;
   const std::vector<std::string> cells = FigureCells(r, csv);
-  for (size_t k = 0; k < cells.size(); ++k) o += cell(cells[k]) + (k + 1 < cells.size() ? sep : "\n");
-  return o;
+  for (size_t k = 0; k < cells.size(); ++k) o += cell(cells[k]) + (k + 1 < cells.size() ? sep : "");
+  return o + (csv ? ",\n" : "\n");
 }
 
 std::string ToText(const SweepTable& t, bool csv) {

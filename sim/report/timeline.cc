@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 #include "sim/report/format.h"
@@ -48,15 +49,28 @@ std::vector<int64_t> ReservedSeries(const std::vector<int64_t>& segment_bytes) {
   return r;
 }
 
-nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const PeakReport& p,
-                                   int64_t min_alloc_bytes, const TimelineLevels& levels) {
+Status StreamChromeTrace(const Graph& g, const EventStream& s, const PeakReport& p, int64_t min_alloc_bytes,
+                         const TimelineLevels& levels, const std::function<Status(std::string_view)>& sink) {
+  // Each event is dumped as it is made and the text handed on in chunks: the bytes are those of
+  // the whole document's dump(), without holding the document (Note [Timeline clock]).
+  std::string buf = "{\"traceEvents\":[";
+  bool first = true;
+  Status status;
+  auto emit = [&](const nlohmann::ordered_json& e) {
+    if (!first) buf += ',';
+    first = false;
+    buf += e.dump();
+    if (buf.size() >= (1u << 20) && status.ok()) {
+      status = sink(buf);
+      buf.clear();
+    }
+  };
   size_t runs = 0;
   const std::vector<double> ts = OpClock(s, &runs);
   auto at = [&](int64_t i) { return i >= 0 && static_cast<size_t>(i) < ts.size() ? ts[static_cast<size_t>(i)] : 0.0; };
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
+  emit({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
                     {"args", {{"name", "memsim: " + g.name + " (time axis: op order, 1 ms per op; not measured time)"}}}});
-  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", "ops"}}}});
+  emit({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", "ops"}}}});
   std::array<int64_t, kNumCategories> live{};
   size_t run_start = 0, run = 0;
   for (size_t i = 0; i < s.events.size(); ++i) {
@@ -65,20 +79,20 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
     live[static_cast<int>(b.category)] += e.kind == EventKind::kAlloc ? b.bytes : -b.bytes;
     nlohmann::ordered_json args;
     for (int c = 0; c < kNumCategories; ++c) args[std::string(CategoryName(Category(c)))] = live[c];
-    events.push_back({{"name", "live bytes"}, {"ph", "C"}, {"pid", 1}, {"ts", ts[i]}, {"args", args}});
+    emit({{"name", "live bytes"}, {"ph", "C"}, {"pid", 1}, {"ts", ts[i]}, {"args", args}});
     if (i < levels.reserved.size()) {
       nlohmann::ordered_json lv = {{"reserved", levels.reserved[i]}};
       if (levels.device) lv["device used"] = levels.reserved[i] + levels.overhead_bytes;
       lv["capacity"] = levels.capacity_bytes;
-      events.push_back({{"name", "device levels"}, {"ph", "C"}, {"pid", 1}, {"ts", ts[i]}, {"args", lv}});
+      emit({{"name", "device levels"}, {"ph", "C"}, {"pid", 1}, {"ts", ts[i]}, {"args", lv}});
     }
     if (e.kind == EventKind::kAlloc && b.bytes >= min_alloc_bytes)
-      events.push_back({{"name", "alloc " + b.name}, {"ph", "i"}, {"s", "t"}, {"pid", 1}, {"tid", 1}, {"ts", ts[i]},
+      emit({{"name", "alloc " + b.name}, {"ph", "i"}, {"s", "t"}, {"pid", 1}, {"tid", 1}, {"ts", ts[i]},
                         {"args", {{"bytes", b.bytes}, {"category", CategoryName(b.category)}, {"op", OpName(g, b.op)},
                                   {"module", b.module}, {"event", i}}}});
     if (RunEnds(s, i)) {
       std::string name = e.op == kNoOp ? std::string(PhaseName(e.phase)) : OpName(g, e.op);
-      events.push_back({{"name", name}, {"cat", PhaseName(e.phase)}, {"ph", "X"}, {"pid", 1}, {"tid", 1},
+      emit({{"name", name}, {"cat", PhaseName(e.phase)}, {"ph", "X"}, {"pid", 1}, {"tid", 1},
                         {"ts", static_cast<double>(run) * kOpMicros}, {"dur", kOpMicros},
                         {"args", {{"phase", PhaseName(e.phase)}, {"module", OpModule(g, e.op)}, {"op_index", run},
                                   {"first_event", run_start}, {"events", i + 1 - run_start}}}});
@@ -86,30 +100,43 @@ nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const P
       ++run;
     }
   }
-  events.push_back({{"name", "peak " + HumanBytes(p.peak_live_bytes)}, {"ph", "i"}, {"s", "g"}, {"pid", 1}, {"tid", 1},
+  emit({{"name", "peak " + HumanBytes(p.peak_live_bytes)}, {"ph", "i"}, {"s", "g"}, {"pid", 1}, {"tid", 1},
                     {"ts", at(p.peak_event)},
                     {"args", {{"peak_live_bytes", p.peak_live_bytes}, {"op", OpName(g, p.peak_op)}, {"event", p.peak_event}}}});
   if (levels.oom_event >= 0)
-    events.push_back({{"name", OomLabel(levels)}, {"ph", "i"}, {"s", "g"}, {"pid", 1}, {"tid", 1},
+    emit({{"name", OomLabel(levels)}, {"ph", "i"}, {"s", "g"}, {"pid", 1}, {"tid", 1},
                       {"ts", at(levels.oom_event)},
                       {"args", {{"oom_op", levels.oom_op}, {"capacity_bytes", levels.capacity_bytes},
                                 {"event", levels.oom_event}}}});
-  nlohmann::ordered_json doc;
-  doc["traceEvents"] = events;
-  doc["displayTimeUnit"] = "ms";
-  doc["otherData"] = {{"model", g.name},
+  nlohmann::ordered_json other = {{"model", g.name},
                       {"time_axis", "synthetic op clock, not measured or estimated time: each run of memory events "
                                     "of one op (or of one phase outside the ops) takes 1 ms, its events spread "
                                     "evenly inside it; ts / 1000 = op index (args op_index)"},
                       {"ops", runs},
                       {"events", s.events.size()}};
   if (levels.capacity_bytes > 0) {
-    doc["otherData"]["capacity_bytes"] = levels.capacity_bytes;
-    doc["otherData"]["oom"] = levels.oom_event >= 0;
-    doc["otherData"]["oom_op"] =
-        levels.oom_event >= 0 ? nlohmann::ordered_json(levels.oom_op) : nlohmann::ordered_json();
+    other["capacity_bytes"] = levels.capacity_bytes;
+    other["oom"] = levels.oom_event >= 0;
+    other["oom_op"] = levels.oom_event >= 0 ? nlohmann::ordered_json(levels.oom_op) : nlohmann::ordered_json();
   }
-  return doc;
+  buf += "],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}\n";
+  if (status.ok()) status = sink(buf);
+  return status;
+}
+
+std::string ChromeTraceText(const Graph& g, const EventStream& s, const PeakReport& p, int64_t min_alloc_bytes,
+                            const TimelineLevels& levels) {
+  std::string text;
+  (void)StreamChromeTrace(g, s, p, min_alloc_bytes, levels, [&](std::string_view chunk) {
+    text += chunk;
+    return Status::OK();
+  });
+  return text;
+}
+
+nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const PeakReport& p,
+                                   int64_t min_alloc_bytes, const TimelineLevels& levels) {
+  return nlohmann::ordered_json::parse(ChromeTraceText(g, s, p, min_alloc_bytes, levels));
 }
 
 TimelineLevels LevelsOf(const Graph& g, const RunResult& r, int64_t capacity_bytes) {

@@ -8,9 +8,11 @@
 #ifndef MEMSIM_SIM_REPORT_TIMELINE_H_
 #define MEMSIM_SIM_REPORT_TIMELINE_H_
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/analysis/peak.h"
@@ -65,6 +67,13 @@ std::vector<TimelinePanel> PanelsOf(const Graph& g, const RunConfig& c, const st
 /// events of the same op (forward or backward), an instant event per allocation of at least
 /// |min_alloc_bytes| naming its tensor, and one at the peak. The time axis is a labelled
 /// synthetic clock: op order, one op = 1 ms (Note [Timeline clock]).
+/// StreamChromeTrace hands the text to |sink| in chunks of about 1 MiB as it is made (the
+/// document is never held whole) and returns the sink's first error; ChromeTraceText collects
+/// it; ChromeTrace parses it (for tests).
+Status StreamChromeTrace(const Graph& g, const EventStream& s, const PeakReport& p, int64_t min_alloc_bytes,
+                         const TimelineLevels& levels, const std::function<Status(std::string_view)>& sink);
+std::string ChromeTraceText(const Graph& g, const EventStream& s, const PeakReport& p, int64_t min_alloc_bytes,
+                            const TimelineLevels& levels = {});
 nlohmann::ordered_json ChromeTrace(const Graph& g, const EventStream& s, const PeakReport& p,
                                    int64_t min_alloc_bytes, const TimelineLevels& levels = {});
 

@@ -112,13 +112,13 @@ TEST(FiguresTest, RunJsonAndSweepRowsAgree) {
                          std::to_string(run["peak_allocated_bytes"].get<int64_t>()) + "," +
                          std::to_string(run["peak_reserved_bytes"].get<int64_t>()) + "," +
                          std::to_string(run["peak_device_used_bytes"].get<int64_t>()) + "," +
-                         (run["oom"].get<bool>() ? "true," + run["oom_op"].get<std::string>() : "false,-") + "\n");
+                         (run["oom"].get<bool>() ? "true," + run["oom_op"].get<std::string>() : "false,-") + ",\n");
     }
   }
   EXPECT_GT(ooms, 0);
   EXPECT_GT(fits, 0);
   EXPECT_EQ(SweepHeaderLine(SweepSpec{OnGpu("T4", 1), {SymbolAxis("batch", {1})}}, SweepFormat::kCsv, false),
-            "batch,peak_live_bytes,peak_allocated_bytes,peak_reserved_bytes,peak_device_used_bytes,oom,oom_op\n");
+            "batch,peak_live_bytes,peak_allocated_bytes,peak_reserved_bytes,peak_device_used_bytes,oom,oom_op,error\n");
 }
 
 TEST(FiguresTest, TheVerdictLineComesFirst) {

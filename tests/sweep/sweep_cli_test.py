@@ -187,9 +187,10 @@ def files(memsim, tmp):
     # RFC 4180: an error row whose message holds commas is one quoted field.
     out = run(memsim, ["sweep", "graphs/mlp.json", "--batch", "1,2", "--optimizer", "sgd,recorded", "--csv"])
     rows = list(csv.reader(io.StringIO(out.decode())))
-    errors = [r[-1] for r in rows[1:] if r[-1].startswith("error: ")]
-    if len(rows) != 5 or len(errors) != 2 or "," not in errors[0] or "has no recorded optimizer" not in errors[0]:
-        fail("the error rows are not one quoted field each: %r" % rows)
+    errors = [r[-1] for r in rows[1:] if r[-1]]
+    if (len(rows) != 5 or rows[0][-1] != "error" or any(len(r) != len(rows[0]) for r in rows) or len(errors) != 2
+            or "," not in errors[0] or "has no recorded optimizer" not in errors[0]):
+        fail("the error rows are not whole rows with one quoted error field: %r" % rows)
     print("ok: CSV error messages quoted")
     # A second writer of the same --out fails at once; the first one's rows are intact.
     path = os.path.join(tmp, "locked.csv")

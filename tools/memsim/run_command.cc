@@ -23,14 +23,18 @@ struct RunArgs {
 };
 
 
-/// The --timeline file's content, by extension: the page has a panel per distinct rank, the
-/// trace and the memory_viz pickle are rank 0's.
-std::string TimelineContent(const std::string& path, const Graph& g, const RunConfig& c,
-                            const std::vector<RankRun>& runs, int top) {
+/// Writes the --timeline file, by extension: the page has a panel per distinct rank, the trace
+/// and the memory_viz pickle are rank 0's. The Chrome trace is streamed into the file.
+Status WriteTimeline(const std::string& path, const Graph& g, const RunConfig& c, const std::vector<RankRun>& runs,
+                     int top) {
   const RunResult& r = runs.front().result;
-  if (path.ends_with(".html")) return HtmlTimeline(g, PanelsOf(g, c, runs), top);
-  if (path.ends_with(".pickle")) return ToPickle(MemoryVizSnapshot(g, r.sim.events, *r.alloc.placement));
-  return ChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, LevelsOf(g, r, c.alloc.capacity_bytes)).dump() + "\n";
+  if (path.ends_with(".html")) return WriteFileAtomic(path, HtmlTimeline(g, PanelsOf(g, c, runs), top));
+  if (path.ends_with(".pickle"))
+    return WriteFileAtomic(path, ToPickle(MemoryVizSnapshot(g, r.sim.events, *r.alloc.placement)));
+  MEMSIM_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::Open(path));
+  MEMSIM_RETURN_IF_ERROR(StreamChromeTrace(g, r.sim.events, r.sim.peak, 1 << 20, LevelsOf(g, r, c.alloc.capacity_bytes),
+                                           [&](std::string_view chunk) { return out.Write(chunk); }));
+  return out.Commit();
 }
 
 /// Refuses what run would not do: --top below 0, a --timeline format it does not write.
@@ -57,7 +61,7 @@ void Run(const RunArgs& a) {
   // Output files are complete or absent, and a write error exits 2 (lib/util/atomic_file.h).
   if (!a.events_path.empty()) OkOrFail(WriteFileAtomic(a.events_path, EventsText(r.sim.events)));
   if (!a.timeline_path.empty())
-    OkOrFail(WriteFileAtomic(a.timeline_path, TimelineContent(a.timeline_path, g, c, runs, a.top)));
+    OkOrFail(WriteTimeline(a.timeline_path, g, c, runs, a.top));
   RunReport report = MakeRunReport(g, c, r, a.top);
   if (c.sim.parallel.enabled()) report.ranks = MakeRanksReport(g, c, runs);
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));

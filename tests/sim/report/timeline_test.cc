@@ -26,6 +26,28 @@ SimRun Mlp() {
   return {std::move(g).value(), std::move(r).value()};
 }
 
+TEST(TimelineTest, StreamedChromeTraceIsTheDocumentsDumpInChunks) {
+  SimRun run = Mlp();
+  std::vector<std::string> chunks;
+  ASSERT_TRUE(StreamChromeTrace(run.g, run.r.events, run.r.peak, 0, {}, [&](std::string_view c) {
+                chunks.emplace_back(c);
+                return Status::OK();
+              }).ok());
+  std::string text;
+  for (const std::string& c : chunks) text += c;
+  const auto doc = ChromeTrace(run.g, run.r.events, run.r.peak, 0);
+  EXPECT_EQ(text, doc.dump() + "\n");  // the same bytes as dumping the whole document
+  EXPECT_EQ(text, ChromeTraceText(run.g, run.r.events, run.r.peak, 0));
+  // A sink's error (a full disk) ends the stream and is returned.
+  int calls = 0;
+  Status st = StreamChromeTrace(run.g, run.r.events, run.r.peak, 0, {}, [&](std::string_view) {
+    ++calls;
+    return Status::InvalidArgument("t.json: cannot write: No space left on device");
+  });
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(TimelineTest, ChromeTraceHasACounterPerEventAndSlicesPerOp) {
   SimRun run = Mlp();
   auto doc = ChromeTrace(run.g, run.r.events, run.r.peak, 0);
