@@ -104,6 +104,11 @@ SweepRow LargestRankRow(const RunConfig& c, const std::function<Result<const Com
   };
   SweepRow row = row_of(c);
   if (!row.status.ok() || !RanksMayDiffer(c)) return row;
+  return LargestOfRanks(c, std::move(row), row_of);
+}
+
+SweepRow LargestOfRanks(const RunConfig& c, SweepRow rank0, const std::function<SweepRow(const RunConfig&)>& row_of) {
+  SweepRow row = std::move(rank0);
   for (int r = 1; r < c.sim.parallel.world; ++r) {
     RunConfig rc = c;
     rc.sim.parallel.rank = r;

@@ -72,6 +72,9 @@ SweepRow RowOf(const CompiledStep& cs, const RunConfig& config);
 /// device 0 and chunks, ZeroRedundancyOptimizer's partitions), the row of the rank with the
 /// largest peak reserved. |step| gives the compiled step of a rank's configuration.
 SweepRow LargestRankRow(const RunConfig& c, const std::function<Result<const CompiledStep*>(const RunConfig&)>& step);
+/// |rank0|, rank 0's row of |c|, or the row of rank 1..world-1 (each from |row_of|) with a larger
+/// peak reserved, its `rank` set: the loop LargestRankRow and the planner share.
+SweepRow LargestOfRanks(const RunConfig& c, SweepRow rank0, const std::function<SweepRow(const RunConfig&)>& row_of);
 
 /// The rows of one sweep: each structural option set (the picks of the axes that are not
 /// symbols) is compiled once, on first use, and shared by every configuration and thread.

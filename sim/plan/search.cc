@@ -61,16 +61,7 @@ SweepRow Simulate(const Graph& g, RunConfig c, const std::vector<int64_t>& rows,
   };
   SweepRow row = row_of(c);
   if (!row.status.ok() || !RanksMayDiffer(c) || RanksSame(c, rows)) return row;
-  for (int r = 1; r < c.sim.parallel.world; ++r) {
-    RunConfig rc = c;
-    rc.sim.parallel.rank = r;
-    SweepRow x = row_of(rc);
-    if (x.status.ok() && x.peak_reserved_bytes > row.peak_reserved_bytes) {
-      row = std::move(x);
-      row.rank = r;
-    }
-  }
-  return row;
+  return LargestOfRanks(c, std::move(row), row_of);
 }
 
 /// Whether |a| comes before |b| on the front's order: faster, then smaller, then earlier.
