@@ -228,18 +228,10 @@ def kit_flags(flags):
 
 
 def trace_peak(path):
-    """Peak live bytes of a recorded trace, as the kit's summarize.py computes it."""
-    live = peak = base = 0
-    for line in open(path):
-        t = line.split(maxsplit=3)
-        if t[0] == "A":
-            live += int(t[2])
-        elif t[0] == "F":
-            live -= int(t[2])
-        elif t[0] == "M" and t[2] == "BASE":
-            base = int(t[3])
-        peak = max(peak, live)
-    return base + peak
+    """Peak live bytes of a recorded trace (validate.py's summary, as the kit's summarize.py)."""
+    sys.path.insert(0, HERE)
+    from validate import summarize
+    return summarize(path)[2]
 
 
 def memsim_candidates():
