@@ -58,7 +58,18 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
   // The ranks to simulate: all when partitions differ; under DataParallel device 0 and one
   // device per distinct chunk size; otherwise rank 0 alone.
   std::vector<int> simulate = {0};
-  if (RanksDiffer(c)) {
+  // FSDP2 × TP (the 2-D mesh): a rank's shards follow its dp_shard coordinate, its setup its tp
+  // one (the group's first rank scatters): tp 0 and 1 of each distinct dp_shard coordinate.
+  const bool mesh2d = RanksDiffer(c) && TpSourceDiffers(c);
+  const int shards = static_cast<int>(std::min<size_t>(static_cast<size_t>(p.mesh.dp_shard), g.parameters.size() + 1));
+  auto stand_in = [&](int rank) {  // the simulated rank a 2-D mesh rank is identical to
+    MeshCoord k = CoordOf(p.mesh, rank);
+    return (std::min(k.dp_shard, shards - 1) * p.mesh.cp) * p.mesh.tp + std::min(k.tp, 1);
+  };
+  if (mesh2d) {
+    for (int r = 1; r < world; ++r)
+      if (stand_in(r) == r) simulate.push_back(r);
+  } else if (RanksDiffer(c)) {
     // Ranks beyond the parameter count get an empty partition each: one of them is simulated.
     const int distinct = static_cast<int>(std::min<size_t>(static_cast<size_t>(world), g.parameters.size() + 1));
     for (int r = 1; r < distinct; ++r) simulate.push_back(r);
@@ -94,6 +105,9 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
     if (std::find(simulate.begin(), simulate.end(), rank) != simulate.end()) continue;
     RankRun* same = RanksDiffer(c) ? &runs.back() : &runs.front();  // ZeRO-1: empty partitions
     if (TpSourceDiffers(c)) same = CoordOf(p.mesh, rank).tp == 0 ? &runs.front() : &runs.back();
+    if (mesh2d)
+      for (RankRun& run : runs)
+        if (std::find(run.ranks.begin(), run.ranks.end(), stand_in(rank)) != run.ranks.end()) same = &run;
     if (StagesDiffer(c))
       for (RankRun& run : runs)
         if (CoordOf(p.mesh, run.ranks.front()).pp == CoordOf(p.mesh, rank).pp) same = &run;

@@ -23,6 +23,8 @@ DATA_FSDP2_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_f
 DATA_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_tp_2_13")
 GRAPHS_TP_2_13 = [os.path.join(DATA_TP_2_13, "graphs"),
                   os.path.join(os.path.dirname(HERE), "tests", "data", "traces_hf_2_13", "graphs")]
+# The 2-D mesh FSDP2 × TP (tests/oracle/record_fsdp2_tp_2_13.sh), on the TP traces' graphs.
+DATA_FSDP2_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_fsdp2_tp_2_13")
 # Pipeline parallel (tests/oracle/record_pp_2_13.sh): one trace per stage rank.
 DATA_PP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_pp_2_13")
 TP_TITLE = "Tensor parallel, per rank, PyTorch 2.13"
@@ -47,11 +49,25 @@ def trace_sets(d):
     return sets
 
 
+def fsdp2_args(cfg):
+    """--reshard-after-forward, --wrap and --fsdp2-mp of an FSDP2 trace's config."""
+    out = ["--reshard-after-forward", cfg.get("reshard", "true").lower()]
+    for w in filter(None, cfg.get("wrap", "").split(",")):
+        out += ["--wrap", w]
+    if cfg.get("mp", "none") != "none":
+        out += ["--fsdp2-mp", "param=%s,reduce=fp32" % cfg["mp"]]
+    return out
+
+
 def memsim_cmd(memsim, graph, cfg):
     cmd = [memsim, "run", graph, "--profile", "cpu", "--torch", validate.trace_release(cfg), "--step", "first",
            "--json", "--batch", cfg["batch"],
            "--optimizer", validate.OPT[cfg.get("opt", "sgd")], "--inplace-activations", "off",
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
+    if cfg.get("mode") == "fsdp2_tp":  # the 2-D mesh: TP on the "tp" dim, then FSDP2 on "dp_shard"
+        tp = int(cfg["tp"])
+        return cmd[:-2] + ["--mesh", "dp_shard=%d,tp=%d" % (int(cfg["world"]) // tp, tp), "--tp-plan", cfg.get("tp_plan", "layers"),
+                           "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
     if cfg.get("mode") == "tp":
         cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
                           "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]]
@@ -64,11 +80,7 @@ def memsim_cmd(memsim, graph, cfg):
     elif cfg.get("mode") == "fsdp2":  # fully_shard on the wrapped modules, then the root
         r = int(cfg.get("hsdp", "1"))  # HSDP: dp_replicate × dp_shard
         mesh = "dp_shard=%d" % (int(cfg["world"]) // r) + (",dp_replicate=%d" % r if r > 1 else "")
-        cmd += ["--mesh", mesh, "--reshard-after-forward", cfg.get("reshard", "true").lower()]
-        for w in filter(None, cfg.get("wrap", "").split(",")):
-            cmd += ["--wrap", w]
-        if cfg.get("mp", "none") != "none":
-            cmd += ["--fsdp2-mp", "param=%s,reduce=fp32" % cfg["mp"]]
+        cmd += ["--mesh", mesh] + fsdp2_args(cfg)
         if "seq" in json.load(open(graph)).get("symbols", []):  # language models
             cmd += ["--set", "seq=" + cfg["seq"]]
         return cmd
@@ -86,6 +98,17 @@ FSDP2_INTRO = [
     "--profile cpu --torch 2.13 --step first --mesh dp_shard=W --wrap ... --reshard-after-forward true|false`",
     "(+ `--fsdp2-mp param=bf16,reduce=fp32` for `MixedPrecisionPolicy(bfloat16, float32)`); memsim's `ranks`",
     "entry standing for that rank (Note [FSDP2] in `docs/parallel.md`). Same tolerance."]
+
+
+FSDP2_TP_TITLE = "FSDP2 × tensor parallel (2-D mesh), per rank, PyTorch 2.13"
+FSDP2_TP_INTRO = [
+    "Every rank of each trace set in `tests/data/traces_fsdp2_tp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+    "`tests/oracle/record_fsdp2_tp_2_13.sh`: the kit's `trace_ddp.py --mode fsdp2_tp`, gloo, one process per rank,",
+    "one mesh (dp_shard, tp), `parallelize_module` on its `tp` dimension then `fully_shard` on each decoder layer and",
+    "the root on its `dp_shard` dimension, torchtitan's order, traced as the `setup` phase), predicted by one",
+    "`memsim run --profile cpu --torch 2.13 --step first --mesh dp_shard=S,tp=T --tp-plan layers --wrap ...",
+    "--reshard-after-forward true|false` (+ `--fsdp2-mp`); memsim's `ranks` entry standing for that rank",
+    "(Notes [FSDP2] and [Tensor parallel] in `docs/parallel.md`). Same tolerance."]
 
 
 def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_err=None, max_median=None):
@@ -137,7 +160,11 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
              "| trace | rank | memsim ranks | config | phase | measured | predicted | error |",
              "|---|---:|---|---|---|---:|---:|---:|"]
     for name, rank, cfg, mranks, cells in rows:
-        if cfg.get("mode") == "fsdp2":
+        if cfg.get("mode") == "fsdp2_tp":
+            c = "batch %s, seq %s, %s, dp_shard=%d, tp=%s, reshard %s%s" % (
+                cfg["batch"], cfg["seq"], cfg.get("opt"), int(cfg["world"]) // int(cfg["tp"]), cfg["tp"], cfg.get("reshard"),
+                ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "")
+        elif cfg.get("mode") == "fsdp2":
             c = "batch %s, %s, world %s, reshard %s%s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
                                                            ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "",
                                                            ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))

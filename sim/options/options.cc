@@ -529,8 +529,10 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
                                    " needs --mesh dp_shard=N (FSDP2)");
   if (!on) return Status::OK();
   const MeshDims& m = sim->parallel.mesh;
-  if (m.tp > 1 || m.cp > 1 || m.pp > 1 || m.ep > 1)
-    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with tp, cp, pp or ep is not simulated yet");
+  if (m.cp > 1 || m.pp > 1 || m.ep > 1)  // FSDP2 × TP is the 2-D mesh (Note [FSDP2])
+    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with cp, pp or ep is not simulated yet");
+  if (m.tp > 1 && m.dp_replicate > 1)
+    return Status::Unsupported("--mesh " + mesh + ": HSDP (dp_replicate with dp_shard) with tp is not simulated yet");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");
   sim->parallel.fsdp2_reshard_after_forward = reshard_after_forward != "false";
   if (fsdp2_mp.empty()) return Status::OK();

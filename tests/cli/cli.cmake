@@ -297,6 +297,13 @@ memsim_golden_test(run_hf_llama_tp2_ranks_json run_hf_llama_tp2_ranks.json
 memsim_error_test(tp_indivisible 2 "^memsim: --mesh tp=3: layers.0.self_attn.q_proj \\(layers.0.self_attn.q_proj.weight\\): size 2048 on dim 0 is not divisible by 3"
   run graphs/llama_1b.json --batch 1 --mesh tp=3)
 memsim_error_test(tp_no_linear 2 "^memsim: --mesh tp=2: the plan layers selects no Linear of mlp" run graphs/mlp.json --batch 1 --mesh tp=2)
+# The 2-D mesh FSDP2 × TP (Note [FSDP2]): TP's shards, then sharded on dim 0 over dp_shard; the
+# ranks differ by both coordinates (the tp group's first rank scatters, the dp_shard rank's rows).
+memsim_golden_test(run_hf_llama_fsdp2_tp_ranks run_hf_llama_fsdp2_tp_ranks.txt
+  run tests/data/traces_tp_2_13/graphs/hf_llama_tp.json --profile cpu --torch 2.13 --batch 2 --set seq=128 --optimizer adamw
+  --mesh dp_shard=2,tp=2 --wrap "model.layers.?" --top 3)
+memsim_error_test(fsdp2_tp_hsdp_pending 2 "^memsim: --mesh dp_replicate=2,dp_shard=2,tp=2: HSDP \\(dp_replicate with dp_shard\\) with tp is not simulated yet"
+  run graphs/llama_1b.json --batch 1 --mesh dp_replicate=2,dp_shard=2,tp=2)
 memsim_error_test(tp_sequence_parallel_pending 2 "sequence parallelism is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh tp=2 --sequence-parallel on)
 # Pipeline parallel (Note [Pipeline parallel]): every stage rank with its schedule's timeline, and

@@ -89,6 +89,10 @@ class Fsdp2 : public TrainingSetup {
 
   bool AllocateParameter(StepState& s, TensorId t) override {
     if (groups_.empty()) Init(s);  // before the optimizer state of a steady step asks for the shards
+    // The 2-D mesh: tensor parallelism's setup builds its planned parameters (full, then its
+    // shards); fully_shard then shards the rank's local tensors (Note [FSDP2]).
+    for (const Graph::TpShard& sh : s.g.tp_shards)
+      if (sh.param == t) return false;
     // The model is built in its own dtype (MixedPrecisionPolicy casts only the unsharded copy).
     const TensorMeta& m = s.bound.metas[t];
     s.storage[t] = s.ledger.Alloc(m.numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name, Category::kParameter);
@@ -219,6 +223,7 @@ class Fsdp2 : public TrainingSetup {
   /// coordinate lookup: arange, eq, nonzero), in host memory: traced on the CPU only.
   void MeshTensors(StepState& s) {
     if (!s.profile.host_collectives) return;
+    if (o_.mesh.tp > 1) return;  // the 2-D mesh: tensor parallelism's setup made it (and its slices)
     if (replicas_ > 1) {  // HSDP: one 2-D mesh, made before the first call (its lookups: bytes, not modelled)
       if (mesh_.empty()) mesh_.push_back(s.ledger.Alloc(4 * world_ * replicas_, "DeviceMesh ranks", Category::kParameter));
       return;

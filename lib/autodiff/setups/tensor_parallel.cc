@@ -5,7 +5,10 @@
 // splits the full tensor (torch.chunk; a dim-1 split is made contiguous, one copy per rank),
 // allocates the local shard, and scatters from the group's first rank (src_data_rank=0), whose
 // gloo scatter stages the chunks in one full-size flat tensor; the full parameter then dies. The
-// graph (ApplyTensorParallel) already holds the shard sizes and the order.
+// graph (ApplyTensorParallel) already holds the shard sizes and the order. On the 2-D mesh this
+// setup runs first (torchtitan: apply_tp, then apply_fsdp) and FSDP2 shards its local tensors.
+#include <algorithm>
+
 #include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/state.h"
 
@@ -14,24 +17,29 @@ namespace {
 
 class TensorParallel : public TrainingSetup {
  public:
-  explicit TensorParallel(const ParallelOptions& o) : source_(CoordOf(o.mesh, o.rank).tp == 0) {}
+  explicit TensorParallel(const ParallelOptions& o)
+      : source_(CoordOf(o.mesh, o.rank).tp == 0), own_dtype_(!o.fsdp2_param_dtype.empty()), mesh_world_(o.mesh.world()) {}
 
   /// The full parameter the model was built with, as model.to() leaves it.
   bool AllocateParameter(StepState& s, TensorId t) override {
     const int64_t degree = s.g.tp_degree;
     for (const Graph::TpShard& sh : s.g.tp_shards)
       if (sh.param == t) {
-        s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes() * degree, s.g.tensors[t].name + " (full)",
-                                      Category::kParameter);
+        s.storage[t] = s.ledger.Alloc(ShardBytes(s, t) * degree, s.g.tensors[t].name + " (full)", Category::kParameter);
         return true;
       }
     return false;
   }
 
-  void OnSetup(StepState& s) override {
+  /// After the batch exists, as the kit (and FSDP2's setup) wraps the model: the device mesh
+  /// (init_device_mesh: one int32 per rank of the whole mesh, on the CPU; its coordinate lookups
+  /// and slices are a few bytes each, freed at once), then the shards in plan order.
+  void OnSetupBatch(StepState& s) override {
+    if (s.profile.host_collectives)
+      s.ledger.Alloc(4 * std::max<int64_t>(mesh_world_, 1), "DeviceMesh ranks", Category::kParameter);
     const int degree = s.g.tp_degree;
     for (const Graph::TpShard& sh : s.g.tp_shards) {
-      const int64_t bytes = s.bound.metas[sh.param].bytes();
+      const int64_t bytes = ShardBytes(s, sh.param);
       const std::string& name = s.g.tensors[sh.param].name;
       std::vector<Ledger::StorageId> chunks;
       if (sh.dim != 0)
@@ -45,7 +53,16 @@ class TensorParallel : public TrainingSetup {
   }
 
  private:
-  bool source_;  // the tp group's first rank: distribute_tensor scatters from it
+  /// A rank's shard: the bound size; under FSDP2's MixedPrecisionPolicy (the graph bound in
+  /// param_dtype) the model keeps its own dtype, which only FSDP2's unsharded copy is cast from.
+  int64_t ShardBytes(const StepState& s, TensorId t) const {
+    const TensorMeta& m = s.bound.metas[t];
+    return own_dtype_ ? m.numel() * ElementSize(s.g.tensors[t].dtype) : m.bytes();
+  }
+
+  bool source_;     // the tp group's first rank: distribute_tensor scatters from it
+  bool own_dtype_;  // FSDP2 MixedPrecisionPolicy on the 2-D mesh
+  int64_t mesh_world_;
 };
 
 }  // namespace

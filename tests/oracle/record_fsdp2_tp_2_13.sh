@@ -1,0 +1,17 @@
+#!/bin/bash
+# Records the PyTorch 2.13 per-rank CPU traces of the 2-D mesh FSDP2 × TP in
+# tests/data/traces_fsdp2_tp_2_13/ (trace_ddp.py --mode fsdp2_tp: gloo, 4 processes, one mesh
+# (dp_shard=2, tp=2); parallelize_module on mesh["tp"], then fully_shard on each decoder layer and
+# the root on mesh["dp_shard"], torchtitan's order; Note [FSDP2] in docs/parallel.md). The graph
+# is tests/data/traces_tp_2_13/graphs/hf_llama_tp.json (record_tp_2_13.sh). Needs the 2.x venv
+# (`make deps`) and gcc. Usage: record_fsdp2_tp_2_13.sh [OUTDIR] [PYTHON]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+. "$here/kit/record_common.sh" "$root/tests/data/traces_fsdp2_tp_2_13" "$@"
+run2d() { local name=$1; shift
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$here/kit/trace_ddp.py" hf_llama_tp --mode fsdp2_tp --world 4 --tp 2 \
+    --wrap 'model.layers.*' --tp-plan layers --batch 2 --seq 128 --opt adamw "$@" "$out/$name" && echo "done $name"; }
+run2d hf_llama_tp_b2_s128_adamw_dp2tp2
+run2d hf_llama_tp_b2_s128_adamw_dp2tp2_noreshard --reshard false
+run2d hf_llama_tp_b2_s128_adamw_dp2tp2_bf16 --mp bf16
