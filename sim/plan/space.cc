@@ -111,7 +111,7 @@ const std::vector<PlanAxis>& PlanAxes() {
       {"sharding", "ddp, zero1, zero2, zero3, zero3-offload, fsdp, fsdp-grad-op, fsdp-offload, fsdp2, fsdp2-no-reshard, hsdp",
        "--zero 1|2|3 [--offload optimizer]; --fsdp full|grad-op --wrap BLOCKS [--offload params]; --mesh [dp_replicate=2,]dp_shard=N --wrap BLOCKS [--reshard-after-forward false]"},
       {"tp", "1 and the divisors of --gpus up to 8, when the graph's Linears have the layers plan",
-       "--mesh tp=N --tp-plan layers (one data-parallel rank: FSDP2 with tp is not simulated yet)"},
+       "--mesh [dp_shard=W,]tp=N --tp-plan layers (with more than one data-parallel rank: FSDP2, the 2-D mesh)"},
       {"checkpoint", "none, every-4, every-2, all, sac-all (of the repeated blocks)", "--checkpoint BLOCKS [--sac torchtitan]"},
       {"micro-batch", "the divisors of global batch / world; accumulation = global / (micro-batch x world)",
        "--batch M --accumulate K"},
@@ -143,13 +143,14 @@ std::vector<int64_t> TpDegrees(const PlanRequest& r, const PlanModel& m) {
 
 /// Whether sharding |s| over |w| data-parallel ranks with tp degree |t| means something that
 /// memsim simulates: a sharding needs two ranks (HSDP: two replicas of two or more); FSDP wraps
-/// the repeated blocks; tp runs alone (one data-parallel rank): `memsim run` refuses FSDP2 with tp
-/// (--mesh dp_shard=N,tp=M: not simulated yet), and the 1-D shardings do not take a mesh.
+/// the repeated blocks; tp with more than one data-parallel rank is FSDP2's 2-D mesh (--mesh
+/// dp_shard=N,tp=M; not HSDP with tp, which `memsim run` refuses), as the 1-D shardings do not
+/// take a mesh.
 bool Meaningful(Sharding s, int64_t w, int64_t t, const PlanModel& m) {
   if (w == 1 && s != Sharding::kDdp) return false;
   if (s == Sharding::kHsdp && (w < 4 || w % 2 != 0)) return false;
   if (WrapsBlocks(s) && m.blocks.empty()) return false;
-  if (t > 1 && w > 1) return false;
+  if (t > 1 && w > 1 && s != Sharding::kFsdp2 && s != Sharding::kFsdp2NoReshard) return false;
   return true;
 }
 

@@ -1,8 +1,10 @@
 // FSDP2 (fully_shard, --mesh dp_shard=N): per-parameter dim-0 shards and padding, the groups,
-// and the buffers of one rank's step (Note [FSDP2] in docs/parallel.md).
+// the buffers of one rank's step, and the 2-D mesh with tensor parallelism (Note [FSDP2] in
+// docs/parallel.md).
 #include <gtest/gtest.h>
 
 #include "lib/autodiff/setups/fsdp2.h"
+#include "lib/ir/tensor_parallel.h"
 #include "sim/ranks.h"
 #include "sim/simulator.h"
 #include "tests/testing/graph_builder.h"
@@ -130,6 +132,77 @@ TEST(Fsdp2StepTest, MixedPrecisionGathersInParamDtypeAndReducesInReduceDtype) {
   EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 0 all-gather output"), 2 * 2 * 50'050 * 2);
   EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 0 reduce-scatter input"), 100'100 * 4);
   EXPECT_EQ(ShardBytes(r.events), ShardBytes(SimulateOk(g, Fsdp2Mlp(2, 0)).events));  // fp32 shards
+}
+
+// One decoder layer (tests/ir/tensor_parallel_test.cc's): q/gate/up ColwiseParallel, o/down RowwiseParallel.
+const char* kTpLayer = R"(
+  "symbols": {"batch": 2, "seq": 16},
+  "inputs": [{"name": "x", "shape": ["batch", "seq", 32]}],
+  "parameters": [{"name": "l.attn.q_proj.weight", "shape": [32, 32]}, {"name": "l.attn.o_proj.weight", "shape": [32, 32]},
+                 {"name": "l.mlp.gate_proj.weight", "shape": [64, 32]}, {"name": "l.mlp.up_proj.weight", "shape": [64, 32]},
+                 {"name": "l.mlp.down_proj.weight", "shape": [32, 64]}],
+  "ops": [
+    {"op": "linear", "module": "l.attn.q_proj", "inputs": ["x", "l.attn.q_proj.weight"], "outputs": ["q"]},
+    {"op": "view", "module": "l.attn", "inputs": ["q"], "outputs": ["qh"], "attrs": {"shape": ["batch", "seq", 4, 8]}},
+    {"op": "reshape", "module": "l.attn", "inputs": ["qh"], "outputs": ["a"], "attrs": {"shape": ["batch", "seq", 32]}},
+    {"op": "linear", "module": "l.attn.o_proj", "inputs": ["a", "l.attn.o_proj.weight"], "outputs": ["o"]},
+    {"op": "add", "module": "l", "inputs": ["x", "o"], "outputs": ["h"]},
+    {"op": "linear", "module": "l.mlp.gate_proj", "inputs": ["h", "l.mlp.gate_proj.weight"], "outputs": ["g"]},
+    {"op": "silu", "module": "l.mlp.act", "inputs": ["g"], "outputs": ["s"]},
+    {"op": "linear", "module": "l.mlp.up_proj", "inputs": ["h", "l.mlp.up_proj.weight"], "outputs": ["u"]},
+    {"op": "mul", "module": "l.mlp", "inputs": ["s", "u"], "outputs": ["m"]},
+    {"op": "linear", "module": "l.mlp.down_proj", "inputs": ["m", "l.mlp.down_proj.weight"], "outputs": ["d"]},
+    {"op": "mean", "inputs": ["d"], "outputs": ["loss"]}],
+  "loss": "loss")";
+
+RunConfig Fsdp2TpLayer() {
+  RunConfig c;
+  c.sim.symbols = {{"batch", 2}, {"seq", 16}};
+  c.sim.optimizer = "adam";
+  c.sim.profile = "cpu";
+  c.sim.torch = "2.13";
+  c.sim.parallel.mesh.dp_shard = 2;
+  c.sim.parallel.mesh.tp = 2;
+  c.sim.parallel.world = 4;
+  c.sim.parallel.wrap_modules = {"l"};
+  return c;
+}
+
+TEST(Fsdp2TpTest, FullyShardShardsTheTensorParallelLocalTensorsOnDimZero) {
+  Result<Graph> g = ApplyTensorParallel(testing::ParseBody(kTpLayer), {2, "layers", false});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  SimResult r = SimulateOk(*g, Fsdp2TpLayer().sim);
+  // parallelize_module first: every rank builds the full layer (8,192 floats), then keeps its tp
+  // half (4,096); fully_shard then keeps half of each local tensor: [8, 32] of q's [16, 32], ...
+  EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, " (full)"), 8192 * 4);
+  EXPECT_EQ(ShardBytes(r.events), 2048 * 4);
+  // The all-gather output and the reduce-scatter input: the group's tp-local size (dp_shard × shards).
+  EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 l reduce-scatter input"), 4096 * 4);
+  size_t n = 0;
+  EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 l all-gather output", &n), 2 * 4096 * 4);
+  EXPECT_EQ(n, 2u);
+}
+
+TEST(Fsdp2TpTest, RanksDifferByTheirTpGroupsSourceAndStandInForTheirDpShardCoordinate) {
+  Result<Graph> g = ApplyTensorParallel(testing::ParseBody(kTpLayer), {2, "layers", false});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  RunConfig c = Fsdp2TpLayer();
+  auto runs = RunRanks(*g, c);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  // Even dims 0: the dp_shard ranks are identical; the tp group's first rank (the scatter's source) is not.
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ((*runs)[1].ranks, (std::vector<int>{1, 3}));
+  // tp = 4 over 8 ranks: tp coordinates 2 and 3 stand with 1, simulated once per dp_shard coordinate.
+  Result<Graph> g4 = ApplyTensorParallel(testing::ParseBody(kTpLayer), {4, "layers", false});
+  ASSERT_TRUE(g4.ok()) << g4.status().message();
+  c.sim.parallel.mesh.tp = 4;
+  c.sim.parallel.world = 8;
+  auto runs4 = RunRanks(*g4, c);
+  ASSERT_TRUE(runs4.ok()) << runs4.status().message();
+  ASSERT_EQ(runs4->size(), 2u);
+  EXPECT_EQ((*runs4)[0].ranks, (std::vector<int>{0, 4}));
+  EXPECT_EQ((*runs4)[1].ranks, (std::vector<int>{1, 2, 3, 5, 6, 7}));
 }
 
 }  // namespace

@@ -252,15 +252,20 @@ TEST(PlanMesh, Fsdp2HsdpAndTpCandidates) {
   Result<PlanResult> all = Plan(g, o);
   ASSERT_TRUE(all.ok()) << all.status().message();
   EXPECT_EQ(all->invalid, 0u) << all->first_error;
-  size_t tp = 0, hsdp = 0;
+  size_t tp = 0, hsdp = 0, mesh2d = 0;
   for (const PlanRow& row : all->all) {
     ASSERT_TRUE(row.row.status.ok()) << CandidateLabel(row.candidate);
     if (row.fits) EXPECT_LE(row.floor_bytes, row.row.peak_live_bytes) << CandidateLabel(row.candidate);
     tp += row.candidate.tp > 1;
     hsdp += row.candidate.sharding == Sharding::kHsdp;
-    if (row.candidate.tp > 1) EXPECT_EQ(row.candidate.world, 1);  // FSDP2 with tp: not simulated
+    // with tp, more than one data-parallel rank is FSDP2's 2-D mesh (HSDP with tp: not simulated)
+    if (row.candidate.tp > 1 && row.candidate.world > 1) {
+      ++mesh2d;
+      EXPECT_TRUE(row.candidate.sharding == Sharding::kFsdp2 || row.candidate.sharding == Sharding::kFsdp2NoReshard);
+    }
   }
-  EXPECT_EQ(tp, 2u);
+  EXPECT_EQ(tp, 6u);  // world 1 (DDP) and world 2 (FSDP2, without resharding), two checkpointings each
+  EXPECT_EQ(mesh2d, 4u);
   EXPECT_EQ(hsdp, 2u);
   // tp=2 holds half of the decoder layers' weights: less than one rank of DDP.
   auto peak_of = [&](int t, Sharding s, int w) {
@@ -271,6 +276,7 @@ TEST(PlanMesh, Fsdp2HsdpAndTpCandidates) {
   };
   EXPECT_LT(peak_of(2, Sharding::kDdp, 1), peak_of(1, Sharding::kDdp, 1));
   EXPECT_LT(peak_of(1, Sharding::kFsdp2, 4), peak_of(1, Sharding::kFsdp2, 2));
+  EXPECT_LT(peak_of(2, Sharding::kFsdp2, 2), peak_of(1, Sharding::kFsdp2, 2));  // FSDP2 × TP: the tp half sharded
   o.exhaustive = false;
   o.front_span = 0;
   Result<PlanResult> pruned = Plan(g, o);
