@@ -328,7 +328,7 @@ def main():
                                                           validate_ranks.TP_TITLE, validate_ranks.TP_INTRO)
     lines += rank_lines
     failures += rank_failures
-    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_TP_2_13,
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_FSDP2_TP_2_13,
                                                           validate_ranks.DATA_FSDP2_TP_2_13, "2.13",
                                                           validate_ranks.FSDP2_TP_TITLE, validate_ranks.FSDP2_TP_INTRO)
     lines += rank_lines

@@ -25,6 +25,7 @@ GRAPHS_TP_2_13 = [os.path.join(DATA_TP_2_13, "graphs"),
                   os.path.join(os.path.dirname(HERE), "tests", "data", "traces_hf_2_13", "graphs")]
 # The 2-D mesh FSDP2 × TP (tests/oracle/record_fsdp2_tp_2_13.sh), on the TP traces' graphs.
 DATA_FSDP2_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_fsdp2_tp_2_13")
+GRAPHS_FSDP2_TP_2_13 = [os.path.join(DATA_FSDP2_TP_2_13, "graphs")] + GRAPHS_TP_2_13
 # Pipeline parallel (tests/oracle/record_pp_2_13.sh): one trace per stage rank.
 DATA_PP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_pp_2_13")
 TP_TITLE = "Tensor parallel, per rank, PyTorch 2.13"
@@ -107,7 +108,8 @@ FSDP2_TP_INTRO = [
     "one mesh (dp_shard, tp), `parallelize_module` on its `tp` dimension then `fully_shard` on each decoder layer and",
     "the root on its `dp_shard` dimension, torchtitan's order, traced as the `setup` phase), predicted by one",
     "`memsim run --profile cpu --torch 2.13 --step first --mesh dp_shard=S,tp=T --tp-plan layers --wrap ...",
-    "--reshard-after-forward true|false` (+ `--fsdp2-mp`); memsim's `ranks` entry standing for that rank",
+    "--reshard-after-forward true|false` (+ `--fsdp2-mp param=bf16,reduce=fp32` on the graph exported in bf16",
+    "whose parameters and buffers are marked fp32, `graphs/hf_llama_tp_bf16.json`); memsim's `ranks` entry standing for that rank",
     "(Notes [FSDP2] and [Tensor parallel] in `docs/parallel.md`). Same tolerance."]
 
 
@@ -118,10 +120,12 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
     rows, failures, peak_errs = [], [], []
     for name, ranks in trace_sets(d).items():
         cfg = validate.summarize(ranks[min(ranks)])[0]
-        stem = validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json"
+        stem = validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"])
         dirs = graphs if isinstance(graphs, (list, tuple)) else [graphs]  # the first that has the graph
-        graph = next((os.path.join(g, stem) for g in dirs if os.path.exists(os.path.join(g, stem))),
-                     os.path.join(dirs[0], stem))
+        # MixedPrecisionPolicy: the graph exported in param_dtype (MODEL_bf16.json), where there is one
+        stems = ([stem + "_" + cfg["mp"] + ".json"] if cfg.get("mp", "none") != "none" else []) + [stem + ".json"]
+        graph = next((os.path.join(g, s) for s in stems for g in dirs if os.path.exists(os.path.join(g, s))),
+                     os.path.join(dirs[0], stems[-1]))
         cmd = memsim_cmd(memsim, graph, cfg)
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:

@@ -3,7 +3,8 @@
 # tests/data/traces_fsdp2_tp_2_13/ (trace_ddp.py --mode fsdp2_tp: gloo, one process per rank, one mesh
 # (dp_shard, tp); parallelize_module on mesh["tp"], then fully_shard on each decoder layer and
 # the root on mesh["dp_shard"], torchtitan's order; Note [FSDP2] in docs/parallel.md). The graph
-# is tests/data/traces_tp_2_13/graphs/hf_llama_tp.json (record_tp_2_13.sh). Needs the 2.x venv
+# is tests/data/traces_tp_2_13/graphs/hf_llama_tp.json (record_tp_2_13.sh); the bf16 set's is
+# graphs/hf_llama_tp_bf16.json here, made below. Needs the 2.x venv
 # (`make deps`) and gcc. Usage: record_fsdp2_tp_2_13.sh [OUTDIR] [PYTHON]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,8 +17,20 @@ run2d hf_llama_tp_b2_s128_adamw_dp2tp2 --world 4
 run2d hf_llama_tp_b2_s128_adamw_dp2tp2_noreshard --world 4 --reshard false
 # dp_shard=3 (6 ranks): the tp-local dims 0 of 64 rows leave the last dp_shard rank 20 of 22
 run2d hf_llama_tp_b2_s128_adamw_dp3tp2 --world 6
-# Not recorded into the set: --mp bf16 (MixedPrecisionPolicy). The graph is exported in fp32,
-# where transformers' dtype casts (RMSNorm's .to(input_dtype), RoPE's cos.to(x.dtype)) are no-ops
-# and leave no op, so bound in bf16 memsim keeps fp32 activations (+37 % on every rank; the same
-# holds for 1-D FSDP2 on a Hugging Face model): it needs a bf16 export whose parameters stay fp32.
-# run2d hf_llama_tp_b2_s128_adamw_dp2tp2_bf16 --world 4 --mp bf16
+# MixedPrecisionPolicy(bf16, fp32): its graph is exported in bf16, so that transformers' casts
+# (RMSNorm's float32 upcast and .to(input_dtype), RoPE's cos.to(x.dtype)), no-ops in an fp32
+# export, are ops; its parameters and buffers are then marked float32, the dtype the model keeps
+# (fully_shard casts only the unsharded copies; --fsdp2-mp binds the graph in bf16).
+run2d hf_llama_tp_b2_s128_adamw_dp2tp2_bf16 --world 4 --mp bf16
+mkdir -p "$out/graphs"
+(cd "$root" && "$py" tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344,dtype=bf16 --trace run \
+   --set batch=2 --set seq=128 --loss cross_entropy --name hf_llama_tp \
+   --provenance "tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344,dtype=bf16 (trace_step.py hf_llama_tp), parameters and buffers then marked float32 (record_fsdp2_tp_2_13.sh)" \
+   -o "$out/graphs/hf_llama_tp_bf16.json")
+"$py" - "$out/graphs/hf_llama_tp_bf16.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for t in g["parameters"] + g.get("buffers", []):
+    t["dtype"] = "float32"
+json.dump(g, open(sys.argv[1], "w"), indent=1)
+PY
