@@ -73,7 +73,7 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
         bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
         try:
             with _hf_unpacked():
-                cx, out = record(model, args, names, pnames, bnames)
+                cx, out = record(model, args, names, pnames, bnames, _by_name(model, specs))
         except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             if "_local_scalar_dense" in first:
@@ -94,6 +94,17 @@ def _dtype(name):
         if dtype_name(dt) == name:
             return dt
     raise ExportError("unknown dtype %r" % name)
+
+
+def _by_name(model, specs):
+    """Every input names a forward argument that is not at its position (transformers' labels=,
+    pixel_values=): the model is called with keywords."""
+    try:
+        params = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return False
+    names = [sp.name for sp in specs]
+    return all(names) and all(n in params for n in names) and names != params[:len(names)]
 
 
 def _forward_arg_names(model, names, specs):

@@ -353,8 +353,9 @@ class ExpandedModules:
             del m.forward
 
 
-def record(model, args, input_names, param_names, buffer_names):
-    """Run model(*args) (meta tensors) and return (EagerContext, output as TRefs)."""
+def record(model, args, input_names, param_names, buffer_names, by_name=False):
+    """Run model(*args) (model(**{name: arg}) when by_name: inputs given by the forward argument's
+    name, e.g. a transformers model's labels=) on meta tensors; return (EagerContext, output as TRefs)."""
     cx = EagerContext(param_names, buffer_names)
     cx.used.update(input_names)
     cx.used.update(param_names.values())
@@ -364,7 +365,7 @@ def record(model, args, input_names, param_names, buffer_names):
         cx.bind(t, TRef(n, tuple(t.shape), t.dtype))
     with torch.no_grad(), ModulePaths(cx, model), ExpandedModules(cx, model), _tuple_indexing(), \
             FunctionRecorder(cx):
-        out = model(*args)
+        out = model(**dict(zip(input_names, args))) if by_name else model(*args)
     if cx.unsupported:
         return cx, None
     refs = _out_refs(cx, out)
