@@ -133,8 +133,19 @@ def _hf_unpacked():
     if orig is None:
         yield
         return
+    # (and warn_if_padding_and_no_attention_mask, a warning that reads input_ids' values: BERT, DeBERTa)
+    pm = sys.modules["transformers.modeling_utils"].PreTrainedModel
+    warn = pm.__dict__.get("warn_if_padding_and_no_attention_mask")
+    # (and fast_all(padding_mask), whether a mask the model made itself pads nothing: it does not)
+    fast_all = getattr(mu, "fast_all", None)
     mu.find_packed_sequence_indices = lambda position_ids: None
+    pm.warn_if_padding_and_no_attention_mask = lambda self, input_ids, attention_mask: None
+    if fast_all is not None:
+        mu.fast_all = lambda tensor: True
     try:
         yield
     finally:
         mu.find_packed_sequence_indices = orig
+        if fast_all is not None:
+            mu.fast_all = fast_all
+        pm.warn_if_padding_and_no_attention_mask = warn

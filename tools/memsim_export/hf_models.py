@@ -38,7 +38,8 @@ ARCHS = {
     "gemma2": ("Gemma2Config", dict(TINY, head_dim=16), "causal", True),
     "gemma3": ("Gemma3TextConfig", dict(TINY, head_dim=16), "causal", True),
     "phi3": ("Phi3Config", dict(TINY, pad_token_id=0, bos_token_id=1, eos_token_id=2), "causal", True),
-    "gpt2": ("GPT2Config", dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=256), "causal", True),
+    "gpt2": ("GPT2Config", dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=256, bos_token_id=1,
+                                 eos_token_id=2), "causal", True),
     "gpt_neox": ("GPTNeoXConfig", _ENC, "causal", True),
     "falcon": ("FalconConfig", dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4),
                "causal", True),
@@ -49,9 +50,11 @@ ARCHS = {
                             decoder_start_token_id=0, pad_token_id=0), "seq2seq", True),
     "bart": ("BartConfig", dict(_S2S, max_position_embeddings=256), "seq2seq", True),
     "vit": ("ViTConfig", dict(_VIS, num_labels=10), "image", True),
-    "clip": ("CLIPConfig", dict(text_config=dict(_ENC, eos_token_id=2), vision_config=_VIS, projection_dim=32),
+    "clip": ("CLIPConfig", dict(text_config=dict(_ENC, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+                                 vision_config=_VIS, projection_dim=32),
              "clip", True),
-    "whisper": ("WhisperConfig", dict(_S2S, num_mel_bins=16, max_source_positions=32, max_target_positions=256),
+    "whisper": ("WhisperConfig", dict(_S2S, num_mel_bins=16, max_source_positions=32, max_target_positions=256,
+                                      pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1),
                 "speech", True),
 }
 # model_type (config.model_type) -> task, for configs given by class name, file or model id
@@ -129,12 +132,16 @@ def make_config(family, overrides):
     attn = own.get("attn", "sdpa")
     if attn not in ("sdpa", "eager"):
         raise ExportError("hf: attn=%s: expected sdpa or eager" % attn)
+    set_attn(cfg, attn)
+    cfg.use_cache = False
+    return cfg, task, bool(own.get("labels", labels)), "attn" in own
+
+
+def set_attn(cfg, attn):
     cfg._attn_implementation = attn
     for sub in ("text_config", "vision_config"):  # CLIP's towers have configs of their own
         if getattr(cfg, sub, None) is not None:
             getattr(cfg, sub)._attn_implementation = attn
-    cfg.use_cache = False
-    return cfg, task, bool(own.get("labels", labels))
 
 
 def _vocab(cfg):
@@ -145,8 +152,13 @@ def task_inputs(cfg, task, labels):
     """The model's input specs for TASK (forward argument names; batch and seq are symbols)."""
     v = _vocab(cfg) if task != "image" else None
     ids = "input_ids=int64:batch,seq@0:%d" % v if v else None
-    if task in ("causal", "masked", "seq2seq"):
+    if task in ("causal", "masked"):
         return [ids] + (["labels=int64:batch,seq@0:%d" % v] if labels else [])
+    # encoder-decoders: the decoder's input given, as DataCollatorForSeq2Seq prepares it (the model's
+    # own shift of labels= is a slice assignment)
+    dec = "decoder_input_ids=int64:batch,seq@0:%d" % v
+    if task == "seq2seq":
+        return [ids, dec] + (["labels=int64:batch,seq@0:%d" % v] if labels else [])
     if task == "image":
         size = cfg.image_size
         return ["pixel_values=batch,%d,%d,%d" % (cfg.num_channels, size, size)] + (
@@ -156,15 +168,26 @@ def task_inputs(cfg, task, labels):
         return [ids, "pixel_values=batch,%d,%d,%d" % (vc.num_channels, vc.image_size, vc.image_size)]
     if task == "speech":
         feats = "input_features=batch,%d,%d" % (cfg.num_mel_bins, 2 * cfg.max_source_positions)
-        return [feats, "labels=int64:batch,seq@0:%d" % v] if labels else [feats, "decoder_input_ids=int64:batch,seq@0:%d" % v]
+        return [feats, dec] + (["labels=int64:batch,seq@0:%d" % v] if labels else [])
     raise ExportError("hf: unknown task %r" % task)
 
 
-def make_model(cfg, task, labels):
+def make_model(cfg, task, labels, attn_given=True):
+    """The model of TASK; without attn= an architecture that has no SDPA attention gets its eager one."""
     transformers = _transformers()
     auto = {"causal": "AutoModelForCausalLM", "masked": "AutoModelForMaskedLM", "seq2seq": "AutoModelForSeq2SeqLM",
             "image": "AutoModelForImageClassification", "speech": "AutoModelForSpeechSeq2Seq", "clip": "AutoModel"}[task]
-    model = getattr(transformers, auto).from_config(cfg)
+    try:
+        model = getattr(transformers, auto).from_config(cfg)
+    except ValueError as e:
+        if "does not support an attention implementation" not in str(e):
+            raise
+        if attn_given:
+            raise ExportError("hf: %s has no attn=%s in transformers %s: use attn=eager"
+                              % (type(cfg).__name__.replace("Config", ""), cfg._attn_implementation,
+                                 transformers.__version__))
+        set_attn(cfg, "eager")
+        model = getattr(transformers, auto).from_config(cfg)
     if task == "clip" and labels:  # CLIP's own loss: the contrastive loss of its image-text logits
         model.forward = functools.partial(model.forward, return_loss=True)
     return model
@@ -177,11 +200,11 @@ def builder(spec):
     dtype = str(overrides.get("dtype", "fp32"))
     if dtype not in DTYPES:
         raise ExportError("hf: dtype=%s: expected one of %s" % (dtype, ", ".join(DTYPES)))
-    cfg, task, labels = make_config(family, dict(overrides))
+    cfg, task, labels, attn_given = make_config(family, dict(overrides))
 
     def build():
         import torch
-        model = make_model(cfg, task, labels).to(getattr(torch, DTYPES[dtype]))
+        model = make_model(cfg, task, labels, attn_given).to(getattr(torch, DTYPES[dtype]))
         return model, task_inputs(cfg, task, labels)
     name = "hf_" + (family if family in ARCHS else os.path.basename(family.rstrip("/")).replace(".json", ""))
     return build, name

@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import expand, ops_llm  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
 from .convert import Context
-from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, TRef, Unsupported
+from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
 
 # module class -> the fx path's expansion handler (cx, module, path, *args, **kwargs)
 EXPANDED = {nn.MultiheadAttention: expand.m_mha, nn.TransformerEncoderLayer: expand.m_encoder_layer,
@@ -188,6 +188,12 @@ def find_handler(func):
     if getattr(func, "memsim_getitem", False):
         return FUNC_HANDLERS.get(operator.getitem), False
     name = getattr(func, "__name__", None)
+    if name == "__get__":  # a Tensor property (weight.T)
+        prop = getattr(func, "__self__", None)
+        owner = getattr(prop, "__objclass__", None)
+        if isinstance(owner, type) and issubclass(torch.Tensor, owner):
+            return PROPERTY_HANDLERS.get(getattr(prop, "__name__", None)), False
+        return None, False
     if name in _DUNDER and _is_tensor_method(func, name):
         target = _DUNDER[name]
         if target in _SWAPPED:
