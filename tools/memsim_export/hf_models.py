@@ -156,7 +156,7 @@ def task_inputs(cfg, task, labels):
         return [ids] + (["labels=int64:batch,seq@0:%d" % v] if labels else [])
     # encoder-decoders: the decoder's input given, as DataCollatorForSeq2Seq prepares it (the model's
     # own shift of labels= is a slice assignment)
-    dec = "decoder_input_ids=int64:batch,seq@0:%d" % v
+    dec = "decoder_input_ids=int64:batch,seq@0:%d" % (v or 0)
     if task == "seq2seq":
         return [ids, dec] + (["labels=int64:batch,seq@0:%d" % v] if labels else [])
     if task == "image":
