@@ -54,9 +54,29 @@ def _first_line(text):
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
     if not lines:
         return ""
+    lines = [_scrub(ln) for ln in lines]
+    again = [ln for ln in lines if ln.startswith("recording it as it runs failed too: ")]
+    if again:  # fx could not trace it, nor export by execution: the second reason is the one
+        return again[0][len("recording it as it runs failed too: "):][:240]
+    said = [ln for ln in lines if ln.startswith("export_torch.py: ")]
+    if said:  # the CLI's message, after whatever a library printed before it
+        lines = lines[lines.index(said[0]):]
+    elif lines[0].startswith("Traceback"):  # an uncaught error printed whole: its last line says what
+        lines = lines[-1:]
     if lines[0].startswith("export_torch.py: unsupported by memsim") and lines[-1].startswith("unsupported ops:"):
         return lines[-1]  # the summary line names every unsupported op kind
     return lines[0].replace("export_torch.py: ", "")[:240]
+
+
+def _scrub(line):
+    """No machine paths in the table: the repository's and site-packages' prefixes dropped."""
+    line = line.replace(ROOT + os.sep, "")
+    for mark in ("site-packages/", "dist-packages/"):
+        while mark in line:
+            i = line.index(mark)
+            j = line.rfind(" ", 0, i) + 1
+            line = line[:j] + line[i + len(mark):]
+    return line
 
 
 def _meta_first(build):
@@ -167,6 +187,11 @@ def worker(a):
             versions[pkg] = __import__(pkg).__version__.split("+")[0]
         except ImportError:
             pass
+    if a.only and os.path.exists(a.json):  # --only with saved results: those rows replaced
+        with open(a.json) as f:
+            old = json.load(f)["rows"]
+        new = {(r["section"], r["name"]): r for r in rows}
+        rows = [new.pop((r["section"], r["name"]), r) for r in old] + list(new.values())
     doc = {"versions": versions, "release": release, "rows": rows}
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
@@ -296,8 +321,8 @@ def main(argv=None):
         if fn.startswith("env") and fn.endswith(".json"):
             with open(os.path.join(work, fn)) as f:
                 docs.append(json.load(f))
-    cmd = "tools/coverage.py " + " ".join("--python %s" % _portable(p) for p in a.python) if a.python else \
-        "tools/coverage.py"
+    cmd = "tools/coverage.py " + " ".join("--python %s" % _portable(p, i) for i, p in enumerate(a.python)) \
+        if a.python else "tools/coverage.py"
     text = render(docs, cmd)
     if a.output == "-":
         sys.stdout.write(text)
@@ -307,12 +332,13 @@ def main(argv=None):
     return 0
 
 
-def _portable(path):
-    """A path as the docs show it: repository-relative, or the interpreter's name."""
+def _portable(path, i):
+    """An interpreter as the docs show it: repository-relative, Debian's, or PYTHON<column>
+    (a venv elsewhere; the Environments line gives its versions)."""
     p = os.path.abspath(path)
     if p.startswith(ROOT + os.sep):
         return os.path.relpath(p, ROOT)
-    return path if path.startswith("/usr/") else "PY2X"
+    return path if path.startswith("/usr/") else "PYTHON%d" % (i + 1)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,16 @@ import torch.nn.functional as F
 class Probe(nn.Module):
     """f(x * w, *rest): a learnable scalar ahead of the op under test, so that its backward runs."""
 
-    def __init__(self, f):
+    def __init__(self, f, scale=True):
         super().__init__()
         self.w = nn.Parameter(torch.ones(1))
         self.f = f
+        self.scale = scale  # False: integer indices go in as they are (an embedding has its own weight)
 
     def forward(self, x, y=None, z=None):  # named arguments: the exporter matches inputs to them
-        return self.f(*[v for v in (x * self.w, y, z) if v is not None])
+        if self.scale:
+            x = x * self.w
+        return self.f(*[v for v in (x, y, z) if v is not None])
 
 
 class Fn(nn.Module):
@@ -171,12 +174,12 @@ def nn_cases():
             continue
         spec = NN_ARGS.get(name, ((), [IMG]))
         args, inputs, kw = (spec + ({},))[:3]
-        out.append(("torch.nn module", name, _nn_builder(cls, args, kw), inputs, "mse"))
+        out.append(("torch.nn module", name, _nn_builder(cls, args, kw, not inputs[0].startswith("int")), inputs, "mse"))
     return out
 
 
-def _nn_builder(cls, args, kw):
-    return lambda: Probe(cls(*args, **kw))
+def _nn_builder(cls, args, kw, scale):
+    return lambda: Probe(cls(*args, **kw), scale)
 
 
 def _nn_loss_builder(cls):

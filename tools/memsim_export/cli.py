@@ -83,7 +83,7 @@ def split_built(obj):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="export_torch.py", description=__doc__, epilog=USAGE_EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", nargs="?", help="torchvision:NAME | hf:llama|qwen2|mistral|gemma|CONFIG.json[:KEY=V,...] | FILE.py:FUNCTION | "
+    ap.add_argument("model", nargs="?", help="torchvision:NAME | hf:ARCH|ConfigClass|CONFIG.json[:KEY=V,...] | FILE.py:FUNCTION | "
                     "MODULE:FUNCTION")
     ap.add_argument("--module", dest="module_spec", help="FILE.py:FUNCTION returning an nn.Module "
                     "(or (module, input spec list))")
