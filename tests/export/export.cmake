@@ -14,6 +14,13 @@ add_test(NAME export.run_parity
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.run_parity PROPERTIES TIMEOUT 300 LABELS export)
 
+# --loss FILE.py:FUNC: a user's loss function on the output (needs the memsim binary).
+add_test(NAME export.user_loss
+         COMMAND ${CMAKE_COMMAND} -E env MEMSIM=$<TARGET_FILE:memsim>
+                 /usr/bin/python3 -m unittest discover -s tests/export -p test_user_loss.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.user_loss PROPERTIES TIMEOUT 300 LABELS export)
+
 # --optimizer: recording a user's optimizer and replaying it (needs the memsim binary).
 add_test(NAME export.optimizer
          COMMAND ${CMAKE_COMMAND} -E env MEMSIM=$<TARGET_FILE:memsim>

@@ -359,9 +359,11 @@ class ExpandedModules:
             del m.forward
 
 
-def record(model, args, input_names, param_names, buffer_names, by_name=False):
+def record(model, args, input_names, param_names, buffer_names, by_name=False, loss_fn=None):
     """Run model(*args) (model(**{name: arg}) when by_name: inputs given by the forward argument's
-    name, e.g. a transformers model's labels=) on meta tensors; return (EagerContext, output as TRefs)."""
+    name, e.g. a transformers model's labels=) on meta tensors; return (EagerContext, output as TRefs).
+    With loss_fn (--loss FILE.py:FUNC), the last arg is the target: loss_fn(output, target) runs
+    after the model, recorded under module "loss", and the output is (model output, loss)."""
     cx = EagerContext(param_names, buffer_names)
     cx.used.update(input_names)
     cx.used.update(param_names.values())
@@ -371,7 +373,12 @@ def record(model, args, input_names, param_names, buffer_names, by_name=False):
         cx.bind(t, TRef(n, tuple(t.shape), t.dtype))
     with torch.no_grad(), ModulePaths(cx, model), ExpandedModules(cx, model), _tuple_indexing(), \
             FunctionRecorder(cx):
-        out = model(**dict(zip(input_names, args))) if by_name else model(*args)
+        n = len(args) - (loss_fn is not None)
+        out = model(**dict(zip(input_names[:n], args[:n]))) if by_name else model(*args[:n])
+        if loss_fn is not None:
+            cx.module_stack.append("loss")
+            out = (out, loss_fn(out, args[n]))
+            cx.module_stack.pop()
     if cx.unsupported:
         return cx, None
     refs = _out_refs(cx, out)
