@@ -217,7 +217,7 @@ def _cell(r):
         return "ran"
     if s == "recorded":
         return "ran, %d recorded (%s)" % (r["recorded"], ", ".join(r["recorded_kinds"]))
-    return "**%s**: %s" % (s, r.get("message", "").replace("|", "\\|"))
+    return "**%s**: %s" % (s, _scrub(r.get("message", "")).replace("|", "\\|"))
 
 
 def render(docs, cmdline):
