@@ -30,8 +30,19 @@ MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 # scratchpads] in docs/op-rules.md).
 AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an AMX host) are not modelled; "
            "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
+# GPT-2 trains with attention dropout, so SDPA runs its math path; the first differences of the
+# aligned diff (docs/handoff/torch2.md) are there: the matmuls' copies of the non-contiguous q·√s,
+# kᵀ·√s and v (expand + reshape before bmm), and c_attn's output (q, k, v are views of it) freed
+# in the forward. Not yet a rule.
+SDPA_MATH_COPIES = ("SDPA math path under attention dropout: the bmm operand copies of non-contiguous q, k, v and "
+                    "c_attn's output freed in the forward (first differences of the aligned diff; not yet a rule)")
+VIT_GAP = "not yet traced (the peak, in the step, is exact)"
 KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
-              ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP}
+              ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP,
+              ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "peak"): SDPA_MATH_COPIES,
+              ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "forward"): SDPA_MATH_COPIES,
+              ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "backward"): SDPA_MATH_COPIES,
+              ("traces_hf_2_13", "hf_vit_tiny_b2_adamw", "backward"): VIT_GAP}
 # LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
 LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
                  "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
@@ -532,12 +543,14 @@ def table_optim(memsim, failures):
 def table_hf(memsim, failures):
     """The Hugging Face decoders table: tests/data/traces_hf_2_13 against the graphs exported with
     `export_torch.py hf:FAMILY` (tests/data/traces_hf_2_13/graphs)."""
-    return dir_table(memsim, failures, "traces_hf_2_13", "Hugging Face decoders (PyTorch 2.13)",
-        ["Each row is one real PyTorch 2.13.0 CPU training step of a transformers 5.24.0 causal LM built",
-         "from its config class with small sizes (`trace_step.py hf_FAMILY_tiny`: SDPA attention,",
-         "use_cache=False, F.cross_entropy on the logits; recorded by `tests/oracle/record_hf_2_13.sh` into",
-         "`tests/data/traces_hf_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first`",
-         "with the trace's settings, where GRAPH is `export_torch.py hf:FAMILY` (Note [Hugging Face decoders]);",
+    return dir_table(memsim, failures, "traces_hf_2_13", "Hugging Face models (PyPI transformers, PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of a transformers 5.24.0 model built",
+         "from its config class with small sizes (`trace_step.py hf_ARCH_tiny`: SDPA attention,",
+         "use_cache=False; the Llama, Qwen2, Mistral and Gemma decoders take F.cross_entropy on the logits,",
+         "GPT-2, BERT (masked LM) and ViT (image classification) their own loss, `labels=`; recorded by",
+         "`tests/oracle/record_hf_2_13.sh` into `tests/data/traces_hf_2_13/`), predicted by",
+         "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings, where GRAPH is",
+         "`export_torch.py hf:ARCH` (Notes [Hugging Face decoders] and [Hugging Face architectures]);",
          "gradient_checkpointing (`model.gradient_checkpointing_enable()`) is `--checkpoint` of each decoder layer."],
         [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")])
 

@@ -14,6 +14,13 @@ add_test(NAME export.run_parity
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.run_parity PROPERTIES TIMEOUT 300 LABELS export)
 
+# --loss FILE.py:FUNC: a user's loss function on the output (needs the memsim binary).
+add_test(NAME export.user_loss
+         COMMAND ${CMAKE_COMMAND} -E env MEMSIM=$<TARGET_FILE:memsim>
+                 /usr/bin/python3 -m unittest discover -s tests/export -p test_user_loss.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.user_loss PROPERTIES TIMEOUT 300 LABELS export)
+
 # --optimizer: recording a user's optimizer and replaying it (needs the memsim binary).
 add_test(NAME export.optimizer
          COMMAND ${CMAKE_COMMAND} -E env MEMSIM=$<TARGET_FILE:memsim>
@@ -35,3 +42,14 @@ add_test(NAME export.compiled
          COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_compiled.py -v
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.compiled PROPERTIES TIMEOUT 600 LABELS export)
+
+# tools/coverage.py --quick: a few rows of docs/coverage.md that must stay exported and run (torch
+# 1.13 here: torchvision, torch.nn, functional; the 2.x venv: the same and Hugging Face).
+add_test(NAME export.coverage
+         COMMAND /usr/bin/python3 tools/coverage.py --quick --memsim $<TARGET_FILE:memsim>
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.coverage PROPERTIES TIMEOUT 600 LABELS export)
+add_test(NAME export.coverage_hf
+         COMMAND ${MEMSIM_VENV}/bin/python tools/coverage.py --quick --memsim $<TARGET_FILE:memsim>
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.coverage_hf PROPERTIES TIMEOUT 600 LABELS export)

@@ -96,5 +96,54 @@ class HfDecoders(unittest.TestCase):
             self.assertIn("KEY=VALUE", bad.stderr)
 
 
+@unittest.skipIf(transformers is None, "needs transformers (the torch 2.x venv)")
+class HfArchitectures(unittest.TestCase):
+    """hf:ARCH beyond the decoders (Note [Hugging Face architectures]): the model's own loss
+    (labels=), inputs by name, the ops only these models call."""
+
+    def test_gpt2_conv1d_addmm_and_own_loss(self):
+        g = export("gpt2")
+        self.assertEqual([i["name"] for i in g["inputs"]], ["input_ids", "labels"])
+        self.assertEqual(g["loss"], g["ops"][-1]["outputs"][0])  # the model's own cross_entropy
+        self.assertEqual(g["ops"][-1]["op"], "cross_entropy")
+        c_attn = [o for o in g["ops"] if o.get("module") == "transformer.h.0.attn.c_attn"]
+        # torch.addmm(b, x, W) as the linear(x, Wᵀ, b) it is
+        self.assertEqual([o["op"] for o in c_attn], ["view", "transpose", "linear", "view"])
+        self.assertEqual(c_attn[1]["inputs"], ["transformer.h.0.attn.c_attn.weight"])
+
+    def test_gpt2_matches_the_committed_graph(self):
+        with open(os.path.join(GRAPHS, "hf_gpt2_tiny.json")) as f:
+            committed = json.load(f)
+        self.assertEqual(export("gpt2")["ops"], committed["ops"])
+
+    def test_vit_pixel_values_and_class_labels(self):
+        g = export("vit")
+        self.assertEqual(g["inputs"][0], {"name": "pixel_values", "shape": ["batch", 3, 32, 32], "dtype": "float32"})
+        self.assertEqual(g["inputs"][1], {"name": "labels", "shape": ["batch"], "dtype": "int64"})
+        self.assertEqual(ops(g, "conv2d")[0]["module"], "vit.embeddings.patch_embeddings.projection")
+
+    def test_encoder_decoder_takes_decoder_input_ids(self):
+        build, _ = __import__("memsim_export.hf_models", fromlist=["x"]).builder("whisper")
+        self.assertEqual([s.split("=")[0] for s in build()[1]], ["input_features", "decoder_input_ids", "labels"])
+
+    def test_no_sdpa_falls_back_to_eager_unless_asked(self):
+        from memsim_export import hf_models
+        from memsim_export.errors import ExportError
+        build, _ = hf_models.builder("gemma2")
+        self.assertEqual(build()[0].config._attn_implementation, "eager")
+        build, _ = hf_models.builder("gemma2:attn=sdpa")
+        with self.assertRaisesRegex(ExportError, "use attn=eager"):
+            build()
+
+    def test_config_class_with_overrides(self):
+        from memsim_export import hf_models
+        build, name = hf_models.builder("LlamaConfig:hidden_size=32,intermediate_size=64,num_hidden_layers=1,"
+                                        "num_attention_heads=2,num_key_value_heads=1,vocab_size=100")
+        model, inputs = build()
+        self.assertEqual(name, "hf_LlamaConfig")
+        self.assertEqual(model.config.hidden_size, 32)
+        self.assertEqual(inputs, ["input_ids=int64:batch,seq@0:100", "labels=int64:batch,seq@0:100"])
+
+
 if __name__ == "__main__":
     unittest.main()

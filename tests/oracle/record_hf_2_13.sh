@@ -35,6 +35,11 @@ for m in qwen2 mistral gemma; do
   run hf_${m}_tiny_b2_s64_adamw_lora_qv hf_${m}_tiny $S --opt adamw --lora $QV
   run hf_${m}_tiny_b2_s64_adamw_lora_qv_gc hf_${m}_tiny $S --opt adamw --lora $QV --gradient-checkpointing
 done
+# models trained with their own loss (labels=): GPT-2 (causal LM), BERT (masked LM), ViT (image classification)
+for m in gpt2 bert; do
+  run hf_${m}_tiny_b2_s64_adamw hf_${m}_tiny $S --opt adamw
+done
+run hf_vit_tiny_b2_adamw hf_vit_tiny --batch 2 --opt adamw
 # the graphs, exported from the same config classes (export_torch.py hf:FAMILY)
 g=$out/graphs; mkdir -p "$g"
 for m in llama qwen2 mistral gemma; do
@@ -44,3 +49,7 @@ done
 (cd "$root" && "$py" tools/export_torch.py hf:llama:attn=eager --trace run --set batch=2 --set seq=64 --loss cross_entropy \
    --name hf_llama_tiny_eager --provenance "tools/export_torch.py hf:llama:attn=eager (trace_step.py hf_llama_tiny_eager)" \
    -o "$g/hf_llama_tiny_eager.json")
+for m in gpt2 bert vit; do
+  (cd "$root" && "$py" tools/export_torch.py hf:$m --trace run --set batch=2 --set seq=64 \
+     --name hf_${m}_tiny --provenance "tools/export_torch.py hf:$m (trace_step.py hf_${m}_tiny)" -o "$g/hf_${m}_tiny.json")
+done

@@ -18,6 +18,26 @@ USAGE_EXAMPLES = """examples:
 """
 
 
+LOSSES = ["cross_entropy", "mse", "bce_logits", "bce", "smooth_l1", "huber", "l1", "output", "none"]
+
+
+def load_loss(a):
+    """--loss NAME, or FILE.py:FUNC → the user's function (and --trace run, --target as the last input)."""
+    if a.loss in LOSSES:
+        if a.target:
+            raise ExportError("--target applies with --loss FILE.py:FUNC")
+        return a.loss
+    if ":" not in a.loss:
+        raise ExportError("--loss %s: expected one of %s or FILE.py:FUNCTION" % (a.loss, ", ".join(LOSSES)))
+    if not a.target:
+        raise ExportError("--loss %s needs --target SPEC (the target's shape, e.g. \"int64:batch@0:10\")" % a.loss)
+    fn, _ = load_builder(a.loss)
+    if not callable(fn):
+        raise ExportError("--loss %s: not a function" % a.loss)
+    a.trace = "run"  # the loss is recorded as it runs, after the model
+    return fn
+
+
 def load_builder(spec):
     """'torchvision:NAME', 'hf:FAMILY[:KEY=V,...]', 'path/to/file.py:fn' or 'package.module:fn' →
     (callable, default name)."""
@@ -83,17 +103,19 @@ def split_built(obj):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="export_torch.py", description=__doc__, epilog=USAGE_EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", nargs="?", help="torchvision:NAME | hf:llama|qwen2|mistral|gemma|CONFIG.json[:KEY=V,...] | FILE.py:FUNCTION | "
+    ap.add_argument("model", nargs="?", help="torchvision:NAME | hf:ARCH|ConfigClass|CONFIG.json[:KEY=V,...] | FILE.py:FUNCTION | "
                     "MODULE:FUNCTION")
     ap.add_argument("--module", dest="module_spec", help="FILE.py:FUNCTION returning an nn.Module "
                     "(or (module, input spec list))")
     ap.add_argument("--input", action="append", default=[], metavar="SPEC",
                     help='[name=][dtype:]d0,d1,...[@low:high], e.g. "batch,3,224,224" or "int64:batch,128@0:30522"; '
                          "repeat for several inputs (forward argument order)")
-    ap.add_argument("--loss", default="cross_entropy",
-                    choices=["cross_entropy", "mse", "bce_logits", "bce", "smooth_l1", "huber", "l1", "output", "none"],
-                    help="loss appended to the output (output: the model returns its own scalar loss; "
-                         "also detected when the output is a scalar)")
+    ap.add_argument("--loss", default="cross_entropy", metavar="LOSS",
+                    help="loss appended to the output: %s (output: the model returns its own scalar loss; "
+                         "also detected when the output is a scalar), or FILE.py:FUNC, your loss_fn(output, target) "
+                         "(with --target; recorded as the model runs)" % "|".join(LOSSES))
+    ap.add_argument("--target", metavar="SPEC", help="with --loss FILE.py:FUNC: the target's input spec, e.g. "
+                    "\"int64:batch@0:10\" (the loop holds the output across the step)")
     ap.add_argument("--trace", default="auto", choices=["auto", "fx", "run"],
                     help="fx: torch.fx symbolic tracing; run: record the model as it runs (meta tensors, "
                          "ATen ops below composite functions); auto: fx, or run when fx cannot trace the "
@@ -141,6 +163,7 @@ def main(argv=None):
         a.trace = "run"  # transformers decoders are not fx-traceable (Note [Hugging Face decoders])
     try:
         from .exporter import write_graph
+        loss = load_loss(a)
         builder, default_name = load_builder(spec)
         symbols = _parse_set(a.set)
         takes = {} if spec.startswith("torchvision:") else symbol_params(builder)
@@ -163,6 +186,8 @@ def main(argv=None):
                 inputs = ["batch,3,224,224"]
             else:
                 raise ExportError("no --input given and the builder returned no input spec")
+        if callable(loss):
+            inputs = list(inputs) + ["target=" + a.target]
         try:
             pb = tuple(int(x) for x in a.probe_batch.split(","))
             assert len(pb) == 2 and pb[0] != pb[1] and min(pb) >= 2
@@ -172,7 +197,7 @@ def main(argv=None):
         if prov is None:
             prov = "tools/export_torch.py %s %s --loss %s" % (
                 spec, " ".join("--input %s" % s for s in inputs), a.loss)
-        opts = dict(loss=a.loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
+        opts = dict(loss=loss, symbols=symbols, name=a.name or default_name, provenance=prov, probe_batch=pb)
         captured = _compile(symbols, builder, takes, inputs, budgets, a.amp) if a.compile else None
         g = _export(a, model, builder, takes, inputs, opts)
         if captured:

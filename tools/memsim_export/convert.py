@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import ops_nn, ops_act, ops_math, ops_shape, ops_llm  # noqa: F401  (register the handlers, in this order)
+from . import ops_nn, ops_act, ops_math, ops_shape, ops_llm, ops_hf  # noqa: F401  (register the handlers, in this order)
 from .registry import FUNC_HANDLERS, METHOD_HANDLERS, MODULE_HANDLERS, TRef, Unsupported
 from .registry import dtype_name  # noqa: F401  (re-exported for the exporter)
 from .shapes import TInfo

@@ -56,6 +56,12 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
     specs = [parse_input_spec(s) for s in inputs]
     if not specs:
         raise ExportError("no --input given")
+    loss_fn = loss if callable(loss) else None
+    if loss_fn is not None:  # the user's loss on the output (--loss FILE.py:FUNC): the last spec is its target
+        if specs[-1].name != "target":
+            raise ExportError("--loss FILE.py:FUNC needs --target SPEC (the target's shape)")
+        loss = "output"
+    model_specs = specs[:-1] if loss_fn is not None else specs
     syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
     takes = list(builder_symbols or [])
     graphs, tensors = [], []
@@ -68,12 +74,12 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
         args = [torch.empty([binding[d] if isinstance(d, str) else d for d in sp.dims],
                             dtype=_dtype(sp.dtype), device="meta") for sp in specs]
         names = [sp.name or "input%d" % i for i, sp in enumerate(specs)]
-        names = _forward_arg_names(model, names, specs)
+        names = _forward_arg_names(model, names[:len(model_specs)], model_specs) + names[len(model_specs):]
         pnames = {id(p): n for n, p in reversed(list(model.named_parameters()))}
         bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
         try:
             with _hf_unpacked():
-                cx, out = record(model, args, names, pnames, bnames)
+                cx, out = record(model, args, names, pnames, bnames, _by_name(model, model_specs), loss_fn)
         except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             if "_local_scalar_dense" in first:
@@ -94,6 +100,17 @@ def _dtype(name):
         if dtype_name(dt) == name:
             return dt
     raise ExportError("unknown dtype %r" % name)
+
+
+def _by_name(model, specs):
+    """Every input names a forward argument that is not at its position (transformers' labels=,
+    pixel_values=): the model is called with keywords."""
+    try:
+        params = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return False
+    names = [sp.name for sp in specs]
+    return all(names) and all(n in params for n in names) and names != params[:len(names)]
 
 
 def _forward_arg_names(model, names, specs):
@@ -122,8 +139,19 @@ def _hf_unpacked():
     if orig is None:
         yield
         return
+    # (and warn_if_padding_and_no_attention_mask, a warning that reads input_ids' values: BERT, DeBERTa)
+    pm = sys.modules["transformers.modeling_utils"].PreTrainedModel
+    warn = pm.__dict__.get("warn_if_padding_and_no_attention_mask")
+    # (and fast_all(padding_mask), whether a mask the model made itself pads nothing: it does not)
+    fast_all = getattr(mu, "fast_all", None)
     mu.find_packed_sequence_indices = lambda position_ids: None
+    pm.warn_if_padding_and_no_attention_mask = lambda self, input_ids, attention_mask: None
+    if fast_all is not None:
+        mu.fast_all = lambda tensor: True
     try:
         yield
     finally:
         mu.find_packed_sequence_indices = orig
+        if fast_all is not None:
+            mu.fast_all = fast_all
+        pm.warn_if_padding_and_no_attention_mask = warn

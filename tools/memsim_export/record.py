@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import expand, ops_llm  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
 from .convert import Context
-from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, TRef, Unsupported
+from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
 
 # module class -> the fx path's expansion handler (cx, module, path, *args, **kwargs)
 EXPANDED = {nn.MultiheadAttention: expand.m_mha, nn.TransformerEncoderLayer: expand.m_encoder_layer,
@@ -188,6 +188,12 @@ def find_handler(func):
     if getattr(func, "memsim_getitem", False):
         return FUNC_HANDLERS.get(operator.getitem), False
     name = getattr(func, "__name__", None)
+    if name == "__get__":  # a Tensor property (weight.T)
+        prop = getattr(func, "__self__", None)
+        owner = getattr(prop, "__objclass__", None)
+        if isinstance(owner, type) and issubclass(torch.Tensor, owner):
+            return PROPERTY_HANDLERS.get(getattr(prop, "__name__", None)), False
+        return None, False
     if name in _DUNDER and _is_tensor_method(func, name):
         target = _DUNDER[name]
         if target in _SWAPPED:
@@ -353,8 +359,11 @@ class ExpandedModules:
             del m.forward
 
 
-def record(model, args, input_names, param_names, buffer_names):
-    """Run model(*args) (meta tensors) and return (EagerContext, output as TRefs)."""
+def record(model, args, input_names, param_names, buffer_names, by_name=False, loss_fn=None):
+    """Run model(*args) (model(**{name: arg}) when by_name: inputs given by the forward argument's
+    name, e.g. a transformers model's labels=) on meta tensors; return (EagerContext, output as TRefs).
+    With loss_fn (--loss FILE.py:FUNC), the last arg is the target: loss_fn(output, target) runs
+    after the model, recorded under module "loss", and the output is (model output, loss)."""
     cx = EagerContext(param_names, buffer_names)
     cx.used.update(input_names)
     cx.used.update(param_names.values())
@@ -364,7 +373,12 @@ def record(model, args, input_names, param_names, buffer_names):
         cx.bind(t, TRef(n, tuple(t.shape), t.dtype))
     with torch.no_grad(), ModulePaths(cx, model), ExpandedModules(cx, model), _tuple_indexing(), \
             FunctionRecorder(cx):
-        out = model(*args)
+        n = len(args) - (loss_fn is not None)
+        out = model(**dict(zip(input_names[:n], args[:n]))) if by_name else model(*args[:n])
+        if loss_fn is not None:
+            cx.module_stack.append("loss")
+            out = (out, loss_fn(out, args[n]))
+            cx.module_stack.pop()
     if cx.unsupported:
         return cx, None
     refs = _out_refs(cx, out)

@@ -11,6 +11,7 @@ import torch
 MODULE_HANDLERS = {}   # nn.Module class -> handler(cx, mod, path, *args, **kwargs)
 FUNC_HANDLERS = {}     # function object -> handler(cx, *args, **kwargs)
 METHOD_HANDLERS = {}   # Tensor method name -> handler(cx, self, *args, **kwargs)
+PROPERTY_HANDLERS = {} # Tensor property ("T", "mT") -> handler(cx, self), recorded execution only
 ATEN_HANDLERS = {}     # ATen op ("aten.view.default" or packet name "view") -> handler(cx, *args, **kwargs)
 
 
