@@ -130,6 +130,8 @@ def setup_flags(graph, cfg):
             flags += ["--sac", cfg["sac"]]
     if cfg.get("save_on_cpu", "off") != "off":  # torch.autograd.graph.save_on_cpu around forward and loss
         flags += ["--save-on-cpu", cfg["save_on_cpu"]]
+    if cfg.get("offload_activations"):  # torchtune's OffloadActivations around forward and loss
+        flags += ["--offload-activations", cfg["offload_activations"]]
     return flags
 
 
@@ -301,6 +303,8 @@ def main():
     lines += table_lora(a.memsim, failures)
     lines += table_optim(a.memsim, failures)
     lines += table_hf(a.memsim, failures)
+    lines += table_offload(a.memsim, failures)
+    lines += table_lora_dtype(a.memsim, failures)
     lines += table_qlora(a.memsim, failures)
     lines += table_fp8(a.memsim, failures)
     lines += table_compile(a.memsim, failures)
@@ -342,6 +346,8 @@ def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MA
             not_yet.append("%s (%s): %s" % (name[:-6], source, ", ".join(unsupported(cfg))))
             continue
         stem = GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + GRAPH_FOR_LOSS.get(cfg.get("loss"), "") + ".json"
+        if cfg.get("dtype", "fp32") != "fp32":  # trace_step.py --dtype: the model exported in that dtype
+            stem = stem[:-5] + "_" + cfg["dtype"] + ".json"
         if cfg.get("compile") == "True":  # exported with --compile at the trace's sizes and budget
             stem = compiled_graph_stem(cfg)
         graph = next((os.path.join(d, stem) for d in graph_dirs if os.path.exists(os.path.join(d, stem))),
@@ -402,7 +408,7 @@ def config_text(cfg):
                                 ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
-                  ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
+                  ("save_on_cpu", "save_on_cpu"), ("offload_activations", "torchtune offloading"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
                   ("quantize", "quantize"), ("fp8", "fp8"), ("opt_in_bwd", "optimizer in backward"),
                   )
                  if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
@@ -535,6 +541,33 @@ def table_hf(memsim, failures):
          "with the trace's settings, where GRAPH is `export_torch.py hf:FAMILY` (Note [Hugging Face decoders]);",
          "gradient_checkpointing (`model.gradient_checkpointing_enable()`) is `--checkpoint` of each decoder layer."],
         [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")])
+
+
+def table_offload(memsim, failures):
+    """torchtune's activation offloading: tests/data/traces_offload_2_13 against the Hugging Face
+    graphs (tests/data/traces_hf_2_13/graphs) with --offload-activations."""
+    return dir_table(memsim, failures, "traces_offload_2_13", "torchtune activation offloading (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of `hf_llama_tiny` (full or peft LoRA, with",
+         "or without checkpointed decoder layers) whose forward and loss run under torchtune's",
+         "`OffloadActivations(use_pin_memory=False, use_streams=False, min_offload_size=N)`, the file",
+         "`torchtune/training/_activation_offloading.py` run with `torch.accelerator` made to name the CPU",
+         "(`trace_step.py --offload-activations min_size=N`, recorded by `tests/oracle/record_offload_2_13.sh`",
+         "into `tests/data/traces_offload_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13",
+         "--step first --offload-activations min_size=N` (Note [Activation offloading]). The streams, the",
+         "pinned host memory and the copies to and from the device are the GPU side, from the source only."],
+        [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")], short=True)
+
+
+def table_lora_dtype(memsim, failures):
+    """peft LoRA on a bf16 base: tests/data/traces_lora_dtype_2_13 against the bf16 export."""
+    return dir_table(memsim, failures, "traces_lora_dtype_2_13", "peft LoRA on a bf16 base (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of `hf_llama_tiny` in bf16 (`trace_step.py",
+         "--dtype bf16`) with peft 0.21.2 LoRA adapters: `get_peft_model`'s default `autocast_adapter_dtype=True`",
+         "(float32 adapters, the input cast to float32 and the sum cast back), with dropout, and with",
+         "`autocast_adapter_dtype=False` (bf16 adapters); recorded by `tests/oracle/record_lora_dtype_2_13.sh`,",
+         "predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first --lora SPEC` where GRAPH is",
+         "`export_torch.py hf:llama:dtype=bf16` (Note [LoRA])."],
+        [os.path.join(ROOT, "tests", "data", "traces_lora_dtype_2_13", "graphs")], short=True)
 
 
 def table_qlora(memsim, failures):

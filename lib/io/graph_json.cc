@@ -79,7 +79,7 @@ class GraphReader {
   /// The "lora" key (a peft model's adapters, written by the exporter): the graph rewritten by
   /// ApplyLora with that configuration (Note [LoRA]).
   Result<Graph> WithLora(const json& v) {
-    if (!v.is_object()) return Err("/lora", "expected an object {r, alpha, targets, dropout, dora, rslora}");
+    if (!v.is_object()) return Err("/lora", "expected an object {r, alpha, targets, dropout, dora, rslora, autocast_adapter_dtype}");
     LoraConfig c;
     for (auto& [k, x] : v.items()) {
       const std::string ptr = "/lora/" + k;
@@ -89,9 +89,9 @@ class GraphReader {
       } else if (k == "alpha" || k == "dropout") {
         if (!x.is_number()) return Err(ptr, "expected a number");
         (k == "alpha" ? c.alpha : c.dropout) = x.get<double>();
-      } else if (k == "dora" || k == "rslora") {
+      } else if (k == "dora" || k == "rslora" || k == "autocast_adapter_dtype") {
         if (!x.is_boolean()) return Err(ptr, "expected true or false");
-        (k == "dora" ? c.dora : c.rslora) = x.get<bool>();
+        (k == "dora" ? c.dora : k == "rslora" ? c.rslora : c.autocast_adapter_dtype) = x.get<bool>();
       } else if (k == "targets") {
         if (!x.is_array() || x.empty()) return Err(ptr, "expected a non-empty array of module paths");
         for (size_t i = 0; i < x.size(); ++i) {
@@ -99,7 +99,7 @@ class GraphReader {
           c.targets.push_back(x[i].get<std::string>());
         }
       } else {
-        return Err(ptr, "unknown key (expected r, alpha, targets, dropout, dora, rslora)");
+        return Err(ptr, "unknown key (expected r, alpha, targets, dropout, dora, rslora, autocast_adapter_dtype)");
       }
     }
     if (c.targets.empty()) return Err("/lora/targets", "missing");

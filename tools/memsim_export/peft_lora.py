@@ -6,6 +6,8 @@ the configuration: one source of truth for the adapter's op sequence, shared wit
 """
 import math
 
+import torch
+
 from .errors import ExportError
 
 
@@ -51,14 +53,20 @@ def strip(model):
         p = float(drop.p) if hasattr(drop, "p") else 0.0
         r, alpha, scaling = int(m.r[a]), float(m.lora_alpha[a]), float(m.scaling[a])
         rslora = not math.isclose(scaling, alpha / r) and math.isclose(scaling, alpha / math.sqrt(r))
-        configs.add((r, alpha, p, bool(m.use_dora.get(a, False)), rslora))
+        # get_peft_model(autocast_adapter_dtype=True), peft's default, makes the adapters float32 on a
+        # 16-bit base (cast_adapter_dtype); only then does the key matter
+        base_dtype = m.base_layer.weight.dtype
+        upcast = (m.lora_A[a].weight.dtype == torch.float32) if base_dtype in (torch.float16, torch.bfloat16) else None
+        configs.add((r, alpha, p, bool(m.use_dora.get(a, False)), rslora, upcast))
         targets.append(n)
     if len(configs) != 1:
-        raise ExportError("the LoRA layers differ in rank, alpha or dropout (rank_pattern / alpha_pattern); "
+        raise ExportError("the LoRA layers differ in rank, alpha, dropout or adapter dtype (rank_pattern / alpha_pattern); "
                           "memsim models one configuration: %s" % sorted(configs))
-    r, alpha, p, dora, rslora = configs.pop()
+    r, alpha, p, dora, rslora, upcast = configs.pop()
     lora = {"r": r, "alpha": alpha, "dropout": p, "dora": dora, "rslora": rslora,
             "targets": _user_targets(model, base, targets) or targets}
+    if upcast is not None:
+        lora["autocast_adapter_dtype"] = upcast
     parents = []
     for n, m in layers:
         parent_name, _, leaf = n.rpartition(".")
