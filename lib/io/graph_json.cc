@@ -8,6 +8,7 @@
 
 #include "lib/io/optimizer_json.h"
 #include "lib/ir/lora.h"
+#include "lib/ir/quantized_base.h"
 #include "lib/ir/topo.h"
 #include "lib/util/checked.h"
 #include "lib/util/text_limits.h"
@@ -71,7 +72,10 @@ class GraphReader {
     }
     MEMSIM_ASSIGN_OR_RETURN(std::vector<OpId> order, TopologicalOrder(g_));
     Reorder(order);
-    if (auto it = doc.find("lora"); it != doc.end()) return WithLora(*it);
+    if (auto it = doc.find("lora"); it != doc.end()) {
+      MEMSIM_ASSIGN_OR_RETURN(g_, WithLora(*it));
+    }
+    if (auto it = doc.find("quantize_base"); it != doc.end()) return WithQuantizedBase(*it);
     return std::move(g_);
   }
 
@@ -105,6 +109,18 @@ class GraphReader {
     if (c.targets.empty()) return Err("/lora/targets", "missing");
     Result<Graph> r = ApplyLora(g_, c);
     if (!r.ok()) return Err("/lora", r.status().message());
+    return r;
+  }
+
+  /// The "quantize_base" key (a model loaded with bitsandbytes, its Linear4bit / Linear8bitLt
+  /// layers read by the exporter): the spec of --quantize-base, applied after the adapters as peft
+  /// wraps the bnb layers (Note [Quantized base weights]).
+  Result<Graph> WithQuantizedBase(const json& v) {
+    if (!v.is_string()) return Err("/quantize_base", "expected a string such as \"nf4,double_quant=on,compute=bf16\"");
+    Result<QuantizedBaseConfig> c = ParseQuantizedBaseSpec(v.get<std::string>());
+    if (!c.ok()) return Err("/quantize_base", c.status().message());
+    Result<Graph> r = ApplyQuantizedBase(g_, *c);
+    if (!r.ok()) return Err("/quantize_base", r.status().message());
     return r;
   }
 
