@@ -570,9 +570,40 @@ def table_lora_dtype(memsim, failures):
         [os.path.join(ROOT, "tests", "data", "traces_lora_dtype_2_13", "graphs")], short=True)
 
 
+# QLoRA traces also run on the graph exported from the bitsandbytes + peft model itself
+# (graphs/llm_zoo.py builders; its "quantize_base" and "lora" keys).
+QLORA_EXPORTED = {"gpt2_small_b2_s64_adamw_nf4dq_lora": "nanogpt_gpt2_small_qlora_nf4dq.json"}
+
+
 def table_qlora(memsim, failures):
     """The quantized base weights table: tests/data/traces_qlora_2_13 (bitsandbytes Linear4bit /
     Linear8bitLt, with peft LoRA adapters) against the plain 2.13 graphs with --quantize-base."""
+    return table_qlora_flags(memsim, failures) + table_qlora_exported(memsim, failures)
+
+
+def table_qlora_exported(memsim, failures):
+    """The QLoRA traces against the graphs exported from the quantized peft models (no flags)."""
+    d = os.path.join(ROOT, "tests", "data", "traces_qlora_2_13")
+    lines = ["", "### Exported bitsandbytes + peft graphs", "",
+             "The same traces against the graph exported from the model as a QLoRA user builds it",
+             "(`graphs/llm_zoo.py`: bitsandbytes `Linear4bit` layers wrapped by peft; the exporter writes the",
+             "\"quantize_base\" and \"lora\" keys), run without --quantize-base and --lora (bytes):", "",
+             "| trace | graph | measured peak | memsim peak | error | measured forward | memsim forward | error |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for trace, graph in sorted(QLORA_EXPORTED.items()):
+        cfg, _, peak, phases = summarize(os.path.join(d, trace + ".trace"))
+        plain = {k: v for k, v in cfg.items() if k not in ("lora", "quantize")}
+        cells = trace_cells(run_memsim(memsim, os.path.join(d, "graphs", graph), plain)[1], cfg, peak, phases)
+        for label, pred, real in cells:
+            if abs(err(pred, real)) > MAX_ERR_QLORA:
+                failures.append("%s on %s: %s error %.3f %%" % (trace, graph, label, err(pred, real)))
+        (_, sp, p), (_, sf, f) = cells[0], next(c for c in cells if c[0] == "forward")
+        lines.append("| %s | %s | %d | %d | %+.3f %% | %d | %d | %+.3f %% |" % (trace, graph, p, sp, err(sp, p), f, sf,
+                                                                            err(sf, f)))
+    return lines
+
+
+def table_qlora_flags(memsim, failures):
     return dir_table(memsim, failures, "traces_qlora_2_13", "Quantized base weights: bitsandbytes NF4 / FP4 / int8 (PyTorch 2.13)",
         ["Each row is one real PyTorch 2.13.0 CPU training step of a model whose Linears (all but",
          "`lm_head`) are bitsandbytes 0.50.2 `Linear4bit` (NF4 / FP4, double quantization on or off, fp32",
