@@ -408,10 +408,11 @@ def config_text(cfg):
                                 ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
-                  ("save_on_cpu", "save_on_cpu"), ("offload_activations", "torchtune offloading"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
+                  ("save_on_cpu", "save_on_cpu"), ("offload_activations", "torchtune offloading"), ("dtype", "dtype"),
+                  ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
                   ("quantize", "quantize"), ("fp8", "fp8"), ("opt_in_bwd", "optimizer in backward"),
                   )
-                 if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
+                 if cfg.get(key) not in (None, "", "1", "0.0", "0", "none", "False", "fp32"))
     if cfg.get("compile") == "True":
         c += ", torch.compile"
     if cfg.get("memory_budget", "1.0") != "1.0":

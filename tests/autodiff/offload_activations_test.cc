@@ -69,9 +69,9 @@ TEST(OffloadActivationsTest, ParametersThemselvesStayAndTheirViewsAreTaken) {
   SimResult tto = SimulateOk(g, Gpt2("cpu", "min_size=0"));
   auto [n_tto, s1] = Allocs(tto, Phase::kForward, ":saved (packed)");
   EXPECT_LT(n_tto, n_soc);
-  bool weight_view = false;
+  bool weight_view = false;  // c_fc's Wᵀ [768, 3072], float32
   for (const Buffer& b : tto.events.buffers)
-    weight_view |= b.name.find("c_fc") != std::string::npos && b.name.find(":saved (packed)") != std::string::npos;
+    weight_view |= b.module == "transformer.h.0.mlp.c_fc" && b.name.ends_with(":saved (packed)") && b.bytes == 768 * 3072 * 4;
   EXPECT_TRUE(weight_view);
 }
 
