@@ -53,6 +53,23 @@ def gpt2_small_lora_drop():
                       lora_dropout=0.05)
 
 
+def gpt2_small_qlora_nf4dq():
+    """GPT-2 small as a QLoRA user loads it: every Linear but lm_head a bitsandbytes Linear4bit (NF4,
+    double quantization) and peft LoRA r=8, alpha=16 on c_attn, c_proj, c_fc (trace_step.py
+    gpt2_small --quantize nf4,double_quant=on --lora r=8,alpha=16,targets=c_attn,c_proj,c_fc; needs
+    bitsandbytes and peft; the exporter writes the "quantize_base" and "lora" keys)."""
+    import bitsandbytes as bnb
+    import torch.nn as nn
+    model = gpt2("small")
+    for mod in list(model.modules()):
+        for child, lin in list(mod.named_children()):
+            if type(lin) is nn.Linear and child != "lm_head":
+                setattr(mod, child, bnb.nn.Linear4bit(lin.in_features, lin.out_features, lin.bias is not None,
+                                                      compress_statistics=True, quant_type="nf4"))
+    model.is_loaded_in_4bit = True  # what transformers' bnb quantizer sets; peft wraps the bnb layers
+    return _peft_lora(model, r=8, lora_alpha=16, target_modules=["c_attn", "c_proj", "c_fc"])
+
+
 def gpt2_medium():
     return gpt2("medium")
 

@@ -217,9 +217,20 @@ void AddOffloadRemedy(std::vector<Change>* c) {
   c->push_back({"offload the saved activations to pinned host memory (torch.autograd.graph.save_on_cpu)", false,
                 [](const RunConfig& b, RunConfig* v, Args* args) {
                   auto profile = FindProfile(b.sim.profile, b.sim.torch);
-                  if (!profile || !profile->cuda || b.sim.save_on_cpu != "off") return false;
+                  if (!profile || !profile->cuda || b.sim.save_on_cpu != "off" || b.sim.offload_activations != "off")
+                    return false;
                   v->sim.save_on_cpu = "pin";
                   *args = {"--save-on-cpu", "pin"};
+                  return true;
+                }});
+  c->push_back({"offload the saved activations with torchtune's OffloadActivations (pinned, a side stream, "
+                "tensors of 1 KiB and more; TRL's activation_offloading is a copy)",
+                false, [](const RunConfig& b, RunConfig* v, Args* args) {
+                  auto profile = FindProfile(b.sim.profile, b.sim.torch);
+                  if (!profile || !profile->cuda || b.sim.save_on_cpu != "off" || b.sim.offload_activations != "off")
+                    return false;
+                  v->sim.offload_activations = "on";
+                  *args = {"--offload-activations", "on"};
                   return true;
                 }});
 }

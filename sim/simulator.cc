@@ -197,14 +197,21 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
   if (opt.save_on_cpu != "off" && opt.save_on_cpu != "on" && opt.save_on_cpu != "pin")
     return Status::InvalidArgument("--save-on-cpu \"" + opt.save_on_cpu + "\": expected off, on or pin");
   if (opt.save_on_cpu != "off") setup.save_on_cpu = opt.save_on_cpu == "pin" ? "pin" : "on";
+  if (opt.offload_activations != "off") {
+    if (!setup.save_on_cpu.empty())
+      return Status::InvalidArgument("--offload-activations with --save-on-cpu: use one of them (both are saved-tensor hooks "
+                                     "around the forward; the inner one would take every tensor)");
+    MEMSIM_ASSIGN_OR_RETURN(setup.offload_activations, ParseOffloadActivations(opt.offload_activations));
+  }
   MEMSIM_ASSIGN_OR_RETURN(setup.parallel, CheckParallel(g, opt.parallel, plan.profile));
   if (setup.parallel.mesh.pp > 1) {  // Note [Pipeline parallel]
     if (opt.accumulate > 1)
       return Status::InvalidArgument("--accumulate with --mesh pp: the schedule's --microbatches accumulate the grads");
     // Setups that keep per-pass state across a microbatch's forward and backward: not yet
     // interleaved with the other microbatches in flight.
-    if (!setup.checkpoint_modules.empty() || !setup.save_on_cpu.empty() || setup.autocast || opt.optimizer_in_backward)
-      return Status::Unsupported("--mesh pp with --checkpoint, --save-on-cpu, --amp or --optimizer-in-backward is not "
+    if (!setup.checkpoint_modules.empty() || !setup.save_on_cpu.empty() || setup.offload_activations || setup.autocast ||
+        opt.optimizer_in_backward)
+      return Status::Unsupported("--mesh pp with --checkpoint, --save-on-cpu, --offload-activations, --amp or --optimizer-in-backward is not "
                                  "simulated yet");
     const std::optional<PpSchedule> schedule = ParsePpSchedule(setup.parallel.pp_schedule);
     if (!schedule) return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe or 1f1b");

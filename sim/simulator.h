@@ -40,6 +40,8 @@ struct SimOptions {
   std::optional<bool> checkpoint_early_stop;  ///< --checkpoint-early-stop on|off; unset = the release's
   std::string sac;  ///< --sac POLICY: selective checkpointing in the --checkpoint regions ("" = off)
   std::string save_on_cpu = "off";  ///< --save-on-cpu off|on|pin (Note [Activation offloading])
+  /// --offload-activations off|on|min_size=BYTES,... (torchtune's OffloadActivations; same Note)
+  std::string offload_activations = "off";
   bool optimizer_in_backward = false;  ///< --optimizer-in-backward on (Note [Optimizer in backward])
   std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda): kFixed
   std::optional<ConvWorkspacePolicy> conv_workspace_policy;  ///< --cudnn-workspace (cuda; default typical)

@@ -37,12 +37,19 @@ AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an 
 SDPA_MATH_COPIES = ("SDPA math path under attention dropout: the bmm operand copies of non-contiguous q, k, v and "
                     "c_attn's output freed in the forward (first differences of the aligned diff; not yet a rule)")
 VIT_GAP = "not yet traced (the peak, in the step, is exact)"
+# torchao float8 under CPU autocast (Note [FP8 training]): the float8 GEMM's output is bf16
+# (torchao's _to_copy handler keeps the Float8TrainingTensors and changes their _orig_dtype), memsim
+# keeps it fp32: the backward from the first op after it is computed in fp32 instead of bf16.
+FP8_AUTOCAST_GAP = ("torchao float8 under CPU autocast: the fp8 GEMM's bf16 output (and the bf16 grads below "
+                    "it) are modelled as fp32; also the AMX oneDNN scratchpads of the bf16 GEMMs")
 KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
               ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP,
               ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "peak"): SDPA_MATH_COPIES,
               ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "forward"): SDPA_MATH_COPIES,
               ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "backward"): SDPA_MATH_COPIES,
-              ("traces_hf_2_13", "hf_vit_tiny_b2_adamw", "backward"): VIT_GAP}
+              ("traces_hf_2_13", "hf_vit_tiny_b2_adamw", "backward"): VIT_GAP,
+              ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
+              ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "backward"): FP8_AUTOCAST_GAP}
 # LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
 LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
                  "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
@@ -141,6 +148,8 @@ def setup_flags(graph, cfg):
             flags += ["--sac", cfg["sac"]]
     if cfg.get("save_on_cpu", "off") != "off":  # torch.autograd.graph.save_on_cpu around forward and loss
         flags += ["--save-on-cpu", cfg["save_on_cpu"]]
+    if cfg.get("offload_activations"):  # torchtune's OffloadActivations around forward and loss
+        flags += ["--offload-activations", cfg["offload_activations"]]
     return flags
 
 
@@ -312,6 +321,8 @@ def main():
     lines += table_lora(a.memsim, failures)
     lines += table_optim(a.memsim, failures)
     lines += table_hf(a.memsim, failures)
+    lines += table_offload(a.memsim, failures)
+    lines += table_lora_dtype(a.memsim, failures)
     lines += table_qlora(a.memsim, failures)
     lines += table_fp8(a.memsim, failures)
     lines += table_compile(a.memsim, failures)
@@ -358,6 +369,8 @@ def compare(memsim, files, graphs, graph_dirs=(), max_err=MAX_ERR, max_median=MA
             not_yet.append("%s (%s): %s" % (name[:-6], source, ", ".join(unsupported(cfg))))
             continue
         stem = GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + GRAPH_FOR_LOSS.get(cfg.get("loss"), "") + ".json"
+        if cfg.get("dtype", "fp32") != "fp32":  # trace_step.py --dtype: the model exported in that dtype
+            stem = stem[:-5] + "_" + cfg["dtype"] + ".json"
         if cfg.get("compile") == "True":  # exported with --compile at the trace's sizes and budget
             stem = compiled_graph_stem(cfg)
         graph = next((os.path.join(d, stem) for d in graph_dirs if os.path.exists(os.path.join(d, stem))),
@@ -418,10 +431,11 @@ def config_text(cfg):
                                 ", loss %s" % cfg["loss"] if "loss" in cfg else "")
     c += "".join(", %s %s" % (label, cfg[key]) for key, label in
                  (("accumulate", "accumulate"), ("clip", "clip"), ("checkpoint", "checkpoint"), ("sac", "sac"),
-                  ("save_on_cpu", "save_on_cpu"), ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
+                  ("save_on_cpu", "save_on_cpu"), ("offload_activations", "torchtune offloading"), ("dtype", "dtype"),
+                  ("amp", "amp"), ("warmup", "warmup"), ("lora", "lora"),
                   ("quantize", "quantize"), ("fp8", "fp8"), ("opt_in_bwd", "optimizer in backward"),
                   )
-                 if cfg.get(key) not in (None, "", "1", "0.0", "0", "none"))
+                 if cfg.get(key) not in (None, "", "1", "0.0", "0", "none", "False", "fp32"))
     if cfg.get("compile") == "True":
         c += ", torch.compile"
     if cfg.get("memory_budget", "1.0") != "1.0":
@@ -555,9 +569,67 @@ def table_hf(memsim, failures):
         [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")])
 
 
+def table_offload(memsim, failures):
+    """torchtune's activation offloading: tests/data/traces_offload_2_13 against the Hugging Face
+    graphs (tests/data/traces_hf_2_13/graphs) with --offload-activations."""
+    return dir_table(memsim, failures, "traces_offload_2_13", "torchtune activation offloading (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of `hf_llama_tiny` (full or peft LoRA, with",
+         "or without checkpointed decoder layers) whose forward and loss run under torchtune's",
+         "`OffloadActivations(use_pin_memory=False, use_streams=False, min_offload_size=N)`, the file",
+         "`torchtune/training/_activation_offloading.py` run with `torch.accelerator` made to name the CPU",
+         "(`trace_step.py --offload-activations min_size=N`, recorded by `tests/oracle/record_offload_2_13.sh`",
+         "into `tests/data/traces_offload_2_13/`), predicted by `memsim run GRAPH --profile cpu --torch 2.13",
+         "--step first --offload-activations min_size=N` (Note [Activation offloading]). The streams, the",
+         "pinned host memory and the copies to and from the device are the GPU side, from the source only."],
+        [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")], short=True)
+
+
+def table_lora_dtype(memsim, failures):
+    """peft LoRA on a bf16 base: tests/data/traces_lora_dtype_2_13 against the bf16 export."""
+    return dir_table(memsim, failures, "traces_lora_dtype_2_13", "peft LoRA on a bf16 base (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of `hf_llama_tiny` in bf16 (`trace_step.py",
+         "--dtype bf16`) with peft 0.21.2 LoRA adapters: `get_peft_model`'s default `autocast_adapter_dtype=True`",
+         "(float32 adapters, the input cast to float32 and the sum cast back), with dropout, and with",
+         "`autocast_adapter_dtype=False` (bf16 adapters); recorded by `tests/oracle/record_lora_dtype_2_13.sh`,",
+         "predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first --lora SPEC` where GRAPH is",
+         "`export_torch.py hf:llama:dtype=bf16` (Note [LoRA])."],
+        [os.path.join(ROOT, "tests", "data", "traces_lora_dtype_2_13", "graphs")], short=True)
+
+
+# QLoRA traces also run on the graph exported from the bitsandbytes + peft model itself
+# (graphs/llm_zoo.py builders; its "quantize_base" and "lora" keys).
+QLORA_EXPORTED = {"gpt2_small_b2_s64_adamw_nf4dq_lora": "nanogpt_gpt2_small_qlora_nf4dq.json"}
+
+
 def table_qlora(memsim, failures):
     """The quantized base weights table: tests/data/traces_qlora_2_13 (bitsandbytes Linear4bit /
     Linear8bitLt, with peft LoRA adapters) against the plain 2.13 graphs with --quantize-base."""
+    return table_qlora_flags(memsim, failures) + table_qlora_exported(memsim, failures)
+
+
+def table_qlora_exported(memsim, failures):
+    """The QLoRA traces against the graphs exported from the quantized peft models (no flags)."""
+    d = os.path.join(ROOT, "tests", "data", "traces_qlora_2_13")
+    lines = ["", "### Exported bitsandbytes + peft graphs", "",
+             "The same traces against the graph exported from the model as a QLoRA user builds it",
+             "(`graphs/llm_zoo.py`: bitsandbytes `Linear4bit` layers wrapped by peft; the exporter writes the",
+             "\"quantize_base\" and \"lora\" keys), run without --quantize-base and --lora (bytes):", "",
+             "| trace | graph | measured peak | memsim peak | error | measured forward | memsim forward | error |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for trace, graph in sorted(QLORA_EXPORTED.items()):
+        cfg, _, peak, phases = summarize(os.path.join(d, trace + ".trace"))
+        plain = {k: v for k, v in cfg.items() if k not in ("lora", "quantize")}
+        cells = trace_cells(run_memsim(memsim, os.path.join(d, "graphs", graph), plain)[1], cfg, peak, phases)
+        for label, pred, real in cells:
+            if abs(err(pred, real)) > MAX_ERR_QLORA:
+                failures.append("%s on %s: %s error %.3f %%" % (trace, graph, label, err(pred, real)))
+        (_, sp, p), (_, sf, f) = cells[0], next(c for c in cells if c[0] == "forward")
+        lines.append("| %s | %s | %d | %d | %+.3f %% | %d | %d | %+.3f %% |" % (trace, graph, p, sp, err(sp, p), f, sf,
+                                                                            err(sf, f)))
+    return lines
+
+
+def table_qlora_flags(memsim, failures):
     return dir_table(memsim, failures, "traces_qlora_2_13", "Quantized base weights: bitsandbytes NF4 / FP4 / int8 (PyTorch 2.13)",
         ["Each row is one real PyTorch 2.13.0 CPU training step of a model whose Linears (all but",
          "`lm_head`) are bitsandbytes 0.50.2 `Linear4bit` (NF4 / FP4, double quantization on or off, fp32",

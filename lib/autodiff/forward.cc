@@ -109,17 +109,60 @@ int64_t CpuTransposeCopyBuffer(int64_t numel, int64_t elem) {
   return elem == 1 ? 120 * 120 : 60 * 60 * elem;
 }
 
-/// save_on_cpu's pack hook on the tensor saved by |r| (Note [Activation offloading]): the
-/// storage the node keeps instead of it, already referenced once.
-StorageId PackSaved(StepState& s, const Op& op, const SavedRef& r, StorageId st, ForwardOpPolicy::Pack pack) {
-  using Pack = ForwardOpPolicy::Pack;
-  // A tensor of the graph is copied at its own (view's) size; an extra or autocast copy whole.
+/// The tensor saved by |r| when it is the graph's tensor itself (not a view the op makes, an
+/// extra or an autocast copy): its id, else kNone.
+TensorId OwnSavedTensor(const StepState& s, const Op& op, const SavedRef& r, StorageId st) {
   const TensorId t = r.kind == SavedRef::kInput ? op.inputs[r.index] : r.kind == SavedRef::kOutput ? op.outputs[r.index] : kNone;
-  const bool own = t != kNone && s.storage[t] == st;
-  const int64_t bytes = own ? s.bound.metas[t].bytes() : s.ledger.bytes(st);
-  if (pack == Pack::kCopy) {  // torch.empty(size, pin_memory=False).copy_(tensor) on the CPU
+  return t != kNone && s.storage[t] == st ? t : kNone;
+}
+
+/// The bytes the pack hook copies of the tensor saved by |r|: a tensor of the graph at its own
+/// (view's) size; an extra or an autocast copy whole.
+int64_t SavedBytes(const StepState& s, const Op& op, const SavedRef& r, StorageId st) {
+  const TensorId t = OwnSavedTensor(s, op, r, st);
+  return t != kNone ? s.bound.metas[t].bytes() : s.ledger.bytes(st);
+}
+
+/// Whether the pack hook takes the tensor saved by |r| (stored in |st|): saved_variable.cpp never
+/// packs a wrapped number (`h * 2.0`'s scalar, 2.x) nor a ctx attribute (no SavedVariable); a
+/// PackFilter leaves small tensors and the parameters themselves (torchtune's OffloadActivations:
+/// `isinstance(activation, nn.Parameter)`, a buffer likewise; Wᵀ is a view, a plain Tensor).
+bool PackTakes(const StepState& s, const Op& op, const FwdPlan& plan, const SavedRef& r, StorageId st,
+               const ForwardOpPolicy& policy) {
+  if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks)
+    return false;
+  if (r.ctx_attribute) return false;
+  const ForwardOpPolicy::PackFilter* f = policy.pack_filter;
+  if (f == nullptr) return true;
+  const int64_t bytes = st != kNoStorage ? SavedBytes(s, op, r, st) : plan.extras[r.index].bytes;
+  if (bytes < f->min_bytes) return false;
+  const TensorId t = st != kNoStorage ? OwnSavedTensor(s, op, r, st) : kNone;
+  if (f->skip_parameters && t != kNone && !r.transposed &&
+      (s.g.tensors[t].role == TensorRole::kParameter || s.g.tensors[t].role == TensorRole::kBuffer))
+    return false;
+  return true;
+}
+
+/// CachingHostAllocator (aten/src/ATen/core/CachingHostAllocator.h): a pinned request is rounded
+/// up to a power of two (c10::llvm::PowerOf2Ceil) before the block is allocated.
+int64_t PinnedHostBlock(int64_t bytes) {
+  int64_t block = 1;
+  while (block < bytes) block <<= 1;
+  return block;
+}
+
+/// The pack hook on the tensor saved by |r| (Note [Activation offloading]): the storage the node
+/// keeps instead of it, already referenced once.
+StorageId PackSaved(StepState& s, const Op& op, const SavedRef& r, StorageId st, const ForwardOpPolicy& policy) {
+  using Pack = ForwardOpPolicy::Pack;
+  const TensorId t = OwnSavedTensor(s, op, r, st);
+  const int64_t bytes = SavedBytes(s, op, r, st);
+  // save_on_cpu makes a contiguous copy (torch.empty(size)); torchtune's torch.empty_like keeps
+  // the source's strides
+  const bool contiguous = policy.pack_filter == nullptr || !policy.pack_filter->keeps_strides;
+  if (policy.pack == Pack::kCopy) {  // a new CPU tensor and copy_(tensor), on the CPU
     StorageId copy = s.ledger.AllocJoined(bytes, {op.name, ":saved (packed)"}, Category::kActivation, op.module);
-    if (r.transposed && t != kNone) {  // the saved tensor may be an autocast copy of another dtype
+    if (contiguous && r.transposed && t != kNone) {  // the saved tensor may be an autocast copy of another dtype
       const int64_t numel = s.bound.metas[t].numel();
       const int64_t buffer = CpuTransposeCopyBuffer(numel, numel > 0 ? bytes / numel : 0);
       if (buffer > 0)
@@ -127,10 +170,12 @@ StorageId PackSaved(StepState& s, const Op& op, const SavedRef& r, StorageId st,
     }
     return copy;
   }
-  StorageId host = s.ledger.AllocHost(bytes, s.ledger.record_names() ? op.name + ":saved (on host)" : std::string());
-  // Into pinned memory (a contiguous tensor), a transposed source is made contiguous on the
-  // device first (Copy.cu, copy_requires_temporaries); .cpu() keeps its strides and needs none.
-  if (pack == Pack::kHostPinned && r.transposed)
+  const bool pinned = policy.pack == Pack::kHostPinned;
+  StorageId host = s.ledger.AllocHost(bytes, s.ledger.record_names() ? op.name + ":saved (on host)" : std::string(),
+                                      pinned ? PinnedHostBlock(bytes) : bytes);
+  // Into a contiguous pinned tensor, a transposed source is made contiguous on the device first
+  // (Copy.cu, copy_requires_temporaries); .cpu() keeps its strides and needs none.
+  if (pinned && contiguous && r.transposed)
     s.ledger.Unref(s.ledger.AllocJoined(bytes, {op.name, ":contiguous copy for the host"}, Category::kTemporary, op.module));
   return host;
 }
@@ -166,12 +211,12 @@ void PackSavedRefs(StepState& s, const Op& op, const FwdPlan& plan, const std::v
     const SavedRef& r = plan.saved[k];
     const int at = r.pack_after >= 0 ? r.pack_after : r.kind == SavedRef::kInput ? kBeforeKernel : kAfterKernel;
     if (at != point) continue;
-    // saved_variable.cpp: a wrapped number (`h * 2.0`'s scalar) is never packed (2.x); nor is a
-    // ctx attribute, which is no SavedVariable
     if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks)
-      continue;
+      continue;  // the hook never sees it
     if (r.ctx_attribute) continue;
-    (*packed)[k] = PackSaved(s, op, r, SavedStorage(op, r, storage, policy, extras), policy.pack);
+    const StorageId st = SavedStorage(op, r, storage, policy, extras);
+    if (PackTakes(s, op, plan, r, st, policy)) (*packed)[k] = PackSaved(s, op, r, st, policy);
+    if (policy.pack_filter && policy.pack_filter->on_pack) policy.pack_filter->on_pack(st, (*packed)[k]);
   }
 }
 
@@ -266,7 +311,12 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   auto is_saved_extra = [&](int k) { return saves && node_saves_extra(k); };
   // Kept for the node now, or for a selective checkpoint's recomputation.
   // (A packed extra is not: the node keeps its packed copy.)
-  auto is_kept_extra = [&](int k) { return ((saves && !pack) || policy.sac_cache) && node_saves_extra(k); };
+  auto packed_extra = [&](int k) {
+    return pack && std::any_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
+             return r.kind == SavedRef::kExtra && r.index == k && PackTakes(s, op, plan, r, kNoStorage, policy);
+           });
+  };
+  auto is_kept_extra = [&](int k) { return ((saves && !packed_extra(k)) || policy.sac_cache) && node_saves_extra(k); };
   for (size_t i = 0; i < plan.actions.size(); ++i) {
     const FwdPlan::Action& a = plan.actions[i];
     switch (a.kind) {

@@ -15,8 +15,7 @@
 #define MEMSIM_LIB_AUTODIFF_SETUP_H_
 
 #include <cstdint>
-#include <vector>
-
+#include <functional>
 #include <vector>
 
 #include "lib/autodiff/optimizer.h"
@@ -48,6 +47,19 @@ struct ForwardOpPolicy {
   /// unpacked without a copy; kHost / kHostPinned: into host memory (pin_memory False / True; the
   /// device copy is no longer held), copied back to the device when the backward node unpacks it.
   enum class Pack : uint8_t { kNone, kCopy, kHost, kHostPinned } pack = Pack::kNone;
+  /// Which saved tensors the pack hook takes, and how (torchtune's OffloadActivations); without
+  /// one, every tensor the hook sees, as save_on_cpu packs them.
+  struct PackFilter {
+    int64_t min_bytes = 0;         ///< smaller tensors stay as they are (min_offload_size)
+    bool skip_parameters = false;  ///< a parameter or buffer itself stays (a view of one, Wᵀ, is taken)
+    /// torch.empty_like: the copy has the source's strides, so a transposed source needs no
+    /// contiguous or transpose-block temporary.
+    bool keeps_strides = false;
+    /// Called for each tensor the hook sees, in order: the saved storage and its packed copy
+    /// (UINT32_MAX: left as it is).
+    std::function<void(uint32_t saved, uint32_t packed)> on_pack;
+  };
+  const PackFilter* pack_filter = nullptr;
 };
 
 class TrainingSetup {

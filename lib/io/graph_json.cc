@@ -8,6 +8,7 @@
 
 #include "lib/io/optimizer_json.h"
 #include "lib/ir/lora.h"
+#include "lib/ir/quantized_base.h"
 #include "lib/ir/topo.h"
 #include "lib/util/checked.h"
 #include "lib/util/text_limits.h"
@@ -71,7 +72,10 @@ class GraphReader {
     }
     MEMSIM_ASSIGN_OR_RETURN(std::vector<OpId> order, TopologicalOrder(g_));
     Reorder(order);
-    if (auto it = doc.find("lora"); it != doc.end()) return WithLora(*it);
+    if (auto it = doc.find("lora"); it != doc.end()) {
+      MEMSIM_ASSIGN_OR_RETURN(g_, WithLora(*it));
+    }
+    if (auto it = doc.find("quantize_base"); it != doc.end()) return WithQuantizedBase(*it);
     return std::move(g_);
   }
 
@@ -79,7 +83,7 @@ class GraphReader {
   /// The "lora" key (a peft model's adapters, written by the exporter): the graph rewritten by
   /// ApplyLora with that configuration (Note [LoRA]).
   Result<Graph> WithLora(const json& v) {
-    if (!v.is_object()) return Err("/lora", "expected an object {r, alpha, targets, dropout, dora, rslora}");
+    if (!v.is_object()) return Err("/lora", "expected an object {r, alpha, targets, dropout, dora, rslora, autocast_adapter_dtype}");
     LoraConfig c;
     for (auto& [k, x] : v.items()) {
       const std::string ptr = "/lora/" + k;
@@ -89,9 +93,9 @@ class GraphReader {
       } else if (k == "alpha" || k == "dropout") {
         if (!x.is_number()) return Err(ptr, "expected a number");
         (k == "alpha" ? c.alpha : c.dropout) = x.get<double>();
-      } else if (k == "dora" || k == "rslora") {
+      } else if (k == "dora" || k == "rslora" || k == "autocast_adapter_dtype") {
         if (!x.is_boolean()) return Err(ptr, "expected true or false");
-        (k == "dora" ? c.dora : c.rslora) = x.get<bool>();
+        (k == "dora" ? c.dora : k == "rslora" ? c.rslora : c.autocast_adapter_dtype) = x.get<bool>();
       } else if (k == "targets") {
         if (!x.is_array() || x.empty()) return Err(ptr, "expected a non-empty array of module paths");
         for (size_t i = 0; i < x.size(); ++i) {
@@ -99,12 +103,24 @@ class GraphReader {
           c.targets.push_back(x[i].get<std::string>());
         }
       } else {
-        return Err(ptr, "unknown key (expected r, alpha, targets, dropout, dora, rslora)");
+        return Err(ptr, "unknown key (expected r, alpha, targets, dropout, dora, rslora, autocast_adapter_dtype)");
       }
     }
     if (c.targets.empty()) return Err("/lora/targets", "missing");
     Result<Graph> r = ApplyLora(g_, c);
     if (!r.ok()) return Err("/lora", r.status().message());
+    return r;
+  }
+
+  /// The "quantize_base" key (a model loaded with bitsandbytes, its Linear4bit / Linear8bitLt
+  /// layers read by the exporter): the spec of --quantize-base, applied after the adapters as peft
+  /// wraps the bnb layers (Note [Quantized base weights]).
+  Result<Graph> WithQuantizedBase(const json& v) {
+    if (!v.is_string()) return Err("/quantize_base", "expected a string such as \"nf4,double_quant=on,compute=bf16\"");
+    Result<QuantizedBaseConfig> c = ParseQuantizedBaseSpec(v.get<std::string>());
+    if (!c.ok()) return Err("/quantize_base", c.status().message());
+    Result<Graph> r = ApplyQuantizedBase(g_, *c);
+    if (!r.ok()) return Err("/quantize_base", r.status().message());
     return r;
   }
 

@@ -13,7 +13,8 @@ namespace {
 
 Status SpecError(const std::string& spec, const std::string& why) {
   return Status::InvalidArgument("--lora \"" + spec + "\": " + why +
-                                 " (expected r=R,alpha=A,targets=NAME[,NAME...][,dropout=P][,dora=on|off][,rslora=on|off])");
+                                 " (expected r=R,alpha=A,targets=NAME[,NAME...][,dropout=P][,dora=on|off][,rslora=on|off]"
+                                 "[,autocast_adapter_dtype=on|off])");
 }
 
 Result<double> Number(const std::string& spec, const std::string& key, const std::string& v) {
@@ -45,6 +46,7 @@ std::string LoraConfig::ToString() const {
   if (dropout > 0) s += ",dropout=" + Shortest(dropout);
   if (dora) s += ",dora=on";
   if (rslora) s += ",rslora=on";
+  if (!autocast_adapter_dtype) s += ",autocast_adapter_dtype=off";
   return s;
 }
 
@@ -83,6 +85,8 @@ Result<LoraConfig> ParseLoraSpec(const std::string& spec) {
       MEMSIM_ASSIGN_OR_RETURN(c.dora, OnOff(spec, k, v));
     } else if (k == "rslora") {
       MEMSIM_ASSIGN_OR_RETURN(c.rslora, OnOff(spec, k, v));
+    } else if (k == "autocast_adapter_dtype") {
+      MEMSIM_ASSIGN_OR_RETURN(c.autocast_adapter_dtype, OnOff(spec, k, v));
     } else if (k == "targets") {
       for (const std::string& t : vs)
         if (!t.empty()) c.targets.push_back(t);
@@ -141,6 +145,7 @@ class LoraRewrite {
     std::string module;
     TensorId weight, bias = kNone, A = kNone, B = kNone;
     TensorId magnitude = kNone;  ///< DoRA's lora_magnitude_vector [out]
+    bool upcast = false;         ///< float32 adapters on a 16-bit base (autocast_adapter_dtype)
   };
 
   Status FindTargets() {
@@ -185,8 +190,15 @@ class LoraRewrite {
     if (w.shape.size() != 2)
       return Status::InvalidArgument("--lora: the weight of " + a->module + " (" + w.name + ") is not 2-D");
     const DimExpr r = DimExpr::Const(c_.r);
-    a->A = NewTensor(a->module + ".lora_A.default.weight", TensorRole::kParameter, w.dtype, {r, w.shape[1]}, w.pointer);
-    a->B = NewTensor(a->module + ".lora_B.default.weight", TensorRole::kParameter, w.dtype, {w.shape[0], r}, w.pointer);
+    // peft's cast_adapter_dtype (tuners_utils.py): float16 / bfloat16 adapter parameters become float32
+    a->upcast = c_.autocast_adapter_dtype && (w.dtype == Dtype::kBFloat16 || w.dtype == Dtype::kFloat16);
+    if (a->upcast && c_.dora)
+      return Status::Unsupported("--lora dora=on on the 16-bit " + a->module +
+                                 " with float32 adapters (autocast_adapter_dtype, peft's default) is not modelled; "
+                                 "add autocast_adapter_dtype=off");
+    const Dtype dtype = a->upcast ? Dtype::kFloat32 : w.dtype;
+    a->A = NewTensor(a->module + ".lora_A.default.weight", TensorRole::kParameter, dtype, {r, w.shape[1]}, w.pointer);
+    a->B = NewTensor(a->module + ".lora_B.default.weight", TensorRole::kParameter, dtype, {w.shape[0], r}, w.pointer);
     if (c_.dora)
       a->magnitude = NewTensor(a->module + ".lora_magnitude_vector.default.weight", TensorRole::kParameter, w.dtype,
                                {w.shape[0]}, w.pointer);
@@ -231,6 +243,9 @@ class LoraRewrite {
   }
 
   /// PEFT's Linear.forward: result = base_layer(x); result = result + lora_B(lora_A(dropout(x))) * scaling.
+  /// With float32 adapters on a 16-bit base (Adapter::upcast): x = _cast_input_dtype(x, float32) first
+  /// (the layer's local `x` until it returns), the sum is float32 (type promotion) and
+  /// result.to(torch_result_dtype) casts it back.
   void Expand(const Op& linear, size_t k) {
     const Adapter& a = adapters_[k];
     const std::string& m = a.module;
@@ -243,13 +258,11 @@ class LoraRewrite {
     out_.ops.push_back(base);
     if (c_.dora) return ExpandDora(linear, a, base.outputs[0]);
     TensorId h = x;
+    if (a.upcast) h = Op1(linear, ".lora_input_cast", OpKind::kToDtype, m, {x}, DtypeAttr(Dtype::kFloat32));
+    const TensorId x_local = h;
     if (c_.dropout > 0) {
-      Attrs d;
-      d.Set("p", c_.dropout);
-      d.Set("inplace", false);
-      d.Set("training", true);
       TensorId xd = NewActivation(linear, ".lora_dropout");
-      Emit(linear, OpKind::kDropout, m + ".lora_dropout.default", {x}, xd, std::move(d));
+      Emit(linear, OpKind::kDropout, m + ".lora_dropout.default", {h}, xd, Dropout());
       h = xd;
     }
     TensorId ha = NewActivation(linear, ".lora_A");
@@ -263,9 +276,18 @@ class LoraRewrite {
     Emit(linear, OpKind::kMul, m, {hb}, hs, std::move(mul));
     Attrs add;
     add.Set("inplace", false);
-    Emit(linear, OpKind::kAdd, m, {base.outputs[0], hs}, y, std::move(add));
+    const TensorId sum = a.upcast ? NewActivation(linear, ".lora_sum") : y;
+    Emit(linear, OpKind::kAdd, m, {base.outputs[0], hs}, sum, std::move(add));
+    if (a.upcast) Emit(linear, OpKind::kToDtype, m, {sum}, y, DtypeAttr(g_.tensors[a.weight].dtype));
     out_.ops.back().name = linear.name;
     out_.ops.back().keep_alive = linear.keep_alive;  // the caller's names outlive the whole LoRA forward
+    if (x_local != x) out_.ops.back().keep_alive.push_back(x_local);
+  }
+
+  static Attrs DtypeAttr(Dtype t) {
+    Attrs a;
+    a.Set("dtype", std::string(DtypeName(t)));
+    return a;
   }
 
   /// A no-input op of |kind| (or one on |inputs|) whose new output is named after |linear|'s.

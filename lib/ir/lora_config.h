@@ -20,8 +20,12 @@ struct LoraConfig {
   double dropout = 0;                ///< lora_dropout (0: nn.Identity, no op)
   bool dora = false;                 ///< use_dora
   bool rslora = false;               ///< use_rslora: scaling alpha / sqrt(r)
+  /// get_peft_model(..., autocast_adapter_dtype=True), peft's default: on a bf16/fp16 base the
+  /// adapters are float32, the input cast to it and the sum cast back (Note [LoRA]).
+  bool autocast_adapter_dtype = true;
   double scaling() const { return rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r); }
-  /// The canonical spec (ParseLoraSpec reads it back): r=8,alpha=16,targets=a,b,dropout=0.05.
+  /// The canonical spec (ParseLoraSpec reads it back): r=8,alpha=16,targets=a,b,dropout=0.05
+  /// (autocast_adapter_dtype=off only when off).
   std::string ToString() const;
 };
 

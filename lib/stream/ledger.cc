@@ -53,10 +53,11 @@ std::vector<Ledger::StorageId> Ledger::Live() const {
   return live;
 }
 
-Ledger::StorageId Ledger::AllocHost(int64_t bytes, std::string_view name) {
+Ledger::StorageId Ledger::AllocHost(int64_t bytes, std::string_view name, int64_t held) {
   StorageId id = Alloc(0, name, Category::kActivation);
-  host_.emplace_back(id, bytes);
-  AddHostBytes(bytes);
+  if (held == 0) held = bytes;
+  host_.push_back({id, bytes, held});
+  AddHostBytes(held);
   return id;
 }
 
@@ -65,9 +66,9 @@ void Ledger::Unref(StorageId s) {
   if (--refs_[s] != 0) return;
   if (stream_.buffers[s].bytes > 0) Emit(EventKind::kFree, s);
   if (host_.empty()) return;
-  auto it = std::find_if(host_.begin(), host_.end(), [s](const auto& h) { return h.first == s; });
+  auto it = std::find_if(host_.begin(), host_.end(), [s](const HostStorage& h) { return h.id == s; });
   if (it == host_.end()) return;
-  AddHostBytes(-it->second);
+  AddHostBytes(-it->held);
   host_.erase(it);
 }
 

@@ -61,11 +61,13 @@ class Ledger {
   /// A tensor packed off the device into host memory (torch.autograd.graph.save_on_cpu): a
   /// storage with references like any other, but no device event; its |bytes| count toward
   /// EventStream::host_bytes until its last reference goes.
-  StorageId AllocHost(int64_t bytes, std::string_view name);
+  /// |held|: the bytes the host allocator holds for it (the pinned CachingHostAllocator rounds
+  /// a request up to a power of two; 0 = |bytes|), what host_bytes counts.
+  StorageId AllocHost(int64_t bytes, std::string_view name, int64_t held = 0);
   /// The host bytes of a storage made by AllocHost (0 for a device storage).
   int64_t host_bytes(StorageId s) const {
-    auto it = std::find_if(host_.begin(), host_.end(), [s](const auto& h) { return h.first == s; });
-    return it == host_.end() ? 0 : it->second;
+    auto it = std::find_if(host_.begin(), host_.end(), [s](const HostStorage& h) { return h.id == s; });
+    return it == host_.end() ? 0 : it->bytes;
   }
   /// Host memory held outside the device stream (offloaded state): |bytes| more (or less).
   void AddHostBytes(int64_t bytes) {
@@ -87,7 +89,11 @@ class Ledger {
   Phase phase_ = Phase::kSetup;
   uint32_t op_ = kNoOp;
   int64_t host_now_ = 0;
-  std::vector<std::pair<StorageId, int64_t>> host_;  ///< AllocHost's storages still referenced
+  struct HostStorage {
+    StorageId id;
+    int64_t bytes, held;
+  };
+  std::vector<HostStorage> host_;  ///< AllocHost's storages still referenced
   int64_t requested_ = 0;                ///< sum of the bytes of every storage so far
   StorageId too_large_ = UINT32_MAX;     ///< the first storage past the limits of CheckBytes
   bool names_ = true;

@@ -25,6 +25,7 @@ OPTIONS = {
     "checkpoint_early_stop": "--checkpoint-early-stop",
     "sac": "--sac",
     "save_on_cpu": "--save-on-cpu",
+    "offload_activations": "--offload-activations",
     "optimizer_in_backward": "--optimizer-in-backward",
     "foreach": "--foreach",
     "ddp": "--ddp",
@@ -59,7 +60,7 @@ OPTIONS = {
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"min_8bit_size", "gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
-          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "optimizer_in_backward", "lora",
+          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "offload_activations", "optimizer_in_backward", "lora",
           "quantize_base", "fp8", "mesh", "config", "zero_bucket_size", "zero_overlap_comm",
           "zero_persistence_threshold", "pp_schedule", "microbatches", "pp_split"}
 # Options that repeat rather than vary (every glob applies).

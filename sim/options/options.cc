@@ -136,6 +136,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "activation offloading: forward and loss under torch.autograd.graph.save_on_cpu(pin_memory=False) "
                   "(on) or pin_memory=True (pin); checkpointed modules keep their own hooks")
       ->check(CLI::IsMember({"off", "on", "pin"}));
+  cmd->add_option("--offload-activations", offload_activations,
+                  "torchtune's activation offloading (OffloadActivations) around forward and loss: on (its "
+                  "defaults) or min_size=BYTES,streams=on|off,pin=on|off,stash=K; off (default)");
   cmd->add_option("--optimizer-in-backward", optimizer_in_backward,
                   "on: one optimizer per parameter, stepped by a post-accumulate-grad hook that then frees the grad "
                   "(torchtune optimizer_in_bwd); off (default)")
@@ -347,6 +350,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   if (!checkpoint_early_stop.empty()) base.sim.checkpoint_early_stop = checkpoint_early_stop == "on";
   base.sim.sac = sac;
   base.sim.save_on_cpu = save_on_cpu;
+  base.sim.offload_activations = offload_activations;
   base.sim.optimizer_in_backward = optimizer_in_backward == "on";
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;

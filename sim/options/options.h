@@ -52,6 +52,7 @@ struct ConfigOptions {
   std::string checkpoint_early_stop;  ///< --checkpoint-early-stop on|off ("" = the release's default)
   std::string sac;                    ///< --sac POLICY
   std::string save_on_cpu = "off";    ///< --save-on-cpu off|on|pin
+  std::string offload_activations = "off";  ///< --offload-activations off|on|SPEC
   std::string optimizer_in_backward = "off";  ///< --optimizer-in-backward off|on
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;

@@ -36,6 +36,13 @@ add_test(NAME export.hf
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)
 
+# The fine-tuning keys from a real model: peft's adapter dtype, bitsandbytes layers as "quantize_base"
+# (the torch 2.x venv: peft and bitsandbytes).
+add_test(NAME export.finetune_keys
+         COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_finetune_keys.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.finetune_keys PROPERTIES TIMEOUT 300 LABELS export)
+
 # torch.compile regions (export_torch.py --compile): the wrapper reading, and a fresh export of the
 # MLP against the validated graph (the torch 2.x venv: Inductor compiles C++ with the host's g++).
 add_test(NAME export.compiled

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <random>
 
+#include "lib/ir/lora.h"
+#include "lib/ir/quantized_base.h"
 #include "sim/simulator.h"
 #include "tests/testing/graph_builder.h"
 
@@ -55,6 +57,28 @@ TEST(GraphJsonTest, ValidGraphParses) {
   EXPECT_EQ(g->ops[0].module, "fc");
   EXPECT_EQ(g->ops[1].name, "r");
   EXPECT_TRUE(g->tensors[g->parameters[1]].requires_grad);
+}
+
+TEST(GraphJsonTest, QuantizeBaseKeyIsTheQuantizedBaseAfterTheAdapters) {
+  // what the exporter writes for a peft model over bitsandbytes layers (Note [Quantized base weights])
+  const std::string keys = R"(,
+  "lora": {"r": 4, "alpha": 8, "targets": ["fc"]},
+  "quantize_base": "nf4,double_quant=on,compute=bf16,targets=fc"
+})";
+  auto g = ParseGraph(Replace(kValid, "\n}", keys), "graphs/qlora.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto base = ParseGraph(kValid, "graphs/mlp.json");
+  ASSERT_TRUE(base.ok());
+  auto lora = ApplyLora(*base, *ParseLoraSpec("r=4,alpha=8,targets=fc"));
+  ASSERT_TRUE(lora.ok());
+  auto want = ApplyQuantizedBase(*lora, *ParseQuantizedBaseSpec("nf4,double_quant=on,compute=bf16,targets=fc"));
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  ASSERT_EQ(g->ops.size(), want->ops.size());
+  for (size_t i = 0; i < g->ops.size(); ++i) EXPECT_EQ(g->ops[i].kind, want->ops[i].kind) << i;
+  EXPECT_EQ(g->quantized_linears, 1u);
+  ASSERT_TRUE(g->lora);
+  EXPECT_THAT(ErrorOf(Replace(kValid, "\n}", ",\n\"quantize_base\": \"nf9\"\n}")), HasSubstr("/quantize_base"));
+  EXPECT_THAT(ErrorOf(Replace(kValid, "\n}", ",\n\"quantize_base\": 4\n}")), HasSubstr("expected a string"));
 }
 
 TEST(GraphJsonTest, UnknownOpNamesPointer) {

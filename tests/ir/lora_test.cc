@@ -211,5 +211,77 @@ TEST(DoraRewriteTest, TheEyeGraphDiesInForward) {
   EXPECT_EQ(testing::BuffersContaining(r.events, "lora_magnitude_vector.default.weight.grad").size(), 2u);
 }
 
+
+// kMlp in bfloat16: inputs and parameters.
+std::string Bf16Mlp() {
+  std::string body = kMlp;
+  for (const std::string shape : {"[\"batch\", 32]}", "[\"batch\", 16]}", "[64, 32]}", "[64]}", "[16, 64]}"}) {
+    const size_t at = body.find(shape);
+    body.replace(at, shape.size(), shape.substr(0, shape.size() - 1) + ", \"dtype\": \"bfloat16\"}");
+  }
+  return body;
+}
+
+TEST(LoraAdapterDtypeTest, Float32AdaptersOnA16BitBaseCastTheInputAndTheSum) {
+  Graph g = ParseBody(Bf16Mlp());
+  for (double dropout : {0.0, 0.1}) {
+    Result<Graph> l = ApplyLora(g, Config({"fc2"}, 4, 16, dropout));  // autocast_adapter_dtype: peft's default
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    std::vector<std::string> ops;
+    for (const Op& op : l->ops) ops.push_back(std::string(OpKindName(op.kind)) + "@" + op.module);
+    std::vector<std::string> want = {"linear@fc1", "relu@act", "linear@fc2.base_layer", "to_dtype@fc2"};
+    if (dropout > 0) want.push_back("dropout@fc2.lora_dropout.default");
+    want.insert(want.end(), {"linear@fc2.lora_A.default", "linear@fc2.lora_B.default", "mul@fc2", "add@fc2",
+                             "to_dtype@fc2", "mse_loss@"});
+    EXPECT_EQ(ops, want) << "dropout " << dropout;
+    const Op& back = l->ops[want.size() - 2];
+    EXPECT_EQ(l->tensors[back.outputs[0]].name, "y");
+    EXPECT_EQ(back.attrs.GetString("dtype", ""), "bfloat16");
+    // the layer's local x (the float32 copy) lives until the layer returns
+    const TensorId cast = l->ops[3].outputs[0];
+    EXPECT_NE(std::find(back.keep_alive.begin(), back.keep_alive.end(), cast), back.keep_alive.end());
+    Profile cpu = *FindProfile("cpu");
+    BindOptions opt;
+    opt.profile = &cpu;
+    Result<BoundGraph> b = BindGraph(*l, l->DefaultBindings(), opt);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    EXPECT_EQ(b->metas[l->FindTensor("fc2.lora_A.default.weight")].dtype, Dtype::kFloat32);
+    EXPECT_EQ(b->metas[l->FindTensor("fc2.lora_B.default.weight")].bytes(), 16 * 4 * 4);
+    EXPECT_EQ(b->metas[l->FindTensor("fc2.base_layer.weight")].dtype, Dtype::kBFloat16);
+    EXPECT_EQ(b->metas[cast].dtype, Dtype::kFloat32);
+    EXPECT_EQ(b->metas[back.inputs[0]].dtype, Dtype::kFloat32);  // bf16 + fp32 promotes
+    EXPECT_EQ(b->metas[l->FindTensor("y")].dtype, Dtype::kBFloat16);
+  }
+}
+
+TEST(LoraAdapterDtypeTest, OffKeepsTheBaseDtypeAndFloat32BasesNeedNoCasts) {
+  LoraConfig off = Config({"fc2"});
+  off.autocast_adapter_dtype = false;
+  EXPECT_EQ(off.ToString(), "r=4,alpha=8,targets=fc2,autocast_adapter_dtype=off");
+  Result<LoraConfig> parsed = ParseLoraSpec(off.ToString());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_FALSE(parsed->autocast_adapter_dtype);
+  for (const auto& [body, config] : {std::pair{Bf16Mlp(), off}, std::pair{std::string(kMlp), Config({"fc2"})}}) {
+    Result<Graph> l = ApplyLora(ParseBody(body), config);
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    for (const Op& op : l->ops) EXPECT_NE(op.kind, OpKind::kToDtype);
+    EXPECT_EQ(l->tensors[l->FindTensor("fc2.lora_A.default.weight")].dtype,
+              l->tensors[l->FindTensor("fc2.base_layer.weight")].dtype);
+  }
+  LoraConfig dora = Config({"fc2"});
+  dora.dora = true;
+  Result<Graph> d = ApplyLora(ParseBody(Bf16Mlp()), dora);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("autocast_adapter_dtype=off"), std::string::npos) << d.status().message();
+}
+
+TEST(LoraAdapterDtypeTest, AdamStateOfFloat32Adapters) {
+  Result<Graph> l = ApplyLora(ParseBody(Bf16Mlp()), Config({"fc1", "fc2"}));
+  ASSERT_TRUE(l.ok());
+  SimResult r = testing::SimulateOk(*l, testing::Opts("cpu", "adam"));
+  const int64_t adapters = 4 * (4 * 32 + 64 * 4 + 4 * 64 + 16 * 4);  // float32
+  EXPECT_EQ(testing::LiveAtEnd(r.events, Category::kOptimizerState), 2 * adapters + 4 * 4);
+}
+
 }  // namespace
 }  // namespace memsim

@@ -101,8 +101,19 @@ TEST(AdviseTest, SavedActivationsOffloadOnlyOnAGpu) {
   std::vector<std::string> args;
   EXPECT_TRUE(c->apply(base, &changed, &args));
   EXPECT_EQ(changed.sim.save_on_cpu, "pin");
+  const Change* tt = Find(changes, "offload the saved activations with torchtune's OffloadActivations");
+  ASSERT_NE(tt, nullptr);
+  RunConfig changed_tt = base;
+  EXPECT_TRUE(tt->apply(base, &changed_tt, &args));
+  EXPECT_EQ(changed_tt.sim.offload_activations, "on");
+  EXPECT_EQ(args, (std::vector<std::string>{"--offload-activations", "on"}));
+  RunConfig offloading = base;
+  offloading.sim.offload_activations = "on";  // one saved-tensor hook at a time
+  EXPECT_FALSE(c->apply(offloading, &changed, &args));
+  EXPECT_FALSE(tt->apply(offloading, &changed, &args));
   base.sim.profile = "cpu";
   EXPECT_FALSE(c->apply(base, &changed, &args));
+  EXPECT_FALSE(tt->apply(base, &changed, &args));
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from . import peft_lora
+from . import bnb_base, peft_lora
 from .errors import ExportError, UnsupportedError
 from .exporter import _META_FACTORIES, _meta_factories, finish_graph, parse_input_spec, probe_graph
 from .record import record
@@ -65,11 +65,13 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
     syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
     takes = list(builder_symbols or [])
     graphs, tensors = [], []
-    model = lora = None
+    model = lora = quantize = None
     for binding in probes:
         if model is None or any(s in takes for s in syms):
             # a peft LoRA model: its base model is recorded, the adapters become the "lora" key
             model, lora, _ = peft_lora.strip(build_on_meta(builder, {s: binding[s] for s in takes if s in binding}))
+            # bitsandbytes base layers (QLoRA): plain Linears, the quantization the "quantize_base" key
+            model, quantize = bnb_base.strip(model)
             model.train()
         args = [torch.empty([binding[d] if isinstance(d, str) else d for d in sp.dims],
                             dtype=_dtype(sp.dtype), device="meta") for sp in specs]
@@ -90,8 +92,8 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
             raise UnsupportedError(cx.unsupported)
         graphs.append(probe_graph(cx, out, specs, names, loss, model))
         tensors.append(names)
-    return peft_lora.annotate(finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name, provenance,
-                                           outputs_held), lora)
+    return bnb_base.annotate(peft_lora.annotate(finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name,
+                                                             provenance, outputs_held), lora), quantize)
 
 
 def _dtype(name):

@@ -6,6 +6,8 @@ the configuration: one source of truth for the adapter's op sequence, shared wit
 """
 import math
 
+import torch
+
 from .errors import ExportError
 
 
@@ -43,7 +45,7 @@ def strip(model):
         if len(names) != 1:
             raise ExportError("%s has %d LoRA adapters (%s); memsim models one" % (n, len(names), ", ".join(names)))
         a = names[0]
-        if type(m.base_layer).__name__ != "Linear":
+        if type(m.base_layer).__name__ not in ("Linear", "Linear4bit", "Linear8bitLt"):  # bnb: bnb_base.strip
             raise ExportError("%s: LoRA on %s is not supported (nn.Linear only)" % (n, type(m.base_layer).__name__))
         if getattr(m, "fan_in_fan_out", False) or m.lora_B[a].bias is not None:
             raise ExportError("%s: fan_in_fan_out / lora_bias are not supported" % n)
@@ -51,14 +53,22 @@ def strip(model):
         p = float(drop.p) if hasattr(drop, "p") else 0.0
         r, alpha, scaling = int(m.r[a]), float(m.lora_alpha[a]), float(m.scaling[a])
         rslora = not math.isclose(scaling, alpha / r) and math.isclose(scaling, alpha / math.sqrt(r))
-        configs.add((r, alpha, p, bool(m.use_dora.get(a, False)), rslora))
+        # get_peft_model(autocast_adapter_dtype=True), peft's default, makes the adapters float32 on a
+        # 16-bit base (cast_adapter_dtype); only then does the key matter. (Adapters made on the meta
+        # device stay float32 either way: _move_adapter_to_device_of_base_layer skips them, so a model
+        # built there reads as the default.)
+        base_dtype = m.base_layer.weight.dtype
+        upcast = (m.lora_A[a].weight.dtype == torch.float32) if base_dtype in (torch.float16, torch.bfloat16) else None
+        configs.add((r, alpha, p, bool(m.use_dora.get(a, False)), rslora, upcast))
         targets.append(n)
     if len(configs) != 1:
-        raise ExportError("the LoRA layers differ in rank, alpha or dropout (rank_pattern / alpha_pattern); "
+        raise ExportError("the LoRA layers differ in rank, alpha, dropout or adapter dtype (rank_pattern / alpha_pattern); "
                           "memsim models one configuration: %s" % sorted(configs))
-    r, alpha, p, dora, rslora = configs.pop()
+    r, alpha, p, dora, rslora, upcast = configs.pop()
     lora = {"r": r, "alpha": alpha, "dropout": p, "dora": dora, "rslora": rslora,
             "targets": _user_targets(model, base, targets) or targets}
+    if upcast is not None:
+        lora["autocast_adapter_dtype"] = upcast
     parents = []
     for n, m in layers:
         parent_name, _, leaf = n.rpartition(".")

@@ -6,6 +6,7 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
   std::vector<std::unique_ptr<TrainingSetup>> setups;
   if (options.autocast) setups.push_back(MakeAutocast());
   if (!options.save_on_cpu.empty()) setups.push_back(MakeSaveOnCpu(options.save_on_cpu == "pin", profile));
+  if (options.offload_activations) setups.push_back(MakeOffloadActivations(*options.offload_activations, profile));
   if (!options.checkpoint_modules.empty()) setups.push_back(MakeCheckpoint(options.checkpoint_modules, options.checkpoint_impl, options.sac));
   if (options.parallel.ddp) setups.push_back(MakeDdp(options.parallel));
   if (options.parallel.zero_stage > 0) setups.push_back(MakeZero(options.parallel));

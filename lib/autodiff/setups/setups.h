@@ -16,6 +16,7 @@
 #include "lib/autodiff/setups/pipeline.h"
 #include "lib/autodiff/setups/sac.h"
 #include "lib/ops/profile.h"
+#include "lib/util/status.h"
 
 namespace memsim {
 
@@ -65,6 +66,19 @@ enum class CheckpointImpl {
   kReentrant,     ///< use_reentrant=True: CheckpointFunction, a nested backward through the recomputation
 };
 
+/// torchtune's OffloadActivations context around forward and loss (Note [Activation offloading]):
+/// its constructor's arguments.
+struct OffloadActivations {
+  int64_t min_bytes = 1024;  ///< min_offload_size
+  bool streams = true;       ///< use_streams (a side stream for the copies; CUDA only)
+  bool pin_memory = true;    ///< use_pin_memory
+  int max_fwd_stash = 5;     ///< max_fwd_stash_size
+};
+
+/// --offload-activations on | min_size=BYTES,streams=on|off,pin=on|off,stash=K (any of them; the
+/// rest torchtune's defaults). Errors name the option and the accepted form.
+Result<OffloadActivations> ParseOffloadActivations(const std::string& spec);  // offload_activations.cc
+
 struct SetupOptions {
   /// torch.nn.utils.clip_grad_norm_(params, max_norm) before optimizer.step(); 0 = off.
   double clip_grad_norm = 0;
@@ -83,6 +97,8 @@ struct SetupOptions {
   /// torch.autograd.graph.save_on_cpu around forward and loss: "on" (pin_memory=False), "pin"
   /// (pin_memory=True), "" = off (Note [Activation offloading]).
   std::string save_on_cpu;
+  /// torchtune's activation offloading around forward and loss; nullopt = off.
+  std::optional<OffloadActivations> offload_activations;
   /// One optimizer per parameter, stepped as soon as its grad is accumulated, the grad then set
   /// to None (torchtune optimizer_in_bwd; Note [Optimizer in backward]).
   bool optimizer_in_backward = false;
@@ -109,6 +125,8 @@ std::unique_ptr<TrainingSetup> MakeTensorParallel(const ParallelOptions& options
 int64_t DataParallelChunk(int64_t batch, int world, int device);                          // data_parallel.cc
 std::unique_ptr<TrainingSetup> MakeAutocast();                                     // autocast.cc
 std::unique_ptr<TrainingSetup> MakeSaveOnCpu(bool pin_memory, const Profile& profile);  // save_on_cpu.cc
+std::unique_ptr<TrainingSetup> MakeOffloadActivations(const OffloadActivations& options,
+                                                      const Profile& profile);  // offload_activations.cc
 std::unique_ptr<TrainingSetup> MakeGradScaler();                                   // grad_scaler.cc
 std::unique_ptr<TrainingSetup> MakeOptimizerInBackward();                          // optimizer_in_backward.cc
 
