@@ -26,12 +26,9 @@ OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "
        "paged_adamw8bit": "paged_adamw8bit", "paged_adamw": "paged_adamw", "lion8bit": "lion8bit", "adafactor": "adafactor"}
 MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 # Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. None now:
-# the oneDNN AVX-512 BF16 scratchpads that were the last ones are modelled (Note [oneDNN bf16
-# scratchpads] in docs/op-rules.md).
-AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an AMX host) are not modelled; "
-           "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
-KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
-              ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP}
+# the oneDNN AVX-512 BF16 scratchpads (Note [oneDNN bf16 scratchpads]) and the oneDNN 3.x AMX
+# matmul scratchpads of the 2.13 traces (Note [oneDNN AMX matmul scratchpads]) are modelled.
+KNOWN_GAPS = {}
 # LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
 LORA_EXPORTED = {"gpt2_small_b2_s64_adamw_lora": "nanogpt_gpt2_small_lora.json",
                  "gpt2_small_b2_s64_adamw_lora_drop": "nanogpt_gpt2_small_lora_drop.json"}
@@ -93,11 +90,9 @@ def setup_flags(graph, cfg):
         # The machine's ISA decides the bf16 convolution and GEMM paths (Note [bf16 convolutions
         # on CPU]). Traces without an `isa` field come from the recording kit's reference machine,
         # which has AVX-512 with AVX512_BF16 (oneDNN's avx512_core_bf16 kernels and scratchpads).
-        # An AMX host (isa=amx) is run as avx512: PyTorch 1.13's oneDNN 2.6 takes the avx512_core_bf16
-        # kernels there; 2.x's oneDNN 3.x takes AMX brgemm kernels whose scratchpads memsim does not
-        # model (KNOWN_GAPS).
-        isa = cfg.get("isa", "avx512")
-        flags += ["--cpu-isa", "avx512" if isa == "amx" else isa]
+        # An AMX host (isa=amx): 2.x's oneDNN 3.x runs bf16 GEMMs with its AMX brgemm matmul (Note
+        # [oneDNN AMX matmul scratchpads]); under 1.13 `--cpu-isa amx` is avx512 (oneDNN 2.6).
+        flags += ["--cpu-isa", cfg.get("isa", "avx512")]
     if float(cfg.get("clip", "0")) > 0:
         flags += ["--clip-grad-norm", cfg["clip"]]
     warmup = int(cfg.get("warmup", "0"))

@@ -31,10 +31,12 @@ Conf InitConf(const OneDnnGemmShape& g, const OneDnnCaches& caches) {
   c.M = g.m, c.N = g.n, c.K = g.k, c.batch = g.batch;
   c.treat_a_plain = g.m == 1;
   c.transposed_a = g.transposed_a && !c.treat_a_plain;
-  c.transposed_b = g.transposed_b;
-  c.use_buffer_a = c.transposed_a;  // is_copy_a_required
-  c.use_buffer_b = true;            // AMX with a plain or transposed (not blocked) B
-  c.macro = !c.transposed_a;        // macro_t::is_supported: A plain, B not blocked, bf16
+  // A layout that fits both tags takes the first, plain one; for A, set_or_check_tags then asks
+  // matmul_helper_t::transA(), which calls a one-row A transposed.
+  c.transposed_b = g.transposed_b && g.k != 1 && g.n != 1;
+  c.use_buffer_a = c.transposed_a;             // is_copy_a_required
+  c.use_buffer_b = true;                       // AMX with a plain or transposed (not blocked) B
+  c.macro = !g.transposed_a && g.m != 1;       // macro_t::is_supported: A's tag plain
   c.wei_n_blk = c.macro ? 32 : 64;  // get_default_n_block
   return c;
 }
@@ -86,10 +88,12 @@ int64_t Entry(int64_t bytes) { return bytes == 0 ? 0 : bytes + 128; }
 }  // namespace
 }  // namespace onednn_amx
 
-int64_t OneDnnAmxBf16MatmulScratchpad(const OneDnnGemmShape& g, const OneDnnCaches& caches) {
+std::optional<int64_t> OneDnnAmxBf16MatmulScratchpad(const OneDnnGemmShape& g, const OneDnnCaches& caches) {
   using namespace onednn_amx;
+  if (g.k < kKGran) return std::nullopt;  // no AMX kernel reads a K of one
   Conf c = InitConf(g, caches);
   if (!(c.macro && MacroBlocking(c))) MicroPath(c);
+  if (2 * c.M_blk * c.LDA <= 126) return std::nullopt;  // is_small_shapes: buffer_a_gb_stride ≤ 126
   // init_brgemm_matmul_conf after the heuristic: B's copy aligned to 16 columns, LDB, LDC.
   if (c.wei_n_blk > c.N_blk && c.N != c.N_blk) c.wei_n_blk = RndUp(c.N_blk, 16);
   const int64_t ldb = c.wei_n_blk;

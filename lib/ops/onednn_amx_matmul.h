@@ -7,6 +7,7 @@
 #define MEMSIM_LIB_OPS_ONEDNN_AMX_MATMUL_H_
 
 #include <cstdint>
+#include <optional>
 
 namespace memsim {
 
@@ -27,8 +28,10 @@ struct OneDnnGemmShape {
   bool transposed_a = false, transposed_b = false;
 };
 
-/// Scratchpad bytes of one call (the sum of the booked pieces, each plus 128).
-int64_t OneDnnAmxBf16MatmulScratchpad(const OneDnnGemmShape& g, const OneDnnCaches& caches);
+/// Scratchpad bytes of one call (the sum of the booked pieces, each plus 128), or nullopt where
+/// the AMX matmul declines the problem and oneDNN runs its avx512_core_bf16 one: the small shapes
+/// it sends to VNNI (the A block of one brgemm at most 126 bytes) and K = 1.
+std::optional<int64_t> OneDnnAmxBf16MatmulScratchpad(const OneDnnGemmShape& g, const OneDnnCaches& caches);
 
 }  // namespace memsim
 
