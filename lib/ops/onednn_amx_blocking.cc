@@ -1,9 +1,7 @@
 #include "lib/ops/onednn_amx_blocking.h"
 
 #include <algorithm>
-#include <cmath>
 #include <set>
-#include <unordered_set>
 
 namespace memsim::onednn_amx {
 namespace {

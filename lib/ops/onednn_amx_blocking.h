@@ -28,7 +28,7 @@ struct Conf {
   bool transposed_a = false, transposed_b = false, treat_a_plain = false, macro = false;
   bool use_buffer_a = false, use_buffer_b = true, use_buffer_c = false;
   bool extendable_k = false, use_fused_copy_a = false;
-  int64_t wei_n_blk = 64, LDA = 0, LDB = 0;
+  int64_t wei_n_blk = 64, LDA = 0;
   int64_t M_blk = 0, N_blk = 0, K_blk = 0, M_chunk = 1, N_chunk = 1, K_chunk = 1, bs = 0;
   /// get_actual_lda: K for a plain A read in place, else the copy's row (K_blk in cache lines).
   int64_t ActualLda(bool need_buf_a, int64_t k_blk) const;

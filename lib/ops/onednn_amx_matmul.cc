@@ -1,9 +1,6 @@
 #include "lib/ops/onednn_amx_matmul.h"
 
 #include <algorithm>
-#include <cmath>
-#include <set>
-#include <unordered_set>
 
 #include "lib/ops/onednn_amx_blocking.h"
 
@@ -104,7 +101,6 @@ std::optional<int64_t> OneDnnAmxBf16MatmulScratchpad(const OneDnnGemmShape& g, c
   const int64_t buf_b = 2 * RndUp(c.N_blk, ldb) * RndUp(c.K_blk, kWeiKBlk) * c.bs * c.K_chunk;
   const int64_t c_chunk = RndUp(c.N_blk, ldc) * c.M_blk * 4;
   const int64_t buf_c = k_chunk_elems >= c.K ? c_chunk : c_chunk * c.M_chunk * c.N_chunk;
-  c.LDB = ldb;
   return Entry(16 * c.bs * 40) + (c.use_buffer_a ? Entry(buf_a) : 0) + Entry(buf_b) +
          (c.use_buffer_c ? Entry(buf_c) : 0) + Entry(TileWorkspace(c));
 }
