@@ -153,10 +153,9 @@ Status ApplyAmpOptions(const SimOptions& opt, SimPlan* plan) {
     return Status::InvalidArgument("--amp-loss \"" + opt.amp_loss + "\": expected inside or outside");
   plan->bind.autocast_loss_outside = opt.amp_loss == "outside";
   if (opt.cpu_isa.empty()) return Status::OK();
-  std::optional<bool> onednn = Bf16ConvOnednnForIsa(opt.cpu_isa);
-  if (!onednn) return Status::InvalidArgument("--cpu-isa \"" + opt.cpu_isa + "\": expected avx2 or avx512");
   if (plan->profile.cuda) return Status::InvalidArgument("--cpu-isa applies to the cpu profile only");
-  plan->profile.bf16_conv_onednn = *onednn;
+  if (!ApplyCpuIsa(opt.cpu_isa, &plan->profile))
+    return Status::InvalidArgument("--cpu-isa \"" + opt.cpu_isa + "\": expected avx2, avx512 or amx");
   return Status::OK();
 }
 

@@ -60,7 +60,7 @@ struct SimOptions {
   /// --amp-loss inside|outside: the loss under autocast with the model, or after the region
   /// (applied by PrepareSim).
   std::string amp_loss = "inside";
-  /// --cpu-isa avx2|avx512 (cpu profile): the machine's ISA, Profile::bf16_conv_onednn; "" =
+  /// --cpu-isa avx2|avx512|amx (cpu profile): the machine's ISA (ApplyCpuIsa); "" =
   /// the profile's default (avx2).
   std::string cpu_isa;
 };

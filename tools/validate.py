@@ -25,11 +25,9 @@ OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "
        "cs336_adamw": "recorded", "adam8bit": "adam8bit", "adamw8bit": "adamw8bit",
        "paged_adamw8bit": "paged_adamw8bit", "paged_adamw": "paged_adamw", "lion8bit": "lion8bit", "adafactor": "adafactor"}
 MAX_ERR, MAX_MEDIAN = 3.0, 1.0
-# Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. None now:
-# the oneDNN AVX-512 BF16 scratchpads that were the last ones are modelled (Note [oneDNN bf16
-# scratchpads] in docs/op-rules.md).
-AMX_GAP = ("oneDNN 3.x AMX brgemm scratchpads of bf16 GEMMs (PyTorch 2.13 on an AMX host) are not modelled; "
-           "memsim runs the avx512_core_bf16 sizes of oneDNN 2.6")
+# Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. Not gaps any more:
+# the oneDNN AVX-512 BF16 scratchpads (Note [oneDNN bf16 scratchpads]) and the oneDNN 3.x AMX
+# matmul scratchpads of the 2.13 traces (Note [oneDNN AMX matmul scratchpads]) are modelled.
 # GPT-2 trains with attention dropout, so SDPA runs its math path; the first differences of the
 # aligned diff (docs/handoff/torch2.md) are there: the matmuls' copies of the non-contiguous q·√s,
 # kᵀ·√s and v (expand + reshape before bmm), and c_attn's output (q, k, v are views of it) freed
@@ -42,9 +40,7 @@ VIT_GAP = "not yet traced (the peak, in the step, is exact)"
 # keeps it fp32: the backward from the first op after it is computed in fp32 instead of bf16.
 FP8_AUTOCAST_GAP = ("torchao float8 under CPU autocast: the fp8 GEMM's bf16 output (and the bf16 grads below "
                     "it) are modelled as fp32; also the AMX oneDNN scratchpads of the bf16 GEMMs")
-KNOWN_GAPS = {("traces_2_13", "mlp_b256_adam_amp", "forward"): AMX_GAP,
-              ("traces_2_13", "mlp_b256_adam_amp", "backward"): AMX_GAP,
-              ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "peak"): SDPA_MATH_COPIES,
+KNOWN_GAPS = {("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "peak"): SDPA_MATH_COPIES,
               ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "forward"): SDPA_MATH_COPIES,
               ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "backward"): SDPA_MATH_COPIES,
               ("traces_hf_2_13", "hf_vit_tiny_b2_adamw", "backward"): VIT_GAP,
@@ -111,11 +107,9 @@ def setup_flags(graph, cfg):
         # The machine's ISA decides the bf16 convolution and GEMM paths (Note [bf16 convolutions
         # on CPU]). Traces without an `isa` field come from the recording kit's reference machine,
         # which has AVX-512 with AVX512_BF16 (oneDNN's avx512_core_bf16 kernels and scratchpads).
-        # An AMX host (isa=amx) is run as avx512: PyTorch 1.13's oneDNN 2.6 takes the avx512_core_bf16
-        # kernels there; 2.x's oneDNN 3.x takes AMX brgemm kernels whose scratchpads memsim does not
-        # model (KNOWN_GAPS).
-        isa = cfg.get("isa", "avx512")
-        flags += ["--cpu-isa", "avx512" if isa == "amx" else isa]
+        # An AMX host (isa=amx): 2.x's oneDNN 3.x runs bf16 GEMMs with its AMX brgemm matmul (Note
+        # [oneDNN AMX matmul scratchpads]); under 1.13 `--cpu-isa amx` is avx512 (oneDNN 2.6).
+        flags += ["--cpu-isa", cfg.get("isa", "avx512")]
     if float(cfg.get("clip", "0")) > 0:
         flags += ["--clip-grad-norm", cfg["clip"]]
     warmup = int(cfg.get("warmup", "0"))

@@ -3,6 +3,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "lib/ops/onednn_amx_matmul.h"
 #include "lib/ops/onednn_scratchpad.h"
 
 namespace memsim {
@@ -11,18 +12,37 @@ bool OneDnnBf16Path(const RuleCtx& c, const TensorMeta& t) {
   return c.profile.onednn_conv_reorders && c.profile.bf16_conv_onednn && t.dtype == Dtype::kBFloat16;
 }
 
+namespace {
+
+/// The scratchpad of one bf16 GEMM on the profile's kernels: oneDNN 3.x's AMX brgemm matmul
+/// (--cpu-isa amx under 2.x; |g| with B's layout and the batch) or oneDNN 2.6's avx512_core_bf16
+/// one (one thread: neither B's layout nor the batch enters).
+int64_t GemmScratchpad(const RuleCtx& c, const OneDnnGemmShape& g) {
+  if (c.profile.bf16_gemm_amx) {
+    // addmm_impl_cpu_: a one-column result is computed transposed, Bᵀ · Aᵀ.
+    const OneDnnGemmShape run = g.n != 1 || g.m == 1
+                                    ? g
+                                    : OneDnnGemmShape{1, g.k, g.m, g.batch, !g.transposed_b, !g.transposed_a};
+    if (auto bytes = OneDnnAmxBf16MatmulScratchpad(run, c.profile.onednn_caches)) return *bytes;
+    // Declined: oneDNN 3.x's avx512_core_bf16 matmul, approximated by 2.6's (not derived).
+  }
+  return OneDnnBf16MatmulScratchpad(g.m, g.k, g.n, g.transposed_a);
+}
+
+}  // namespace
+
 int64_t LinearScratch(const RuleCtx& c, LinearGemm gemm) {
   const TensorMeta& x = *c.in[0];
   if (!OneDnnBf16Path(c, x)) return 0;
   const int64_t k = c.in[1]->sizes[1], n = c.in[1]->sizes[0], m = k > 0 ? x.numel() / k : 0;
   if (!OneDnnBf16Gemm(m, k, n)) return 0;
   switch (gemm) {
-    case LinearGemm::kForward:
-      return OneDnnBf16MatmulScratchpad(m, k, n, false);
-    case LinearGemm::kGradInput:
-      return OneDnnBf16MatmulScratchpad(m, n, k, false);
-    case LinearGemm::kGradWeight:
-      return OneDnnBf16MatmulScratchpad(n, m, k, true);
+    case LinearGemm::kForward:  // x · Wᵀ: B is W's transposed view
+      return GemmScratchpad(c, {m, k, n, 1, false, true});
+    case LinearGemm::kGradInput:  // grad · W
+      return GemmScratchpad(c, {m, n, k, 1, false, false});
+    case LinearGemm::kGradWeight:  // gradᵀ · x
+      return GemmScratchpad(c, {n, m, k, 1, true, false});
   }
   return 0;
 }
@@ -83,7 +103,15 @@ OneDnnGemm MatmulGemm(const RuleCtx& c, int ia, int ib, int grad) {
   }
   if (first == OneDnnOperand::kCopied) r.copy_a = 2 * batch * gm * gk;
   if (second == OneDnnOperand::kCopied) r.copy_b = 2 * batch * gk * gn;
-  r.scratch = OneDnnBf16MatmulScratchpad(gm, gk, gn, first == OneDnnOperand::kTransposed);
+  // B as oneDNN sees it: a bmm operand's layout; a 2-D b (or its transpose for grad·bᵀ) is a
+  // transposed view when column-major; the incoming grad (aᵀ·grad) is contiguous.
+  bool b_transposed = second == OneDnnOperand::kTransposed;
+  if (!bmm && grad != ib) {
+    const int64_t br = b.sizes[b.dim() - 2];
+    const bool b_col_major = br > 1 && n > 1 && b.strides[b.dim() - 2] == 1 && b.strides.back() == br;
+    b_transposed = b_col_major != (grad == ia);
+  }
+  r.scratch = GemmScratchpad(c, {gm, gk, gn, batch, first == OneDnnOperand::kTransposed, b_transposed});
   return r;
 }
 

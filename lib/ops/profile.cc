@@ -117,10 +117,11 @@ std::optional<std::string> TorchReleaseFor(std::string_view version) {
   return std::nullopt;
 }
 
-std::optional<bool> Bf16ConvOnednnForIsa(std::string_view isa) {
-  if (isa == "avx512") return true;
-  if (isa == "avx2") return false;
-  return std::nullopt;
+bool ApplyCpuIsa(std::string_view isa, Profile* p) {
+  if (isa != "avx2" && isa != "avx512" && isa != "amx") return false;
+  p->bf16_conv_onednn = isa != "avx2";
+  p->bf16_gemm_amx = isa == "amx" && p->torch != "1.13";
+  return true;
 }
 
 }  // namespace memsim

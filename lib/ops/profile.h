@@ -13,6 +13,7 @@
 
 #include "lib/ops/autocast_lists.h"
 #include "lib/ops/conv_workspace.h"
+#include "lib/ops/onednn_amx_matmul.h"
 
 namespace memsim {
 
@@ -75,6 +76,14 @@ struct Profile {
   /// The per-core L2 size oneDNN 2.6 believes (its blocking heuristics read it; Note [oneDNN bf16
   /// scratchpads]): xbyak reads no cache levels on AMD CPUs, and oneDNN then assumes 512 KiB.
   int64_t onednn_l2_bytes = int64_t{512} << 10;
+  /// CPU 2.x on a host with AMX-BF16 (--cpu-isa amx): oneDNN 3.x runs bf16 GEMMs with its AMX
+  /// brgemm matmul, whose scratchpad replaces the avx512_core_bf16 one (Note [oneDNN AMX matmul
+  /// scratchpads]); convolutions keep the avx512 model. Only read with bf16_conv_onednn.
+  bool bf16_gemm_amx = false;
+  /// The AMX host's caches as oneDNN 3.x reads them (cpuid leaf 4; its matmul blocking depends
+  /// on them): the recording machine, a Sapphire Rapids guest (48 KiB L1d; 2 MiB L2, 16 ways,
+  /// 2,048 sets).
+  OneDnnCaches onednn_caches;
   /// CPU native_batch_norm: per-channel temporaries in forward, and a backward that allocates
   /// grad_input twice (the first is discarded).
   bool batch_norm_cpu_kernels = false;
@@ -196,8 +205,10 @@ struct ProfileRow {
 };
 /// Every row, device rows first (docs/op-rules.md prints them; tests check each).
 const std::vector<ProfileRow>& ProfileRows();
-/// --cpu-isa avx2|avx512: Profile::bf16_conv_onednn on the cpu profile (unset: unknown ISA).
-std::optional<bool> Bf16ConvOnednnForIsa(std::string_view isa);
+/// --cpu-isa avx2|avx512|amx on the cpu profile: sets Profile::bf16_conv_onednn and
+/// bf16_gemm_amx (AMX only where oneDNN 3.x runs: not the 1.13 profile, whose oneDNN 2.6 takes
+/// the avx512_core_bf16 kernels on an AMX host). False for an unknown ISA.
+bool ApplyCpuIsa(std::string_view isa, Profile* p);
 
 }  // namespace memsim
 

@@ -158,8 +158,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
       ->check(CLI::IsMember({"inside", "outside"}));
   cmd->add_option("--cpu-isa", cpu_isa,
                   "cpu profile: the machine's ISA, avx2 (default: bf16 convolutions through ATen's im2col "
-                  "slow_conv2d) or avx512 (AVX-512 BW/VL/DQ: through oneDNN)")
-      ->check(CLI::IsMember({"avx2", "avx512"}));
+                  "slow_conv2d), avx512 (AVX-512 BW/VL/DQ: through oneDNN) or amx (AMX-BF16: as avx512, and "
+                  "2.x's oneDNN 3.x runs bf16 GEMMs on AMX, with their scratchpads)")
+      ->check(CLI::IsMember({"avx2", "avx512", "amx"}));
   cmd->add_option("--dtype", dtype,
                   "model.half() / model.bfloat16(): parameters, buffers and inputs in fp16 or bf16 (default fp32)")
       ->delimiter(',')

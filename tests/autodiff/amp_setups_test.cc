@@ -133,6 +133,37 @@ TEST(Bf16ConvTest, Avx2RunsSlowConv2dWithIm2colColumns) {
   for (const Buffer& b : RunAmp(g, opt).events.buffers) EXPECT_EQ(b.name.find("slow_conv2d"), std::string::npos);
 }
 
+/// The oneDNN scratchpads of a run, by module, in allocation order.
+std::vector<std::pair<std::string, int64_t>> Scratchpads(const SimResult& r) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const MemEvent& e : r.events.events) {
+    const Buffer& b = r.events.buffers[e.buffer];
+    if (e.kind == EventKind::kAlloc && b.name.find("onednn scratchpad") != std::string::npos)
+      out.emplace_back(b.module, b.bytes);
+  }
+  return out;
+}
+
+// --cpu-isa amx under 2.13: the MLP's l1 GEMMs take the AMX matmul's scratchpads as measured on
+// the AMX host (x·W1ᵀ 8×32×64: 5,120 B; W1's grad 64×8×32 with A transposed: 13,440 B; Note
+// [oneDNN AMX matmul scratchpads]); under 1.13 amx is avx512 (oneDNN 2.6's sizes).
+TEST(Bf16GemmTest, AmxTakesTheAmxMatmulScratchpadsUnder2x) {
+  Graph g = testing::ParseBody(testing::MlpBody());
+  SimOptions opt = Amp("cpu");
+  opt.torch = "2.13";
+  opt.cpu_isa = "amx";
+  const auto amx = Scratchpads(RunAmp(g, opt));
+  ASSERT_FALSE(amx.empty());
+  EXPECT_EQ(amx.front(), std::make_pair(std::string("l1"), int64_t{5120}));
+  EXPECT_EQ(amx.back(), std::make_pair(std::string("l1"), int64_t{13440}));
+  opt.cpu_isa = "avx512";
+  EXPECT_NE(Scratchpads(RunAmp(g, opt)), amx);
+  opt.torch = "1.13";
+  const auto avx512_113 = Scratchpads(RunAmp(g, opt));
+  opt.cpu_isa = "amx";
+  EXPECT_EQ(Scratchpads(RunAmp(g, opt)), avx512_113);
+}
+
 TEST(Bf16ConvTest, IsaIsACpuProfileOptionWithCheckedValues) {
   Graph g = testing::ParseBody(ConvBody());
   SimOptions opt = Amp("cpu");

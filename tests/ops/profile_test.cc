@@ -68,6 +68,25 @@ TEST(ProfileTest, UnknownDeviceOrReleaseIsRefused) {
   EXPECT_FALSE(FindProfile("cuda", "").has_value());
 }
 
+// --cpu-isa: avx512 and amx run bf16 convolutions and GEMMs through oneDNN; amx takes the AMX
+// matmul's scratchpads only where oneDNN 3.x runs (2.x), not under 1.13's oneDNN 2.6.
+TEST(ProfileTest, CpuIsaSetsTheOneDnnPaths) {
+  Profile p = *FindProfile("cpu", "2.13");
+  EXPECT_FALSE(ApplyCpuIsa("sse2", &p));
+  ASSERT_TRUE(ApplyCpuIsa("amx", &p));
+  EXPECT_TRUE(p.bf16_conv_onednn);
+  EXPECT_TRUE(p.bf16_gemm_amx);
+  ASSERT_TRUE(ApplyCpuIsa("avx512", &p));
+  EXPECT_TRUE(p.bf16_conv_onednn);
+  EXPECT_FALSE(p.bf16_gemm_amx);
+  ASSERT_TRUE(ApplyCpuIsa("avx2", &p));
+  EXPECT_FALSE(p.bf16_conv_onednn);
+  Profile old = *FindProfile("cpu", "1.13");
+  ASSERT_TRUE(ApplyCpuIsa("amx", &old));
+  EXPECT_TRUE(old.bf16_conv_onednn);
+  EXPECT_FALSE(old.bf16_gemm_amx);
+}
+
 TEST(ProfileTest, EveryRowIsOneFieldForOneDeviceAndReleaseWithItsSource) {
   std::set<std::tuple<std::string_view, std::string_view, std::string_view>> seen;
   for (const ProfileRow& r : ProfileRows()) {
