@@ -96,8 +96,9 @@ def main(argv=None):
                          "also detected when the output is a scalar)")
     ap.add_argument("--trace", default="auto", choices=["auto", "fx", "run"],
                     help="fx: torch.fx symbolic tracing; run: record the model as it runs (meta tensors, "
-                         "ATen ops below composite functions); auto: fx, or run when fx cannot trace the "
-                         "model or the builder takes symbol arguments (default)")
+                         "ATen ops below composite functions; an op with no rule is measured: a recorded op); auto: fx, or run "
+                         "when fx cannot trace the model or meets an op with no rule, "
+                         "or the builder takes symbol arguments (default)")
     ap.add_argument("--set", action="append", default=[], metavar="SYM=V", help="default value of a symbol")
     ap.add_argument("--name", help="graph name (default: the model/function name)")
     ap.add_argument("--provenance", help="provenance text stored in the graph")
@@ -251,7 +252,8 @@ def _parse_set(items):
 
 
 def _export(a, model, builder, takes, inputs, opts):
-    """fx tracing, or recording the model as it runs (--trace run, or auto when fx cannot trace)."""
+    """fx tracing, or recording the model as it runs (--trace run, or auto when fx cannot trace or meets an op
+    with no rule)."""
     from .eager import export_eager
     from .exporter import export_model
 
@@ -262,7 +264,8 @@ def _export(a, model, builder, takes, inputs, opts):
     try:
         return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
     except ExportError as e:
-        if a.trace == "fx" or not str(e).startswith("cannot trace"):
+        # auto: code fx cannot trace, or an op with no rule (recorded as it runs: Note [Recorded rules])
+        if a.trace == "fx" or not (str(e).startswith("cannot trace") or isinstance(e, UnsupportedError)):
             raise
         fx_error = e
     try:
