@@ -264,9 +264,14 @@ class AtenRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
         h = ATEN_HANDLERS.get(str(func)) or ATEN_HANDLERS.get(name)
+        try:
+            out = func(*args, **kwargs)
+        except NotImplementedError:
+            if h is not None:
+                raise
+            out = recorded.run_on_cpu(func, args, kwargs)  # no meta kernel: its sizes from CPU tensors
         if h is None:  # no memsim rule: measured (Note [Recorded rules])
             self.cx.record_op(func, name, out, args, kwargs, str(func))
             return out

@@ -148,6 +148,24 @@ def _like(n, ins, outs, prefer=None):
     return "-"
 
 
+def run_on_cpu(func, args, kwargs):
+    """func on CPU tensors of args' sizes (an op without a meta kernel), its result as meta tensors."""
+    tensors = []
+    a, k = spec_args(args, tensors), spec_args(kwargs, tensors)
+    reals = [torch.zeros(t.shape, dtype=t.dtype) for t in tensors]
+    with torch.no_grad():
+        out = func(*_real(a, reals), **_real(k, reals))
+    return _to_meta(out)
+
+
+def _to_meta(v):
+    if isinstance(v, torch.Tensor):
+        return torch.empty(v.shape, dtype=v.dtype, device="meta")
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_meta(x) for x in v) if not hasattr(v, "_fields") else type(v)(*[_to_meta(x) for x in v])
+    return v
+
+
 def measure(call, args, kwargs, specs):
     """The recorded plan (attributes of a `recorded` op) of call(*args, **kwargs), where args and
     kwargs hold TSpecs numbered into |specs| (the op's inputs, in order)."""
