@@ -23,6 +23,11 @@ std::optional<RecordedRulesReport> MakeRecordedRulesReport(const Graph& g, const
   if (recorded.empty()) return std::nullopt;
   for (uint32_t b : s.peak.live_at_peak)
     if (recorded.count(s.events.buffers[b].op)) r.bytes_at_peak += s.events.buffers[b].bytes;
+  for (const MemEvent& e : s.events.events) {
+    if (e.kind != EventKind::kAlloc || !recorded.count(s.events.buffers[e.buffer].op)) continue;
+    if (e.phase == Phase::kForward) r.forward_allocated += s.events.buffers[e.buffer].bytes;
+    if (e.phase == Phase::kBackward) r.backward_allocated += s.events.buffers[e.buffer].bytes;
+  }
   if (s.peak.peak_live_bytes > 0) r.share_of_peak = static_cast<double>(r.bytes_at_peak) / s.peak.peak_live_bytes;
   return r;
 }
@@ -39,7 +44,10 @@ Status RefuseRecordedRules(const Graph& g) {
 }
 
 nlohmann::ordered_json ToJson(const RecordedRulesReport& r) {
-  return {{"ops", r.ops}, {"bytes_at_peak", r.bytes_at_peak}, {"share_of_peak", r.share_of_peak}};
+  return {{"ops", r.ops},
+          {"bytes_at_peak", r.bytes_at_peak},
+          {"share_of_peak", r.share_of_peak},
+          {"allocated", {{"forward", r.forward_allocated}, {"backward", r.backward_allocated}}}};
 }
 
 std::string ToText(const RecordedRulesReport& r) {

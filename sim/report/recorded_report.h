@@ -20,6 +20,8 @@ struct RecordedRulesReport {
   std::vector<std::string> ops;  ///< "name (target)" of each op on a recorded rule, in graph order
   int64_t bytes_at_peak = 0;     ///< bytes alive at the peak that these ops allocated
   double share_of_peak = 0;      ///< bytes_at_peak / the peak live bytes
+  /// Bytes these ops allocated over the step (outputs, buffers, grads), in the forward and the backward.
+  int64_t forward_allocated = 0, backward_allocated = 0;
 };
 
 /// The recorded ops of |g| and their share of |s|'s peak; nullopt when |g| has none.

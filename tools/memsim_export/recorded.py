@@ -132,20 +132,35 @@ def _program(log, known=None):
 
 
 def _like(n, ins, outs, prefer=None):
-    """The like token of a buffer of n bytes (see the module docstring)."""
+    """The like tokens a buffer of n bytes matches at this probe, best first, joined by "|"
+    (reconcile keeps the first that every probe matched)."""
     if prefer is not None:
         return prefer
     if n < MIN_LIKE_BYTES:
         return "-"
     cands = [("i%d" % i, t) for i, t in enumerate(ins)] + [("o%d" % j, t) for j, t in enumerate(outs)]
-    for name, t in cands:
-        if t.numel() * t.element_size() == n:
-            return name
+    found = [name for name, t in cands if t.numel() * t.element_size() == n]
     for per in (4, 2, 8, 1):
-        for name, t in cands:
-            if t.numel() and t.numel() * per == n:
-                return "%sx%d" % (name, per)
-    return "-"
+        found += ["%sx%d" % (name, per) for name, t in cands if t.numel() and t.numel() * per == n]
+    return "|".join(found + ["-"])
+
+
+def reconcile(graphs):
+    """Each recorded op's like tokens, the same in every probe's graph: per buffer, the first token
+    of probe 0 that every probe matched (a size that equals a tensor's at one probe only is fixed)."""
+    for ops in zip(*[g["ops"] for g in graphs]):
+        if ops[0]["op"] != "recorded":
+            continue
+        for key in ("fwd_like", "bwd_like"):
+            per_probe = [op["attrs"].get(key, "").split() for op in ops]
+            if any(len(p) != len(per_probe[0]) for p in per_probe):
+                continue  # the programs differ: the merge names it
+            chosen = []
+            for cands in zip(*per_probe):
+                sets = [set(c.split("|")) for c in cands]
+                chosen.append(next(t for t in cands[0].split("|") if all(t in s_ for s_ in sets)))
+            for op in ops:
+                op["attrs"][key] = " ".join(chosen)
 
 
 def run_on_cpu(func, args, kwargs):
