@@ -185,7 +185,9 @@ def measure(call, args, kwargs, specs):
     """The recorded plan (attributes of a `recorded` op) of call(*args, **kwargs), where args and
     kwargs hold TSpecs numbered into |specs| (the op's inputs, in order)."""
     torch.manual_seed(0)
-    reals = [_make(s) for s in specs]
+    leaves = [_make(s) for s in specs]
+    with torch.enable_grad():  # non-leaf copies (made before the log): an in-place op may write them
+        reals = [t.clone() if t.requires_grad else t for t in leaves]
     a, k = _real(args, reals), _real(kwargs, reals)
     saved = []
 
@@ -234,17 +236,19 @@ def measure(call, args, kwargs, specs):
         "fwd_like": " ".join(_like(n, reals, outs, "o%d" % out_buf[kk] if kk in out_buf else None)
                              for kk, (n, _, _) in enumerate(fbufs)),
         "fwd_program": " ".join(fprog), "fwd_outputs": fwd_outputs, "saved": " ".join(tokens)})
-    attrs.update(_backward(reals, outs, release))
+    attrs.update(_backward(leaves, reals, outs, release))
     return attrs
 
 
-def _backward(reals, outs, release):
+def _backward(leaves, reals, outs, release):
+    """The backward's attributes: grads with respect to the leaves, through the copies' clone nodes
+    (which hand the grad on as it is)."""
     diff = [t for t in outs if t.requires_grad and t.grad_fn is not None]
-    wants = [i for i, t in enumerate(reals) if t.requires_grad]
+    wants = [i for i, t in enumerate(leaves) if t.requires_grad]
     grads_in = [torch.rand_like(t) for t in diff]
     gbase = {_base(g) for g in grads_in}
     if diff and wants:
-        grads, blog = _profiled(lambda: torch.autograd.grad(diff, [reals[i] for i in wants], grads_in,
+        grads, blog = _profiled(lambda: torch.autograd.grad(diff, [leaves[i] for i in wants], grads_in,
                                                             allow_unused=True))
     else:
         grads, blog = [], []
