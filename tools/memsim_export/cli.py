@@ -99,6 +99,9 @@ def main(argv=None):
                          "ATen ops below composite functions; an op with no rule is measured: a recorded op); auto: fx, or run "
                          "when fx cannot trace the model or meets an op with no rule, "
                          "or the builder takes symbol arguments (default)")
+    ap.add_argument("--no-recorded", action="store_true",
+                    help="list ops with no memsim rule as unsupported (exit 2) instead of measuring them into "
+                         "recorded ops (Note [Recorded rules])")
     ap.add_argument("--set", action="append", default=[], metavar="SYM=V", help="default value of a symbol")
     ap.add_argument("--name", help="graph name (default: the model/function name)")
     ap.add_argument("--provenance", help="provenance text stored in the graph")
@@ -259,13 +262,17 @@ def _export(a, model, builder, takes, inputs, opts):
 
     def build(binding):
         return split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
+    from . import convert, record
+    record.RECORD = not a.no_recorded
+    convert.RECORD_UNSUPPORTED = a.trace == "fx" and not a.no_recorded
     if a.trace == "run":
         return export_eager(build, inputs, builder_symbols=takes, **opts)
     try:
         return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
     except ExportError as e:
         # auto: code fx cannot trace, or an op with no rule (recorded as it runs: Note [Recorded rules])
-        if a.trace == "fx" or not (str(e).startswith("cannot trace") or isinstance(e, UnsupportedError)):
+        if a.trace == "fx" or not (str(e).startswith("cannot trace") or
+                                   (isinstance(e, UnsupportedError) and not a.no_recorded)):
             raise
         fx_error = e
     try:

@@ -148,7 +148,7 @@ class EagerContext(Context):
         except Unsupported as u:
             for rec, _ in self._node_ops:
                 self.ops.remove(rec)
-            if fallback is not None:
+            if fallback is not None and RECORD:
                 self.node = None
                 return fallback(name, real, args, kwargs)
             self.unsupported.append((u.what, name, self.module_path, u.detail))
@@ -159,8 +159,12 @@ class EagerContext(Context):
             self.bind_result(real, refs)
         return refs
 
-    def record_op(self, call, name, real, args, kwargs, target):
-        """An op with no rule: a `recorded` op whose plan recorded.measure fills in after the run."""
+    def record_op(self, call, name, real, args, kwargs, target, what=None):
+        """An op with no rule: a `recorded` op whose plan recorded.measure fills in after the run
+        (without RECORD: |what| is listed as unsupported)."""
+        if not RECORD:
+            self.unsupported.append((what or target, name, self.module_stack[-1], ""))
+            return None
         tensors = []
         sargs, skw = recorded.spec_args(args, tensors), recorded.spec_args(kwargs, tensors)
         self.node = _Node(self.unique(name))
@@ -273,11 +277,15 @@ class AtenRecorder(TorchDispatchMode):
                 raise
             out = recorded.run_on_cpu(func, args, kwargs)  # no meta kernel: its sizes from CPU tensors
         if h is None:  # no memsim rule: measured (Note [Recorded rules])
-            self.cx.record_op(func, name, out, args, kwargs, str(func))
+            self.cx.record_op(func, name, out, args, kwargs, str(func), "ATen op %s" % func)
             return out
         self.cx.convert(h, name, out, args, kwargs)
         return out
 
+
+# Whether an op with no rule is measured into a recorded op (Note [Recorded rules]); off
+# (export_torch.py --no-recorded) it is listed as unsupported.
+RECORD = True
 
 # Names of torch functions recorded (Note [Recorded rules]) although a handler exists: the round trip of
 # tests/export/test_recorded.py, which compares a recorded rule with the explicit one.

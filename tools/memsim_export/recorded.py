@@ -275,3 +275,78 @@ def _backward(leaves, reals, outs, release):
 def _dtype_name(dt):
     from .registry import dtype_name
     return dtype_name(dt)
+
+
+def record_fx(cx, node, args, kwargs, info):
+    """The fx path's recorded op for |node| (a call with no handler): its TRef arguments become the
+    op's inputs, measured at once (this probe's sizes); returns its output TRef(s), or None when
+    the call cannot be run here (the caller lists it as unsupported)."""
+    from .registry import TRef
+    refs, call = [], _fx_callable(cx, node)
+    if call is None:
+        return None
+
+    def spec(v):
+        if isinstance(v, TRef):
+            for k, r in enumerate(refs):
+                if r.name == v.name:
+                    return TSpec(_Shaped(r), k)
+            refs.append(v)
+            return TSpec(_Shaped(v), len(refs) - 1)
+        if isinstance(v, (list, tuple)):
+            return type(v)(spec(x) for x in v)
+        if isinstance(v, dict):
+            return {k: spec(x) for k, x in v.items()}
+        return v
+    a, k = spec(args), spec(kwargs)
+    if node.op == "call_module":  # the module's parameters and buffers are inputs too
+        mod = cx.gm.get_submodule(node.target)
+        state = dict(list(mod.named_parameters()) + list(mod.named_buffers()))
+        k = {"__state": {n: spec(cx.param(t)) for n, t in state.items()}, "__kw": k}
+    specs = [TSpec(_Shaped(r), i) for i, r in enumerate(refs)]
+    attrs = measure(call, a, k, specs)
+    attrs["target"] = _fx_target(cx, node)
+    outs = [o for o in (info if isinstance(info, (list, tuple)) else [info]) if hasattr(o, "shape")]
+    res = cx.emit("recorded", refs, attrs, shapes=[o.shape for o in outs], dtype=outs[0].dtype if outs else None)
+    if isinstance(info, (list, tuple)):
+        it = iter(res)
+        return type(info)(next(it) if hasattr(o, "shape") else o for o in info)
+    return res[0]
+
+
+class _Shaped:
+    """A TRef seen as a tensor's sizes and dtype (for TSpec)."""
+
+    def __init__(self, r):
+        self.shape, self.dtype = r.shape, r.dtype
+
+
+def _fx_callable(cx, node):
+    if node.op == "call_function":
+        return node.target
+    if node.op == "call_method":
+        return lambda self, *a, **k: getattr(self, node.target)(*a, **k)
+    if node.op == "call_module":
+        mod = cx.gm.get_submodule(node.target)
+        try:
+            from torch.func import functional_call
+        except ImportError:  # torch 1.13
+            from torch.nn.utils.stateless import functional_call
+        real = _cpu_copy(mod)
+        return lambda *a, __state, __kw: functional_call(real, __state, a, __kw)
+    return None
+
+
+def _cpu_copy(mod):
+    import copy
+    m = copy.deepcopy(mod)
+    return m.to_empty(device="cpu") if any(t.is_meta for t in m.parameters()) else m
+
+
+def _fx_target(cx, node):
+    if node.op == "call_module":
+        return type(cx.gm.get_submodule(node.target)).__qualname__
+    if node.op == "call_method":
+        return "Tensor." + node.target
+    from .convert import _func_name
+    return _func_name(node.target)
