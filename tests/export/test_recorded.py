@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from memsim_export import record
 from memsim_export.eager import export_eager
 
-MEMSIM = os.environ.get("MEMSIM", os.path.join(ROOT, "build", "tools", "memsim", "memsim"))
+MEMSIM = os.environ.get("MEMSIM", os.path.join(ROOT, "build", "memsim"))
 RELEASE = "2.13" if torch.__version__.startswith("2.") else "1.13"
 
 

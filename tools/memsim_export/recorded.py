@@ -253,6 +253,8 @@ def _backward(leaves, reals, outs, release):
     else:
         grads, blog = [], []
     bbufs, bprog = _program(blog, dict(release))
+    while bprog and bprog[-1][0] == "R":  # the node's release at its end: the engine's own, after the grads go
+        bprog.pop()
     bwd_grads = [-1] * len(reals)
     grad_bufs = {}
     for i, g in zip(wants, grads):
