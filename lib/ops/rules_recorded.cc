@@ -71,6 +71,20 @@ std::optional<std::vector<int64_t>> Sizes(const RuleCtx& c, const std::string& s
   return out;
 }
 
+/// Refuses a like token that names no input/output of the op or is malformed.
+Status CheckLike(const RuleCtx& c, const std::string& side, size_t outputs) {
+  for (const std::string& w : Words(c.op, side + "_like")) {
+    if (w == "-") continue;
+    std::string_view v = w;
+    size_t x = v.find('x');
+    auto k = Index(v.substr(1, x == std::string_view::npos ? std::string_view::npos : x - 1));
+    const size_t n = v[0] == 'i' ? c.in.size() : v[0] == 'o' ? outputs : 0;
+    if (!k || static_cast<size_t>(*k) >= n || (x != std::string_view::npos && !Index(v.substr(x + 1))))
+      return RuleError(c, "attribute " + side + "_like: bad token \"" + w + "\" (re-export the model)");
+  }
+  return Status::OK();
+}
+
 Status CheckTokens(const RuleCtx& c, std::string_view key, std::string_view kinds, size_t buffers, size_t saved) {
   for (const std::string& w : Words(c.op, key)) {
     auto k = Index(std::string_view(w).substr(1));
@@ -91,6 +105,8 @@ Status InferRecorded(const RuleCtx& c, InferOut* o) {
       Words(op, "fwd_like").size() != fwd->size() || Words(op, "bwd_like").size() != bwd->size())
     return RuleError(c, "a recorded op needs fwd_bytes/fwd_like, bwd_bytes/bwd_like (one each per buffer), "
                         "fwd_outputs and bwd_grads (one per input): re-export the model");
+  MEMSIM_RETURN_IF_ERROR(CheckLike(c, "fwd", outs->size()));
+  MEMSIM_RETURN_IF_ERROR(CheckLike(c, "bwd", outs->size()));
   MEMSIM_RETURN_IF_ERROR(CheckTokens(c, "fwd_program", "AF", fwd->size(), 0));
   MEMSIM_RETURN_IF_ERROR(CheckTokens(c, "saved", "iob", std::max(fwd->size(), outs->size()), 0));
   MEMSIM_RETURN_IF_ERROR(CheckTokens(c, "bwd_program", "AFR", bwd->size(), Words(op, "saved").size()));

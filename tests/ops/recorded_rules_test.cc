@@ -78,6 +78,7 @@ TEST(RecordedRuleTest, ReplaysTheForwardAndBackwardPrograms) {
 TEST(RecordedRuleTest, RefusesAMalformedLikeToken) {
   auto run = testing::Simulate(Recorded("o0 i7 -"), Opts("cpu"));
   EXPECT_FALSE(run.ok);
+  EXPECT_NE(run.error.find("bad token \"i7\""), std::string::npos) << run.error;
   auto bad = testing::Simulate(Recorded("o0 i0x1"), Opts("cpu"));  // one token short
   EXPECT_FALSE(bad.ok);
   EXPECT_NE(bad.error.find("re-export the model"), std::string::npos) << bad.error;
