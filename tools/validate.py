@@ -312,6 +312,8 @@ def main():
     lines, failures = table_113(a.memsim, files, a.graphs)
     lines += table_213(a.memsim, failures)
     lines += table_ops(a.memsim, failures)
+    import validate_recorded  # the recorded-rules table (tools/validate_recorded.py); imports this module
+    lines += validate_recorded.section(a.memsim, failures)
     lines += table_lora(a.memsim, failures)
     lines += table_optim(a.memsim, failures)
     lines += table_hf(a.memsim, failures)

@@ -87,7 +87,8 @@ def _export(model, inputs, loss, name, symbols):
         try:
             g = memsim_export.export_model(model, specs, loss=loss, symbols=symbols, name=name, provenance=provenance)
         except memsim_export.ExportError as e:
-            if not str(e).startswith("cannot trace"):
+            # as the CLI's --trace auto: untraceable code, or an op with no rule (measured: Note [Recorded rules])
+            if not (str(e).startswith("cannot trace") or isinstance(e, memsim_export.UnsupportedError)):
                 raise
             g = _export_by_execution(model, specs, loss, symbols, name, provenance, e)
     except memsim_export.ExportError as e:
@@ -116,7 +117,7 @@ def _meta_copy(model):
 
 def _export_by_execution(model, specs, loss, symbols, name, provenance, fx_error):
     """What the CLI's --trace auto does when torch.fx cannot trace the model (data-dependent
-    Python, asserts on sizes): record its ATen ops as it runs on meta tensors
+    Python, asserts on sizes) or meets an op with no rule: record its ATen ops as it runs on meta tensors
     (docs/exporter.md, Export by execution)."""
     import memsim_export
     from memsim_export.eager import export_eager

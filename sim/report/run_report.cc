@@ -227,6 +227,7 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.breakdown_at_peak = s.peak.breakdown_at_peak;
   rep.top_tensors_at_peak = TopTensors(g, r, top);
   rep.tensors_alive_at_peak = s.peak.live_at_peak.size();
+  rep.recorded_rules = MakeRecordedRulesReport(g, s);
   if (std::string w = IpgBucketWarning(s, c.sim.parallel); !w.empty()) rep.warnings.push_back(w);
   rep.step_peaks = s.peak.step_peaks;
   rep.step_end_bytes = s.peak.step_end_bytes;
@@ -302,6 +303,7 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
   }
   j["top_tensors_at_peak"] = tops;
   j["tensors_alive_at_peak"] = r.tensors_alive_at_peak;
+  if (r.recorded_rules) j["recorded_rules"] = ToJson(*r.recorded_rules);
   nlohmann::ordered_json aj = AllocatorJson(r);
   j["fragmentation"] = aj["fragmentation"];
   j["oom_detail"] = OomDetailJson(r);
@@ -359,6 +361,7 @@ std::string ToText(const RunReport& r) {
                   HumanBytes(v).c_str(), 100.0 * v / std::max<int64_t>(live, 1));
     o << buf;
   }
+  if (r.recorded_rules) o << ToText(*r.recorded_rules);
   o << "\nlargest tensors alive at the peak:\n";
   for (const TensorAtPeak& t : r.top_tensors_at_peak) {
     char buf[256];

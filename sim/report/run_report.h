@@ -13,6 +13,7 @@
 #include "sim/figures.h"
 #include "sim/pipeline.h"
 #include "sim/report/rank_report.h"
+#include "sim/report/recorded_report.h"
 
 namespace memsim {
 
@@ -70,6 +71,8 @@ struct RunReport {
   size_t fp8_linears = 0;
   std::string quantized_base;  ///< the quantized base weights (Graph::quantized_base; "" = none)
   size_t quantized_linears = 0;  ///< the Linear weights quantized
+  /// Ops on recorded rules (measured by the exporter) and their share of the peak; unset: none.
+  std::optional<RecordedRulesReport> recorded_rules;
   // The allocator model.
   AllocatorReport allocator;
   std::optional<OomReport> oom;

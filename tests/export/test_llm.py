@@ -15,7 +15,6 @@ from export_util import PY, ROOT, check_well_formed
 import llm_models
 import llm_zoo
 from memsim_export.eager import export_eager
-from memsim_export.errors import UnsupportedError
 
 IDS = "ids=int64:batch,seq@0:1000"
 
@@ -90,13 +89,15 @@ class Recorder(unittest.TestCase):
         last = g["ops"][-1]
         self.assertIn("linear", last["attrs"]["keep_alive"])
 
-    def test_unsupported_op_is_listed(self):
+    def test_op_with_no_rule_is_recorded(self):
         class M(nn.Module):
             def forward(s, x):
                 return torch.sort(x, dim=-1)[0]
-        with self.assertRaises(UnsupportedError) as e:
-            export_eager(lambda b: M(), ["batch,8"])
-        self.assertIn("aten.sort", str(e.exception))
+        g = export_eager(lambda b: M(), ["batch,8"])  # measured into a recorded rule (Note [Recorded rules])
+        rec = [o for o in g["ops"] if o["op"] == "recorded"]
+        self.assertEqual([o["attrs"]["target"] for o in rec], ["aten.sort.default"])
+        self.assertEqual(rec[0]["attrs"]["out0_shape"], ["batch", 8])
+        self.assertEqual(rec[0]["attrs"]["out1_dtype"], "int64")
 
     def test_meta_construction_allocates_no_weights(self):
         built = []

@@ -4,7 +4,7 @@ import torch.nn as nn
 
 
 class TinyLSTM(nn.Module):
-    """An LSTM and torch.erfinv: two ops memsim has no equivalent for (the exporter lists both)."""
+    """An LSTM and torch.erfinv: two ops memsim has no equivalent for (fx lists both; --trace auto measures them)."""
 
     def __init__(self):
         super().__init__()

@@ -20,6 +20,7 @@ struct RunArgs {
   std::string events_path;
   std::string timeline_path;
   bool explain = false;
+  bool strict = false;
 };
 
 
@@ -51,6 +52,7 @@ Status CheckRunArgs(const RunArgs& a) {
 void Run(const RunArgs& a) {
   OkOrFail(CheckRunArgs(a));
   Graph g = LoadConfigGraph(a.config);
+  if (a.strict) OkOrFail(RefuseRecordedRules(g));
   RunConfig c = ValueOrFail(a.config.Single("run"));
   c.sim.explain = a.explain;
   c.workspace_range = true;
@@ -75,6 +77,8 @@ void RegisterRunCommand(CLI::App& app) {
   args->config.Bind(cmd, /*lists=*/false);
   cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--explain", args->explain, "say what keeps each listed tensor alive at the peak (held_by)");
+  cmd->add_flag("--strict", args->strict,
+                "refuse a graph with ops on recorded rules (measured by the exporter: Note [Recorded rules])");
   cmd->add_option("--top", args->top, "how many tensors alive at the peak to list")->capture_default_str();
   cmd->add_option("--events", args->events_path, "write the allocate/free event stream to this file");
   cmd->add_option("--timeline", args->timeline_path,

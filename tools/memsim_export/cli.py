@@ -118,8 +118,12 @@ def main(argv=None):
                     "\"int64:batch@0:10\" (the loop holds the output across the step)")
     ap.add_argument("--trace", default="auto", choices=["auto", "fx", "run"],
                     help="fx: torch.fx symbolic tracing; run: record the model as it runs (meta tensors, "
-                         "ATen ops below composite functions); auto: fx, or run when fx cannot trace the "
-                         "model or the builder takes symbol arguments (default)")
+                         "ATen ops below composite functions; an op with no rule is measured: a recorded op); auto: fx, or run "
+                         "when fx cannot trace the model or meets an op with no rule, "
+                         "or the builder takes symbol arguments (default)")
+    ap.add_argument("--no-recorded", action="store_true",
+                    help="list ops with no memsim rule as unsupported (exit 2) instead of measuring them into "
+                         "recorded ops (Note [Recorded rules])")
     ap.add_argument("--set", action="append", default=[], metavar="SYM=V", help="default value of a symbol")
     ap.add_argument("--name", help="graph name (default: the model/function name)")
     ap.add_argument("--provenance", help="provenance text stored in the graph")
@@ -276,18 +280,24 @@ def _parse_set(items):
 
 
 def _export(a, model, builder, takes, inputs, opts):
-    """fx tracing, or recording the model as it runs (--trace run, or auto when fx cannot trace)."""
+    """fx tracing, or recording the model as it runs (--trace run, or auto when fx cannot trace or meets an op
+    with no rule)."""
     from .eager import export_eager
     from .exporter import export_model
 
     def build(binding):
         return split_built(builder(**{k: binding[k] for k in takes if k in binding}))[0]
+    from . import convert, record
+    record.RECORD = not a.no_recorded
+    convert.RECORD_UNSUPPORTED = a.trace == "fx" and not a.no_recorded
     if a.trace == "run":
         return export_eager(build, inputs, builder_symbols=takes, **opts)
     try:
         return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
     except ExportError as e:
-        if a.trace == "fx" or not str(e).startswith("cannot trace"):
+        # auto: code fx cannot trace, or an op with no rule (recorded as it runs: Note [Recorded rules])
+        if a.trace == "fx" or not (str(e).startswith("cannot trace") or
+                                   (isinstance(e, UnsupportedError) and not a.no_recorded)):
             raise
         fx_error = e
     try:

@@ -19,6 +19,12 @@ from . import ops_nn, ops_act, ops_math, ops_shape, ops_llm, ops_hf  # noqa: F40
 from .registry import FUNC_HANDLERS, METHOD_HANDLERS, MODULE_HANDLERS, TRef, Unsupported
 from .registry import dtype_name  # noqa: F401  (re-exported for the exporter)
 from .shapes import TInfo
+from . import recorded
+
+# Whether the fx path measures a call with no handler into a recorded op (Note [Recorded rules]):
+# export_torch.py --trace fx; off (export_model's default, and --trace auto's fx attempt) it lists the
+# call as unsupported, and --trace auto then records the model as it runs.
+RECORD_UNSUPPORTED = False
 
 
 def contains_tensor(v):
@@ -182,8 +188,10 @@ class Context:
         try:
             result = self._dispatch(node, args, kwargs)
         except Unsupported as u:
-            self._unsupported(u.what, u.detail)
-            result = _placeholder_result(node.name, rec)
+            result = self._record(node, args, kwargs, rec)
+            if result is None:
+                self._unsupported(u.what, u.detail)
+                result = _placeholder_result(node.name, rec)
         self._finish_node(node)
         env[node.name] = result
 
@@ -195,6 +203,18 @@ class Context:
             outs[0].name = node.name
             rec["outputs"] = [node.name]
             self.used.add(node.name)
+
+    def _record(self, node, args, kwargs, rec):
+        """A call with no handler as a recorded op (Note [Recorded rules]), or None when it cannot be."""
+        if not RECORD_UNSUPPORTED or node.op not in ("call_function", "call_method", "call_module"):
+            return None
+        for r, _ in self._node_ops:  # what a refusing handler emitted before it refused
+            self.ops.remove(r)
+        self._node_ops = []
+        try:
+            return recorded.record_fx(self, node, args, kwargs, rec)
+        except Exception:  # noqa: BLE001 - cannot run it on CPU tensors here: listed as unsupported
+            return None
 
     def _unsupported(self, what, detail=""):
         self.unsupported.append((what, self.node.name if self.node else "?", self.module_path, detail))

@@ -8,7 +8,7 @@ import re
 
 import torch
 
-from . import convert, expand, peft_lora  # noqa: F401  (expand registers the transformer handlers)
+from . import convert, expand, peft_lora, recorded  # noqa: F401  (expand registers the transformer handlers)
 from .convert import Context, TRef, dtype_name
 from .errors import ExportError, UnsupportedError
 
@@ -215,6 +215,7 @@ def probe_graph(cx, out_value, specs, input_names, loss, model):
 
 def finish_graph(graphs, probes, syms, defaults, specs, input_names, name, provenance, outputs_held):
     """Merges the probes' graphs (symbolic sizes) into the graph document."""
+    recorded.reconcile(graphs)  # recorded ops' size relations that hold at every probe
     merged = merge(graphs, probes, syms, "")
     # The release whose rules the graph's ops follow (memsim warns when run under another one).
     g = {"format": "memsim-graph", "version": 1, "name": name, "torch_version": torch.__version__.split("+")[0]}

@@ -26,7 +26,7 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import expand, ops_llm  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
+from . import expand, ops_llm, recorded  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
 from .convert import Context
 from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
 
@@ -66,6 +66,7 @@ class EagerContext(Context):
         self.module_stack = [""]
         self.node_names = {}
         self.paused = False     # True while an expanded module runs (ExpandedModules)
+        self.pending = []       # recorded ops to measure: (op record, callable, args, kwargs, input specs)
 
     def unique(self, base):
         """base, base_1, base_2, ...: the first one not yet used as a tensor or node name."""
@@ -134,8 +135,9 @@ class EagerContext(Context):
             for a, b in zip(real, refs):
                 self.bind_result(a, b)
 
-    def convert(self, handler, name, real, args, kwargs):
-        """Run one handler on TRefs, with `real` (the call's result) as the output info."""
+    def convert(self, handler, name, real, args, kwargs, fallback=None):
+        """Run one handler on TRefs, with `real` (the call's result) as the output info; where the
+        handler refuses the call, fallback(name, real, args, kwargs) records it instead."""
         self.node = _Node(self.unique(name))
         self._node_ops = []
         self._counter = 0
@@ -144,6 +146,11 @@ class EagerContext(Context):
         try:
             refs = handler(self, *self.to_refs(args), **self.to_refs(kwargs))
         except Unsupported as u:
+            for rec, _ in self._node_ops:
+                self.ops.remove(rec)
+            if fallback is not None and RECORD:
+                self.node = None
+                return fallback(name, real, args, kwargs)
             self.unsupported.append((u.what, name, self.module_path, u.detail))
             refs = None
         self._finish_node(self.node)
@@ -151,6 +158,48 @@ class EagerContext(Context):
         if refs is not None:
             self.bind_result(real, refs)
         return refs
+
+    def record_op(self, call, name, real, args, kwargs, target, what=None):
+        """An op with no rule: a `recorded` op whose plan recorded.measure fills in after the run
+        (without RECORD: |what| is listed as unsupported)."""
+        if not RECORD:
+            self.unsupported.append((what or target, name, self.module_stack[-1], ""))
+            return None
+        tensors = []
+        sargs, skw = recorded.spec_args(args, tensors), recorded.spec_args(kwargs, tensors)
+        self.node = _Node(self.unique(name))
+        self._node_ops = []
+        self._counter = 0
+        self.module_path = self.module_stack[-1]
+        outs = recorded.flat_tensors(real)
+        try:
+            ins = [self.ref(t) for t in tensors]
+        except Unsupported as u:
+            self.unsupported.append((u.what, name, self.module_path, u.detail))
+            return None
+        refs = self.emit("recorded", ins, {"target": target}, shapes=[tuple(o.shape) for o in outs],
+                         dtype=outs[0].dtype if outs else None)
+        self.pending.append((self.ops[-1], call, sargs, skw, [recorded.TSpec(t, k) for k, t in enumerate(tensors)]))
+        self._finish_node(self.node)
+        self.node = None
+        for o, r in zip(outs, refs):
+            self.bind(o, r)
+        return refs
+
+    def measure_pending(self):
+        """Fills in the plans of the recorded ops (each distinct call measured once)."""
+        cache = {}
+        for rec, call, sargs, skw, specs in self.pending:
+            key = (rec["attrs"]["target"], repr(sargs), repr(skw))
+            if key not in cache:
+                try:
+                    cache[key] = recorded.measure(call, sargs, skw, specs)
+                except Exception as e:  # noqa: BLE001 - the op's own error on CPU tensors
+                    self.unsupported.append(("recording %s" % rec["attrs"]["target"], rec["outputs"][0],
+                                             rec.get("module", ""), "%s: %s" % (type(e).__name__, e)))
+                    continue
+            rec["attrs"].update(cache[key])
+        self.pending = []
 
     def add_keep_alive(self):
         """A tensor that died after its last use: kept alive (keep_alive) until the op before it died."""
@@ -225,14 +274,28 @@ class AtenRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
         h = ATEN_HANDLERS.get(str(func)) or ATEN_HANDLERS.get(name)
-        if h is None:
-            self.cx.unsupported.append(("ATen op %s" % func, name, self.cx.module_stack[-1], ""))
+        try:
+            out = func(*args, **kwargs)
+        except NotImplementedError:
+            if h is not None:
+                raise
+            out = recorded.run_on_cpu(func, args, kwargs)  # no meta kernel: its sizes from CPU tensors
+        if h is None:  # no memsim rule: measured (Note [Recorded rules])
+            self.cx.record_op(func, name, out, args, kwargs, str(func), "ATen op %s" % func)
             return out
         self.cx.convert(h, name, out, args, kwargs)
         return out
+
+
+# Whether an op with no rule is measured into a recorded op (Note [Recorded rules]); off
+# (export_torch.py --no-recorded) it is listed as unsupported.
+RECORD = True
+
+# Names of torch functions recorded (Note [Recorded rules]) although a handler exists: the round trip of
+# tests/export/test_recorded.py, which compares a recorded rule with the explicit one.
+ALWAYS_RECORD = set()
 
 
 class FunctionRecorder(TorchFunctionMode):
@@ -245,6 +308,10 @@ class FunctionRecorder(TorchFunctionMode):
         if self.cx.paused:  # inside an expanded module (ExpandedModules): its handler emits
             return func(*args, **kwargs)
         h, swapped = find_handler(func)
+        if h is not None and _func_name(func) in ALWAYS_RECORD:
+            out = func(*args, **kwargs)
+            self.cx.record_op(func, _func_name(func), out, args, kwargs, _qual_name(func))
+            return out
         if h is None and _needs_recording(func, args, kwargs):
             # no memsim op for the call as a whole (torch.einsum): record the ATen ops it runs
             with AtenRecorder(self.cx):
@@ -253,8 +320,19 @@ class FunctionRecorder(TorchFunctionMode):
         if h is None or not (_has_tensor(out) or _is_inplace_call(func)):
             return out
         call_args = (args[1], args[0]) + tuple(args[2:]) if swapped else args
-        self.cx.convert(h, _func_name(func), out, call_args, kwargs)
+        self.cx.convert(h, _func_name(func), out, call_args, kwargs, fallback=self._record(func))
         return out
+
+    def _record(self, func):
+        def fallback(name, real, args, kwargs):
+            return self.cx.record_op(func, name, real, args, kwargs, _qual_name(func))
+        return fallback
+
+
+def _qual_name(func):
+    mod = getattr(func, "__module__", None) or ""
+    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    return "%s.%s" % (mod, qual) if mod else qual
 
 
 def _is_inplace_call(func):
@@ -359,6 +437,39 @@ class ExpandedModules:
             del m.forward
 
 
+class _CustomFunctions:
+    """A user's torch.autograd.Function runs as one op: its forward unrecorded, then a `recorded` op
+    measured from the real Function (its own backward), as autograd sees one node."""
+
+    def __init__(self, cx):
+        self.cx = cx
+        self.owner = next(c for c in torch.autograd.Function.__mro__ if "apply" in c.__dict__)
+        self.desc = self.owner.__dict__["apply"]
+
+    def __enter__(self):
+        cx, desc = self.cx, self.desc
+
+        def apply(cls, *args, **kwargs):
+            orig = desc.__get__(None, cls)
+            if cx.paused or (cls.__module__ or "").startswith("torch."):
+                return orig(*args, **kwargs)
+            cx.paused = True
+            try:
+                out = orig(*args, **kwargs)
+            finally:
+                cx.paused = False
+            cx.record_op(orig, cls.__name__, out, args, kwargs, "%s.apply" % cls.__qualname__)
+            return out
+        torch.autograd.Function.apply = classmethod(apply)
+        return self
+
+    def __exit__(self, *exc):
+        if self.owner is torch.autograd.Function:
+            torch.autograd.Function.apply = self.desc
+        else:
+            del torch.autograd.Function.apply
+
+
 def record(model, args, input_names, param_names, buffer_names, by_name=False, loss_fn=None):
     """Run model(*args) (model(**{name: arg}) when by_name: inputs given by the forward argument's
     name, e.g. a transformers model's labels=) on meta tensors; return (EagerContext, output as TRefs).
@@ -372,13 +483,14 @@ def record(model, args, input_names, param_names, buffer_names, by_name=False, l
     for t, n in zip(args, input_names):
         cx.bind(t, TRef(n, tuple(t.shape), t.dtype))
     with torch.no_grad(), ModulePaths(cx, model), ExpandedModules(cx, model), _tuple_indexing(), \
-            FunctionRecorder(cx):
+            FunctionRecorder(cx), _CustomFunctions(cx):
         n = len(args) - (loss_fn is not None)
         out = model(**dict(zip(input_names[:n], args[:n]))) if by_name else model(*args[:n])
         if loss_fn is not None:
             cx.module_stack.append("loss")
             out = (out, loss_fn(out, args[n]))
             cx.module_stack.pop()
+    cx.measure_pending()
     if cx.unsupported:
         return cx, None
     refs = _out_refs(cx, out)

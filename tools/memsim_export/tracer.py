@@ -202,12 +202,35 @@ class _PatchFactories:
             setattr(torch, n, f)
 
 
+class _RefuseCustomFunctions:
+    """A user's torch.autograd.Function runs its own backward, which fx would trace through as the
+    forward's ops: tracing stops, and --trace auto records the model as it runs (Note [Recorded rules])."""
+
+    def __enter__(self):
+        self.owner = next(c for c in torch.autograd.Function.__mro__ if "apply" in c.__dict__)
+        desc = self.owner.__dict__["apply"]
+
+        def apply(cls, *args, **kwargs):
+            if _has_proxy(list(args) + list(kwargs.values())) is not None and \
+                    not (cls.__module__ or "").startswith("torch."):
+                raise TypeError("%s is a torch.autograd.Function (its own backward)" % cls.__qualname__)
+            return desc.__get__(None, cls)(*args, **kwargs)
+        self.desc = desc
+        torch.autograd.Function.apply = classmethod(apply)
+
+    def __exit__(self, *exc):
+        if self.owner is torch.autograd.Function:
+            torch.autograd.Function.apply = self.desc
+        else:
+            del torch.autograd.Function.apply
+
+
 def trace(model, concrete_args=None, extra_leaves=()):
     """Symbolically trace ``model``; returns a GraphModule sharing ``model``'s submodules."""
     tracer = MemsimTracer(extra_leaves)
     try:
         code = getattr(getattr(type(model), "forward", None), "__code__", None)
-        with _PatchFactories():
+        with _PatchFactories(), _RefuseCustomFunctions():
             with FrameLocals(code) as fl:
                 graph = tracer.trace(model, concrete_args=concrete_args)
             tracer.mark_python_refs_before_output(fl.locals)
