@@ -87,8 +87,9 @@ class _Program:
     """A wrapper's buffer program: the storages behind each local name (a fallback's tuple names all
     of its results), and the events."""
 
-    def __init__(self, source, kind, float_bytes=4, recomputed=None):
+    def __init__(self, source, kind, float_bytes=4, recomputed=None, dtypes=None):
         self.kind, self.body, self.float_bytes = kind, _call_body(source), float_bytes
+        self.dtypes = dtypes or {}  # Inductor buffer name -> its dtype ("float32"), where known
         self.recomputed = recomputed or {}  # Inductor buffer name -> the recomputed FX nodes it computes
         self.recomputes = {}  # buffer N -> recomputed FX nodes its storage holds (under any of its names)
         self.names = {}      # local name -> storage keys ("in:K": the K-th argument, "buf:N": buffer N)
@@ -125,10 +126,11 @@ class _Program:
 
     def _sized(self, name, sizes, strides):
         """A fallback kernel's result (or one item of its tuple) gets its size from Inductor's
-        assert_size_stride; its dtype is not in the text: the region's floating dtype."""
+        assert_size_stride; its dtype is not in the text: Inductor's buffer of that name has it
+        (SDPA's logsumexp is float32 under autocast bf16), else the region's floating dtype."""
         self.pending.discard(name)
-        n = self._alloc(name, (1 + sum((a - 1) * b for a, b in zip(sizes, strides))) * self.float_bytes
-                        if all(sizes) else 0)
+        elem = _ELEM.get(self.dtypes.get(name), self.float_bytes)
+        n = self._alloc(name, (1 + sum((a - 1) * b for a, b in zip(sizes, strides))) * elem if all(sizes) else 0)
         if name in self.element_of:
             base = self.element_of[name]
             self.names[base] = self.names[base] + ("buf:%d" % n,)
@@ -303,7 +305,7 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
 @contextlib.contextmanager
 def _buffer_origins():
     """Yields a dict that, once the block is done, maps each Inductor buffer of the graph lowered
-    last (bufN, as the wrapper names it) to ([its origin node], its origins), read as
+    last (bufN, as the wrapper names it) to ([its origin node], its origins, its dtype), read as
     GraphLowering.codegen writes the wrapper: `origin_node` is the FX node whose result was
     realized into the buffer (GraphLowering.run_node, `ir.assign_origin_node`; for a reduction
     realized later, on the buffer's loops); `origins` are every FX node lowered into it, which for a
@@ -320,7 +322,11 @@ def _buffer_origins():
                 wide = [o.name for o in buf.get_origins()]
             except (AssertionError, AttributeError):
                 wide = []
-            origins[name] = ([node.name] if node is not None else [], wide)
+            try:
+                dtype = str(buf.get_dtype()).replace("torch.", "")
+            except (AssertionError, AttributeError, NotImplementedError):
+                dtype = None
+            origins[name] = ([node.name] if node is not None else [], wide, dtype)
         return result
     GraphLowering.codegen = patched
     try:
@@ -342,7 +348,7 @@ def _recomputed_buffers(recomputed, origins):
     every node lowered into it is."""
     order = {n: k for k, n in reversed(list(enumerate(recomputed)))}
     out = {}
-    for name, (node, wide) in origins.items():
+    for name, (node, wide) in ((n, o[:2]) for n, o in origins.items()):
         got = node if node else (wide if wide and all(o in order for o in wide) else [])
         if got and all(o in order for o in got):
             out[name] = sorted(set(wide if not node else got), key=order.get)
@@ -353,7 +359,8 @@ def _wrappers(model, inputs, budget, amp="none"):
     """Compiles |model| with Inductor and runs one forward and backward on |inputs|. Dynamo gives
     one graph per region between graph breaks; each region is [example inputs (the Dynamo graph's
     primals, in order), forward wrapper source, backward wrapper source, the tensors its compiled
-    forward returned, {backward buffer: the recomputed FX nodes it holds}]. The backward graphs compile lazily as backward reaches them, through the
+    forward returned, {"recomputed": {backward buffer: the recomputed FX nodes it holds},
+    "fwd_dtypes" / "bwd_dtypes": {buffer: dtype}}]. The backward graphs compile lazily as backward reaches them, through the
     same per-region inner_compile. Also returns the model's output."""
     import torch
     import torch._functorch.config as fconfig
@@ -365,14 +372,14 @@ def _wrappers(model, inputs, budget, amp="none"):
         regions.append(region)
 
         def inner(gm, example_inputs, **kw):
-            if not kw.get("is_backward"):
-                out = compile_fx_inner(gm, example_inputs, **kw)
-                region[1] = out.source_code
-                return out
+            side = "bwd" if kw.get("is_backward") else "fwd"
             before = _recomputed_nodes(gm)  # Inductor's post-grad passes rewrite gm in place
             with _buffer_origins() as origins:
                 out = compile_fx_inner(gm, example_inputs, **kw)
-            region[2], region[4] = out.source_code, _recomputed_buffers(before + _recomputed_nodes(gm), origins)
+            region[2 if side == "bwd" else 1] = out.source_code
+            region[4][side + "_dtypes"] = {name: o[2] for name, o in origins.items() if o[2]}
+            if side == "bwd":
+                region[4]["recomputed"] = _recomputed_buffers(before + _recomputed_nodes(gm), origins)
             return out
         fn = compile_fx(gm, example_inputs, inner_compile=inner)
 
@@ -417,7 +424,7 @@ def capture_region(model, inputs, budget=1.0, amp="none"):
 
 
 PROGRAM_KEYS = ("fwd_bytes", "fwd_names", "fwd_program", "fwd_outputs", "saved", "bwd_bytes", "bwd_names",
-                "bwd_program", "bwd_grads")  # (+ grad<i>_strides, the same for every budget of one graph)  # one partitioner program (lib/ir/compiled_budget.cc reads the same list)
+                "bwd_program", "bwd_grads", "bwd_recomputed")  # (+ grad<i>_strides, the same for every budget of one graph)  # one partitioner program (lib/ir/compiled_budget.cc reads the same list)
 
 
 def compile_graph(g, captures):
@@ -465,7 +472,7 @@ def _region_ops(g, captured):
     for k, x in enumerate(inputs):
         names[id(x)] = model_inputs[k]
     ops, keep = [], [out]  # |keep|: the tensors whose ids name graph tensors stay alive
-    for r, (primals, fwd_src, bwd_src, outs, recomputed) in enumerate(regions):
+    for r, (primals, fwd_src, bwd_src, outs, info) in enumerate(regions):
         region_inputs = []
         for t in primals:
             if id(t) not in names:
@@ -484,7 +491,8 @@ def _region_ops(g, captured):
         in_bytes = [t.numel() * t.element_size() for t in primals]
         rg = [t.requires_grad for t in primals]
         fb = next((t.element_size() for t in outs if t.is_floating_point()), 4)
-        op = _region_op(_Program(fwd_src, "forward", fb), _Program(bwd_src, "backward", fb, recomputed),
+        op = _region_op(_Program(fwd_src, "forward", fb, None, info.get("fwd_dtypes")),
+                        _Program(bwd_src, "backward", fb, info.get("recomputed"), info.get("bwd_dtypes")),
                         region_inputs, out_names,
                         in_bytes, [(list(t.shape), str(t.dtype).replace("torch.", "")) for t in outs], rg, budget)
         op["name"] = "compiled_region_%d" % r
