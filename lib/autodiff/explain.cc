@@ -2,6 +2,7 @@
 #include <map>
 
 #include "lib/autodiff/state.h"
+#include "lib/ir/compiled_recompute.h"
 
 namespace memsim {
 namespace {
@@ -56,20 +57,30 @@ void EngineHolders(const StepState& s, Why* why) {
     (*why)[*w].push_back("cuBLAS workspace of the autograd thread (kept for the process lifetime)");
 }
 
+/// What holds a storage only the running op uses: the op itself, or, for a compiled region's
+/// backward buffer that holds recomputed forward values, the recomputation (Note [Compiled regions]).
+std::string InUse(const StepState& s, StorageId st) {
+  const uint32_t op = s.ledger.op();
+  if (op >= s.g.ops.size()) return "in use inside " + std::string(PhaseName(s.phase));
+  const Op& o = s.g.ops[op];
+  const std::string_view name = s.ledger.name(st);
+  if (s.phase == Phase::kBackward && o.kind == OpKind::kCompiled && name.size() > o.name.size() + 1 &&
+      name.substr(0, o.name.size()) == o.name && name[o.name.size()] == ':')
+    if (auto nodes = RecomputedNodesOf(o, name.substr(o.name.size() + 1)))
+      return "recomputed in backward by " + o.name + " (" + *nodes + ")";
+  return "in use inside " + o.name + " (" + std::string(PhaseName(s.phase)) + ")";
+}
+
 }  // namespace
 
 std::vector<Retention> ExplainState(const StepState& s) {
   Why why;
   TensorHolders(s, &why);
   EngineHolders(s, &why);
-  const uint32_t op = s.ledger.op();
   std::vector<Retention> out;
   for (StorageId st : s.ledger.Live()) {
     Retention r{st, why.count(st) ? why[st] : std::vector<std::string>{}};
-    if (r.held_by.empty())
-      r.held_by.push_back(op < s.g.ops.size()
-                              ? "in use inside " + s.g.ops[op].name + " (" + std::string(PhaseName(s.phase)) + ")"
-                              : "in use inside " + std::string(PhaseName(s.phase)));
+    if (r.held_by.empty()) r.held_by.push_back(InUse(s, st));
     out.push_back(std::move(r));
   }
   return out;

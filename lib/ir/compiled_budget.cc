@@ -8,7 +8,8 @@ namespace {
 
 /// The attributes one partitioner program consists of (tools/memsim_export/compiled.py).
 constexpr const char* kProgramKeys[] = {"fwd_bytes", "fwd_names", "fwd_program", "fwd_outputs", "saved",
-                                        "bwd_bytes", "bwd_names", "bwd_program", "bwd_grads"};
+                                        "bwd_bytes", "bwd_names", "bwd_program", "bwd_grads",
+                                        "bwd_recomputed"};
 
 std::optional<double> ParseBudget(const std::string& s) {
   char* end = nullptr;

@@ -43,6 +43,8 @@ class Ledger {
   void Unref(StorageId s);
   int refs(StorageId s) const { return refs_[s]; }
   int64_t bytes(StorageId s) const { return stream_.buffers[s].bytes; }
+  /// The storage's buffer name ("" when names are not recorded).
+  std::string_view name(StorageId s) const { return stream_.buffers[s].name; }
 
   void set_phase(Phase p) { phase_ = p; }
   void set_op(uint32_t op) { op_ = op; }

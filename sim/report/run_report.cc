@@ -226,6 +226,9 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   rep.phase_peaks = s.peak.phase_peaks;
   rep.breakdown_at_peak = s.peak.breakdown_at_peak;
   rep.top_tensors_at_peak = TopTensors(g, r, top);
+  if (opt.explain)
+    for (const Op& op : g.ops)
+      if (auto b = RecomputedBuffers(op); !b.empty()) rep.recomputed.push_back({op.name, std::move(b)});
   rep.tensors_alive_at_peak = s.peak.live_at_peak.size();
   rep.recorded_rules = MakeRecordedRulesReport(g, s);
   if (std::string w = IpgBucketWarning(s, c.sim.parallel); !w.empty()) rep.warnings.push_back(w);
@@ -302,6 +305,13 @@ nlohmann::ordered_json ToJson(const RunReport& r) {
     tops.push_back(tj);
   }
   j["top_tensors_at_peak"] = tops;
+  if (!r.recomputed.empty()) {
+    nlohmann::ordered_json rc = nlohmann::ordered_json::array();
+    for (const RecomputedInRegion& region : r.recomputed)
+      for (const RecomputedBuffer& b : region.buffers)
+        rc.push_back({{"region", region.region}, {"buffer", b.buffer}, {"bytes", b.bytes}, {"nodes", b.nodes}});
+    j["recomputed_in_backward"] = rc;
+  }
   j["tensors_alive_at_peak"] = r.tensors_alive_at_peak;
   if (r.recorded_rules) j["recorded_rules"] = ToJson(*r.recorded_rules);
   nlohmann::ordered_json aj = AllocatorJson(r);
@@ -370,6 +380,15 @@ std::string ToText(const RunReport& r) {
     o << buf;
     for (const std::string& h : t.held_by) o << std::string(32, ' ') << "held by: " << h << "\n";
   }
+  if (!r.recomputed.empty()) o << "\nrecomputed in backward (torch.compile's partitioner; the buffers holding them):\n";
+  for (const RecomputedInRegion& region : r.recomputed)
+    for (const RecomputedBuffer& b : region.buffers) {
+      std::string nodes;
+      for (const std::string& n : b.nodes) nodes += (nodes.empty() ? "" : ", ") + n;
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "  %12s  %s:%s  ", HumanBytes(b.bytes).c_str(), region.region.c_str(), b.buffer.c_str());
+      o << buf << nodes << "\n";
+    }
   o << "\n" << AllocatorText(r);
   if (r.device.modelled) o << "\n" << DeviceText(r.device, r.figures.oom);
   if (r.ranks) o << "\n" << ToText(*r.ranks);

@@ -13,6 +13,7 @@
 #include "sim/figures.h"
 #include "sim/pipeline.h"
 #include "sim/report/rank_report.h"
+#include "lib/ir/compiled_recompute.h"
 #include "sim/report/recorded_report.h"
 
 namespace memsim {
@@ -25,6 +26,12 @@ struct TensorAtPeak {
   std::string op, module;
   std::vector<std::string> held_by;  ///< with --explain
   bool explained = false;
+};
+
+/// A compiled region's backward buffers that hold recomputed forward values (--explain).
+struct RecomputedInRegion {
+  std::string region;
+  std::vector<RecomputedBuffer> buffers;
 };
 
 /// The simulated OOM with its tensor, op and phase named (where the capacity-limited allocator
@@ -56,6 +63,8 @@ struct RunReport {
   std::array<int64_t, kNumPhases> phase_peaks{};
   std::array<int64_t, kNumCategories> breakdown_at_peak{};
   std::vector<TensorAtPeak> top_tensors_at_peak;
+  /// With --explain: what each compiled region recomputes in backward (Note [Compiled regions]).
+  std::vector<RecomputedInRegion> recomputed;
   size_t tensors_alive_at_peak = 0;
   /// --steps N (N > 1): per step, the peak live bytes and the live bytes at its end (the first
   /// step's spike vs the steady state); empty for one step.

@@ -350,3 +350,11 @@ memsim_error_test(long_glob_is_quoted_as_an_excerpt 2 "^memsim: --freeze \"a+\\.
   run graphs/mlp.json --freeze ${MEMSIM_LONG_GLOB})
 memsim_error_test(cublas_workspace_minus_one 2 "^memsim: --cublas-workspace -1: expected 0 to 2\\^50"
   run graphs/mlp.json --cublas-workspace -1)
+# torch.compile (Note [Compiled regions]): --explain lists what the partitioner recomputes in backward
+# (the MLP at budget 0: each Linear+ReLU recomputed; one of them alive at the backward peak)
+memsim_golden_test(run_compiled_recompute_explain_text run_compiled_recompute_explain.txt
+  run tests/data/traces_compile_2_13/graphs/mlp_b64_budgets.json --batch 64 --profile cpu --torch 2.13
+  --optimizer sgd --memory-budget 0 --explain --top 10)
+memsim_golden_test(run_compiled_recompute_explain_json run_compiled_recompute_explain.json
+  run tests/data/traces_compile_2_13/graphs/rms_mlp_b64_mb0.json --batch 64 --profile cpu --torch 2.13
+  --optimizer sgd --explain --top 2 --json)

@@ -110,6 +110,29 @@ class WrapperPrograms(unittest.TestCase):
         self.assertEqual(p.bytes, [128, 128, 4096, 256])
         # the logsumexp dies with its last name, the output with its own after the kernel reads it
         self.assertEqual(p.events, [("A", 0), ("R", 0), ("R", 1), ("A", 1), ("A", 2), ("A", 3), ("F", 3), ("F", 2)])
+        # under autocast bf16 the region's floating dtype is bf16, but the logsumexp is float32:
+        # Inductor's buffer of that name says so
+        p = compiled._Program(src, "forward", 2, None, {"buf9": "float32"})
+        self.assertEqual(p.bytes, [128, 128, 2048, 256])
+
+    def test_recomputed_buffers_are_named_by_their_label(self):
+        # budget 0: the backward recomputes the relu into buf0's reuse (buf3) and an addmm into buf1
+        src = BWD.replace("buf0 = relu; del relu  # reuse", "buf0 = relu; del relu  # reuse\n        buf3 = buf0; del buf0  # reuse"
+                          ).replace("cpp_fused_threshold_backward_0(buf0,", "cpp_fused_threshold_backward_0(buf3,"
+                          ).replace("cpp_fused_sum_1(buf0, buf2)\n        del buf0", "cpp_fused_sum_1(buf3, buf2)\n        del buf3"
+                          ).replace("reinterpret_tensor(buf0, (4, 8)", "reinterpret_tensor(buf3, (4, 8)")
+        bwd = compiled._Program(src, "backward", 4, {"buf1": ["permute", "addmm"], "buf3": ["relu"]})
+        a = compiled._region_op(compiled._Program(FWD, "forward"), bwd, ["w", "b", "x"], ["y"], [256, 16, 512],
+                                [([8, 4], "float32")], [True, True, False], 1.0)["attrs"]
+        self.assertEqual(a["bwd_recomputed"], "bwd.buf1=permute,addmm")  # buf3 reuses a saved input, not a buffer
+
+    def test_a_buffer_is_recomputed_by_its_origin_node_or_by_origins_all_recomputed(self):
+        got = compiled._recomputed_buffers(["addmm", "pow_1", "mean", "relu"], {
+            "buf1": (["addmm"], ["addmm"], None),                # realized from a recomputed node
+            "buf2": ([], ["pow_1", "mean"], None),                # a reduction inside mean's lowering
+            "buf8": ([], ["pow_1", "mean", "mul_5"], None),        # a fused backward kernel inlining them
+            "buf9": (["mm_2"], ["mm_2", "addmm"], None)})          # a backward node's result
+        self.assertEqual(got, {"buf1": ["addmm"], "buf2": ["pow_1", "mean"]})
 
 
 @unittest.skipUnless(HAS_COMPILE, "needs torch 2.x")
@@ -124,7 +147,7 @@ class Regions(unittest.TestCase):
             m.register_parameter("b%d" % k, torch.nn.Parameter(torch.zeros(4)))
         x, h, y = torch.zeros(8, 16), torch.zeros(8, 16, requires_grad=True), torch.zeros(8, 4, requires_grad=True)
         second = torch.zeros(8, 16) if foreign else h  # an eager tensor made between the regions
-        regions = [([m.w0, m.b0, x], FWD, BWD, [h]), ([m.w1, m.b1, second], fwd2, BWD, [y])]
+        regions = [([m.w0, m.b0, x], FWD, BWD, [h], {}), ([m.w1, m.b1, second], fwd2, BWD, [y], {})]
         return (m, [x], budget, "none", regions, y)
 
     GRAPH = {"inputs": [{"name": "x"}, {"name": "target"}], "outputs": ["logits"],

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "lib/ir/compiled_budget.h"
+#include "lib/ir/compiled_recompute.h"
 #include "tests/testing/graph_builder.h"
 
 namespace memsim {
@@ -52,6 +53,21 @@ TEST(CompiledRuleTest, ReplaysTheForwardAndBackwardPrograms) {
   EXPECT_LT(testing::AllocIndex(s, *grad), testing::FreeIndex(s, *saved));
   EXPECT_LT(testing::FreeIndex(s, *saved), testing::FreeIndex(s, *temp));
   EXPECT_EQ(testing::AllocatedContaining(s, "w.grad"), 256);
+}
+
+TEST(CompiledRecomputeTest, NamesTheBackwardBuffersHoldingRecomputedValues) {
+  std::string body = Region();
+  body.replace(body.find(R"("bwd_grads")"), 0, R"("bwd_recomputed": "bwd.buf0=addmm,relu", )");
+  Graph g = testing::ParseBody(body);
+  const Op& region = g.ops[testing::OpNamed(g, "region")];
+  auto got = RecomputedBuffers(region);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].buffer, "bwd.buf0");
+  EXPECT_EQ(got[0].bytes, 128);  // its bwd_bytes
+  EXPECT_THAT(got[0].nodes, ElementsAre("addmm", "relu"));
+  EXPECT_EQ(RecomputedNodesOf(region, "bwd.buf0"), "addmm, relu");
+  EXPECT_EQ(RecomputedNodesOf(region, "bwd.buf1"), std::nullopt);  // w's grad: computed, not recomputed
+  EXPECT_TRUE(RecomputedBuffers(testing::ParseBody(Region()).ops[0]).empty());  // an export without the key
 }
 
 TEST(CompiledRuleTest, RefusesOtherSizesThanTheExports) {

@@ -87,8 +87,11 @@ class _Program:
     """A wrapper's buffer program: the storages behind each local name (a fallback's tuple names all
     of its results), and the events."""
 
-    def __init__(self, source, kind, float_bytes=4):
+    def __init__(self, source, kind, float_bytes=4, recomputed=None, dtypes=None):
         self.kind, self.body, self.float_bytes = kind, _call_body(source), float_bytes
+        self.dtypes = dtypes or {}  # Inductor buffer name -> its dtype ("float32"), where known
+        self.recomputed = recomputed or {}  # Inductor buffer name -> the recomputed FX nodes it computes
+        self.recomputes = {}  # buffer N -> recomputed FX nodes its storage holds (under any of its names)
         self.names = {}      # local name -> storage keys ("in:K": the K-th argument, "buf:N": buffer N)
         self.bytes = []      # buffer N -> bytes
         self.labels = []     # buffer N -> its first name
@@ -111,14 +114,23 @@ class _Program:
         self.labels.append(name)
         self.names[name] = ("buf:%d" % n,)
         self.events.append(("A", n))
+        self._note_recompute(name)
         return n
+
+    def _note_recompute(self, name):
+        """The recomputed FX nodes buffer |name| holds, credited to the storages it names."""
+        for key in self.names.get(name, ()):
+            if key.startswith("buf:") and self.recomputed.get(name):
+                got = self.recomputes.setdefault(int(key[4:]), [])
+                got += [x for x in self.recomputed[name] if x not in got]
 
     def _sized(self, name, sizes, strides):
         """A fallback kernel's result (or one item of its tuple) gets its size from Inductor's
-        assert_size_stride; its dtype is not in the text: the region's floating dtype."""
+        assert_size_stride; its dtype is not in the text: Inductor's buffer of that name has it
+        (SDPA's logsumexp is float32 under autocast bf16), else the region's floating dtype."""
         self.pending.discard(name)
-        n = self._alloc(name, (1 + sum((a - 1) * b for a, b in zip(sizes, strides))) * self.float_bytes
-                        if all(sizes) else 0)
+        elem = _ELEM.get(self.dtypes.get(name), self.float_bytes)
+        n = self._alloc(name, (1 + sum((a - 1) * b for a, b in zip(sizes, strides))) * elem if all(sizes) else 0)
         if name in self.element_of:
             base = self.element_of[name]
             self.names[base] = self.names[base] + ("buf:%d" % n,)
@@ -147,6 +159,7 @@ class _Program:
             if m:
                 self.names[m.group(1)] = self.names[m.group(2)]
                 self._drop(m.group(3))
+                self._note_recompute(m.group(1))
                 continue
             m = _VIEW.match(st)
             if m:  # a view; `bufB = reinterpret_tensor(bufA, ...); del bufA  # reuse` renames too
@@ -275,7 +288,9 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
         "fwd_program": " ".join("%s%d" % e for e in fwd.events if e[0] != "R"),
         "fwd_outputs": fwd_outputs, "saved": " ".join(saved),
         "bwd_bytes": bwd.bytes, "bwd_names": " ".join("bwd." + n for n in bwd.labels), "bwd_program": " ".join(prog),
-        "bwd_grads": bwd_grads, "input_bytes": in_meta, "requires_grad": [1 if r else 0 for r in rg],
+        "bwd_grads": bwd_grads, "bwd_recomputed": " ".join(
+            "bwd.%s=%s" % (bwd.labels[n], ",".join(nodes)) for n, nodes in sorted(bwd.recomputes.items())),
+        "input_bytes": in_meta, "requires_grad": [1 if r else 0 for r in rg],
         "memory_budget": float(budget),
     }
     for i, strides in sorted(grad_strides.items()):
@@ -287,11 +302,65 @@ def _region_op(fwd, bwd, inputs, outputs, in_meta, out_meta, rg, budget):
             "attrs": attrs}
 
 
+@contextlib.contextmanager
+def _buffer_origins():
+    """Yields a dict that, once the block is done, maps each Inductor buffer of the graph lowered
+    last (bufN, as the wrapper names it) to ([its origin node], its origins, its dtype), read as
+    GraphLowering.codegen writes the wrapper: `origin_node` is the FX node whose result was
+    realized into the buffer (GraphLowering.run_node, `ir.assign_origin_node`; for a reduction
+    realized later, on the buffer's loops); `origins` are every FX node lowered into it, which for a
+    fused kernel includes the nodes it inlines."""
+    from torch._inductor.graph import GraphLowering
+    origins, codegen = {}, GraphLowering.codegen
+
+    def patched(self, *a, **kw):
+        result = codegen(self, *a, **kw)
+        origins.clear()
+        for name, buf in self.name_to_buffer.items():
+            node = getattr(buf, "origin_node", None) or getattr(getattr(buf, "data", None), "origin_node", None)
+            try:
+                wide = [o.name for o in buf.get_origins()]
+            except (AssertionError, AttributeError):
+                wide = []
+            try:
+                dtype = str(buf.get_dtype()).replace("torch.", "")
+            except (AssertionError, AttributeError, NotImplementedError):
+                dtype = None
+            origins[name] = ([node.name] if node is not None else [], wide, dtype)
+        return result
+    GraphLowering.codegen = patched
+    try:
+        yield origins
+    finally:
+        GraphLowering.codegen = codegen
+
+
+def _recomputed_nodes(gm):
+    """The FX nodes of a backward graph that recompute forward values, in graph order: those the
+    partitioner did not tag `is_backward` (`torch/_functorch/partitioners.py` tags the joint graph's
+    nodes; the forward nodes it moves into the backward keep their forward tag)."""
+    return [n.name for n in gm.graph.nodes if n.op == "call_function" and n.meta.get("partitioner_tag") != "is_backward"]
+
+
+def _recomputed_buffers(recomputed, origins):
+    """{bufN: recomputed nodes (in graph order)} for the buffers that hold a recomputed value: its
+    origin node is recomputed, or (no origin node: a reduction inside a lowering, e.g. mean's sum)
+    every node lowered into it is."""
+    order = {n: k for k, n in reversed(list(enumerate(recomputed)))}
+    out = {}
+    for name, (node, wide) in ((n, o[:2]) for n, o in origins.items()):
+        got = node if node else (wide if wide and all(o in order for o in wide) else [])
+        if got and all(o in order for o in got):
+            out[name] = sorted(set(wide if not node else got), key=order.get)
+    return out
+
+
 def _wrappers(model, inputs, budget, amp="none"):
     """Compiles |model| with Inductor and runs one forward and backward on |inputs|. Dynamo gives
     one graph per region between graph breaks; each region is [example inputs (the Dynamo graph's
     primals, in order), forward wrapper source, backward wrapper source, the tensors its compiled
-    forward returned]. The backward graphs compile lazily as backward reaches them, through the
+    forward returned, {"recomputed": {backward buffer: the recomputed FX nodes it holds},
+    "fwd_dtypes" / "bwd_dtypes": {buffer: dtype}}]. The backward graphs compile lazily as backward reaches them, through the
     same per-region inner_compile. Also returns the model's output."""
     import torch
     import torch._functorch.config as fconfig
@@ -299,12 +368,18 @@ def _wrappers(model, inputs, budget, amp="none"):
     regions = []
 
     def backend(gm, example_inputs):
-        region = [list(example_inputs), None, None, None]
+        region = [list(example_inputs), None, None, None, {}]
         regions.append(region)
 
         def inner(gm, example_inputs, **kw):
-            out = compile_fx_inner(gm, example_inputs, **kw)
-            region[2 if kw.get("is_backward") else 1] = out.source_code
+            side = "bwd" if kw.get("is_backward") else "fwd"
+            before = _recomputed_nodes(gm)  # Inductor's post-grad passes rewrite gm in place
+            with _buffer_origins() as origins:
+                out = compile_fx_inner(gm, example_inputs, **kw)
+            region[2 if side == "bwd" else 1] = out.source_code
+            region[4][side + "_dtypes"] = {name: o[2] for name, o in origins.items() if o[2]}
+            if side == "bwd":
+                region[4]["recomputed"] = _recomputed_buffers(before + _recomputed_nodes(gm), origins)
             return out
         fn = compile_fx(gm, example_inputs, inner_compile=inner)
 
@@ -333,7 +408,7 @@ def _wrappers(model, inputs, budget, amp="none"):
         for m, k, v in saved:
             setattr(m, k, v)
         torch._dynamo.reset()
-    for k, (_, fwd, bwd, _) in enumerate(regions):
+    for k, (_, fwd, bwd, _, _) in enumerate(regions):
         if fwd is None or bwd is None:
             raise ExportError("--compile: compiled graph %d has no %s wrapper (a region without a backward is "
                               "not modelled yet)" % (k, "forward" if fwd is None else "backward"))
@@ -349,7 +424,7 @@ def capture_region(model, inputs, budget=1.0, amp="none"):
 
 
 PROGRAM_KEYS = ("fwd_bytes", "fwd_names", "fwd_program", "fwd_outputs", "saved", "bwd_bytes", "bwd_names",
-                "bwd_program", "bwd_grads")  # (+ grad<i>_strides, the same for every budget of one graph)  # one partitioner program (lib/ir/compiled_budget.cc reads the same list)
+                "bwd_program", "bwd_grads", "bwd_recomputed")  # (+ grad<i>_strides, the same for every budget of one graph)  # one partitioner program (lib/ir/compiled_budget.cc reads the same list)
 
 
 def compile_graph(g, captures):
@@ -397,7 +472,7 @@ def _region_ops(g, captured):
     for k, x in enumerate(inputs):
         names[id(x)] = model_inputs[k]
     ops, keep = [], [out]  # |keep|: the tensors whose ids name graph tensors stay alive
-    for r, (primals, fwd_src, bwd_src, outs) in enumerate(regions):
+    for r, (primals, fwd_src, bwd_src, outs, info) in enumerate(regions):
         region_inputs = []
         for t in primals:
             if id(t) not in names:
@@ -416,7 +491,9 @@ def _region_ops(g, captured):
         in_bytes = [t.numel() * t.element_size() for t in primals]
         rg = [t.requires_grad for t in primals]
         fb = next((t.element_size() for t in outs if t.is_floating_point()), 4)
-        op = _region_op(_Program(fwd_src, "forward", fb), _Program(bwd_src, "backward", fb), region_inputs, out_names,
+        op = _region_op(_Program(fwd_src, "forward", fb, None, info.get("fwd_dtypes")),
+                        _Program(bwd_src, "backward", fb, info.get("recomputed"), info.get("bwd_dtypes")),
+                        region_inputs, out_names,
                         in_bytes, [(list(t.shape), str(t.dtype).replace("torch.", "")) for t in outs], rg, budget)
         op["name"] = "compiled_region_%d" % r
         ops.append(op)
