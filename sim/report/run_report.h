@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "lib/ir/compiled_recompute.h"
 #include "sim/figures.h"
 #include "sim/pipeline.h"
 #include "sim/report/rank_report.h"
-#include "lib/ir/compiled_recompute.h"
 #include "sim/report/recorded_report.h"
 
 namespace memsim {
