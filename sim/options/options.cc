@@ -494,10 +494,15 @@ Status ConfigOptions::ApplyPipeline(ParallelOptions* parallel) const {
   const std::string schedule = pp_schedule.empty() ? "1f1b" : pp_schedule;
   const std::optional<PpSchedule> parsed = ParsePpSchedule(schedule);
   if (!parsed) {
-    for (const char* multi : {"loopedbfs", "interleavedzerobubble", "zbv", "zbvzerobubble", "dualpipev"})
-      if (schedule == multi)
-        return Status::Unsupported("--pp-schedule " + schedule + " is not simulated yet; gpipe, 1f1b and "
-                                   "interleaved1f1b are");
+    const char* split = "its backward split into input-grad (I) and weight-grad (W) actions";
+    const std::pair<const char*, const char*> pending[] = {
+        {"loopedbfs", "its action lists are not transcribed"}, {"interleavedzerobubble", split},
+        {"zbv", split}, {"zbvzerobubble", split},
+        {"dualpipev", "its split backward and overlapped forward-backward actions"}};
+    for (const auto& [name, why] : pending)
+      if (schedule == name)
+        return Status::Unsupported("--pp-schedule " + schedule + " is not simulated yet (" + why +
+                                   "); gpipe, 1f1b and interleaved1f1b are");
     return Status::InvalidArgument("--pp-schedule \"" + schedule + "\": expected gpipe, 1f1b or interleaved1f1b");
   }
   // torchtitan: the multi-stage schedules default to 2 stages per rank, the others run 1.
