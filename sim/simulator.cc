@@ -213,10 +213,16 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
       return Status::Unsupported("--mesh pp with --checkpoint, --save-on-cpu, --offload-activations, --amp or --optimizer-in-backward is not "
                                  "simulated yet");
     const std::optional<PpSchedule> schedule = ParsePpSchedule(setup.parallel.pp_schedule);
-    if (!schedule) return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe or 1f1b");
+    if (!schedule)
+      return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe, 1f1b or interleaved1f1b");
     const int stages = setup.parallel.mesh.pp, stage = CoordOf(setup.parallel.mesh, setup.parallel.rank).pp;
-    MEMSIM_ASSIGN_OR_RETURN(PipelineStagePlan p, PlanPipelineStage(g, stages, stage, setup.parallel.pp_split));
-    p.schedule = *schedule;
+    const int per_rank = setup.parallel.pp_stages_per_rank;
+    if (const std::optional<PpMulti> multi = MultiStage(*schedule)) {  // as the schedule's constructor raises
+      const std::string refused = PpCheck(*multi, stages, per_rank, setup.parallel.pp_microbatches);
+      if (!refused.empty()) return Status::InvalidArgument("--pp-schedule " + setup.parallel.pp_schedule + ": " + refused);
+    }
+    MEMSIM_ASSIGN_OR_RETURN(PipelineStagePlan p,
+                            PlanPipelineStage(g, *schedule, stages, per_rank, stage, setup.parallel.pp_split));
     p.microbatches = setup.parallel.pp_microbatches;
     if (p.schedule == PpSchedule::k1F1B && p.microbatches < stages)
       return Status::InvalidArgument("--pp-schedule 1f1b needs --microbatches at least the stages (" +

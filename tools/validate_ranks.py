@@ -73,8 +73,9 @@ def memsim_cmd(memsim, graph, cfg):
         cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
                           "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]]
         return cmd
-    if cfg.get("mode") == "pp":  # one stage per rank, the schedule over the microbatches
+    if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
+                           "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]]
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
@@ -174,8 +175,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                                                            ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
                                                            if "hsdp" in cfg else "")
         elif cfg.get("mode") == "pp":
-            c = "batch %s, seq %s, %s, pp=%s, %s, %s microbatches" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
-                                                                     cfg["schedule"], cfg["microbatches"])
+            c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches" % (
+                cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"], cfg["schedule"],
+                " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "", cfg["microbatches"])
         elif cfg.get("mode") == "tp":
             c = "batch %s, seq %s, %s, tp=%s, plan %s%s" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
                                                          cfg.get("tp_plan"), ", sequence parallel" if cfg.get("sp") == "1" else "")

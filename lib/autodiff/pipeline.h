@@ -1,9 +1,9 @@
-// Pipeline parallelism as torch.distributed.pipelining runs one stage (Note [Pipeline parallel] in
-// docs/parallel.md): the stage's slice of the graph (PipelineStagePlan, made by
+// Pipeline parallelism as torch.distributed.pipelining runs a rank's stages (Note [Pipeline
+// parallel] in docs/parallel.md): the stages' slices of the graph (PipelineStagePlan, made by
 // PlanPipelineStage in lib/autodiff/setups/pipeline.h) and the schedule the step engine
-// interprets microbatch by microbatch on it (lib/autodiff/pipeline.cc): each microbatch's forward
-// keeps its own autograd graph until its backward, the p2p buffers and the Python names holding
-// send/recv work keep what the schedule's source keeps.
+// interprets microbatch by microbatch on them (lib/autodiff/pipeline.cc): each microbatch's
+// forward on a stage keeps its own autograd graph until its backward, the p2p buffers and the
+// Python names holding send/recv work keep what the schedule's source keeps.
 #ifndef MEMSIM_LIB_AUTODIFF_PIPELINE_H_
 #define MEMSIM_LIB_AUTODIFF_PIPELINE_H_
 
@@ -12,38 +12,50 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/autodiff/pp_actions.h"
 #include "lib/ir/graph.h"
 
 namespace memsim {
 
-/// The single-stage schedules of torch/distributed/pipelining/schedules.py memsim interprets.
-enum class PpSchedule : uint8_t { kGPipe, k1F1B };
+/// The schedules of torch/distributed/pipelining/schedules.py memsim interprets: the
+/// single-stage ones and the multi-stage _PipelineScheduleRuntime ones (lib/autodiff/pp_actions.h).
+enum class PpSchedule : uint8_t { kGPipe, k1F1B, kInterleaved1F1B, kInterleavedZeroBubble, kZBVZeroBubble };
 
-/// "gpipe" / "1f1b" (case-insensitive); nullopt for any other name.
+/// torchtitan's names, case-insensitive ("gpipe", "1f1b", "interleaved1f1b"); nullopt for others.
 std::optional<PpSchedule> ParsePpSchedule(std::string_view name);
 std::string_view PpScheduleName(PpSchedule s);
+/// The multi-stage schedule's kind (nullopt: GPipe / 1F1B, one stage per rank).
+std::optional<PpMulti> MultiStage(PpSchedule s);
 
-/// One stage rank of a pipeline: which ops, parameters and inputs are its, and the boundary
-/// activations it receives and sends.
-struct PipelineStagePlan {
-  int stage = 0, stages = 1;
-  int microbatches = 1;
-  PpSchedule schedule = PpSchedule::k1F1B;
+/// One stage of a pipeline: its ops and the boundary activations it receives and sends.
+struct PpStage {
+  int index = 0;                 ///< stage_index, 0 .. PipelineStagePlan::stages − 1
   OpId begin = 0, end = 0;       ///< [begin, end): the stage's ops (the last stage's include the loss)
   TensorId recv = kNone;         ///< the activation received from the previous stage (kNone: first)
   TensorId send = kNone;         ///< the activation sent to the next stage (kNone: last)
-  std::vector<bool> params;      ///< per Graph::parameters: this stage's
-  std::vector<bool> buffers;     ///< per tensor: a buffer this stage's ops read
-  std::vector<bool> inputs;      ///< per tensor: a graph input this rank holds (the whole batch)
-  std::vector<int> blocks;       ///< repeated blocks per stage (the split)
-  bool first() const { return stage == 0; }
-  bool last() const { return stage == stages - 1; }
 };
 
-/// A tensor a stage sends: microbatch |mb|'s output activation, or (|grad|) its input's grad.
+/// One rank of a pipeline: its stages, and which parameters and inputs are its.
+struct PipelineStagePlan {
+  int rank = 0, ranks = 1;       ///< the pp mesh coordinate and degree
+  int stages = 1;                ///< stages in all: ranks × stages per rank
+  int microbatches = 1;
+  PpSchedule schedule = PpSchedule::k1F1B;
+  std::vector<PpStage> local;    ///< this rank's stages, in the order it builds them
+  std::vector<bool> params;      ///< per Graph::parameters: this rank's stages'
+  std::vector<bool> buffers;     ///< per tensor: a buffer this rank's ops read
+  std::vector<bool> inputs;      ///< per tensor: a graph input this rank holds (the whole batch)
+  std::vector<int> blocks;       ///< repeated blocks per stage (the split)
+  bool IsFirst(const PpStage& s) const { return s.index == 0; }
+  bool IsLast(const PpStage& s) const { return s.index == stages - 1; }
+};
+
+/// A tensor a stage sends: microbatch |mb|'s output activation, or (|grad|) its input's grad;
+/// |stage| indexes PipelineStagePlan::local.
 struct PpSend {
   bool grad = false;
   int mb = 0;
+  int stage = 0;
   bool operator==(const PpSend&) const = default;
 };
 
@@ -52,25 +64,31 @@ struct PpSend {
 class PpRuntime {
  public:
   virtual ~PpRuntime() = default;
-  /// forward_one_chunk(mb) (its recv waited before), and on the last stage the loss.
-  virtual void Forward(int mb) = 0;
+  /// Local stage |stage|'s forward_one_chunk(mb) (its recv waited before), and on the last
+  /// stage the loss; |label| names the action ("F0", or the source's "2F0" for a multi-stage one).
+  virtual void Forward(int stage, int mb, const std::string& label) = 0;
   /// backward_one_chunk(mb): the microbatch's graph runs backward and dies; its input grad is
   /// taken from the recv buffer's .grad (stage_backward sets it to None) into bwd_cache.
-  virtual void Backward(int mb) = 0;
+  virtual void Backward(int stage, int mb, const std::string& label) = 0;
+  /// The zero-bubble schedules' split backward: backward_one_chunk(full_backward=False) (I), the
+  /// input grads only, and backward_weight_one_chunk (W), the weight grads.
+  virtual void BackwardInput(int stage, int mb, const std::string& label) { Backward(stage, mb, label); }
+  virtual void BackwardWeight(int stage, int mb, const std::string& label) { (void)stage, (void)mb, (void)label; }
   /// A Python name of the schedule (a list of P2POps or of the Works they returned, which hold
-  /// their tensors) is bound to |sends|, dropping what it held.
-  enum Name : uint8_t { kFwdSends, kBwdSends, kSendWork, kFwdSendsToWait, kBwdSendsToWait, kNames };
+  /// their tensors) is bound to |sends|, dropping what it held. kSendOps: the runtime's send_ops.
+  enum Name : uint8_t { kFwdSends, kBwdSends, kSendWork, kFwdSendsToWait, kBwdSendsToWait, kSendOps, kNames };
   virtual void Bind(Name name, std::vector<PpSend> sends) = 0;
   /// Appends to a list name (GPipe's *_sends_to_wait).
   virtual void Append(Name name, PpSend send) = 0;
 };
 
-/// Runs |schedule| for stage |stage| of |stages| over |microbatches| on |rt|, as
-/// ScheduleGPipe / Schedule1F1B._step_microbatches do (torch 2.13); every name is unbound at the end.
-void RunSchedule(PpSchedule schedule, int stages, int stage, int microbatches, PpRuntime* rt);
+/// Runs |schedule| for rank |rank| of |ranks| (|per_rank| stages each) over |microbatches| on
+/// |rt|, as ScheduleGPipe / Schedule1F1B / _PipelineScheduleRuntime._step_microbatches do
+/// (torch 2.13); every name is unbound at the end.
+void RunSchedule(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches, PpRuntime* rt);
 
-/// The forward (true) / backward order of microbatches on one stage ("F0 F1 B0 ...").
-std::string ScheduleOrder(PpSchedule schedule, int stages, int stage, int microbatches);
+/// The compute actions of one rank in order ("F0 F1 B0 ...", or "0F0 2F0 ..." multi-stage).
+std::string ScheduleOrder(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches);
 
 }  // namespace memsim
 

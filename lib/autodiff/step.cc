@@ -23,15 +23,18 @@ StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& 
   param_buffer.assign(g.parameters.size(), Grad{});
   param_deps.assign(g.parameters.size(), 0);
   param_grad.assign(g.parameters.size(), kNoStorage);
-  // Pipeline parallel: the received activation is a leaf requiring grad (the recv buffer).
-  if (cfg.pipeline && cfg.pipeline->recv != kNone) {
-    param_index[cfg.pipeline->recv] = static_cast<uint32_t>(g.parameters.size());
-    extra_leaves.push_back(cfg.pipeline->recv);
-    param_buffer.emplace_back();
-    param_deps.push_back(0);
-    param_grad.push_back(kNoStorage);
+  // Pipeline parallel: each stage's received activation is a leaf requiring grad (the recv
+  // buffer); its output is held by fwd_cache.
+  for (const PpStage& st : cfg.pipeline ? cfg.pipeline->local : std::vector<PpStage>{}) {
+    if (st.recv != kNone) {
+      param_index[st.recv] = static_cast<uint32_t>(g.parameters.size() + extra_leaves.size());
+      extra_leaves.push_back(st.recv);
+      param_buffer.emplace_back();
+      param_deps.push_back(0);
+      param_grad.push_back(kNoStorage);
+    }
+    if (st.send != kNone) held[st.send] = true;
   }
-  if (cfg.pipeline && cfg.pipeline->send != kNone) held[cfg.pipeline->send] = true;
 }
 
 void StepState::StartPass() {

@@ -55,6 +55,7 @@ OPTIONS = {
     "pp_schedule": "--pp-schedule",
     "microbatches": "--microbatches",
     "pp_split": "--pp-split",
+    "pp_stages_per_rank": "--pp-stages-per-rank",
     "config": "--config",
 }
 # Options given once even in a sweep (a list is a bad value for them).
@@ -62,7 +63,8 @@ SCALAR = {"min_8bit_size", "gpu", "capacity", "conv_workspace", "cublas_workspac
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
           "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "offload_activations", "optimizer_in_backward", "lora",
           "quantize_base", "fp8", "mesh", "config", "zero_bucket_size", "zero_overlap_comm",
-          "zero_persistence_threshold", "pp_schedule", "microbatches", "pp_split"}
+          "zero_persistence_threshold", "pp_schedule", "microbatches", "pp_split",
+          "pp_stages_per_rank"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}
 
@@ -70,7 +72,8 @@ REPEATED = {"freeze", "checkpoint", "wrap"}
 def _value(name, v):
     if isinstance(v, bool):
         # True would reach the CLI as "True"; say what the option wants instead.
-        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate", "steps", "min_8bit_size", "microbatches")
+        raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate", "steps", "min_8bit_size", "microbatches",
+                                                                                     "pp_stages_per_rank")
                                                  else "an integer"))
     return str(v)
 

@@ -266,15 +266,15 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "with tp in --mesh: SequenceParallel norms, sequence-sharded residual stream (Note [Tensor parallel])")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--pp-schedule", pp_schedule,
-                  "with pp in --mesh: the torch.distributed.pipelining schedule, gpipe or 1f1b (default); "
-                  "interleaved1f1b, zbv, dualpipev are refused (Note [Pipeline parallel])");
+                  "with pp in --mesh: the torch.distributed.pipelining schedule, gpipe, 1f1b (default) or "
+                  "interleaved1f1b; zbv, interleavedzerobubble, dualpipev are refused (Note [Pipeline parallel])");
   cmd->add_option("--microbatches", microbatches,
                   "with pp in --mesh: microbatches per step (--batch is the whole batch; default: the stages)");
   cmd->add_option("--pp-split", pp_split,
                   "with pp in --mesh: repeated blocks per stage, N,N,... (default: torchtitan's split, the "
                   "embedding and the norm+head each weighing one block)");
   cmd->add_option("--pp-stages-per-rank", pp_stages_per_rank,
-                  "with pp in --mesh: stages per rank (1; more are the interleaved schedules, not simulated yet)");
+                  "with pp in --mesh: stages per rank, loop-style (interleaved1f1b: default 2; gpipe, 1f1b: 1)");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
@@ -492,21 +492,33 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
 Status ConfigOptions::ApplyPipeline(ParallelOptions* parallel) const {
   const int stages = parallel->mesh.pp;
   if (stages <= 1) {
-    if (!pp_schedule.empty() || microbatches != 0 || !pp_split.empty() || pp_stages_per_rank != 1)
+    if (!pp_schedule.empty() || microbatches != 0 || !pp_split.empty() || pp_stages_per_rank != 0)
       return Status::InvalidArgument("--pp-schedule, --microbatches, --pp-split and --pp-stages-per-rank need pp=N in --mesh");
     return Status::OK();
   }
   const std::string schedule = pp_schedule.empty() ? "1f1b" : pp_schedule;
-  if (!ParsePpSchedule(schedule)) {
-    for (const char* multi : {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbv", "zbvzerobubble", "dualpipev"})
-      if (schedule == multi)
-        return Status::Unsupported("--pp-schedule " + schedule + " (several stages per rank) is not simulated yet; "
-                                   "gpipe and 1f1b are");
-    return Status::InvalidArgument("--pp-schedule \"" + schedule + "\": expected gpipe or 1f1b");
+  const std::optional<PpSchedule> parsed = ParsePpSchedule(schedule);
+  if (!parsed) {
+    const char* split = "its backward split into input-grad (I) and weight-grad (W) actions";
+    const std::pair<const char*, const char*> pending[] = {
+        {"loopedbfs", "its action lists are not transcribed"}, {"interleavedzerobubble", split},
+        {"zbv", split}, {"zbvzerobubble", split},
+        {"dualpipev", "its split backward and overlapped forward-backward actions"}};
+    for (const auto& [name, why] : pending)
+      if (schedule == name)
+        return Status::Unsupported("--pp-schedule " + schedule + " is not simulated yet (" + why +
+                                   "); gpipe, 1f1b and interleaved1f1b are");
+    return Status::InvalidArgument("--pp-schedule \"" + schedule + "\": expected gpipe, 1f1b or interleaved1f1b");
   }
-  if (pp_stages_per_rank != 1)
-    return Status::Unsupported("--pp-stages-per-rank " + std::to_string(pp_stages_per_rank) +
-                               ": several stages per rank (the interleaved schedules) are not simulated yet");
+  // torchtitan: the multi-stage schedules default to 2 stages per rank, the others run 1.
+  const bool multi = MultiStage(*parsed).has_value();
+  const int per_rank = pp_stages_per_rank == 0 ? (multi ? 2 : 1) : pp_stages_per_rank;
+  if (!multi && per_rank != 1)
+    return Status::InvalidArgument("--pp-stages-per-rank " + std::to_string(per_rank) + ": --pp-schedule " + schedule +
+                                   " runs one stage per rank; several need interleaved1f1b");
+  if (per_rank < 1 || per_rank > 64)
+    return Status::InvalidArgument("--pp-stages-per-rank " + std::to_string(per_rank) + ": expected 1 to 64");
+  parallel->pp_stages_per_rank = per_rank;
   if (microbatches < 0 || microbatches > 1'000'000)
     return Status::InvalidArgument("--microbatches " + std::to_string(microbatches) + ": expected 1 to 1000000");
   parallel->pp_schedule = schedule;
@@ -521,8 +533,9 @@ Status ConfigOptions::ApplyPipeline(ParallelOptions* parallel) const {
       return Status::InvalidArgument("--pp-split \"" + pp_split + "\": expected block counts N,N,... (one per stage)");
     parallel->pp_split.push_back(std::stoi(item));
   }
-  if (!parallel->pp_split.empty() && static_cast<int>(parallel->pp_split.size()) != stages)
-    return Status::InvalidArgument("--pp-split \"" + pp_split + "\": expected " + std::to_string(stages) + " block counts, one per stage");
+  if (!parallel->pp_split.empty() && static_cast<int>(parallel->pp_split.size()) != stages * per_rank)
+    return Status::InvalidArgument("--pp-split \"" + pp_split + "\": expected " + std::to_string(stages * per_rank) +
+                                   " block counts, one per stage");
   return Status::OK();
 }
 

@@ -85,7 +85,7 @@ struct ConfigOptions {
   std::string pp_schedule;          ///< --pp-schedule NAME (with pp in --mesh; "" = 1f1b)
   int microbatches = 0;             ///< --microbatches M (with pp in --mesh; 0 = the stages)
   std::string pp_split;             ///< --pp-split N,N,...: blocks per stage ("" = torchtitan's)
-  int pp_stages_per_rank = 1;       ///< --pp-stages-per-rank V (only 1 is simulated)
+  int pp_stages_per_rank = 0;       ///< --pp-stages-per-rank V (0: 2 for interleaved1f1b, else 1)
   std::string lora;                 ///< --lora SPEC: PEFT LoRA adapters (lib/ir/lora.h); "" = off
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
   std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off

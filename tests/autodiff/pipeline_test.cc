@@ -17,24 +17,24 @@ using testing::SimulateOk;
 using test_data::TestDataPath;
 
 TEST(PipelineScheduleTest, GPipeRunsEveryForwardThenEveryBackward) {
-  EXPECT_EQ(ScheduleOrder(PpSchedule::kGPipe, 2, 0, 4), "F0 F1 F2 F3 B0 B1 B2 B3");
-  EXPECT_EQ(ScheduleOrder(PpSchedule::kGPipe, 2, 1, 4), "F0 F1 F2 F3 B0 B1 B2 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kGPipe, 2, 1, 0, 4), "F0 F1 F2 F3 B0 B1 B2 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kGPipe, 2, 1, 1, 4), "F0 F1 F2 F3 B0 B1 B2 B3");
 }
 
 TEST(PipelineScheduleTest, OneFOneBWarmsUpStagesMinusRankForwards) {
   // Schedule1F1B: stage r runs min(M, stages - r) forwards before its first backward.
-  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 2, 0, 4), "F0 F1 B0 F2 B1 F3 B2 B3");
-  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 2, 1, 4), "F0 B0 F1 B1 F2 B2 F3 B3");
-  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 4, 0, 8), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
-  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 4, 2, 4), "F0 F1 B0 F2 B1 F3 B2 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 2, 1, 0, 4), "F0 F1 B0 F2 B1 F3 B2 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 2, 1, 1, 4), "F0 B0 F1 B1 F2 B2 F3 B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 4, 1, 0, 8), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::k1F1B, 4, 1, 2, 4), "F0 F1 B0 F2 B1 F3 B2 B3");
 }
 
 /// Records what each Python name of the schedule holds after every statement.
 struct Holds : PpRuntime {
   std::vector<PpSend> names[kNames];
   std::string log;
-  void Forward(int mb) override { log += "F" + std::to_string(mb) + Held() + " "; }
-  void Backward(int mb) override { log += "B" + std::to_string(mb) + Held() + " "; }
+  void Forward(int, int, const std::string& label) override { log += label + Held() + " "; }
+  void Backward(int, int, const std::string& label) override { log += label + Held() + " "; }
   void Bind(Name n, std::vector<PpSend> s) override { names[n] = std::move(s); }
   void Append(Name n, PpSend s) override { names[n].push_back(s); }
   std::string Held() const {
@@ -47,25 +47,39 @@ struct Holds : PpRuntime {
 
 TEST(PipelineScheduleTest, GPipeKeepsEverySendWorkUntilItReturns) {
   Holds h;
-  RunSchedule(PpSchedule::kGPipe, 2, 0, 3, &h);
+  RunSchedule(PpSchedule::kGPipe, 2, 1, 0, 3, &h);
   // fwd_sends_to_wait keeps each activation send's Work (and so the activation) to the end.
   EXPECT_EQ(h.log, "F0 F1[a0] F2[a0a1] B0[a0a1a2] B1[a0a1a2] B2[a0a1a2] ");
   EXPECT_EQ(h.Held(), "");  // every name unbound on return
   Holds last;
-  RunSchedule(PpSchedule::kGPipe, 2, 1, 3, &last);
+  RunSchedule(PpSchedule::kGPipe, 2, 1, 1, 3, &last);
   EXPECT_EQ(last.log, "F0 F1 F2 B0 B1[g0] B2[g0g1] ");
 }
 
 TEST(PipelineScheduleTest, OneFOneBHoldsTheWarmupSendWorkThroughTheSteadyState) {
   Holds h;
-  RunSchedule(PpSchedule::k1F1B, 2, 0, 4, &h);
+  RunSchedule(PpSchedule::k1F1B, 2, 1, 0, 4, &h);
   // send_work keeps microbatch 0's activation until the cooldown rebinds it; fwd_sends the last
   // forward's until the schedule returns.
   EXPECT_EQ(h.log, "F0 F1[a0a0] B0[a1a0] F2[a1a0] B1[a2a0] F3[a2a0] B2[a3a0] B3[a3] ");
   Holds last;
-  RunSchedule(PpSchedule::k1F1B, 2, 1, 4, &last);
+  RunSchedule(PpSchedule::k1F1B, 2, 1, 1, 4, &last);
   // bwd_sends holds the previous input grad while the next backward runs.
   EXPECT_EQ(last.log, "F0 B0 F1[g0] B1[g0] F2[g1] B2[g1] F3[g2] B3[g2] ");
+}
+
+TEST(PipelineScheduleTest, Interleaved1F1BRunsTheRuntimesActionList) {
+  // Loop-style: rank 0 holds stages 0 and 2 of 4; warmup (V − 1)·M/rounds + 2·(N − 1 − r) = 4
+  // forwards, then 1F1B, the last stage's backwards before the first's.
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kInterleaved1F1B, 2, 2, 0, 4),
+            "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kInterleaved1F1B, 2, 2, 1, 4),
+            "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");
+  // Every send's Work stays in send_ops to the end of the step, popped last first.
+  Holds h;
+  RunSchedule(PpSchedule::kInterleaved1F1B, 2, 2, 1, 4, &h);
+  EXPECT_EQ(h.log.substr(0, 35), "1F0 1F1[a0] 3F0[a0a1] 3B0[a0a1] 3F1");
+  EXPECT_EQ(h.Held(), "");
 }
 
 TEST(PipelineSplitTest, TorchtitanWeighsEmbeddingAndHeadAsOneBlockEach) {
@@ -83,17 +97,17 @@ Graph Cs336() {
 
 TEST(PipelineSplitTest, StagesCutAtBlocksWithTheEmbeddingFirstAndTheLossLast) {
   Graph g = Cs336();
-  Result<PipelineStagePlan> s0 = PlanPipelineStage(g, 2, 0, {});
-  Result<PipelineStagePlan> s1 = PlanPipelineStage(g, 2, 1, {});
+  Result<PipelineStagePlan> s0 = PlanPipelineStage(g, PpSchedule::k1F1B, 2, 1, 0, {});
+  Result<PipelineStagePlan> s1 = PlanPipelineStage(g, PpSchedule::k1F1B, 2, 1, 1, {});
   ASSERT_TRUE(s0.ok() && s1.ok());
-  EXPECT_EQ(s0->begin, 0u);
-  EXPECT_EQ(s0->end, s1->begin);
-  EXPECT_EQ(s1->end, g.ops.size());
-  EXPECT_EQ(g.ops[s0->begin].module, "token_embeddings");
-  EXPECT_EQ(g.ops[s1->begin].module.rfind("layers.6", 0), 0u);
-  EXPECT_EQ(s0->recv, kNone);
-  EXPECT_EQ(s1->send, kNone);
-  EXPECT_EQ(s0->send, s1->recv);  // layers.5's output, the one activation crossing
+  EXPECT_EQ(s0->local[0].begin, 0u);
+  EXPECT_EQ(s0->local[0].end, s1->local[0].begin);
+  EXPECT_EQ(s1->local[0].end, g.ops.size());
+  EXPECT_EQ(g.ops[s0->local[0].begin].module, "token_embeddings");
+  EXPECT_EQ(g.ops[s1->local[0].begin].module.rfind("layers.6", 0), 0u);
+  EXPECT_EQ(s0->local[0].recv, kNone);
+  EXPECT_EQ(s1->local[0].send, kNone);
+  EXPECT_EQ(s0->local[0].send, s1->local[0].recv);  // layers.5's output, the one activation crossing
   EXPECT_TRUE(s0->params[0]);     // token_embeddings.weight
   EXPECT_FALSE(s1->params[0]);
   EXPECT_TRUE(s1->params.back());  // lm_head.weight
@@ -101,8 +115,8 @@ TEST(PipelineSplitTest, StagesCutAtBlocksWithTheEmbeddingFirstAndTheLossLast) {
   EXPECT_FALSE(s0->inputs[g.FindTensor("target")]);
   EXPECT_TRUE(s1->inputs[g.FindTensor("target")]);
   // A split that does not cover the blocks, or leaves a stage without ops, is refused.
-  EXPECT_FALSE(PlanPipelineStage(g, 2, 0, {5, 5}).ok());
-  EXPECT_FALSE(PlanPipelineStage(testing::ZooGraph("mlp"), 2, 0, {}).ok());
+  EXPECT_FALSE(PlanPipelineStage(g, PpSchedule::k1F1B, 2, 1, 0, {5, 5}).ok());
+  EXPECT_FALSE(PlanPipelineStage(testing::ZooGraph("mlp"), PpSchedule::k1F1B, 2, 1, 0, {}).ok());
 }
 
 SimOptions PpCs336(const std::string& schedule) {
@@ -146,6 +160,32 @@ TEST(PipelineStepTest, FirstStageOfOneFOneBHoldsFewerMicrobatchesThanGPipe) {
   int grads = 0;
   for (const Buffer& b : one.events.buffers) grads += b.name.rfind("recv_grad_for_0_from_1", 0) == 0;
   EXPECT_EQ(grads, 4);
+}
+
+TEST(PipelineStepTest, InterleavedRanksHoldTwoStagesLoopStyle) {
+  Graph g = Cs336();
+  Result<PipelineStagePlan> r0 = PlanPipelineStage(g, PpSchedule::kInterleaved1F1B, 2, 2, 0, {});
+  ASSERT_TRUE(r0.ok()) << r0.status().message();
+  ASSERT_EQ(r0->local.size(), 2u);
+  EXPECT_EQ(r0->local[0].index, 0);
+  EXPECT_EQ(r0->local[1].index, 2);
+  EXPECT_EQ(r0->blocks, (std::vector<int>{3, 4, 3, 2}));  // 12 blocks over 4 stages
+  EXPECT_TRUE(r0->inputs[g.FindTensor("ids")]);
+  EXPECT_FALSE(r0->inputs[g.FindTensor("target")]);
+  SimOptions o = PpCs336("interleaved1f1b");
+  o.optimizer = "sgd";
+  o.parallel.pp_stages_per_rank = 2;
+  SimResult one = SimulateOk(g, o);
+  // Stage 2 receives activations, stages 0 and 2 grads: 4 + 8 recv buffers.
+  int acts = 0, grads = 0;
+  for (const Buffer& b : one.events.buffers) {
+    acts += b.name.rfind("recv_for_2_from_1", 0) == 0;
+    grads += b.name.rfind("recv_grad_for_", 0) == 0;
+  }
+  EXPECT_EQ(acts, 4);
+  EXPECT_EQ(grads, 8);
+  ASSERT_EQ(one.events.actions.size(), 16u);
+  EXPECT_EQ(one.events.actions[2].label, "2F0");
 }
 
 TEST(PipelineStepTest, EveryStageIsItsOwnRank) {

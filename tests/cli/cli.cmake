@@ -311,8 +311,15 @@ memsim_error_test(tp_sequence_parallel_pending 2 "sequence parallelism is not si
 memsim_golden_test(run_cs336_pp2_1f1b_ranks run_cs336_pp2_1f1b_ranks.txt
   run tests/data/traces_2_13/graphs/cs336_small.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
   --mesh pp=2 --pp-schedule 1f1b --microbatches 4 --top 3)
-memsim_error_test(pp_interleaved_pending 2 "^memsim: --pp-schedule interleaved1f1b \\(several stages per rank\\) is not simulated yet"
-  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule interleaved1f1b)
+memsim_golden_test(run_cs336_pp2_interleaved_ranks run_cs336_pp2_interleaved_ranks.txt
+  run tests/data/traces_2_13/graphs/cs336_small.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer sgd
+  --mesh pp=2 --pp-schedule interleaved1f1b --pp-stages-per-rank 2 --microbatches 4 --top 3)
+memsim_error_test(pp_zbv_pending 2 "^memsim: --pp-schedule zbvzerobubble is not simulated yet \\(its backward split into input-grad \\(I\\) and weight-grad \\(W\\) actions\\); gpipe, 1f1b and interleaved1f1b are"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule zbvzerobubble)
+memsim_error_test(pp_stages_per_rank_single 2 "^memsim: --pp-stages-per-rank 2: --pp-schedule 1f1b runs one stage per rank"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule 1f1b --pp-stages-per-rank 2)
+memsim_error_test(pp_interleaved_rounds 2 "^memsim: --pp-schedule interleaved1f1b: Interleaved 1F1B requires the number of microbatches to be a multiple of the number of rounds \\(2\\), but got 5"
+  run graphs/cs336_small.json --batch 5 --mesh pp=2 --pp-schedule interleaved1f1b --microbatches 5)
 memsim_error_test(pp_uneven_microbatches 2 "^memsim: --microbatches 3 does not divide --batch 4"
   run graphs/cs336_small.json --batch 4 --mesh pp=2 --microbatches 3)
 memsim_error_test(pp_options_without_pp 2 "^memsim: --pp-schedule, --microbatches, --pp-split and --pp-stages-per-rank need pp=N in --mesh"

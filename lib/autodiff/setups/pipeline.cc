@@ -90,12 +90,16 @@ Result<TensorId> Boundary(const Graph& g, OpId begin, OpId end, int stage) {
 
 }  // namespace
 
-Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, int stages, int stage, const std::vector<int>& split) {
+Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, PpSchedule schedule, int ranks, int per_rank, int rank,
+                                            const std::vector<int>& split) {
+  const int stages = ranks * per_rank;
   const std::vector<int> blocks = split.empty() ? TorchtitanSplit(static_cast<int>(RepeatedBlocks(g).size()), stages) : split;
   MEMSIM_ASSIGN_OR_RETURN(std::vector<int> of, StageOfOps(g, stages, blocks));
   PipelineStagePlan p;
-  p.stage = stage;
+  p.rank = rank;
+  p.ranks = ranks;
   p.stages = stages;
+  p.schedule = schedule;
   p.blocks = blocks;
   std::vector<OpId> begin(stages + 1, kNone);
   for (int s = 0; s <= stages; ++s)
@@ -104,25 +108,32 @@ Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, int stages, int stag
     if (begin[s] == begin[s + 1])
       return Status::InvalidArgument("--mesh pp: stage " + std::to_string(s) + " of " + g.name + " gets no ops (" +
                                      std::to_string(blocks[s]) + " blocks); give --pp-split or fewer stages");
-  p.begin = begin[stage];
-  p.end = begin[stage + 1];
-  if (stage > 0) { MEMSIM_ASSIGN_OR_RETURN(p.recv, Boundary(g, p.begin, p.end, stage)); }
-  if (stage < stages - 1) { MEMSIM_ASSIGN_OR_RETURN(p.send, Boundary(g, p.end, begin[stage + 2], stage + 1)); }
-  if (p.send != kNone && (g.tensors[p.send].producer < p.begin || g.tensors[p.send].producer >= p.end))
-    return Status::InvalidArgument("--mesh pp: stage " + std::to_string(stage + 1) + " of " + g.name + " reads " +
-                                   g.tensors[p.send].name + ", which stage " + std::to_string(stage) + " does not make");
+  const std::optional<PpMulti> multi = MultiStage(schedule);
+  for (int stage : multi ? PpStagesOfRank(*multi, ranks, per_rank, rank) : std::vector<int>{rank}) {
+    PpStage st;
+    st.index = stage;
+    st.begin = begin[stage];
+    st.end = begin[stage + 1];
+    if (stage > 0) { MEMSIM_ASSIGN_OR_RETURN(st.recv, Boundary(g, st.begin, st.end, stage)); }
+    if (stage < stages - 1) { MEMSIM_ASSIGN_OR_RETURN(st.send, Boundary(g, st.end, begin[stage + 2], stage + 1)); }
+    if (st.send != kNone && (g.tensors[st.send].producer < st.begin || g.tensors[st.send].producer >= st.end))
+      return Status::InvalidArgument("--mesh pp: stage " + std::to_string(stage + 1) + " of " + g.name + " reads " +
+                                     g.tensors[st.send].name + ", which stage " + std::to_string(stage) + " does not make");
+    p.local.push_back(st);
+  }
   p.params.assign(g.parameters.size(), false);
   p.buffers.assign(g.tensors.size(), false);
   p.inputs.assign(g.tensors.size(), false);
   std::vector<uint32_t> index(g.tensors.size(), kNone);
   for (size_t k = 0; k < g.parameters.size(); ++k) index[g.parameters[k]] = static_cast<uint32_t>(k);
-  for (OpId o = p.begin; o < p.end; ++o)
-    for (TensorId t : g.ops[o].inputs) {
-      const TensorRole role = g.tensors[t].role;
-      if (role == TensorRole::kParameter && index[t] != kNone) p.params[index[t]] = true;
-      if (role == TensorRole::kBuffer) p.buffers[t] = true;
-      if (role == TensorRole::kInput) p.inputs[t] = true;
-    }
+  for (const PpStage& st : p.local)
+    for (OpId o = st.begin; o < st.end; ++o)
+      for (TensorId t : g.ops[o].inputs) {
+        const TensorRole role = g.tensors[t].role;
+        if (role == TensorRole::kParameter && index[t] != kNone) p.params[index[t]] = true;
+        if (role == TensorRole::kBuffer) p.buffers[t] = true;
+        if (role == TensorRole::kInput) p.inputs[t] = true;
+      }
   return p;
 }
 

@@ -20,12 +20,15 @@ namespace memsim {
 /// remainder; the first stage's share includes the embedding, the last's the norm + head.
 std::vector<int> TorchtitanSplit(int blocks, int stages);
 
-/// Stage |stage| of |stages| of |g|: its ops (the ones before the first block on the first
-/// stage, those after the last block — norm, head, loss — on the last, each block's on the stage
-/// |split| gives it; empty |split| = TorchtitanSplit), the one activation crossing into it and
-/// out of it, its parameters, buffers and inputs. Errors (one line): no repeated blocks, a split
-/// that does not cover them, a stage without ops, a boundary crossed by more than one activation.
-Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, int stages, int stage, const std::vector<int>& split);
+/// Rank |rank| of |ranks| of |g| under |schedule| with |per_rank| stages each (1 for GPipe and
+/// 1F1B): its stages (PpStagesOfRank) of the ranks × per_rank, each with its ops (the ones
+/// before the first block on the first stage, those after the last block — norm, head, loss — on
+/// the last, each block's on the stage |split| gives it; empty |split| = TorchtitanSplit) and
+/// the one activation crossing into it and out of it; the rank's parameters, buffers and inputs.
+/// Errors (one line): no repeated blocks, a split that does not cover them, a stage without
+/// ops, a boundary crossed by more than one activation.
+Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, PpSchedule schedule, int ranks, int per_rank, int rank,
+                                            const std::vector<int>& split);
 
 /// The stage's model.to(), batch and optimizer: the other stages' parameters and buffers are not
 /// on this rank, the inputs it uses are the whole batch (schedule.step() splits them into views).

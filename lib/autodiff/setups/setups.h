@@ -57,6 +57,7 @@ struct ParallelOptions {
   std::string pp_schedule = "1f1b";
   int pp_microbatches = 1;
   std::vector<int> pp_split;
+  int pp_stages_per_rank = 1;       ///< stages per rank (above 1: a multi-stage schedule)
   bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel || mesh.enabled(); }
 };
 

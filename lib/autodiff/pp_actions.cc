@@ -1,0 +1,269 @@
+// The multi-stage schedules' action lists (Note [Pipeline parallel]), transcribed from
+// torch/distributed/pipelining/schedules.py of torch 2.13: _get_warmup_ops, _get_1f1b_rank_ops,
+// ScheduleInterleaved1F1B / ScheduleInterleavedZeroBubble / ScheduleZBVZeroBubble
+// ._calculate_single_rank_operations, _add_bubbles_to_actions, _add_reduce_grad, _add_send_recv.
+#include "lib/autodiff/pp_actions.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace memsim {
+
+std::string PpAction::str() const {
+  static const char* const kNames[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD"};
+  return std::to_string(stage) + kNames[static_cast<int>(op)] + (mb >= 0 ? std::to_string(mb) : "");
+}
+
+std::string PpFormat(const std::vector<PpAction>& actions) {
+  std::string out;
+  for (const PpAction& a : actions) out += (out.empty() ? "" : " ") + a.str();
+  return out;
+}
+
+int PpRankOfStage(PpMulti s, int ranks, int per_rank, int stage) {
+  (void)per_rank;
+  if (s == PpMulti::kZBVZeroBubble) return stage < ranks ? stage : 2 * ranks - 1 - stage;
+  return stage % ranks;
+}
+
+std::vector<int> PpStagesOfRank(PpMulti s, int ranks, int per_rank, int rank) {
+  if (s == PpMulti::kZBVZeroBubble) return {rank, 2 * ranks - 1 - rank};
+  std::vector<int> out;
+  for (int k = 0; k < per_rank; ++k) out.push_back(rank + k * ranks);
+  return out;
+}
+
+namespace {
+
+using Order = std::vector<std::optional<PpAction>>;
+
+int Rounds(int ranks, int m) { return std::max(1, m / ranks); }
+
+/// _get_warmup_ops.
+int WarmupOps(int rank, int per_rank, int per_round, int ranks, int m, int factor) {
+  return std::min((per_rank - 1) * per_round + factor * ((ranks - 1) - rank), m * per_rank);
+}
+
+/// _get_1f1b_rank_ops: warmup forwards, None padding, 1F1B (with the zero-bubble W after each B
+/// once num_1f1b_microbatches have run), cooldown backwards, the W left.
+Order OneFOneBRankOps(int per_rank, int ranks, int warmup, int fwd_bwd, int cooldown, int rank,
+                      const std::function<int(int)>& fwd_stage, const std::function<int(int)>& bwd_stage,
+                      int num_1f1b = 0, bool zero_bubble = false) {
+  std::map<int, int> fwd_mb, bwd_mb, w_mb;
+  Order ops(rank);
+  int post_warmup = per_rank * ranks + 2 * (ranks - 1 - rank) - (warmup + rank);
+  if (zero_bubble) post_warmup = ranks - rank - 1;
+  const int total = warmup + fwd_bwd + cooldown;
+  std::vector<int> backward_ids;
+  size_t weight_count = 0;
+  const PpOp bop = zero_bubble ? PpOp::kI : PpOp::kB;
+  auto weight = [&] {
+    const int st = bwd_stage(backward_ids[weight_count]);
+    ops.push_back(PpAction{st, PpOp::kW, w_mb[st]++});
+    ++weight_count;
+  };
+  for (int op = 0; op < total; ++op) {
+    if (op < warmup) {
+      const int st = fwd_stage(op);
+      ops.push_back(PpAction{st, PpOp::kF, fwd_mb[st]++});
+      if (op == warmup - 1) ops.insert(ops.end(), std::max(0, post_warmup), std::nullopt);
+      continue;
+    }
+    if (op < warmup + fwd_bwd) {
+      const int st = fwd_stage(op);
+      ops.push_back(PpAction{st, PpOp::kF, fwd_mb[st]++});
+    } else if (!zero_bubble) {
+      ops.push_back(std::nullopt);
+    }
+    const int bst = bwd_stage(op);
+    ops.push_back(PpAction{bst, bop, bwd_mb[bst]++});
+    backward_ids.push_back(op);
+    if (zero_bubble && op - warmup >= num_1f1b) weight();
+  }
+  while (zero_bubble && weight_count < backward_ids.size()) weight();
+  return ops;
+}
+
+/// ScheduleInterleaved1F1B (factor 2) / ScheduleInterleavedZeroBubble (factor 1, I and W)
+/// ._calculate_single_rank_operations.
+Order InterleavedRankOps(bool zero_bubble, int ranks, int per_rank, int m, int rank) {
+  const int per_round = m / Rounds(ranks, m);
+  const int warmup = WarmupOps(rank, per_rank, per_round, ranks, m, zero_bubble ? 1 : 2);
+  const int microbatch_ops = per_rank * m, fwd_bwd = microbatch_ops - warmup, cooldown = microbatch_ops - fwd_bwd;
+  auto fwd_stage = [=](int step) { return ((step / per_round) % per_rank) * ranks + rank; };
+  auto bwd_stage = [=](int step) { return (per_rank - 1 - ((step - warmup) / per_round) % per_rank) * ranks + rank; };
+  return OneFOneBRankOps(per_rank, ranks, warmup, fwd_bwd, cooldown, rank, fwd_stage, bwd_stage, rank, zero_bubble);
+}
+
+/// ScheduleInterleavedZeroBubble._add_bubbles_to_actions: a rank waits (None) while its next
+/// forward's previous stage has not run that microbatch in an earlier time step.
+std::vector<Order> AddBubbles(const std::vector<Order>& actions, int num_stages) {
+  using Key = std::tuple<int, PpOp, int>;
+  std::set<Key> seen;
+  const int ranks = static_cast<int>(actions.size());
+  std::vector<Order> result(ranks);
+  std::vector<size_t> next(ranks, 0);
+  auto need_bubble = [&](const PpAction& a) {
+    if (a.op == PpOp::kF) return a.stage != 0 && !seen.count({a.stage - 1, a.op, a.mb});
+    if (a.op == PpOp::kB) {
+      if (a.stage == num_stages - 1) return !seen.count({a.stage, PpOp::kF, a.mb});
+      return !seen.count({a.stage + 1, a.op, a.mb});
+    }
+    return false;
+  };
+  while (true) {
+    bool stop = true;
+    std::set<Key> now;
+    for (int r = 0; r < ranks; ++r) {
+      if (next[r] >= actions[r].size()) continue;
+      stop = false;
+      const std::optional<PpAction>& a = actions[r][next[r]];
+      if (a && need_bubble(*a)) {
+        result[r].push_back(std::nullopt);
+        continue;
+      }
+      result[r].push_back(a);
+      if (a && a->mb >= 0) now.insert({a->stage, a->op, a->mb});
+      ++next[r];
+    }
+    seen.insert(now.begin(), now.end());
+    if (stop) break;
+  }
+  return result;
+}
+
+/// ScheduleZBVZeroBubble._calculate_single_rank_operations: the V's two chunks.
+Order ZbvRankOps(int ranks, int m, int rank) {
+  const int n_micro = std::max(2 * ranks - 1, m);
+  Order ops(rank);
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  const int c0 = rank, c1 = 2 * ranks - 1 - rank;
+  auto add = [&](int st, PpOp op, int& cnt) { ops.push_back(PpAction{st, op, cnt}); };
+  for (int k = 0; k < 2 * (ranks - rank) - 1; ++k) add(c0, PpOp::kF, f0), ++f0;
+  for (int k = 0; k < rank; ++k) {
+    add(c1, PpOp::kF, f1), ++f1;
+    add(c0, PpOp::kF, f0), ++f0;
+  }
+  for (int k = 0; k < ranks - rank; ++k) {
+    add(c1, PpOp::kF, f1), ++f1;
+    add(c1, PpOp::kI, b1);
+    add(c1, PpOp::kW, b1), ++b1;
+  }
+  while (f1 < f0 || f0 < n_micro) {
+    if (f0 < n_micro) add(c0, PpOp::kF, f0), ++f0;
+    add(c0, PpOp::kI, b0);
+    add(c0, PpOp::kW, b0), ++b0;
+    add(c1, PpOp::kF, f1), ++f1;
+    add(c1, PpOp::kI, b1);
+    add(c1, PpOp::kW, b1), ++b1;
+  }
+  int w0 = b0, w1 = b1;
+  for (int k = 0; k < rank; ++k) {
+    add(c0, PpOp::kI, b0), ++b0;
+    add(c1, PpOp::kI, b1), ++b1;
+  }
+  for (int k = 0; k < ranks - rank; ++k) {
+    add(c0, PpOp::kI, b0), ++b0;
+    add(c0, PpOp::kW, w0), ++w0;
+  }
+  while (w1 < b1) add(c1, PpOp::kW, w1), ++w1;
+  while (w0 < b0) add(c0, PpOp::kW, w0), ++w0;
+  for (std::optional<PpAction>& a : ops)  // microbatches beyond M (n_micro pads to 2N − 1) are None
+    if (a && a->mb >= m) a.reset();
+  return ops;
+}
+
+/// _add_reduce_grad: REDUCE_GRAD after a stage's M-th B or W.
+std::vector<PpAction> AddReduceGrad(const Order& actions, int m) {
+  std::vector<PpAction> out;
+  std::map<int, int> count;
+  for (const std::optional<PpAction>& a : actions) {
+    if (!a) continue;
+    out.push_back(*a);
+    if ((a->op == PpOp::kW || a->op == PpOp::kB) && ++count[a->stage] == m)
+      out.push_back(PpAction{a->stage, PpOp::kReduceGrad, -1});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PpCheck(PpMulti s, int ranks, int per_rank, int m) {
+  if (s == PpMulti::kZBVZeroBubble)
+    return per_rank == 2 ? "" : "ZBV requires exactly 2 stages per rank, but got " + std::to_string(per_rank) + ".";
+  if (m % Rounds(ranks, m) != 0)
+    return std::string(s == PpMulti::kInterleaved1F1B ? "Interleaved 1F1B" : "Zero bubble") +
+           " requires the number of microbatches to be a multiple of the number of rounds (" +
+           std::to_string(Rounds(ranks, m)) + "), but got " + std::to_string(m) + ".";
+  return "";
+}
+
+std::vector<Order> PpComputeOrder(PpMulti s, int ranks, int per_rank, int m) {
+  std::vector<Order> order;
+  for (int r = 0; r < ranks; ++r)
+    order.push_back(s == PpMulti::kZBVZeroBubble ? ZbvRankOps(ranks, m, r)
+                                                 : InterleavedRankOps(s == PpMulti::kInterleavedZeroBubble, ranks, per_rank, m, r));
+  if (s == PpMulti::kInterleavedZeroBubble) order = AddBubbles(order, ranks * per_rank);
+  return order;
+}
+
+std::vector<std::vector<PpAction>> PpLowerWithComms(PpMulti s, int ranks, int per_rank, int m) {
+  const int num_stages = ranks * per_rank;
+  auto rank_of = [&](int stage) { return PpRankOfStage(s, ranks, per_rank, stage); };
+  std::vector<std::vector<PpAction>> compute;
+  for (const Order& o : PpComputeOrder(s, ranks, per_rank, m)) compute.push_back(AddReduceGrad(o, m));
+  // _add_send_recv: a rank's compute action is placed once its input arrived (its own recv, put
+  // there by the sender, or the producing action on this rank), followed by its send; the
+  // receiver's recv goes on the receiving rank's list at the same time.
+  auto has_comms = [&](const PpAction& a) {
+    if (a.op == PpOp::kF) return a.stage != num_stages - 1 && rank_of(a.stage + 1) != rank_of(a.stage);
+    if (a.op == PpOp::kI || a.op == PpOp::kB) return a.stage != 0 && rank_of(a.stage - 1) != rank_of(a.stage);
+    return false;
+  };
+  std::vector<std::vector<PpAction>> comm(ranks);
+  std::vector<std::set<std::tuple<int, PpOp, int>>> prev(ranks);
+  auto seen = [&](int r, PpAction a) { return prev[r].count({a.stage, a.op, a.mb}) > 0; };
+  auto add = [&](int r, PpAction a) {
+    comm[r].push_back(a);
+    prev[r].insert({a.stage, a.op, a.mb});
+  };
+  auto ready = [&](int r, const PpAction& a) {
+    if (a.op == PpOp::kF && a.stage != 0)
+      return seen(r, {a.stage, PpOp::kRecvF, a.mb}) || seen(r, {a.stage - 1, PpOp::kF, a.mb});
+    if ((a.op == PpOp::kI || a.op == PpOp::kB) && a.stage != num_stages - 1)
+      return seen(r, {a.stage, PpOp::kRecvB, a.mb}) || seen(r, {a.stage + 1, PpOp::kI, a.mb}) ||
+             seen(r, {a.stage + 1, PpOp::kB, a.mb});
+    return true;
+  };
+  std::vector<size_t> pos(ranks, 0);
+  auto left = [&] {
+    for (int r = 0; r < ranks; ++r)
+      if (pos[r] < compute[r].size()) return true;
+    return false;
+  };
+  while (left()) {
+    bool progress = false;
+    for (int r = 0; r < ranks; ++r) {
+      if (pos[r] >= compute[r].size()) continue;
+      const PpAction a = compute[r][pos[r]];
+      if (!ready(r, a)) continue;
+      add(r, a);
+      if (has_comms(a)) {
+        const bool fwd = a.op == PpOp::kF;
+        const PpAction send{a.stage, fwd ? PpOp::kSendF : PpOp::kSendB, a.mb};
+        const PpAction recv{fwd ? a.stage + 1 : a.stage - 1, fwd ? PpOp::kRecvF : PpOp::kRecvB, a.mb};
+        add(r, send);
+        add(rank_of(recv.stage), recv);
+      }
+      ++pos[r];
+      progress = true;
+    }
+    if (!progress) return {};  // "Malformed compute schedule" (the transcribed schedules never are)
+  }
+  return comm;
+}
+
+}  // namespace memsim

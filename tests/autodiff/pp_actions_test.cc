@@ -1,0 +1,55 @@
+// The multi-stage pipeline schedules' action lists against the ones torch 2.13's own code computes
+// (tests/data/pp_actions_2_13.txt, written by tests/oracle/kit/pp_actions.py; Note [Pipeline
+// parallel] in docs/parallel.md).
+#include "lib/autodiff/pp_actions.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/testing/test_data.h"
+
+namespace memsim {
+namespace {
+
+PpMulti Named(const std::string& name) {
+  if (name == "interleaved1f1b") return PpMulti::kInterleaved1F1B;
+  if (name == "interleavedzb") return PpMulti::kInterleavedZeroBubble;
+  return PpMulti::kZBVZeroBubble;
+}
+
+TEST(PpActionsTest, EveryRankRunsTheSourcesActionList) {
+  std::ifstream in(test_data::TestDataPath("pp_actions_2_13.txt"));
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    std::istringstream head(line.substr(0, line.find(':')));
+    std::string name;
+    int ranks = 0, per_rank = 0, m = 0, rank = 0;
+    head >> name >> ranks >> per_rank >> m >> rank;
+    const std::vector<std::vector<PpAction>> lists = PpLowerWithComms(Named(name), ranks, per_rank, m);
+    ASSERT_EQ(static_cast<int>(lists.size()), ranks) << line;
+    EXPECT_EQ(PpFormat(lists[rank]), line.substr(line.find(':') + 2)) << name << " " << ranks << "x" << per_rank << " m" << m << " rank " << rank;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 28);
+}
+
+TEST(PpActionsTest, StagesGoToRanksLoopStyleOrAsAV) {
+  EXPECT_EQ(PpStagesOfRank(PpMulti::kInterleaved1F1B, 4, 2, 1), (std::vector<int>{1, 5}));
+  EXPECT_EQ(PpStagesOfRank(PpMulti::kZBVZeroBubble, 4, 2, 1), (std::vector<int>{1, 6}));
+  EXPECT_EQ(PpRankOfStage(PpMulti::kZBVZeroBubble, 4, 2, 6), 1);
+  EXPECT_EQ(PpRankOfStage(PpMulti::kInterleaved1F1B, 4, 2, 6), 2);
+}
+
+TEST(PpActionsTest, RefusesWhatTheConstructorsRefuse) {
+  EXPECT_EQ(PpCheck(PpMulti::kInterleaved1F1B, 4, 2, 8), "");
+  EXPECT_EQ(PpCheck(PpMulti::kInterleaved1F1B, 4, 2, 9),
+            "Interleaved 1F1B requires the number of microbatches to be a multiple of the number of rounds (2), but got 9.");
+  EXPECT_EQ(PpCheck(PpMulti::kZBVZeroBubble, 2, 3, 4), "ZBV requires exactly 2 stages per rank, but got 3.");
+}
+
+}  // namespace
+}  // namespace memsim
