@@ -1,0 +1,9 @@
+# The GPU recording script (tests/oracle/gpu/record_gpu.py) is run on a lent GPU machine only; its
+# --dry-run runs every case at tiny sizes on the CPU (the torch 2.x venv: transformers, peft), so the
+# script stays working on the machines without a GPU.
+set(MEMSIM_VENV ${PROJECT_SOURCE_DIR}/.venv CACHE PATH "the Python 2.x venv of `make deps` (requirements/torch2.txt)")
+add_test(NAME oracle.gpu_record_dry_run
+         COMMAND ${MEMSIM_VENV}/bin/python tests/oracle/gpu/record_gpu.py ${CMAKE_BINARY_DIR}/gpu_record_dry_run --dry-run
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(oracle.gpu_record_dry_run PROPERTIES TIMEOUT 300 LABELS export
+                     PASS_REGULAR_EXPRESSION "record_gpu.py: 5 cases, failed: none")
