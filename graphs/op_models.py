@@ -150,6 +150,24 @@ class LstmCls(nn.Module):  # nn.LSTM (2 layers) over a sequence, classifier on t
         return s.fc(out[:, -1])
 
 
+class SliceAssign(nn.Module):  # slice assignment and in-place writes into views (CopySlices), index_put_
+    def __init__(s):
+        super().__init__(); s.a = nn.Linear(256, 128); s.b = nn.Linear(256, 64); s.e = nn.Linear(256, 32)
+        s.c = nn.Linear(256, 10)
+
+    def forward(s, x):  # [N, 256]
+        h = s.a(x)                                  # [N, 128]
+        g = s.b(x)                                  # [N, 64]
+        h[:, 32:96] = g                             # copy_ into a slice of a tensor with history
+        h[:, :8] = 0.0                              # fill_ of a slice
+        h[:, 100:].masked_fill_(g[:, :28] > 1.0, 1.0)  # masked_fill_ on a view
+        h[:, torch.arange(0, h.shape[1], 4)] = s.e(x)  # index_put_ (2.x: on h itself; 1.13: on a whole-slice view)
+        z = torch.zeros(x.shape[0], 2, 128)         # a buffer without history
+        z[:, 1] = torch.tanh(h)                     # copy_ into a select view of it
+        z[:, 0, ::2] = g                            # strided slice of a select
+        return s.c(z.flatten(1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
@@ -164,6 +182,7 @@ MODELS = {
     "lstm_cls": lambda: (LstmCls(), (16, 32), 10),
     "gru_cls": lambda: (LstmCls(nn.GRU), (16, 32), 10),
     "rnn_cls": lambda: (LstmCls(nn.RNN), (16, 32), 10),
+    "slice_assign": lambda: (SliceAssign(), (256,), 10),
 }
 
 
@@ -184,3 +203,4 @@ resample_modes_export = _exporter("resample_modes")
 sigmoid_mlp_export = _exporter("sigmoid_mlp")
 norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
+slice_assign_export = _exporter("slice_assign")

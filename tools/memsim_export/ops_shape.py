@@ -195,6 +195,26 @@ _FULL_SLICE_IS_ALIAS = not torch.__version__.startswith("1.")
 def tensor_index(cx, x, idx):
     """Python indexing ``x[idx]`` as ATen's applySlicing does it: ints → select, partial slices →
     slice (full slices are skipped), None → unsqueeze, one 1-D integer tensor → index_select."""
+    cur, tensors, n_real = basic_view(cx, x, idx)
+    if not tensors:
+        return cur
+    if len(tensors) > 1 or tensors[0][1].dtype not in (torch.int64, torch.int32):
+        raise Unsupported("advanced indexing with %s" % ", ".join(
+            "a %s tensor of shape %s" % (t.dtype, list(t.shape)) for _, t in tensors))
+    (d, item), = tensors
+    if item.ndim == 1 and n_real == 1:
+        s = list(cur.shape)
+        s[d] = item.shape[0]
+        return cx.emit("index_select", [cur, item], {"dim": d}, shape=tuple(s))
+    if not INDEX_WITH_TENSOR:
+        raise Unsupported("advanced indexing with a tensor of shape %s" % list(item.shape))
+    return INDEX_WITH_TENSOR[0](cx, cur, d, item)
+
+
+def basic_view(cx, x, idx):
+    """The view applySlicing makes of ``x`` for the basic items of ``idx`` (selects, slices,
+    unsqueezes), the tensor items left for aten::index / index_put_ as (dim, TRef), and the count
+    of real items."""
     if not isinstance(idx, tuple):
         idx = (idx,)
     n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
@@ -236,19 +256,48 @@ def tensor_index(cx, x, idx):
             d += 1
             continue
         raise Unsupported("indexing with %r" % (item,))
-    if not tensors:
-        return cur
-    if len(tensors) > 1 or tensors[0][1].dtype not in (torch.int64, torch.int32):
-        raise Unsupported("advanced indexing with %s" % ", ".join(
-            "a %s tensor of shape %s" % (t.dtype, list(t.shape)) for _, t in tensors))
-    (d, item), = tensors
-    if item.ndim == 1 and n_real == 1:
-        s = list(cur.shape)
-        s[d] = item.shape[0]
-        return cx.emit("index_select", [cur, item], {"dim": d}, shape=tuple(s))
-    if not INDEX_WITH_TENSOR:
-        raise Unsupported("advanced indexing with a tensor of shape %s" % list(item.shape))
-    return INDEX_WITH_TENSOR[0](cx, cur, d, item)
+    return cur, tensors, n_real
+
+
+def view_root(t):
+    """The tensor whose storage the view ``t`` (a chain of slice/select ops) writes into."""
+    while getattr(t, "base", None) is not None:
+        t = t.base
+    return t
+
+
+@function(operator.setitem)
+def f_setitem(cx, x, idx, value):
+    """``x[idx] = value`` (Note [Writes into views]): the view applySlicing makes, then copy_ (a
+    tensor value), fill_ (a number) or, with a 1-D integer tensor item, index_put_ into it; one
+    ``view_write`` op whose output is the written base, which later uses of ``x`` read."""
+    x = T(x)
+    view, tensors, _ = basic_view(cx, x, idx)
+    base = view_root(x)
+    if tensors:
+        (d, index), = tensors if len(tensors) == 1 else [(None, None)]
+        if index is None or index.dtype != torch.int64 or index.ndim != 1:
+            raise Unsupported("assignment through advanced indexing other than one 1-D int64 index")
+        if not isinstance(value, TRef):
+            raise Unsupported("x[index] = number (index_put_ of a 0-dim value)")
+        inputs, attrs = [base, view, value, index], {"write": "index_put", "dim": d}
+    elif isinstance(value, TRef):
+        inputs, attrs = [base, view, value], {"write": "copy"}
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        inputs, attrs = [base, view], {"write": "fill", "value": float(value)}
+    else:
+        raise Unsupported("assignment of %r" % (value,))
+    if len(inputs) > 2 and inputs[2].dtype != base.dtype:
+        raise Unsupported("assignment of a %s value into a %s tensor" % (inputs[2].dtype, base.dtype))
+    write_view(cx, base, inputs, attrs)
+    return None
+
+
+def write_view(cx, base, inputs, attrs):
+    """Emits the ``view_write`` op and rebinds every later use of ``base`` to its output."""
+    out = cx.emit("view_write", inputs, attrs, shape=base.shape, dtype=base.dtype)
+    cx.rebind(base, out)
+    return out
 
 
 # ops_llm registers aten::index here (x[ids] with a multi-dimensional integer index)
