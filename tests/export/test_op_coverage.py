@@ -140,6 +140,18 @@ class OpCoverage(unittest.TestCase):
         check_well_formed(self, g)
         self.assertEqual(op_names(g)[-2:], ["sigmoid", "binary_cross_entropy"])
 
+    def test_slice_assign(self):  # Note [Writes into views]
+        g = export("slice_assign")
+        check_well_formed(self, g)
+        writes = [(o["attrs"]["write"], o["inputs"][0] == o["inputs"][1]) for o in ops_of(g, "view_write")]
+        whole_is_self = not torch.__version__.startswith("1.")  # 2.x: `h[:, idx]`'s `:` is no view
+        self.assertEqual(writes, [("copy", False), ("fill", False), ("masked_fill", False),
+                                  ("index_put", whole_is_self), ("copy", False), ("copy", False)])
+        # later uses read the written base: tanh reads the index_put's output, flatten the last write's
+        out = {o["outputs"][0]: o for o in g["ops"]}
+        self.assertEqual(out[ops_of(g, "tanh")[0]["inputs"][0]]["op"], "view_write")
+        self.assertEqual(out[ops_of(g, "flatten")[0]["inputs"][0]]["op"], "view_write")
+
     def test_circular_pad_is_refused(self):
         class P(nn.Module):
             def forward(s, x):
