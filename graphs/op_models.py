@@ -168,6 +168,18 @@ class SliceAssign(nn.Module):  # slice assignment and in-place writes into views
         return s.c(z.flatten(1))
 
 
+class UnfoldNet(nn.Module):  # nn.Unfold / F.fold (im2col / col2im), Tensor.unfold (a sliding-window view)
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 8, 3, padding=1); s.un = nn.Unfold(kernel_size=2, stride=2); s.fc = nn.Linear(8 * 31 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        p = s.un(s.c(x))                                                # [N, 32, 64]
+        h = F.fold(torch.tanh(p), output_size=(16, 16), kernel_size=2, stride=2)  # [N, 8, 16, 16]
+        w = h.flatten(2).unfold(2, 16, 8)                               # [N, 8, 31, 16]
+        return s.fc(w.flatten(1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
@@ -183,6 +195,7 @@ MODELS = {
     "gru_cls": lambda: (LstmCls(nn.GRU), (16, 32), 10),
     "rnn_cls": lambda: (LstmCls(nn.RNN), (16, 32), 10),
     "slice_assign": lambda: (SliceAssign(), (256,), 10),
+    "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
 }
 
 
@@ -204,3 +217,4 @@ sigmoid_mlp_export = _exporter("sigmoid_mlp")
 norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
 slice_assign_export = _exporter("slice_assign")
+unfold_net_export = _exporter("unfold_net")

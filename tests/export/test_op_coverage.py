@@ -152,6 +152,15 @@ class OpCoverage(unittest.TestCase):
         self.assertEqual(out[ops_of(g, "tanh")[0]["inputs"][0]]["op"], "view_write")
         self.assertEqual(out[ops_of(g, "flatten")[0]["inputs"][0]]["op"], "view_write")
 
+    def test_unfold_net(self):  # Note [Unfold and fold]
+        g = export("unfold_net")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["conv2d", "im2col", "tanh", "col2im", "flatten", "unfold", "flatten", "linear",
+                                       "cross_entropy"])
+        self.assertEqual(ops_of(g, "col2im")[0]["attrs"], {"kernel_size": [2, 2], "dilation": [1, 1], "padding": [0, 0],
+                                                          "stride": [2, 2], "output_size": [16, 16]})
+        self.assertEqual(ops_of(g, "unfold")[0]["attrs"], {"dim": 2, "size": 16, "step": 8})
+
     def test_circular_pad_is_refused(self):
         class P(nn.Module):
             def forward(s, x):

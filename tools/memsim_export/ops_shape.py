@@ -377,3 +377,50 @@ def t_repeat(cx, x, *repeats):
 def t_detach(cx, x):
     x = T(x)
     return cx.emit("detach", [x], shape=x.shape)
+
+
+# =================================================================================================
+# unfold / fold (im2col / col2im) and Tensor.unfold (Note [Unfold and fold] in docs/op-rules.md)
+# =================================================================================================
+
+def _window_attrs(kernel_size, dilation, padding, stride):
+    return {"kernel_size": _pair(kernel_size), "dilation": _pair(dilation), "padding": _pair(padding),
+            "stride": _pair(stride)}
+
+
+def _pair(v):
+    return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)] * 2
+
+
+@function(F.unfold)
+def f_unfold(cx, x, kernel_size, dilation=1, padding=0, stride=1):
+    x = T(x)
+    if x.ndim not in (3, 4):
+        raise Unsupported("F.unfold of a %d-D input" % x.ndim)
+    return cx.emit("im2col", [x], _window_attrs(kernel_size, dilation, padding, stride), shape=cx.out_shape())
+
+
+@module(nn.Unfold)
+def m_unfold(cx, mod, path, x):
+    return f_unfold(cx, x, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
+
+
+@function(F.fold)
+def f_fold(cx, x, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    x = T(x)
+    if x.ndim not in (2, 3):
+        raise Unsupported("F.fold of a %d-D input" % x.ndim)
+    attrs = dict(_window_attrs(kernel_size, dilation, padding, stride), output_size=_pair(output_size))
+    return cx.emit("col2im", [x], attrs, shape=cx.out_shape())
+
+
+@module(nn.Fold)
+def m_fold(cx, mod, path, x):
+    return f_fold(cx, x, mod.output_size, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
+
+
+@method("unfold")
+def t_unfold(cx, x, dimension, size, step):
+    x = T(x)
+    return cx.emit("unfold", [x], {"dim": norm_dim(int(dimension), x.ndim), "size": int(size), "step": int(step)},
+                   shape=cx.out_shape())
