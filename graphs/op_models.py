@@ -180,6 +180,20 @@ class UnfoldNet(nn.Module):  # nn.Unfold / F.fold (im2col / col2im), Tensor.unfo
         return s.fc(w.flatten(1))
 
 
+class GridNet(nn.Module):  # a spatial transformer: affine_grid, grid_sample (bilinear, nearest); circular pad
+    def __init__(s):
+        super().__init__(); s.loc = nn.Linear(3 * 16 * 16, 6); s.c = nn.Conv2d(3, 8, 3); s.fc = nn.Linear(8 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        theta = s.loc(x.flatten(1)).view(-1, 2, 3)
+        grid = F.affine_grid(theta, [x.shape[0], 3, 16, 16], align_corners=False)  # [N, 16, 16, 2]
+        h = F.grid_sample(x, grid, mode="bilinear", align_corners=False)            # [N, 3, 16, 16]
+        h = F.pad(h, (1, 1, 1, 1), mode="circular")  # one op per statement: `h` dies as fx's last use says
+        h = s.c(h)                                                                  # [N, 8, 16, 16]
+        h = F.grid_sample(h, grid, mode="nearest", align_corners=False)
+        return s.fc(h.flatten(1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
@@ -196,6 +210,7 @@ MODELS = {
     "rnn_cls": lambda: (LstmCls(nn.RNN), (16, 32), 10),
     "slice_assign": lambda: (SliceAssign(), (256,), 10),
     "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
+    "grid_net": lambda: (GridNet(), (3, 16, 16), 10),
 }
 
 
@@ -218,3 +233,4 @@ norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
 slice_assign_export = _exporter("slice_assign")
 unfold_net_export = _exporter("unfold_net")
+grid_net_export = _exporter("grid_net")

@@ -161,13 +161,16 @@ class OpCoverage(unittest.TestCase):
                                                           "stride": [2, 2], "output_size": [16, 16]})
         self.assertEqual(ops_of(g, "unfold")[0]["attrs"], {"dim": 2, "size": 16, "step": 8})
 
-    def test_circular_pad_is_refused(self):
+    def test_circular_pad_is_the_aten_composite(self):  # Note [Writes into views]
         class P(nn.Module):
             def forward(s, x):
-                return F.pad(x, (1, 1), mode="circular")
-        with self.assertRaises(UnsupportedError) as e:
-            export_model(nn.Sequential(P(), nn.Flatten(), nn.Linear(3 * 6, 2)), ["batch,3,4"], name="p")
-        self.assertIn("circular", str(e.exception))
+                return F.pad(x, (1, 2), mode="circular")
+        g = export_model(nn.Sequential(nn.Linear(4, 4), P(), nn.Flatten(), nn.Linear(3 * 7, 2)), ["batch,3,4"], name="p")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g)[1:9], ["full", "slice", "slice", "view_write", "slice", "slice", "view_write",
+                                            "slice"])
+        self.assertEqual(ops_of(g, "full")[0]["attrs"]["shape"][-1], 7)
+        self.assertTrue(all(o["attrs"]["aten"] for o in ops_of(g, "slice")))
 
 
 if __name__ == "__main__":

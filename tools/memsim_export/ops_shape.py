@@ -322,12 +322,51 @@ def t_swapaxes(cx, x, a, b):
 @function(F.pad)
 def f_pad(cx, x, pad, mode="constant", value=None):
     x = T(x)
+    if mode == "circular":
+        return _pad_circular(cx, x, [int(p) for p in pad])
     if mode not in ("constant", "reflect", "replicate"):
         raise Unsupported("F.pad(mode=%r)" % mode)
     attrs = {"pad": [int(p) for p in pad], "mode": mode}
     if value:
         attrs["value"] = float(value)
     return cx.emit("pad", [x], attrs, shape=cx.out_shape())
+
+
+def _pad_circular(cx, x, pad):
+    """aten/src/ATen/native/PadNd.cpp `_pad_circular_symint` (1.13 and 2.x, Note [Writes into
+    views]): a new_empty output, the input copied into its interior, then per padded dim (last
+    first) the left and right pads copied from the output's own far side. The C++ slices of a
+    whole dim are real slice nodes (`aten`: no Python indexing shortcut)."""
+    nd = len(pad) // 2
+    if nd < 1 or len(pad) % 2 or x.ndim < nd + 1 or any(p < 0 for p in pad):
+        raise Unsupported("F.pad(mode='circular') with pads %r of a %d-D input" % (pad, x.ndim))
+    from .registry import dtype_name
+    out_shape = list(x.shape)
+    for i in range(nd):
+        out_shape[x.ndim - 1 - i] += pad[2 * i] + pad[2 * i + 1]
+    out = cx.emit("full", [], {"shape": out_shape, "dtype": dtype_name(x.dtype)}, shape=out_shape, dtype=x.dtype)
+
+    def sl(t, dim, start, end):
+        shape = list(t.shape)
+        shape[dim] = end - start
+        return cx.emit("slice", [t], {"dim": dim, "start": start, "end": end, "step": 1, "aten": True}, shape=shape)
+
+    o, i_ = out, x
+    for i in range(nd):
+        dim = x.ndim - 1 - i
+        o = sl(o, dim, pad[2 * i], out_shape[dim] - pad[2 * i + 1])
+        i_ = sl(i_, dim, 0, x.shape[dim])
+    out = cx.emit("view_write", [out, o, i_], {"write": "copy"}, shape=out_shape, dtype=x.dtype)
+    for i in range(nd):
+        dim = x.ndim - 1 - i
+        left, right, n = pad[2 * i], pad[2 * i + 1], out_shape[dim]
+        if left > 0:
+            v, src = sl(out, dim, 0, left), sl(out, dim, n - left - right, n - right)
+            out = cx.emit("view_write", [out, v, src], {"write": "copy"}, shape=out_shape, dtype=x.dtype)
+        if right > 0:
+            v, src = sl(out, dim, n - right, n), sl(out, dim, left, left + right)
+            out = cx.emit("view_write", [out, v, src], {"write": "copy"}, shape=out_shape, dtype=x.dtype)
+    return out
 
 
 _UPSAMPLE_MODES = {"nearest": (3, 4, 5), "nearest-exact": (3, 4, 5), "linear": (3,), "bilinear": (4,), "bicubic": (4,),
