@@ -194,6 +194,18 @@ class GridNet(nn.Module):  # a spatial transformer: affine_grid, grid_sample (bi
         return s.fc(h.flatten(1))
 
 
+class CircPadCnn(nn.Module):  # F.pad(mode="circular"): ATen's composite of copies into slices of a new tensor
+    def __init__(s):
+        super().__init__(); s.c1 = nn.Conv2d(3, 16, 3); s.c2 = nn.Conv2d(16, 16, 3); s.fc = nn.Linear(16 * 14 * 14, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = s.c1(x)                                   # 14
+        h = F.pad(h, (1, 2, 2, 1), mode="circular")   # 17
+        h = torch.relu(s.c2(h))                       # 15
+        h = F.pad(h, (0, 1, 0, 0), mode="circular")   # [N, 16, 15, 16]: one pad
+        return s.fc(h[:, :, 1:, 2:].flatten(1))       # 14, 14
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
@@ -211,6 +223,7 @@ MODELS = {
     "slice_assign": lambda: (SliceAssign(), (256,), 10),
     "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
     "grid_net": lambda: (GridNet(), (3, 16, 16), 10),
+    "circ_pad_cnn": lambda: (CircPadCnn(), (3, 16, 16), 10),
 }
 
 
@@ -234,3 +247,4 @@ drop_cnn_export = _exporter("drop_cnn")
 slice_assign_export = _exporter("slice_assign")
 unfold_net_export = _exporter("unfold_net")
 grid_net_export = _exporter("grid_net")
+circ_pad_cnn_export = _exporter("circ_pad_cnn")

@@ -161,6 +161,13 @@ class OpCoverage(unittest.TestCase):
                                                           "stride": [2, 2], "output_size": [16, 16]})
         self.assertEqual(ops_of(g, "unfold")[0]["attrs"], {"dim": 2, "size": 16, "step": 8})
 
+    def test_grid_net(self):  # Note [Grid sampling]
+        g = export("grid_net")
+        check_well_formed(self, g)
+        self.assertEqual(ops_of(g, "affine_grid")[0]["attrs"], {"size": ["batch", 3, 16, 16], "align_corners": False})
+        self.assertEqual([o["attrs"]["mode"] for o in ops_of(g, "grid_sample")], ["bilinear", "nearest"])
+        self.assertEqual(len(ops_of(g, "view_write")), 5)  # the circular pad: interior, then 2 pads per dim
+
     def test_circular_pad_is_the_aten_composite(self):  # Note [Writes into views]
         class P(nn.Module):
             def forward(s, x):

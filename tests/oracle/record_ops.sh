@@ -32,6 +32,7 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run slice_assign_b16_sgd      slice_assign --batch 16 --opt sgd --marks
   run unfold_net_b4_sgd         unfold_net --batch 4 --opt sgd --marks
   run grid_net_b4_sgd           grid_net --batch 4 --opt sgd --marks
+  run circ_pad_cnn_b4_adam      circ_pad_cnn --batch 4 --opt adam --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign; do
@@ -48,6 +49,8 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:unfold_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:circ_pad_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
   exp conv3d_net "graphs/op_models.py Conv3dNet; trace_step.py conv3d_net; input float32 [batch,3,8,16,16]" \
     graphs/op_models.py:conv3d_net_export --input "x=batch,3,8,16,16" --loss cross_entropy
   exp sigmoid_mlp_bce "graphs/op_models.py sigmoid_mlp with the bce loss on float targets [batch,10]; trace_step.py sigmoid_mlp --loss bce" \
