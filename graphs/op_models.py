@@ -182,14 +182,15 @@ class UnfoldNet(nn.Module):  # nn.Unfold / F.fold (im2col / col2im), Tensor.unfo
 
 class GridNet(nn.Module):  # a spatial transformer: affine_grid, grid_sample (bilinear, nearest); circular pad
     def __init__(s):
-        super().__init__(); s.loc = nn.Linear(3 * 16 * 16, 6); s.c = nn.Conv2d(3, 8, 3); s.fc = nn.Linear(8 * 16 * 16, 10)
+        # 16 channels: oneDNN's AVX-512 blocking then matches the 2.13 CPU convolution rules (as ResampleCnn)
+        super().__init__(); s.loc = nn.Linear(3 * 16 * 16, 6); s.c = nn.Conv2d(3, 16, 3); s.fc = nn.Linear(16 * 16 * 16, 10)
 
     def forward(s, x):  # [N, 3, 16, 16]
         theta = s.loc(x.flatten(1)).view(-1, 2, 3)
         grid = F.affine_grid(theta, [x.shape[0], 3, 16, 16], align_corners=False)  # [N, 16, 16, 2]
         h = F.grid_sample(x, grid, mode="bilinear", align_corners=False)            # [N, 3, 16, 16]
         h = F.pad(h, (1, 1, 1, 1), mode="circular")  # one op per statement: `h` dies as fx's last use says
-        h = s.c(h)                                                                  # [N, 8, 16, 16]
+        h = s.c(h)                                                                  # [N, 16, 16, 16]
         h = F.grid_sample(h, grid, mode="nearest", align_corners=False)
         return s.fc(h.flatten(1))
 
