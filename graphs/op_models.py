@@ -150,6 +150,63 @@ class LstmCls(nn.Module):  # nn.LSTM (2 layers) over a sequence, classifier on t
         return s.fc(out[:, -1])
 
 
+class SliceAssign(nn.Module):  # slice assignment and in-place writes into views (CopySlices), index_put_
+    def __init__(s):
+        super().__init__(); s.a = nn.Linear(256, 128); s.b = nn.Linear(256, 64); s.e = nn.Linear(256, 32)
+        s.c = nn.Linear(256, 10)
+
+    def forward(s, x):  # [N, 256]
+        h = s.a(x)                                  # [N, 128]
+        g = s.b(x)                                  # [N, 64]
+        h[:, 32:96] = g                             # copy_ into a slice of a tensor with history
+        h[:, :8] = 0.0                              # fill_ of a slice
+        h[:, 100:].masked_fill_(g[:, :28] > 1.0, 1.0)  # masked_fill_ on a view
+        h[:, torch.arange(0, h.shape[1], 4)] = s.e(x)  # index_put_ (2.x: on h itself; 1.13: on a whole-slice view)
+        z = torch.zeros(x.shape[0], 2, 128)         # a buffer without history
+        z[:, 1] = torch.tanh(h)                     # copy_ into a select view of it
+        z[:, 0, ::2] = g                            # strided slice of a select
+        return s.c(z.flatten(1))
+
+
+class UnfoldNet(nn.Module):  # nn.Unfold / F.fold (im2col / col2im), Tensor.unfold (a sliding-window view)
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 8, 3, padding=1); s.un = nn.Unfold(kernel_size=2, stride=2); s.fc = nn.Linear(8 * 31 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        p = s.un(s.c(x))                                                # [N, 32, 64]
+        h = F.fold(torch.tanh(p), output_size=(16, 16), kernel_size=2, stride=2)  # [N, 8, 16, 16]
+        w = h.flatten(2).unfold(2, 16, 8)                               # [N, 8, 31, 16]
+        return s.fc(w.flatten(1))
+
+
+class GridNet(nn.Module):  # a spatial transformer: affine_grid, grid_sample (bilinear, nearest); circular pad
+    def __init__(s):
+        # 16 channels: oneDNN's AVX-512 blocking then matches the 2.13 CPU convolution rules (as ResampleCnn)
+        super().__init__(); s.loc = nn.Linear(3 * 16 * 16, 6); s.c = nn.Conv2d(3, 16, 3); s.fc = nn.Linear(16 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        theta = s.loc(x.flatten(1)).view(-1, 2, 3)
+        grid = F.affine_grid(theta, [x.shape[0], 3, 16, 16], align_corners=False)  # [N, 16, 16, 2]
+        h = F.grid_sample(x, grid, mode="bilinear", align_corners=False)            # [N, 3, 16, 16]
+        h = F.pad(h, (1, 1, 1, 1), mode="circular")  # one op per statement: `h` dies as fx's last use says
+        h = s.c(h)                                                                  # [N, 16, 16, 16]
+        h = F.grid_sample(h, grid, mode="nearest", align_corners=False)
+        return s.fc(h.flatten(1))
+
+
+class CircPadCnn(nn.Module):  # F.pad(mode="circular"): ATen's composite of copies into slices of a new tensor
+    def __init__(s):
+        super().__init__(); s.c1 = nn.Conv2d(3, 16, 3); s.c2 = nn.Conv2d(16, 16, 3); s.fc = nn.Linear(16 * 14 * 14, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = s.c1(x)                                   # 14
+        h = F.pad(h, (1, 2, 2, 1), mode="circular")   # 17
+        h = torch.relu(s.c2(h))                       # 15
+        h = F.pad(h, (0, 1, 0, 0), mode="circular")   # [N, 16, 15, 16]: one pad
+        return s.fc(h[:, :, 1:, 2:].flatten(1))       # 14, 14
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
@@ -164,6 +221,10 @@ MODELS = {
     "lstm_cls": lambda: (LstmCls(), (16, 32), 10),
     "gru_cls": lambda: (LstmCls(nn.GRU), (16, 32), 10),
     "rnn_cls": lambda: (LstmCls(nn.RNN), (16, 32), 10),
+    "slice_assign": lambda: (SliceAssign(), (256,), 10),
+    "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
+    "grid_net": lambda: (GridNet(), (3, 16, 16), 10),
+    "circ_pad_cnn": lambda: (CircPadCnn(), (3, 16, 16), 10),
 }
 
 
@@ -184,3 +245,7 @@ resample_modes_export = _exporter("resample_modes")
 sigmoid_mlp_export = _exporter("sigmoid_mlp")
 norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
+slice_assign_export = _exporter("slice_assign")
+unfold_net_export = _exporter("unfold_net")
+grid_net_export = _exporter("grid_net")
+circ_pad_cnn_export = _exporter("circ_pad_cnn")

@@ -2,7 +2,8 @@
 // output aliases an input: views, in-place ops), what the forward allocates and which tensors
 // autograd saves given which inputs require grad, and what its backward allocates.
 // Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
-// rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc, rules_compiled.cc, rules_recorded.cc). Per-op facts (grad alias layout, in-place capable,
+// rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc, rules_compiled.cc,
+// rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc). Per-op facts (grad alias layout, in-place capable,
 // GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
@@ -181,6 +182,9 @@ extern const std::vector<OpRule> kQuantizedRules;
 extern const std::vector<OpRule> kFp8Rules;
 extern const std::vector<OpRule> kCollectiveRules;
 extern const std::vector<OpRule> kCompiledRules;
+extern const std::vector<OpRule> kViewWriteRules;
+extern const std::vector<OpRule> kUnfoldRules;
+extern const std::vector<OpRule> kGridRules;
 extern const std::vector<OpRule> kRecordedRules;
 
 /// Whether input |i| of |rule|'s op is differentiable (OpRule::diff_inputs).

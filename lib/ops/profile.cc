@@ -78,6 +78,8 @@ const std::vector<ProfileRow> kRows = {
      "F.scaled_dot_product_attention and its fused kernels came in 2.0"},
     {"whole_slice_is_self", "", "1.13", [](Profile& p) { p.whole_slice_is_self = false; },
      "ATen/TensorIndexing.h applySlice 1.13 compared stop == length, which Python's ':' (stop INT64_MAX) never meets: a SliceBackward0 (1.13 and 2.13 pp traces)"},
+    {"im2col_saves_self", "", "1.13", [](Profile& p) { p.im2col_saves_self = true; },
+     "1.13 derivatives.yaml im2col: the formula's self.size(-2) kept `self` (grad_fn._saved_self under 1.13; 2.x saves self_sym_argsize_minus_1/2)"},
     {"upsample_channels_last_small", "", "1.13", [](Profile& p) { p.upsample_channels_last_small = false; },
      "1.13's UpSampleKernel.cpp has no small-output channels-last path (the 1.13 resample_cnn trace: no copies)"},
     {"bce_logits_log_sigmoid", "", "1.13", [](Profile& p) { p.bce_logits_log_sigmoid = false; },

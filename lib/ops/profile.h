@@ -171,6 +171,8 @@ struct Profile {
   /// 2.x: `x[:, ...]` over a whole dim at step 1 returns `self` (no SliceBackward0, the grad
   /// passes through); 1.13 records a SliceBackward0 and its zero-filled grad (Note [Whole slices]).
   bool whole_slice_is_self = true;
+  /// 2.x's Im2ColBackward0 (F.unfold) keeps sizes only; 1.13's keeps `self` (Note [Unfold and fold]).
+  bool im2col_saves_self = false;
   /// torch._scaled_mm (torchao float8 linears, Note [FP8 training]): the CPU kernels copy a
   /// column-major mat2 to a contiguous fp8 buffer (mkldnn_scaled_mm, and the emulated kernel's
   /// mat_b.contiguous()); cuBLASLt reads it column-major as it is.

@@ -319,7 +319,9 @@ void BwdSlice(const RuleCtx& c, BwdPlan* p) {
   const int64_t start = c.op.attrs.GetInt("start", c.bindings).value_or(0);
   const int64_t end = c.op.attrs.GetInt("end", c.bindings).value_or(n);
   const int64_t step = c.op.attrs.GetInt("step", c.bindings).value_or(1);
-  if (c.profile.whole_slice_is_self && d && start == 0 && end >= n && step == 1) p->GradAlias(0);
+  // (`aten`: a slice ATen's C++ takes, as circular padding does: always a SliceBackward0)
+  if (c.profile.whole_slice_is_self && !c.op.attrs.GetBool("aten", false) && d && start == 0 && end >= n && step == 1)
+    p->GradAlias(0);
   else p->GradNew(0);
 }
 

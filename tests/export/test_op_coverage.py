@@ -140,13 +140,44 @@ class OpCoverage(unittest.TestCase):
         check_well_formed(self, g)
         self.assertEqual(op_names(g)[-2:], ["sigmoid", "binary_cross_entropy"])
 
-    def test_circular_pad_is_refused(self):
+    def test_slice_assign(self):  # Note [Writes into views]
+        g = export("slice_assign")
+        check_well_formed(self, g)
+        writes = [(o["attrs"]["write"], o["inputs"][0] == o["inputs"][1]) for o in ops_of(g, "view_write")]
+        whole_is_self = not torch.__version__.startswith("1.")  # 2.x: `h[:, idx]`'s `:` is no view
+        self.assertEqual(writes, [("copy", False), ("fill", False), ("masked_fill", False),
+                                  ("index_put", whole_is_self), ("copy", False), ("copy", False)])
+        # later uses read the written base: tanh reads the index_put's output, flatten the last write's
+        out = {o["outputs"][0]: o for o in g["ops"]}
+        self.assertEqual(out[ops_of(g, "tanh")[0]["inputs"][0]]["op"], "view_write")
+        self.assertEqual(out[ops_of(g, "flatten")[0]["inputs"][0]]["op"], "view_write")
+
+    def test_unfold_net(self):  # Note [Unfold and fold]
+        g = export("unfold_net")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["conv2d", "im2col", "tanh", "col2im", "flatten", "unfold", "flatten", "linear",
+                                       "cross_entropy"])
+        self.assertEqual(ops_of(g, "col2im")[0]["attrs"], {"kernel_size": [2, 2], "dilation": [1, 1], "padding": [0, 0],
+                                                          "stride": [2, 2], "output_size": [16, 16]})
+        self.assertEqual(ops_of(g, "unfold")[0]["attrs"], {"dim": 2, "size": 16, "step": 8})
+
+    def test_grid_net(self):  # Note [Grid sampling]
+        g = export("grid_net")
+        check_well_formed(self, g)
+        self.assertEqual(ops_of(g, "affine_grid")[0]["attrs"], {"size": ["batch", 3, 16, 16], "align_corners": False})
+        self.assertEqual([o["attrs"]["mode"] for o in ops_of(g, "grid_sample")], ["bilinear", "nearest"])
+        self.assertEqual(len(ops_of(g, "view_write")), 5)  # the circular pad: interior, then 2 pads per dim
+
+    def test_circular_pad_is_the_aten_composite(self):  # Note [Writes into views]
         class P(nn.Module):
             def forward(s, x):
-                return F.pad(x, (1, 1), mode="circular")
-        with self.assertRaises(UnsupportedError) as e:
-            export_model(nn.Sequential(P(), nn.Flatten(), nn.Linear(3 * 6, 2)), ["batch,3,4"], name="p")
-        self.assertIn("circular", str(e.exception))
+                return F.pad(x, (1, 2), mode="circular")
+        g = export_model(nn.Sequential(nn.Linear(4, 4), P(), nn.Flatten(), nn.Linear(3 * 7, 2)), ["batch,3,4"], name="p")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g)[1:9], ["full", "slice", "slice", "view_write", "slice", "slice", "view_write",
+                                            "slice"])
+        self.assertEqual(ops_of(g, "full")[0]["attrs"]["shape"][-1], 7)
+        self.assertTrue(all(o["attrs"]["aten"] for o in ops_of(g, "slice")))
 
 
 if __name__ == "__main__":

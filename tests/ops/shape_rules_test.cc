@@ -357,5 +357,78 @@ TEST(DetachRuleTest, AliasesAndCutsTheGrad) {
   EXPECT_THAT(AllocBytes(run, "a.grad"), ElementsAre(128));
 }
 
+
+// ---------------------------------------------------------------- writes into views
+// Note [Writes into views]: x [4, 8] -> linear -> h [4, 16]; linear -> g [4, 8] (128 bytes);
+// one view_write of g (or a number, a mask, an index) into a view of h or of a fresh buffer.
+std::string WriteBody(const std::string& ops) {
+  return R"("inputs": [{"name": "x", "shape": [4, 8]}, {"name": "idx", "shape": [8], "dtype": "int64"}],
+      "parameters": [{"name": "w", "shape": [16, 8]}, {"name": "w2", "shape": [8, 8]}],
+      "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["h"]},
+              {"op": "linear", "inputs": ["x", "w2"], "outputs": ["g"]}, )" + ops + R"(,
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(ViewWriteRuleTest, CopyIntoASliceOfABaseWithHistory) {
+  auto run = testing::Simulate(WriteBody(R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 1, "start": 4, "end": 12}},
+      {"op": "view_write", "inputs": ["h", "v", "g"], "outputs": ["y"], "attrs": {"write": "copy"}})"), testing::Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(run.r.bound.owner[run.graph.FindTensor("y")], run.graph.FindTensor("h"));
+  EXPECT_TRUE(testing::SavedNames(run, "y").empty());
+  // CopySlices: the base-sized result is h's grad, the clone g's; CopyBackwards' zeros_like(grad)
+  // for the view (the base had history) is a view-sized temporary.
+  size_t n = 0;
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "y:written grad", &n), 4 * 8 * 4);
+  EXPECT_EQ(n, 1u);
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "CopySlices").empty());
+}
+
+TEST(ViewWriteRuleTest, CopyIntoABufferWithoutHistoryDropsTheResult) {
+  auto run = testing::Simulate(WriteBody(R"({"op": "full", "inputs": [], "outputs": ["z"], "attrs": {"shape": [4, 2, 8]}},
+      {"op": "select", "inputs": ["z"], "outputs": ["v"], "attrs": {"dim": 1, "index": 1}},
+      {"op": "view_write", "inputs": ["z", "v", "g"], "outputs": ["y"], "attrs": {"write": "copy"}})"), testing::Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  auto result = testing::Buffer(run.r.events, "y:CopySlices result");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(run.r.events.buffers[*result].bytes, 4 * 2 * 8 * 4);
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "written grad").empty());
+}
+
+TEST(ViewWriteRuleTest, FillAndMaskedFillKeepWhatTheirNodesKeep) {
+  auto fill = testing::Simulate(WriteBody(R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 1, "start": 0, "end": 4}},
+      {"op": "view_write", "inputs": ["h", "v"], "outputs": ["y"], "attrs": {"write": "fill", "value": 0}})"), testing::Opts("cpu"));
+  ASSERT_TRUE(fill.ok) << fill.error;
+  auto value = testing::Buffer(fill.r.events, "y:fill value");
+  ASSERT_TRUE(value);
+  EXPECT_EQ(fill.r.events.buffers[*value].bytes, 4);
+  EXPECT_EQ(testing::AllocatedContaining(fill.r.events, "y:CopySlices grad slice"), 4 * 4 * 4);
+  auto masked = testing::Simulate(WriteBody(R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 1, "start": 8, "end": 16}},
+      {"op": "gt", "inputs": ["g"], "outputs": ["m"], "attrs": {"scalar": 1.0}},
+      {"op": "view_write", "inputs": ["h", "v", "m"], "outputs": ["y"], "attrs": {"write": "masked_fill", "value": 1}})"), testing::Opts("cpu"));
+  ASSERT_TRUE(masked.ok) << masked.error;
+  EXPECT_THAT(testing::SavedNames(masked, "y"), ElementsAre("m"));
+  EXPECT_EQ(testing::AllocatedContaining(masked.r.events, "y:masked_fill grad"), 4 * 8 * 4);
+}
+
+TEST(ViewWriteRuleTest, IndexPutOnAWholeSliceIsCopySlicesOnlyUnder113) {
+  const std::string ops = R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 0, "start": 0}},
+      {"op": "view_write", "inputs": ["h", "v", "g", "idx"], "outputs": ["y"], "attrs": {"write": "index_put", "dim": 1}})";
+  auto v2 = testing::Simulate(WriteBody(ops), testing::Opts("cpu"));
+  auto v1 = testing::Simulate(WriteBody(ops), testing::Opts("cpu", "sgd", "1.13"));
+  ASSERT_TRUE(v2.ok && v1.ok) << v2.error << v1.error;
+  EXPECT_THAT(testing::SavedNames(v2, "y"), ElementsAre("idx"));
+  // IndexPutBackward0: zeros_like(values) then the index_put grad; 1.13 inside CopySlices.
+  EXPECT_EQ(testing::AllocatedContaining(v2.r.events, "zeros_like(values)"), 4 * 8 * 4);
+  EXPECT_TRUE(testing::BuffersContaining(v2.r.events, "CopySlices").empty());
+  EXPECT_EQ(testing::AllocatedContaining(v1.r.events, "y:CopySlices grad slice"), 4 * 16 * 4);
+}
+
+TEST(ViewWriteRuleTest, RefusesAValueOfAnotherShapeOrArity) {
+  auto run = testing::Simulate(WriteBody(R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 1, "start": 0, "end": 4}},
+      {"op": "view_write", "inputs": ["h", "v", "g"], "outputs": ["y"], "attrs": {"write": "copy"}})"), testing::Opts("cpu"));
+  EXPECT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("does not broadcast"));
+}
+
 }  // namespace
 }  // namespace memsim

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; upsample modes; 3-D convolution and pooling; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -29,9 +29,13 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run mlp_b64_sgd_l1            mlp --batch 64 --opt sgd --loss l1 --marks
   run sigmoid_mlp_b64_adam_bce  sigmoid_mlp --batch 64 --opt adam --loss bce --marks
   run mlp_b64_sgd_huber         mlp --batch 64 --opt sgd --loss huber --marks
+  run slice_assign_b16_sgd      slice_assign --batch 16 --opt sgd --marks
+  run unfold_net_b4_sgd         unfold_net --batch 4 --opt sgd --marks
+  run grid_net_b4_sgd           grid_net --batch 4 --opt sgd --marks
+  run circ_pad_cnn_b4_adam      circ_pad_cnn --batch 4 --opt adam --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
-  for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp; do
+  for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign; do
     exp $m "graphs/op_models.py $m; trace_step.py $m; input float32 [batch,256]" graphs/op_models.py:${m}_export \
       --input "x=batch,256" --loss cross_entropy
   done
@@ -41,6 +45,12 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:resample_modes_export --input "x=batch,3,8,8" --loss cross_entropy
   exp drop_cnn "graphs/op_models.py DropCnn; trace_step.py drop_cnn; input float32 [batch,3,16,16]" \
     graphs/op_models.py:drop_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp unfold_net "graphs/op_models.py UnfoldNet; trace_step.py unfold_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:unfold_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:circ_pad_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
   exp conv3d_net "graphs/op_models.py Conv3dNet; trace_step.py conv3d_net; input float32 [batch,3,8,16,16]" \
     graphs/op_models.py:conv3d_net_export --input "x=batch,3,8,16,16" --loss cross_entropy
   exp sigmoid_mlp_bce "graphs/op_models.py sigmoid_mlp with the bce loss on float targets [batch,10]; trace_step.py sigmoid_mlp --loss bce" \

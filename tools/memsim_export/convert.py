@@ -52,6 +52,8 @@ class Context:
         self.module_path = ""
         self._counter = 0
         self._node_ops = []
+        self._rebinds = []
+        self.env = {}
 
     # ---- naming -----------------------------------------------------------------------------
     def fresh(self, hint=None):
@@ -87,7 +89,7 @@ class Context:
         outs = []
         for i, s in enumerate(shapes):
             h = hint if len(shapes) == 1 else "%s%d" % (hint + "." if hint else "", i)
-            outs.append(TRef(self.fresh(h), s, dtype))
+            outs.append(TRef(self.fresh(h), s, dtype, base=first if op in ("slice", "select") else None))
         rec = {"op": op}
         mod = self.module_path if module is None else module
         if mod:
@@ -99,6 +101,20 @@ class Context:
         self.ops.append(rec)
         self._node_ops.append((rec, outs))
         return outs if multi else outs[0]
+
+    def rebind(self, old, new):
+        """An in-place write into ``old``'s storage made ``new``: once the node is named, every
+        later use of ``old`` reads ``new`` (Note [Writes into views])."""
+        self._rebinds.append((old, new))
+
+    def _apply_rebinds(self):
+        for old, new in self._rebinds:
+            stale, fresh = old.name, new.name
+            for v in self.env.values():
+                for t in _flat_trefs(v):
+                    if t.name == stale:
+                        t.name = fresh
+        self._rebinds = []
 
     def param(self, t):
         """TRef for a parameter or buffer tensor (None stays None)."""
@@ -123,7 +139,7 @@ class Context:
 
     # ---- driving ----------------------------------------------------------------------------
     def run(self, input_names):
-        env = {}
+        env = self.env = {}
         self.graph_names = set(input_names) | set(self.param_names.values()) | set(self.buffer_names.values())
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         out_value = None
@@ -193,6 +209,7 @@ class Context:
                 self._unsupported(u.what, u.detail)
                 result = _placeholder_result(node.name, rec)
         self._finish_node(node)
+        self._apply_rebinds()
         env[node.name] = result
 
     def _finish_node(self, node):
@@ -272,7 +289,8 @@ def _flat_trefs(v):
 
 
 def _always_emit(node):
-    return False
+    import operator
+    return node.op == "call_function" and node.target is operator.setitem
 
 
 def _placeholder_result(name, rec):

@@ -80,6 +80,11 @@ def _masked_fill(cx, x, mask, value, inplace):
     x, mask = T(x), T(mask, "mask")
     if isinstance(value, TRef):
         raise Unsupported("masked_fill with a tensor value")
+    if inplace and x.base is not None:  # masked_fill_ on a slice/select view: CopySlices
+        from .ops_shape import view_root, write_view
+        root = view_root(x)
+        write_view(cx, root, [root, x, mask], {"write": "masked_fill", "value": float(value)})
+        return x
     return cx.emit("masked_fill", [x, mask], {"value": float(value), "inplace": inplace}, shape=x.shape)
 
 

@@ -425,3 +425,25 @@ def f_dropout(cx, x, p=0.5, training=True, inplace=False):
 @function(getattr(torch, "dropout_", None))
 def f_dropout_(cx, x, p=0.5, training=True):
     return f_dropout(cx, x, p, training, True)
+
+
+# =================================================================================================
+# spatial transformers (Note [Grid sampling] in docs/op-rules.md)
+# =================================================================================================
+
+@function(F.affine_grid)
+def f_affine_grid(cx, theta, size, align_corners=None):
+    theta = T(theta, "theta")
+    if len(size) != 4:
+        raise Unsupported("F.affine_grid of a %d-D size (2-D grids only)" % len(size))
+    return cx.emit("affine_grid", [theta], {"size": [int(s) for s in size], "align_corners": bool(align_corners)},
+                   shape=cx.out_shape())
+
+
+@function(F.grid_sample)
+def f_grid_sample(cx, x, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    x, grid = T(x), T(grid, "grid")
+    if x.ndim != 4:
+        raise Unsupported("F.grid_sample of a %d-D input (2-D sampling only)" % x.ndim)
+    return cx.emit("grid_sample", [x, grid], {"mode": mode, "padding_mode": padding_mode,
+                                              "align_corners": bool(align_corners)}, shape=cx.out_shape())

@@ -195,6 +195,26 @@ _FULL_SLICE_IS_ALIAS = not torch.__version__.startswith("1.")
 def tensor_index(cx, x, idx):
     """Python indexing ``x[idx]`` as ATen's applySlicing does it: ints → select, partial slices →
     slice (full slices are skipped), None → unsqueeze, one 1-D integer tensor → index_select."""
+    cur, tensors, n_real = basic_view(cx, x, idx)
+    if not tensors:
+        return cur
+    if len(tensors) > 1 or tensors[0][1].dtype not in (torch.int64, torch.int32):
+        raise Unsupported("advanced indexing with %s" % ", ".join(
+            "a %s tensor of shape %s" % (t.dtype, list(t.shape)) for _, t in tensors))
+    (d, item), = tensors
+    if item.ndim == 1 and n_real == 1:
+        s = list(cur.shape)
+        s[d] = item.shape[0]
+        return cx.emit("index_select", [cur, item], {"dim": d}, shape=tuple(s))
+    if not INDEX_WITH_TENSOR:
+        raise Unsupported("advanced indexing with a tensor of shape %s" % list(item.shape))
+    return INDEX_WITH_TENSOR[0](cx, cur, d, item)
+
+
+def basic_view(cx, x, idx):
+    """The view applySlicing makes of ``x`` for the basic items of ``idx`` (selects, slices,
+    unsqueezes), the tensor items left for aten::index / index_put_ as (dim, TRef), and the count
+    of real items."""
     if not isinstance(idx, tuple):
         idx = (idx,)
     n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
@@ -236,19 +256,48 @@ def tensor_index(cx, x, idx):
             d += 1
             continue
         raise Unsupported("indexing with %r" % (item,))
-    if not tensors:
-        return cur
-    if len(tensors) > 1 or tensors[0][1].dtype not in (torch.int64, torch.int32):
-        raise Unsupported("advanced indexing with %s" % ", ".join(
-            "a %s tensor of shape %s" % (t.dtype, list(t.shape)) for _, t in tensors))
-    (d, item), = tensors
-    if item.ndim == 1 and n_real == 1:
-        s = list(cur.shape)
-        s[d] = item.shape[0]
-        return cx.emit("index_select", [cur, item], {"dim": d}, shape=tuple(s))
-    if not INDEX_WITH_TENSOR:
-        raise Unsupported("advanced indexing with a tensor of shape %s" % list(item.shape))
-    return INDEX_WITH_TENSOR[0](cx, cur, d, item)
+    return cur, tensors, n_real
+
+
+def view_root(t):
+    """The tensor whose storage the view ``t`` (a chain of slice/select ops) writes into."""
+    while getattr(t, "base", None) is not None:
+        t = t.base
+    return t
+
+
+@function(operator.setitem)
+def f_setitem(cx, x, idx, value):
+    """``x[idx] = value`` (Note [Writes into views]): the view applySlicing makes, then copy_ (a
+    tensor value), fill_ (a number) or, with a 1-D integer tensor item, index_put_ into it; one
+    ``view_write`` op whose output is the written base, which later uses of ``x`` read."""
+    x = T(x)
+    view, tensors, _ = basic_view(cx, x, idx)
+    base = view_root(x)
+    if tensors:
+        (d, index), = tensors if len(tensors) == 1 else [(None, None)]
+        if index is None or index.dtype != torch.int64 or index.ndim != 1:
+            raise Unsupported("assignment through advanced indexing other than one 1-D int64 index")
+        if not isinstance(value, TRef):
+            raise Unsupported("x[index] = number (index_put_ of a 0-dim value)")
+        inputs, attrs = [base, view, value, index], {"write": "index_put", "dim": d}
+    elif isinstance(value, TRef):
+        inputs, attrs = [base, view, value], {"write": "copy"}
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        inputs, attrs = [base, view], {"write": "fill", "value": float(value)}
+    else:
+        raise Unsupported("assignment of %r" % (value,))
+    if len(inputs) > 2 and inputs[2].dtype != base.dtype:
+        raise Unsupported("assignment of a %s value into a %s tensor" % (inputs[2].dtype, base.dtype))
+    write_view(cx, base, inputs, attrs)
+    return None
+
+
+def write_view(cx, base, inputs, attrs):
+    """Emits the ``view_write`` op and rebinds every later use of ``base`` to its output."""
+    out = cx.emit("view_write", inputs, attrs, shape=base.shape, dtype=base.dtype)
+    cx.rebind(base, out)
+    return out
 
 
 # ops_llm registers aten::index here (x[ids] with a multi-dimensional integer index)
@@ -273,12 +322,51 @@ def t_swapaxes(cx, x, a, b):
 @function(F.pad)
 def f_pad(cx, x, pad, mode="constant", value=None):
     x = T(x)
+    if mode == "circular":
+        return _pad_circular(cx, x, [int(p) for p in pad])
     if mode not in ("constant", "reflect", "replicate"):
         raise Unsupported("F.pad(mode=%r)" % mode)
     attrs = {"pad": [int(p) for p in pad], "mode": mode}
     if value:
         attrs["value"] = float(value)
     return cx.emit("pad", [x], attrs, shape=cx.out_shape())
+
+
+def _pad_circular(cx, x, pad):
+    """aten/src/ATen/native/PadNd.cpp `_pad_circular_symint` (1.13 and 2.x, Note [Writes into
+    views]): a new_empty output, the input copied into its interior, then per padded dim (last
+    first) the left and right pads copied from the output's own far side. The C++ slices of a
+    whole dim are real slice nodes (`aten`: no Python indexing shortcut)."""
+    nd = len(pad) // 2
+    if nd < 1 or len(pad) % 2 or x.ndim < nd + 1 or any(p < 0 for p in pad):
+        raise Unsupported("F.pad(mode='circular') with pads %r of a %d-D input" % (pad, x.ndim))
+    from .registry import dtype_name
+    out_shape = list(x.shape)
+    for i in range(nd):
+        out_shape[x.ndim - 1 - i] += pad[2 * i] + pad[2 * i + 1]
+    out = cx.emit("full", [], {"shape": out_shape, "dtype": dtype_name(x.dtype)}, shape=out_shape, dtype=x.dtype)
+
+    def sl(t, dim, start, end):
+        shape = list(t.shape)
+        shape[dim] = end - start
+        return cx.emit("slice", [t], {"dim": dim, "start": start, "end": end, "step": 1, "aten": True}, shape=shape)
+
+    o, i_ = out, x
+    for i in range(nd):
+        dim = x.ndim - 1 - i
+        o = sl(o, dim, pad[2 * i], out_shape[dim] - pad[2 * i + 1])
+        i_ = sl(i_, dim, 0, x.shape[dim])
+    out = cx.emit("view_write", [out, o, i_], {"write": "copy"}, shape=out_shape, dtype=x.dtype)
+    for i in range(nd):
+        dim = x.ndim - 1 - i
+        left, right, n = pad[2 * i], pad[2 * i + 1], out_shape[dim]
+        if left > 0:
+            v, src = sl(out, dim, 0, left), sl(out, dim, n - left - right, n - right)
+            out = cx.emit("view_write", [out, v, src], {"write": "copy"}, shape=out_shape, dtype=x.dtype)
+        if right > 0:
+            v, src = sl(out, dim, n - right, n), sl(out, dim, left, left + right)
+            out = cx.emit("view_write", [out, v, src], {"write": "copy"}, shape=out_shape, dtype=x.dtype)
+    return out
 
 
 _UPSAMPLE_MODES = {"nearest": (3, 4, 5), "nearest-exact": (3, 4, 5), "linear": (3,), "bilinear": (4,), "bicubic": (4,),
@@ -328,3 +416,50 @@ def t_repeat(cx, x, *repeats):
 def t_detach(cx, x):
     x = T(x)
     return cx.emit("detach", [x], shape=x.shape)
+
+
+# =================================================================================================
+# unfold / fold (im2col / col2im) and Tensor.unfold (Note [Unfold and fold] in docs/op-rules.md)
+# =================================================================================================
+
+def _window_attrs(kernel_size, dilation, padding, stride):
+    return {"kernel_size": _pair(kernel_size), "dilation": _pair(dilation), "padding": _pair(padding),
+            "stride": _pair(stride)}
+
+
+def _pair(v):
+    return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)] * 2
+
+
+@function(F.unfold)
+def f_unfold(cx, x, kernel_size, dilation=1, padding=0, stride=1):
+    x = T(x)
+    if x.ndim not in (3, 4):
+        raise Unsupported("F.unfold of a %d-D input" % x.ndim)
+    return cx.emit("im2col", [x], _window_attrs(kernel_size, dilation, padding, stride), shape=cx.out_shape())
+
+
+@module(nn.Unfold)
+def m_unfold(cx, mod, path, x):
+    return f_unfold(cx, x, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
+
+
+@function(F.fold)
+def f_fold(cx, x, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    x = T(x)
+    if x.ndim not in (2, 3):
+        raise Unsupported("F.fold of a %d-D input" % x.ndim)
+    attrs = dict(_window_attrs(kernel_size, dilation, padding, stride), output_size=_pair(output_size))
+    return cx.emit("col2im", [x], attrs, shape=cx.out_shape())
+
+
+@module(nn.Fold)
+def m_fold(cx, mod, path, x):
+    return f_fold(cx, x, mod.output_size, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
+
+
+@method("unfold")
+def t_unfold(cx, x, dimension, size, step):
+    x = T(x)
+    return cx.emit("unfold", [x], {"dim": norm_dim(int(dimension), x.ndim), "size": int(size), "step": int(step)},
+                   shape=cx.out_shape())

@@ -17,9 +17,10 @@ ATEN_HANDLERS = {}     # ATen op ("aten.view.default" or packet name "view") -> 
 
 class TRef:
     """A tensor in the memsim graph (by name) with its concrete shape in this probe."""
-    __slots__ = ("name", "shape", "dtype")
+    __slots__ = ("name", "shape", "dtype", "base")
 
-    def __init__(self, name, shape, dtype=torch.float32):
+    def __init__(self, name, shape, dtype=torch.float32, base=None):
+        self.base = base  # the tensor a slice/select view was taken of (writes into views)
         self.name = name
         self.shape = tuple(shape) if shape is not None else None
         self.dtype = dtype

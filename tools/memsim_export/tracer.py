@@ -43,6 +43,9 @@ class MemsimProxy(fx.Proxy):
     def __itruediv__(self, other):
         return self.tracer.create_proxy("call_function", operator.itruediv, (self, other), {})
 
+    def __setitem__(self, idx, value):  # x[idx] = value: a node of its own (Note [Writes into views])
+        self.tracer.create_proxy("call_function", operator.setitem, (self, idx, value), {})
+
 
 class MemsimAttribute(MemsimProxy, fx.proxy.Attribute):
     pass
