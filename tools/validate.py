@@ -28,13 +28,6 @@ MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 # Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. Not gaps any more:
 # the oneDNN AVX-512 BF16 scratchpads (Note [oneDNN bf16 scratchpads]) and the oneDNN 3.x AMX
 # matmul scratchpads of the 2.13 traces (Note [oneDNN AMX matmul scratchpads]) are modelled.
-# GPT-2 trains with attention dropout, so SDPA runs its math path; the first differences of the
-# aligned diff (docs/handoff/torch2.md) are there: the matmuls' copies of the non-contiguous q·√s,
-# kᵀ·√s and v (expand + reshape before bmm), and c_attn's output (q, k, v are views of it) freed
-# in the forward. Not yet a rule.
-SDPA_MATH_COPIES = ("SDPA math path under attention dropout: the bmm operand copies of non-contiguous q, k, v and "
-                    "c_attn's output freed in the forward (first differences of the aligned diff; not yet a rule)")
-VIT_GAP = "not yet traced (the peak, in the step, is exact)"
 # torchao float8 under CPU autocast (Note [FP8 training]): the float8 GEMM's output is bf16
 # (torchao's _to_copy handler keeps the Float8TrainingTensors and changes their _orig_dtype), memsim
 # keeps it fp32: the backward from the first op after it is computed in fp32 instead of bf16.
@@ -42,11 +35,7 @@ FP8_AUTOCAST_GAP = ("torchao float8 under CPU autocast: the fp8 GEMM's bf16 outp
                     "it) are modelled as fp32; also the AMX oneDNN scratchpads of the bf16 GEMMs")
 CONV_GRAD_INPUT_GAP = ("the oneDNN reorders of a 3-channel convolution's grad_input on AVX-512 (16-channel blocking "
                        "in the trace, 8 in memsim's conv rule); the grid and padding ops match event by event")
-KNOWN_GAPS = {("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "peak"): SDPA_MATH_COPIES,
-              ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "forward"): SDPA_MATH_COPIES,
-              ("traces_hf_2_13", "hf_gpt2_tiny_b2_s64_adamw", "backward"): SDPA_MATH_COPIES,
-              ("traces_hf_2_13", "hf_vit_tiny_b2_adamw", "backward"): VIT_GAP,
-              ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
+KNOWN_GAPS = {("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
               ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "backward"): FP8_AUTOCAST_GAP,
               **{(sub, "grid_net_b4_sgd", ph): CONV_GRAD_INPUT_GAP
                  for sub in ("traces_ops_2_13", "traces_ops_1_13") for ph in ("peak", "backward")}}

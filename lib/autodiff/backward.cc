@@ -223,6 +223,7 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   s.Hook(&TrainingSetup::BeforeBackwardNode, o);
   UnpackSaved(s, s.nodes[o], op);
   RuleCtx c = s.Ctx(o);
+  if (!s.nodes[o].buffer.empty() && s.nodes[o].buffer[0].defined()) c.grad_out = &s.nodes[o].buffer[0].meta;
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];
   for (size_t i = 0; i < op.inputs.size(); ++i) {

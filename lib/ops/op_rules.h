@@ -32,6 +32,8 @@ struct RuleCtx {
   std::vector<const TensorMeta*> out;  ///< output metas (empty during shape inference)
   RgMask rg;                           ///< bit i set: input i requires grad
   std::optional<bool> inplace_override;  ///< --inplace-activations on|off (unset = keep)
+  /// Backward only: the incoming grad of output 0 as the engine holds it (its layout), or null.
+  const TensorMeta* grad_out = nullptr;
 
   bool rg_in(size_t i) const { return rg.test(i); }
   int64_t num_in() const { return static_cast<int64_t>(in.size()); }

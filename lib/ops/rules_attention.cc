@@ -10,6 +10,7 @@
 
 #include "lib/ops/op_rules.h"
 #include "lib/ops/sdpa_backend.h"
+#include "lib/ops/tensor_meta.h"
 
 namespace memsim {
 namespace {
@@ -96,41 +97,99 @@ void FwdFused(const RuleCtx& c, const Dims& d, SdpaBackend backend, FwdPlan* p) 
   p->FreeExtra(buf);
 }
 
+/// A tensor laid out densely in |t|'s stride order (outermost first; ties keep the dim order):
+/// what `t * scalar` returns (Note [Elementwise output layout]) and `t.to(dtype)` keeps.
+TensorMeta DenseInOrderOf(Dtype dt, const TensorMeta& t) {
+  TensorMeta m = *TensorMeta::Contiguous(dt, t.sizes);
+  std::vector<size_t> order(t.sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.strides[a] > t.strides[b]; });
+  int64_t stride = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    m.strides[order[i]] = stride;
+    stride *= t.sizes[order[i]];
+  }
+  return m;
+}
+
+/// at::matmul of two ≥3-d operands reshapes each to [batch, n, m] before bmm
+/// (aten/src/ATen/native/LinearAlgebra.cpp `_matmul_impl`): a copy (clone, then _unsafe_view)
+/// unless the batch dims merge as a view.
+bool MatmulCopies(const TensorMeta& t) {
+  const size_t n = t.sizes.size();
+  if (n <= 3) return false;
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < n; ++i) batch *= t.sizes[i];
+  return !ViewStrides(t.sizes, t.strides, {batch, t.sizes[n - 2], t.sizes[n - 1]}).has_value();
+}
+
+/// `t * scalar` from C++ (mul.Scalar): the wrapped double and its cast live around the output
+/// (rules_pointwise.cc TransientScalar, Profile::scalar_operand_bytes).
+int ScalarMul(const RuleCtx& c, FwdPlan* p, Dtype dt, int64_t out_bytes, const char* what) {
+  if (c.profile.scalar_operand_bytes == 0) return out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
+  int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
+  int cast = p->AddExtra(ElementSize(dt), "wrapped scalar, cast");
+  int out = out_bytes > 0 ? p->AddExtra(out_bytes, what) : -1;
+  p->FreeExtra(cast);
+  p->FreeExtra(k);
+  return out;
+}
+
 // _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp), 2.x:
-// q·√scale and kᵀ·√scale (fp32 copies first for fp16/bf16), bmm, [mask add], _safe_softmax
-// (a bool S² and a bool row mask around it), dropout (noise, then input·noise), bmm; fp16/bf16:
+// query = q·√scale (fp32 copies first for fp16/bf16, a local until the function returns);
+// is_causal: ones(L, S).tril() and convert_boolean_attn_mask's where(mask, 0, -inf) (kept until
+// the return); matmul(query, kᵀ·√scale) — each operand copied when its batch dims do not merge
+// (MatmulCopies: nanoGPT's and HF's transposed heads), the bmm saving the copies; the mask
+// added in place; _safe_softmax (a bool S², a bool row mask and a scalar around it); dropout
+// (noise, div_ by a wrapped scalar, input·noise); matmul with v (copied likewise); fp16/bf16:
 // the probabilities and the output cast back. Saved, one entry per SavedVariable as each inner
-// node saves it (Note [Activation offloading]): kᵀ and q scaled (the first bmm's mat2 and self),
-// the probabilities (_safe_softmax's result), [the noise (dropout's mul)], v and the (dropped)
+// node saves it (Note [Activation offloading]): kᵀ and q (the first bmm's mat2 and self), the
+// probabilities (_safe_softmax's result), [the noise (dropout's mul)], v and the (dropped)
 // probabilities (the last bmm's mat2 and self).
 void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   const Dtype in = c.in[0]->dtype, acc = MathDtype(in);
   const int64_t es = ElementSize(acc), s2 = d.bh * d.s_q * d.s_k;
   const bool up = acc != in, dropout = c.op.attrs.GetFloat("dropout_p", 0.0) > 0;
+  const TensorMeta &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
   // fp32 copies of q, k, v (locals of the math function: they die as it returns)
-  if (up) p->AddExtra(Bytes(*c.in[0]) / ElementSize(in) * es, "q in fp32");
-  if (up) p->AddExtra(Bytes(*c.in[1]) / ElementSize(in) * es, "k in fp32");
-  const int v_acc = up ? p->AddExtra(Bytes(*c.in[2]) / ElementSize(in) * es, "v in fp32") : -1;
-  int qs = p->AddExtra(d.bh * d.s_q * d.e * es, "q scaled");
-  int ks = p->AddExtra(d.bh * d.s_k * d.e * es, "k transposed scaled");
-  p->SaveNow(SavedRef::kExtra, ks);
-  p->SaveNow(SavedRef::kExtra, qs);
-  int scores = p->AddExtra(s2 * es, "attention scores");
-  p->ReleaseUnsaved(ks);  // an rvalue of the matmul
+  if (up) p->AddExtra(Bytes(q) / ElementSize(in) * es, "q in fp32");
+  if (up) p->AddExtra(Bytes(k) / ElementSize(in) * es, "k in fp32");
+  const int v_acc = up ? p->AddExtra(Bytes(v) / ElementSize(in) * es, "v in fp32") : -1;
+  int qs = ScalarMul(c, p, acc, d.bh * d.s_q * d.e * es, "q scaled");
+  int mask = -1;
   if (c.op.attrs.GetBool("is_causal", false)) {  // the [L, S] bool tril, then its additive form
+    int ones = p->AddExtra(d.s_q * d.s_k, "causal ones");
     int tril = p->AddExtra(d.s_q * d.s_k, "causal mask");
-    p->FreeExtra(p->AddExtra(d.s_q * d.s_k * es, "causal additive mask"));
+    p->FreeExtra(ones);
+    int zero = p->AddExtra(es, "scalar_tensor 0");
+    int ninf = p->AddExtra(es, "scalar_tensor -inf");
+    mask = p->AddExtra(d.s_q * d.s_k * es, "causal additive mask");
+    p->FreeExtra(ninf);
+    p->FreeExtra(zero);
     p->FreeExtra(tril);
   }
+  int ks = ScalarMul(c, p, acc, d.bh * d.s_k * d.e * es, "k transposed scaled");
+  TensorMeta kt = k;
+  std::swap(kt.sizes[kt.dim() - 1], kt.sizes[kt.dim() - 2]);
+  std::swap(kt.strides[kt.dim() - 1], kt.strides[kt.dim() - 2]);
+  const int qc = MatmulCopies(DenseInOrderOf(acc, q)) ? p->AddExtra(d.bh * d.s_q * d.e * es, "q scaled, bmm copy") : qs;
+  const int kc = MatmulCopies(DenseInOrderOf(acc, kt)) ? p->AddExtra(d.bh * d.s_k * d.e * es, "k scaled, bmm copy") : ks;
+  p->SaveNow(SavedRef::kExtra, kc);
+  p->SaveNow(SavedRef::kExtra, qc);
+  int scores = p->AddExtra(s2 * es, "attention scores");
+  p->ReleaseUnsaved(ks);  // an rvalue of the matmul
   int probs = p->AddExtra(s2 * es, "attention probs");
   int neginf = p->AddExtra(s2, "safe_softmax -inf mask");
-  p->FreeExtra(p->AddExtra(d.bh * d.s_q, "safe_softmax row mask"));
+  int row = p->AddExtra(d.bh * d.s_q, "safe_softmax row mask");
+  p->FreeExtra(p->AddExtra(es, "safe_softmax zero"));
+  p->FreeExtra(row);
   p->FreeExtra(neginf);
   p->SaveNow(SavedRef::kExtra, probs);
   p->FreeExtra(scores);
   int weights = probs;
   if (dropout) {
     int noise = p->AddExtra(s2 * es, "dropout noise");
+    ScalarMul(c, p, acc, 0, "");  // noise.div_(1 - p)
     p->SaveNow(SavedRef::kExtra, noise);
     weights = p->AddExtra(s2 * es, "dropped probs");
     p->ReleaseUnsaved(noise);  // dropout's local, then `attn = dropout(attn)` rebinds the name
@@ -140,10 +199,14 @@ void FwdMath(const RuleCtx& c, const Dims& d, FwdPlan* p) {
   // (then dropped by F.scaled_dot_product_attention); the bmm with v (v's fp32 copy when upcast)
   // saves v and the weights; then the fp32 output before its cast
   if (up) p->AddExtra(s2 * ElementSize(in), "attention weights cast back");
-  p->SaveNow(up ? SavedRef::kExtra : SavedRef::kInput, up ? v_acc : 2);
+  const bool v_copies = MatmulCopies(up ? DenseInOrderOf(acc, v) : v);
+  if (v_copies) p->SaveNow(SavedRef::kExtra, p->AddExtra(d.bh * d.s_k * d.e_v * es, "v, bmm copy"));
+  else p->SaveNow(up ? SavedRef::kExtra : SavedRef::kInput, up ? v_acc : 2);
   p->SaveNow(SavedRef::kExtra, weights);
   if (up) p->AddExtra(d.bh * d.s_q * d.e_v * es, "output in fp32");
   p->AllocOutput(0);
+  p->ReleaseUnsaved(qs);  // the local `query`, then the mask, as the function returns
+  if (mask >= 0) p->FreeExtra(mask);
 }
 
 void FwdSdpa(const RuleCtx& c, FwdPlan* p) {

@@ -263,6 +263,12 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
     return;
   }
   ConvGeometry g = Geometry(c);
+  // mkldnn_convolution_backward (aten/src/ATen/native/mkldnn/Conv.cpp) takes
+  // `grad_output.contiguous(memory_format)`: a copy of a non-contiguous grad (ViT's patch
+  // embedding: the grad of `conv(x).flatten(2).transpose(1, 2)`, sliced out of cat's), kept
+  // through both parts. Note [Conv grad_output copy].
+  const bool copy_grad = c.grad_out != nullptr && c.in[0]->is_contiguous() && !c.grad_out->is_contiguous();
+  const int gcopy = copy_grad ? p->Temp(g.bo, "grad_output contiguous copy") : -1;
   if (c.rg_in(0)) {  // data part
     int gout = p->Temp(g.bo, "onednn grad_out reorder");
     int wr = p->Temp(g.bw, "onednn weight reorder");
@@ -294,6 +300,7 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
     p->FreeTemp(gwb);
     if (gbb >= 0) p->FreeTemp(gbb);
   }
+  if (gcopy >= 0) p->FreeTemp(gcopy);
 }
 
 // linear: X[..., in] × W[out, in]ᵀ (+ b).

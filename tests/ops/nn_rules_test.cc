@@ -665,6 +665,29 @@ TEST(SdpaRuleTest, CpuMathWithDropoutKeepsTheCompositesSavedTensors) {
                                                          "extra:dropped probs"));
 }
 
+TEST(SdpaRuleTest, CpuMathCopiesTransposedHeadsForItsBmmsAndSavesTheCopies) {
+  // q, k, v as `x.view(B, L, H, D).transpose(1, 2)`: at::matmul's reshape to [B·H, L, D] cannot
+  // be a view of q·√s, kᵀ·√s or v, so each bmm saves a copy (Note [SDPA backends]).
+  std::string p = R"({"name": "q", "shape": [2, 10, 3, 8]}, {"name": "k", "shape": [2, 10, 3, 8]}, )"
+                  R"({"name": "v", "shape": [2, 10, 3, 8]})";
+  std::string ops;
+  for (const char* n : {"q", "k", "v"})
+    ops += std::string(R"({"op": "transpose", "inputs": [")") + n + R"("], "outputs": [")" + n +
+           R"(t"], "attrs": {"dim0": 1, "dim1": 2}}, )";
+  ops += R"({"op": "scaled_dot_product_attention", "inputs": ["qt", "kt", "vt"], "outputs": ["y"], )"
+         R"("attrs": {"dropout_p": 0.1, "is_causal": true}})";
+  auto run = testing::Simulate(ParamXBody(p, ops), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  const int64_t qk = 2 * 3 * 10 * 8 * 4;
+  EXPECT_EQ(ExtraBytes(run, "y", "q scaled, bmm copy"), qk);
+  EXPECT_EQ(ExtraBytes(run, "y", "k scaled, bmm copy"), qk);
+  EXPECT_EQ(ExtraBytes(run, "y", "v, bmm copy"), qk);
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("extra:q scaled, bmm copy", "extra:k scaled, bmm copy",
+                                                         "extra:attention probs", "extra:dropout noise",
+                                                         "extra:v, bmm copy", "extra:dropped probs"));
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "causal additive mask").empty());
+}
+
 TEST(SdpaRuleTest, MathUpcastsBf16ToFp32) {
   auto run = testing::Simulate(SdpaBody("bfloat16", R"({"dropout_p": 0.1})"), Opts("cpu"));
   ASSERT_TRUE(run.ok) << run.error;
