@@ -397,6 +397,16 @@ def _tuple_indexing():
         torch.Tensor.__getitem__ = orig
 
 
+def _unrecorded(cx, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with recording paused: the ops it runs inside are not recorded (the caller
+    records the whole call as one op)."""
+    cx.paused = True
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        cx.paused = False
+
+
 class ExpandedModules:
     """Modules whose forward is one functional call the recorder cannot see into at the right level
     (nn.MultiheadAttention → F.multi_head_attention_forward; the transformer encoder stack) run
@@ -417,11 +427,7 @@ class ExpandedModules:
         def forward(*args, **kwargs):
             if cx.paused:
                 return orig(*args, **kwargs)
-            cx.paused = True
-            try:
-                out = orig(*args, **kwargs)
-            finally:
-                cx.paused = False
+            out = _unrecorded(cx, orig, *args, **kwargs)
             cx.convert(lambda c, *a, **k: h(c, m, path, *a, **k), path.replace(".", "_") or "root", out,
                        args, kwargs)
             return out
@@ -453,11 +459,7 @@ class _CustomFunctions:
             orig = desc.__get__(None, cls)
             if cx.paused or (cls.__module__ or "").startswith("torch."):
                 return orig(*args, **kwargs)
-            cx.paused = True
-            try:
-                out = orig(*args, **kwargs)
-            finally:
-                cx.paused = False
+            out = _unrecorded(cx, orig, *args, **kwargs)
             cx.record_op(orig, cls.__name__, out, args, kwargs, "%s.apply" % cls.__qualname__)
             return out
         torch.autograd.Function.apply = classmethod(apply)
