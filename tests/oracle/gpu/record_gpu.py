@@ -178,6 +178,8 @@ STATS = ("num_alloc_retries", "num_device_alloc", "num_device_free", "segment.al
 def run_case(case, a, dev):
     kind, amp, o = CASES[case]
     model, vocab, inp, spec = build(case, a.dry_run)
+    if a.from_start and dev == "cuda":  # the whole stream: parameters, inputs, every step
+        torch.cuda.memory._record_memory_history(max_entries=a.max_entries, context="alloc", stacks="python")
     model = model.to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4)
@@ -205,7 +207,8 @@ def run_case(case, a, dev):
     free0, total = torch.cuda.mem_get_info()
     row["reserved_before"] = torch.cuda.memory_reserved()
     row["allocated_before"] = torch.cuda.memory_allocated()
-    torch.cuda.memory._record_memory_history(max_entries=a.max_entries, context="alloc", stacks="python")
+    if not a.from_start:
+        torch.cuda.memory._record_memory_history(max_entries=a.max_entries, context="alloc", stacks="python")
     row["steps"] = []
     for _ in range(a.steps):
         torch.cuda.reset_peak_memory_stats()
@@ -269,6 +272,40 @@ def nccl_probe():
     return {"nccl_version": ".".join(map(str, torch.cuda.nccl.version())), "rows": rows}
 
 
+def fresh_processes(a):
+    """Each case in a process of its own (same options, no probes), |a.jobs| at a time."""
+    import subprocess, shutil
+    os.makedirs(a.out, exist_ok=True)
+    base = [sys.executable, os.path.abspath(__file__), "--warmup", str(a.warmup), "--steps", str(a.steps),
+            "--frames", str(a.frames), "--max-entries", str(a.max_entries), "--no-probes"]
+    base += ["--from-start"] if a.from_start else []
+    base += ["--dry-run"] if a.dry_run else []
+    cases, running, summary = a.cases.split(","), [], None
+    for case in cases + [None] * a.jobs:
+        while running and (len(running) >= a.jobs or case is None):
+            running.pop(0).wait()
+        if case:
+            d = os.path.join(a.out, "_" + case)
+            running.append(subprocess.Popen(base + [d, "--cases", case]))
+    for case in cases:
+        d = os.path.join(a.out, "_" + case)
+        with open(os.path.join(d, "summary.json")) as f:
+            one = json.load(f)
+        if summary is None:
+            summary = dict(one, cases=[], fresh_process_per_case=True)
+        summary["cases"] += one["cases"]
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".tar"):
+                with tarfile.open(os.path.join(d, name)) as t:
+                    for m in t.getmembers():
+                        store(a.out, m.name[:-len(".pickle.gz")], pickle.loads(gzip.decompress(t.extractfile(m).read())))
+        shutil.rmtree(d)
+    write(a.out, summary)
+    failed = [c["case"] for c in summary["cases"] if "error" in c]
+    print("record_gpu.py: %d cases in fresh processes, failed: %s" % (len(summary["cases"]), ", ".join(failed) or "none"))
+    return 1 if failed else 0
+
+
 def write(out, summary):
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
@@ -281,8 +318,15 @@ def main():
     ap.add_argument("--warmup", type=int, default=2); ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--frames", type=int, default=4); ap.add_argument("--max-entries", type=int, default=400000)
     ap.add_argument("--no-probes", action="store_true", help="skip the context and NCCL probes")
+    ap.add_argument("--from-start", action="store_true",
+                    help="record from before the model moves to the device (with --warmup 0: the whole stream)")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="run each case in a fresh process (a cold start: no cuBLAS workspace or segment left by "
+                         "another case), at most JOBS at once; the parent merges their summaries and snapshots")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
+    if a.jobs:
+        return fresh_processes(a)
     unknown = [c for c in a.cases.split(",") if c not in CASES]
     if unknown:
         sys.exit("record_gpu.py: --cases: unknown %s (known: %s)" % (",".join(unknown), ",".join(CASES)))
