@@ -12,18 +12,21 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kCublasDefault = 8519680;  // :4096:2:16:8
 constexpr int64_t kCublasHopper = 32 * kMiB;  // compute capability 9.0+
+// SM counts and threads per SM: the CUDA C++ Programming Guide's compute-capability table and
+// each product's datasheet (H100 SXM5: 132 SMs, the count torch.cuda.get_device_properties gave
+// on the H100 of tests/data/gpu/h100_2_11).
 constexpr GpuSpec kGpus[] = {
-    {"T4", 15360 * kMiB, kCublasDefault, "turing", 75},
-    {"V100-16GB", 16160 * kMiB, kCublasDefault, "volta", 70},
-    {"V100-32GB", 32510 * kMiB, kCublasDefault, "volta", 70},
-    {"A10G", 23028 * kMiB, kCublasDefault, "ampere", 86},
-    {"L4", 23034 * kMiB, kCublasDefault, "ada", 89},
-    {"RTX3090", 24576 * kMiB, kCublasDefault, "ampere", 86},
-    {"RTX4090", 24564 * kMiB, kCublasDefault, "ada", 89},
-    {"A100-40GB", 40960 * kMiB, kCublasDefault, "ampere", 80},
-    {"A100-80GB", 81920 * kMiB, kCublasDefault, "ampere", 80},
-    {"H100-80GB", 81559 * kMiB, kCublasHopper, "hopper", 90},
-    {"H100", 81559 * kMiB, kCublasHopper, "hopper", 90},
+    {"T4", 15360 * kMiB, kCublasDefault, "turing", 75, 40, 1024},
+    {"V100-16GB", 16160 * kMiB, kCublasDefault, "volta", 70, 80, 2048},
+    {"V100-32GB", 32510 * kMiB, kCublasDefault, "volta", 70, 80, 2048},
+    {"A10G", 23028 * kMiB, kCublasDefault, "ampere", 86, 80, 1536},
+    {"L4", 23034 * kMiB, kCublasDefault, "ada", 89, 58, 1536},
+    {"RTX3090", 24576 * kMiB, kCublasDefault, "ampere", 86, 82, 1536},
+    {"RTX4090", 24564 * kMiB, kCublasDefault, "ada", 89, 128, 1536},
+    {"A100-40GB", 40960 * kMiB, kCublasDefault, "ampere", 80, 108, 2048},
+    {"A100-80GB", 81920 * kMiB, kCublasDefault, "ampere", 80, 108, 2048},
+    {"H100-80GB", 81559 * kMiB, kCublasHopper, "hopper", 90, 132, 2048},
+    {"H100", 81559 * kMiB, kCublasHopper, "hopper", 90, 132, 2048},
 };
 
 /// What torch.cuda.get_device_name() (and nvidia-smi) print for the catalog's GPUs.

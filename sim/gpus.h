@@ -17,6 +17,8 @@ struct GpuSpec {
   int64_t cublas_workspace_bytes;  ///< PyTorch's default for the GPU's compute capability
   std::string_view arch;           ///< architecture: volta, turing, ampere, ada, hopper
   int compute_capability;          ///< major·10 + minor (80 = sm_80)
+  int sm_count;                    ///< multiProcessorCount (CUDA reductions size their grid by it)
+  int max_threads_per_sm;          ///< maxThreadsPerMultiProcessor
 };
 
 /// Looks a GPU up by name, case-insensitively ("V100-16GB", "a100-80gb", "H100"), or by the name

@@ -300,6 +300,8 @@ Status ApplyGpu(const std::string& name, RunConfig* c, bool keep_capacity) {
   c->device.gpu = std::string(gpu->name);
   c->device.arch = std::string(gpu->arch);
   c->sim.gpu_arch = std::string(gpu->arch);
+  c->sim.gpu_sm_count = gpu->sm_count;
+  c->sim.gpu_max_threads_per_sm = gpu->max_threads_per_sm;
   return Status::OK();
 }
 

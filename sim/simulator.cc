@@ -289,6 +289,13 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   }
   if (opt.conv_workspace_policy && r.profile.cuda) r.profile.conv_workspace_policy = *opt.conv_workspace_policy;
   if (!opt.gpu_arch.empty()) r.profile.gpu_arch = opt.gpu_arch;
+  if (opt.gpu_sm_count > 0) r.profile.gpu_sm_count = opt.gpu_sm_count;
+  if (opt.gpu_max_threads_per_sm > 0) r.profile.gpu_max_threads_per_sm = opt.gpu_max_threads_per_sm;
+  r.profile.sdpa_backend = opt.sdpa_backend;
+  if (!opt.sdpa_backend.empty() && opt.sdpa_backend != "math" &&
+      (!r.profile.fused_sdpa || (!r.profile.cuda && opt.sdpa_backend != "flash")))
+    return Status::InvalidArgument("--sdpa-backend " + opt.sdpa_backend + ": not a backend of this profile (" +
+                                   (r.profile.fused_sdpa ? "the CPU has flash and math" : "1.13 has math only") + ")");
   r.profile.cudnn_benchmark_trials = r.profile.cuda && opt.cudnn_benchmark && opt.first_step;
   if (opt.checkpoint_early_stop) r.profile.checkpoint_early_stop = *opt.checkpoint_early_stop;
   auto optimizer = FindOptimizer(opt.optimizer);

@@ -46,6 +46,8 @@ struct SimOptions {
   std::optional<int64_t> conv_workspace_bytes;    ///< cuDNN workspace per conv call (cuda): kFixed
   std::optional<ConvWorkspacePolicy> conv_workspace_policy;  ///< --cudnn-workspace (cuda; default typical)
   std::string gpu_arch;                    ///< --gpu's architecture, for the typical workspaces
+  int64_t gpu_sm_count = 0;                ///< --gpu's SM count (0: the profile's default)
+  int64_t gpu_max_threads_per_sm = 0;      ///< --gpu's threads per SM (0: the profile's default)
   bool cudnn_benchmark = false;            ///< --cudnn-benchmark: trial workspaces in the first step
   bool explain = false;                    ///< also find what keeps each buffer alive at the peak
   /// --ddp WORLD, --zero 1|2 --world N, --bucket-cap-mb, --gradient-as-bucket-view; the rank
@@ -63,6 +65,8 @@ struct SimOptions {
   /// --cpu-isa avx2|avx512|amx (cpu profile): the machine's ISA (ApplyCpuIsa); "" =
   /// the profile's default (avx2).
   std::string cpu_isa;
+  /// --sdpa-backend flash|efficient|cudnn|math: every SDPA op on that backend ("" = PyTorch's choice).
+  std::string sdpa_backend;
 };
 
 struct SimResult {

@@ -317,6 +317,10 @@ def main():
     lines += table_compile(a.memsim, failures)
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
+    import validate_gpu  # real H100 recordings of PyTorch 2.11 (tools/validate_gpu.py)
+    gpu_lines, gpu_failures = validate_gpu.section(a.memsim)
+    lines += gpu_lines
+    failures += gpu_failures
     device_lines, device_failures = validate_device.section(a.memsim)
     lines += device_lines
     failures += device_failures

@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "lib/autodiff/state.h"
+#include "lib/ops/cuda_reduce.h"
 
 namespace memsim {
 namespace {
@@ -185,6 +186,14 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
     if (!produced[i].defined()) continue;
     if (produced[i].meta.sizes != c.in[i]->sizes) {
       Grad reduced = new_grad(i);
+      // CUDA: the sum's kernel may stage partial sums in global memory (Note [CUDA reduction staging]).
+      const ReduceStaging st = CudaReduceStaging(s.profile, produced[i].meta, c.in[i]->sizes,
+                                                 produced[i].meta.dtype == Dtype::kFloat64 ? 8 : 4);
+      if (st.buffer_bytes > 0) {
+        StorageId buf = s.ledger.AllocJoined(st.buffer_bytes, {op.name, ":reduce staging"}, Category::kTemporary, op.module);
+        s.ledger.Unref(s.ledger.AllocJoined(st.semaphore_bytes, {op.name, ":reduce semaphores"}, Category::kTemporary, op.module));
+        s.ledger.Unref(buf);
+      }
       s.ledger.Unref(produced[i].s);
       produced[i] = std::move(reduced);
     }

@@ -55,6 +55,10 @@ void EngineHolders(const StepState& s, Why* why) {
     (*why)[*w].push_back("cuBLAS workspace (kept for the process lifetime)");
   if (auto w = s.workspaces.of(LibraryWorkspaces::kAutogradThread))
     (*why)[*w].push_back("cuBLAS workspace of the autograd thread (kept for the process lifetime)");
+  if (auto w = s.workspaces.lt_of(LibraryWorkspaces::kMainThread))
+    (*why)[*w].push_back("cuBLASLt workspace (kept for the process lifetime)");
+  if (auto w = s.workspaces.lt_of(LibraryWorkspaces::kAutogradThread))
+    (*why)[*w].push_back("cuBLASLt workspace of the autograd thread (kept for the process lifetime)");
 }
 
 /// What holds a storage only the running op uses: the op itself, or, for a compiled region's

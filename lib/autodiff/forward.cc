@@ -355,7 +355,8 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     if (extra_live[k]) s.ledger.Unref(extras[k]);
   // A recomputation runs inside backward, on the autograd engine's thread.
   if (rule.gemm)
-    s.workspaces.OnGemm(recompute ? LibraryWorkspaces::kAutogradThread : LibraryWorkspaces::kMainThread, &s.ledger);
+    s.workspaces.OnGemm(recompute ? LibraryWorkspaces::kAutogradThread : LibraryWorkspaces::kMainThread, &s.ledger,
+                        IsLtGemm(op));
 }
 
 void DropNames(StepState& s, const std::vector<TensorId>& ts) {

@@ -80,7 +80,8 @@ void Setup(StepState& s) {
     if (!made) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kParameter);
   }
   CreateResidentState(s.cfg.optimizer, s.profile, s.cfg.first_step, s.OptParams(), &s.ledger, &s.states);
-  if (!s.cfg.first_step && HasGemm(s.g)) s.workspaces.CreateFromEarlierStep(&s.ledger);
+  if (!s.cfg.first_step && HasGemm(s.g))
+    s.workspaces.CreateFromEarlierStep(&s.ledger, std::any_of(s.g.ops.begin(), s.g.ops.end(), IsLtGemm));
   s.Hook(&TrainingSetup::OnSetup);
   for (TensorId t : s.g.inputs) {
     bool made = false;

@@ -12,8 +12,9 @@ struct Row {
   CastPolicy policy;
 };
 
-// PyTorch 2.x, CUDA (autocast_mode.h). cross_entropy is CompositeImplicit: log_softmax
-// (fp32_set_opt_dtype) then nll_loss (fp32); memsim's one op takes the fp32 policy.
+// PyTorch 2.x, CUDA (autocast_mode.h). cross_entropy is CompositeImplicit: log_softmax with an
+// explicit dtype (the input's: LossNLL.cpp cross_entropy_loss), then nll_loss (fp32), which casts
+// the log-probabilities (H100 snapshots of 2.11: a bf16 log_softmax, its fp32 copy saved).
 constexpr Row kCuda2xRows[] = {
     {OpKind::kConv1d, CastPolicy::kLowerPrecision},   {OpKind::kConv2d, CastPolicy::kLowerPrecision},
     {OpKind::kConv3d, CastPolicy::kLowerPrecision},
@@ -24,7 +25,7 @@ constexpr Row kCuda2xRows[] = {
     {OpKind::kPow, CastPolicy::kFp32},                {OpKind::kRsqrt, CastPolicy::kFp32},
     {OpKind::kLayerNorm, CastPolicy::kFp32},          {OpKind::kGroupNorm, CastPolicy::kFp32},
     {OpKind::kNllLoss, CastPolicy::kFp32},            {OpKind::kMseLoss, CastPolicy::kFp32},
-    {OpKind::kCrossEntropy, CastPolicy::kFp32},       {OpKind::kLogsumexp, CastPolicy::kFp32},
+    {OpKind::kCrossEntropy, CastPolicy::kInnerNllFp32}, {OpKind::kLogsumexp, CastPolicy::kFp32},
     {OpKind::kSoftmax, CastPolicy::kFp32SetOptDtype}, {OpKind::kLogSoftmax, CastPolicy::kFp32SetOptDtype},
     {OpKind::kSum, CastPolicy::kFp32SetOptDtype},     {OpKind::kCumsum, CastPolicy::kFp32SetOptDtype},
 };
@@ -81,7 +82,7 @@ std::vector<InputCast> AutocastCasts(AutocastTable table, OpKind kind, Dtype low
                                      const std::vector<const TensorMeta*>& in) {
   std::vector<InputCast> casts;
   CastPolicy policy = AutocastPolicy(table, kind);
-  if (policy == CastPolicy::kNone || in.empty()) return casts;
+  if (policy == CastPolicy::kNone || policy == CastPolicy::kInnerNllFp32 || in.empty()) return casts;
   Dtype to = lower;
   if (policy == CastPolicy::kFp32 || policy == CastPolicy::kFp32SetOptDtype) to = Dtype::kFloat32;
   if (policy == CastPolicy::kPromote) {

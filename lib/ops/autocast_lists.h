@@ -27,6 +27,10 @@ enum class CastPolicy : uint8_t {
   kFp32,            ///< floating inputs cast to fp32
   kFp32SetOptDtype, ///< lower-precision input: the op itself is called with dtype=fp32 (no copy)
   kPromote,         ///< floating inputs cast to the widest floating input type
+  /// cross_entropy on CUDA 2.x: no cast of its own (CompositeImplicit); log_softmax runs in the
+  /// input dtype (cross_entropy_loss passes it as dtype, so fp32_set_opt_dtype leaves it), then
+  /// nll_loss's fp32 policy casts the log-probabilities to fp32 (the rule sizes both).
+  kInnerNllFp32,
 };
 
 /// The policy of |kind| in |table|.

@@ -85,6 +85,7 @@ Result<BoundGraph> BindGraph(const Graph& g, const Bindings& b, const BindOption
     }
     for (TensorId t : op.keep_alive) out.last_use[t] = o;
     if (opt.autocast && o < out.autocast_exit) {
+      ctx.autocast = true;
       out.casts[o] = AutocastCasts(opt.profile->autocast_table, op.kind, *opt.autocast, ctx.in);
       for (const InputCast& cast : out.casts[o]) ctx.in[cast.input] = &cast.meta;
     }
@@ -144,6 +145,7 @@ RuleCtx MakeRuleCtx(const Graph& g, const BoundGraph& bound, const Profile& prof
     c.in.push_back(&bound.metas[op.inputs[i]]);
     if (rg && (*rg)[op.inputs[i]] && Differentiable(rule, i)) c.rg.set(i);
   }
+  c.autocast = bound.autocast.has_value() && o < bound.autocast_exit;
   if (o < bound.casts.size())
     for (const InputCast& cast : bound.casts[o]) c.in[cast.input] = &cast.meta;
   for (TensorId t : op.outputs) c.out.push_back(&bound.metas[t]);

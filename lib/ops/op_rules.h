@@ -34,6 +34,8 @@ struct RuleCtx {
   std::optional<bool> inplace_override;  ///< --inplace-activations on|off (unset = keep)
   /// Backward only: the incoming grad of output 0 as the engine holds it (its layout), or null.
   const TensorMeta* grad_out = nullptr;
+  /// The op runs inside a torch.autocast region (its input casts are already applied to |in|).
+  bool autocast = false;
 
   bool rg_in(size_t i) const { return rg.test(i); }
   int64_t num_in() const { return static_cast<int64_t>(in.size()); }

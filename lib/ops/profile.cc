@@ -23,6 +23,7 @@ const std::vector<ProfileRow> kRows = {
     {"layer_norm_backward_scratch", "cpu", "", [](Profile& p) { p.layer_norm_backward_scratch = true; },
      "aten/src/ATen/native/cpu/layer_norm_kernel.cpp LayerNormBackwardKernelImplInternal: 2·N fp32 scratch"},
     {"cublas_workspace_bytes", "cpu", "", [](Profile& p) { p.cublas_workspace_bytes = 0; }, "no cuBLAS on the CPU"},
+    {"cublaslt_workspace_bytes", "cpu", "", [](Profile& p) { p.cublaslt_workspace_bytes = 0; }, "no cuBLASLt on the CPU"},
     {"checkpoint_rng_state_bytes", "cpu", "", [](Profile& p) { p.checkpoint_rng_state_bytes = 5056; },
      "torch/utils/checkpoint.py preserve_rng_state: torch.get_rng_state() is a 5,056-byte uint8 CPU tensor"},
     {"index_put_sort_buffers", "cpu", "", [](Profile& p) { p.index_put_sort_buffers = 0; },
@@ -60,6 +61,8 @@ const std::vector<ProfileRow> kRows = {
     {"scaled_mm_cpu_emulation", "cpu", "", [](Profile& p) { p.scaled_mm_cpu_emulation = true; },
      "aten/src/ATen/native/Blas.cpp _scaled_mm_out_cpu: mkldnn_scaled_mm for same-dtype fp8 on AMX-INT8 hosts, else _scaled_mm_out_cpu_emulated (fp32 upcasts; 2.13 CPU traces of torchao float8)"},
     // --- PyTorch 1.13, every device ----------------------------------------------------------
+    {"cublaslt_workspace_bytes", "", "1.13", [](Profile& p) { p.cublaslt_workspace_bytes = 0; },
+     "not modelled for 1.13 (its gemm_and_bias workspace is not in the recordings memsim checks 1.13 against)"},
     {"mean_keeps_input", "", "1.13", [](Profile& p) { p.mean_keeps_input = true; },
      "tools/autograd/derivatives.yaml 1.13: mean.dim's backward reads self; 2.x saves self_sym_sizes only"},
     {"linear_nd_addmm", "", "1.13", [](Profile& p) { p.linear_nd_addmm = false; },

@@ -95,6 +95,11 @@ struct Profile {
   /// compute capability 9.0+): allocated through the caching allocator inside the first GEMM,
   /// after its output, and never freed. 0 = none (CPU).
   int64_t cublas_workspace_bytes = 8519680;
+  /// cuBLASLt workspace: cuBLASLt GEMMs (addmm / linear with a 1-D bias, `gemm_and_bias`) take a
+  /// workspace of their own (CUDABlas.cpp getCUDABlasLtWorkspace: CUBLASLT_WORKSPACE_SIZE, 1 MiB
+  /// by default), allocated through the caching allocator at the thread's first such GEMM, right
+  /// after the cuBLAS one, and kept (H100 snapshots, 2.11). 0 = none (CPU; 1.13 not modelled).
+  int64_t cublaslt_workspace_bytes = 1048576;
   /// cuDNN convolution workspace around each call (forward, backward-data, backward-filter):
   /// the policy (lib/ops/conv_workspace.h, --cudnn-workspace), its bytes for kFixed, and the GPU
   /// generation whose algorithm choice `typical` follows (--gpu). CPU: none.
@@ -133,6 +138,14 @@ struct Profile {
   /// are traced (Note [FSDP2]); NCCL collectives on a GPU allocate none through PyTorch.
   bool host_collectives = false;
   std::string gpu_arch = "ampere";
+  /// The device's multiProcessorCount and maxThreadsPerMultiProcessor (--gpu; an A100 without
+  /// one): a CUDA reduction splits its input across thread blocks by them, and the global-memory
+  /// staging it then allocates depends on them (lib/ops/cuda_reduce.h).
+  int64_t gpu_sm_count = 108;
+  int64_t gpu_max_threads_per_sm = 2048;
+  /// --sdpa-backend: the backend every scaled_dot_product_attention op runs on (as
+  /// torch.nn.attention.sdpa_kernel(backend) forces it); "" = PyTorch's choice (Note [SDPA backends]).
+  std::string sdpa_backend;
   /// torch.backends.cudnn.benchmark in the first step: before each convolution call cuDNN tries
   /// every algorithm once, in one trial workspace as large as the largest requirement (the `max`
   /// policy's bound), allocated and freed before the chosen algorithm's workspace. memsim puts a

@@ -30,8 +30,6 @@ Dims DimsOf(const RuleCtx& c) {
   return d;
 }
 
-bool CpuFlash(const RuleCtx& c) { return !c.profile.cuda && SdpaBackendOfOp(c) == SdpaBackend::kFlash; }
-
 bool Reduced(Dtype t) { return t == Dtype::kFloat16 || t == Dtype::kBFloat16; }
 /// The math path computes fp16/bf16 inputs in fp32 (2.x, unless allowFP16BF16ReductionMathSDP).
 Dtype MathDtype(Dtype t) { return Reduced(t) ? Dtype::kFloat32 : t; }
@@ -55,6 +53,21 @@ TensorMeta LastTwoTransposed(Dtype t, const std::vector<int64_t>& sizes) {
   return m;
 }
 
+/// The layout a fused kernel gives its output (|output|) or the grad of input |t| (Note [SDPA
+/// backends]): [B, L, H, D] order when |t| is in that order (nanoGPT's and HF's transposed head
+/// views: the CPU flash output, CUDA flash's empty_like(q.transpose(1, 2)) and cuDNN's
+/// alloc_with_matching_layout), else contiguous; CUDA's efficient kernel allocates its output
+/// [B, L, H, D] always (at::empty({B, M, num_heads, Kv})), and the CPU flash backward its grads.
+/// The math path: contiguous.
+TensorMeta FusedLayout(const RuleCtx& c, const TensorMeta& t, const std::vector<int64_t>& sizes, bool output) {
+  const SdpaBackend b = SdpaBackendOfOp(c);
+  if (sizes.size() != 4 || b == SdpaBackend::kMath || (!c.profile.cuda && b != SdpaBackend::kFlash))
+    return *TensorMeta::Contiguous(t.dtype, sizes);
+  if (!c.profile.cuda && !output) return HeadsInnerLayout(t.dtype, sizes);  // the CPU flash grads
+  const bool heads_inner = t.strides[1] < t.strides[2] || (output && c.profile.cuda && b == SdpaBackend::kEfficient);
+  return heads_inner ? HeadsInnerLayout(t.dtype, sizes) : *TensorMeta::Contiguous(t.dtype, sizes);
+}
+
 /// CPU flash: qSplit·(kvSplit + 2 + Dv) accumulate-dtype elements per thread in forward, and
 /// qSplit·kvSplit·2 + qSplit in backward (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp:
 /// qSplit 256/64/32 by S_q >= 768/192, kvSplit min(512, S_k)).
@@ -71,9 +84,7 @@ Status InferSdpa(const RuleCtx& c, InferOut* o) {
   auto sizes = q.sizes;
   sizes.back() = v.sizes.back();
   auto out = TensorMeta::Contiguous(q.dtype, sizes);
-  // The CPU flash output is allocated like the query: [B, L, H, D] order for nanoGPT's
-  // transposed views, so the `y.transpose(1, 2).contiguous()` after it copies nothing.
-  if (out && q.dim() == 4 && CpuFlash(c) && q.strides[1] < q.strides[2]) *out = HeadsInnerLayout(q.dtype, sizes);
+  if (out && q.dim() == 4) *out = FusedLayout(c, q, sizes, /*output=*/true);
   o->Fresh(std::move(out));
   return Status::OK();
 }
@@ -81,11 +92,27 @@ Status InferSdpa(const RuleCtx& c, InferOut* o) {
 void FwdFused(const RuleCtx& c, const Dims& d, SdpaBackend backend, FwdPlan* p) {
   for (int i = 0; i < c.num_in(); ++i) p->Save(SavedRef::kInput, i);
   int64_t rows = backend == SdpaBackend::kEfficient ? (d.s_q + 31) / 32 * 32 : d.s_q;
+  // CUDA cuDNN: the philox seed and offset (int64 scalars, allocated with or without dropout)
+  // come before the output (_scaled_dot_product_cudnn_attention_cuda).
+  const bool cudnn = c.profile.cuda && backend == SdpaBackend::kCudnn;
+  const int seed = cudnn ? p->AddExtra(8, "philox seed") : -1, offset = cudnn ? p->AddExtra(8, "philox offset") : -1;
   p->AllocOutput(0);
   // Saved in the order of their names (logsumexp before output, Note [Activation offloading]).
   p->Save(SavedRef::kExtra, p->AddExtra(d.bh * rows * 4, "logsumexp"));
   p->Save(SavedRef::kOutput, 0);
-  if (c.profile.cuda) return;
+  if (c.profile.cuda) {
+    if (cudnn) {
+      p->Save(SavedRef::kExtra, seed);
+      p->Save(SavedRef::kExtra, offset);
+      p->FreeExtra(p->AddExtra(256, "cuDNN forward workspace"));
+    } else if (backend == SdpaBackend::kFlash) {
+      // flash's rng_state (two uint64) and its `unused` int64 scalar, saved as the node's
+      // philox_seed and philox_offset (_scaled_dot_product_flash_attention_cuda).
+      p->Save(SavedRef::kExtra, p->AddExtra(16, "flash rng_state"));
+      p->Save(SavedRef::kExtra, p->AddExtra(8, "flash philox offset"));
+    }
+    return;
+  }
   const int64_t q_split = std::min(QSplit(d.s_q), d.s_q), kv_split = KvSplit(d.s_k);
   const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
   int buf = p->AddExtra(c.profile.cpu_threads * q_split * (kv_split + 2 + d.e_v) * acc, "flash per-thread buffer");
@@ -251,13 +278,62 @@ void BwdMath(const RuleCtx& c, const Dims& d, BwdPlan* p) {
   p->FreeTemp(gq);
 }
 
+// CUDA backward scratch after the grads (Note [SDPA backends], measured on an H100 with 2.11):
+// flash (flash-attention 2's mha_bwd): softmax_d [B, H, S_q rounded to 128] fp32, then dq_accum
+// [B, S_q rounded to 128, H, D rounded to 32 (64 above 128)] fp32, freed in reverse.
+void BwdCudaFlash(const Dims& d, BwdPlan* p) {
+  const int64_t rows = (d.s_q + 127) / 128 * 128, e = d.e <= 128 ? (d.e + 31) / 32 * 32 : (d.e + 63) / 64 * 64;
+  int softmax_d = p->Temp(d.bh * rows * 4, "flash softmax_d");
+  p->FreeTemp(p->Temp(d.bh * rows * e * 4, "flash dq_accum"));
+  p->FreeTemp(softmax_d);
+}
+
+// cuDNN: one workspace from the cuDNN graph: the fp32 dQ accumulator, the fp32 softmax row
+// sums [B, H, S_q] and 256 bytes; with grouped-query attention (fewer k/v heads) also dK and dV
+// expanded to the query heads, in the input dtype (measured at 16 query and 4 k/v heads).
+void BwdCudaCudnn(const RuleCtx& c, const Dims& d, BwdPlan* p) {
+  const TensorMeta& k = *c.in[1];
+  const bool gqa = k.dim() == 4 && c.in[0]->dim() == 4 && k.sizes[1] < c.in[0]->sizes[1];
+  const int64_t expanded = gqa ? 2 * d.bh * d.s_k * d.e * ElementSize(k.dtype) : 0;
+  p->FreeTemp(p->Temp(d.bh * d.s_q * d.e * 4 + d.bh * d.s_q * 4 + 256 + expanded, "cuDNN backward workspace"));
+}
+
+// efficient (_efficient_attention_backward, attention_backward.cu + kernel_backward.h): delta
+// [B, H, M] fp32 — for fp32 inputs computed outside the kernel (kKernelComputesDelta needs
+// half): (grad_out.float() * out.float()).sum(-1).transpose(-2, -1).contiguous(), the product
+// and the sum temporaries first — then the kernel's workspace, B·H·workspace_strideBH() floats:
+// gQ accumulation (ceil(M / kBlockSizeI) · ceil(K / 64) GradQTempStorage tiles of kBlockSizeI
+// × 64 floats + a 16-byte lock) and, when the output does not fit the registers (K >
+// kBlockSizeJ = 64), gK and gV accumulators (align(N, 64) · align(K, kBlockSizeI) floats each).
+// kBlockSizeI is 64 for K <= 64, else 128. Measured at K = 64.
+void BwdCudaEfficient(const RuleCtx& c, const Dims& d, BwdPlan* p) {
+  const int64_t b_t_h = d.bh * d.s_q;
+  int delta;
+  if (!Reduced(c.in[0]->dtype)) {
+    int prod = p->Temp(b_t_h * d.e_v * 4, "efficient grad_out * out");
+    int sum = p->Temp(b_t_h * 4, "efficient delta sum");
+    delta = p->Temp(b_t_h * 4, "efficient delta");
+    p->FreeTemp(sum);
+    p->FreeTemp(prod);
+  } else {
+    delta = p->Temp(b_t_h * 4, "efficient delta");
+  }
+  const int64_t block_i = d.e <= 64 ? 64 : 128;
+  auto up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+  int64_t per_bh = (d.s_q + block_i - 1) / block_i * ((d.e + 63) / 64) * (block_i * 64 + 4);
+  if (d.e > 64) per_bh += up(d.s_k, 64) * up(d.e, block_i) + up(d.s_k, 64) * up(d.e_v, block_i);
+  int ws = p->Temp(d.bh * up(per_bh, 4) * 4, "efficient workspace");
+  p->FreeTemp(delta);
+  p->FreeTemp(ws);
+}
+
 void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
   const Dims d = DimsOf(c);
   SdpaBackend b = SdpaBackendOfOp(c);
   if (b == SdpaBackend::kMath) return BwdMath(c, d, p);
-  if (!c.profile.cuda) {  // CPU flash: grads laid out [B, L, H, D], then per-thread buffers
-    for (int i = 0; i < 3; ++i)
-      if (c.rg_in(i)) p->GradNewLike(i, HeadsInnerLayout(c.in[i]->dtype, c.in[i]->sizes));
+  for (int i = 0; i < 3; ++i)  // the grads, laid out as the kernels allocate them
+    if (c.rg_in(i)) p->GradNewLike(i, FusedLayout(c, *c.in[i], c.in[i]->sizes, /*output=*/false));
+  if (!c.profile.cuda) {  // CPU flash: per-thread buffers
     const int64_t q_split = std::min(QSplit(d.s_q), d.s_q), kv_split = KvSplit(d.s_k);
     const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
     int buf = p->Temp(c.profile.cpu_threads * q_split * kv_split * 2 * acc, "flash backward per-thread buffer");
@@ -265,14 +341,9 @@ void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
     p->FreeTemp(buf);
     return;
   }
-  int t = -1;
-  if (b == SdpaBackend::kFlash || b == SdpaBackend::kCudnn)
-    t = p->Temp(d.bh * ((d.s_q + 127) / 128 * 128) * 4 +
-                    d.bh * ((d.s_q + 127) / 128 * 128) * ((d.e + 31) / 32 * 32) * 4,
-                "flash softmax_d + dq_accum");
-  for (int i = 0; i < 3; ++i)
-    if (c.rg_in(i)) p->GradNew(i);
-  if (t >= 0) p->FreeTemp(t);
+  if (b == SdpaBackend::kFlash) return BwdCudaFlash(d, p);
+  if (b == SdpaBackend::kCudnn) return BwdCudaCudnn(c, d, p);
+  BwdCudaEfficient(c, d, p);
 }
 
 }  // namespace

@@ -391,6 +391,14 @@ std::optional<TensorMeta> AliasGradExpand(const Op&, const Bindings&, const Tens
   return m;
 }
 
+/// cross_entropy of fp16/bf16 logits under CUDA autocast (CastPolicy::kInnerNllFp32): the
+/// log_softmax in the logits' dtype, nll_loss on an fp32 copy of it, an fp32 loss.
+bool InnerNllFp32(const RuleCtx& c) {
+  const Dtype t = c.in[0]->dtype;
+  return c.autocast && (t == Dtype::kFloat16 || t == Dtype::kBFloat16) &&
+         AutocastPolicy(c.profile.autocast_table, c.op.kind) == CastPolicy::kInnerNllFp32;
+}
+
 // Losses: a scalar (reduction mean/sum) or per-element output.
 Status InferLoss(const RuleCtx& c, InferOut* o) {
   if (c.in.size() != 2) return RuleError(c, "expected (input, target)");
@@ -418,28 +426,39 @@ Status InferLoss(const RuleCtx& c, InferOut* o) {
     if (x.dim() >= 2) sizes.erase(sizes.begin() + 1);
     else sizes.clear();
   }
-  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(InnerNllFp32(c) ? Dtype::kFloat32 : x.dtype, sizes));
   return Status::OK();
 }
 
 // cross_entropy = log_softmax (LogSoftmaxBackward saves its result L) then nll_loss
 // (NllLossBackward saves L as self and the target before its kernel, then a 0-dim total_weight):
 // saved = [L, L, target, total_weight], one entry per SavedVariable.
+// Under CUDA autocast (InnerNllFp32) nll_loss saves an fp32 copy of L instead (ToCopyBackward
+// saves nothing), and its output and total_weight are fp32.
 void FwdCrossEntropy(const RuleCtx& c, FwdPlan* p) {
+  const bool up = InnerNllFp32(c);
   int L = p->AddExtra(Bytes(*c.in[0]), "log_softmax");
   p->SaveNow(SavedRef::kExtra, L);
-  p->SaveNow(SavedRef::kExtra, L);
+  const int nll_in = up ? p->AddExtra(c.in[0]->numel() * 4, "log_softmax in fp32 (nll_loss autocast)") : L;
+  p->SaveNow(SavedRef::kExtra, nll_in);
   p->SaveNow(SavedRef::kInput, 1);
   p->AllocOutput(0);
-  int tw = p->AddExtra(ElementSize(c.in[0]->dtype), "total_weight");
+  int tw = p->AddExtra(up ? 4 : ElementSize(c.in[0]->dtype), "total_weight");
   p->Save(SavedRef::kExtra, tw);
 }
 
-// NllLossBackward: a zero-filled [N, C] grad, then it releases its saved L, target and
-// total_weight; then LogSoftmaxBackward: the input grad.
+// NllLossBackward: a zero-filled [N, C] grad, then it releases its saved L (or L's fp32 copy),
+// target and total_weight; [ToCopyBackward: the grad cast back to the logits' dtype;] then
+// LogSoftmaxBackward: the input grad.
 void BwdCrossEntropy(const RuleCtx& c, BwdPlan* p) {
-  int nll_grad = p->Temp(Bytes(*c.in[0]), "nll_loss grad");
+  const bool up = InnerNllFp32(c);
+  int nll_grad = p->Temp(up ? c.in[0]->numel() * 4 : Bytes(*c.in[0]), "nll_loss grad");
   for (int k = 1; k <= 3; ++k) p->ReleaseSaved(k);
+  if (up) {
+    int back = p->Temp(Bytes(*c.in[0]), "nll_loss grad, cast back");
+    p->FreeTemp(nll_grad);
+    nll_grad = back;
+  }
   p->GradNew(0);
   p->FreeTemp(nll_grad);
 }

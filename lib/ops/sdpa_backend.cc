@@ -70,6 +70,7 @@ const std::vector<SdpaGate>& SdpaPriority(const Profile& profile) {
 }
 
 SdpaBackend SdpaBackendOfOp(const RuleCtx& c) {
+  if (auto forced = ParseSdpaBackend(c.profile.sdpa_backend)) return *forced;
   if (auto named = ParseSdpaBackend(c.op.attrs.GetString("backend", "auto"))) return *named;
   SdpaCall call;
   call.dtype = c.in[0]->dtype;

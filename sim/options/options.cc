@@ -156,6 +156,10 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "with --amp: inside (default: `with autocast(): out = model(x); loss = crit(out, y)`) or "
                   "outside (the loss after the autocast region, on the model's low-precision output)")
       ->check(CLI::IsMember({"inside", "outside"}));
+  cmd->add_option("--sdpa-backend", sdpa_backend,
+                  "the backend every F.scaled_dot_product_attention runs on, as torch.nn.attention.sdpa_kernel "
+                  "forces it: flash, efficient, cudnn or math (default: PyTorch's choice for the device and inputs)")
+      ->check(CLI::IsMember({"flash", "efficient", "cudnn", "math"}));
   cmd->add_option("--cpu-isa", cpu_isa,
                   "cpu profile: the machine's ISA, avx2 (default: bf16 convolutions through ATen's im2col "
                   "slow_conv2d), avx512 (AVX-512 BW/VL/DQ: through oneDNN) or amx (AMX-BF16: as avx512, and "
@@ -356,6 +360,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;
+  base.sim.sdpa_backend = sdpa_backend;
   base.sim.steps = num_steps;
   base.sim.loop_holds = loop_holds;
   base.sim.zero_grad = zero_grad;

@@ -42,6 +42,7 @@ struct ConfigOptions {
   std::vector<std::string> amp;  ///< --amp fp16|bf16|off (sweeps: a list)
   std::string grad_scaler;       ///< --grad-scaler on|off ("" = on with --amp fp16)
   std::string amp_loss = "inside";  ///< --amp-loss inside|outside
+  std::string sdpa_backend;      ///< --sdpa-backend flash|efficient|cudnn|math ("" = PyTorch's choice)
   std::string cpu_isa;           ///< --cpu-isa avx2|avx512|amx ("" = the cpu profile's default, avx2)
   std::vector<std::string> dtype;  ///< --dtype fp32|fp16|bf16 (sweeps: a list)
   int num_steps = 1;               ///< --steps N

@@ -187,6 +187,40 @@ TEST(DeterminismTest, ModelZooGraphSimulatesIdenticallyTwice) {
 namespace memsim {
 namespace {
 
+// A linear with a bias runs through cuBLASLt on CUDA (2.x): its own 1 MiB workspace follows the
+// cuBLAS one at the main thread's first such GEMM; backward's GEMMs (mm) take none.
+TEST(CublasWorkspaceTest, BiasGemmAddsTheCublasLtWorkspaceOnce) {
+  auto g = ParseGraph(R"({"format": "memsim-graph", "version": 1, "name": "t",
+    "inputs": [{"name": "x", "shape": [4, 8]}, {"name": "y", "shape": [4], "dtype": "int64"}],
+    "parameters": [{"name": "w1", "shape": [8, 8]}, {"name": "b1", "shape": [8]}, {"name": "w2", "shape": [3, 8]}, {"name": "b2", "shape": [3]}],
+    "ops": [{"op": "linear", "inputs": ["x", "w1", "b1"], "outputs": ["h"]},
+            {"op": "linear", "inputs": ["h", "w2", "b2"], "outputs": ["o"]},
+            {"op": "cross_entropy", "inputs": ["o", "y"], "outputs": ["loss"]}],
+    "loss": "loss"})", "t.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto r = Simulate(*g, SimOptions{});
+  ASSERT_TRUE(r.ok());
+  const EventStream& s = r->events;
+  int lt = -1, ws = -1, n = 0;
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const memsim::Buffer& b = s.buffers[s.events[i].buffer];
+    if (b.name == "cuBLAS workspace") ws = static_cast<int>(i);
+    if (b.name.starts_with("cuBLASLt workspace")) {
+      lt = static_cast<int>(i);
+      ++n;
+      EXPECT_EQ(b.bytes, 1048576);
+      EXPECT_EQ(s.events[i].kind, EventKind::kAlloc);
+    }
+  }
+  EXPECT_EQ(n, 1) << "the main thread's only: backward runs mm";
+  EXPECT_EQ(lt, ws + 1);
+  SimOptions cpu;
+  cpu.profile = "cpu";
+  auto rc = Simulate(*g, cpu);
+  ASSERT_TRUE(rc.ok());
+  for (const memsim::Buffer& b : rc->events.buffers) EXPECT_FALSE(b.name.starts_with("cuBLASLt"));
+}
+
 // Note [cuBLAS workspace]: on CUDA the first GEMM allocates the workspace right after its
 // output, through the caching allocator, and it is never freed.
 TEST(CublasWorkspaceTest, FirstGemmAllocatesItAfterItsOutputAndItLivesOn) {

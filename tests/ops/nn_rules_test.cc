@@ -696,6 +696,86 @@ TEST(SdpaRuleTest, MathUpcastsBf16ToFp32) {
   EXPECT_FALSE(testing::BuffersContaining(run.r.events, "attention weights cast back").empty());
 }
 
+// nanoGPT's heads: q, k, v are [B, H, S, D] views of one [B, S, 3C] projection (non-dense, in
+// [B, S, H, D] order); Note [SDPA backends], measured on an H100 with 2.11.
+std::string SdpaHeadViewsBody(const std::string& dtype) {
+  return R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 16, 24], "dtype": ")" + dtype + R"("}],
+      "ops": [{"op": "split", "inputs": ["x"], "outputs": ["q0", "k0", "v0"], "attrs": {"split_size": 8, "dim": 2}},
+              {"op": "view", "inputs": ["q0"], "outputs": ["q1"], "attrs": {"shape": [2, 16, 2, 4]}},
+              {"op": "view", "inputs": ["k0"], "outputs": ["k1"], "attrs": {"shape": [2, 16, 2, 4]}},
+              {"op": "view", "inputs": ["v0"], "outputs": ["v1"], "attrs": {"shape": [2, 16, 2, 4]}},
+              {"op": "transpose", "inputs": ["q1"], "outputs": ["q"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "transpose", "inputs": ["k1"], "outputs": ["k"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "transpose", "inputs": ["v1"], "outputs": ["v"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "scaled_dot_product_attention", "inputs": ["q", "k", "v"], "outputs": ["y"], "attrs": {"is_causal": true}},
+              {"op": "transpose", "inputs": ["y"], "outputs": ["yt"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "contiguous", "inputs": ["yt"], "outputs": ["yc"]},
+              {"op": "mean", "inputs": ["yc"], "outputs": ["loss"]}],
+      "loss": "loss")";
+}
+
+SimOptions CudaBackend(const std::string& backend) {
+  SimOptions o = Opts("cuda");
+  o.sdpa_backend = backend;
+  return o;
+}
+
+TEST(SdpaRuleTest, CudaFusedOutputsInHeadsInnerOrderMakeTheContiguousAfterThemFree) {
+  for (const char* b : {"flash", "efficient", "cudnn"}) {
+    auto run = testing::Simulate(SdpaHeadViewsBody("bfloat16"), CudaBackend(b));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_TRUE(testing::BuffersNamed(run.r.events, "yc").empty()) << b << ": yc is a view of y, no copy";
+    // the grads of q, k, v come [B, S, H, D] too: the view backward copies nothing
+    EXPECT_TRUE(testing::BuffersContaining(run.r.events, "q1.grad").empty()) << b;
+  }
+  auto math = testing::Simulate(SdpaHeadViewsBody("bfloat16"), CudaBackend("math"));
+  ASSERT_TRUE(math.ok) << math.error;
+  EXPECT_FALSE(testing::BuffersNamed(math.r.events, "yc").empty()) << "the math output is contiguous [B, H, S, D]";
+}
+
+TEST(SdpaRuleTest, CudaBackendsAllocateWhatTheH100SnapshotsShow) {
+  // B·H = 4, S = 16, D = 4 (bf16)
+  auto flash = testing::Simulate(SdpaHeadViewsBody("bfloat16"), CudaBackend("flash"));
+  ASSERT_TRUE(flash.ok) << flash.error;
+  EXPECT_EQ(ExtraBytes(flash, "y", "flash rng_state"), 16);
+  EXPECT_EQ(ExtraBytes(flash, "y", "flash philox offset"), 8);
+  auto sd = testing::BuffersContaining(flash.r.events, "flash softmax_d");
+  auto dq = testing::BuffersContaining(flash.r.events, "flash dq_accum");
+  ASSERT_EQ(sd.size(), 1u);
+  ASSERT_EQ(dq.size(), 1u);
+  EXPECT_EQ(flash.r.events.buffers[sd[0]].bytes, 4 * 128 * 4);       // S rounded to 128
+  EXPECT_EQ(flash.r.events.buffers[dq[0]].bytes, 4 * 128 * 32 * 4);  // D rounded to 32
+  EXPECT_LT(testing::FreeIndex(flash.r.events, dq[0]), testing::FreeIndex(flash.r.events, sd[0]));
+
+  auto cudnn = testing::Simulate(SdpaHeadViewsBody("bfloat16"), CudaBackend("cudnn"));
+  ASSERT_TRUE(cudnn.ok) << cudnn.error;
+  EXPECT_EQ(ExtraBytes(cudnn, "y", "philox seed"), 8);
+  EXPECT_EQ(ExtraBytes(cudnn, "y", "philox offset"), 8);
+  auto ws = testing::BuffersContaining(cudnn.r.events, "cuDNN backward workspace");
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_EQ(cudnn.r.events.buffers[ws[0]].bytes, 4 * 16 * 4 * 4 + 4 * 16 * 4 + 256);
+
+  // efficient, fp32: delta computed outside the kernel (product and sum first); bf16: in it
+  auto eff32 = testing::Simulate(SdpaHeadViewsBody("float32"), CudaBackend("efficient"));
+  ASSERT_TRUE(eff32.ok) << eff32.error;
+  EXPECT_EQ(testing::BuffersContaining(eff32.r.events, "efficient grad_out * out").size(), 1u);
+  auto w = testing::BuffersContaining(eff32.r.events, "efficient workspace");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(eff32.r.events.buffers[w[0]].bytes, 4 * (64 * 64 + 4) * 4);  // one 64-row gQ tile per (b, h)
+  auto eff16 = testing::Simulate(SdpaHeadViewsBody("bfloat16"), CudaBackend("efficient"));
+  ASSERT_TRUE(eff16.ok) << eff16.error;
+  EXPECT_TRUE(testing::BuffersContaining(eff16.r.events, "efficient grad_out * out").empty());
+  EXPECT_EQ(testing::BuffersContaining(eff16.r.events, "efficient delta").size(), 1u);
+}
+
+TEST(SdpaRuleTest, ForcedBackendOutsideTheProfileIsAnError) {
+  SimOptions o = Opts("cpu");
+  o.sdpa_backend = "cudnn";
+  auto run = testing::Simulate(SdpaBody("float32", "{}"), o);
+  EXPECT_FALSE(run.ok);
+  EXPECT_NE(run.error.find("--sdpa-backend cudnn"), std::string::npos) << run.error;
+}
+
 TEST(SdpaRuleTest, MismatchedHeadDimIsAnError) {
   auto run = testing::Simulate(ParamXBody(
       R"({"name": "q", "shape": [2, 3, 10, 8]}, {"name": "k", "shape": [2, 3, 10, 4]}, {"name": "v", "shape": [2, 3, 10, 8]})",

@@ -426,6 +426,30 @@ TEST(CrossEntropyRuleTest, SavesLogSoftmaxOutputAndTotalWeight) {
   EXPECT_EQ(saved[3].bytes, 4);
 }
 
+// Under CUDA autocast (2.x) cross_entropy's log_softmax runs in the logits' dtype and nll_loss
+// casts it to fp32 (H100 snapshots, 2.11); the CPU 2.13 table casts the logits instead.
+TEST(CrossEntropyRuleTest, CudaAutocastKeepsLogSoftmaxInBf16AndSavesItsFp32Copy) {
+  SimOptions o = Opts("cuda");
+  o.amp = "bf16";
+  auto run = testing::Simulate(CeBody(), o);
+  ASSERT_TRUE(run.ok) << run.error;
+  auto saved = SavedBy(run, "loss");
+  ASSERT_EQ(saved.size(), 4u);
+  EXPECT_EQ(saved[0].name, "extra:log_softmax");
+  EXPECT_EQ(saved[0].bytes, 4 * 10 * 2);  // bf16
+  EXPECT_EQ(saved[1].name, "extra:log_softmax in fp32 (nll_loss autocast)");
+  EXPECT_EQ(saved[1].bytes, 4 * 10 * 4);
+  EXPECT_EQ(saved[3].bytes, 4);  // an fp32 total_weight
+  EXPECT_FALSE(testing::BuffersContaining(run.r.events, "nll_loss grad, cast back").empty());
+
+  SimOptions cpu = Opts("cpu");
+  cpu.amp = "bf16";
+  auto c = testing::Simulate(CeBody(), cpu);
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(SavedBy(c, "loss")[0].bytes, 4 * 10 * 4);  // the fp32 policy: log_softmax of fp32 logits
+  EXPECT_EQ(SavedBy(c, "loss")[1].name, "extra:log_softmax");
+}
+
 TEST(CrossEntropyRuleTest, ReductionNoneKeepsBatchShape) {
   auto run = testing::Simulate(R"("inputs": [{"name": "x", "shape": [4, 8]}, {"name": "t", "shape": [4], "dtype": "int64"}],
       "parameters": [{"name": "w", "shape": [10, 8]}],
