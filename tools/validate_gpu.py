@@ -25,6 +25,7 @@ DATA = os.path.join(ROOT, "tests", "data", "gpu", "h100_2_11")
 G213 = os.path.join(ROOT, "tests", "data", "traces_2_13", "graphs")
 NANO = [os.path.join(G213, "nanogpt_gpt2_small.json"), "--batch", "4", "--set", "seq=1024"]
 LLAMA = [os.path.join(DATA, "graphs", "llama_d1024_l8.json"), "--batch", "4", "--set", "seq=1024"]
+LLAMA_BF16 = [os.path.join(DATA, "graphs", "llama_d1024_l8_bf16.json"), "--batch", "4", "--set", "seq=1024"]
 RESNET = [os.path.join(G213, "resnet18.json"), "--batch", "64"]
 # case -> memsim run arguments (None: no rule yet; the reason)
 CASES = {
@@ -35,7 +36,7 @@ CASES = {
     "nanogpt_bf16_math": NANO + ["--amp", "bf16", "--sdpa-backend", "math"],
     "llama_bf16": LLAMA + ["--amp", "bf16"],
     "llama_bf16_sac": LLAMA + ["--amp", "bf16", "--checkpoint", "model.layers.*", "--sac", "torchtitan"],
-    "llama_lora_bf16": LLAMA + ["--dtype", "bf16", "--lora", "r=16,alpha=32,targets=q_proj,v_proj"],
+    "llama_lora_bf16": LLAMA_BF16 + ["--lora", "r=16,alpha=32,targets=q_proj,v_proj"],
     "resnet18_fp32": RESNET, "resnet18_bf16": RESNET + ["--amp", "bf16"],
     "lstm_fp32": "no explicit cuDNN RNN rule is validated yet (cuDNN's fused LSTM: weight buffer, reserve space)",
 }
