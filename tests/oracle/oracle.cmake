@@ -6,4 +6,4 @@ add_test(NAME oracle.gpu_record_dry_run
          COMMAND ${MEMSIM_VENV}/bin/python tests/oracle/gpu/record_gpu.py ${CMAKE_BINARY_DIR}/gpu_record_dry_run --dry-run
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(oracle.gpu_record_dry_run PROPERTIES TIMEOUT 300 LABELS export
-                     PASS_REGULAR_EXPRESSION "record_gpu.py: 14 cases, failed: none")
+                     PASS_REGULAR_EXPRESSION "record_gpu.py: 18 cases, failed: none")

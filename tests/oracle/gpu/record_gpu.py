@@ -30,6 +30,9 @@ one; every case steps torch.optim.AdamW (foreach, PyTorch's CUDA default) and ze
                         the vocabulary, batch 32, seq 256 (cuDNN's fused RNN: weight buffer, reserve
                         space, workspace)
   nanogpt_bf16_compiled nanoGPT bf16 under torch.compile (Inductor, Triton), compiled in the warm-up
+  llama_d128_bf16[_flash|_efficient|_math]
+                        a two-layer Llama with Llama-3's head dim 128 (d 2048, 16 heads, 4 KV heads),
+                        batch 2, seq 2048, autocast bf16, SDPA as PyTorch picks or forced
 Probes (summary.json, no snapshot): `context` reads the device's used memory (cudaMemGetInfo, what
 nvidia-smi shows) minus the allocator's reserved bytes after each library's first use (context,
 first kernel, cuBLAS fp32 and bf16 GEMMs, cuDNN convolution, SDPA); `nccl` does the same around a
@@ -61,6 +64,9 @@ LLAMA = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hid
              num_key_value_heads=4, max_position_embeddings=4096)
 LLAMA_TINY = dict(LLAMA, vocab_size=256, hidden_size=64, intermediate_size=172, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2)
+# Llama-3's head dim (128) and GQA ratio (4), two layers
+LLAMA_D128 = dict(LLAMA, hidden_size=2048, intermediate_size=5632, num_hidden_layers=2, num_attention_heads=16,
+                  num_key_value_heads=4)
 BF16 = torch.bfloat16
 # case -> model, autocast dtype, options (sac, lora, sdpa backend, compile); sizes per model in SIZES
 CASES = {"mlp_fp32": ("mlp", None, {}), "nanogpt_fp32": ("nanogpt", None, {}), "nanogpt_bf16": ("nanogpt", BF16, {}),
@@ -71,9 +77,14 @@ CASES = {"mlp_fp32": ("mlp", None, {}), "nanogpt_fp32": ("nanogpt", None, {}), "
          "llama_bf16": ("llama", BF16, {}), "llama_bf16_sac": ("llama", BF16, {"sac": True}),
          "llama_lora_bf16": ("llama", None, {"lora": True}),
          "resnet18_fp32": ("resnet18", None, {}), "resnet18_bf16": ("resnet18", BF16, {}),
-         "lstm_fp32": ("lstm", None, {}), "nanogpt_bf16_compiled": ("nanogpt", BF16, {"compile": True})}
+         "lstm_fp32": ("lstm", None, {}), "nanogpt_bf16_compiled": ("nanogpt", BF16, {"compile": True}),
+         "llama_d128_bf16": ("llama_d128", BF16, {}),
+         "llama_d128_bf16_flash": ("llama_d128", BF16, {"sdpa": "FLASH_ATTENTION"}),
+         "llama_d128_bf16_efficient": ("llama_d128", BF16, {"sdpa": "EFFICIENT_ATTENTION"}),
+         "llama_d128_bf16_math": ("llama_d128", BF16, {"sdpa": "MATH"})}
 # model -> (batch, seq or image side) on the GPU and in a dry run
 SIZES = {"mlp": ((256, None), (8, None)), "nanogpt": ((4, 1024), (2, 32)), "llama": ((4, 1024), (2, 32)),
+         "llama_d128": ((2, 2048), (2, 32)),
          "resnet18": ((64, 224), (2, 32)), "lstm": ((32, 256), (2, 16))}
 
 
@@ -107,7 +118,7 @@ def build(case, dry):
         m = LSTMLM(256, 32, 64, 2) if dry else LSTMLM()
         return m, m.head.out_features, "ids", "tests/oracle/gpu/record_gpu.py LSTMLM (vocab 10000, d 512, hidden 1024, 2 layers)"
     import transformers
-    kw = LLAMA_TINY if dry else LLAMA
+    kw = LLAMA_TINY if dry else LLAMA_D128 if kind == "llama_d128" else LLAMA
     cfg = transformers.LlamaConfig(**kw)
     cfg._attn_implementation = "sdpa"; cfg.use_cache = False
     model = transformers.AutoModelForCausalLM.from_config(cfg)
