@@ -130,9 +130,10 @@ Status ApplyPrecision(const SimOptions& opt, BindOptions* bo) {
 Status ApplyLoop(const SimOptions& opt, StepConfig* cfg) {
   if (opt.steps < 1 || opt.steps > 1000) return Status::InvalidArgument("--steps must be 1 to 1000");
   cfg->steps = opt.steps;
-  if (opt.loop_holds != "output" && opt.loop_holds != "none")
-    return Status::InvalidArgument("--loop-holds \"" + opt.loop_holds + "\": expected output or none");
+  if (opt.loop_holds != "output" && opt.loop_holds != "step" && opt.loop_holds != "none")
+    return Status::InvalidArgument("--loop-holds \"" + opt.loop_holds + "\": expected output, step or none");
   cfg->loop_holds_output = opt.loop_holds == "output";
+  cfg->loop_holds_step = opt.loop_holds == "step";
   if (opt.zero_grad == "set-to-none") cfg->zero_grad = StepConfig::ZeroGrad::kSetToNone;
   else if (opt.zero_grad == "zeros") cfg->zero_grad = StepConfig::ZeroGrad::kZeros;
   else if (opt.zero_grad == "none") cfg->zero_grad = StepConfig::ZeroGrad::kNone;

@@ -298,9 +298,7 @@ void RunBackwardPass(StepState& s) {
   s.ledger.set_op(kNoOp);
   // `del out, loss`, then whatever graph is left unreached is destroyed with them; a loop
   // that keeps its names holds them until the next forward rebinds them (Note [Training loop]).
-  if (!s.cfg.loop_holds_output)
-    for (TensorId t : CallerNames(g))
-      if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
+  if (!s.cfg.loop_holds_output && !s.cfg.loop_holds_step) DropCallerNames(s, /*forget=*/false);
   // The graph's nodes die (`del out, loss` drops the last references): their ctx attributes
   // with them, the last node created first (traces of bitsandbytes' MatMul8bitFp).
   for (auto n = s.nodes.rbegin(); n != s.nodes.rend(); ++n) {
@@ -314,6 +312,13 @@ void RunBackwardPass(StepState& s) {
     n.buffer.clear();
   }
   s.Hook(&TrainingSetup::AfterBackwardPass);
+}
+
+void DropCallerNames(StepState& s, bool forget) {
+  for (TensorId t : CallerNames(s.g)) {
+    if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
+    if (forget) s.storage[t] = kNoStorage;
+  }
 }
 
 }  // namespace memsim

@@ -119,6 +119,9 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
                       bool recompute);
 /// loss.backward() in autograd-engine order, then `del out, loss`.
 void RunBackwardPass(StepState& s);
+/// `del out, loss`: the caller's names drop their references (|forget|: and no longer name a
+/// storage; Note [Training loop]).
+void DropCallerNames(StepState& s, bool forget);
 /// Python names |ts| go (a function returns): each tensor's node may die, then its storage.
 void DropNames(StepState& s, const std::vector<TensorId>& ts);
 /// A pipeline stage's step: the schedule's microbatches (lib/autodiff/pipeline.cc).

@@ -125,6 +125,7 @@ void RunOneStep(StepState& s, bool first) {
   s.SetPhase(Phase::kOptimizer);
   s.ledger.set_op(kNoOp);
   OptimizerAndZeroGrad(s);
+  if (s.cfg.loop_holds_step) DropCallerNames(s, /*forget=*/true);  // a step function returns
 }
 
 void RunStep(StepState& s) {

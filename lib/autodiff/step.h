@@ -37,6 +37,9 @@ struct StepConfig {
   /// --loop-holds output: the loop's `out, loss` names keep the last pass's output and loss
   /// alive until the next forward rebinds them (none: `del out, loss` after backward).
   bool loop_holds_output = false;
+  /// --loop-holds step: they are a step function's locals, dropped when it returns (after
+  /// optimizer.step() and zero_grad()).
+  bool loop_holds_step = false;
   /// --zero-grad: set-to-none frees .grad after the step; zeros / none keep it (zeroed in place
   /// or not at all), so the next backward adds into it.
   enum class ZeroGrad : uint8_t { kSetToNone, kZeros, kNone } zero_grad = ZeroGrad::kSetToNone;

@@ -171,9 +171,10 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
       ->transform(CLI::CheckedTransformer(TorchDtypeNames({"fp32", "fp16", "bf16"}), CLI::ignore_case));
   cmd->add_option("--steps", num_steps, "N consecutive training steps, allocator state carried across (default 1)");
   cmd->add_option("--loop-holds", loop_holds,
-                  "output: the loop's `out, loss` stay alive until the next forward rebinds them; none: "
-                  "`del out, loss` after backward (default)")
-      ->check(CLI::IsMember({"output", "none"}));
+                  "output: the loop's `out, loss` stay alive until the next forward rebinds them; step: until the "
+                  "step ends (a train_step() function's locals, dropped after optimizer.step() and zero_grad()); "
+                  "none: `del out, loss` after backward (default)")
+      ->check(CLI::IsMember({"output", "step", "none"}));
   cmd->add_option("--zero-grad", zero_grad,
                   "after optimizer.step(): set-to-none (default, frees .grad), zeros (zero_grad(set_to_none=False)) "
                   "or none (no zero_grad: grads accumulate)")

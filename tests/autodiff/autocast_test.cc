@@ -30,9 +30,12 @@ TEST(AutocastListsTest, CpuAndCudaListsDiffer) {
   for (AutocastTable t : {AutocastTable::kCuda2x, AutocastTable::kCpu113}) {
     EXPECT_EQ(AutocastPolicy(t, OpKind::kLinear), CastPolicy::kLowerPrecision);
     EXPECT_EQ(AutocastPolicy(t, OpKind::kConv2d), CastPolicy::kLowerPrecision);
-    EXPECT_EQ(AutocastPolicy(t, OpKind::kCrossEntropy), CastPolicy::kFp32);
     EXPECT_EQ(AutocastPolicy(t, OpKind::kRelu), CastPolicy::kNone);
   }
+  // cross_entropy: the CPU casts the logits to fp32; CUDA 2.x runs log_softmax in their dtype and
+  // casts its result for nll_loss (Note [Autocast])
+  EXPECT_EQ(AutocastPolicy(AutocastTable::kCpu113, OpKind::kCrossEntropy), CastPolicy::kFp32);
+  EXPECT_EQ(AutocastPolicy(AutocastTable::kCuda2x, OpKind::kCrossEntropy), CastPolicy::kInnerNllFp32);
 }
 
 TEST(AutocastListsTest, CastsAreMadeLastArgumentFirstAndSkipIneligibleInputs) {

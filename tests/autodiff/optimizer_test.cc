@@ -93,7 +93,8 @@ TEST(OptimizerTest, SteadyStepHasAllStateInSetup) {
 
 // The cuda profile's cuBLAS workspaces (CUBLAS_WORKSPACE_CONFIG default), one for the main
 // thread and one for the autograd engine's thread, alive from the first GEMM on each.
-constexpr int64_t kCublasWorkspace = 2 * 8519680;
+// the cuBLAS workspaces of both threads and the main thread's cuBLASLt one (biased linears)
+constexpr int64_t kCublasWorkspace = 2 * 8519680 + 1048576;
 
 TEST(OptimizerTest, FirstStepPeakIncludesNewState) {
   auto first = Step("adam", "cuda", true);

@@ -149,6 +149,9 @@ TEST(SizeScheduleTest, ScheduledFiguresEqualTheEngineOverWideRanges) {
   EXPECT_GE(ooms, 20u);
 }
 
+// cs336_small's backward sums its RMSNorms' weight grads over batch·seq rows: on the cuda profile
+// that reduction's global staging (Note [CUDA reduction staging]) comes and goes with the
+// symbols, so no schedule covers it there (the exact path answers); the cpu profile has none.
 TEST(SizeScheduleTest, SequenceAndBatchTogether) {
   auto g = LoadGraph(std::string(MEMSIM_SOURCE_DIR) + "/graphs/cs336_small.json");
   ASSERT_TRUE(g.ok());
@@ -157,6 +160,10 @@ TEST(SizeScheduleTest, SequenceAndBatchTogether) {
   base.alloc.compute_ideal = false;
   const std::vector<int64_t> batches = {2, 3, 5, 8, 13}, seqs = {16, 17, 18, 19, 32, 100, 257};
   CompileOptions co{{SymbolValues{"batch", batches}, SymbolValues{"seq", seqs}}, 1000};
+  auto cuda = CompileStep(*g, base, co);
+  ASSERT_TRUE(cuda.ok());
+  EXPECT_FALSE((*cuda)->schedule) << "the staging of the RMSNorm weight grads is piecewise in batch·seq";
+  base.sim.profile = "cpu";
   auto cs = CompileStep(*g, base, co);
   ASSERT_TRUE(cs.ok());
   ASSERT_TRUE((*cs)->schedule) << (*cs)->no_schedule;
