@@ -226,7 +226,11 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   if (!s.nodes[o].buffer.empty() && s.nodes[o].buffer[0].defined()) c.grad_out = &s.nodes[o].buffer[0].meta;
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];
-  for (size_t i = 0; i < op.inputs.size(); ++i) {
+  const int first = RuleFor(op.kind).dispatch_first;  // the ATen node's first output
+  const size_t n = op.inputs.size();
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = k;
+    if (first >= 0 && static_cast<size_t>(first) < n) i = k == 0 ? first : (k <= static_cast<size_t>(first) ? k - 1 : k);
     if (!node.rg.test(i)) continue;
     s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
     Edge e = EdgeOf(s, o, i);

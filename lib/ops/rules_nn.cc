@@ -486,7 +486,14 @@ Status InferEmbedding(const RuleCtx& c, InferOut* o) {
 
 void FwdEmbedding(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 0); }
 
-void BwdEmbedding(const RuleCtx& c, BwdPlan* p) { p->GradNew(1); }
+// embedding_dense_backward_cpu (aten/src/ATen/native/Embedding.cpp, 1.13 and 2.x): the zeros
+// grad_weight, then `grad_.contiguous()`: a copy of a non-contiguous incoming grad (an embedding
+// feeding a batch_first recurrent layer gets its grad through the layer's transpose), freed when
+// the kernel returns (Note [Recurrent layers]).
+void BwdEmbedding(const RuleCtx& c, BwdPlan* p) {
+  p->GradNew(1);
+  if (c.rg_in(1) && c.grad_out && !c.grad_out->is_contiguous()) p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad contiguous"));
+}
 
 // Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);
 // layer_norm / group_norm (X, [weight], [bias]); rms_norm (X, [weight]).
@@ -729,7 +736,7 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kConv1d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kConv2d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kConv3d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
-    {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear, AliasGradSame, false, true},
+    {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear, AliasGradSame, false, true, false, 2},
     {OpKind::kMatmul, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kMm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kBmm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},

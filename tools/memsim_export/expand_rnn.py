@@ -53,7 +53,8 @@ class _Emit:
         return self.op("linear", [x, w, b], shape=tuple(x.shape[:-1]) + (w.shape[0],), hint=hint)
 
     def inplace(self, kind, a, b=None, hint=None):
-        return self.op(kind, [a] + ([b] if b is not None else []), {"inplace": True}, shape=a.shape, hint=hint)
+        return self.op(kind, [a] + ([b] if b is not None else []), {"inplace": True, "inplace_fixed": True},
+                       shape=a.shape, hint=hint)
 
     def pointwise(self, kind, a, b=None, hint=None):
         return self.op(kind, [a] + ([b] if b is not None else []), {"inplace": False}, shape=a.shape, hint=hint)
@@ -92,14 +93,19 @@ def _gru_cell(e, x_t, hx, p, h):
     n = e.pointwise("add", xg[2], e.inplace("mul", hg[2], r, h + "hn_r"), h + "n_pre")
     n = e.inplace("tanh", n, hint=h + "new")
     hy = e.inplace("mul", e.pointwise("sub", hx, n, h + "h_n"), z, h + "h_n_z")
-    return e.inplace("add", hy, n, h + "hy")
+    hy = e.inplace("add", hy, n, h + "hy")
+    e.cx.keep_alive([xg, hg])  # the cell's chunk vectors hold the gates until it returns
+    return hy
 
 
 def _simple_cell(e, x_t, hx, p, h, nonlin):
     """RNN.cpp SimpleCell::operator(): nonlinearity(linear_hh(hx).add_(x_t)), out of place."""
     hh = e.linear(hx, p["w_hh"], p["b_hh"], h + "hh")
-    pre = e.inplace("add", hh, x_t(), h + "pre")
-    return e.pointwise(nonlin, pre, hint=h + nonlin)
+    x = x_t()
+    pre = e.inplace("add", hh, x, h + "pre")
+    hy = e.pointwise(nonlin, pre, hint=h + nonlin)
+    e.cx.keep_alive([x])  # a temporary of the full expression: it dies after the nonlinearity
+    return hy
 
 
 def _cell_fn(mode):
@@ -206,6 +212,7 @@ def rnn_forward(cx, mod, path, x, hx=None):
                                                            "training": True}, shape=layer_input.shape, hint=h + "drop")
     hy = _stack(e, [f[0] if mode == "LSTM" else f for f in finals], "h_n")
     cy = _stack(e, [f[1] for f in finals], "c_n") if mode == "LSTM" else None
+    cx.keep_alive([finals])  # lstm_impl's hy / cy vectors live until both stacks are made
     out = layer_input
     if mod.batch_first:
         out = e.op("transpose", [out], {"dim0": 0, "dim1": 1}, shape=(out.shape[1], out.shape[0], out.shape[2]),
