@@ -76,6 +76,20 @@ class RecurrentLayers(unittest.TestCase):
         self.assertEqual(len([o for o in ops if o["op"] == "matmul"]), 2)     # hy = matmul(hy, w_hr.t()) per step
         self.assertEqual([o["attrs"]["shape"][2] for o in ops if o["op"] == "full"], [3, 6])  # h0 of proj_size, c0
 
+    def test_explicit_state(self):
+        class WithState(nn.Module):
+            def __init__(s):
+                super().__init__(); s.rnn = nn.LSTM(5, 4, batch_first=True); s.h = nn.Linear(5, 4); s.c = nn.Linear(5, 4)
+
+            def forward(s, x):  # the initial state from the first step
+                h0 = s.h(x[:, 0]).unsqueeze(0)
+                return s.rnn(x, (h0, s.c(x[:, 0]).unsqueeze(0)))[0].sum(1)
+        g = export_model(WithState(), ["batch,3,5"], name="state")
+        check_well_formed(self, g)
+        self.assertEqual([o for o in rnn_ops(g) if o["op"] == "full"], [])
+        unbinds = [o for o in rnn_ops(g) if o["op"] == "unbind"]
+        self.assertEqual(len(unbinds), 3)  # h0, c0 per layer, then the projected sequence
+
     def test_cells(self):
         g = export_model(op_models.CellLoop(), ["batch,8,32"], name="cell_loop")
         check_well_formed(self, g)

@@ -23,7 +23,8 @@ only), so autograd records one node per ATen op and memsim's rules for those ops
 
 torch 2.x runs nn.LSTM on the CPU through oneDNN's ``mkldnn_rnn_layer`` when ``use_mkldnn`` holds
 (mkldnn enabled, float32 / bf16 input, no proj_size); that kernel has no memsim rule yet, so the
-expansion refuses it and the recorded rule takes it (Note [Recorded rules]).
+expansion refuses it (its page-rounded oneDNN workspace is no product of the symbols: a recorded
+rule cannot take it either).
 """
 import torch
 import torch.nn as nn
@@ -178,8 +179,6 @@ def rnn_forward(cx, mod, path, x, hx=None):
         raise Unsupported("nn.LSTM on the CPU under torch 2.x (oneDNN mkldnn_rnn_layer)")
     if x.ndim != 3:
         raise Unsupported("nn.%s with an unbatched (2-D) input" % type(mod).__name__)
-    if hx is not None:
-        raise Unsupported("nn.%s with an explicit initial state" % type(mod).__name__)
     e = _Emit(cx, path)
     dirs = 2 if mod.bidirectional else 1
     B = x.shape[0] if mod.batch_first else x.shape[1]
@@ -188,8 +187,11 @@ def rnn_forward(cx, mod, path, x, hx=None):
     # RNNBase.forward: zeros initial states (LSTM: h and c)
     zeros = lambda size, hint: e.op("full", [], {"shape": [mod.num_layers * dirs, B, size], "dtype": dtype_name(x.dtype)},
                                     shape=(mod.num_layers * dirs, B, size), dtype=x.dtype, hint=hint)
-    h0 = zeros(Hr, "h0")
-    c0 = zeros(H, "c0") if mode == "LSTM" else None
+    if hx is None:
+        h0 = zeros(Hr, "h0")
+        c0 = zeros(H, "c0") if mode == "LSTM" else None
+    else:  # the caller's states (permute_hidden leaves them as they are without a PackedSequence)
+        h0, c0 = (T(hx[0]), T(hx[1])) if mode == "LSTM" else (T(hx), None)
     args = [x, h0, c0]
     seq = e.op("transpose", [x], {"dim0": 0, "dim1": 1}, shape=(x.shape[1], x.shape[0], x.shape[2]),
                hint="batch_first") if mod.batch_first else x
