@@ -367,11 +367,23 @@ void BwdLinear(const RuleCtx& c, BwdPlan* p) {
     GemmScratch(p, LinearScratch(c, LinearGemm::kGradWeight));
   };
   if (LinearViaMatmul(c)) {
-    // AddBackward (bias grad, reduced) runs first, then MmBackward: dW before dX.
-    if (has_bias) p->GradAlias(2);
+    // AddBackward runs first: the bias grad, summed to the bias's shape in its validate_outputs.
+    if (has_bias) p->GradNew(2);
+    // matmul's `_unsafe_view` of the mm result: UnsafeViewBackward reshapes the grad, a copy when it
+    // cannot be viewed as 2-D (expanded by a sum, transposed by a recurrent layer's batch_first,
+    // Note [Recurrent layers]); the incoming grad then dies, the copy when MmBackward returns.
+    int copy = -1;
+    if (c.grad_out && c.grad_out->dim() > 2) {
+      const TensorMeta& g = *c.grad_out;
+      if (!ViewStrides(g.sizes, g.strides, {g.numel() / g.sizes.back(), g.sizes.back()})) {
+        copy = p->Temp(Bytes(g), "grad reshape copy");
+        p->ReleaseGradOut();
+      }
+    }
     if (c.profile.mm_grad_mat2_first && c.rg_in(1)) grad_weight();
     if (c.rg_in(0)) grad_input();
     if (!c.profile.mm_grad_mat2_first && c.rg_in(1)) grad_weight();
+    if (copy >= 0) p->FreeTemp(copy);
     return;
   }
   // addmm: dX, dW, then the bias grad reduced in validate_outputs.
