@@ -231,7 +231,12 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   // ATen node's outputs (OpRule::dispatch_first, Note [Recurrent layers]).
   for (size_t i = 0; i < op.inputs.size(); ++i)
     if (node.rg.test(i)) s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
-  const int first = RuleFor(op.kind).dispatch_first;
+  int first = RuleFor(op.kind).dispatch_first;
+  // An input autocast copied reaches its edge through its own ToCopyBackward node, which runs
+  // after the later arguments' casts: input order again.
+  if (first >= 0 && o < s.bound.casts.size())
+    for (const InputCast& cast : s.bound.casts[o])
+      if (cast.input == first && cast.copy) first = -1;
   const size_t n = op.inputs.size();
   for (size_t k = 0; k < n; ++k) {
     size_t i = k;

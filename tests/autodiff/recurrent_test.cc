@@ -70,28 +70,5 @@ TEST(RecurrentTest, EmbeddingCopiesANonContiguousGrad) {
   EXPECT_EQ(n, 1u);
 }
 
-// linear on a transposed 3-D input (the matmul path) whose grad is expanded by a sum: the bias grad
-// first (AddBackward), then UnsafeViewBackward's copy of the grad, freed after both GEMMs.
-TEST(RecurrentTest, MatmulPathCopiesAGradItCannotView) {
-  const std::string body = R"("inputs": [{"name": "x", "shape": [5, 4, 8]}],
-      "parameters": [{"name": "w", "shape": [3, 8]}, {"name": "b", "shape": [3]}],
-      "ops": [{"op": "transpose", "inputs": ["x"], "outputs": ["xt"], "attrs": {"dim0": 0, "dim1": 1}},
-              {"op": "linear", "inputs": ["xt", "w", "b"], "outputs": ["y"]},
-              {"op": "sum", "inputs": ["y"], "outputs": ["s"], "attrs": {"dim": [1], "keepdim": false}},
-              {"op": "mean", "inputs": ["s"], "outputs": ["loss"]}], "loss": "loss")";
-  auto run = testing::Simulate(body, Opts("cpu", "sgd", "1.13"));
-  ASSERT_TRUE(run.ok) << run.error;
-  const auto& s = run.r.events;
-  auto copy = testing::BuffersContaining(s, "grad reshape copy");
-  ASSERT_EQ(copy.size(), 1u) << testing::Dump(s);
-  EXPECT_EQ(s.buffers[copy[0]].bytes, 4 * 5 * 3 * 4);
-  auto b = testing::BuffersNamed(s, "b.grad");
-  auto w = testing::BuffersNamed(s, "w.grad");
-  ASSERT_EQ(b.size(), 1u);
-  ASSERT_EQ(w.size(), 1u);
-  EXPECT_LT(testing::AllocIndex(s, b[0]), testing::AllocIndex(s, copy[0]));
-  EXPECT_GT(testing::FreeIndex(s, copy[0]), testing::AllocIndex(s, w[0]));
-}
-
 }  // namespace
 }  // namespace memsim
