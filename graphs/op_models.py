@@ -150,6 +150,52 @@ class LstmCls(nn.Module):  # nn.LSTM (2 layers) over a sequence, classifier on t
         return s.fc(out[:, -1])
 
 
+class EmbLstmCls(nn.Module):  # embedding -> nn.LSTM (2 layers, dropout between them) -> linear on the last step
+    def __init__(s):
+        super().__init__(); s.emb = nn.Embedding(30522, 32)
+        s.rnn = nn.LSTM(32, 64, num_layers=2, batch_first=True, dropout=0.25); s.fc = nn.Linear(64, 10)
+
+    def forward(s, ids):  # [N, 32]
+        out, _ = s.rnn(s.emb(ids))
+        return s.fc(out[:, -1])
+
+
+class BiGruTagger(nn.Module):  # embedding -> bidirectional GRU -> per-token scores, summed over the sequence
+    def __init__(s):
+        super().__init__(); s.emb = nn.Embedding(30522, 32)
+        s.rnn = nn.GRU(32, 48, batch_first=True, bidirectional=True); s.tag = nn.Linear(96, 10)
+
+    def forward(s, ids):  # [N, 32]
+        out, _ = s.rnn(s.emb(ids))
+        return s.tag(out).sum(1)
+
+
+class CharRnn(nn.Module):  # a char-RNN: embedding, time-major ReLU nn.RNN (2 layers, dropout), bias-free LSTM
+    def __init__(s):      # with proj_size, the next-char scores of the last step
+        super().__init__(); s.emb = nn.Embedding(30522, 16)
+        s.rnn = nn.RNN(16, 48, num_layers=2, nonlinearity="relu", dropout=0.1)
+        s.lstm = nn.LSTM(48, 40, bias=False, proj_size=24); s.fc = nn.Linear(24, 10)
+
+    def forward(s, ids):  # [N, 32]
+        h = s.rnn(s.emb(ids).transpose(0, 1))[0]  # [0]: h_n dies at once (a name `_` would keep it)
+        h = s.lstm(h)[0]
+        return s.fc(h[-1])
+
+
+class CellLoop(nn.Module):  # LSTMCell, GRUCell and a tanh RNNCell stepped in Python over the sequence
+    def __init__(s):
+        super().__init__(); s.lstm = nn.LSTMCell(32, 48); s.gru = nn.GRUCell(48, 40)
+        s.rnn = nn.RNNCell(40, 32, bias=False); s.fc = nn.Linear(32, 10)
+
+    def forward(s, x):  # [N, 8, 32]
+        h = c = g = r = None
+        for t in range(8):  # the sequence length, fixed (fx traces the loop unrolled)
+            h, c = s.lstm(x[:, t]) if t == 0 else s.lstm(x[:, t], (h, c))
+            g = s.gru(h) if t == 0 else s.gru(h, g)
+            r = s.rnn(g) if t == 0 else s.rnn(g, r)
+        return s.fc(r)
+
+
 class SliceAssign(nn.Module):  # slice assignment and in-place writes into views (CopySlices), index_put_
     def __init__(s):
         super().__init__(); s.a = nn.Linear(256, 128); s.b = nn.Linear(256, 64); s.e = nn.Linear(256, 32)
@@ -221,6 +267,10 @@ MODELS = {
     "lstm_cls": lambda: (LstmCls(), (16, 32), 10),
     "gru_cls": lambda: (LstmCls(nn.GRU), (16, 32), 10),
     "rnn_cls": lambda: (LstmCls(nn.RNN), (16, 32), 10),
+    "emb_lstm_cls": lambda: (EmbLstmCls(), ("ids", 32), 10),
+    "bigru_tagger": lambda: (BiGruTagger(), ("ids", 32), 10),
+    "char_rnn": lambda: (CharRnn(), ("ids", 32), 10),
+    "cell_loop": lambda: (CellLoop(), (8, 32), 10),
     "slice_assign": lambda: (SliceAssign(), (256,), 10),
     "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
     "grid_net": lambda: (GridNet(), (3, 16, 16), 10),
@@ -231,6 +281,8 @@ MODELS = {
 def _exporter(name):
     def build():
         model, shape, _ = MODELS[name]()
+        if shape[0] == "ids":  # token ids, as trace_step.py draws them
+            return model, ["int64:batch,%d" % shape[1]]
         return model, ["batch," + ",".join(str(d) for d in shape)]
     return build
 
@@ -249,3 +301,10 @@ slice_assign_export = _exporter("slice_assign")
 unfold_net_export = _exporter("unfold_net")
 grid_net_export = _exporter("grid_net")
 circ_pad_cnn_export = _exporter("circ_pad_cnn")
+lstm_cls_export = _exporter("lstm_cls")
+gru_cls_export = _exporter("gru_cls")
+rnn_cls_export = _exporter("rnn_cls")
+emb_lstm_cls_export = _exporter("emb_lstm_cls")
+bigru_tagger_export = _exporter("bigru_tagger")
+char_rnn_export = _exporter("char_rnn")
+cell_loop_export = _exporter("cell_loop")

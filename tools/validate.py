@@ -305,6 +305,7 @@ def main():
     lines, failures = table_113(a.memsim, files, a.graphs)
     lines += table_213(a.memsim, failures)
     lines += table_ops(a.memsim, failures)
+    lines += table_rnn(a.memsim, failures)
     import validate_recorded  # the recorded-rules table (tools/validate_recorded.py); imports this module
     lines += validate_recorded.section(a.memsim, failures)
     lines += table_lora(a.memsim, failures)
@@ -504,6 +505,31 @@ def table_ops(memsim, failures):
         lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
         lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
     return lines
+# The recurrent-layer table's tolerance (issue 26: every peak and phase within 0.1 %).
+MAX_ERR_RNN, MAX_MEDIAN_RNN = 0.1, 0.01
+
+
+def table_rnn(memsim, failures):
+    """The recurrent-layer traces (graphs/op_models.py: nn.LSTM / GRU / RNN and the Cell modules) under both releases."""
+    lines = ["", "## Recurrent layers (PyTorch 2.13 and 1.13)", "",
+             "nn.LSTM / nn.GRU / nn.RNN classifiers, an embedding → 2-layer LSTM with dropout, a bidirectional GRU",
+             "tagger, a char-RNN (ReLU RNN, 2 layers, dropout; a bias-free LSTM with proj_size) and LSTMCell / GRUCell /",
+             "RNNCell stepped in Python (`graphs/op_models.py`), expanded into the ATen ops of RNN.cpp's CPU composite",
+             "(Note [Recurrent layers]); recorded without a dispatch mode by `tests/oracle/record_rnn.sh` into",
+             "`tests/data/traces_rnn_2_13/` and `tests/data/traces_rnn_1_13/`, each predicted by `memsim run GRAPH",
+             "--profile cpu --torch RELEASE --step first` on the graph exported under the same release. Tolerance:",
+             "every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_RNN, MAX_MEDIAN_RNN), ""]
+    for sub in ("traces_rnn_2_13", "traces_rnn_1_13"):
+        d = os.path.join(ROOT, "tests", "data", sub)
+        files = [(sub, os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
+        rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
+                                                         [os.path.join(d, "graphs")], MAX_ERR_RNN, MAX_MEDIAN_RNN)
+        failures += fails
+        lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
+        lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
+    return lines
+
+
 def table_lora(memsim, failures):
     """The PEFT LoRA table: tests/data/traces_lora_2_13 against the graphs exported from the same
     peft models (their "lora" key), and the same traces against the plain graphs with --lora."""

@@ -235,9 +235,22 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   if (!s.nodes[o].buffer.empty() && s.nodes[o].buffer[0].defined()) c.grad_out = &s.nodes[o].buffer[0].meta;
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];
-  for (size_t i = 0; i < op.inputs.size(); ++i) {
+  // The setups see the grads in input order (autocast's ToCopyBackward nodes run in that order:
+  // cached_cast made the casts right to left); the engine then hands them on in the order of the
+  // ATen node's outputs (OpRule::dispatch_first, Note [Recurrent layers]).
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (node.rg.test(i)) s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
+  int first = RuleFor(op.kind).dispatch_first;
+  // An input autocast copied reaches its edge through its own ToCopyBackward node, which runs
+  // after the later arguments' casts: input order again.
+  if (first >= 0 && o < s.bound.casts.size())
+    for (const InputCast& cast : s.bound.casts[o])
+      if (cast.input == first && cast.copy) first = -1;
+  const size_t n = op.inputs.size();
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = k;
+    if (first >= 0 && static_cast<size_t>(first) < n) i = k == 0 ? first : (k <= static_cast<size_t>(first) ? k - 1 : k);
     if (!node.rg.test(i)) continue;
-    s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
     Edge e = EdgeOf(s, o, i);
     if (e.param != kNoStorage) {
       if (produced[i].defined()) Accumulate(s, &s.param_buffer[e.param], std::move(produced[i]), op.inputs[i]);

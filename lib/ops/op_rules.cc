@@ -21,7 +21,10 @@ std::array<const OpRule*, kNumKinds> BuildIndex() {
 }  // namespace
 
 bool RuleCtx::inplace() const {
-  if (inplace_override && RuleFor(op.kind).inplace_capable) return *inplace_override;
+  // `inplace_fixed`: the code calls the in-place method itself (`x.sigmoid_()`, ATen's RNN cells,
+  // Note [Recurrent layers]); --inplace-activations changes the modules' choice only.
+  if (inplace_override && RuleFor(op.kind).inplace_capable && !op.attrs.GetBool("inplace_fixed", false))
+    return *inplace_override;
   return op.attrs.GetBool("inplace", false);
 }
 

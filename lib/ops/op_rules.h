@@ -170,6 +170,11 @@ struct OpRule {
   /// functional collective's output): InputBuffer adds later grads into one in place on every
   /// profile (can_accumulate_inplace; Note [InputBuffer]).
   bool plain_grads = false;
+  /// The input whose grad the engine hands on before the others' (-1: input order): the ATen
+  /// node's first output. linear's bias is addmm's `self` (AddBackward's `other` on the matmul
+  /// path): a bias used at every step of a recurrent layer is summed before the input's and the
+  /// weight's grads (Note [Recurrent layers]).
+  int8_t dispatch_first = -1;
 };
 
 /// The rule row of |kind|.

@@ -1,6 +1,6 @@
 # Exporter tests (tools/export_torch.py, graphs/): Python unittest under Debian's torch 1.13.
 # /usr/bin/python3 explicitly: the python3 on PATH may be one without torch.
-foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey llm op_coverage)
+foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey llm op_coverage rnn)
   add_test(NAME export.${t}
            COMMAND /usr/bin/python3 -m unittest discover -s tests/export -p test_${t}.py -v
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

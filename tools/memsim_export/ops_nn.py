@@ -363,7 +363,10 @@ def m_identity(cx, mod, path, x, *a, **k):
 def _act_fn(op, inplace_default=False, force_inplace=False):
     def h(cx, x, inplace=inplace_default, **kw):
         x = T(x)
-        return cx.emit(op, [x], {"inplace": bool(inplace or force_inplace)}, shape=x.shape)
+        attrs = {"inplace": bool(inplace or force_inplace)}
+        if force_inplace:  # `x.relu_()`: not the module's choice that --inplace-activations changes
+            attrs["inplace_fixed"] = True
+        return cx.emit(op, [x], attrs, shape=x.shape)
     return h
 
 

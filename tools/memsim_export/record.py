@@ -26,13 +26,15 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import expand, ops_llm, recorded  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
+from . import expand, expand_rnn, ops_llm, recorded  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
 from .convert import Context
 from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
 
 # module class -> the fx path's expansion handler (cx, module, path, *args, **kwargs)
 EXPANDED = {nn.MultiheadAttention: expand.m_mha, nn.TransformerEncoderLayer: expand.m_encoder_layer,
-            nn.TransformerEncoder: expand.m_encoder}
+            nn.TransformerEncoder: expand.m_encoder,
+            **{c: expand_rnn.m_rnn for c in (nn.RNN, nn.LSTM, nn.GRU)},
+            **{c: expand_rnn.m_rnn_cell for c in (nn.RNNCell, nn.LSTMCell, nn.GRUCell)}}
 
 # Tensor dunder methods → the operator functions the fx handlers are registered for.
 _DUNDER = {
