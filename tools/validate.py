@@ -137,6 +137,10 @@ def setup_flags(graph, cfg):
         flags += ["--save-on-cpu", cfg["save_on_cpu"]]
     if cfg.get("offload_activations"):  # torchtune's OffloadActivations around forward and loss
         flags += ["--offload-activations", cfg["offload_activations"]]
+    if cfg.get("routed"):  # each MoE layer's tokens per expert in the traced step (Note [Routed token counts])
+        for layer, counts in enumerate(cfg["routed"].split("/")):
+            for e, n in enumerate(counts.split(",")):
+                flags += ["--set", "routed%d_e%d=%s" % (layer, e, n)]
     return flags
 
 
@@ -312,6 +316,7 @@ def main():
     lines += table_hf(a.memsim, failures)
     lines += table_offload(a.memsim, failures)
     lines += table_lora_dtype(a.memsim, failures)
+    lines += table_moe(a.memsim, failures)
     lines += table_qlora(a.memsim, failures)
     lines += table_fp8(a.memsim, failures)
     lines += table_compile(a.memsim, failures)
@@ -571,6 +576,18 @@ def table_offload(memsim, failures):
          "--step first --offload-activations min_size=N` (Note [Activation offloading]). The streams, the",
          "pinned host memory and the copies to and from the device are the GPU side, from the source only."],
         [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")], short=True)
+
+
+def table_moe(memsim, failures):
+    """Mixture of experts: tests/data/traces_moe_2_13 (graphs/moe_models.py) with the routed counts."""
+    return dir_table(memsim, failures, "traces_moe_2_13", "Mixture of experts (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of a torchtitan-style MoE model",
+         "(`graphs/moe_models.py`: softmax router, top-k, bincount, stable argsort, gather, the experts' for",
+         "loop over `torch.split` by the counts, scatter_add), recorded by `tests/oracle/record_moe_2_13.sh`",
+         "(`trace_step.py moe_mlp|moe_mlp2`, whose CONFIG names each layer's tokens per expert as `routed=`),",
+         "predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first --set routed<L>_e<i>=N` with",
+         "those counts (Note [Routed token counts])."],
+        [os.path.join(ROOT, "tests", "data", "traces_moe_2_13", "graphs")], short=True)
 
 
 def table_lora_dtype(memsim, failures):

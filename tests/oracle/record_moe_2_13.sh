@@ -1,0 +1,20 @@
+#!/bin/bash
+# Records the PyTorch 2.13 CPU traces of torchtitan-style mixture-of-experts models
+# (graphs/moe_models.py) in tests/data/traces_moe_2_13/ and exports their graphs. Each trace's
+# CONFIG names the tokens each expert received (`routed=`); tools/validate.py passes them to memsim
+# as the graph's routed<L>_e<i> symbols (Note [Routed token counts] in docs/op-rules.md).
+# Needs the 2.x venv (`make deps`) and gcc. Usage: record_moe_2_13.sh [OUTDIR] [PYTHON]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+. "$root/tests/oracle/kit/record_common.sh" "$root/tests/data/traces_moe_2_13" "$@"
+run moe_mlp_b32_adam        moe_mlp --batch 32 --opt adam
+run moe_mlp_b64_sgd         moe_mlp --batch 64 --opt sgd
+run moe_mlp_b32_adamw_ckpt  moe_mlp --batch 32 --opt adamw --checkpoint 'moe\.0'
+run moe_mlp2_b64_adam       moe_mlp2 --batch 64 --opt adam
+run moe_mlp2_b16_adam_amp   moe_mlp2 --batch 16 --opt adam --amp bf16
+g=$out/graphs; mkdir -p "$g"
+for m in moe_mlp moe_mlp2; do
+  (cd "$root" && "$py" tools/export_torch.py graphs/moe_models.py:$m --trace run --name $m \
+     --provenance "graphs/moe_models.py $m (trace_step.py $m)" -o "$g/$m.json")
+done
