@@ -386,6 +386,7 @@ Result<std::vector<int64_t>> RoutedCounts(const std::string& policy, int64_t n, 
 /// Binds each MoE routing's per-expert counts (Note [Routed token counts]) that --set left
 /// unset, from the routed elements at |b|; a routing whose counts --set names is left as given.
 Status BindRouting(const Graph& g, const SimOptions& opt, Bindings* b) {
+  MEMSIM_RETURN_IF_ERROR(RoutedCounts(opt.moe_routing, 1, 1).status());  // a bad policy is refused on any graph
   for (size_t l = 0; l < g.routing.size(); ++l) {
     const auto& r = g.routing[l];
     const std::string prefix = "routed" + std::to_string(l) + "_e";

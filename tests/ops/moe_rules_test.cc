@@ -91,7 +91,7 @@ TEST(MoeRuleTest, CountsThatDoNotAddUpAreRefused) {
   opt.symbols = {{"routed0_e0", 8}, {"routed0_e1", 9}};
   auto run = testing::Simulate(Moe(kBalanced), opt);
   EXPECT_FALSE(run.ok);
-  EXPECT_THAT(run.error, ::testing::HasSubstr("split sizes do not add up to 16"));
+  EXPECT_THAT(run.error, ::testing::HasSubstr("routed0_e* add up to 17 but routing 0 routes 16 rows"));
 }
 
 TEST(MoeRuleTest, ImbalanceMovesTheExpertActivations) {
