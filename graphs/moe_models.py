@@ -23,12 +23,14 @@ class GroupedExperts(nn.Module):
         self.w3 = nn.Parameter(torch.randn(experts, hidden, dim) * 0.02)
 
     def forward(self, x, num_tokens_per_expert):
+        # under expert parallel the weights are DTensors sharded on dim 0 (torchtitan's to_local())
+        w1, w2, w3 = (w.to_local() if hasattr(w, "to_local") else w for w in (self.w1, self.w2, self.w3))
         counts = num_tokens_per_expert.tolist()
         outs = []
         for e, xe in enumerate(torch.split(x, counts, dim=0)):
-            h = F.silu(torch.matmul(xe, self.w1[e].transpose(-2, -1)))
-            h = h * torch.matmul(xe, self.w3[e].transpose(-2, -1))
-            outs.append(torch.matmul(h, self.w2[e].transpose(-2, -1)))
+            h = F.silu(torch.matmul(xe, w1[e].transpose(-2, -1)))
+            h = h * torch.matmul(xe, w3[e].transpose(-2, -1))
+            outs.append(torch.matmul(h, w2[e].transpose(-2, -1)))
         return torch.cat(outs, dim=0)
 
 
