@@ -1,8 +1,10 @@
-// Ops of mixture-of-experts routing: bincount (tokens per expert), sort / argsort (tokens grouped
-// by expert) and floor division (expert slot → token), none differentiable; scatter_add lives
+// Ops of mixture-of-experts routing: bincount (tokens per expert) and floor division (expert slot
+// → token), not differentiable, and sort / argsort (tokens grouped by expert); scatter_add lives
 // with scatter (rules_llm.cc). From the 2.13 CPU kernels (Note [MoE routing ops] in
 // docs/op-rules.md); the routed split itself is `split` with per-expert count symbols (Note
 // [Routed token counts]).
+#include <algorithm>
+
 #include "lib/ops/op_rules.h"
 
 namespace memsim {
@@ -21,9 +23,11 @@ Status InferBincount(const RuleCtx& c, InferOut* o) {
 // _bincount_cpu_template (aten/src/ATen/native/SummaryOps.cpp): self.min() (the negative check)
 // and self.max() (nbins) are 0-dim int64 results read with item() and freed, then the output.
 void FwdBincount(const RuleCtx& c, FwdPlan* p) {
-  if (c.in[0]->numel() == 0) return;
-  p->FreeExtra(p->AddExtra(8, "bincount min"));
-  p->FreeExtra(p->AddExtra(8, "bincount max"));
+  if (c.in[0]->numel() > 0) {
+    p->FreeExtra(p->AddExtra(8, "bincount min"));
+    p->FreeExtra(p->AddExtra(8, "bincount max"));
+  }
+  p->AllocOutput(0);
 }
 
 // sort(X, dim, descending, stable) → (values, int64 indices), X's sizes.
