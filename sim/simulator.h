@@ -23,6 +23,9 @@ namespace memsim {
 
 struct SimOptions {
   std::map<std::string, int64_t> symbols;  ///< --batch N (symbol "batch") and --set SYM=V
+  /// --moe-routing balanced|hot=F: the tokens per expert of each MoE routing whose counts
+  /// --set leaves unset (Note [Routed token counts]).
+  std::string moe_routing = "balanced";
   std::string optimizer = "sgd";
   bool first_step = true;                  ///< --step first|steady
   std::string profile = "cuda";

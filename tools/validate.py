@@ -35,7 +35,18 @@ FP8_AUTOCAST_GAP = ("torchao float8 under CPU autocast: the fp8 GEMM's bf16 outp
                     "it) are modelled as fp32; also the AMX oneDNN scratchpads of the bf16 GEMMs")
 CONV_GRAD_INPUT_GAP = ("the oneDNN reorders of a 3-channel convolution's grad_input on AVX-512 (16-channel blocking "
                        "in the trace, 8 in memsim's conv rule); the grid and padding ops match event by event")
+# The MoE traces are recorded without a TorchDispatchMode (the kit's --check-spy and --marks make
+# gather_backward and InputBuffer take their out-of-place branches: areAnyTensorSubclassLike /
+# can_accumulate_inplace). Without one, InputBuffer adds a second grad into the first in place (a
+# split piece's two GEMM grads, the experts' per-expert select_backward grads); the cpu profile's
+# accumulate_inplace row (out of place) follows the 2.13 traces recorded under --check-spy.
+MOE_INPLACE_GAP = ("InputBuffer accumulates in place in a run without a TorchDispatchMode; the cpu profile's "
+                   "accumulate_inplace=false follows traces recorded under the kit's dispatch mode (Note [MoE routing ops])")
 KNOWN_GAPS = {("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
+              **{("traces_moe_2_13", t, "backward"): MOE_INPLACE_GAP
+                 for t in ("moe_mlp_b32_adam", "moe_mlp_b64_sgd", "moe_mlp_b32_adamw_ckpt", "moe_mlp2_b64_adam",
+                           "moe_mlp2_b16_adam_amp")},
+              ("traces_moe_2_13", "moe_mlp_b64_sgd", "peak"): MOE_INPLACE_GAP,
               ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "backward"): FP8_AUTOCAST_GAP,
               **{(sub, "grid_net_b4_sgd", ph): CONV_GRAD_INPUT_GAP
                  for sub in ("traces_ops_2_13", "traces_ops_1_13") for ph in ("peak", "backward")}}
@@ -137,6 +148,10 @@ def setup_flags(graph, cfg):
         flags += ["--save-on-cpu", cfg["save_on_cpu"]]
     if cfg.get("offload_activations"):  # torchtune's OffloadActivations around forward and loss
         flags += ["--offload-activations", cfg["offload_activations"]]
+    if cfg.get("routed"):  # each MoE layer's tokens per expert in the traced step (Note [Routed token counts])
+        for layer, counts in enumerate(cfg["routed"].split("/")):
+            for e, n in enumerate(counts.split(",")):
+                flags += ["--set", "routed%d_e%d=%s" % (layer, e, n)]
     return flags
 
 
@@ -313,6 +328,7 @@ def main():
     lines += table_hf(a.memsim, failures)
     lines += table_offload(a.memsim, failures)
     lines += table_lora_dtype(a.memsim, failures)
+    lines += table_moe(a.memsim, failures)
     lines += table_qlora(a.memsim, failures)
     lines += table_fp8(a.memsim, failures)
     lines += table_compile(a.memsim, failures)
@@ -601,6 +617,18 @@ def table_offload(memsim, failures):
          "--step first --offload-activations min_size=N` (Note [Activation offloading]). The streams, the",
          "pinned host memory and the copies to and from the device are the GPU side, from the source only."],
         [os.path.join(ROOT, "tests", "data", "traces_hf_2_13", "graphs")], short=True)
+
+
+def table_moe(memsim, failures):
+    """Mixture of experts: tests/data/traces_moe_2_13 (graphs/moe_models.py) with the routed counts."""
+    return dir_table(memsim, failures, "traces_moe_2_13", "Mixture of experts (PyTorch 2.13)",
+        ["Each row is one real PyTorch 2.13.0 CPU training step of a torchtitan-style MoE model",
+         "(`graphs/moe_models.py`: softmax router, top-k, bincount, stable argsort, gather, the experts' for",
+         "loop over `torch.split` by the counts, scatter_add), recorded by `tests/oracle/record_moe_2_13.sh`",
+         "(`trace_step.py moe_mlp|moe_mlp2`, whose CONFIG names each layer's tokens per expert as `routed=`),",
+         "predicted by `memsim run GRAPH --profile cpu --torch 2.13 --step first --set routed<L>_e<i>=N` with",
+         "those counts (Note [Routed token counts])."],
+        [os.path.join(ROOT, "tests", "data", "traces_moe_2_13", "graphs")], short=True)
 
 
 def table_lora_dtype(memsim, failures):

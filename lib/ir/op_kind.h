@@ -48,7 +48,8 @@ namespace memsim {
   X(kAllReduce, "all_reduce") X(kGradAllReduce, "grad_all_reduce") X(kAllGather, "all_gather")             \
   X(kReduceScatter, "reduce_scatter") X(kCompiled, "compiled") X(kViewWrite, "view_write")   \
   X(kIm2col, "im2col") X(kCol2im, "col2im") X(kUnfold, "unfold") X(kAffineGrid, "affine_grid")                     \
-  X(kGridSample, "grid_sample") X(kRecorded, "recorded")
+  X(kGridSample, "grid_sample") X(kRecorded, "recorded") X(kBincount, "bincount") X(kSort, "sort")      \
+  X(kFloorDivide, "floor_divide")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

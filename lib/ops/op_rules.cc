@@ -13,7 +13,7 @@ std::array<const OpRule*, kNumKinds> BuildIndex() {
   std::array<const OpRule*, kNumKinds> idx{};
   for (const auto* table : {&kNnRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
                             &kQuantizedRules, &kFp8Rules, &kCollectiveRules,
-                            &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kRecordedRules})
+                            &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kRecordedRules, &kMoeRules})
     for (const OpRule& r : *table) idx[static_cast<size_t>(r.kind)] = &r;
   return idx;
 }

@@ -195,6 +195,7 @@ extern const std::vector<OpRule> kViewWriteRules;
 extern const std::vector<OpRule> kUnfoldRules;
 extern const std::vector<OpRule> kGridRules;
 extern const std::vector<OpRule> kRecordedRules;
+extern const std::vector<OpRule> kMoeRules;
 
 /// Whether input |i| of |rule|'s op is differentiable (OpRule::diff_inputs).
 inline bool Differentiable(const OpRule& rule, size_t i) { return (rule.diff_inputs >> (i < 32 ? i : 31)) & 1u; }

@@ -139,6 +139,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--offload-activations", offload_activations,
                   "torchtune's activation offloading (OffloadActivations) around forward and loss: on (its "
                   "defaults) or min_size=BYTES,streams=on|off,pin=on|off,stash=K; off (default)");
+  cmd->add_option("--moe-routing", moe_routing,
+                  "mixture of experts: the tokens each expert receives where --set routed<L>_e<i>=N does not give "
+                  "them: balanced (default) or hot=F (the first expert F times the mean, the rest balanced)");
   cmd->add_option("--optimizer-in-backward", optimizer_in_backward,
                   "on: one optimizer per parameter, stepped by a post-accumulate-grad hook that then frees the grad "
                   "(torchtune optimizer_in_bwd); off (default)")
@@ -356,6 +359,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.sac = sac;
   base.sim.save_on_cpu = save_on_cpu;
   base.sim.offload_activations = offload_activations;
+  base.sim.moe_routing = moe_routing;
   base.sim.optimizer_in_backward = optimizer_in_backward == "on";
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;

@@ -36,6 +36,13 @@ add_test(NAME export.hf
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)
 
+# Mixture of experts (graphs/moe_models.py): the torch 2.x venv (1.13 has no meta kernel for a
+# stable argsort).
+add_test(NAME export.moe
+         COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_moe.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.moe PROPERTIES TIMEOUT 300 LABELS export)
+
 # The fine-tuning keys from a real model: peft's adapter dtype, bitsandbytes layers as "quantize_base"
 # (the torch 2.x venv: peft and bitsandbytes).
 add_test(NAME export.finetune_keys
