@@ -482,9 +482,9 @@ def table_ops(memsim, failures):
     """The op-coverage traces (graphs/op_models.py, elementwise losses) under both releases."""
     lines = ["", "## Op coverage (PyTorch 2.13 and 1.13)", "",
              "Small models exercising the activations, padding / resampling / roll / repeat / casts, broadcast",
-             "binary ops, elementwise losses, 3-D convolution and pooling, channel and alpha dropout, vector norms,",
+             "binary ops, elementwise losses, 3-D convolution and pooling, transposed convolution, channel and alpha dropout, vector norms,",
              "upsample modes, writes into views, unfold/fold and grid sampling of Notes [More activations], [Broadcast grads], [Padding and",
-             "resampling], [Elementwise losses], [3-D convolution and pooling], [Channel and alpha dropout], [Vector",
+             "resampling], [Elementwise losses], [3-D convolution and pooling], [Transposed convolution], [Channel and alpha dropout], [Vector",
              "norms], [Upsample index buffers], [Writes into views], [Unfold and fold] and [Grid sampling] (`graphs/op_models.py`, `mlp` with `--loss`), recorded by",
              "`tests/oracle/record_ops.sh` into `tests/data/traces_ops_2_13/` (the 2.13.0 pip wheel, `--check-spy`)",
              "and `tests/data/traces_ops_1_13/` (Debian's 1.13), each predicted by `memsim run GRAPH --profile cpu",

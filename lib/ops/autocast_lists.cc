@@ -16,7 +16,8 @@ struct Row {
 // (fp32_set_opt_dtype) then nll_loss (fp32); memsim's one op takes the fp32 policy.
 constexpr Row kCuda2xRows[] = {
     {OpKind::kConv1d, CastPolicy::kLowerPrecision},   {OpKind::kConv2d, CastPolicy::kLowerPrecision},
-    {OpKind::kConv3d, CastPolicy::kLowerPrecision},
+    {OpKind::kConv3d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose1d, CastPolicy::kLowerPrecision},
+    {OpKind::kConvTranspose2d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose3d, CastPolicy::kLowerPrecision},
     {OpKind::kLinear, CastPolicy::kLowerPrecision},   {OpKind::kMatmul, CastPolicy::kLowerPrecision},
     {OpKind::kMm, CastPolicy::kLowerPrecision},       {OpKind::kBmm, CastPolicy::kLowerPrecision},
     {OpKind::kBaddbmm, CastPolicy::kLowerPrecision},  {OpKind::kSdpa, CastPolicy::kLowerPrecision},
@@ -36,7 +37,8 @@ constexpr Row kCuda2xRows[] = {
 // row serves both releases; checked under 2.13: fp32 q, k, v give a bf16 output).
 constexpr Row kCpu113Rows[] = {
     {OpKind::kConv1d, CastPolicy::kLowerPrecision},  {OpKind::kConv2d, CastPolicy::kLowerPrecision},
-    {OpKind::kConv3d, CastPolicy::kLowerPrecision},
+    {OpKind::kConv3d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose1d, CastPolicy::kLowerPrecision},
+    {OpKind::kConvTranspose2d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose3d, CastPolicy::kLowerPrecision},
     {OpKind::kLinear, CastPolicy::kLowerPrecision},  {OpKind::kMatmul, CastPolicy::kLowerPrecision},
     {OpKind::kMm, CastPolicy::kLowerPrecision},      {OpKind::kBmm, CastPolicy::kLowerPrecision},
     {OpKind::kBaddbmm, CastPolicy::kLowerPrecision}, {OpKind::kSdpa, CastPolicy::kLowerPrecision},
