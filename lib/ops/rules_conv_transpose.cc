@@ -155,24 +155,36 @@ void SlowForward(const Deconv& d, const RuleCtx& c, FwdPlan* p) {
   for (int o : outs) p->FreeExtra(o);
 }
 
+/// Whether the kernels copy the incoming grad (`grad_output.contiguous()`, Note [Conv grad_output
+/// copy]): a non-contiguous grad, e.g. a slice of cat's grad.
+bool CopiesGradOut(const RuleCtx& c) {
+  return c.grad_out != nullptr && c.in[0]->is_contiguous() && !c.grad_out->is_contiguous();
+}
+
 void SlowBackward(const Deconv& d, const RuleCtx& c, BwdPlan* p) {
   const bool cols = SlowNeedsColumns(d), bias = d.bias && c.rg_in(2);
+  const int64_t go_bytes = c.grad_out != nullptr ? c.grad_out->numel() * d.es : c.out[0]->bytes();
   if (d.groups == 1) {
+    // Both parts take `grad_output_.contiguous()` on their own: a copy each when it is not.
+    const bool copy = CopiesGradOut(c);
     if (c.rg_in(0)) {  // slow_conv_transpose_backward_out_cpu_template: grad_input, grad_columns
+      const int go = copy ? p->Temp(go_bytes, "slow_conv_transpose grad_output contiguous copy") : -1;
       p->GradNew(0);
       if (cols) p->FreeTemp(p->Temp(SlowColumns(d), "slow_conv_transpose grad columns"));
+      if (go >= 0) p->FreeTemp(go);
     }
     if (c.rg_in(1) || bias) {  // acc_grad_parameters: grad_weight, grad_bias, then the columns
       if (c.rg_in(1)) p->GradNew(1);
       if (bias) p->GradNew(2);
+      const int go = copy ? p->Temp(go_bytes, "slow_conv_transpose grad_output contiguous copy") : -1;
       if (c.rg_in(1) && cols) p->FreeTemp(p->Temp(SlowColumns(d), "slow_conv_transpose columns"));
+      if (go >= 0) p->FreeTemp(go);
     }
     return;
   }
   // Convolution.cpp 1.13 convolution_backward, a slow backend with groups: per group the
   // grad_output's and the input's channel slices copied (`.contiguous()`), that group's grads,
   // then at::cat of each grad; the per-group vectors go in reverse order (bias, weight, input).
-  const int64_t go_bytes = c.grad_out != nullptr ? c.grad_out->numel() * d.es : c.out[0]->bytes();
   std::vector<int> gi, gw, gb;
   for (int64_t g = 0; g < d.groups; ++g) {
     const int go = p->Temp(go_bytes / d.groups, "slow_conv_transpose group grad_output copy");
@@ -280,6 +292,8 @@ void OneDnnBackward(const Deconv& d, const RuleCtx& c, BwdPlan* p) {
   const int64_t wblocked = d.groups * RndUp(icg, 16) * (plain_out ? ocg : RndUp(ocg, 16)) * d.Kernel() * d.es;
   const int64_t xblocked = Padded(d.batch, d.groups, icg, d.InSpatial(), d.es);
   const bool bias = d.bias && c.rg_in(2);
+  // `grad_output_t.contiguous(memory_format)`: kept through both parts (Note [Conv grad_output copy]).
+  const int gcopy = CopiesGradOut(c) ? p->Temp(c.grad_out->numel() * d.es, "grad_output contiguous copy") : -1;
   if (c.rg_in(0)) {
     const int go = plain_out ? -1 : p->Temp(gout, "onednn grad_out reorder");
     const int wr = p->Temp(wblocked, "onednn weight reorder");
@@ -301,6 +315,7 @@ void OneDnnBackward(const Deconv& d, const RuleCtx& c, BwdPlan* p) {
     p->FreeTemp(gw);
     if (gb >= 0) p->FreeTemp(gb);
   }
+  if (gcopy >= 0) p->FreeTemp(gcopy);
 }
 
 void FwdConvTranspose(const RuleCtx& c, FwdPlan* p) {
