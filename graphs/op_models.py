@@ -78,10 +78,8 @@ class Conv3dNet(nn.Module):  # conv3d, max/avg/adaptive 3-D pooling (a video-sty
         return s.fc(s.p3(h).flatten(1))  # 1, 2, 2
 
 
-# DeconvNet and LstmCls record with trace_step.py. conv_transpose has a rule (Note [Transposed
-# convolution]), but DeconvNet's 3-D layer of 8 output channels takes an oneDNN backward-weights
-# reorder memsim does not derive; the RNNs have no rule (recorded rules take them: mkldnn_rnn_layer's
-# workspace is not derived).
+# LstmCls records with trace_step.py, but the RNNs have no rule (recorded rules take them:
+# mkldnn_rnn_layer's workspace is not derived). DeconvNet: Note [Transposed convolution].
 class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decoder)
     def __init__(s):
         super().__init__()

@@ -35,7 +35,10 @@ FP8_AUTOCAST_GAP = ("torchao float8 under CPU autocast: the fp8 GEMM's bf16 outp
                     "it) are modelled as fp32; also the AMX oneDNN scratchpads of the bf16 GEMMs")
 CONV_GRAD_INPUT_GAP = ("the oneDNN reorders of a 3-channel convolution's grad_input on AVX-512 (16-channel blocking "
                        "in the trace, 8 in memsim's conv rule); the grid and padding ops match event by event")
-KNOWN_GAPS = {("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
+DECONV_GROUPED_GAP = ("oneDNN runs a grouped strided transposed convolution as brgconv_strided:avx2, whose scratchpad "
+                      "(139,032 B here) is not derived: memsim applies the avx512 brgemm sizes (37,016 B), Note [Transposed convolution]")
+KNOWN_GAPS = {("traces_ops_2_13", "deconv1d_net_b4_sgd", "forward"): DECONV_GROUPED_GAP,
+              ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
               ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "backward"): FP8_AUTOCAST_GAP,
               **{(sub, "grid_net_b4_sgd", ph): CONV_GRAD_INPUT_GAP
                  for sub in ("traces_ops_2_13", "traces_ops_1_13") for ph in ("peak", "backward")}}

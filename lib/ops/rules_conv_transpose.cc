@@ -208,10 +208,11 @@ void SlowBackward(const Deconv& d, const RuleCtx& c, BwdPlan* p) {
 
 // --- oneDNN's deconvolution (PyTorch 2.x on the CPU) -------------------------------------------
 
-/// Bytes of a tensor of |batch| × |channels| × |spatial| with the channels padded to 16 per group
-/// (oneDNN's avx512 blocked layouts aBcd16b / the weights' 16a16b blocks).
-int64_t Padded(int64_t batch, int64_t groups, int64_t channels_per_group, int64_t spatial, int64_t es) {
-  return batch * groups * RndUp(channels_per_group, 16) * spatial * es;
+/// Bytes of a tensor of |batch| × |channels| × |spatial| with the channels padded to |block| per
+/// group (oneDNN's blocked layouts: aBcd16b on avx512, aBcd8b on avx2).
+int64_t Padded(int64_t batch, int64_t groups, int64_t channels_per_group, int64_t spatial, int64_t es,
+               int64_t block = 16) {
+  return batch * groups * RndUp(channels_per_group, block) * spatial * es;
 }
 
 /// The brgemm strided deconvolution's scratchpad (brg_deconv over brgconv_strided: a backward-data
@@ -304,9 +305,14 @@ void OneDnnBackward(const Deconv& d, const RuleCtx& c, BwdPlan* p) {
     p->FreeTemp(gib);
   }
   if (c.rg_in(1) || bias) {
-    const int go = plain_out ? -1 : p->Temp(gout, "onednn grad_out reorder");
-    const int src = p->Temp(xblocked, "onednn src reorder");
-    const int gw = p->Temp(wblocked, "onednn blocked grad_weight");
+    // A 3-D one with a plain grad_output: the avx512 backward-weights kernel declines it and the
+    // avx2 one runs on 8-channel blocks (ONEDNN_VERBOSE: jit:avx2, aBcde8b / BAcde8a8b).
+    const int64_t blk = plain_out && d.nsp == 3 ? 8 : 16;
+    const bool reorder_go = !plain_out || blk == 8;
+    const int go = reorder_go ? p->Temp(Padded(d.batch, d.groups, ocg, d.OutSpatial(), d.es, blk), "onednn grad_out reorder") : -1;
+    const int src = p->Temp(Padded(d.batch, d.groups, icg, d.InSpatial(), d.es, blk), "onednn src reorder");
+    const int64_t gwb = blk == 8 ? d.groups * RndUp(icg, 8) * RndUp(ocg, 8) * d.Kernel() * d.es : wblocked;
+    const int gw = p->Temp(gwb, "onednn blocked grad_weight");
     const int gb = bias ? p->Temp(d.out_ch * d.es, "onednn blocked grad_bias") : -1;
     p->FreeTemp(src);
     if (go >= 0) p->FreeTemp(go);

@@ -89,6 +89,18 @@ TEST(ConvTransposeRuleTest, Cpu213StridedHasTheBrgemmScratchpadAndAChannelsLastC
   EXPECT_EQ(Allocated(three, "onednn grad_out reorder"), 0);
 }
 
+TEST(ConvTransposeRuleTest, Cpu213ThreeDPlainGradOutputTakesTheAvx2WeightKernel) {
+  // 8 output channels: backward data reads the grad_output plain; backward weights runs on
+  // 8-channel blocks, reordering it (unpadded) and the source (the kit's deconv_net trace).
+  auto run = testing::Simulate(Body("conv_transpose3d", "[2, 16, 1, 2, 256]", "[16, 8, 2, 2, 2]", R"({"stride": 2})", false),
+                               Opts("cpu", "sgd", "2.13"));
+  ASSERT_TRUE(run.ok) << run.error;
+  size_t n = 0;
+  EXPECT_EQ(Allocated(run, "onednn grad_out reorder", &n), 2 * 8 * 2 * 4 * 512 * 4);
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(Allocated(run, "onednn blocked grad_weight"), 16 * 8 * 8 * 4);
+}
+
 TEST(ConvTransposeRuleTest, Cpu213StrideOneRunsBlockedWithoutScratchpadOrCopy) {
   auto run = testing::Simulate(Body("conv_transpose2d", "[4, 32, 1, 1]", "[32, 32, 4, 4]", "{}", false),
                                Opts("cpu", "sgd", "2.13"));

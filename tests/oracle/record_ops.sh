@@ -24,6 +24,7 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run dcgan_gen_b4_sgd          dcgan_gen --batch 4 --opt sgd --marks
   run deconv1d_net_b4_sgd       deconv1d_net --batch 4 --opt sgd --marks
   run unet3d_b2_sgd             unet3d --batch 2 --opt sgd --marks
+  run deconv_net_b2_sgd         deconv_net --batch 2 --opt sgd --marks
   run resample_modes_b4_sgd     resample_modes --batch 4 --opt sgd --marks
   run norm_mlp_b16_sgd          norm_mlp --batch 16 --opt sgd --marks
   run drop_cnn_b16_adam         drop_cnn --batch 16 --opt adam --marks
@@ -62,6 +63,8 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:deconv1d_net_export --input "x=batch,32,32" --loss cross_entropy
   exp unet3d "graphs/op_models.py Unet3d; trace_step.py unet3d; input float32 [batch,3,8,16,16]" \
     graphs/op_models.py:unet3d_export --input "x=batch,3,8,16,16" --loss cross_entropy
+  exp deconv_net "graphs/op_models.py DeconvNet; trace_step.py deconv_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:deconv_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp sigmoid_mlp_bce "graphs/op_models.py sigmoid_mlp with the bce loss on float targets [batch,10]; trace_step.py sigmoid_mlp --loss bce" \
     graphs/op_models.py:sigmoid_mlp_export --input "x=batch,256" --loss bce
   for l in bce_logits smooth_l1 l1 huber; do
