@@ -34,13 +34,14 @@ class Mixed(nn.Module):
         return self.c(h)
 
 
-class Deconv(nn.Module):  # F.conv_transpose2d, strided (Note [Transposed convolution])
+class Deconv(nn.Module):  # F.conv_transpose2d, strided, on an input that requires grad (Note [Transposed convolution])
     def __init__(self):
         super().__init__()
-        self.up, self.fc = nn.ConvTranspose2d(16, 16, 4, stride=2, padding=1), nn.Linear(16 * 16 * 16, 10)
+        self.pre, self.fc = nn.Conv2d(16, 16, 3, padding=1), nn.Linear(16 * 16 * 16, 10)
+        self.up = nn.ConvTranspose2d(16, 16, 4, stride=2, padding=1)
 
     def forward(self, x):
-        h = F.conv_transpose2d(x, self.up.weight, self.up.bias, stride=2, padding=1)
+        h = F.conv_transpose2d(torch.relu(self.pre(x)), self.up.weight, self.up.bias, stride=2, padding=1)
         return self.fc(torch.relu(h).flatten(1))
 
 
@@ -96,6 +97,7 @@ class RoundTripTest(unittest.TestCase):
         rep_r, ev_r = simulate(recorded)
         self.assertIsNotNone(ev_e, rep_e)
         self.assertIsNotNone(ev_r, rep_r)
+        self.maxDiff = None
         self.assertEqual(ev_r, ev_e, "the recorded conv_transpose2d's allocations differ from the explicit rule's")
 
     def test_strict_refuses_recorded_rules(self):
