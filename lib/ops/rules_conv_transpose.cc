@@ -324,22 +324,48 @@ void OneDnnBackward(const Deconv& d, const RuleCtx& c, BwdPlan* p) {
   if (gcopy >= 0) p->FreeTemp(gcopy);
 }
 
+// --- cuDNN (CUDA) -------------------------------------------------------------------------------
+
+/// cuDNN runs a transposed convolution as the convolution it is the adjoint of (ATen's
+/// cudnn_convolution_transpose, cudnn/ConvShared.cpp): its forward is that convolution's
+/// backward-data, its backward-data that forward, its backward-weights that backward-filter.
+int64_t CudnnWorkspace(const RuleCtx& c, const Deconv& d, ConvPass pass) {
+  const Profile& pr = c.profile;
+  if (pr.conv_workspace_policy == ConvWorkspacePolicy::kNone) return 0;
+  ConvCall k;
+  k.batch = d.batch, k.in_channels = d.out_ch, k.out_channels = d.in_ch, k.groups = d.groups, k.element_size = d.es;
+  k.kernel = d.k, k.stride = d.stride, k.dilation = d.dil, k.in_spatial = d.out, k.out_spatial = d.in;
+  return ConvWorkspaceBytes(pr.conv_workspace_policy, pr.conv_workspace_bytes, pr.gpu_arch, k, pass);
+}
+
 void FwdConvTranspose(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
-  if (!c.profile.onednn_conv_reorders) return;  // CUDA: cuDNN's workspaces are not modelled
   const Deconv d = Geometry(c);
+  if (!c.profile.onednn_conv_reorders) {  // cuDNN: the output, then the call's workspace
+    if (const int64_t ws = CudnnWorkspace(c, d, ConvPass::kBackwardData); ws > 0) {
+      p->AllocOutput(0);
+      p->FreeExtra(p->AddExtra(ws, "cudnn workspace"));
+    }
+    return;
+  }
   if (c.profile.conv_transpose_slow) SlowForward(d, c, p);
   else OneDnnForward(d, c, p);
 }
 
 void BwdConvTranspose(const RuleCtx& c, BwdPlan* p) {
+  const Deconv d = Geometry(c);
   if (!c.profile.onednn_conv_reorders) {
-    for (int i = 0; i < c.num_in(); ++i)
-      if (c.rg_in(i)) p->GradNew(i);
+    for (int i = 0; i < c.num_in(); ++i) {
+      if (!c.rg_in(i)) continue;
+      p->GradNew(i);
+      if (i >= 2) continue;
+      const ConvPass pass = i == 0 ? ConvPass::kForward : ConvPass::kBackwardFilter;
+      if (const int64_t ws = CudnnWorkspace(c, d, pass); ws > 0)
+        p->FreeTemp(p->Temp(ws, i == 0 ? "cudnn backward-data workspace" : "cudnn backward-filter workspace"));
+    }
     return;
   }
-  const Deconv d = Geometry(c);
   if (c.profile.conv_transpose_slow) SlowBackward(d, c, p);
   else OneDnnBackward(d, c, p);
 }

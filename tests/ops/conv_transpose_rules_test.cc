@@ -141,11 +141,19 @@ TEST(ConvTransposeRuleTest, Cpu113GroupsRunGroupByGroupOnInputCopies) {
   EXPECT_EQ(n, 2u);
 }
 
-TEST(ConvTransposeRuleTest, CudaAllocatesOnlyOutputAndGrads) {
+TEST(ConvTransposeRuleTest, CudaHasTheAdjointConvolutionsWorkspacesOnly) {
   auto run = testing::Simulate(WithBias(Body("conv_transpose2d", kX2d, kW2d, kStrided), 16));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_EQ(Allocated(run, "onednn"), 0);
   EXPECT_EQ(Allocated(run, "slow_conv_transpose"), 0);
+  // The forward is the adjoint convolution's backward-data, and so on (cudnn/ConvShared.cpp).
+  ConvCall k;
+  k.batch = 2, k.in_channels = 16, k.out_channels = 16, k.kernel = {4, 4}, k.stride = {2, 2}, k.dilation = {1, 1};
+  k.in_spatial = {16, 16}, k.out_spatial = {8, 8};
+  const int64_t fwd = ConvWorkspaceBytes(ConvWorkspacePolicy::kTypical, 0, "", k, ConvPass::kBackwardData);
+  EXPECT_EQ(Allocated(run, "cudnn workspace"), fwd);
+  EXPECT_EQ(Allocated(run, "cudnn backward-data workspace"),
+            ConvWorkspaceBytes(ConvWorkspacePolicy::kTypical, 0, "", k, ConvPass::kForward));
 }
 
 }  // namespace
