@@ -108,8 +108,8 @@ bool SlowNeedsColumns(const Deconv& d) {
   return false;
 }
 
-/// One slow_conv_transpose call's forward on a group's slice (bytes of its output |out_bytes|;
-/// |out_index| >= 0: the op's output itself, else a group output kept as an extra that is returned).
+/// One slow_conv_transpose call's forward (input |in_bytes|, result |out_bytes|): |whole|, the op's
+/// output itself (returns -1); else one group's call, whose result is an extra it returns.
 int SlowForwardCall(const Deconv& d, FwdPlan* p, int64_t in_bytes, int64_t out_bytes, bool whole) {
   int out = -1;
   if (d.nsp == 3) {
