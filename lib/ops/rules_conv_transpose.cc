@@ -52,7 +52,8 @@ std::optional<Deconv> GeometryOf(const RuleCtx& c, std::string* err) {
   auto stride = Ints(c, "stride", d.nsp, 1), pad = Ints(c, "padding", d.nsp, 0);
   auto out_pad = Ints(c, "output_padding", d.nsp, 0), dil = Ints(c, "dilation", d.nsp, 1);
   if (!stride || !pad || !out_pad || !dil)
-    return *err = "stride/padding/output_padding/dilation must be an int or a list of " + std::to_string(nsp), std::nullopt;
+    return *err = "stride/padding/output_padding/dilation must be an int or a list of " + std::to_string(nsp),
+           std::nullopt;
   d.groups = c.op.attrs.GetInt("groups", c.bindings).value_or(1);
   const int64_t off = batched ? 1 : 0;
   d.batch = batched ? x.sizes[0] : 1;
@@ -79,7 +80,8 @@ std::optional<Deconv> GeometryOf(const RuleCtx& c, std::string* err) {
 }
 
 Status InferConvTranspose(const RuleCtx& c, InferOut* o) {
-  if (c.in.size() < 2 || c.in.size() > 3) return RuleError(c, "expected 2-3 inputs, got " + std::to_string(c.in.size()));
+  if (c.in.size() < 2 || c.in.size() > 3)
+    return RuleError(c, "expected 2-3 inputs, got " + std::to_string(c.in.size()));
   std::string err;
   auto d = GeometryOf(c, &err);
   if (!d) return RuleError(c, err);
@@ -309,7 +311,8 @@ void OneDnnBackward(const Deconv& d, const RuleCtx& c, BwdPlan* p) {
     // avx2 one runs on 8-channel blocks (ONEDNN_VERBOSE: jit:avx2, aBcde8b / BAcde8a8b).
     const int64_t blk = plain_out && d.nsp == 3 ? 8 : 16;
     const bool reorder_go = !plain_out || blk == 8;
-    const int go = reorder_go ? p->Temp(Padded(d.batch, d.groups, ocg, d.OutSpatial(), d.es, blk), "onednn grad_out reorder") : -1;
+    const int64_t go_bytes = Padded(d.batch, d.groups, ocg, d.OutSpatial(), d.es, blk);
+    const int go = reorder_go ? p->Temp(go_bytes, "onednn grad_out reorder") : -1;
     const int src = p->Temp(Padded(d.batch, d.groups, icg, d.InSpatial(), d.es, blk), "onednn src reorder");
     const int64_t gwb = blk == 8 ? d.groups * RndUp(icg, 8) * RndUp(ocg, 8) * d.Kernel() * d.es : wblocked;
     const int gw = p->Temp(gwb, "onednn blocked grad_weight");

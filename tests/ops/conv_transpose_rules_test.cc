@@ -36,6 +36,7 @@ std::string WithBias(std::string body, int64_t channels) {
 }
 
 const std::string kX2d = "[2, 16, 8, 8]", kW2d = "[16, 16, 4, 4]", kStrided = R"({"stride": 2, "padding": 1})";
+const std::string kX3d = "[2, 16, 1, 2, 256]", kW3d = "[16, 8, 2, 2, 2]";
 
 int64_t Allocated(const testing::Run& run, const std::string& part, size_t* count = nullptr) {
   return testing::AllocatedContaining(run.r.events, part, count);
@@ -73,7 +74,8 @@ TEST(ConvTransposeRuleTest, BadChannelsAndOutputPaddingAreErrorsNamingTheOp) {
 }
 
 TEST(ConvTransposeRuleTest, Cpu213StridedHasTheBrgemmScratchpadAndAChannelsLastCopy) {
-  auto run = testing::Simulate(WithBias(Body("conv_transpose2d", kX2d, kW2d, kStrided), 16), Opts("cpu", "sgd", "2.13"));
+  auto run =
+      testing::Simulate(WithBias(Body("conv_transpose2d", kX2d, kW2d, kStrided), 16), Opts("cpu", "sgd", "2.13"));
   ASSERT_TRUE(run.ok) << run.error;
   // Batch (4,120 + 4,096) + padded source 10·10·16 → 4,096 floats (16,384 + 4,096) + mask
   // (4,096 + 4,096) + the nested entry's 128: the 2.13 trace of deconv_net's 4×4 stride-2 layer.
@@ -92,7 +94,7 @@ TEST(ConvTransposeRuleTest, Cpu213StridedHasTheBrgemmScratchpadAndAChannelsLastC
 TEST(ConvTransposeRuleTest, Cpu213ThreeDPlainGradOutputTakesTheAvx2WeightKernel) {
   // 8 output channels: backward data reads the grad_output plain; backward weights runs on
   // 8-channel blocks, reordering it (unpadded) and the source (the kit's deconv_net trace).
-  auto run = testing::Simulate(Body("conv_transpose3d", "[2, 16, 1, 2, 256]", "[16, 8, 2, 2, 2]", R"({"stride": 2})", false),
+  auto run = testing::Simulate(Body("conv_transpose3d", kX3d, kW3d, R"({"stride": 2})", false),
                                Opts("cpu", "sgd", "2.13"));
   ASSERT_TRUE(run.ok) << run.error;
   size_t n = 0;
@@ -111,7 +113,8 @@ TEST(ConvTransposeRuleTest, Cpu213StrideOneRunsBlockedWithoutScratchpadOrCopy) {
 }
 
 TEST(ConvTransposeRuleTest, Cpu113RunsSlowConvTransposeWithColumnsAndBiasOnes) {
-  auto run = testing::Simulate(WithBias(Body("conv_transpose2d", kX2d, kW2d, kStrided), 16), Opts("cpu", "sgd", "1.13"));
+  auto run =
+      testing::Simulate(WithBias(Body("conv_transpose2d", kX2d, kW2d, kStrided), 16), Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   size_t n = 0;
   // [C_out·k·k, H_in·W_in] per sample: forward, backward grad_input, backward weight.
@@ -123,7 +126,7 @@ TEST(ConvTransposeRuleTest, Cpu113RunsSlowConvTransposeWithColumnsAndBiasOnes) {
 }
 
 TEST(ConvTransposeRuleTest, Cpu113ThreeDStartsFromAnInputSizedEmptyLike) {
-  auto run = testing::Simulate(Body("conv_transpose3d", "[2, 16, 1, 2, 256]", "[16, 8, 2, 2, 2]", R"({"stride": 2})", false),
+  auto run = testing::Simulate(Body("conv_transpose3d", kX3d, kW3d, R"({"stride": 2})", false),
                                Opts("cpu", "sgd", "1.13"));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_EQ(Allocated(run, "empty_like(input)"), 2 * 16 * 2 * 256 * 4);
