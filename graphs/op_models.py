@@ -78,9 +78,8 @@ class Conv3dNet(nn.Module):  # conv3d, max/avg/adaptive 3-D pooling (a video-sty
         return s.fc(s.p3(h).flatten(1))  # 1, 2, 2
 
 
-# DeconvNet and LstmCls record with trace_step.py, but memsim has no rule for them yet (the exporter
-# refuses conv_transpose and the RNNs): 2.13's CPU runs oneDNN's brg_deconv and mkldnn_rnn_layer,
-# whose scratchpads and workspace are not derived (docs/op-rules.md, Note [3-D convolution and pooling]).
+# LstmCls records with trace_step.py, but the RNNs have no rule (recorded rules take them:
+# mkldnn_rnn_layer's workspace is not derived). DeconvNet: Note [Transposed convolution].
 class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decoder)
     def __init__(s):
         super().__init__()
@@ -94,6 +93,45 @@ class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decode
         h = s.up1(h.flatten(2))              # 16, 512
         h = s.up3(h.view(h.shape[0], 16, 1, 2, 256))  # 8, 2, 4, 512
         return s.fc(h.flatten(1))
+
+
+class DcganGen(nn.Module):  # a DCGAN-like generator: ConvTranspose2d (bias off) + BatchNorm2d + ReLU, 3 channels out
+    def __init__(s):
+        super().__init__()
+        s.net = nn.Sequential(
+            nn.ConvTranspose2d(32, 32, 4, 1, 0, bias=False), nn.BatchNorm2d(32), nn.ReLU(),   # 4
+            nn.ConvTranspose2d(32, 16, 4, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),   # 8
+            nn.ConvTranspose2d(16, 3, 4, 2, 1), nn.Tanh())                                    # 16
+        s.fc = nn.Linear(3 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 32, 1, 1]
+        return s.fc(s.net(x).flatten(1))
+
+
+class Deconv1dNet(nn.Module):  # ConvTranspose1d with groups and output_padding; bias on and off
+    def __init__(s):
+        super().__init__()
+        s.up1 = nn.ConvTranspose1d(32, 32, 5, stride=3, padding=2, output_padding=1, groups=2)
+        s.up2 = nn.ConvTranspose1d(32, 16, 4, stride=2, padding=1, bias=False); s.fc = nn.Linear(16 * 190, 10)
+
+    def forward(s, x):  # [N, 32, 32]
+        h = torch.relu(s.up1(x))          # 32, 95
+        return s.fc(s.up2(h).flatten(1))  # 16, 190
+
+
+class Unet3d(nn.Module):  # a 3-D UNet block: conv3d, max_pool3d (indices), conv_transpose3d, a skip, avg and adaptive pools
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv3d(3, 16, 3, padding=1); s.c2 = nn.Conv3d(16, 32, 3, padding=1)
+        s.up = nn.ConvTranspose3d(32, 16, 2, stride=2); s.c3 = nn.Conv3d(32, 16, 3, padding=1)
+        s.p = nn.AdaptiveAvgPool3d((1, 2, 2)); s.fc = nn.Linear(16 * 4, 10)
+
+    def forward(s, x):  # [N, 3, 8, 16, 16]
+        skip = torch.relu(s.c1(x))
+        h = torch.relu(s.c2(F.max_pool3d(skip, 2)))       # 32, 4, 8, 8
+        h = torch.cat([skip, s.up(h)], 1)                 # 32, 8, 16, 16
+        h = F.avg_pool3d(torch.relu(s.c3(h)), 2)          # 16, 4, 8, 8
+        return s.fc(s.p(h).flatten(1))
 
 
 def sigmoid_mlp():  # probabilities for F.binary_cross_entropy (trace_step.py --loss bce)
@@ -260,6 +298,9 @@ MODELS = {
     "resample_cnn": lambda: (ResampleCnn(), (3, 16, 16), 10),
     "conv3d_net": lambda: (Conv3dNet(), (3, 8, 16, 16), 10),
     "deconv_net": lambda: (DeconvNet(), (3, 16, 16), 10),
+    "dcgan_gen": lambda: (DcganGen(), (32, 1, 1), 10),
+    "deconv1d_net": lambda: (Deconv1dNet(), (32, 32), 10),
+    "unet3d": lambda: (Unet3d(), (3, 8, 16, 16), 10),
     "sigmoid_mlp": sigmoid_mlp,
     "resample_modes": lambda: (ResampleModes(), (3, 8, 8), 10),
     "norm_mlp": lambda: (NormMlp(), (256,), 10),
@@ -293,6 +334,10 @@ clamp_abs_mlp_export = _exporter("clamp_abs_mlp")
 scale_mlp_export = _exporter("scale_mlp")
 resample_cnn_export = _exporter("resample_cnn")
 conv3d_net_export = _exporter("conv3d_net")
+deconv_net_export = _exporter("deconv_net")
+dcgan_gen_export = _exporter("dcgan_gen")
+deconv1d_net_export = _exporter("deconv1d_net")
+unet3d_export = _exporter("unet3d")
 resample_modes_export = _exporter("resample_modes")
 sigmoid_mlp_export = _exporter("sigmoid_mlp")
 norm_mlp_export = _exporter("norm_mlp")

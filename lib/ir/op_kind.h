@@ -22,6 +22,8 @@ namespace memsim {
   X(kAvgPool2d, "avg_pool2d") X(kAdaptiveAvgPool2d, "adaptive_avg_pool2d")                  \
   X(kConv3d, "conv3d") X(kMaxPool3d, "max_pool3d") X(kAvgPool3d, "avg_pool3d")             \
   X(kAdaptiveAvgPool3d, "adaptive_avg_pool3d")                                               \
+  X(kConvTranspose1d, "conv_transpose1d") X(kConvTranspose2d, "conv_transpose2d")           \
+  X(kConvTranspose3d, "conv_transpose3d")                                                   \
   X(kAdd, "add") X(kSub, "sub") X(kMul, "mul") X(kDiv, "div") X(kCat, "cat")                \
   X(kStack, "stack") X(kSplit, "split") X(kChunk, "chunk") X(kSlice, "slice")               \
   X(kSelect, "select") X(kIndexSelect, "index_select") X(kView, "view")                     \

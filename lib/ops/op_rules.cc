@@ -11,7 +11,7 @@ constexpr size_t kNumKinds = kNumOpKinds;
 
 std::array<const OpRule*, kNumKinds> BuildIndex() {
   std::array<const OpRule*, kNumKinds> idx{};
-  for (const auto* table : {&kNnRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
+  for (const auto* table : {&kNnRules, &kConvTransposeRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
                             &kQuantizedRules, &kFp8Rules, &kCollectiveRules,
                             &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kRecordedRules, &kMoeRules})
     for (const OpRule& r : *table) idx[static_cast<size_t>(r.kind)] = &r;

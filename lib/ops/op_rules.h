@@ -3,7 +3,7 @@
 // autograd saves given which inputs require grad, and what its backward allocates.
 // Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
 // rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc, rules_compiled.cc,
-// rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc). Per-op facts (grad alias layout, in-place capable,
+// rules_conv_transpose.cc, rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc). Per-op facts (grad alias layout, in-place capable,
 // GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
@@ -182,6 +182,7 @@ const OpRule& RuleFor(OpKind kind);
 
 // Family tables, assembled by RuleFor.
 extern const std::vector<OpRule> kNnRules;
+extern const std::vector<OpRule> kConvTransposeRules;
 extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
 extern const std::vector<OpRule> kLlmRules;

@@ -90,6 +90,8 @@ const std::vector<ProfileRow> kRows = {
     {"prelu_kernel", "", "1.13", [](Profile& p) { p.prelu_kernel = false; },
      "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward, the weight grad summed inside from an input-sized collector (the 1.13 act_mlp_a trace)"},
     // --- PyTorch 1.13 on the CPU --------------------------------------------------------------
+    {"conv_transpose_slow", "cpu", "1.13", [](Profile& p) { p.conv_transpose_slow = true; },
+     "aten/src/ATen/native/Convolution.cpp 1.13 ConvParams::use_mkldnn: float CPU input only `!transposed`, so SlowTranspose2d/3d (NaiveConvolutionTranspose2d/3d.cpp; the 1.13 traces of dcgan_gen, deconv1d_net, unet3d)"},
     {"record_function_scratch", "cpu", "1.13", [](Profile& p) { p.record_function_scratch = true; },
      "torch/optim/optimizer.py 1.13: step() and zero_grad() in record_function, a 4-byte zeros and a 288-byte handle; gone in the 2.13 traces"},
 };

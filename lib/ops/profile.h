@@ -73,6 +73,10 @@ struct Profile {
   /// column buffer is allocated around each call (Note [bf16 convolutions on CPU]), and GEMMs stay
   /// in ATen. Only read with onednn_conv_reorders.
   bool bf16_conv_onednn = false;
+  /// CPU, 1.13: transposed convolutions run ATen's slow_conv_transpose2d/3d (a column buffer per
+  /// call, grouped ones group by group on input copies); 2.x runs oneDNN's deconvolution (Note
+  /// [Transposed convolution]). Only read with onednn_conv_reorders.
+  bool conv_transpose_slow = false;
   /// The per-core L2 size oneDNN 2.6 believes (its blocking heuristics read it; Note [oneDNN bf16
   /// scratchpads]): xbyak reads no cache levels on AMD CPUs, and oneDNN then assumes 512 KiB.
   int64_t onednn_l2_bytes = int64_t{512} << 10;
