@@ -291,6 +291,7 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   if (!opt.gpu_arch.empty()) r.profile.gpu_arch = opt.gpu_arch;
   r.profile.cudnn_benchmark_trials = r.profile.cuda && opt.cudnn_benchmark && opt.first_step;
   if (opt.checkpoint_early_stop) r.profile.checkpoint_early_stop = *opt.checkpoint_early_stop;
+  r.profile.dispatch_mode = opt.dispatch_mode;
   auto optimizer = FindOptimizer(opt.optimizer);
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");

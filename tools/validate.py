@@ -137,7 +137,15 @@ def setup_flags(graph, cfg):
         flags += ["--save-on-cpu", cfg["save_on_cpu"]]
     if cfg.get("offload_activations"):  # torchtune's OffloadActivations around forward and loss
         flags += ["--offload-activations", cfg["offload_activations"]]
+    if recorded_under_mode(cfg):
+        flags += ["--dispatch-mode", "on"]
     return flags
+
+
+def recorded_under_mode(cfg):
+    """The step ran under a TorchDispatchMode: the kit's --marks or --check-spy (CONFIG marks=True or
+    dispatch_mode=True). Every tensor is then subclass-like to autograd (Note [InputBuffer])."""
+    return cfg.get("marks") == "True" or cfg.get("dispatch_mode") == "True"
 
 
 def unsupported(cfg):
@@ -437,6 +445,8 @@ def config_text(cfg):
         c += ", loss %s autocast" % cfg["amp_loss"]
     if "isa" in cfg:
         c += ", %s" % cfg["isa"]
+    if recorded_under_mode(cfg):
+        c += ", under a dispatch mode"
     if cfg.get("torch", "2.13.0") not in ("2.13.0",) and not cfg["torch"].startswith("1."):
         c += ", torch %s" % cfg["torch"]
     if cfg.get("warmup", "0") == "1":

@@ -363,7 +363,7 @@ void BwdLinear(const RuleCtx& c, BwdPlan* p) {
     GemmScratch(p, LinearScratch(c, LinearGemm::kGradInput));
   };
   auto grad_weight = [&] {
-    p->GradNew(1);
+    p->GradNewView(1);  // mm_mat2_backward of Wᵀ (column-major): `grad.t().mm(x).t()`, then TBackward's `.t()`
     GemmScratch(p, LinearScratch(c, LinearGemm::kGradWeight));
   };
   if (LinearViaMatmul(c)) {
