@@ -299,6 +299,7 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
                                    (r.profile.fused_sdpa ? "the CPU has flash and math" : "1.13 has math only") + ")");
   r.profile.cudnn_benchmark_trials = r.profile.cuda && opt.cudnn_benchmark && opt.first_step;
   if (opt.checkpoint_early_stop) r.profile.checkpoint_early_stop = *opt.checkpoint_early_stop;
+  r.profile.dispatch_mode = opt.dispatch_mode;
   auto optimizer = FindOptimizer(opt.optimizer);
   if (!optimizer)
     return Status::InvalidArgument("unknown optimizer \"" + opt.optimizer + "\" (expected one of: " + OptimizerNames() + ")");

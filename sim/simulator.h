@@ -41,6 +41,7 @@ struct SimOptions {
   std::vector<std::string> checkpoint_globs;  ///< --checkpoint GLOB: module paths (fnmatch) to checkpoint
   std::string checkpoint_impl = "non-reentrant";  ///< --checkpoint-impl reentrant|non-reentrant
   std::optional<bool> checkpoint_early_stop;  ///< --checkpoint-early-stop on|off; unset = the release's
+  bool dispatch_mode = false;  ///< --dispatch-mode on: the step runs under a TorchDispatchMode (Profile::dispatch_mode)
   std::string sac;  ///< --sac POLICY: selective checkpointing in the --checkpoint regions ("" = off)
   std::string save_on_cpu = "off";  ///< --save-on-cpu off|on|pin (Note [Activation offloading])
   /// --offload-activations off|on|min_size=BYTES,... (torchtune's OffloadActivations; same Note)

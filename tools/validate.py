@@ -155,7 +155,15 @@ def setup_flags(graph, cfg):
         for layer, counts in enumerate(cfg["routed"].split("/")):
             for e, n in enumerate(counts.split(",")):
                 flags += ["--set", "routed%d_e%d=%s" % (layer, e, n)]
+    if recorded_under_mode(cfg):
+        flags += ["--dispatch-mode", "on"]
     return flags
+
+
+def recorded_under_mode(cfg):
+    """The step ran under a TorchDispatchMode: the kit's --marks or --check-spy (CONFIG marks=True or
+    dispatch_mode=True). Every tensor is then subclass-like to autograd (Note [InputBuffer])."""
+    return cfg.get("marks") == "True" or cfg.get("dispatch_mode") == "True"
 
 
 def unsupported(cfg):
@@ -461,6 +469,8 @@ def config_text(cfg):
         c += ", loss %s autocast" % cfg["amp_loss"]
     if "isa" in cfg:
         c += ", %s" % cfg["isa"]
+    if recorded_under_mode(cfg):
+        c += ", under a dispatch mode"
     if cfg.get("torch", "2.13.0") not in ("2.13.0",) and not cfg["torch"].startswith("1."):
         c += ", torch %s" % cfg["torch"]
     if cfg.get("warmup", "0") == "1":
@@ -493,8 +503,10 @@ def table_213(memsim, failures):
     return dir_table(memsim, failures, "traces_2_13", "PyTorch 2.13",
         ["Each row is one real PyTorch 2.13.0 CPU training step (the pip wheel), recorded by",
          "`tests/oracle/record_2_13.sh` with the same kit (`trace_step.py --check-spy`: every storage an",
-         "ATen op returned was recorded) into `tests/data/traces_2_13/`, predicted by",
-         "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings, where GRAPH",
+         "ATen op returned was recorded; the lines marked `NO_SPY_CHECK=1` without it, whose dispatch mode",
+         "would change the step: Note [InputBuffer]) into `tests/data/traces_2_13/`, predicted by",
+         "`memsim run GRAPH --profile cpu --torch 2.13 --step first` with the trace's settings (`--dispatch-mode on`",
+         "for a trace recorded with `--marks`, or whose CONFIG says `dispatch_mode=True`), where GRAPH",
          "is the model exported under 2.13 (`tests/data/traces_2_13/graphs/`, by `PYTHON=.venv/bin/python",
          "graphs/generate.sh`). The torchvision CNNs are recorded and exported under torch 2.14.1 with",
          "torchvision 0.29.1 (the only 2.x release with a torchvision wheel on the recording machine; same",
@@ -718,9 +730,12 @@ def table_compile(memsim, failures):
          "2.13 graphs."], dirs, MAX_ERR_COMPILE, MAX_MEDIAN_COMPILE, short=True)
     d = os.path.join(ROOT, "tests", "data", sub)
     traces = {n[:-6]: summarize(os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")}
-    drop = ("compile", "memory_budget")
-    eager = {tuple(sorted((k, v) for k, v in cfg.items() if k not in drop)): n
-             for n, (cfg, _, _, _) in traces.items() if cfg.get("compile") != "True"}
+    drop = ("compile", "memory_budget", "dispatch_mode")
+
+    def key(cfg):  # the step's settings; a later kit also writes its newer options at their defaults
+        return tuple(sorted((k, v) for k, v in cfg.items()
+                            if k not in drop and (k, v) not in (("dtype", "fp32"), ("offload_activations", ""))))
+    eager = {key(cfg): n for n, (cfg, _, _, _) in traces.items() if cfg.get("compile") != "True"}
     lines += ["", "### Eager vs compiled", "",
               "Peak and forward peak of each compiled step beside the same step eager (bytes; memsim in",
               "parentheses).", "",
@@ -733,7 +748,7 @@ def table_compile(memsim, failures):
         r = run_memsim(memsim, graph, cfg)[1]
         return r["steps"][-1]["peak_live_bytes"], r["phase_peaks"]["forward"]
     for n, (cfg, _, peak, phases) in traces.items():
-        twin = eager.get(tuple(sorted((k, v) for k, v in cfg.items() if k not in drop)))
+        twin = eager.get(key(cfg))
         if cfg.get("compile") != "True" or not twin:
             continue
         ecfg, _, epeak, ephases = traces[twin]

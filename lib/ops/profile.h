@@ -60,9 +60,14 @@ struct Profile {
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;
-  /// Multi-consumer grads: 2.x adds the new grad in place into the InputBuffer when it holds
-  /// the last reference; 1.13 always sums out of place into a new buffer.
+  /// Multi-consumer grads: 2.x adds the new grad in place into the InputBuffer's first when that
+  /// is a dense tensor, no view, referenced by nobody else (can_accumulate_inplace); 1.13 always
+  /// sums out of place into a new buffer (Note [InputBuffer]).
   bool accumulate_inplace = true;
+  /// A TorchDispatchMode is active during the step (--dispatch-mode on: a profiler-like mode,
+  /// a logging mode, the recording kit's --marks / --check-spy): isTensorSubclassLike holds for
+  /// every tensor, so InputBuffer always sums out of place (Note [InputBuffer]).
+  bool dispatch_mode = false;
   /// CPU oneDNN (mkldnn) convolution with AVX2 8-channel blocking: blocked copies of the input,
   /// weight and output in forward, and of grads in backward (docs/research/cpu-1.13-rules.md §2.3).
   bool onednn_conv_reorders = false;

@@ -363,7 +363,7 @@ void BwdLinear(const RuleCtx& c, BwdPlan* p) {
     GemmScratch(p, LinearScratch(c, LinearGemm::kGradInput));
   };
   auto grad_weight = [&] {
-    p->GradNew(1);
+    p->GradNewView(1);  // mm_mat2_backward of Wᵀ (column-major): `grad.t().mm(x).t()`, then TBackward's `.t()`
     GemmScratch(p, LinearScratch(c, LinearGemm::kGradWeight));
   };
   if (LinearViaMatmul(c)) {
@@ -748,7 +748,7 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kConv1d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kConv2d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kConv3d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
-    {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear, AliasGradSame, false, true, false, 2},
+    {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear, AliasGradSame, false, true, 2},
     {OpKind::kMatmul, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kMm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kBmm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},

@@ -168,6 +168,11 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "slow_conv2d), avx512 (AVX-512 BW/VL/DQ: through oneDNN) or amx (AMX-BF16: as avx512, and "
                   "2.x's oneDNN 3.x runs bf16 GEMMs on AMX, with their scratchpads)")
       ->check(CLI::IsMember({"avx2", "avx512", "amx"}));
+  cmd->add_option("--dispatch-mode", dispatch_mode,
+                  "on: the step runs under a TorchDispatchMode (a logging or checking mode): every tensor counts as "
+                  "a subclass, so autograd sums multi-consumer grads out of place (default off: what a training "
+                  "script runs; Note [InputBuffer])")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--dtype", dtype,
                   "model.half() / model.bfloat16(): parameters, buffers and inputs in fp16 or bf16 (default fp32)")
       ->delimiter(',')
@@ -365,6 +370,7 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;
   base.sim.sdpa_backend = sdpa_backend;
+  base.sim.dispatch_mode = dispatch_mode == "on";
   base.sim.steps = num_steps;
   base.sim.loop_holds = loop_holds;
   base.sim.zero_grad = zero_grad;

@@ -58,6 +58,7 @@ std::vector<std::pair<std::string, std::string>> NonDefaultSetup(const SimOption
   if (o.steps != 1 && o.loop_holds != "none") add("loop_holds", o.loop_holds);
   if (o.steps != 1 && o.zero_grad != "set-to-none") add("zero_grad", o.zero_grad);
   if (o.cudnn_benchmark) add("cudnn_benchmark", "on");
+  if (o.dispatch_mode) add("dispatch_mode", "on");
   AddParallel(o.parallel, &out);
   return out;
 }
