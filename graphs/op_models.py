@@ -78,9 +78,8 @@ class Conv3dNet(nn.Module):  # conv3d, max/avg/adaptive 3-D pooling (a video-sty
         return s.fc(s.p3(h).flatten(1))  # 1, 2, 2
 
 
-# DeconvNet and LstmCls record with trace_step.py, but memsim has no rule for them yet (the exporter
-# refuses conv_transpose and the RNNs): 2.13's CPU runs oneDNN's brg_deconv and mkldnn_rnn_layer,
-# whose scratchpads and workspace are not derived (docs/op-rules.md, Note [3-D convolution and pooling]).
+# LstmCls records with trace_step.py, but the RNNs have no rule (recorded rules take them:
+# mkldnn_rnn_layer's workspace is not derived). DeconvNet: Note [Transposed convolution].
 class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decoder)
     def __init__(s):
         super().__init__()
@@ -94,6 +93,45 @@ class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decode
         h = s.up1(h.flatten(2))              # 16, 512
         h = s.up3(h.view(h.shape[0], 16, 1, 2, 256))  # 8, 2, 4, 512
         return s.fc(h.flatten(1))
+
+
+class DcganGen(nn.Module):  # a DCGAN-like generator: ConvTranspose2d (bias off) + BatchNorm2d + ReLU, 3 channels out
+    def __init__(s):
+        super().__init__()
+        s.net = nn.Sequential(
+            nn.ConvTranspose2d(32, 32, 4, 1, 0, bias=False), nn.BatchNorm2d(32), nn.ReLU(),   # 4
+            nn.ConvTranspose2d(32, 16, 4, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),   # 8
+            nn.ConvTranspose2d(16, 3, 4, 2, 1), nn.Tanh())                                    # 16
+        s.fc = nn.Linear(3 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 32, 1, 1]
+        return s.fc(s.net(x).flatten(1))
+
+
+class Deconv1dNet(nn.Module):  # ConvTranspose1d with groups and output_padding; bias on and off
+    def __init__(s):
+        super().__init__()
+        s.up1 = nn.ConvTranspose1d(32, 32, 5, stride=3, padding=2, output_padding=1, groups=2)
+        s.up2 = nn.ConvTranspose1d(32, 16, 4, stride=2, padding=1, bias=False); s.fc = nn.Linear(16 * 190, 10)
+
+    def forward(s, x):  # [N, 32, 32]
+        h = torch.relu(s.up1(x))          # 32, 95
+        return s.fc(s.up2(h).flatten(1))  # 16, 190
+
+
+class Unet3d(nn.Module):  # a 3-D UNet block: conv3d, max_pool3d (indices), conv_transpose3d, a skip, avg and adaptive pools
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv3d(3, 16, 3, padding=1); s.c2 = nn.Conv3d(16, 32, 3, padding=1)
+        s.up = nn.ConvTranspose3d(32, 16, 2, stride=2); s.c3 = nn.Conv3d(32, 16, 3, padding=1)
+        s.p = nn.AdaptiveAvgPool3d((1, 2, 2)); s.fc = nn.Linear(16 * 4, 10)
+
+    def forward(s, x):  # [N, 3, 8, 16, 16]
+        skip = torch.relu(s.c1(x))
+        h = torch.relu(s.c2(F.max_pool3d(skip, 2)))       # 32, 4, 8, 8
+        h = torch.cat([skip, s.up(h)], 1)                 # 32, 8, 16, 16
+        h = F.avg_pool3d(torch.relu(s.c3(h)), 2)          # 16, 4, 8, 8
+        return s.fc(s.p(h).flatten(1))
 
 
 def sigmoid_mlp():  # probabilities for F.binary_cross_entropy (trace_step.py --loss bce)
@@ -148,6 +186,52 @@ class LstmCls(nn.Module):  # nn.LSTM (2 layers) over a sequence, classifier on t
     def forward(s, x):  # [N, 16, 32]
         out, _ = s.rnn(x)
         return s.fc(out[:, -1])
+
+
+class EmbLstmCls(nn.Module):  # embedding -> nn.LSTM (2 layers, dropout between them) -> linear on the last step
+    def __init__(s):
+        super().__init__(); s.emb = nn.Embedding(30522, 32)
+        s.rnn = nn.LSTM(32, 64, num_layers=2, batch_first=True, dropout=0.25); s.fc = nn.Linear(64, 10)
+
+    def forward(s, ids):  # [N, 32]
+        out, _ = s.rnn(s.emb(ids))
+        return s.fc(out[:, -1])
+
+
+class BiGruTagger(nn.Module):  # embedding -> bidirectional GRU -> per-token scores, summed over the sequence
+    def __init__(s):
+        super().__init__(); s.emb = nn.Embedding(30522, 32)
+        s.rnn = nn.GRU(32, 48, batch_first=True, bidirectional=True); s.tag = nn.Linear(96, 10)
+
+    def forward(s, ids):  # [N, 32]
+        out, _ = s.rnn(s.emb(ids))
+        return s.tag(out).sum(1)
+
+
+class CharRnn(nn.Module):  # a char-RNN: embedding, time-major ReLU nn.RNN (2 layers, dropout), bias-free LSTM
+    def __init__(s):      # with proj_size, the next-char scores of the last step
+        super().__init__(); s.emb = nn.Embedding(30522, 16)
+        s.rnn = nn.RNN(16, 48, num_layers=2, nonlinearity="relu", dropout=0.1)
+        s.lstm = nn.LSTM(48, 40, bias=False, proj_size=24); s.fc = nn.Linear(24, 10)
+
+    def forward(s, ids):  # [N, 32]
+        h = s.rnn(s.emb(ids).transpose(0, 1))[0]  # [0]: h_n dies at once (a name `_` would keep it)
+        h = s.lstm(h)[0]
+        return s.fc(h[-1])
+
+
+class CellLoop(nn.Module):  # LSTMCell, GRUCell and a tanh RNNCell stepped in Python over the sequence
+    def __init__(s):
+        super().__init__(); s.lstm = nn.LSTMCell(32, 48); s.gru = nn.GRUCell(48, 40)
+        s.rnn = nn.RNNCell(40, 32, bias=False); s.fc = nn.Linear(32, 10)
+
+    def forward(s, x):  # [N, 8, 32]
+        h = c = g = r = None
+        for t in range(8):  # the sequence length, fixed (fx traces the loop unrolled)
+            h, c = s.lstm(x[:, t]) if t == 0 else s.lstm(x[:, t], (h, c))
+            g = s.gru(h) if t == 0 else s.gru(h, g)
+            r = s.rnn(g) if t == 0 else s.rnn(g, r)
+        return s.fc(r)
 
 
 class SliceAssign(nn.Module):  # slice assignment and in-place writes into views (CopySlices), index_put_
@@ -214,6 +298,9 @@ MODELS = {
     "resample_cnn": lambda: (ResampleCnn(), (3, 16, 16), 10),
     "conv3d_net": lambda: (Conv3dNet(), (3, 8, 16, 16), 10),
     "deconv_net": lambda: (DeconvNet(), (3, 16, 16), 10),
+    "dcgan_gen": lambda: (DcganGen(), (32, 1, 1), 10),
+    "deconv1d_net": lambda: (Deconv1dNet(), (32, 32), 10),
+    "unet3d": lambda: (Unet3d(), (3, 8, 16, 16), 10),
     "sigmoid_mlp": sigmoid_mlp,
     "resample_modes": lambda: (ResampleModes(), (3, 8, 8), 10),
     "norm_mlp": lambda: (NormMlp(), (256,), 10),
@@ -221,6 +308,10 @@ MODELS = {
     "lstm_cls": lambda: (LstmCls(), (16, 32), 10),
     "gru_cls": lambda: (LstmCls(nn.GRU), (16, 32), 10),
     "rnn_cls": lambda: (LstmCls(nn.RNN), (16, 32), 10),
+    "emb_lstm_cls": lambda: (EmbLstmCls(), ("ids", 32), 10),
+    "bigru_tagger": lambda: (BiGruTagger(), ("ids", 32), 10),
+    "char_rnn": lambda: (CharRnn(), ("ids", 32), 10),
+    "cell_loop": lambda: (CellLoop(), (8, 32), 10),
     "slice_assign": lambda: (SliceAssign(), (256,), 10),
     "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
     "grid_net": lambda: (GridNet(), (3, 16, 16), 10),
@@ -231,6 +322,8 @@ MODELS = {
 def _exporter(name):
     def build():
         model, shape, _ = MODELS[name]()
+        if shape[0] == "ids":  # token ids, as trace_step.py draws them
+            return model, ["int64:batch,%d" % shape[1]]
         return model, ["batch," + ",".join(str(d) for d in shape)]
     return build
 
@@ -241,6 +334,10 @@ clamp_abs_mlp_export = _exporter("clamp_abs_mlp")
 scale_mlp_export = _exporter("scale_mlp")
 resample_cnn_export = _exporter("resample_cnn")
 conv3d_net_export = _exporter("conv3d_net")
+deconv_net_export = _exporter("deconv_net")
+dcgan_gen_export = _exporter("dcgan_gen")
+deconv1d_net_export = _exporter("deconv1d_net")
+unet3d_export = _exporter("unet3d")
 resample_modes_export = _exporter("resample_modes")
 sigmoid_mlp_export = _exporter("sigmoid_mlp")
 norm_mlp_export = _exporter("norm_mlp")
@@ -249,3 +346,10 @@ slice_assign_export = _exporter("slice_assign")
 unfold_net_export = _exporter("unfold_net")
 grid_net_export = _exporter("grid_net")
 circ_pad_cnn_export = _exporter("circ_pad_cnn")
+lstm_cls_export = _exporter("lstm_cls")
+gru_cls_export = _exporter("gru_cls")
+rnn_cls_export = _exporter("rnn_cls")
+emb_lstm_cls_export = _exporter("emb_lstm_cls")
+bigru_tagger_export = _exporter("bigru_tagger")
+char_rnn_export = _exporter("char_rnn")
+cell_loop_export = _exporter("cell_loop")

@@ -23,6 +23,9 @@ namespace memsim {
 
 struct SimOptions {
   std::map<std::string, int64_t> symbols;  ///< --batch N (symbol "batch") and --set SYM=V
+  /// --moe-routing balanced|hot=F: the tokens per expert of each MoE routing whose counts
+  /// --set leaves unset (Note [Routed token counts]).
+  std::string moe_routing = "balanced";
   std::string optimizer = "sgd";
   bool first_step = true;                  ///< --step first|steady
   std::string profile = "cuda";
@@ -38,6 +41,7 @@ struct SimOptions {
   std::vector<std::string> checkpoint_globs;  ///< --checkpoint GLOB: module paths (fnmatch) to checkpoint
   std::string checkpoint_impl = "non-reentrant";  ///< --checkpoint-impl reentrant|non-reentrant
   std::optional<bool> checkpoint_early_stop;  ///< --checkpoint-early-stop on|off; unset = the release's
+  bool dispatch_mode = false;  ///< --dispatch-mode on: the step runs under a TorchDispatchMode (Profile::dispatch_mode)
   std::string sac;  ///< --sac POLICY: selective checkpointing in the --checkpoint regions ("" = off)
   std::string save_on_cpu = "off";  ///< --save-on-cpu off|on|pin (Note [Activation offloading])
   /// --offload-activations off|on|min_size=BYTES,... (torchtune's OffloadActivations; same Note)

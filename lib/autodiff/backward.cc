@@ -53,15 +53,37 @@ void CountDependencies(StepState& s, OpId root) {
   }
 }
 
-/// InputBuffer::accumulate: the first grad is moved in; later ones are added in place when
-/// the buffer holds the only reference to a contiguous tensor (2.x; on the CPU only a plain
-/// collective output, OpRule::plain_grads), else summed into a new one (always, on 1.13).
+/// is_non_overlapping_and_dense: the elements fill the storage exactly in some order of the dims.
+bool NonOverlappingAndDense(const TensorMeta& m) {
+  std::vector<size_t> order(m.sizes.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return m.strides[a] < m.strides[b]; });
+  int64_t expected = 1;
+  for (size_t k : order) {
+    if (m.sizes[k] == 1) continue;
+    if (m.strides[k] != expected) return false;
+    expected *= m.sizes[k];
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CanAccumulateInplace(const Profile& profile, const Grad& old, int refs) {
+  return profile.accumulate_inplace && !profile.dispatch_mode && !old.view && refs == 1 && NonOverlappingAndDense(old.meta);
+}
+
+namespace {
+
+/// InputBuffer::accumulate: the first grad is moved in; later ones are added into it in place when
+/// CanAccumulateInplace holds (2.x), else summed into a new one (always on 1.13, and under a
+/// dispatch mode).
 void Accumulate(StepState& s, Grad* buf, Grad g, TensorId target) {
   if (!buf->defined()) {
     *buf = std::move(g);
     return;
   }
-  if ((s.profile.accumulate_inplace || buf->plain) && s.ledger.refs(buf->s) == 1 && buf->meta.is_contiguous()) {
+  if (CanAccumulateInplace(s.profile, *buf, s.ledger.refs(buf->s))) {
     s.ledger.Unref(g.s);
     return;
   }
@@ -139,8 +161,9 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   for (const auto& a : plan.actions) {
     switch (a.kind) {
       case BwdPlan::Action::kGradNew:
+      case BwdPlan::Action::kGradNewView:
         produced[a.index] = new_grad(a.index);
-        produced[a.index].plain = rule.plain_grads;
+        produced[a.index].view = a.kind == BwdPlan::Action::kGradNewView;
         if (rule.gemm) s.workspaces.OnGemm(LibraryWorkspaces::kAutogradThread, &s.ledger);
         break;
       case BwdPlan::Action::kGradAlias: {
@@ -149,10 +172,10 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
         auto meta = AliasGrad(op, s.bound.bindings, src.meta, *c.in[a.index]);
         if (!meta) {
           produced[a.index] = new_grad(a.index);
-        produced[a.index].plain = rule.plain_grads;
         } else {
+          // AddBackward & co. return the grad itself; every other alias is a view of it
           s.ledger.Ref(src.s);
-          produced[a.index] = Grad{src.s, std::move(*meta)};
+          produced[a.index] = Grad{src.s, std::move(*meta), src.view || rule.alias_grad != AliasGradSame};
         }
         break;
       }
@@ -235,9 +258,22 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   if (!s.nodes[o].buffer.empty() && s.nodes[o].buffer[0].defined()) c.grad_out = &s.nodes[o].buffer[0].meta;
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];
-  for (size_t i = 0; i < op.inputs.size(); ++i) {
+  // The setups see the grads in input order (autocast's ToCopyBackward nodes run in that order:
+  // cached_cast made the casts right to left); the engine then hands them on in the order of the
+  // ATen node's outputs (OpRule::dispatch_first, Note [Recurrent layers]).
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (node.rg.test(i)) s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
+  int first = RuleFor(op.kind).dispatch_first;
+  // An input autocast copied reaches its edge through its own ToCopyBackward node, which runs
+  // after the later arguments' casts: input order again.
+  if (first >= 0 && o < s.bound.casts.size())
+    for (const InputCast& cast : s.bound.casts[o])
+      if (cast.input == first && cast.copy) first = -1;
+  const size_t n = op.inputs.size();
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = k;
+    if (first >= 0 && static_cast<size_t>(first) < n) i = k == 0 ? first : (k <= static_cast<size_t>(first) ? k - 1 : k);
     if (!node.rg.test(i)) continue;
-    s.Hook(&TrainingSetup::OnInputGrad, o, i, &produced[i]);
     Edge e = EdgeOf(s, o, i);
     if (e.param != kNoStorage) {
       if (produced[i].defined()) Accumulate(s, &s.param_buffer[e.param], std::move(produced[i]), op.inputs[i]);

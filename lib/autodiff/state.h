@@ -26,9 +26,17 @@ inline constexpr uint32_t kNoStorage = UINT32_MAX;
 struct Grad {
   StorageId s = kNoStorage;
   TensorMeta meta;
-  bool plain = false;  ///< OpRule::plain_grads: InputBuffer may add into it in place
+  /// A view the backward returned (`grad.t()`, `grad.reshape(...)`, a narrow of CatBackward): its
+  /// ViewInfo keeps the base, so its storage has two owners and InputBuffer never adds into it in
+  /// place (Note [InputBuffer]). A pass-through (AddBackward's `grad`) is the same tensor.
+  bool view = false;
   bool defined() const { return s != kNoStorage; }
 };
+
+/// can_accumulate_inplace (Note [InputBuffer]): whether InputBuffer::accumulate adds the next grad
+/// into |old| in place (2.x without a dispatch mode): a dense tensor that is no view and that
+/// nobody else references (|refs|: its storage's references).
+bool CanAccumulateInplace(const Profile& profile, const Grad& old, int refs);
 
 /// The autograd node of one forward op.
 struct Node {

@@ -70,6 +70,7 @@ class GraphReader {
       MEMSIM_ASSIGN_OR_RETURN(OptimizerProgram p, ParseOptimizerProgram(*it, g_.source, "/optimizer"));
       g_.optimizer = std::move(p);
     }
+    if (auto it = doc.find("routing"); it != doc.end()) MEMSIM_RETURN_IF_ERROR(Routings(*it));
     MEMSIM_ASSIGN_OR_RETURN(std::vector<OpId> order, TopologicalOrder(g_));
     Reorder(order);
     if (auto it = doc.find("lora"); it != doc.end()) {
@@ -155,6 +156,29 @@ class GraphReader {
     }
     if (!it->is_string()) return Err(std::string("/") + key, "expected a string");
     return it->get<std::string>();
+  }
+
+  /// The "routing" key: [{"tokens": DIM, "experts": E}, ...], each expert's count a symbol
+  /// routed<L>_e<i> the graph declares (Note [Routed token counts]).
+  Status Routings(const json& v) {
+    if (!v.is_array()) return Err("/routing", "expected an array of {tokens, experts}");
+    for (size_t l = 0; l < v.size(); ++l) {
+      const std::string ptr = "/routing/" + std::to_string(l);
+      const json& r = v[l];
+      if (!r.is_object() || !r.contains("tokens") || !r.contains("experts"))
+        return Err(ptr, "expected {\"tokens\": DIM, \"experts\": E}");
+      Graph::Routing x;
+      MEMSIM_ASSIGN_OR_RETURN(x.tokens, Dim(r["tokens"], ptr + "/tokens", false));
+      if (!r["experts"].is_number_integer() || r["experts"].get<int64_t>() < 1 || r["experts"].get<int64_t>() > 65536)
+        return Err(ptr + "/experts", "expected a positive number of experts");
+      x.experts = r["experts"].get<int64_t>();
+      for (int64_t e = 0; e < x.experts; ++e)
+        if (g_.FindSymbol("routed" + std::to_string(l) + "_e" + std::to_string(e)) == kNone)
+          return Err(ptr, "the graph has no symbol routed" + std::to_string(l) + "_e" + std::to_string(e) +
+                              " (declare each expert's count in \"symbols\")");
+      g_.routing.push_back(std::move(x));
+    }
+    return Status::OK();
   }
 
   /// A dimension: a non-negative integer, -1 if |allow_infer|, or "sym", "sym*4", "a*b".

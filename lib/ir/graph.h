@@ -87,6 +87,14 @@ struct Graph {
   int tp_degree = 1;
   std::string tp_plan;
   std::vector<TpShard> tp_shards;
+  /// Mixture-of-experts routings, in forward order (the "routing" key, Note [Routed token
+  /// counts]): the routed elements (tokens × top-k) and the experts; routing L's per-expert
+  /// counts are the symbols routed<L>_e<i>.
+  struct Routing {
+    DimExpr tokens;
+    int64_t experts = 0;
+  };
+  std::vector<Routing> routing;
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;

@@ -22,6 +22,8 @@ namespace memsim {
   X(kAvgPool2d, "avg_pool2d") X(kAdaptiveAvgPool2d, "adaptive_avg_pool2d")                  \
   X(kConv3d, "conv3d") X(kMaxPool3d, "max_pool3d") X(kAvgPool3d, "avg_pool3d")             \
   X(kAdaptiveAvgPool3d, "adaptive_avg_pool3d")                                               \
+  X(kConvTranspose1d, "conv_transpose1d") X(kConvTranspose2d, "conv_transpose2d")           \
+  X(kConvTranspose3d, "conv_transpose3d")                                                   \
   X(kAdd, "add") X(kSub, "sub") X(kMul, "mul") X(kDiv, "div") X(kCat, "cat")                \
   X(kStack, "stack") X(kSplit, "split") X(kChunk, "chunk") X(kSlice, "slice")               \
   X(kSelect, "select") X(kIndexSelect, "index_select") X(kView, "view")                     \
@@ -48,7 +50,8 @@ namespace memsim {
   X(kAllReduce, "all_reduce") X(kGradAllReduce, "grad_all_reduce") X(kAllGather, "all_gather")             \
   X(kReduceScatter, "reduce_scatter") X(kCompiled, "compiled") X(kViewWrite, "view_write")   \
   X(kIm2col, "im2col") X(kCol2im, "col2im") X(kUnfold, "unfold") X(kAffineGrid, "affine_grid")                     \
-  X(kGridSample, "grid_sample") X(kRecorded, "recorded")
+  X(kGridSample, "grid_sample") X(kRecorded, "recorded") X(kBincount, "bincount") X(kSort, "sort")      \
+  X(kFloorDivide, "floor_divide")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

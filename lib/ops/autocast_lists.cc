@@ -17,7 +17,8 @@ struct Row {
 // the log-probabilities (H100 snapshots of 2.11: a bf16 log_softmax, its fp32 copy saved).
 constexpr Row kCuda2xRows[] = {
     {OpKind::kConv1d, CastPolicy::kLowerPrecision},   {OpKind::kConv2d, CastPolicy::kLowerPrecision},
-    {OpKind::kConv3d, CastPolicy::kLowerPrecision},
+    {OpKind::kConv3d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose1d, CastPolicy::kLowerPrecision},
+    {OpKind::kConvTranspose2d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose3d, CastPolicy::kLowerPrecision},
     {OpKind::kLinear, CastPolicy::kLowerPrecision},   {OpKind::kMatmul, CastPolicy::kLowerPrecision},
     {OpKind::kMm, CastPolicy::kLowerPrecision},       {OpKind::kBmm, CastPolicy::kLowerPrecision},
     {OpKind::kBaddbmm, CastPolicy::kLowerPrecision},  {OpKind::kSdpa, CastPolicy::kLowerPrecision},
@@ -37,7 +38,8 @@ constexpr Row kCuda2xRows[] = {
 // row serves both releases; checked under 2.13: fp32 q, k, v give a bf16 output).
 constexpr Row kCpu113Rows[] = {
     {OpKind::kConv1d, CastPolicy::kLowerPrecision},  {OpKind::kConv2d, CastPolicy::kLowerPrecision},
-    {OpKind::kConv3d, CastPolicy::kLowerPrecision},
+    {OpKind::kConv3d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose1d, CastPolicy::kLowerPrecision},
+    {OpKind::kConvTranspose2d, CastPolicy::kLowerPrecision}, {OpKind::kConvTranspose3d, CastPolicy::kLowerPrecision},
     {OpKind::kLinear, CastPolicy::kLowerPrecision},  {OpKind::kMatmul, CastPolicy::kLowerPrecision},
     {OpKind::kMm, CastPolicy::kLowerPrecision},      {OpKind::kBmm, CastPolicy::kLowerPrecision},
     {OpKind::kBaddbmm, CastPolicy::kLowerPrecision}, {OpKind::kSdpa, CastPolicy::kLowerPrecision},

@@ -11,9 +11,9 @@ constexpr size_t kNumKinds = kNumOpKinds;
 
 std::array<const OpRule*, kNumKinds> BuildIndex() {
   std::array<const OpRule*, kNumKinds> idx{};
-  for (const auto* table : {&kNnRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
+  for (const auto* table : {&kNnRules, &kConvTransposeRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
                             &kQuantizedRules, &kFp8Rules, &kCollectiveRules,
-                            &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kRecordedRules})
+                            &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kRecordedRules, &kMoeRules})
     for (const OpRule& r : *table) idx[static_cast<size_t>(r.kind)] = &r;
   return idx;
 }
@@ -21,7 +21,10 @@ std::array<const OpRule*, kNumKinds> BuildIndex() {
 }  // namespace
 
 bool RuleCtx::inplace() const {
-  if (inplace_override && RuleFor(op.kind).inplace_capable) return *inplace_override;
+  // `inplace_fixed`: the code calls the in-place method itself (`x.sigmoid_()`, ATen's RNN cells,
+  // Note [Recurrent layers]); --inplace-activations changes the modules' choice only.
+  if (inplace_override && RuleFor(op.kind).inplace_capable && !op.attrs.GetBool("inplace_fixed", false))
+    return *inplace_override;
   return op.attrs.GetBool("inplace", false);
 }
 

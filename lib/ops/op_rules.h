@@ -3,7 +3,7 @@
 // autograd saves given which inputs require grad, and what its backward allocates.
 // Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
 // rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc, rules_compiled.cc,
-// rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc). Per-op facts (grad alias layout, in-place capable,
+// rules_conv_transpose.cc, rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc). Per-op facts (grad alias layout, in-place capable,
 // GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
@@ -124,6 +124,7 @@ struct BwdPlan {
       kReleaseSaved,  ///< drops saved tensor number |index| early (composite ops)
       kReleaseGradOut,  ///< drops the incoming grads now (the first node of a composite used them)
       kGradNewLike,   ///< a new grad for input |index| laid out as layouts[bytes] (same sizes)
+      kGradNewView,   ///< as kGradNew, returned as a view of the new buffer (`.t()`: Grad::view)
     } kind;
     int index;
     int64_t bytes = 0;
@@ -134,6 +135,7 @@ struct BwdPlan {
   int num_temps = 0;
 
   void GradNew(int input) { actions.push_back({Action::kGradNew, input, 0, {}}); }
+  void GradNewView(int input) { actions.push_back({Action::kGradNewView, input, 0, {}}); }
   void GradAlias(int input) { actions.push_back({Action::kGradAlias, input, 0, {}}); }
   int Temp(int64_t bytes, std::string_view label) {
     actions.push_back({Action::kTemp, num_temps, bytes, label});
@@ -166,10 +168,11 @@ struct OpRule {
   AliasGradFn alias_grad = nullptr;  ///< null: AliasGradView (grad viewed with the input's sizes)
   bool inplace_capable = false;      ///< --inplace-activations applies (nn.ReLU(inplace=True) & co.)
   bool gemm = false;                 ///< calls cuBLAS on CUDA (see Note [cuBLAS workspace])
-  /// Its backward's new grads are plain tensors that no view shares and nobody else holds (a
-  /// functional collective's output): InputBuffer adds later grads into one in place on every
-  /// profile (can_accumulate_inplace; Note [InputBuffer]).
-  bool plain_grads = false;
+  /// The input whose grad the engine hands on before the others' (-1: input order): the ATen
+  /// node's first output. linear's bias is addmm's `self` (AddBackward's `other` on the matmul
+  /// path): a bias used at every step of a recurrent layer is summed before the input's and the
+  /// weight's grads (Note [Recurrent layers]).
+  int8_t dispatch_first = -1;
 };
 
 /// The rule row of |kind|.
@@ -177,6 +180,7 @@ const OpRule& RuleFor(OpKind kind);
 
 // Family tables, assembled by RuleFor.
 extern const std::vector<OpRule> kNnRules;
+extern const std::vector<OpRule> kConvTransposeRules;
 extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
 extern const std::vector<OpRule> kLlmRules;
@@ -190,6 +194,7 @@ extern const std::vector<OpRule> kViewWriteRules;
 extern const std::vector<OpRule> kUnfoldRules;
 extern const std::vector<OpRule> kGridRules;
 extern const std::vector<OpRule> kRecordedRules;
+extern const std::vector<OpRule> kMoeRules;
 
 /// Whether input |i| of |rule|'s op is differentiable (OpRule::diff_inputs).
 inline bool Differentiable(const OpRule& rule, size_t i) { return (rule.diff_inputs >> (i < 32 ? i : 31)) & 1u; }

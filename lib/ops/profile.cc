@@ -40,8 +40,6 @@ const std::vector<ProfileRow> kRows = {
      "aten/src/ATen/autocast_mode.cpp AutocastCPU registrations (1.13; the 2.13 bf16 traces match them for the zoo's ops)"},
     {"rms_norm_fused", "cpu", "", [](Profile& p) { p.rms_norm_fused = false; },
      "aten/src/ATen/native/layer_norm.cpp rms_norm_symint: _fused_rms_norm for CUDA inputs, the composite elsewhere (a 2.13 CPU dispatch log and trace)"},
-    {"accumulate_inplace", "cpu", "", [](Profile& p) { p.accumulate_inplace = false; },
-     "2.13 CPU traces (nanoGPT's residual grads) and a dispatch log of the 2.13 engine: a multi-consumer grad is summed by add.Tensor, out of place, even when both grads are fresh"},
     {"mixed_dtype_input_copies", "cpu", "", [](Profile& p) { p.mixed_dtype_input_copies = true; },
      "the CPU TensorIterator copies the narrower floating input to the common dtype first"},
     {"upsample_channels_last_small", "cpu", "", [](Profile& p) { p.upsample_channels_last_small = true; },
@@ -68,7 +66,7 @@ const std::vector<ProfileRow> kRows = {
     {"linear_nd_addmm", "", "1.13", [](Profile& p) { p.linear_nd_addmm = false; },
      "aten/src/ATen/native/Linear.cpp 1.13: ≥3-D input goes through matmul + in-place bias add"},
     {"accumulate_inplace", "", "1.13", [](Profile& p) { p.accumulate_inplace = false; },
-     "torch/csrc/autograd/input_buffer.cpp 1.13: accumulate always sums out of place"},
+     "torch/csrc/autograd/input_buffer.cpp v1.13.0: accumulate adds in place only into sparse grads; the dense path (can_accumulate_inplace) came with PR #88339, after 1.13 (1.13 CPU traces: every multi-consumer grad summed)"},
     {"checkpoint_early_stop", "", "1.13", [](Profile& p) { p.checkpoint_early_stop = false; },
      "torch/utils/checkpoint.py 1.13: no early stop, recomputed tensors kept until the region's backward ends (PRs #90105, #96866 came in 2.0/2.1)"},
     {"rms_norm_fused", "", "1.13", [](Profile& p) { p.rms_norm_fused = false; },
@@ -90,6 +88,8 @@ const std::vector<ProfileRow> kRows = {
     {"prelu_kernel", "", "1.13", [](Profile& p) { p.prelu_kernel = false; },
      "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward, the weight grad summed inside from an input-sized collector (the 1.13 act_mlp_a trace)"},
     // --- PyTorch 1.13 on the CPU --------------------------------------------------------------
+    {"conv_transpose_slow", "cpu", "1.13", [](Profile& p) { p.conv_transpose_slow = true; },
+     "aten/src/ATen/native/Convolution.cpp 1.13 ConvParams::use_mkldnn: float CPU input only `!transposed`, so SlowTranspose2d/3d (NaiveConvolutionTranspose2d/3d.cpp; the 1.13 traces of dcgan_gen, deconv1d_net, unet3d)"},
     {"record_function_scratch", "cpu", "1.13", [](Profile& p) { p.record_function_scratch = true; },
      "torch/optim/optimizer.py 1.13: step() and zero_grad() in record_function, a 4-byte zeros and a 288-byte handle; gone in the 2.13 traces"},
 };

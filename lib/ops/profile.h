@@ -60,9 +60,14 @@ struct Profile {
   /// CPU (1.13): optimizer.step() and zero_grad() run inside record_function, which allocates a
   /// 4-byte zeros tensor and a 288-byte profiler handle, both freed at once.
   bool record_function_scratch = false;
-  /// Multi-consumer grads: 2.x adds the new grad in place into the InputBuffer when it holds
-  /// the last reference; 1.13 always sums out of place into a new buffer.
+  /// Multi-consumer grads: 2.x adds the new grad in place into the InputBuffer's first when that
+  /// is a dense tensor, no view, referenced by nobody else (can_accumulate_inplace); 1.13 always
+  /// sums out of place into a new buffer (Note [InputBuffer]).
   bool accumulate_inplace = true;
+  /// A TorchDispatchMode is active during the step (--dispatch-mode on: a profiler-like mode,
+  /// a logging mode, the recording kit's --marks / --check-spy): isTensorSubclassLike holds for
+  /// every tensor, so InputBuffer always sums out of place (Note [InputBuffer]).
+  bool dispatch_mode = false;
   /// CPU oneDNN (mkldnn) convolution with AVX2 8-channel blocking: blocked copies of the input,
   /// weight and output in forward, and of grads in backward (docs/research/cpu-1.13-rules.md §2.3).
   bool onednn_conv_reorders = false;
@@ -73,6 +78,10 @@ struct Profile {
   /// column buffer is allocated around each call (Note [bf16 convolutions on CPU]), and GEMMs stay
   /// in ATen. Only read with onednn_conv_reorders.
   bool bf16_conv_onednn = false;
+  /// CPU, 1.13: transposed convolutions run ATen's slow_conv_transpose2d/3d (a column buffer per
+  /// call, grouped ones group by group on input copies); 2.x runs oneDNN's deconvolution (Note
+  /// [Transposed convolution]). Only read with onednn_conv_reorders.
+  bool conv_transpose_slow = false;
   /// The per-core L2 size oneDNN 2.6 believes (its blocking heuristics read it; Note [oneDNN bf16
   /// scratchpads]): xbyak reads no cache levels on AMD CPUs, and oneDNN then assumes 512 KiB.
   int64_t onednn_l2_bytes = int64_t{512} << 10;

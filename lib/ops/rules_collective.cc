@@ -110,8 +110,7 @@ void BwdGradAllReduce(const RuleCtx& c, BwdPlan* p) {
 
 const std::vector<OpRule> kCollectiveRules = {
     {OpKind::kAllReduce, 1, 1, kFirst, InferAllReduce, nullptr, BwdAllReduce, AliasGradSame},
-    {OpKind::kGradAllReduce, 1, 1, kFirst, InferGradAllReduce, nullptr, BwdGradAllReduce, nullptr, false, false,
-     /*plain_grads=*/true},
+    {OpKind::kGradAllReduce, 1, 1, kFirst, InferGradAllReduce, nullptr, BwdGradAllReduce},
     {OpKind::kAllGather, 1, 1, kFirst, InferAllGather, FwdStaged, BwdStaged},
     {OpKind::kReduceScatter, 1, 1, kFirst, InferReduceScatter, FwdStaged, BwdStaged},
 };

@@ -209,6 +209,17 @@ void FwdScatter(const RuleCtx& c, FwdPlan* p) {
   if (c.rg_in(0) || c.rg_in(2)) p->Save(SavedRef::kInput, 1);
 }
 
+// scatter_add (`reduce: "add"`, torchtitan's combine of the experts' outputs): derivatives.yaml
+// gives self the grad itself and src grad.gather(dim, index), a new src-sized tensor.
+void BwdScatter(const RuleCtx& c, BwdPlan* p) {
+  bool add = c.op.attrs.GetString("reduce", "") == "add";
+  if (c.rg_in(0)) {
+    if (add) p->GradAlias(0);
+    else p->GradNew(0);
+  }
+  if (c.num_in() > 2 && c.rg_in(2)) p->GradNew(2);
+}
+
 // index(self, indices) with one integer index tensor at `dim`: output
 // self.sizes[:dim] + index.sizes + self.sizes[dim+1:].
 Status InferIndex(const RuleCtx& c, InferOut* o) {
@@ -300,7 +311,7 @@ const std::vector<OpRule> kLlmRules = {
     {OpKind::kAmax, 1, 1, kFirst, InferAmax, SaveInputAndOutput, BwdAmax},
     {OpKind::kLogsumexp, 1, 1, kFirst, InferAmax, SaveInputAndOutput, BwdLogsumexp},
     {OpKind::kGather, 2, 2, kFirst, InferGather, SaveIndexInput, BwdOneNew},
-    {OpKind::kScatter, 2, 3, 5u, InferScatter, FwdScatter, BwdEachNew},
+    {OpKind::kScatter, 2, 3, 5u, InferScatter, FwdScatter, BwdScatter},
     {OpKind::kIndex, 2, 2, kFirst, InferIndex, SaveIndexInput, BwdIndex},
     {OpKind::kUnbind, 1, 1, kFirst, InferUnbind, nullptr, BwdOneNew},
     {OpKind::kTril, 1, 1, kFirst, InferSameShape, nullptr, BwdOneNew},

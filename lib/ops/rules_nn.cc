@@ -363,15 +363,27 @@ void BwdLinear(const RuleCtx& c, BwdPlan* p) {
     GemmScratch(p, LinearScratch(c, LinearGemm::kGradInput));
   };
   auto grad_weight = [&] {
-    p->GradNew(1);
+    p->GradNewView(1);  // mm_mat2_backward of Wᵀ (column-major): `grad.t().mm(x).t()`, then TBackward's `.t()`
     GemmScratch(p, LinearScratch(c, LinearGemm::kGradWeight));
   };
   if (LinearViaMatmul(c)) {
-    // AddBackward (bias grad, reduced) runs first, then MmBackward: dW before dX.
-    if (has_bias) p->GradAlias(2);
+    // AddBackward runs first: the bias grad, summed to the bias's shape in its validate_outputs.
+    if (has_bias) p->GradNew(2);
+    // matmul's `_unsafe_view` of the mm result: UnsafeViewBackward reshapes the grad, a copy when it
+    // cannot be viewed as 2-D (expanded by a sum, transposed by a recurrent layer's batch_first,
+    // Note [Recurrent layers]); the incoming grad then dies, the copy when MmBackward returns.
+    int copy = -1;
+    if (c.grad_out && c.grad_out->dim() > 2) {
+      const TensorMeta& g = *c.grad_out;
+      if (!ViewStrides(g.sizes, g.strides, {g.numel() / g.sizes.back(), g.sizes.back()})) {
+        copy = p->Temp(Bytes(g), "grad reshape copy");
+        p->ReleaseGradOut();
+      }
+    }
     if (c.profile.mm_grad_mat2_first && c.rg_in(1)) grad_weight();
     if (c.rg_in(0)) grad_input();
     if (!c.profile.mm_grad_mat2_first && c.rg_in(1)) grad_weight();
+    if (copy >= 0) p->FreeTemp(copy);
     return;
   }
   // addmm: dX, dW, then the bias grad reduced in validate_outputs.
@@ -486,7 +498,14 @@ Status InferEmbedding(const RuleCtx& c, InferOut* o) {
 
 void FwdEmbedding(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 0); }
 
-void BwdEmbedding(const RuleCtx& c, BwdPlan* p) { p->GradNew(1); }
+// embedding_dense_backward_cpu (aten/src/ATen/native/Embedding.cpp, 1.13 and 2.x): the zeros
+// grad_weight, then `grad_.contiguous()`: a copy of a non-contiguous incoming grad (an embedding
+// feeding a batch_first recurrent layer gets its grad through the layer's transpose), freed when
+// the kernel returns (Note [Recurrent layers]).
+void BwdEmbedding(const RuleCtx& c, BwdPlan* p) {
+  p->GradNew(1);
+  if (c.rg_in(1) && c.grad_out && !c.grad_out->is_contiguous()) p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad contiguous"));
+}
 
 // Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);
 // layer_norm / group_norm (X, [weight], [bias]); rms_norm (X, [weight]).
@@ -729,7 +748,7 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kConv1d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kConv2d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
     {OpKind::kConv3d, 2, 3, kConvDiff, InferConv, FwdConv, BwdConv},
-    {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear, AliasGradSame, false, true},
+    {OpKind::kLinear, 2, 3, 7u, InferLinear, FwdLinear, BwdLinear, AliasGradSame, false, true, 2},
     {OpKind::kMatmul, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kMm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kBmm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},

@@ -232,8 +232,14 @@ Status InferSplit(const RuleCtx& c, InferOut* o) {
     if (!each || *each <= 0) return RuleError(c, "\"split_size\" must be positive");
     for (int64_t s = 0; s < n; s += *each) parts.push_back(std::min(*each, n - s));
   }
-  if (std::accumulate(parts.begin(), parts.end(), int64_t{0}) != n)
-    return RuleError(c, "split sizes do not add up to " + std::to_string(n));
+  const int64_t total = std::accumulate(parts.begin(), parts.end(), int64_t{0});
+  if (total != n && c.op.attrs.Has("routing")) {  // Note [Routed token counts]
+    const std::string l = std::to_string(c.op.attrs.GetInt("routing", c.bindings).value_or(0));
+    return RuleError(c, "the routed token counts routed" + l + "_e* add up to " + std::to_string(total) + " but routing " +
+                            l + " routes " + std::to_string(n) + " rows: --set every routed" + l +
+                            "_e<i> (adding up to " + std::to_string(n) + ") or none (--moe-routing)");
+  }
+  if (total != n) return RuleError(c, "split sizes do not add up to " + std::to_string(n));
   if (parts.size() != c.op.outputs.size())
     return RuleError(c, "the split makes " + std::to_string(parts.size()) + " pieces but the op lists " +
                             std::to_string(c.op.outputs.size()) + " outputs");

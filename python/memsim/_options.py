@@ -23,6 +23,7 @@ OPTIONS = {
     "min_8bit_size": "--min-8bit-size",
     "checkpoint": "--checkpoint",
     "checkpoint_early_stop": "--checkpoint-early-stop",
+    "dispatch_mode": "--dispatch-mode",
     "sac": "--sac",
     "save_on_cpu": "--save-on-cpu",
     "offload_activations": "--offload-activations",
@@ -61,7 +62,7 @@ OPTIONS = {
 # Options given once even in a sweep (a list is a bad value for them).
 SCALAR = {"min_8bit_size", "gpu", "capacity", "conv_workspace", "cublas_workspace", "clip_grad_norm", "ddp", "bucket_cap_mb", "fsdp",
           "offload", "fsdp_mixed_precision", "data_parallel", "grad_scaler", "steps", "loop_holds", "zero_grad",
-          "amp_loss", "cpu_isa", "checkpoint_early_stop", "sac", "save_on_cpu", "offload_activations", "optimizer_in_backward", "lora",
+          "amp_loss", "cpu_isa", "dispatch_mode", "checkpoint_early_stop", "sac", "save_on_cpu", "offload_activations", "optimizer_in_backward", "lora",
           "quantize_base", "fp8", "mesh", "config", "zero_bucket_size", "zero_overlap_comm",
           "zero_persistence_threshold", "pp_schedule", "microbatches", "pp_split",
           "pp_stages_per_rank"}

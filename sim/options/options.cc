@@ -139,6 +139,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--offload-activations", offload_activations,
                   "torchtune's activation offloading (OffloadActivations) around forward and loss: on (its "
                   "defaults) or min_size=BYTES,streams=on|off,pin=on|off,stash=K; off (default)");
+  cmd->add_option("--moe-routing", moe_routing,
+                  "mixture of experts: the tokens each expert receives where --set routed<L>_e<i>=N does not give "
+                  "them: balanced (default) or hot=F (the first expert F times the mean, the rest balanced)");
   cmd->add_option("--optimizer-in-backward", optimizer_in_backward,
                   "on: one optimizer per parameter, stepped by a post-accumulate-grad hook that then frees the grad "
                   "(torchtune optimizer_in_bwd); off (default)")
@@ -165,6 +168,11 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "slow_conv2d), avx512 (AVX-512 BW/VL/DQ: through oneDNN) or amx (AMX-BF16: as avx512, and "
                   "2.x's oneDNN 3.x runs bf16 GEMMs on AMX, with their scratchpads)")
       ->check(CLI::IsMember({"avx2", "avx512", "amx"}));
+  cmd->add_option("--dispatch-mode", dispatch_mode,
+                  "on: the step runs under a TorchDispatchMode (a logging or checking mode): every tensor counts as "
+                  "a subclass, so autograd sums multi-consumer grads out of place (default off: what a training "
+                  "script runs; Note [InputBuffer])")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--dtype", dtype,
                   "model.half() / model.bfloat16(): parameters, buffers and inputs in fp16 or bf16 (default fp32)")
       ->delimiter(',')
@@ -357,11 +365,13 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   base.sim.sac = sac;
   base.sim.save_on_cpu = save_on_cpu;
   base.sim.offload_activations = offload_activations;
+  base.sim.moe_routing = moe_routing;
   base.sim.optimizer_in_backward = optimizer_in_backward == "on";
   base.sim.grad_scaler = grad_scaler;
   base.sim.amp_loss = amp_loss;
   base.sim.cpu_isa = cpu_isa;
   base.sim.sdpa_backend = sdpa_backend;
+  base.sim.dispatch_mode = dispatch_mode == "on";
   base.sim.steps = num_steps;
   base.sim.loop_holds = loop_holds;
   base.sim.zero_grad = zero_grad;

@@ -51,9 +51,11 @@ struct ConfigOptions {
   std::vector<std::string> checkpoint;
   std::string checkpoint_impl = "non-reentrant";  ///< --checkpoint-impl reentrant|non-reentrant
   std::string checkpoint_early_stop;  ///< --checkpoint-early-stop on|off ("" = the release's default)
+  std::string dispatch_mode = "off";  ///< --dispatch-mode on|off
   std::string sac;                    ///< --sac POLICY
   std::string save_on_cpu = "off";    ///< --save-on-cpu off|on|pin
   std::string offload_activations = "off";  ///< --offload-activations off|on|SPEC
+  std::string moe_routing = "balanced";     ///< --moe-routing balanced|hot=F
   std::string optimizer_in_backward = "off";  ///< --optimizer-in-backward off|on
   std::vector<std::string> foreach_impl;  ///< empty: the profile's default (and no sweep axis)
   std::string gpu;

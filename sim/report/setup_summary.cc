@@ -51,12 +51,14 @@ std::vector<std::pair<std::string, std::string>> NonDefaultSetup(const SimOption
   if (o.optimizer_in_backward) add("optimizer_in_backward", "on");
   if (o.save_on_cpu != "off") add("save_on_cpu", o.save_on_cpu);
   if (o.offload_activations != "off") add("offload_activations", o.offload_activations);
+  if (o.moe_routing != "balanced") add("moe_routing", o.moe_routing);
   if (!o.grad_scaler.empty()) add("grad_scaler", o.grad_scaler);
   if (!o.amp.empty() && o.amp_loss != "inside") add("amp_loss", o.amp_loss);
   if (o.steps != 1) add("steps", std::to_string(o.steps));
   if (o.steps != 1 && o.loop_holds != "none") add("loop_holds", o.loop_holds);
   if (o.steps != 1 && o.zero_grad != "set-to-none") add("zero_grad", o.zero_grad);
   if (o.cudnn_benchmark) add("cudnn_benchmark", "on");
+  if (o.dispatch_mode) add("dispatch_mode", "on");
   AddParallel(o.parallel, &out);
   return out;
 }

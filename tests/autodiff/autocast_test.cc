@@ -121,14 +121,15 @@ TEST(AutocastTest, TrainableWeightsAreCastOncePerRegionFrozenOnesAtEveryUse) {
   EXPECT_EQ(Lives(trained.events, "w (autocast float16)").size(), 0u);  // bf16 asked
   auto casts = Lives(trained.events, "w (autocast bfloat16)");
   EXPECT_EQ(casts.size(), 1u);
-  // One ToCopyBackward0 for both uses: the two uses' bf16 grads are summed (in place on cuda),
-  // then cast once to the one fp32 .grad.
+  // One ToCopyBackward0 for both uses: the two uses' bf16 grads are summed (into a new buffer: a
+  // Linear's weight grad is a view, Note [InputBuffer]), then cast once to the one fp32 .grad.
   auto grads = Lives(trained.events, "w.grad");
-  ASSERT_EQ(grads.size(), 3u);
+  ASSERT_EQ(grads.size(), 4u);
   EXPECT_EQ(grads[0].bytes, 16 * 16 * 2);
   EXPECT_EQ(grads[1].bytes, 16 * 16 * 2);
-  EXPECT_EQ(grads[2].bytes, 16 * 16 * 4);
-  EXPECT_EQ(grads[2].free, Phase::kOptimizer);
+  EXPECT_EQ(grads[2].bytes, 16 * 16 * 2);
+  EXPECT_EQ(grads[3].bytes, 16 * 16 * 4);
+  EXPECT_EQ(grads[3].free, Phase::kOptimizer);
   opt.freeze_params = 1;
   SimResult frozen = SimulateOk(g, opt);
   auto fcasts = Lives(frozen.events, "w (autocast bfloat16)");

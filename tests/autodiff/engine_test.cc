@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "lib/autodiff/state.h"
 #include "lib/io/graph_json.h"
 #include "tests/autodiff/mlp_fixture.h"
 #include "tests/testing/graph_builder.h"
@@ -53,6 +54,56 @@ TEST(EngineTest, CpuAccumulatesOutOfPlaceIntoANewBuffer) {
   EXPECT_LT(sum_alloc, FreeIndex(s, bufs[0]));
   EXPECT_LT(sum_alloc, FreeIndex(s, bufs[1]));
   EXPECT_EQ(s.buffers[bufs[2]].bytes, 4 * 16 * 4);
+}
+
+TEST(EngineTest, Cpu213AddsInPlaceWithoutADispatchMode) {
+  // can_accumulate_inplace: the first grad (relu's, fresh and dense) is added into (Note [InputBuffer])
+  auto run = testing::Simulate(TwoConsumers(), Opts("cpu", "sgd", "2.13"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(BuffersNamed(run.r.events, "h.grad").size(), 2u) << Dump(run.r.events);
+}
+
+TEST(EngineTest, UnderADispatchModeEverySumIsOutOfPlace) {
+  SimOptions opt = Opts("cpu", "sgd", "2.13");
+  opt.dispatch_mode = true;  // isTensorSubclassLike holds for every tensor
+  auto run = testing::Simulate(TwoConsumers(), opt);
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(BuffersNamed(run.r.events, "h.grad").size(), 3u) << Dump(run.r.events);
+}
+
+TEST(EngineTest, AViewGradIsNeverAddedInto) {
+  // One weight in two Linears (a tied weight): each weight grad is `.t()` of its mm result, a view
+  // whose ViewInfo keeps the base, so the second is summed into a new buffer on every profile.
+  std::string body = R"("inputs": [{"name": "x", "shape": [4, 8]}], "parameters": [{"name": "w", "shape": [8, 8]}],
+    "ops": [{"op": "linear", "inputs": ["x", "w"], "outputs": ["h"]},
+            {"op": "linear", "inputs": ["h", "w"], "outputs": ["y"]},
+            {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+  for (const char* profile : {"cpu", "cuda"}) {
+    auto run = testing::Simulate(body, Opts(profile, "sgd", "2.13"));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_EQ(BuffersNamed(run.r.events, "w.grad").size(), 3u) << profile << Dump(run.r.events);
+  }
+}
+
+TEST(EngineTest, CanAccumulateInplaceNeedsAPlainDenseSoleTensor) {
+  Profile p = *FindProfile("cpu", "2.13");
+  Grad g{0, *TensorMeta::Contiguous(Dtype::kFloat32, {4, 8})};
+  EXPECT_TRUE(CanAccumulateInplace(p, g, 1));
+  EXPECT_FALSE(CanAccumulateInplace(p, g, 2));  // another node still holds it
+  Grad t = g;
+  t.meta.sizes = {8, 4};
+  t.meta.strides = {1, 8};  // a transposed layout is still non-overlapping and dense
+  EXPECT_TRUE(CanAccumulateInplace(p, t, 1));
+  Grad e = g;
+  e.meta.strides = {0, 1};  // expanded: overlapping
+  EXPECT_FALSE(CanAccumulateInplace(p, e, 1));
+  Grad v = g;
+  v.view = true;
+  EXPECT_FALSE(CanAccumulateInplace(p, v, 1));
+  Profile mode = p;
+  mode.dispatch_mode = true;
+  EXPECT_FALSE(CanAccumulateInplace(mode, g, 1));
+  EXPECT_FALSE(CanAccumulateInplace(*FindProfile("cpu", "1.13"), g, 1));
 }
 
 TEST(EngineTest, SavedTensorsAreFreedWhenTheirLastNodeRuns) {

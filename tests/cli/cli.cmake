@@ -28,6 +28,16 @@ memsim_golden_test(run_bert_small_frozen_json run_bert_small_frozen.json
 memsim_golden_test(summary_alexnet_text summary_alexnet.txt summary graphs/alexnet.json --batch 1)
 memsim_golden_test(summary_mlp_json summary_mlp.json summary graphs/mlp.json --batch 1 --json)
 
+# Mixture of experts (Note [Routed token counts]): balanced counts at the run's batch, a hot expert.
+memsim_golden_test(run_moe_balanced_text run_moe_balanced.txt
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 64 --profile cpu --optimizer adam)
+memsim_golden_test(run_moe_hot_text run_moe_hot.txt
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 64 --profile cpu --optimizer adam --moe-routing hot=3)
+memsim_error_test(moe_counts_partial 2 "routed0_e\\* add up to 49 but routing 0 routes 128 rows"
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 64 --profile cpu --set routed0_e0=1)
+memsim_error_test(moe_routing_unknown 2 "--moe-routing: expected balanced or hot=F"
+  run graphs/mlp.json --profile cpu --moe-routing zipf)
+
 memsim_error_test(unknown_op 2 "bad/unknown_op.json: /ops/1/op: unknown op" run tests/cli/bad/unknown_op.json)
 memsim_error_test(dangling_tensor 2 "/ops/0/inputs/0: unknown tensor \"nope\"" run tests/cli/bad/dangling.json)
 memsim_error_test(negative_dim 2 "/inputs/0/shape/1: negative dimension" run tests/cli/bad/negative_dim.json)

@@ -1,6 +1,6 @@
 # Exporter tests (tools/export_torch.py, graphs/): Python unittest under Debian's torch 1.13.
 # /usr/bin/python3 explicitly: the python3 on PATH may be one without torch.
-foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey llm op_coverage)
+foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey llm op_coverage rnn)
   add_test(NAME export.${t}
            COMMAND /usr/bin/python3 -m unittest discover -s tests/export -p test_${t}.py -v
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
@@ -35,6 +35,13 @@ add_test(NAME export.hf
          COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_hf.py -v
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)
+
+# Mixture of experts (graphs/moe_models.py): the torch 2.x venv (1.13 has no meta kernel for a
+# stable argsort).
+add_test(NAME export.moe
+         COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_moe.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.moe PROPERTIES TIMEOUT 300 LABELS export)
 
 # The fine-tuning keys from a real model: peft's adapter dtype, bitsandbytes layers as "quantize_base"
 # (the torch 2.x venv: peft and bitsandbytes).

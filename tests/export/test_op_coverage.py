@@ -1,6 +1,6 @@
 """Exporter mappings of the op-coverage ops (Notes [More activations], [Broadcast grads], [Padding
 and resampling], [Elementwise losses], [3-D convolution and pooling], [Channel and alpha dropout],
-[Vector norms], [Upsample index buffers], [Binary cross entropy]): the models of graphs/op_models.py and the elementwise
+[Vector norms], [Upsample index buffers], [Binary cross entropy], [Transposed convolution]): the models of graphs/op_models.py and the elementwise
 --loss options give the memsim ops PyTorch runs, with their attributes."""
 import unittest
 
@@ -23,6 +23,14 @@ def export(name, **kw):
 class Lambda(nn.Module):
     def __init__(s, fn):
         super().__init__(); s.fn = fn
+
+    def forward(s, x):
+        return s.fn(x)
+
+
+class Holder(nn.Module):  # fn with a registered parameter or submodule
+    def __init__(s, p, fn):
+        super().__init__(); s.p = p; s.fn = fn
 
     def forward(s, x):
         return s.fn(x)
@@ -111,6 +119,26 @@ class OpCoverage(unittest.TestCase):
                          {"stride": [1, 1, 1], "padding": [1, 1, 1], "dilation": [1, 1, 1], "groups": 1})
         self.assertEqual(ops_of(g, "max_pool3d")[0]["attrs"]["kernel_size"], [2, 2, 2])
         self.assertEqual(ops_of(g, "adaptive_avg_pool3d")[0]["attrs"], {"output_size": [1, 2, 2]})
+
+    def test_conv_transpose(self):  # Note [Transposed convolution]
+        g = export("deconv1d_net")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["conv_transpose1d", "relu", "conv_transpose1d", "flatten", "linear",
+                                       "cross_entropy"])
+        up1, up2 = ops_of(g, "conv_transpose1d")
+        self.assertEqual(up1["attrs"], {"stride": [3], "padding": [2], "output_padding": [1], "dilation": [1],
+                                        "groups": 2})
+        self.assertEqual(len(up1["inputs"]), 3)
+        self.assertEqual(up2["inputs"][2:], [])  # bias=False
+        self.assertEqual(op_names(export("dcgan_gen")).count("conv_transpose2d"), 3)
+        self.assertIn("conv_transpose3d", op_names(export("unet3d")))
+        # F.conv_transpose2d, and forward(x, output_size) resolved to output_padding.
+        w = nn.Parameter(torch.ones(4, 2, 3, 3))
+        fn = export_model(Holder(w, lambda x: F.conv_transpose2d(x, w, stride=2, groups=2)), ["batch,4,5,5"], name="f")
+        self.assertEqual(ops_of(fn, "conv_transpose2d")[0]["attrs"]["groups"], 2)
+        up = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1)
+        sized = export_model(Holder(up, lambda x: up(x, output_size=[10, 10])), ["batch,4,5,5"], name="s")
+        self.assertEqual(ops_of(sized, "conv_transpose2d")[0]["attrs"]["output_padding"], [1, 1])
 
     def test_drop_cnn(self):
         g = export("drop_cnn")

@@ -34,11 +34,22 @@ class Mixed(nn.Module):
         return self.c(h)
 
 
-def export(always=()):
+class Deconv(nn.Module):  # F.conv_transpose2d, strided, on an input that requires grad (Note [Transposed convolution])
+    def __init__(self):
+        super().__init__()
+        self.pre, self.fc = nn.Conv2d(16, 16, 3, padding=1), nn.Linear(16 * 16 * 16, 10)
+        self.up = nn.ConvTranspose2d(16, 16, 4, stride=2, padding=1)
+
+    def forward(self, x):
+        h = F.conv_transpose2d(torch.relu(self.pre(x)), self.up.weight, self.up.bias, stride=2, padding=1)
+        return self.fc(torch.relu(h).flatten(1))
+
+
+def export(always=(), model=Mixed, shape="batch,64"):
     record.ALWAYS_RECORD.clear()
     record.ALWAYS_RECORD.update(always)
     try:
-        return export_eager(lambda binding: Mixed(), ["batch,64"], name="mixed")
+        return export_eager(lambda binding: model(), [shape], name=model.__name__.lower())
     finally:
         record.ALWAYS_RECORD.clear()
 
@@ -76,6 +87,18 @@ class RoundTripTest(unittest.TestCase):
         self.assertEqual(rep_r["peak_live_bytes"], rep_e["peak_live_bytes"])
         self.assertEqual(len(rep_r["recorded_rules"]["ops"]), 3)
         self.assertNotIn("recorded_rules", rep_e)
+
+    def test_recorded_conv_transpose_matches_the_explicit_rule(self):
+        explicit = export((), Deconv, "batch,16,8,8")
+        recorded = export({"conv_transpose2d"}, Deconv, "batch,16,8,8")
+        self.assertIn("conv_transpose2d", [op["op"] for op in explicit["ops"]])
+        self.assertEqual([op["op"] for op in recorded["ops"]].count("recorded"), 1)
+        rep_e, ev_e = simulate(explicit)
+        rep_r, ev_r = simulate(recorded)
+        self.assertIsNotNone(ev_e, rep_e)
+        self.assertIsNotNone(ev_r, rep_r)
+        self.maxDiff = None
+        self.assertEqual(ev_r, ev_e, "the recorded conv_transpose2d's allocations differ from the explicit rule's")
 
     def test_strict_refuses_recorded_rules(self):
         r, _ = simulate(export({"gelu"}), "--strict")

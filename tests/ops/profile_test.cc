@@ -35,7 +35,8 @@ TEST(ProfileTest, Cpu213HasThe2xReleaseRowsAndTheCpuDeviceRows) {
   // record_function scratch in optimizer.step())
   EXPECT_FALSE(p.mean_keeps_input);
   EXPECT_TRUE(p.linear_nd_addmm);
-  EXPECT_FALSE(p.accumulate_inplace);  // a CPU device row: the 2.13 CPU engine sums out of place
+  EXPECT_TRUE(p.accumulate_inplace);  // can_accumulate_inplace, no dispatch mode (Note [InputBuffer])
+  EXPECT_FALSE(p.dispatch_mode);
   EXPECT_FALSE(p.record_function_scratch);
   EXPECT_TRUE(p.checkpoint_early_stop);
   EXPECT_TRUE(p.fused_sdpa);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -21,6 +21,10 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run scale_mlp_b64_adam        scale_mlp --batch 64 --opt adam --marks
   run resample_cnn_b16_sgd      resample_cnn --batch 16 --opt sgd --marks
   run conv3d_net_b4_sgd         conv3d_net --batch 4 --opt sgd --marks
+  run dcgan_gen_b4_sgd          dcgan_gen --batch 4 --opt sgd --marks
+  run deconv1d_net_b4_sgd       deconv1d_net --batch 4 --opt sgd --marks
+  run unet3d_b2_sgd             unet3d --batch 2 --opt sgd --marks
+  run deconv_net_b2_sgd         deconv_net --batch 2 --opt sgd --marks
   run resample_modes_b4_sgd     resample_modes --batch 4 --opt sgd --marks
   run norm_mlp_b16_sgd          norm_mlp --batch 16 --opt sgd --marks
   run drop_cnn_b16_adam         drop_cnn --batch 16 --opt adam --marks
@@ -53,6 +57,14 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:circ_pad_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
   exp conv3d_net "graphs/op_models.py Conv3dNet; trace_step.py conv3d_net; input float32 [batch,3,8,16,16]" \
     graphs/op_models.py:conv3d_net_export --input "x=batch,3,8,16,16" --loss cross_entropy
+  exp dcgan_gen "graphs/op_models.py DcganGen; trace_step.py dcgan_gen; input float32 [batch,32,1,1]" \
+    graphs/op_models.py:dcgan_gen_export --input "x=batch,32,1,1" --loss cross_entropy
+  exp deconv1d_net "graphs/op_models.py Deconv1dNet; trace_step.py deconv1d_net; input float32 [batch,32,32]" \
+    graphs/op_models.py:deconv1d_net_export --input "x=batch,32,32" --loss cross_entropy
+  exp unet3d "graphs/op_models.py Unet3d; trace_step.py unet3d; input float32 [batch,3,8,16,16]" \
+    graphs/op_models.py:unet3d_export --input "x=batch,3,8,16,16" --loss cross_entropy
+  exp deconv_net "graphs/op_models.py DeconvNet; trace_step.py deconv_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:deconv_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp sigmoid_mlp_bce "graphs/op_models.py sigmoid_mlp with the bce loss on float targets [batch,10]; trace_step.py sigmoid_mlp --loss bce" \
     graphs/op_models.py:sigmoid_mlp_export --input "x=batch,256" --loss bce
   for l in bce_logits smooth_l1 l1 huber; do

@@ -17,7 +17,8 @@ from .errors import ExportError, UnsupportedError
 from .exporter import _META_FACTORIES, _meta_factories, finish_graph, parse_input_spec, probe_graph
 from .record import record
 from .registry import dtype_name
-from .symbols import plan_probes
+from .ops_moe import balanced
+from .symbols import plan_probes, symbolize_int
 from .tracer import _user_frame
 
 # also torch.tensor/eye/normal: constructors build constants with them (a RoPE base)
@@ -64,7 +65,7 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
     model_specs = specs[:-1] if loss_fn is not None else specs
     syms, defaults, probes = plan_probes(specs, symbols, probe_batch)
     takes = list(builder_symbols or [])
-    graphs, tensors = [], []
+    graphs, tensors, routings = [], [], []
     model = lora = quantize = None
     for binding in probes:
         if model is None or any(s in takes for s in syms):
@@ -92,8 +93,43 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
             raise UnsupportedError(cx.unsupported)
         graphs.append(probe_graph(cx, out, specs, names, loss, model))
         tensors.append(names)
-    return bnb_base.annotate(peft_lora.annotate(finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name,
-                                                             provenance, outputs_held), lora), quantize)
+        routings.append((cx.routed_symbols_order, sorted(cx.routings.values())))
+    g = finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name, provenance, outputs_held)
+    return bnb_base.annotate(peft_lora.annotate(_routed(g, routings, probes, syms, defaults), lora), quantize)
+
+
+def _routed(g, routings, probes, syms, defaults):
+    """The graph's routings (Note [Routed token counts]): each bincount's counted elements as a
+    product of symbols and its experts (key "routing"), and a symbol per expert, routed<L>_e<i>,
+    whose default is the balanced count at the default sizes."""
+    experts = routings[0][0]
+    if not experts:
+        return g
+    if any(r[0] != experts for r in routings):
+        raise ExportError("the number of routed layers depends on the symbol values")
+    layers = []
+    for layer, e in enumerate(experts):
+        counted = [r[1][layer][1] for r in routings]
+        tokens = symbolize_int(counted, probes, syms)
+        if tokens is None:
+            raise ExportError("routing %d counts %s elements at %s: not a product of symbols" % (layer, counted, probes))
+        n = tokens if isinstance(tokens, int) else _eval_product(tokens, defaults)
+        layers.append({"tokens": tokens, "experts": e})
+        g.setdefault("symbols", {}).update(
+            ("routed%d_e%d" % (layer, i), v) for i, v in enumerate(balanced(n, e)))
+    out = {}
+    for k, v in g.items():  # "routing" after "symbols" (or "provenance")
+        out[k] = v
+        if k == ("symbols" if "symbols" in g else "provenance"):
+            out["routing"] = layers
+    return out
+
+
+def _eval_product(text, binding):
+    n = 1
+    for f in str(text).split("*"):
+        n *= int(f) if f.isdigit() else int(binding[f])
+    return n
 
 
 def _dtype(name):

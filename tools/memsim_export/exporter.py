@@ -8,7 +8,7 @@ import re
 
 import torch
 
-from . import convert, expand, peft_lora, recorded  # noqa: F401  (expand registers the transformer handlers)
+from . import convert, expand, expand_rnn, peft_lora, recorded  # noqa: F401  (expand, expand_rnn register module handlers)
 from .convert import Context, TRef, dtype_name
 from .errors import ExportError, UnsupportedError
 

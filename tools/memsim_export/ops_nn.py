@@ -55,6 +55,38 @@ def f_conv(cx, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return cx.emit("conv%dd" % nd, [x, T(weight), bias], attrs, shape=cx.out_shape())
 
 
+def _conv_transpose_attrs(nd, stride, padding, output_padding, dilation, groups):
+    if isinstance(padding, str):
+        raise Unsupported("conv_transpose with padding=%r" % padding)
+    return {"stride": _pair_list(stride, nd), "padding": _pair_list(padding, nd),
+            "output_padding": _pair_list(output_padding, nd), "dilation": _pair_list(dilation, nd),
+            "groups": int(groups)}
+
+
+@module(nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+def m_conv_transpose(cx, mod, path, x, output_size=None):
+    x = T(x)
+    nd = len(mod.kernel_size)
+    if mod.padding_mode != "zeros":
+        raise Unsupported("%s with padding_mode=%r" % (type(mod).__name__, mod.padding_mode))
+    out_pad = mod.output_padding
+    if output_size is not None:  # forward(x, output_size): the padding that reaches the requested size
+        size = list(output_size)[-nd:]
+        out_pad = [size[i] - ((x.shape[-nd + i] - 1) * mod.stride[i] - 2 * mod.padding[i]
+                              + mod.dilation[i] * (mod.kernel_size[i] - 1) + 1) for i in range(nd)]
+    attrs = _conv_transpose_attrs(nd, mod.stride, mod.padding, out_pad, mod.dilation, mod.groups)
+    return cx.emit("conv_transpose%dd" % nd, [x, cx.param(mod.weight), cx.param(mod.bias)], attrs,
+                   shape=cx.out_shape())
+
+
+@function(F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)
+def f_conv_transpose(cx, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    x, weight = T(x), T(weight, "weight")
+    nd = weight.ndim - 2
+    attrs = _conv_transpose_attrs(nd, stride, padding, output_padding, dilation, groups)
+    return cx.emit("conv_transpose%dd" % nd, [x, T(weight), bias], attrs, shape=cx.out_shape())
+
+
 @module(nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 def m_batch_norm(cx, mod, path, x):
     x = T(x)
@@ -363,7 +395,10 @@ def m_identity(cx, mod, path, x, *a, **k):
 def _act_fn(op, inplace_default=False, force_inplace=False):
     def h(cx, x, inplace=inplace_default, **kw):
         x = T(x)
-        return cx.emit(op, [x], {"inplace": bool(inplace or force_inplace)}, shape=x.shape)
+        attrs = {"inplace": bool(inplace or force_inplace)}
+        if force_inplace:  # `x.relu_()`: not the module's choice that --inplace-activations changes
+            attrs["inplace_fixed"] = True
+        return cx.emit(op, [x], attrs, shape=x.shape)
     return h
 
 

@@ -126,7 +126,10 @@ def t_split(cx, x, split_size_or_sections, dim=0):
     x = T(x)
     outs = cx.out_info()
     shapes = [o.shape for o in outs]
-    if isinstance(split_size_or_sections, (list, tuple)):
+    if hasattr(split_size_or_sections, "symbols"):  # routed token counts (ops_moe.RoutedCounts)
+        attrs = {"sections": split_size_or_sections.symbols(), "dim": int(dim),
+                 "routing": split_size_or_sections.layer}
+    elif isinstance(split_size_or_sections, (list, tuple)):
         attrs = {"sections": [int(s) for s in split_size_or_sections], "dim": int(dim)}
     else:
         attrs = {"split_size": int(split_size_or_sections), "dim": int(dim)}

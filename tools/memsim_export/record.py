@@ -26,19 +26,21 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import expand, ops_llm, recorded  # noqa: F401  (ops_llm registers the LLM and ATen handlers)
+from . import expand, expand_rnn, ops_llm, ops_moe, recorded  # noqa: F401  (ops_llm, ops_moe register handlers)
 from .convert import Context
 from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
 
 # module class -> the fx path's expansion handler (cx, module, path, *args, **kwargs)
 EXPANDED = {nn.MultiheadAttention: expand.m_mha, nn.TransformerEncoderLayer: expand.m_encoder_layer,
-            nn.TransformerEncoder: expand.m_encoder}
+            nn.TransformerEncoder: expand.m_encoder,
+            **{c: expand_rnn.m_rnn for c in (nn.RNN, nn.LSTM, nn.GRU)},
+            **{c: expand_rnn.m_rnn_cell for c in (nn.RNNCell, nn.LSTMCell, nn.GRUCell)}}
 
 # Tensor dunder methods → the operator functions the fx handlers are registered for.
 _DUNDER = {
     "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul, "__truediv__": operator.truediv,
     "__div__": operator.truediv, "__iadd__": operator.iadd, "__isub__": operator.isub, "__imul__": operator.imul,
-    "__itruediv__": operator.itruediv, "__getitem__": operator.getitem, "__matmul__": operator.matmul,
+    "__itruediv__": operator.itruediv, "__floordiv__": operator.floordiv, "__getitem__": operator.getitem, "__matmul__": operator.matmul,
     "__eq__": operator.eq, "__ne__": operator.ne, "__lt__": operator.lt, "__le__": operator.le,
     "__gt__": operator.gt, "__ge__": operator.ge, "__neg__": operator.neg, "__pow__": operator.pow,
     "__radd__": "radd", "__rmul__": "rmul", "__rsub__": torch.rsub, "__rtruediv__": "rtruediv",
@@ -67,6 +69,9 @@ class EagerContext(Context):
         self.node_names = {}
         self.paused = False     # True while an expanded module runs (ExpandedModules)
         self.pending = []       # recorded ops to measure: (op record, callable, args, kwargs, input specs)
+        self.routings = {}      # id(bincount result) -> (routing index, counted elements) (ops_moe)
+        self.routed_symbols_order = []  # experts of each routing, in forward order
+        self.routed_symbols = {}        # routed<L>_e<i> -> its balanced count at this probe
 
     def unique(self, base):
         """base, base_1, base_2, ...: the first one not yet used as a tensor or node name."""
@@ -119,6 +124,8 @@ class EagerContext(Context):
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
             return tuple(self.to_refs(x) for x in v)
         if isinstance(v, list):
+            if hasattr(v, "symbols"):  # routed token counts (ops_moe.RoutedCounts): no tensors
+                return v
             return [self.to_refs(x) for x in v]
         if isinstance(v, dict):
             return {k: self.to_refs(x) for k, x in v.items()}
@@ -307,8 +314,15 @@ class FunctionRecorder(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.cx.paused:  # inside an expanded module (ExpandedModules): its handler emits
             return func(*args, **kwargs)
+        name = _func_name(func)
+        if name == "tolist" and args and id(args[0]) in self.cx.routings:
+            return ops_moe.routed_tolist(self.cx, args[0])  # data-dependent counts (Note [Routed token counts])
         h, swapped = find_handler(func)
-        if h is not None and _func_name(func) in ALWAYS_RECORD:
+        if name == "bincount" and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            out = ops_moe.meta_bincount(self.cx, *args, **kwargs)
+            self.cx.convert(h, name, out, args, kwargs)
+            return out
+        if h is not None and name in ALWAYS_RECORD:
             out = func(*args, **kwargs)
             self.cx.record_op(func, _func_name(func), out, args, kwargs, _qual_name(func))
             return out

@@ -61,7 +61,7 @@ class Autocast : public TrainingSetup {
     if (grad->defined()) {
       if (!p.sum.defined()) {
         p.sum = *grad;
-      } else if (s.profile.accumulate_inplace) {
+      } else if (CanAccumulateInplace(s.profile, p.sum, s.ledger.refs(p.sum.s))) {
         s.ledger.Unref(grad->s);
       } else {
         StorageId sum = s.ledger.Alloc(cast->meta.bytes(), s.g.tensors[t].name + ".grad", Category::kGradient);

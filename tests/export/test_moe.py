@@ -1,0 +1,58 @@
+"""Mixture-of-experts export (graphs/moe_models.py, torchtitan's MoE layer): the data-dependent
+token counts become the symbols routed<L>_e<i> of a routed split, with the graph's "routing" key
+(Note [Routed token counts])."""
+import unittest
+
+import torch
+import torch.nn as nn
+
+import export_util  # noqa: F401  (sets sys.path)
+from export_util import check_well_formed
+import moe_models
+from memsim_export.eager import export_eager
+from memsim_export.errors import ExportError, UnsupportedError
+
+
+def ops(g, kind):
+    return [o for o in g["ops"] if o["op"] == kind]
+
+
+class MoeExport(unittest.TestCase):
+    def test_one_layer(self):
+        g = export_eager(lambda b: moe_models.MoEMLP(), ["x=batch,256"], symbols={"batch": 32})
+        check_well_formed(self, g)
+        self.assertEqual(g["routing"], [{"tokens": "batch*2", "experts": 4}])  # tokens × top-2
+        self.assertEqual({k: v for k, v in g["symbols"].items() if k.startswith("routed")},
+                         {"routed0_e%d" % i: 16 for i in range(4)})              # balanced at batch 32
+        split = ops(g, "split")
+        self.assertEqual(len(split), 1)
+        self.assertEqual(split[0]["attrs"]["sections"], ["routed0_e%d" % i for i in range(4)])
+        self.assertEqual(split[0]["attrs"]["routing"], 0)
+        self.assertEqual(ops(g, "bincount")[0]["attrs"], {"minlength": 4})
+        self.assertEqual(ops(g, "sort")[0]["attrs"], {"dim": -1, "descending": False, "stable": True})
+        self.assertEqual(ops(g, "floor_divide")[0]["attrs"], {"scalar": 2})
+        self.assertEqual(ops(g, "scatter")[0]["attrs"]["reduce"], "add")
+        self.assertEqual(len(ops(g, "select")), 3 * 4)                            # w1/w2/w3 per expert
+
+    def test_two_layers_and_uneven_balance(self):
+        g = export_eager(lambda b: moe_models.MoEMLP(experts=3, layers=2), ["x=batch,256"], symbols={"batch": 5})
+        self.assertEqual(g["routing"], [{"tokens": "batch*2", "experts": 3}] * 2)
+        # 10 routed rows over 3 experts: 4, 3, 3
+        self.assertEqual([g["symbols"]["routed1_e%d" % i] for i in range(3)], [4, 3, 3])
+        self.assertEqual([o["attrs"]["routing"] for o in ops(g, "split")], [0, 1])
+
+    def test_bincount_without_minlength_is_refused(self):
+        class Bad(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 4)
+
+            def forward(self, x):
+                counts = torch.bincount(self.lin(x).argmax(-1))
+                return self.lin(x) * counts.sum()
+        with self.assertRaises((ExportError, UnsupportedError)):
+            export_eager(lambda b: Bad(), ["x=batch,8"], symbols={"batch": 4})
+
+
+if __name__ == "__main__":
+    unittest.main()

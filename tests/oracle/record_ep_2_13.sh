@@ -1,0 +1,17 @@
+#!/bin/bash
+# Records the expert-parallel per-rank CPU traces in tests/data/traces_ep_2_13/: the kit's
+# trace_ddp.py --mode ep under torch 2.13 (gloo, one process per rank; torchtitan's ExpertParallel on
+# the MoE models of graphs/moe_models.py). memsim does not simulate --mesh ep yet (Note [Expert
+# parallel] in docs/parallel.md): these traces are the checks for it. Each rank's CONFIG names its
+# tokens per expert (routed=). Needs the 2.x venv (`make deps`) and gcc.
+# Usage: record_ep_2_13.sh [OUTDIR] [PYTHON]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+. "$here/kit/record_common.sh" "$root/tests/data/traces_ep_2_13" "$@"
+rund() { local name=$1; shift
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_ddp.py" "$@" --mode ep "$out/$name" \
+    && echo "done $name"; }
+rund moe_mlp_b32_adam_ep2   moe_mlp --world 2 --batch 32 --opt adam --port 29541
+rund moe_mlp_b64_sgd_ep4    moe_mlp --world 4 --batch 64 --opt sgd --port 29542
+rund moe_mlp2_b32_adam_ep4  moe_mlp2 --world 4 --batch 32 --opt adam --port 29543
