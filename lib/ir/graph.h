@@ -6,6 +6,7 @@
 #define MEMSIM_LIB_IR_GRAPH_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +88,10 @@ struct Graph {
   int tp_degree = 1;
   std::string tp_plan;
   std::vector<TpShard> tp_shards;
+  /// torch.compile (lib/ir/compile_mode.h): the same model run the other way, as its export
+  /// wrote it (a compiled graph's eager ops, the `compiled` section's `eager_ops`; under
+  /// `--compile off`, the compiled graph), or null.
+  std::shared_ptr<const Graph> compile_twin;
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;
