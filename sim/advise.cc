@@ -297,8 +297,11 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                }});
   std::vector<std::string> blocks = RepeatedBlocks(g);
   AddCheckpointRemedies(blocks, &c);
-  // Mixed precision (Note [Autocast]): the same model, GEMMs and convolutions in 16 bits.
-  for (const char* amp : {"bf16", "fp16"})
+  // Mixed precision (Note [Autocast]): the same model, GEMMs and convolutions in 16 bits. Not on
+  // compiled regions: they run in the dtypes they were compiled in (`export_torch.py --compile
+  // --amp bf16` compiles under autocast; Note [Compiled regions]).
+  for (const char* amp : {"bf16", "fp16"}) {
+    if (HasCompiledRegions(g)) break;
     c.push_back({std::string("mixed precision: torch.autocast ") + amp + (*amp == 'f' ? " with a GradScaler" : ""), false,
                  [amp](const RunConfig& b, RunConfig* v, Args* args) {
                    if (!b.sim.amp.empty() || !b.sim.dtype.empty()) return false;
@@ -306,6 +309,7 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                    *args = {"--amp", amp};
                    return true;
                  }});
+  }
   c.push_back({"SGD with momentum instead of an Adam-family optimizer", true,
                [](const RunConfig& b, RunConfig* v, Args* args) {
                  if (!b.sim.optimizer.starts_with("adam")) return false;

@@ -98,6 +98,9 @@ TEST(CompileModeTest, AdviseProposesTheOtherForm) {
   EXPECT_TRUE(compile->apply(base, &changed, &args));
   EXPECT_EQ(args, (std::vector<std::string>{"--compile", "on"}));
   EXPECT_EQ(find(CandidateChanges(testing::ParseBody(kRegion)), "run eager"), nullptr);  // no twin
+  // autocast applies to the eager ops; a region runs in the dtypes it was compiled in
+  EXPECT_EQ(find(CandidateChanges(g), "mixed precision"), nullptr);
+  EXPECT_NE(find(CandidateChanges(*rewritten), "mixed precision"), nullptr);
 }
 
 }  // namespace
