@@ -132,6 +132,12 @@ if(MEMSIM_PYTHON3)
            COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/advise_args.py $<TARGET_FILE:memsim>
                    graphs/bert_small.json --batch 16 --optimizer adamw --ddp 4 --torch 1.13 --gpu T4
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  # --compile on replaces the baseline's --compile off (the compiled export's two forms)
+  add_test(NAME cli.advise_args_reproduce_compile
+           COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/advise_args.py $<TARGET_FILE:memsim>
+                   tests/data/traces_compile_2_13/graphs/bert_small_b4_mb05.json --batch 4 --profile cpu --torch 2.13
+                   --optimizer sgd --compile off
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endif()
 memsim_error_test(advise_two_values 2 "advise takes one value per option" advise graphs/mlp.json --batch 1,2)
 
