@@ -182,6 +182,31 @@ def break_mlp():
     return BreakMLP(), ["batch,1000"]
 
 
+def _eager(module, h):
+    return module(h)
+
+
+if hasattr(torch, "compiler"):  # torch 2.x: under torch.compile a graph break, the call run eagerly
+    _eager = torch.compiler.disable(_eager)
+
+
+class EagerMidMLP(nn.Module):
+    """trace_step.py eager_mid_mlp: the MLP whose third Linear+ReLU runs under
+    torch.compiler.disable: two compiled graphs with eager code between them (eager: the MLP)."""
+
+    def __init__(self):
+        super().__init__()
+        m = _mlp()
+        self.a, self.mid, self.b = nn.Sequential(*m[:4]), nn.Sequential(*m[4:6]), nn.Sequential(*m[6:])
+
+    def forward(self, x):
+        return self.b(_eager(self.mid, self.a(x)))
+
+
+def eager_mid_mlp():
+    return EagerMidMLP(), ["batch,1000"]
+
+
 IDS_SEQ = "ids=int64:batch,seq@0:30522"
 
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "lib/ir/compile_mode.h"
 #include "lib/ir/compiled_budget.h"
 #include "lib/ir/lora.h"
 #include "lib/ir/quantized_base.h"
@@ -252,6 +253,21 @@ void AddCompiledBudgetRemedies(const Graph& g, std::vector<Change>* c) {
   }
 }
 
+/// torch.compile on or off: the export's other form of the same model (the compiled regions, or
+/// the eager ops the export kept beside them: lib/ir/compile_mode.h).
+void AddCompileRemedy(const Graph& g, std::vector<Change>* c) {
+  if (!g.compile_twin) return;
+  const bool on = !HasCompiledRegions(g);
+  c->push_back({on ? "compile with torch.compile (Inductor's program the export recorded)"
+                   : "run eager, without torch.compile (the eager ops the export kept)",
+                false,
+                [on](const RunConfig&, RunConfig*, Args* args) {
+                  *args = {"--compile", on ? "on" : "off"};
+                  return true;
+                },
+                [on](const Graph& x) { return SelectCompile(x, on); }});
+}
+
 }  // namespace
 
 std::vector<Change> CandidateChanges(const Graph& g) {
@@ -281,8 +297,11 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                }});
   std::vector<std::string> blocks = RepeatedBlocks(g);
   AddCheckpointRemedies(blocks, &c);
-  // Mixed precision (Note [Autocast]): the same model, GEMMs and convolutions in 16 bits.
-  for (const char* amp : {"bf16", "fp16"})
+  // Mixed precision (Note [Autocast]): the same model, GEMMs and convolutions in 16 bits. Not on
+  // compiled regions: they run in the dtypes they were compiled in (`export_torch.py --compile
+  // --amp bf16` compiles under autocast; Note [Compiled regions]).
+  for (const char* amp : {"bf16", "fp16"}) {
+    if (HasCompiledRegions(g)) break;
     c.push_back({std::string("mixed precision: torch.autocast ") + amp + (*amp == 'f' ? " with a GradScaler" : ""), false,
                  [amp](const RunConfig& b, RunConfig* v, Args* args) {
                    if (!b.sim.amp.empty() || !b.sim.dtype.empty()) return false;
@@ -290,6 +309,7 @@ std::vector<Change> CandidateChanges(const Graph& g) {
                    *args = {"--amp", amp};
                    return true;
                  }});
+  }
   c.push_back({"SGD with momentum instead of an Adam-family optimizer", true,
                [](const RunConfig& b, RunConfig* v, Args* args) {
                  if (!b.sim.optimizer.starts_with("adam")) return false;
@@ -301,6 +321,7 @@ std::vector<Change> CandidateChanges(const Graph& g) {
   AddFineTuningRemedies(g, blocks, &c);
   AddOffloadRemedy(&c);
   AddCompiledBudgetRemedies(g, &c);
+  AddCompileRemedy(g, &c);
   AddShardingRemedies(blocks, &c);
   size_t half = g.parameters.size() / 2;
   c.push_back({"freeze the first half of the parameter tensors", true, [half](const RunConfig& b, RunConfig* v, Args* args) {
@@ -379,6 +400,10 @@ Result<AdviseReport> Advise(const Graph& g, const RunConfig& base, int threads, 
   std::stable_sort(rep.changes.begin(), rep.changes.end(), [](const AdvisedChange& x, const AdvisedChange& y) {
     return std::make_pair(x.row.oom, x.row.peak_reserved_bytes) < std::make_pair(y.row.oom, y.row.peak_reserved_bytes);
   });
+  auto profile = FindProfile(base.sim.profile, base.sim.torch);
+  if (!g.compile_twin && !HasCompiledRegions(g) && profile && profile->torch != "1.13")
+    rep.notes.push_back("torch.compile is not proposed: this graph has no compiled program; `tools/export_torch.py "
+                        "MODEL --compile` records Inductor's (CPU) program beside the eager ops");
   if (rep.capacity_bytes > 0 && g.FindSymbol("batch") != kNone) {
     auto fit = FitBatch(g, base, max_batch);
     if (fit.ok()) rep.max_batch = fit->max_batch;

@@ -1,6 +1,7 @@
 // Advice: single changes to a configuration (in-place activations, expandable segments, half
 // the batch with gradient accumulation, checkpointing the repeated blocks, a lighter
-// optimizer, freezing, the fine-tuning modes — LoRA adapters, activation offloading —; with
+// optimizer, freezing, the fine-tuning modes — LoRA adapters, activation offloading —,
+// torch.compile on or off and its recorded memory budgets when the export recorded them; with
 // several ranks the sharding remedies: ZeRO stages, offload, FSDP), each simulated through the
 // run pipeline and ranked by the peak reserved memory it saves (with several ranks: of the
 // largest rank); plus the largest batch that fits as configured. Each change carries the
@@ -62,6 +63,8 @@ struct AdviseReport {
   /// ties in the table's order.
   std::vector<AdvisedChange> changes;
   std::vector<AdvisedChange> left_out;  ///< changes that need more memory than the baseline
+  /// Lines about what was not proposed and how to get it (a graph without torch.compile's program).
+  std::vector<std::string> notes;
   std::optional<int64_t> max_batch;    ///< with a capacity and a batch symbol
 };
 

@@ -15,7 +15,8 @@ import report_io  # the shared report tail (tools/report_io.py)
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # trace_step.py model name -> zoo graph, where the zoo keeps another network under that name.
-GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small", "break_mlp": "mlp"}  # eager: graph_break() is a no-op
+GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2_small", "break_mlp": "mlp",
+                   "eager_mid_mlp": "mlp"}  # eager: graph_break() and torch.compiler.disable are no-ops
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
 GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "bce": "_bce", "smooth_l1": "_smooth_l1",
                   "l1": "_l1", "huber": "_huber"}
@@ -177,11 +178,11 @@ def trace_release(cfg):
     return "1.13" if cfg.get("torch", "1.13").startswith("1.") else "2.13"
 
 
-def run_memsim(memsim, graph, cfg):
+def run_memsim(memsim, graph, cfg, extra=()):
     cmd = [memsim, "run", graph, "--profile", "cpu", "--torch", trace_release(cfg), "--step", "first", "--json",
            "--batch", cfg["batch"], "--optimizer", OPT[cfg.get("opt", "sgd")],
            "--inplace-activations", "on" if cfg.get("inplace") == "True" else "off",
-           "--freeze-params", cfg.get("freeze", "0")] + setup_flags(graph, cfg)
+           "--freeze-params", cfg.get("freeze", "0")] + setup_flags(graph, cfg) + list(extra)
     if "seq" in cfg:  # language models: the sequence length is a symbol of the graph
         cmd += ["--set", "seq=" + cfg["seq"]]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -738,14 +739,15 @@ def table_compile(memsim, failures):
     eager = {key(cfg): n for n, (cfg, _, _, _) in traces.items() if cfg.get("compile") != "True"}
     lines += ["", "### Eager vs compiled", "",
               "Peak and forward peak of each compiled step beside the same step eager (bytes; memsim in",
-              "parentheses).", "",
+              "parentheses: the eager step on the 2.13 graph, then on the compiled graph's own eager ops,",
+              "`memsim run GRAPH --compile off`, which is what `advise` compares).", "",
               "| compiled trace | budget | eager peak | compiled peak | eager forward | compiled forward |",
               "|---|---:|---:|---:|---:|---:|"]
 
-    def sim(name, cfg):
+    def sim(name, cfg, extra=()):
         stem = compiled_graph_stem(cfg) if cfg.get("compile") == "True" else GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"]) + ".json"
         graph = next(os.path.join(g, stem) for g in dirs if os.path.exists(os.path.join(g, stem)))
-        r = run_memsim(memsim, graph, cfg)[1]
+        r = run_memsim(memsim, graph, cfg, extra)[1]
         return r["steps"][-1]["peak_live_bytes"], r["phase_peaks"]["forward"]
     for n, (cfg, _, peak, phases) in traces.items():
         twin = eager.get(key(cfg))
@@ -753,8 +755,12 @@ def table_compile(memsim, failures):
             continue
         ecfg, _, epeak, ephases = traces[twin]
         (sp, sf), (esp, esf) = sim(n, cfg), sim(twin, ecfg)
-        lines.append("| %s | %s | %d (%d) | %d (%d) | %d (%d) | %d (%d) |" % (
-            n, cfg.get("memory_budget", "1.0"), epeak, esp, peak, sp, ephases.get("forward", 0), esf,
+        osp, osf = sim(n, cfg, ["--compile", "off"])
+        if (osp, osf) != (esp, esf):
+            failures.append("%s: --compile off gives peak %d, forward %d; the eager graph %d, %d"
+                            % (n, osp, osf, esp, esf))
+        lines.append("| %s | %s | %d (%d, %d) | %d (%d) | %d (%d, %d) | %d (%d) |" % (
+            n, cfg.get("memory_budget", "1.0"), epeak, esp, osp, peak, sp, ephases.get("forward", 0), esf, osf,
             phases.get("forward", 0), sf))
     return lines + table_budgets(memsim, failures, traces, dirs[0])
 

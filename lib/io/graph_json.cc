@@ -1,8 +1,10 @@
 #include "lib/io/graph_json.h"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -76,11 +78,31 @@ class GraphReader {
     if (auto it = doc.find("lora"); it != doc.end()) {
       MEMSIM_ASSIGN_OR_RETURN(g_, WithLora(*it));
     }
-    if (auto it = doc.find("quantize_base"); it != doc.end()) return WithQuantizedBase(*it);
-    return std::move(g_);
+    if (auto it = doc.find("quantize_base"); it != doc.end()) {
+      MEMSIM_ASSIGN_OR_RETURN(g_, WithQuantizedBase(*it));
+    }
+    return WithEagerTwin(doc);
   }
 
  private:
+  /// The `compiled` section's `eager_ops` (export_torch.py --compile): the same model uncompiled,
+  /// read as a graph of its own (the file's other keys, those ops) and kept as the compile twin
+  /// (lib/ir/compile_mode.h).
+  Result<Graph> WithEagerTwin(const json& doc) {
+    auto c = doc.find("compiled");
+    if (c == doc.end() || !c->is_object() || !c->contains("eager_ops")) return std::move(g_);
+    json eager = doc;
+    eager["ops"] = (*c)["eager_ops"];
+    eager.erase("compiled");
+    GraphReader reader(g_.source);
+    reader.ops_pointer_ = "/compiled/eager_ops";
+    MEMSIM_ASSIGN_OR_RETURN(Graph twin, reader.Read(eager));
+    if (std::any_of(twin.ops.begin(), twin.ops.end(), [](const Op& op) { return op.kind == OpKind::kCompiled; }))
+      return Err("/compiled/eager_ops", "the eager op list holds a compiled op");
+    g_.compile_twin = std::make_shared<const Graph>(std::move(twin));
+    return std::move(g_);
+  }
+
   /// The "lora" key (a peft model's adapters, written by the exporter): the graph rewritten by
   /// ApplyLora with that configuration (Note [LoRA]).
   Result<Graph> WithLora(const json& v) {
@@ -326,13 +348,13 @@ class GraphReader {
 
   Status Ops(const json& doc) {
     auto it = doc.find("ops");
-    if (it == doc.end()) return Err("/ops", "missing");
-    if (!it->is_array()) return Err("/ops", "expected an array of ops");
+    if (it == doc.end()) return Err(ops_pointer_, "missing");
+    if (!it->is_array()) return Err(ops_pointer_, "expected an array of ops");
     // Pass 1: declare every output so an op may name a tensor produced by a later-listed op
     // (the order is then fixed by TopologicalOrder, and a cycle is reported there).
     for (size_t i = 0; i < it->size(); ++i) {
       const json& e = (*it)[i];
-      const std::string ptr = "/ops/" + std::to_string(i);
+      const std::string ptr = ops_pointer_ + "/" + std::to_string(i);
       if (!e.is_object()) return Err(ptr, "expected an op object");
       auto kind_it = e.find("op");
       if (kind_it == e.end() || !kind_it->is_string()) return Err(ptr + "/op", "missing op kind");
@@ -402,6 +424,7 @@ class GraphReader {
   }
 
   Graph g_;
+  std::string ops_pointer_ = "/ops";  ///< where the ops are read from, for messages
   std::map<std::string, TensorId> names_;
   std::string tensor_;  // the tensor whose shape is being read, for messages
 };

@@ -6,6 +6,7 @@
 #define MEMSIM_LIB_IR_GRAPH_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,6 +96,10 @@ struct Graph {
     int64_t experts = 0;
   };
   std::vector<Routing> routing;
+  /// torch.compile (lib/ir/compile_mode.h): the same model run the other way, as its export
+  /// wrote it (a compiled graph's eager ops, the `compiled` section's `eager_ops`; under
+  /// `--compile off`, the compiled graph), or null.
+  std::shared_ptr<const Graph> compile_twin;
 
   /// Id of the tensor named |name|, or kNone.
   TensorId FindTensor(const std::string& name) const;

@@ -8,6 +8,7 @@
 #include "lib/autodiff/pipeline.h"
 #include "lib/ir/fp8.h"
 #include "lib/ir/tensor_parallel.h"
+#include "lib/ir/compile_mode.h"
 #include "lib/ir/compiled_budget.h"
 #include "lib/ir/lora.h"
 #include "lib/ir/quantized_base.h"
@@ -250,6 +251,10 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--memory-budget", memory_budget,
                   "torch.compile: run the compiled regions' partitioner program for activation_memory_budget F, "
                   "one of those the export recorded (export_torch.py --compile --memory-budget 1,0.5,0)");
+  cmd->add_option("--compile", compile,
+                  "torch.compile on a graph exported with --compile: on runs its compiled regions (the default), off "
+                  "the eager ops the export kept beside them (Note [Compiled regions])")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--fp8", fp8,
                   "torchao float8 training: tensorwise|rowwise[,targets=GLOB[,GLOB...]]; Float8Linear on the Linear "
                   "modules a glob selects (default: those with in and out features multiples of 16) (Note [FP8 training])");
@@ -291,6 +296,11 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
+  if (compile == "off" && !memory_budget.empty())
+    return Status::InvalidArgument("--memory-budget selects a compiled program: give it without --compile off");
+  if (!compile.empty()) {
+    MEMSIM_ASSIGN_OR_RETURN(g, SelectCompile(std::move(g), compile == "on"));
+  }
   if (!memory_budget.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(g, SelectMemoryBudget(std::move(g), memory_budget));
   }

@@ -93,6 +93,7 @@ struct ConfigOptions {
   std::string quantize_base;        ///< --quantize-base SPEC: bnb 4/8-bit base weights (lib/ir/quantized_base.h)
   std::string fp8;                  ///< --fp8 SPEC: torchao float8 Linears (lib/ir/fp8.h); "" = off
   std::string memory_budget;        ///< --memory-budget F: compiled regions' recorded program (lib/ir/compiled_budget.h)
+  std::string compile;              ///< --compile on|off: compiled regions or the export's eager ops (lib/ir/compile_mode.h); "" = as read
 
   /// Adds the options to |cmd|; |lists| words the help for sweep.
   void Bind(CLI::App* cmd, bool lists, Scope scope = Scope::kFull);

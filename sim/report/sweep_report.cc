@@ -328,6 +328,7 @@ nlohmann::ordered_json ToJson(const AdviseReport& r) {
   };
   j["changes"] = changes(r.changes);
   j["left_out"] = changes(r.left_out);  // changes that need more memory
+  j["notes"] = r.notes;
   if (r.max_batch) j["max_batch"] = *r.max_batch;
   return j;
 }
@@ -376,6 +377,8 @@ std::string ToText(const AdviseReport& r) {
     for (const AdvisedChange& ch : r.left_out) o << "\n  " << ch.what << ": " << ShellJoin(ch.args);
     o << "\n";
   }
+  if (!r.notes.empty()) o << "\n";
+  for (const std::string& n : r.notes) o << n << "\n";
   if (r.max_batch) o << "\nlargest batch that fits as configured: " << *r.max_batch << "\n";
   return o.str();
 }

@@ -142,6 +142,12 @@ if(MEMSIM_PYTHON3)
            COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/advise_args.py $<TARGET_FILE:memsim>
                    graphs/bert_small.json --batch 16 --optimizer adamw --ddp 4 --torch 1.13 --gpu T4
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  # --compile on replaces the baseline's --compile off (the compiled export's two forms)
+  add_test(NAME cli.advise_args_reproduce_compile
+           COMMAND ${MEMSIM_PYTHON3} ${MEMSIM_CLI_DIR}/scripts/advise_args.py $<TARGET_FILE:memsim>
+                   tests/data/traces_compile_2_13/graphs/bert_small_b4_mb05.json --batch 4 --profile cpu --torch 2.13
+                   --optimizer sgd --compile off
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endif()
 memsim_error_test(advise_two_values 2 "advise takes one value per option" advise graphs/mlp.json --batch 1,2)
 
@@ -375,3 +381,19 @@ memsim_golden_test(run_compiled_recompute_explain_text run_compiled_recompute_ex
 memsim_golden_test(run_compiled_recompute_explain_json run_compiled_recompute_explain.json
   run tests/data/traces_compile_2_13/graphs/rms_mlp_b64_mb0.json --batch 64 --profile cpu --torch 2.13
   --optimizer sgd --explain --top 2 --json)
+# torch.compile on or off (lib/ir/compile_mode.h): a compiled export keeps the eager ops beside its
+# regions; advise proposes running eager on the compiled graph and compiling under --compile off
+# (CS336 small with SGD: the compiled backward peaks higher than the eager one, so running eager
+# saves; BERT-small at budget 0.5: compiling saves)
+memsim_golden_test(advise_compiled_text advise_compiled.txt
+  advise tests/data/traces_compile_2_13/graphs/cs336_small_b2_s64.json --batch 2 --set seq=64 --profile cpu
+  --torch 2.13 --optimizer sgd)
+memsim_golden_test(advise_compile_off_json advise_compile_off.json
+  advise tests/data/traces_compile_2_13/graphs/bert_small_b4_mb05.json --batch 4 --profile cpu --torch 2.13
+  --optimizer sgd --compile off --json)
+memsim_golden_test(advise_eager_compile_note_text advise_eager_compile_note.txt
+  advise graphs/mlp.json --batch 256 --profile cpu --torch 2.13 --optimizer adam)
+memsim_error_test(compile_on_eager_graph 2 "--compile on: graphs/mlp.json has no compiled regions: export the model with .tools/export_torch.py MODEL --compile."
+  run graphs/mlp.json --compile on)
+memsim_error_test(compile_off_with_budget 2 "--memory-budget selects a compiled program: give it without --compile off"
+  run tests/data/traces_compile_2_13/graphs/mlp_b64_budgets.json --batch 64 --compile off --memory-budget 0)

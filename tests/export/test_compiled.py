@@ -161,10 +161,28 @@ class Regions(unittest.TestCase):
         self.assertEqual((r0["inputs"], r0["outputs"]), (["w0", "b0", "x"], ["region0.out0"]))
         self.assertEqual((r1["inputs"], r1["outputs"]), (["w1", "b1", "region0.out0"], ["logits"]))
         self.assertEqual(g["compiled"]["regions"], 2)
+        self.assertEqual(g["compiled"]["eager_ops"], self.GRAPH["ops"])  # the eager export, loss included
 
-    def test_eager_tensor_code_between_regions_is_refused(self):
-        with self.assertRaisesRegex(ExportError, "eager tensor code between graph breaks"):
+    def test_eager_code_is_placed_by_the_regions_modules(self):
+        with self.assertRaisesRegex(ExportError, "regions' modules do not follow the eager ops' order"):
             compiled.compile_graph(self.GRAPH, [self.capture(foreign=True)])
+
+    def test_eager_code_between_regions_runs_between_them(self):
+        cap = self.capture(foreign=True)
+        cap[4][0][4]["modules"], cap[4][1][4]["modules"] = {"a", "a.0"}, {"b"}
+        g = {"inputs": [{"name": "x"}, {"name": "target"}], "outputs": ["logits"],
+             "ops": [{"op": "linear", "module": "a.0", "inputs": ["x", "w0", "b0"], "outputs": ["_0"]},
+                     {"op": "relu", "module": "mid", "inputs": ["_0"], "outputs": ["_1"],
+                      "attrs": {"keep_alive": ["_0", "x"]}},
+                     {"op": "linear", "module": "b", "inputs": ["_1", "w1", "b1"], "outputs": ["logits"]},
+                     {"op": "cross_entropy", "module": "loss", "inputs": ["logits", "target"], "outputs": ["loss"]}]}
+        g = compiled.compile_graph(g, [cap])
+        self.assertEqual([o["op"] for o in g["ops"]], ["compiled", "relu", "compiled", "cross_entropy"])
+        r0, relu, r1 = g["ops"][:3]
+        self.assertEqual(r0["outputs"], ["region0.out0"])
+        self.assertEqual((relu["inputs"], relu["outputs"], relu["attrs"]["keep_alive"]),
+                         (["region0.out0"], ["_1"], ["region0.out0", "x"]))
+        self.assertEqual((r1["inputs"], r1["outputs"]), (["w1", "b1", "_1"], ["logits"]))
 
     def test_several_budgets_are_recorded_in_one_op(self):
         fwd0 = FWD.replace("cpp_fused_mul_1(buf1, buf2)", "cpp_fused_mul_1(buf1, buf2)\n        del buf2\n        "
@@ -189,6 +207,14 @@ class ExportCompiled(unittest.TestCase):
             got, ref = json.load(open(out)), json.load(open(want))
         self.assertEqual(got["ops"], ref["ops"])
         self.assertEqual(got["compiled"]["activation_memory_budget"], 1.0)
+        self.assertEqual(got["compiled"]["eager_ops"], ref["compiled"]["eager_ops"])
+        self.assertEqual([o["op"] for o in got["compiled"]["eager_ops"]], ["linear", "relu"] * 4 + ["linear", "cross_entropy"])
+
+    def test_the_eager_ops_nest_one_per_line(self):
+        from memsim_export.exporter import graph_to_json
+        text = graph_to_json({"ops": [{"op": "compiled"}], "compiled": {"regions": 1, "eager_ops": [{"op": "relu"}, {"op": "mean"}]}})
+        self.assertIn('\n    "eager_ops": [\n      {"op": "relu"},\n      {"op": "mean"}\n    ]\n  }\n}\n', text)
+        self.assertEqual(json.loads(text)["compiled"]["eager_ops"][1], {"op": "mean"})
 
 
 if __name__ == "__main__":

@@ -49,8 +49,11 @@ eager rms_mlp_b64_sgd_warm1_eager rms_mlp --batch 64 --opt sgd --warmup 1
 run gpt2_small_b2_s64_adamw_warm1_amp gpt2_small --batch 2 --seq 64 --opt adamw --warmup 1 --amp bf16
 run gpt2_small_b2_s64_adamw_warm1_mb05_amp gpt2_small --batch 2 --seq 64 --opt adamw --warmup 1 --amp bf16 --memory-budget 0.5
 NO_SPY_CHECK=1 eager gpt2_small_b2_s64_adamw_warm1_amp_eager gpt2_small --batch 2 --seq 64 --opt adamw --warmup 1 --amp bf16
+run eager_mid_mlp_b64_adam_warm1 eager_mid_mlp --batch 64 --opt adam --warmup 1
+eager eager_mid_mlp_b64_adam_warm1_eager eager_mid_mlp --batch 64 --opt adam --warmup 1
 graph gpt2_small_b2_s64 graphs/llm_zoo.py:gpt2_small --trace run --input "ids=int64:batch,seq" --set batch=2 --set seq=64
 graph break_mlp_b64 $M:break_mlp --input "x=batch,1000" --set batch=64
+graph eager_mid_mlp_b64 $M:eager_mid_mlp --input "x=batch,1000" --set batch=64
 graph mlp_b64_budgets $M:mlp --input "x=batch,1000" --set batch=64 --memory-budget 1,0.5,0
 graph bert_small_b4 $M:bert_small --set batch=4
 graph bert_small_b4_amp $M:bert_small --set batch=4 --amp bf16

@@ -335,6 +335,22 @@ def _buffer_origins():
         GraphLowering.codegen = codegen
 
 
+def _graph_modules(gm, model):
+    """The module paths ("a.0") a Dynamo graph's nodes ran in: each node's `nn_module_stack`, whose
+    keys are the modules' ids (its sources name a local in a resume function after a graph break,
+    `L['___stack0']`; they are read only for a key that is no module of |model|)."""
+    by_id = {str(id(mod)): name for name, mod in model.named_modules()}
+    out = set()
+    for n in gm.graph.nodes:
+        for key, (src, _) in (n.meta.get("nn_module_stack") or {}).items():
+            if key in by_id:
+                out.add(by_id[key])
+                continue
+            src = re.sub(r"\._modules\['(\w+)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), str(src))
+            out.add(re.sub(r"^L\['\w+'\]\.?", "", src))
+    return out
+
+
 def _recomputed_nodes(gm):
     """The FX nodes of a backward graph that recompute forward values, in graph order: those the
     partitioner did not tag `is_backward` (`torch/_functorch/partitioners.py` tags the joint graph's
@@ -368,7 +384,7 @@ def _wrappers(model, inputs, budget, amp="none"):
     regions = []
 
     def backend(gm, example_inputs):
-        region = [list(example_inputs), None, None, None, {}]
+        region = [list(example_inputs), None, None, None, {"modules": _graph_modules(gm, model)}]
         regions.append(region)
 
         def inner(gm, example_inputs, **kw):
@@ -431,7 +447,8 @@ def compile_graph(g, captures):
     """Replaces the model ops of the exported graph |g| (every op but the loss's) by the compiled
     regions of |captures| (capture_region, one per budget): the first budget's programs are each
     op's attributes, every other budget's under `mb<F>:<attribute>` (`memory_budgets` lists them,
-    Note [Compiled regions])."""
+    Note [Compiled regions]). The eager op list stays in the `compiled` section (`eager_ops`), the
+    same model uncompiled for `memsim run --compile off` and `advise`."""
     ops = _region_ops(g, captures[0])
     budgets = [c[2] for c in captures]
     for cap in captures[1:]:
@@ -439,30 +456,36 @@ def compile_graph(g, captures):
         if [(o["inputs"], o["outputs"]) for o in alt] != [(o["inputs"], o["outputs"]) for o in ops]:
             raise ExportError("--compile: budget %g gives other compiled graphs than budget %g" % (cap[2], budgets[0]))
         for op, a in zip(ops, alt):
+            if op["op"] != "compiled":
+                continue
             for key in PROGRAM_KEYS:
                 op["attrs"]["mb%g:%s" % (cap[2], key)] = a["attrs"][key]
     if len(budgets) > 1:
-        for op in ops:
+        for op in (o for o in ops if o["op"] == "compiled"):
             op["attrs"]["memory_budgets"] = " ".join("%g" % b for b in budgets)
     import torch
     loss_ops = [o for o in g["ops"] if o.get("module") == "loss"]
     if not loss_ops:
         raise ExportError("--compile: the graph has no loss ops (module \"loss\")")
+    eager_ops = g["ops"]
     g = dict(g)
     g["ops"] = ops + loss_ops
     g["compiled"] = {"backend": "inductor", "torch": torch.__version__.split("+")[0],
-                     "activation_memory_budget": float(budgets[0]), "regions": len(ops)}
+                     "activation_memory_budget": float(budgets[0]),
+                     "regions": sum(o["op"] == "compiled" for o in ops)}
     if len(budgets) > 1:
         g["compiled"]["memory_budgets"] = [float(b) for b in budgets]
     if captures[0][3] != "none":
         g["compiled"]["autocast"] = captures[0][3]
+    g["compiled"]["eager_ops"] = eager_ops  # the same model uncompiled: `memsim run --compile off`
     return g
 
 
 def _region_ops(g, captured):
-    """The compiled regions of one capture, in the order they ran: a region's inputs are
-    parameters, buffers, model inputs or outputs of the regions before it (graph breaks with no tensor code
-    between them, e.g. a print); its outputs are new tensors `regionK.outJ`, except the model's
+    """The compiled regions of one capture, in the order they ran, and the eager ops between them:
+    a region's inputs are parameters, buffers, model inputs, outputs of the regions before it
+    (graph breaks with no tensor code between them, e.g. a print) or tensors of eager code between
+    graph breaks (_EagerCode); its outputs are new tensors `regionK.outJ`, except the model's
     output, which keeps the graph's name (the loss ops take it)."""
     import torch
     model, inputs, budget, amp, regions, out = captured
@@ -471,14 +494,16 @@ def _region_ops(g, captured):
     model_inputs = [i["name"] for i in g["inputs"]][:len(inputs)]
     for k, x in enumerate(inputs):
         names[id(x)] = model_inputs[k]
+    eager = _EagerCode(g, regions) if _has_eager_code(regions, names, out) else None
     ops, keep = [], [out]  # |keep|: the tensors whose ids name graph tensors stay alive
     for r, (primals, fwd_src, bwd_src, outs, info) in enumerate(regions):
         region_inputs = []
         for t in primals:
             if id(t) not in names:
+                names[id(t)] = eager.region_input(r, t) if eager else None
+            if names[id(t)] is None:
                 raise ExportError("--compile: input %d of compiled graph %d is neither a parameter, a buffer, a model "
-                                  "input nor an output of an earlier compiled graph (constants and eager tensor code "
-                                  "between graph breaks are not modelled yet): %s %s"
+                                  "input nor an output of an earlier compiled graph: %s %s"
                                   % (len(region_inputs), r, str(t.dtype)[6:], list(t.shape)))
             region_inputs.append(names[id(t)])
         out_names = []
@@ -496,8 +521,93 @@ def _region_ops(g, captured):
                         region_inputs, out_names,
                         in_bytes, [(list(t.shape), str(t.dtype).replace("torch.", "")) for t in outs], rg, budget)
         op["name"] = "compiled_region_%d" % r
+        if eager:
+            ops += eager.ops_before(r, out_names, outs, regions)
         ops.append(op)
+    if eager:
+        ops += eager.ops_before(len(regions), [], [], regions)
     if g["outputs"][0] not in [o for op in ops for o in op["outputs"]]:
-        raise ExportError("--compile: the model's output is not an output of a compiled graph (eager code after "
-                          "the last graph break is not modelled yet)")
+        raise ExportError("--compile: the model's output is neither an output of a compiled graph nor of eager "
+                          "code between them")
     return ops
+
+
+def _has_eager_code(regions, names, out):
+    """Whether a region takes a tensor that no parameter, buffer, model input or earlier region gave."""
+    known = set(names)
+    for primals, _, _, outs, _ in regions:
+        if any(id(t) not in known for t in primals):
+            return True
+        known |= {id(t) for t in outs}
+    return False
+
+
+class _EagerCode:
+    """Eager tensor code between graph breaks (a `torch.compiler.disable`d call, code Dynamo does not
+    trace): the eager export's model ops cut at the compiled regions. An op belongs to the region
+    whose Dynamo graph ran in its module (`nn_module_stack`, _graph_modules), else it is eager code;
+    the regions and the eager code between them must follow one another as the ops do. Eager tensors
+    a region's ops made and eager code takes become that region's outputs, and those eager code made
+    and a region's ops take become its inputs, each matched one to one (one tensor each way per
+    boundary; more would need their identities at run time)."""
+
+    def __init__(self, g, regions):
+        self.ops = [o for o in g["ops"] if o.get("module") != "loss"]
+        mods = [r[4].get("modules", set()) for r in regions]
+        self.owner = []
+        for op in self.ops:
+            m = op.get("module", "")
+            if not m:
+                raise ExportError("--compile: op %s (%s) runs outside every module: with eager code between graph "
+                                  "breaks each op is placed by its module" % (op["outputs"][0], op["op"]))
+            inside = [k for k, ms in enumerate(mods) if m in ms or any(m.startswith(x + ".") for x in ms if x)]
+            self.owner.append(inside[0] if inside else None)
+        seen = [k for k in self.owner if k is not None]
+        if seen != sorted(seen) or sorted(set(seen)) != list(range(len(regions))):
+            raise ExportError("--compile: the compiled regions' modules do not follow the eager ops' order "
+                              "(regions %s)" % seen)
+        self.producer = {t: self.owner[i] for i, op in enumerate(self.ops) for t in op["outputs"]}
+        self.rename, self.done = {}, 0
+
+    def _crossing(self, src, dst):
+        """Eager tensors made by owner |src| and taken by an op of owner |dst|, in order."""
+        out = []
+        for op, k in zip(self.ops, self.owner):
+            for t in op.get("inputs", []):
+                if k == dst and t in self.producer and self.producer[t] == src and t not in out:
+                    out.append(t)
+        return out
+
+    def region_input(self, r, t):
+        """The eager code's tensor that region |r| takes as |t|."""
+        made = [x for x in self._crossing(None, r) if x not in self.rename.values()]
+        if len(made) != 1:
+            raise ExportError("--compile: compiled graph %d takes %d tensors of the eager code before it: one is "
+                              "modelled yet" % (r, len(made)))
+        return made[0]
+
+    def ops_before(self, r, out_names, outs, regions):
+        """The eager ops that run before region |r| (after the regions before it), their inputs
+        renamed to the regions' outputs; maps region |r|'s outputs that eager code takes."""
+        out = []
+        while self.done < len(self.ops) and (self.owner[self.done] is None or self.owner[self.done] < r):
+            op, k = self.ops[self.done], self.owner[self.done]
+            self.done += 1
+            if k is not None:
+                continue
+            op = dict(op, inputs=[self.rename.get(t, t) for t in op.get("inputs", [])])
+            if "attrs" in op and "keep_alive" in op["attrs"]:
+                attrs = dict(op["attrs"])
+                attrs["keep_alive"] = [self.rename.get(t, t) for t in attrs["keep_alive"]
+                                       if self.producer.get(t) is None or t in self.rename]
+                op["attrs"] = attrs
+            out.append(op)
+        if r < len(regions):
+            taken = self._crossing(r, None)
+            later = {id(t) for p in regions[r + 1:] for t in p[0]}
+            free = [n for n, t in zip(out_names, outs) if id(t) not in later and n not in self.rename.values()]
+            if taken and len(taken) != len(free) or len(taken) > 1:
+                raise ExportError("--compile: eager code takes %d tensors of compiled graph %d, which returns %d "
+                                  "others: one is modelled yet" % (len(taken), r, len(free)))
+            self.rename.update(zip(taken, free))
+        return out

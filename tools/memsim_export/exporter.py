@@ -391,22 +391,31 @@ def _dumps(v):
     return json.dumps(v, separators=(", ", ": "), ensure_ascii=False, allow_nan=False)
 
 
-def graph_to_json(g):
-    """Deterministic text: one top-level key per line, one list element (input, parameter, op) per line."""
-    lines = ["{"]
+def _object_lines(g, indent):
+    """One key per line, one list element (input, parameter, op) per line; a nested object holding
+    such a list (the `compiled` section's `eager_ops`) the same way."""
+    lines, pad = [], " " * indent
     keys = list(g.keys())
     for i, k in enumerate(keys):
         v = g[k]
         comma = "," if i + 1 < len(keys) else ""
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            lines.append("  %s: [" % _dumps(k))
+            lines.append("%s%s: [" % (pad, _dumps(k)))
             for j, x in enumerate(v):
-                lines.append("    %s%s" % (_dumps(x), "," if j + 1 < len(v) else ""))
-            lines.append("  ]%s" % comma)
+                lines.append("%s  %s%s" % (pad, _dumps(x), "," if j + 1 < len(v) else ""))
+            lines.append("%s]%s" % (pad, comma))
+        elif isinstance(v, dict) and any(isinstance(x, list) and x and isinstance(x[0], dict) for x in v.values()):
+            lines.append("%s%s: {" % (pad, _dumps(k)))
+            lines += _object_lines(v, indent + 2)
+            lines.append("%s}%s" % (pad, comma))
         else:
-            lines.append("  %s: %s%s" % (_dumps(k), _dumps(v), comma))
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+            lines.append("%s%s: %s%s" % (pad, _dumps(k), _dumps(v), comma))
+    return lines
+
+
+def graph_to_json(g):
+    """Deterministic text: one top-level key per line, one list element (input, parameter, op) per line."""
+    return "\n".join(["{"] + _object_lines(g, 2) + ["}"]) + "\n"
 
 
 def write_graph(g, path):
