@@ -38,19 +38,8 @@ CONV_GRAD_INPUT_GAP = ("the oneDNN reorders of a 3-channel convolution's grad_in
                        "in the trace, 8 in memsim's conv rule); the grid and padding ops match event by event")
 DECONV_GROUPED_GAP = ("oneDNN runs a grouped strided transposed convolution as brgconv_strided:avx2, whose scratchpad "
                       "(139,032 B here) is not derived: memsim applies the avx512 brgemm sizes (37,016 B), Note [Transposed convolution]")
-# The MoE traces are recorded without a TorchDispatchMode (the kit's --check-spy and --marks make
-# gather_backward and InputBuffer take their out-of-place branches: areAnyTensorSubclassLike /
-# can_accumulate_inplace). Without one, InputBuffer adds a second grad into the first in place (a
-# split piece's two GEMM grads, the experts' per-expert select_backward grads); the cpu profile's
-# accumulate_inplace row (out of place) follows the 2.13 traces recorded under --check-spy.
-MOE_INPLACE_GAP = ("InputBuffer accumulates in place in a run without a TorchDispatchMode; the cpu profile's "
-                   "accumulate_inplace=false follows traces recorded under the kit's dispatch mode (Note [MoE routing ops])")
 KNOWN_GAPS = {("traces_ops_2_13", "deconv1d_net_b4_sgd", "forward"): DECONV_GROUPED_GAP,
               ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
-              **{("traces_moe_2_13", t, "backward"): MOE_INPLACE_GAP
-                 for t in ("moe_mlp_b32_adam", "moe_mlp_b64_sgd", "moe_mlp_b32_adamw_ckpt", "moe_mlp2_b64_adam",
-                           "moe_mlp2_b16_adam_amp")},
-              ("traces_moe_2_13", "moe_mlp_b64_sgd", "peak"): MOE_INPLACE_GAP,
               ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "backward"): FP8_AUTOCAST_GAP,
               **{(sub, "grid_net_b4_sgd", ph): CONV_GRAD_INPUT_GAP
                  for sub in ("traces_ops_2_13", "traces_ops_1_13") for ph in ("peak", "backward")}}
