@@ -172,11 +172,14 @@ Result<FitResult> FitSymbol(const Graph& g, const RunConfig& base, const std::st
                           /*checked=*/false};
   RankSteps scheduled(g, co);
   MEMSIM_ASSIGN_OR_RETURN(const CompiledStep* cs, scheduled(base));
-  MEMSIM_ASSIGN_OR_RETURN(FitResult fit, SearchBoth(base, symbol, limit, *cs, std::ref(scheduled)));
-  if (!cs->schedule) return fit;
-  // Confirm both sides of each answer on the exact path; if the schedule was wrong there, search
-  // again without it.
-  bool agrees = true;
+  Result<FitResult> searched = SearchBoth(base, symbol, limit, *cs, std::ref(scheduled));
+  if (!cs->schedule) return searched;
+  // An unchecked schedule can extrapolate a size that is not a polynomial (a CUDA reduction's
+  // staging, Note [CUDA reduction staging]) to nonsense far out: a search it fails is no answer.
+  // Otherwise confirm both sides of each answer on the exact path; if the schedule was wrong
+  // there, search again without it.
+  bool agrees = searched.ok();
+  FitResult fit = agrees ? *searched : FitResult{};
   const std::set<int64_t> around = {fit.max_batch, fit.max_batch + 1, fit.max_batch_at_top, fit.max_batch_at_top + 1};
   for (int64_t v : around) {
     if (v < 1 || v > limit || !agrees) continue;

@@ -517,11 +517,18 @@ def table_ops(memsim, failures):
              "--torch RELEASE --step first` on the graph exported under the same release (`graphs/` beside the",
              "traces). Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
              % (MAX_ERR_213, MAX_MEDIAN_213), ""]
-    for sub in ("traces_ops_2_13", "traces_ops_1_13"):
+    return lines + release_tables(memsim, failures, "traces_ops", MAX_ERR_213, MAX_MEDIAN_213)
+
+
+def release_tables(memsim, failures, stem, max_err, max_median):
+    """One table per release of tests/data/STEM_2_13 and STEM_1_13, each trace against the graph
+    exported under its own release (the graphs/ folder beside the traces, then the zoo)."""
+    lines = []
+    for sub in (stem + "_2_13", stem + "_1_13"):
         d = os.path.join(ROOT, "tests", "data", sub)
         files = [(sub, os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
         rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
-                                                         [os.path.join(d, "graphs")], MAX_ERR_213, MAX_MEDIAN_213)
+                                                         [os.path.join(d, "graphs")], max_err, max_median)
         failures += fails
         lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
         lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
@@ -540,15 +547,7 @@ def table_rnn(memsim, failures):
              "`tests/data/traces_rnn_2_13/` and `tests/data/traces_rnn_1_13/`, each predicted by `memsim run GRAPH",
              "--profile cpu --torch RELEASE --step first` on the graph exported under the same release. Tolerance:",
              "every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_RNN, MAX_MEDIAN_RNN), ""]
-    for sub in ("traces_rnn_2_13", "traces_rnn_1_13"):
-        d = os.path.join(ROOT, "tests", "data", sub)
-        files = [(sub, os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".trace")]
-        rows, peak_errs, fails, known, not_yet = compare(memsim, files, os.path.join(ROOT, "graphs"),
-                                                         [os.path.join(d, "graphs")], MAX_ERR_RNN, MAX_MEDIAN_RNN)
-        failures += fails
-        lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
-        lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
-    return lines
+    return lines + release_tables(memsim, failures, "traces_rnn", MAX_ERR_RNN, MAX_MEDIAN_RNN)
 
 
 def table_lora(memsim, failures):

@@ -1,6 +1,7 @@
 #include "lib/ops/cuda_reduce.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace memsim {
 namespace {
@@ -51,6 +52,10 @@ ReduceStaging CudaReduceStaging(const Profile& profile, const TensorMeta& in, co
     if (in.sizes[i] > 1 && (in.sizes[fastest] <= 1 || in.strides[i] < in.strides[fastest])) fastest = static_cast<int64_t>(i);
   }
   if (outputs <= 0 || inputs <= 1) return st;
+  // A reduction over more than 2^31 - 1 elements runs as sub-iterators of 32-bit indexing
+  // (TensorIterator::with_32bit_indexing halves the largest dimension until each fits), one
+  // after the other, each with its own staging: the reduced extent of the largest one.
+  while (outputs * inputs > INT32_MAX && inputs > 1) inputs = (inputs + 1) / 2;
   const bool on_fastest = reduced[fastest];
   int64_t dim0 = on_fastest ? inputs : outputs, dim1 = on_fastest ? outputs : inputs, out_vec = 1;
   if (on_fastest && dim0 > 128 && reduce_dims == 1) {

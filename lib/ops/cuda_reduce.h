@@ -23,7 +23,8 @@ struct ReduceStaging {
 
 /// The staging of summing |in| (contiguous or any dense layout) down to |out_sizes| (its sizes
 /// with the reduced dims dropped or kept as 1, sum_to_size style) with a |acc_bytes| accumulator
-/// (4 for fp32, bf16 and fp16 inputs), on the profile's device; none on the CPU.
+/// (4 for fp32, bf16 and fp16 inputs), on the profile's device; none on the CPU. Above 2^31
+/// elements, the staging of the largest 32-bit sub-iteration.
 ReduceStaging CudaReduceStaging(const Profile& profile, const TensorMeta& in, const std::vector<int64_t>& out_sizes,
                                 int64_t acc_bytes = 4);
 

@@ -4,7 +4,8 @@ import torch.nn as nn
 
 
 class TinyLSTM(nn.Module):
-    """An LSTM and torch.erfinv: two ops memsim has no equivalent for (fx lists both; --trace auto measures them)."""
+    """An LSTM and torch.erfinv: torch.erfinv has no rule (nor, under 2.x, nn.LSTM: oneDNN's mkldnn_rnn_layer);
+    --trace auto measures them."""
 
     def __init__(self):
         super().__init__()

@@ -139,7 +139,9 @@ def test_export_error_lists_unsupported_ops():
     p = subprocess.run(["/usr/bin/python3", "tools/export_torch.py", "tests/python/models.py:tiny_lstm", "--no-recorded"],
                        cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 2
-    assert p.stderr.endswith("unsupported ops: function torch.erfinv, module nn.LSTM\n")
+    # 1.13's nn.LSTM exports (expanded into RNN.cpp's CPU composite, Note [Recurrent layers]);
+    # torch.erfinv has no rule
+    assert p.stderr.endswith("unsupported ops: function torch.erfinv\n")
 
 
 def test_ops_with_no_rule_run_on_recorded_rules():
