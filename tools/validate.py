@@ -533,6 +533,8 @@ def release_tables(memsim, failures, stem, max_err, max_median):
         lines += ["### %s" % ("PyTorch 2.13" if sub.endswith("2_13") else "PyTorch 1.13"), ""]
         lines += table_lines([(n.split(" (")[0], c, cells) for n, c, cells in rows], peak_errs, known, not_yet) + [""]
     return lines
+
+
 # The recurrent-layer table's tolerance (issue 26: every peak and phase within 0.1 %).
 MAX_ERR_RNN, MAX_MEDIAN_RNN = 0.1, 0.01
 

@@ -128,7 +128,7 @@ def step_rows(memsim, sub="fresh", extra=()):
     return rows
 
 
-def conv_workspaces(folder, case, tmp):
+def conv_workspaces(folder, case):
     """The forward convolution workspaces of the first recorded step: an allocation under conv.py
     freed by the very next event (cuDNN's workspace around the kernel), in call order."""
     import pickle
@@ -197,7 +197,7 @@ def section(memsim):
     lines += ["", "The same cases recorded under `PYTORCH_ALLOC_CONF=expandable_segments:True` (`fresh_expandable/`),",
               "simulated with `--alloc-conf expandable_segments:True`:", ""]
     lines += table_lines(exp, failures)
-    ws = conv_workspaces(os.path.join(DATA, "fresh"), "resnet18_fp32", None)
+    ws = conv_workspaces(os.path.join(DATA, "fresh"), "resnet18_fp32")
     fmt = lambda xs: ", ".join("%.1f" % (b / MIB) for b in xs)
     lines += ["", "Convolution workspaces, the forward calls of resnet18 fp32 (batch 64) in call order (MiB; a call",
               "without one is left out): recorded " + fmt(ws) + "; memsim `typical` (hopper) " +
