@@ -29,18 +29,11 @@ MAX_ERR, MAX_MEDIAN = 3.0, 1.0
 # Known gaps, shown with their error but outside the tolerance: (trace, phase) -> why. Not gaps any more:
 # the oneDNN AVX-512 BF16 scratchpads (Note [oneDNN bf16 scratchpads]) and the oneDNN 3.x AMX
 # matmul scratchpads of the 2.13 traces (Note [oneDNN AMX matmul scratchpads]) are modelled.
-# torchao float8 under CPU autocast (Note [FP8 training]): the float8 GEMM's output is bf16
-# (torchao's _to_copy handler keeps the Float8TrainingTensors and changes their _orig_dtype), memsim
-# keeps it fp32: the backward from the first op after it is computed in fp32 instead of bf16.
-FP8_AUTOCAST_GAP = ("torchao float8 under CPU autocast: the fp8 GEMM's bf16 output (and the bf16 grads below "
-                    "it) are modelled as fp32; also the AMX oneDNN scratchpads of the bf16 GEMMs")
 CONV_GRAD_INPUT_GAP = ("the oneDNN reorders of a 3-channel convolution's grad_input on AVX-512 (16-channel blocking "
                        "in the trace, 8 in memsim's conv rule); the grid and padding ops match event by event")
 DECONV_GROUPED_GAP = ("oneDNN runs a grouped strided transposed convolution as brgconv_strided:avx2, whose scratchpad "
                       "(139,032 B here) is not derived: memsim applies the avx512 brgemm sizes (37,016 B), Note [Transposed convolution]")
 KNOWN_GAPS = {("traces_ops_2_13", "deconv1d_net_b4_sgd", "forward"): DECONV_GROUPED_GAP,
-              ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "peak"): FP8_AUTOCAST_GAP,
-              ("traces_fp8_2_13", "clamp_abs_mlp_b64_sgd_amp_fp8_tensorwise", "backward"): FP8_AUTOCAST_GAP,
               **{(sub, "grid_net_b4_sgd", ph): CONV_GRAD_INPUT_GAP
                  for sub in ("traces_ops_2_13", "traces_ops_1_13") for ph in ("peak", "backward")}}
 # LoRA traces also run on the graph exported from the same peft model (graphs/llm_zoo.py builders).
@@ -350,7 +343,7 @@ def main():
                                                           validate_ranks.DATA_2_13, "2.13")
     lines += rank_lines
     failures += rank_failures
-    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_2_13,
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_FSDP2_2_13,
                                                           validate_ranks.DATA_FSDP2_2_13, "2.13",
                                                           "FSDP2 (fully_shard), per rank, PyTorch 2.13",
                                                           validate_ranks.FSDP2_INTRO)

@@ -19,6 +19,9 @@ DATA_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ddp_2_1
 GRAPHS_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_2_13", "graphs")
 # FSDP2 (fully_shard) per rank under 2.13 (tests/oracle/record_fsdp2_2_13.sh).
 DATA_FSDP2_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_fsdp2_2_13")
+# Its graphs: the 2.13 ones, and the op models of the float8 traces (act_mlp_a, --fp8).
+GRAPHS_FSDP2_2_13 = [os.path.join(os.path.dirname(HERE), "tests", "data", d, "graphs")
+                     for d in ("traces_2_13", "traces_fp8_2_13")]
 # Tensor parallel (tests/oracle/record_tp_2_13.sh): Hugging Face decoders, their 2.13 graphs.
 DATA_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_tp_2_13")
 GRAPHS_TP_2_13 = [os.path.join(DATA_TP_2_13, "graphs"),
@@ -57,6 +60,8 @@ def fsdp2_args(cfg):
         out += ["--wrap", w]
     if cfg.get("mp", "none") != "none":
         out += ["--fsdp2-mp", "param=%s,reduce=fp32" % cfg["mp"]]
+    if cfg.get("fp8"):  # trace_ddp.py --fp8: torchao float8 with the float8 all-gather (Note [FP8 training])
+        out += ["--fp8", cfg["fp8"] + ",fsdp_float8_all_gather"]
     return out
 
 
@@ -98,8 +103,9 @@ FSDP2_INTRO = [
     "`tests/oracle/record_fsdp2_2_13.sh`: the kit's `trace_ddp.py --mode fsdp2`, gloo, one process per rank,",
     "`fully_shard` on each block then on the root, traced as the `setup` phase), predicted by one `memsim run",
     "--profile cpu --torch 2.13 --step first --mesh dp_shard=W --wrap ... --reshard-after-forward true|false`",
-    "(+ `--fsdp2-mp param=bf16,reduce=fp32` for `MixedPrecisionPolicy(bfloat16, float32)`); memsim's `ranks`",
-    "entry standing for that rank (Note [FSDP2] in `docs/parallel.md`). Same tolerance."]
+    "(+ `--fsdp2-mp param=bf16,reduce=fp32` for `MixedPrecisionPolicy(bfloat16, float32)`; `--fp8",
+    "tensorwise,fsdp_float8_all_gather` for torchao float8 with its float8 all-gather, `trace_ddp.py --fp8`);",
+    "memsim's `ranks` entry standing for that rank (Notes [FSDP2] in `docs/parallel.md`, [FP8 training]). Same tolerance."]
 
 
 FSDP2_TP_TITLE = "FSDP2 × tensor parallel (2-D mesh), per rank, PyTorch 2.13"
@@ -170,8 +176,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 cfg["batch"], cfg["seq"], cfg.get("opt"), int(cfg["world"]) // int(cfg["tp"]), cfg["tp"], cfg.get("reshard"),
                 ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "")
         elif cfg.get("mode") == "fsdp2":
-            c = "batch %s, %s, world %s, reshard %s%s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
+            c = "batch %s, %s, world %s, reshard %s%s%s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
                                                            ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "",
+                                                           ", fp8 %s (float8 all-gather)" % cfg["fp8"] if cfg.get("fp8") else "",
                                                            ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
                                                            if "hsdp" in cfg else "")
         elif cfg.get("mode") == "pp":

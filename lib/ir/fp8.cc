@@ -8,7 +8,8 @@ namespace memsim {
 namespace {
 
 Status SpecError(const std::string& spec, const std::string& why) {
-  return Status::InvalidArgument("--fp8 \"" + spec + "\": " + why + " (expected tensorwise|rowwise[,targets=GLOB[,GLOB...]])");
+  return Status::InvalidArgument("--fp8 \"" + spec + "\": " + why +
+                                 " (expected tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]])");
 }
 
 /// The Linear's (out, in) features when both are known constants.
@@ -22,7 +23,7 @@ bool ConstFeatures(const Tensor& w, int64_t* out, int64_t* in) {
 }  // namespace
 
 std::string Fp8Config::ToString() const {
-  std::string s = recipe;
+  std::string s = recipe + (fsdp_float8_all_gather ? ",fsdp_float8_all_gather" : "");
   for (size_t i = 0; i < targets.size(); ++i) s += (i ? "," : ",targets=") + targets[i];
   return s;
 }
@@ -36,6 +37,8 @@ Result<Fp8Config> ParseFp8Spec(const std::string& spec) {
       if (w != "tensorwise" && w != "rowwise") return SpecError(spec, "recipe \"" + w + "\" is not tensorwise or rowwise");
       c.recipe = w;
       first = false;
+    } else if (w == "fsdp_float8_all_gather") {
+      c.fsdp_float8_all_gather = true;
     } else if (w.rfind("targets=", 0) == 0) {
       in_targets = true;
       if (w.size() > 8) c.targets.push_back(w.substr(8));
@@ -46,6 +49,8 @@ Result<Fp8Config> ParseFp8Spec(const std::string& spec) {
     }
   }
   if (first) return SpecError(spec, "the recipe is missing");
+  if (c.fsdp_float8_all_gather && c.recipe != "tensorwise")
+    return SpecError(spec, "fsdp_float8_all_gather needs tensorwise scaling (torchao's Float8LinearConfig refuses " + c.recipe + ")");
   return c;
 }
 
@@ -79,6 +84,7 @@ Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& c) {
     mm.kind = OpKind::kFp8Linear;
     mm.attrs = Attrs();
     mm.attrs.Set("recipe", c.recipe);
+    if (c.fsdp_float8_all_gather) mm.attrs.Set("weight", std::string("float8"));
     if (op.inputs.size() < 3) {
       out.ops.push_back(std::move(mm));
       continue;
@@ -96,10 +102,26 @@ Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& c) {
     mm.name = out.tensors[mid].name;
     mm.keep_alive.clear();
     out.ops.push_back(std::move(mm));
+    // self.bias.to(output.dtype): the bias itself, or a copy where autocast made the output bf16
+    Tensor bt;
+    bt.name = g.tensors[op.inputs[2]].name + ".to_output_dtype";
+    bt.role = TensorRole::kActivation;
+    bt.dtype = g.tensors[op.inputs[2]].dtype;
+    bt.pointer = op.pointer;
+    out.tensors.push_back(std::move(bt));
+    const TensorId bias = static_cast<TensorId>(out.tensors.size() - 1);
+    Op cast;
+    cast.kind = OpKind::kToDtype;
+    cast.module = op.module;
+    cast.inputs = {op.inputs[2], mid};
+    cast.outputs = {bias};
+    cast.name = out.tensors[bias].name;
+    cast.pointer = op.pointer;
+    out.ops.push_back(std::move(cast));
     Op add;
     add.kind = OpKind::kAdd;
     add.module = op.module;
-    add.inputs = {mid, op.inputs[2]};
+    add.inputs = {mid, bias};
     add.outputs = op.outputs;
     add.name = op.name;
     add.pointer = op.pointer;

@@ -487,12 +487,25 @@ Status InferRepeat(const RuleCtx& c, InferOut* o) {
 }
 
 /// to_dtype(X): `dtype`; _to_copy makes a new tensor, ToCopyBackward0 keeps nothing and casts
-/// the grad back (a new grad in X's dtype).
+/// the grad back (a new grad in X's dtype). to_dtype(X, LIKE): `X.to(LIKE.dtype)` (torchao's
+/// `self.bias.to(output.dtype)`), which returns X itself when the dtypes already agree.
 Status InferToDtype(const RuleCtx& c, InferOut* o) {
+  const TensorMeta& x = *c.in[0];
+  if (c.num_in() == 2) {
+    if (c.in[1]->dtype == x.dtype) View(c, o, x.sizes, x.strides);
+    else o->Fresh(TensorMeta::Contiguous(c.in[1]->dtype, x.sizes));
+    return Status::OK();
+  }
   auto dt = ParseDtype(c.op.attrs.GetString("dtype", ""));
   if (!dt) return RuleError(c, "\"dtype\" must name a dtype (float32, float16, bfloat16, float64, ...)");
-  o->Fresh(TensorMeta::Contiguous(*dt, c.in[0]->sizes));
+  o->Fresh(TensorMeta::Contiguous(*dt, x.sizes));
   return Status::OK();
+}
+
+/// The grad of to_dtype: a new one in X's dtype, or the grad itself where `.to` returned X.
+void BwdToDtype(const RuleCtx& c, BwdPlan* p) {
+  if (c.num_in() == 2 && c.in[1]->dtype == c.in[0]->dtype) p->GradAlias(0);
+  else p->GradNew(0);
 }
 
 /// detach(X): a view that does not require grad (no node; the row's input is not differentiable).
@@ -526,7 +539,7 @@ const std::vector<OpRule> kShapeRules = {
     {OpKind::kUpsample, 1, 1, kFirst, InferUpsample, FwdUpsample, BwdNarrowing},
     {OpKind::kRoll, 1, 1, kFirst, InferSameNew, nullptr, BwdNarrowing},
     {OpKind::kRepeat, 1, 1, kFirst, InferRepeat, nullptr, BwdNarrowing},
-    {OpKind::kToDtype, 1, 1, kFirst, InferToDtype, nullptr, BwdNarrowing},
+    {OpKind::kToDtype, 1, 2, kFirst, InferToDtype, nullptr, BwdToDtype, AliasGradSame},
     {OpKind::kDetach, 1, 1, 0, InferDetach, nullptr, nullptr},
 };
 

@@ -312,6 +312,15 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
   }
   if (!fp8.empty()) {
     MEMSIM_ASSIGN_OR_RETURN(Fp8Config f, ParseFp8Spec(fp8));
+    if (f.fsdp_float8_all_gather) {  // the float8 all-gather is FSDP2's (Note [FP8 training])
+      MeshDims dims;
+      if (!mesh.empty()) {
+        MEMSIM_ASSIGN_OR_RETURN(dims, ParseMesh("--mesh", mesh));
+      }
+      if (dims.dp_shard <= 1)
+        return Status::InvalidArgument("--fp8 " + fp8 + ": fsdp_float8_all_gather is FSDP2's float8 all-gather; "
+                                       "give --mesh dp_shard=N (N > 1) or drop it");
+    }
     MEMSIM_ASSIGN_OR_RETURN(g, ApplyFp8(g, f));
   }
   if (!lora.empty()) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "lib/autodiff/setups/fsdp2.h"
+#include "lib/ir/fp8.h"
 #include "lib/ir/tensor_parallel.h"
 #include "sim/ranks.h"
 #include "sim/simulator.h"
@@ -203,6 +204,50 @@ TEST(Fsdp2TpTest, RanksDifferByTheirTpGroupsSourceAndStandInForTheirDpShardCoord
   ASSERT_EQ(runs4->size(), 2u);
   EXPECT_EQ((*runs4)[0].ranks, (std::vector<int>{0, 4}));
   EXPECT_EQ((*runs4)[1].ranks, (std::vector<int>{1, 2, 3, 5, 6, 7}));
+}
+
+// torchao's float8 all-gather (Note [FP8 training]): x [64, 64] -> fc (64 -> 32, bias) -> mean,
+// fully_shard(fc) then the root over 2 ranks.
+TEST(Fsdp2Float8Test, AllGathersTheWeightInFloat8AfterCastingItsShard) {
+  const char* body = R"(
+    "symbols": {"batch": 64},
+    "inputs": [{"name": "x", "shape": ["batch", 64]}],
+    "parameters": [{"name": "fc.weight", "shape": [32, 64]}, {"name": "fc.bias", "shape": [32]}],
+    "ops": [{"op": "linear", "module": "fc", "inputs": ["x", "fc.weight", "fc.bias"], "outputs": ["y"]},
+            {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}],
+    "loss": "loss")";
+  SimOptions o;
+  o.symbols["batch"] = 64;
+  o.profile = "cpu";
+  o.torch = "2.13";
+  o.parallel.mesh.dp_shard = 2;
+  o.parallel.world = 2;
+  o.parallel.wrap_modules = {"fc"};
+  auto run = [&](const std::string& spec) {
+    Result<Graph> g = ApplyFp8(testing::ParseBody(body), *ParseFp8Spec(spec));
+    EXPECT_TRUE(g.ok()) << g.status().message();
+    return SimulateOk(*g, o);
+  };
+  SimResult f8 = run("tensorwise,fsdp_float8_all_gather");
+  SimResult hp = run("tensorwise");
+  const int64_t shard = 16 * 64;  // the weight's shard: 16 of 32 rows
+  size_t n = 0;
+  // fsdp_pre_all_gather, once in forward and once in backward (resharded after forward): abs,
+  // scaled and clamped fp32 copies of the shard, its float8 bits.
+  EXPECT_EQ(Bytes(f8.events, EventKind::kAlloc, "float8 all-gather cast: float8 bits", &n), 2 * shard);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(Bytes(f8.events, EventKind::kAlloc, "float8 all-gather cast: scaled"), 2 * 4 * shard);
+  EXPECT_EQ(Bytes(hp.events, EventKind::kAlloc, "float8 all-gather cast"), 0);
+  // The all-gather moves one byte per weight element and the bias's four: 2 × (16·64 + 16·4).
+  EXPECT_EQ(Bytes(f8.events, EventKind::kAlloc, "FSDP2 fc all-gather output"), 2 * 2 * (shard + 16 * 4));
+  EXPECT_EQ(Bytes(hp.events, EventKind::kAlloc, "FSDP2 fc all-gather output"), 2 * 2 * (4 * shard + 16 * 4));
+  // The unsharded weight is float8; its grad and the reduce-scatter stay fp32.
+  EXPECT_EQ(Bytes(f8.events, EventKind::kAlloc, "fc.weight (unsharded)"), 2 * 32 * 64);
+  EXPECT_EQ(Bytes(f8.events, EventKind::kAlloc, "FSDP2 fc reduce-scatter input"),
+            Bytes(hp.events, EventKind::kAlloc, "FSDP2 fc reduce-scatter input"));
+  // The GEMMs take the gathered float8 weight: no cast of it in the op.
+  EXPECT_EQ(Bytes(f8.events, EventKind::kAlloc, "max's contiguous copy"), 0);
+  EXPECT_GT(Bytes(hp.events, EventKind::kAlloc, "max's contiguous copy"), 0);
 }
 
 }  // namespace

@@ -39,6 +39,14 @@ TEST(Fp8SpecTest, ParsesRecipeAndTargets) {
   EXPECT_EQ(c->targets, (std::vector<std::string>{"*.c_fc", "*.c_proj"}));
   EXPECT_EQ(c->ToString(), "rowwise,targets=*.c_fc,*.c_proj");
   EXPECT_TRUE(ParseFp8Spec("tensorwise").ok());
+  Result<Fp8Config> f = ParseFp8Spec("tensorwise,fsdp_float8_all_gather,targets=fc*");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_TRUE(f->fsdp_float8_all_gather);
+  EXPECT_EQ(f->ToString(), "tensorwise,fsdp_float8_all_gather,targets=fc*");
+  // torchao: "enable_fsdp_float8_all_gather only supports tensorwise scaling granularity"
+  Result<Fp8Config> rw = ParseFp8Spec("rowwise,fsdp_float8_all_gather");
+  ASSERT_FALSE(rw.ok());
+  EXPECT_NE(rw.status().message().find("needs tensorwise"), std::string::npos) << rw.status().message();
   for (const char* bad : {"", "delayed", "tensorwise,r=2"}) {
     Result<Fp8Config> b = ParseFp8Spec(bad);
     ASSERT_FALSE(b.ok()) << bad;
@@ -49,13 +57,27 @@ TEST(Fp8SpecTest, ParsesRecipeAndTargets) {
 TEST(Fp8RewriteTest, DefaultTargetsAreLinearsWithFeaturesMultiplesOf16) {
   Result<Graph> f = ApplyFp8(ParseBody(kMlp), *ParseFp8Spec("tensorwise"));
   ASSERT_TRUE(f.ok()) << f.status().message();
-  EXPECT_EQ(OpList(*f), (std::vector<std::string>{"fp8_linear@fc1", "add@fc1", "relu@act", "fp8_linear@fc2",
-                                                  "relu@act2", "linear@head", "mse_loss@"}));
+  EXPECT_EQ(OpList(*f), (std::vector<std::string>{"fp8_linear@fc1", "to_dtype@fc1", "add@fc1", "relu@act",
+                                                  "fp8_linear@fc2", "relu@act2", "linear@head", "mse_loss@"}));
   EXPECT_EQ(f->ops[0].attrs.GetString("recipe", ""), "tensorwise");
-  EXPECT_EQ(f->tensors[f->ops[1].outputs[0]].name, "h");  // the add produces the Linear's output
+  EXPECT_EQ(f->tensors[f->ops[2].outputs[0]].name, "h");  // the add produces the Linear's output
   EXPECT_EQ(f->ops[0].inputs.size(), 2u);
+  // self.bias.to(output.dtype): the bias cast to the GEMM output's dtype, then added
+  ASSERT_EQ(f->ops[1].inputs.size(), 2u);
+  EXPECT_EQ(f->tensors[f->ops[1].inputs[0]].name, "fc1.bias");
+  EXPECT_EQ(f->ops[1].inputs[1], f->ops[0].outputs[0]);
+  EXPECT_EQ(f->ops[2].inputs, (std::vector<TensorId>{f->ops[0].outputs[0], f->ops[1].outputs[0]}));
   for (OpId o = 0; o < f->ops.size(); ++o)
     for (TensorId t : f->ops[o].outputs) EXPECT_EQ(f->tensors[t].producer, o);
+}
+
+TEST(Fp8RewriteTest, FsdpFloat8AllGatherMarksTheWeightsFloat8) {
+  Result<Graph> f = ApplyFp8(ParseBody(kMlp), *ParseFp8Spec("tensorwise,fsdp_float8_all_gather"));
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->ops[0].attrs.GetString("weight", ""), "float8");
+  Result<Graph> plain = ApplyFp8(ParseBody(kMlp), *ParseFp8Spec("tensorwise"));
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->ops[0].attrs.GetString("weight", ""), "");
 }
 
 TEST(Fp8RewriteTest, ExplicitTargetsAndTheirErrors) {

@@ -70,6 +70,58 @@ TEST(Fp8RuleTest, RowwiseScalesPostScaleAndEmulatedCpuGemm) {
   EXPECT_EQ(Allocated(cuda, "fp32 mat_a"), 0);
 }
 
+Dtype DtypeOf(const testing::Run& run, const std::string& name) {
+  for (TensorId t = 0; t < run.graph.tensors.size(); ++t)
+    if (run.graph.tensors[t].name == name) return run.r.bound.metas[t].dtype;
+  ADD_FAILURE() << "no tensor " << name;
+  return Dtype::kFloat32;
+}
+
+SimOptions Amp(const std::string& profile) {
+  SimOptions o = Opts(profile);
+  o.amp = "bf16";
+  return o;
+}
+
+// CPU autocast: Float8Linear leaves the fp32 input alone, but torchao's _to_copy handler gives the
+// Float8TrainingTensors the autocast dtype as _orig_dtype: the output is bf16, and so are the
+// backward's grad output (2-byte abs) and both grads, which validate_outputs casts to fp32.
+TEST(Fp8RuleTest, CpuAutocastMakesTheOutputAndTheGradsBf16) {
+  auto run = testing::Simulate(Fp8Linear("tensorwise", /*xrg=*/false), Amp("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(DtypeOf(run, "y"), Dtype::kBFloat16);
+  EXPECT_EQ(DtypeOf(run, "x"), Dtype::kFloat32);
+  EXPECT_EQ(testing::SavedActivationBytes(run, "y"), 0);  // x itself (an input), no cast copy
+  const int64_t x = 32 * 64, w = 48 * 64, go = 32 * 48;
+  // forward: x, Wᵀ in fp32; backward: go (bf16), Wᵀ (fp32), go (bf16), x (fp32)
+  EXPECT_EQ(Allocated(run, "fp8 cast: abs"), 4 * (x + w) + 2 * go + 4 * w + 2 * go + 4 * x);
+  EXPECT_EQ(Allocated(run, "fp8 cast: fp32 upcast"), 4 * 2 * go);
+  EXPECT_EQ(Allocated(run, "unused grad"), 2 * x);
+  EXPECT_EQ(Allocated(run, "w.grad"), 2 * w + 4 * w);  // bf16 from the GEMM, then its fp32 cast
+}
+
+// CUDA autocast: Float8Linear.forward casts the input itself (input.to(autocast dtype)), the node
+// keeps that copy; the weight stays fp32.
+TEST(Fp8RuleTest, CudaAutocastCastsTheInputOnly) {
+  auto run = testing::Simulate(Fp8Linear("tensorwise", /*xrg=*/false), Amp("cuda"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(DtypeOf(run, "y"), Dtype::kBFloat16);
+  EXPECT_EQ(testing::SavedActivationBytes(run, "y"), 32 * 64 * 2);
+  EXPECT_EQ(Allocated(run, "fp8 cast: abs"), 2 * 32 * 64 + 4 * 48 * 64 + 2 * 32 * 48 + 4 * 48 * 64 + 2 * 32 * 48 +
+                                                 2 * 32 * 64);
+}
+
+// FSDP2's float8 all-gather hands the GEMMs a Float8TrainingTensor weight: no cast of it.
+TEST(Fp8RuleTest, AFloat8WeightIsNotCastAgain) {
+  std::string body = Fp8Linear("tensorwise");
+  body.replace(body.find(R"("recipe": "tensorwise")"), 22, R"("recipe": "tensorwise", "weight": "float8")");
+  auto run = testing::Simulate(body, Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  const int64_t x = 32 * 64, go = 32 * 48;
+  EXPECT_EQ(Allocated(run, "float8 bits"), x + (go + go + x));
+  EXPECT_EQ(Allocated(run, "max's contiguous copy"), 0);
+}
+
 TEST(Fp8RuleTest, UnknownRecipeIsAnError) {
   auto run = testing::Simulate(Fp8Linear("delayed"), Opts("cpu"));
   EXPECT_FALSE(run.ok);

@@ -17,3 +17,8 @@ rund mlp_b64_adam_fsdp2_bf16      mlp --batch 64 --opt adam --mp bf16
 rund mlp_b64_adam_hsdp2x2         mlp --batch 64 --opt adam --world 4 --hsdp 2
 rund cs336_small_b2_s64_adamw_fsdp2           cs336_small --batch 2 --seq 64 --opt adamw
 rund cs336_small_b2_s64_adamw_fsdp2_noreshard cs336_small --batch 2 --seq 64 --opt adamw --reshard false
+# torchao float8 with FSDP2's float8 all-gather (needs torchao; Note [FP8 training]); the graph is
+# tests/data/traces_fp8_2_13/graphs/act_mlp_a.json
+rund act_mlp_a_b64_adam_fsdp2                  act_mlp_a --batch 64 --opt adam
+rund act_mlp_a_b64_adam_fsdp2_fp8              act_mlp_a --batch 64 --opt adam --fp8 tensorwise
+rund act_mlp_a_b64_adam_fsdp2_fp8_noreshard    act_mlp_a --batch 64 --opt adam --fp8 tensorwise --reshard false

@@ -20,6 +20,10 @@
 //   of the shards (one flat foreach copy), the unsharded parameters and grads are param_dtype,
 //   the reduce-scatter runs in reduce_dtype.
 // - The optimizer steps the sharded parameters (their unpadded local tensors).
+// - torchao's float8 all-gather (Float8LinearConfig(enable_fsdp_float8_all_gather=True), the
+//   fp8_linear ops whose "weight" is "float8"): fsdp_pre_all_gather casts each such weight's
+//   shard to float8 before the all-gather, so the all-gather moves and the unsharded weight
+//   holds one byte per element (Note [FP8 training]).
 #include "lib/autodiff/setups/fsdp2.h"
 
 #include <algorithm>
@@ -184,6 +188,10 @@ class Fsdp2 : public TrainingSetup {
  private:
   void Init(const StepState& s) {
     groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, CoordOf(o_.mesh, o_.rank).dp_shard);
+    float8_.assign(s.g.parameters.size(), false);
+    for (const Op& op : s.g.ops)
+      if (op.kind == OpKind::kFp8Linear && op.attrs.GetString("weight", "") == "float8")
+        for (size_t k = 0; k < s.g.parameters.size(); ++k) float8_[k] = float8_[k] || s.g.parameters[k] == op.inputs[1];
     const size_t n = groups_.size();
     group_of_op_.assign(s.g.ops.size(), -1);
     for (size_t u = 0; u < n; ++u)
@@ -208,6 +216,8 @@ class Fsdp2 : public TrainingSetup {
   int64_t ShardElem(const StepState& s, uint32_t k) const { return ElementSize(s.g.tensors[s.g.parameters[k]].dtype); }
   /// The unsharded dtype: MixedPrecisionPolicy's param_dtype (the graph is bound in it), else the shard's.
   int64_t ParamElem(const StepState& s, uint32_t k) const { return ElementSize(s.bound.metas[s.g.parameters[k]].dtype); }
+  /// What the all-gather moves and the unsharded parameter holds: a float8 weight's byte, else ParamElem.
+  int64_t GatherElem(const StepState& s, uint32_t k) const { return float8_[k] ? 1 : ParamElem(s, k); }
   int64_t ReduceElem(const StepState& s, uint32_t k) const {
     if (o_.fsdp2_reduce_dtype.empty()) return ParamElem(s, k);
     return o_.fsdp2_reduce_dtype == "fp32" ? 4 : 2;  // fp16 | bf16
@@ -258,9 +268,11 @@ class Fsdp2 : public TrainingSetup {
     if (all_gather_[u] != kNoStorage || !unsharded_[u].empty() || groups_[u].params.empty()) return;
     const Fsdp2Group& grp = groups_[u];
     int64_t bytes = 0, low = 0;
+    std::vector<StorageId> bits;
     for (size_t i = 0; i < grp.params.size(); ++i) {
-      bytes += grp.shards[i].padded_numel() * ParamElem(s, grp.params[i]);
-      low += ParamElem(s, grp.params[i]) != ShardElem(s, grp.params[i]);
+      bytes += grp.shards[i].padded_numel() * GatherElem(s, grp.params[i]);
+      if (float8_[grp.params[i]]) bits.push_back(Float8Cast(s, u, grp.params[i], grp.shards[i].padded_numel()));
+      else low += ParamElem(s, grp.params[i]) != ShardElem(s, grp.params[i]);
     }
     // MixedPrecisionPolicy: the shards cast into one flat param_dtype buffer (_foreach_copy_).
     // Its views stay in foreach_all_gather's all_gather_inputs until the collective returns.
@@ -268,6 +280,25 @@ class Fsdp2 : public TrainingSetup {
     all_gather_[u] = s.ledger.Alloc(bytes * world_, Name(u) + " all-gather output", Category::kParameter);
     Collective(s, bytes * world_, 2, Name(u) + " all-gather (gloo flat output)");
     if (cast != kNoStorage) s.ledger.Unref(cast);
+    for (StorageId b : bits) s.ledger.Unref(b);
+  }
+
+  /// fsdp_pre_all_gather of a float8 weight (torchao/float8/fsdp_utils.py, without a precomputed
+  /// scale: hp_tensor_to_float8_dynamic(reduce_amax=True)): tensor_to_amax's abs of the shard
+  /// (the amax then all-reduced: scalars, not modelled), `shard.to(float32) * scale` and its
+  /// clamp (fp32), the float8 bits, which all_gather_inputs holds until the collective returns.
+  StorageId Float8Cast(StepState& s, size_t u, uint32_t k, int64_t numel) {
+    const int64_t es = ShardElem(s, k);
+    const std::string name = Name(u) + " float8 all-gather cast";
+    s.ledger.Unref(s.ledger.Alloc(numel * es, name + ": abs", Category::kTemporary));
+    StorageId up = es != 4 ? s.ledger.Alloc(numel * 4, name + ": fp32 upcast", Category::kTemporary) : kNoStorage;
+    StorageId scaled = s.ledger.Alloc(numel * 4, name + ": scaled", Category::kTemporary);
+    if (up != kNoStorage) s.ledger.Unref(up);
+    StorageId clamped = s.ledger.Alloc(numel * 4, name + ": clamped", Category::kTemporary);
+    StorageId bits = s.ledger.Alloc(numel, name + ": float8 bits", Category::kParameter);
+    s.ledger.Unref(scaled);
+    s.ledger.Unref(clamped);
+    return bits;
   }
 
   /// gloo's staging copies of a collective on host tensors (ProcessGroupGloo: the flat
@@ -283,7 +314,7 @@ class Fsdp2 : public TrainingSetup {
     if (all_gather_[u] == kNoStorage) return;
     const Fsdp2Group& grp = groups_[u];
     for (size_t i = 0; i < grp.params.size(); ++i)
-      unsharded_[u].push_back(s.ledger.Alloc(grp.shards[i].padded_numel() * world_ * ParamElem(s, grp.params[i]),
+      unsharded_[u].push_back(s.ledger.Alloc(grp.shards[i].padded_numel() * world_ * GatherElem(s, grp.params[i]),
                                              s.g.tensors[s.g.parameters[grp.params[i]]].name + " (unsharded)",
                                              Category::kParameter));
     if (forward && world_ > 1) {
@@ -303,8 +334,11 @@ class Fsdp2 : public TrainingSetup {
   /// post_backward: reshard, then foreach_reduce of the group's unsharded grads.
   void PostBackward(StepState& s, size_t u) {
     post_backward_done_[u] = true;
-    Reshard(s, u);
     const Fsdp2Group& grp = groups_[u];
+    // A root without parameters has no FSDPParamGroup (fully_shard makes none), so no
+    // post_backward of its own: the previous reduce-scatter input waits for the next one.
+    if (grp.params.empty()) return;
+    Reshard(s, u);
     std::vector<uint32_t> with_grad;
     int64_t in_bytes = 0;
     for (size_t i = 0; i < grp.params.size(); ++i)
@@ -379,6 +413,7 @@ class Fsdp2 : public TrainingSetup {
   std::vector<Fsdp2Group> groups_;
   std::vector<int> group_of_op_, pending_;
   std::vector<bool> pre_backward_done_, post_backward_done_;
+  std::vector<bool> float8_;  ///< per Graph::parameters index: a weight all-gathered in float8
   std::vector<std::vector<StorageId>> shard_, unsharded_;
   std::vector<StorageId> all_gather_, grad_, mesh_, user_inputs_;
   std::vector<size_t> post_forward_order_;
