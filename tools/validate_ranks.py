@@ -105,7 +105,7 @@ FSDP2_INTRO = [
     "--profile cpu --torch 2.13 --step first --mesh dp_shard=W --wrap ... --reshard-after-forward true|false`",
     "(+ `--fsdp2-mp param=bf16,reduce=fp32` for `MixedPrecisionPolicy(bfloat16, float32)`; `--fp8",
     "tensorwise,fsdp_float8_all_gather` for torchao float8 with its float8 all-gather, `trace_ddp.py --fp8`);",
-    "memsim's `ranks` entry standing for that rank (Notes [FSDP2] in `docs/parallel.md`, [FP8 training]). Same tolerance."]
+    "memsim's `ranks` entry standing for that rank (Notes [FSDP2] in `docs/parallel.md` and [FP8 training] in `docs/op-rules.md`). Same tolerance."]
 
 
 FSDP2_TP_TITLE = "FSDP2 × tensor parallel (2-D mesh), per rank, PyTorch 2.13"

@@ -82,8 +82,8 @@ struct Fp8Operand {
 };
 
 /// hp_tensor_to_float8_dynamic (float8_scaling_utils.py) of a |numel|-element high-precision
-/// tensor of |es|-byte elements, scaled per |scale_rows| rows (row-wise) or as a whole: tensor_to_amax's abs (freed
-/// once max / amax has reduced it; torch.max of the non-contiguous Wᵀ first copies it
+/// tensor of |es|-byte elements, scaled per |scale_rows| rows (row-wise) or as a whole:
+/// tensor_to_amax's abs (freed once max / amax has reduced it; torch.max of the non-contiguous Wᵀ first copies it
 /// contiguous, ReduceAllOps), then _ToFloat8ConstrFunc: `tensor.to(float32) * scale` and
 /// to_fp8_saturated's clamp (fp32, both alive until the fp8 copy is made), the 1-byte result.
 /// Scalars of the tensor-wise scale (4 and 8 bytes) are left out.

@@ -256,8 +256,10 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "the eager ops the export kept beside them (Note [Compiled regions])")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--fp8", fp8,
-                  "torchao float8 training: tensorwise|rowwise[,targets=GLOB[,GLOB...]]; Float8Linear on the Linear "
-                  "modules a glob selects (default: those with in and out features multiples of 16) (Note [FP8 training])");
+                  "torchao float8 training: tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]]; "
+                  "Float8Linear on the Linear modules a glob selects (default: those with in and out features "
+                  "multiples of 16); fsdp_float8_all_gather: FSDP2 (--mesh dp_shard=N) all-gathers the weights in "
+                  "float8 (Note [FP8 training])");
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");

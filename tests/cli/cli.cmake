@@ -180,6 +180,12 @@ memsim_error_test(quantize_base_bad_format 2 "--quantize-base \"nf3\": type=nf3:
 memsim_error_test(quantize_base_no_target 2 "--quantize-base targets: \"q_proj\" matches no Linear module of mlp" run graphs/mlp.json --quantize-base nf4,targets=q_proj)
 memsim_error_test(accumulate_zero 2 "--accumulate 0: expected 1 to 1000000" run graphs/mlp.json --accumulate 0)
 memsim_error_test(fp8_with_lora 2 "--lora on float8 Linears" run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 rowwise --lora r=4,targets=fc1)
+memsim_error_test(fp8_fsdp_all_gather_without_fsdp2 2 "fsdp_float8_all_gather is FSDP2's float8 all-gather; give --mesh dp_shard=N"
+  run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 tensorwise,fsdp_float8_all_gather)
+memsim_error_test(fp8_fsdp_all_gather_rowwise 2 "fsdp_float8_all_gather needs tensorwise scaling"
+  run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 rowwise,fsdp_float8_all_gather --mesh dp_shard=2)
+memsim_error_test(fp8_amp_fp16 2 "--fp8 with --amp fp16: memsim models torchao float8 under bf16 autocast only"
+  run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 tensorwise --amp fp16)
 memsim_error_test(optimizer_in_backward_accumulate 2 "cannot be combined with --accumulate" run graphs/mlp.json --optimizer-in-backward on --accumulate 2)
 # Numbers beyond what memsim models are refused, never saturated or wrapped (issue: size
 # arithmetic outside the checked budget).
