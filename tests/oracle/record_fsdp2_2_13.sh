@@ -22,3 +22,4 @@ rund cs336_small_b2_s64_adamw_fsdp2_noreshard cs336_small --batch 2 --seq 64 --o
 rund act_mlp_a_b64_adam_fsdp2                  act_mlp_a --batch 64 --opt adam
 rund act_mlp_a_b64_adam_fsdp2_fp8              act_mlp_a --batch 64 --opt adam --fp8 tensorwise
 rund act_mlp_a_b64_adam_fsdp2_fp8_noreshard    act_mlp_a --batch 64 --opt adam --fp8 tensorwise --reshard false
+rund act_mlp_a_b64_adam_fsdp2_fp8_bf16         act_mlp_a --batch 64 --opt adam --fp8 tensorwise --mp bf16

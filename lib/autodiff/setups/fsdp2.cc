@@ -272,11 +272,14 @@ class Fsdp2 : public TrainingSetup {
     for (size_t i = 0; i < grp.params.size(); ++i) {
       bytes += grp.shards[i].padded_numel() * GatherElem(s, grp.params[i]);
       if (float8_[grp.params[i]]) bits.push_back(Float8Cast(s, u, grp.params[i], grp.shards[i].padded_numel()));
-      else low += ParamElem(s, grp.params[i]) != ShardElem(s, grp.params[i]);
+      else if (ParamElem(s, grp.params[i]) != ShardElem(s, grp.params[i]))
+        low += grp.shards[i].padded_numel() * ParamElem(s, grp.params[i]);
     }
-    // MixedPrecisionPolicy: the shards cast into one flat param_dtype buffer (_foreach_copy_).
-    // Its views stay in foreach_all_gather's all_gather_inputs until the collective returns.
-    StorageId cast = low ? s.ledger.Alloc(bytes, Name(u) + " all-gather input (cast)", Category::kParameter) : kNoStorage;
+    // MixedPrecisionPolicy: the shards cast into one flat param_dtype buffer (_foreach_copy_);
+    // a float8 weight's all-gather input is its fsdp_pre_all_gather bits instead
+    // (_get_param_all_gather_inputs). Its views stay in foreach_all_gather's all_gather_inputs
+    // until the collective returns.
+    StorageId cast = low ? s.ledger.Alloc(low, Name(u) + " all-gather input (cast)", Category::kParameter) : kNoStorage;
     all_gather_[u] = s.ledger.Alloc(bytes * world_, Name(u) + " all-gather output", Category::kParameter);
     Collective(s, bytes * world_, 2, Name(u) + " all-gather (gloo flat output)");
     if (cast != kNoStorage) s.ledger.Unref(cast);
