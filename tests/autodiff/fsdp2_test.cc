@@ -248,6 +248,14 @@ TEST(Fsdp2Float8Test, AllGathersTheWeightInFloat8AfterCastingItsShard) {
   // The GEMMs take the gathered float8 weight: no cast of it in the op.
   EXPECT_EQ(Bytes(f8.events, EventKind::kAlloc, "max's contiguous copy"), 0);
   EXPECT_GT(Bytes(hp.events, EventKind::kAlloc, "max's contiguous copy"), 0);
+  // MixedPrecisionPolicy(bf16): the flat param_dtype copy holds the bias alone (the weight's
+  // all-gather input is its float8 bits); the all-gather moves 16·64 + 16·2 bytes per rank.
+  o.parallel.fsdp2_param_dtype = "bf16";
+  o.parallel.fsdp2_reduce_dtype = "fp32";
+  o.dtype = "bf16";
+  SimResult mp = run("tensorwise,fsdp_float8_all_gather");
+  EXPECT_EQ(Bytes(mp.events, EventKind::kAlloc, "FSDP2 fc all-gather input (cast)"), 2 * 16 * 2);
+  EXPECT_EQ(Bytes(mp.events, EventKind::kAlloc, "FSDP2 fc all-gather output"), 2 * 2 * (shard + 16 * 2));
 }
 
 }  // namespace
