@@ -312,6 +312,11 @@ def _export(a, model, builder, takes, inputs, opts):
         raise ExportError("%s\nrecording it as it runs failed too: %s" % (fx_error, e)) from e
 
 
+# --device auto runs a model that needs values on CPU tensors only when its weights take at most
+# this much (a real forward at the exported sizes follows); --device cpu asks for any size.
+CPU_FALLBACK_BYTES = 4 << 30
+
+
 def _export_run(a, build, inputs, takes, opts):
     """Export by execution on meta tensors; on CPU tensors with --device cpu, or with --device auto
     when the model needs values (Note [Data-dependent sizes])."""
@@ -320,7 +325,10 @@ def _export_run(a, build, inputs, takes, opts):
         return export_eager(build, inputs, builder_symbols=takes, device="cpu", **opts)
     try:
         return export_eager(build, inputs, builder_symbols=takes, **opts)
-    except DataDependentError:
+    except DataDependentError as e:
         if a.device == "meta":
             raise
+        if e.param_bytes > CPU_FALLBACK_BYTES:
+            raise ExportError("%s\n--device cpu runs it on CPU tensors instead (its weights alone take %.1f GiB)"
+                              % (e, e.param_bytes / 2 ** 30)) from e
     return export_eager(build, inputs, builder_symbols=takes, device="cpu", **opts)

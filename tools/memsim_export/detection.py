@@ -33,13 +33,13 @@ class DetectionStep(nn.Module):
         self.masks = getattr(getattr(model, "roi_heads", None), "mask_head", None) is not None
         self.keypoints = getattr(getattr(model, "roi_heads", None), "keypoint_head", None) is not None
 
-    def targets(self, n, h, w):
+    def targets(self, n, h, w, device):
         out = []
         for _ in range(n):
-            boxes = torch.tensor([[b[0] * w, b[1] * h, b[2] * w, b[3] * h] for b in BOXES])
-            t = {"boxes": boxes, "labels": torch.tensor(LABELS, dtype=torch.int64)}
+            boxes = torch.tensor([[b[0] * w, b[1] * h, b[2] * w, b[3] * h] for b in BOXES], device=device)
+            t = {"boxes": boxes, "labels": torch.tensor(LABELS, dtype=torch.int64, device=device)}
             if self.masks:
-                masks = torch.zeros((len(BOXES), h, w), dtype=torch.uint8)
+                masks = torch.zeros((len(BOXES), h, w), dtype=torch.uint8, device=device)
                 for i, b in enumerate(BOXES):
                     masks[i, int(b[1] * h):int(b[3] * h), int(b[0] * w):int(b[2] * w)] = 1
                 t["masks"] = masks
@@ -47,13 +47,13 @@ class DetectionStep(nn.Module):
                 kp = [[[b[0] * w + (b[2] - b[0]) * w * (k + 1) / (KEYPOINTS + 1),
                         b[1] * h + (b[3] - b[1]) * h * (k + 1) / (KEYPOINTS + 1), 1.0] for k in range(KEYPOINTS)]
                       for b in BOXES]
-                t["keypoints"] = torch.tensor(kp)
+                t["keypoints"] = torch.tensor(kp, device=device)
             out.append(t)
         return out
 
     def forward(self, images):
         n, h, w = images.shape[0], int(images.shape[-2]), int(images.shape[-1])
-        losses = self.model(list(images.unbind(0)), self.targets(n, h, w))
+        losses = self.model(list(images.unbind(0)), self.targets(n, h, w, images.device))
         return sum(losses.values())
 
 

@@ -76,7 +76,18 @@ def build_on_meta(builder, binding):
 
 class DataDependentError(ExportError):
     """The model cannot run on meta tensors: its code needs values (nonzero, nms, a tensor read as a
-    Python number); export_torch.py --device auto runs it again on CPU tensors."""
+    Python number) or makes CPU tensors of its own; export_torch.py --device auto runs it again on
+    CPU tensors when its weights are small enough (param_bytes)."""
+
+    def __init__(self, message, param_bytes=0):
+        super().__init__(message)
+        self.param_bytes = param_bytes
+
+
+# What a failure on meta tensors says when the model needs values (Note [Data-dependent sizes]).
+_NEEDS_VALUES = ("_local_scalar_dense", "'Meta' backend", "meta and cpu", "cpu and meta",
+                 "cannot be called on meta tensors", "Cannot copy out of meta tensor",
+                 "data-independent implementation does not exist")
 
 
 def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
@@ -121,11 +132,14 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
                 cx, out = record(model, args, names, pnames, bnames, _by_name(model, model_specs), loss_fn, on_cpu)
         except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            needs_values = not on_cpu and ("_local_scalar_dense" in first or "'Meta' backend" in first)
+            needs_values = not on_cpu and any(m in first for m in _NEEDS_VALUES)
             if "_local_scalar_dense" in first:
                 first = "the Python code reads a tensor's value (data-dependent control flow)"
-            raise (DataDependentError if needs_values else ExportError)("running %s on %s tensors failed: %s: %s%s" % (
-                type(model).__name__, device, type(e).__name__, first, _user_frame(e))) from e
+            msg = "running %s on %s tensors failed: %s: %s%s" % (
+                type(model).__name__, device, type(e).__name__, first, _user_frame(e))
+            if needs_values:
+                raise DataDependentError(msg, sum(p.numel() * p.element_size() for p in model.parameters())) from e
+            raise ExportError(msg) from e
         if cx.unsupported:
             raise UnsupportedError(cx.unsupported)
         graphs.append(probe_graph(cx, out, specs, names, loss, model))

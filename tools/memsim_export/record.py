@@ -194,6 +194,9 @@ class EagerContext(Context):
             self.unsupported.append((u.what, name, self.module_path, u.detail))
             refs = None
             self._rebinds = []
+        if self.on_cpu and refs is not None and _values_decide_sizes(name, args):
+            for rec, _ in self._node_ops:
+                rec.setdefault("attrs", {})["data_dependent"] = True
         self._finish_node(self.node)
         self._apply_rebinds()
         self.node = None
@@ -264,6 +267,22 @@ class EagerContext(Context):
             keep = op.setdefault("attrs", {}).setdefault("keep_alive", [])
             if name not in keep:
                 keep.append(name)
+
+
+# Calls whose result sizes follow their inputs' values (Note [Data-dependent sizes]): an export on
+# CPU tensors marks the ops it emits for them "data_dependent".
+_VALUE_SIZED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount"}
+
+
+def _values_decide_sizes(name, args):
+    if name in _VALUE_SIZED:
+        return True
+    if name == "where" and len(args) == 1:
+        return True
+    if name in ("getitem", "setitem") and len(args) > 1:  # indexing with a boolean mask
+        idx = args[1] if isinstance(args[1], tuple) else (args[1],)
+        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in idx)
+    return False
 
 
 def _func_name(func):
