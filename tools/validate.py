@@ -322,7 +322,7 @@ def main():
     lines += table_213(a.memsim, failures)
     lines += table_ops(a.memsim, failures)
     lines += table_rnn(a.memsim, failures)
-    lines += table_detection(a.memsim, failures)
+    lines += table_torchvision(a.memsim, failures)
     import validate_recorded  # the recorded-rules table (tools/validate_recorded.py); imports this module
     lines += validate_recorded.section(a.memsim, failures)
     lines += table_lora(a.memsim, failures)
@@ -553,20 +553,22 @@ def table_rnn(memsim, failures):
     return lines + release_tables(memsim, failures, "traces_rnn", MAX_ERR_RNN, MAX_MEDIAN_RNN)
 
 
-def table_detection(memsim, failures):
-    """torchvision's detection models (data-dependent proposals) under both releases."""
-    lines = ["", "## Detection models (PyTorch 2.x and 1.13)", "",
-             "torchvision's Faster R-CNN, RetinaNet, FCOS, SSD, Mask and Keypoint R-CNN training steps: images in,",
-             "the summed losses out, two synthetic boxes per image (`tools/memsim_export/detection.py`), built and fed",
-             "with seed 0; recorded by `tests/oracle/record_detection.sh` into `tests/data/traces_detection_2_13/`",
-             "(torch 2.14.1 with torchvision 0.29.1, simulated with the 2.13 rules, as the torchvision CNNs of the",
-             "2.13 table) and `tests/data/traces_detection_1_13/` (Debian's 1.13), each predicted by `memsim run GRAPH",
-             "--profile cpu --torch RELEASE --step first` on the graph `export_torch.py torchvision:NAME` wrote under",
-             "the same release: exported by execution on CPU tensors, the proposals' sizes those of the run (Note",
-             "[Data-dependent sizes] in docs/exporter.md); nms, roi_align and the boolean-mask writes run on recorded",
-             "rules. Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
+def table_torchvision(memsim, failures):
+    """torchvision models beyond the zoo (detection with data-dependent proposals, and classifiers
+    with other op mixes) under both releases."""
+    lines = ["", "## torchvision beyond the zoo (PyTorch 2.x and 1.13)", "",
+             "torchvision's Faster R-CNN, RetinaNet, FCOS, SSD, Mask and Keypoint R-CNN training steps (images in, the",
+             "summed losses out, two synthetic boxes per image: `tools/memsim_export/detection.py`, built and fed with",
+             "seed 0) and Swin, MaxViT, ConvNeXt, EfficientNet, RegNet and ShuffleNet classifiers, recorded by",
+             "`tests/oracle/record_torchvision.sh` into `tests/data/traces_torchvision_2_13/` (torch 2.14.1 with",
+             "torchvision 0.29.1, simulated with the 2.13 rules, as the torchvision CNNs of the 2.13 table) and",
+             "`tests/data/traces_torchvision_1_13/` (Debian's 1.13), each predicted by `memsim run GRAPH --profile cpu",
+             "--torch RELEASE --step first` on the graph `export_torch.py torchvision:NAME` wrote under the same release",
+             "as a user would. The detection graphs are exported by execution on CPU tensors and keep the proposals'",
+             "sizes of that run (Note [Data-dependent sizes] in docs/exporter.md); nms, roi_align and the boolean-mask",
+             "writes run on recorded rules. Tolerance: every peak and phase within %.1f %%, median peak error within %.2f %%."
              % (MAX_ERR_213, MAX_MEDIAN_213), ""]
-    return lines + release_tables(memsim, failures, "traces_detection", MAX_ERR_213, MAX_MEDIAN_213)
+    return lines + release_tables(memsim, failures, "traces_torchvision", MAX_ERR_213, MAX_MEDIAN_213)
 
 
 def table_lora(memsim, failures):

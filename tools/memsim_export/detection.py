@@ -4,7 +4,7 @@ torchvision's detection models (Faster/Mask/Keypoint R-CNN, RetinaNet, FCOS, SSD
 images and, in training mode, a list of target dicts, and return a dict of losses. ``DetectionStep``
 wraps one so that it takes an image batch ``[B, 3, H, W]`` and returns the summed loss, as a
 training loop's ``sum(model(images, targets).values())`` does, with fixed synthetic targets made in
-``forward`` from the image size: two boxes per image (labels 1 and 2), their masks for Mask R-CNN
+``forward`` from the image size: two boxes per image (class 1), their masks for Mask R-CNN
 and 17 keypoints each for Keypoint R-CNN. The exporter wraps ``torchvision:NAME`` detection models
 in it; the oracle kit records the same module, so an exported graph and a recorded trace see the
 same targets. The proposals the model keeps depend on the weights and the image values: the export
@@ -13,9 +13,10 @@ runs on CPU tensors (seed 0, as the kit does) and keeps the sizes of that run.
 import torch
 import torch.nn as nn
 
-# Two boxes per image, as fractions of (width, height, width, height), and their labels.
+# Two boxes per image, as fractions of (width, height, width, height), and their labels (class 1:
+# Keypoint R-CNN has two classes, background and person).
 BOXES = ((0.10, 0.10, 0.60, 0.70), (0.45, 0.35, 0.95, 0.90))
-LABELS = (1, 2)
+LABELS = (1, 1)
 KEYPOINTS = 17  # torchvision's keypointrcnn_resnet50_fpn default (COCO person keypoints)
 
 

@@ -408,6 +408,8 @@ class FunctionRecorder(TorchFunctionMode):
 
 
 def _qual_name(func):
+    if getattr(func, "memsim_getitem", False) or getattr(func, "memsim_setitem", False):
+        return "torch.Tensor.__%s__" % ("getitem" if getattr(func, "memsim_getitem", False) else "setitem")
     mod = getattr(func, "__module__", None) or ""
     qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
     return "%s.%s" % (mod, qual) if mod else qual
