@@ -241,7 +241,7 @@ class EagerContext(Context):
                 try:
                     cache[key] = recorded.measure(call, sargs, skw, specs)
                     shapes = [cache[key]["out%d_shape" % j] for j in range(len(rec["outputs"]))]
-                    if self.on_cpu and recorded.data_dependent(call, sargs, skw, specs, shapes):
+                    if self.on_cpu and recorded.data_dependent(call, sargs, skw, specs, shapes, rec["attrs"]["target"]):
                         cache[key]["data_dependent"] = True
                 except Exception as e:  # noqa: BLE001 - the op's own error on CPU tensors
                     self.unsupported.append(("recording %s" % rec["attrs"]["target"], rec["outputs"][0],

@@ -73,8 +73,8 @@ def _real(v, reals):
     return v
 
 
-def _make(spec, values=True):
-    if values and spec.value is not None:
+def _make(spec):
+    if spec.value is not None:
         t = spec.value.clone()
         return t.requires_grad_(True) if t.dtype.is_floating_point else t
     if spec.dtype.is_floating_point:
@@ -82,18 +82,42 @@ def _make(spec, values=True):
     return torch.zeros(spec.shape, dtype=spec.dtype)
 
 
-def data_dependent(call, args, kwargs, specs, shapes):
-    """Whether call's output sizes depend on its inputs' values: run again on made-up values of the
-    same sizes (Note [Data-dependent sizes]); |shapes| are the output sizes on the real values."""
+# Ops whose result sizes are counts of values (Note [Data-dependent sizes]), by the last part of
+# their target's name; `where` only with its condition alone.
+VALUE_SIZED_OPS = ("nonzero", "argwhere", "masked_select", "unique", "_unique2", "unique_dim", "unique_consecutive",
+                   "bincount", "nms", "batched_nms", "repeat_interleave")
+
+
+def _perturbed(t):
+    """The same values in another arrangement, safe for kernels that index with them (a float box
+    tensor's batch-index column keeps its values): floating rows reversed, booleans negated, integers
+    kept."""
+    if t.dtype == torch.bool:
+        return ~t
+    if t.dtype.is_floating_point and t.dim() > 0:
+        return t.flip(0)
+    return t
+
+
+def data_dependent(call, args, kwargs, specs, shapes, target=""):
+    """Whether call's output sizes depend on its inputs' values (Note [Data-dependent sizes]): a
+    value-sized op by name, or the output sizes change when the first floating or boolean input is
+    rearranged (_perturbed); |shapes| are the output sizes on the real values."""
     if all(s.value is None for s in specs):
         return False
-    torch.manual_seed(1)
-    reals = [_make(s, values=False).detach() for s in specs]
+    name = target.split(".")[-2] if target.endswith((".default", ".Tensor", ".Scalar", ".self")) else target.split(".")[-1]
+    if name in VALUE_SIZED_OPS or (name == "where" and len(specs) == 1):
+        return True
+    reals = [s.value.clone() for s in specs]
+    k = next((i for i, t in enumerate(reals) if t.dtype == torch.bool or (t.dtype.is_floating_point and t.dim() > 0)), None)
+    if k is None:
+        return False
+    reals[k] = _perturbed(reals[k])
     try:
         with torch.no_grad():
             a = _real(args, reals)
             out = call(*a, **_real(kwargs, reals))
-    except Exception:  # noqa: BLE001 - made-up values the op refuses (an index out of range)
+    except Exception:  # noqa: BLE001 - values the op refuses in another arrangement
         return True
     if out is None and a and isinstance(a[0], torch.Tensor):
         out = a[0]
