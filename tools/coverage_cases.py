@@ -84,6 +84,10 @@ def _add_tv(out, name, f, sub):
 
 
 def _tv_builder(f, sub):
+    if sub == "detection":  # images in, the summed losses out, synthetic targets (export_torch.py torchvision:NAME)
+        from memsim_export import detection
+        return lambda: detection.build(f)
+
     def build():
         kw = {"weights": None}
         if sub in ("detection", "segmentation"):

@@ -3,6 +3,9 @@
 // baddbmm) keep an operand only if the other operand needs a grad; ops with one combined line
 // (convolution, the norms, fused attention) keep everything whenever the node exists
 // (Note [Saved tensors] in docs/op-rules.md).
+#include <algorithm>
+#include <vector>
+
 #include "lib/ops/onednn_plan.h"
 #include "lib/ops/onednn_scratchpad.h"
 #include "lib/ops/op_rules.h"
@@ -180,22 +183,48 @@ int64_t CudnnTrial(const RuleCtx& c, ConvPass pass) {
   return ConvWorkspaceBytes(ConvWorkspacePolicy::kMax, 0, c.profile.gpu_arch, CudnnCall(c), pass);
 }
 
+/// Note [THNN convolutions]: ATen's ConvParams::use_mkldnn (Convolution.cpp, the same in 1.13
+/// and 2.x) declines an fp32 CPU convolution unless (strided ∨ dilated ∨ N ≥ 16 ∨ the kernel's
+/// last two sizes are not both 1 ∨ more than one thread) ∧ (groups > 1 ∨ both last kernel sizes
+/// > 3 ∨ N > 1 ∨ N·C·H·W > 20480) — "for 1x1 filters ... THNN is faster when single-threaded";
+/// the call then runs ATen's slow_conv2d. 2-D and 1-D (viewed as 2-D) calls only.
+bool Fp32ConvDeclinesOneDnn(const RuleCtx& c, const std::vector<int64_t>& stride, const std::vector<int64_t>& dil,
+                            int64_t groups) {
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  if (x.dtype != Dtype::kFloat32 || w.dim() > 4 || x.dim() != w.dim()) return false;
+  auto any_not_one = [](const std::vector<int64_t>& v) {
+    return std::any_of(v.begin(), v.end(), [](int64_t s) { return s != 1; });
+  };
+  const int64_t kw = w.sizes.back(), kh = w.dim() == 4 ? w.sizes[2] : 1;
+  int64_t nchw = 1;
+  for (int64_t d : x.sizes) nchw *= d;
+  const int64_t n = x.sizes[0];
+  const bool first = any_not_one(stride) || any_not_one(dil) || n >= 16 || kw != 1 || kh != 1 || c.profile.cpu_threads > 1;
+  const bool second = groups > 1 || (kw > 3 && kh > 3) || n > 1 || nchw > 20480;
+  return !(first && second);
+}
+
 /// Note [bf16 convolutions on CPU]: a bf16 convolution on a CPU without oneDNN's bf16 path
-/// (Profile::bf16_conv_onednn off) runs ATen's slow_conv2d (conv1d as a 2-d one): the bytes of
-/// its im2col column buffer, [N, Cin·∏kernel, ∏out], in the input's dtype — 0 for a 1×1
-/// stride-1 unpadded kernel, whose columns are a view of the input. Unset: not that path
-/// (another dtype or profile; grouped, dilated: their kernels are not modelled here).
+/// (Profile::bf16_conv_onednn off), or an fp32 one that use_mkldnn declines (Note [THNN
+/// convolutions]), runs ATen's slow_conv2d (conv1d as a 2-d one): the bytes of its im2col column
+/// buffer, [N, Cin·∏kernel, ∏out], in the input's dtype — 0 for a 1×1 stride-1 unpadded kernel,
+/// whose columns are a view of the input. Unset: not that path (another dtype or profile;
+/// grouped, dilated: their kernels are not modelled here).
 std::optional<int64_t> SlowConvColumns(const RuleCtx& c) {
   const TensorMeta& x = *c.in[0];
   const TensorMeta& w = *c.in[1];
   const TensorMeta& y = *c.out[0];
-  if (!c.profile.onednn_conv_reorders || c.profile.bf16_conv_onednn || x.dtype != Dtype::kBFloat16) return std::nullopt;
+  if (!c.profile.onednn_conv_reorders) return std::nullopt;
   const size_t nsp = static_cast<size_t>(w.dim()) - 2;
   const std::vector<int64_t> ones(nsp, 1), zeros(nsp, 0);
   auto stride = Spatial(c, "stride", nsp, std::vector<int64_t>{1}).value_or(ones);
   auto pad = Spatial(c, "padding", nsp, std::vector<int64_t>{0}).value_or(zeros);
   auto dil = Spatial(c, "dilation", nsp, std::vector<int64_t>{1}).value_or(ones);
-  if (c.op.attrs.GetInt("groups", c.bindings).value_or(1) != 1 || dil != ones) return std::nullopt;
+  const int64_t groups = c.op.attrs.GetInt("groups", c.bindings).value_or(1);
+  const bool slow = x.dtype == Dtype::kBFloat16 ? !c.profile.bf16_conv_onednn
+                                                : Fp32ConvDeclinesOneDnn(c, stride, dil, groups);
+  if (!slow || groups != 1 || dil != ones) return std::nullopt;
   bool one_by_one = stride == ones && pad == zeros;
   for (size_t i = 0; i < nsp; ++i) one_by_one &= w.sizes[2 + i] == 1;
   if (one_by_one) return 0;
@@ -252,13 +281,23 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
   }
   if (auto cols = SlowConvColumns(c)) {
     // slow_conv2d_backward: grad_input, grad_bias (sum_out), grad_weight, then the columns
-    // computed again for the weight's GEMM.
+    // computed again for the weight's GEMM. The grad_input and grad_weight parts each take
+    // `grad_output.contiguous()`: a copy of a non-contiguous grad (an SSD head's output viewed
+    // and permuted), freed when the part returns.
     const bool bias = c.num_in() > 2 && c.rg_in(2);
-    if (c.rg_in(0)) p->GradNew(0);
+    const bool copy_grad = c.grad_out != nullptr && !c.grad_out->is_contiguous();
+    const int64_t gbytes = c.out[0]->bytes();
+    if (c.rg_in(0)) {
+      const int copy = copy_grad ? p->Temp(gbytes, "grad_output contiguous copy") : -1;
+      p->GradNew(0);
+      if (copy >= 0) p->FreeTemp(copy);
+    }
     if (bias) p->GradNew(2);
     if (c.rg_in(1)) {
       p->GradNew(1);
+      const int copy = copy_grad ? p->Temp(gbytes, "grad_output contiguous copy") : -1;
       if (*cols > 0) p->FreeTemp(p->Temp(*cols, "slow_conv2d im2col columns"));
+      if (copy >= 0) p->FreeTemp(copy);
     }
     return;
   }

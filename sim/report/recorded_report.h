@@ -22,16 +22,22 @@ struct RecordedRulesReport {
   double share_of_peak = 0;      ///< bytes_at_peak / the peak live bytes
   /// Bytes these ops allocated over the step (outputs, buffers, grads), in the forward and the backward.
   int64_t forward_allocated = 0, backward_allocated = 0;
+  /// Ops whose output sizes depend on their inputs' values (nms, nonzero, unique: attribute
+  /// "data_dependent"), kept at the sizes of the input the graph was exported by execution with
+  /// (Note [Data-dependent sizes] in docs/exporter.md), "name (target or op)", in graph order.
+  std::vector<std::string> data_dependent;
 };
 
-/// The recorded ops of |g| and their share of |s|'s peak; nullopt when |g| has none.
+/// The recorded and data-dependent ops of |g| and the recorded ops' share of |s|'s peak; nullopt
+/// when |g| has neither.
 std::optional<RecordedRulesReport> MakeRecordedRulesReport(const Graph& g, const SimResult& s);
 
 /// --strict: an error naming the first recorded op when |g| has any (exit 2), else OK.
 Status RefuseRecordedRules(const Graph& g);
 
 nlohmann::ordered_json ToJson(const RecordedRulesReport& r);
-/// One line: "recorded rules: N ops (...): X at the peak (Y % of it)".
+/// "recorded rules: N ops (...): X at the peak (Y % of it)", and "data-dependent sizes: ..." when
+/// the graph has such ops; a target that several ops share is written once, "target ×N".
 std::string ToText(const RecordedRulesReport& r);
 
 }  // namespace memsim

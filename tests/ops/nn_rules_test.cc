@@ -203,6 +203,46 @@ TEST(Conv1dRuleTest, OutputShape) {
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "w"));
 }
 
+// ---------------------------------------------------------------- Note [THNN convolutions]
+// A 1x1 conv of batch N (its grad made non-contiguous by a permute after it when |permute|).
+std::string OneByOneBody(int n, int k, bool permute, int stride = 1) {
+  const std::string tail = permute ? R"({"op": "permute", "inputs": ["c"], "outputs": ["y"], "attrs": {"dims": [0, 2, 3, 1]}})"
+                                   : R"({"op": "relu", "inputs": ["c"], "outputs": ["y"]})";
+  const std::string ks = std::to_string(k);
+  return R"("inputs": [], "parameters": [{"name": "x", "shape": [)" + std::to_string(n) +
+         R"(, 24, 10, 10]}, {"name": "w", "shape": [15, 24, )" + ks + ", " + ks + R"(]}, {"name": "b", "shape": [15]}],
+      "ops": [{"op": "conv2d", "inputs": ["x", "w", "b"], "outputs": ["c"], "attrs": {"stride": )" +
+         std::to_string(stride) + R"(, "padding": )" + std::to_string(k / 2) + R"(}}, )" + tail +
+         R"(, {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(ThnnConvRuleTest, SingleThreadedOneByOneBelowBatch16RunsSlowConv2d) {
+  for (const char* torch : {"1.13", "2.13"}) {
+    auto run = testing::Simulate(OneByOneBody(2, 1, true), Opts("cpu", "sgd", torch));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_TRUE(testing::BuffersContaining(run.r.events, "onednn").empty()) << torch;
+    // grad_output.contiguous() in the grad_input part and again in the grad_weight part
+    auto copies = testing::BuffersContaining(run.r.events, "grad_output contiguous copy");
+    ASSERT_EQ(copies.size(), 2u) << torch;
+    EXPECT_EQ(run.r.events.buffers[copies[0]].bytes, 2 * 15 * 10 * 10 * 4);
+  }
+}
+
+TEST(ThnnConvRuleTest, OneDnnWhenUseMkldnnHolds) {
+  // batch 16, a 3x3 kernel or a stride of 2: oneDNN (its reorders)
+  auto b16 = testing::Simulate(OneByOneBody(16, 1, false), Opts("cpu", "sgd", "1.13"));
+  auto k3 = testing::Simulate(OneByOneBody(2, 3, false), Opts("cpu", "sgd", "1.13"));
+  auto s2 = testing::Simulate(OneByOneBody(2, 1, false, 2), Opts("cpu", "sgd", "1.13"));
+  for (const auto* run : {&b16, &k3, &s2}) {
+    ASSERT_TRUE(run->ok) << run->error;
+    EXPECT_FALSE(testing::BuffersContaining(run->r.events, "onednn weight reorder").empty());
+  }
+  // a contiguous grad: no copy on the slow path either
+  auto plain = testing::Simulate(OneByOneBody(2, 1, false), Opts("cpu", "sgd", "1.13"));
+  ASSERT_TRUE(plain.ok) << plain.error;
+  EXPECT_TRUE(testing::BuffersContaining(plain.r.events, "grad_output contiguous copy").empty());
+}
+
 // ---------------------------------------------------------------- Note [3-D convolution and pooling]
 std::string Conv3dBody(const std::string& tail_op, const std::string& tail_out) {
   return R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 16, 4, 6, 6], "requires_grad": false},

@@ -51,8 +51,13 @@ def load_builder(spec):
     if where == "torchvision":
         import torchvision
         builder = getattr(torchvision.models, fn, None)
+        for sub in ("detection", "segmentation", "video", "optical_flow"):  # not re-exported at the top
+            builder = builder or getattr(getattr(torchvision.models, sub, None), fn, None)
         if builder is None or not callable(builder):
             raise ExportError("torchvision.models has no model %r" % fn)
+        from . import detection
+        if detection.is_detection(builder):  # images in, summed losses out (synthetic targets)
+            return (lambda: detection.build(builder)), fn
         return (lambda: build_torchvision(builder)), fn
     if where.endswith(".py"):
         if not os.path.exists(where):
@@ -128,7 +133,7 @@ def main(argv=None):
     ap.add_argument("--name", help="graph name (default: the model/function name)")
     ap.add_argument("--provenance", help="provenance text stored in the graph")
     ap.add_argument("--device", default="auto", choices=["auto", "meta", "cpu"],
-                    help="where shape propagation runs (auto: meta tensors, CPU if that fails)")
+                    help="where shape propagation and export by execution run (auto: meta tensors; CPU tensors when that fails or the model needs values, e.g. detection proposals: Note [Data-dependent sizes])")
     ap.add_argument("--probe-batch", default="2,3", help="two batch sizes used to detect batch-dependent sizes")
     ap.add_argument("--optimizer", metavar="FILE.py:CLASS[:KWARGS]",
                     help="record this torch.optim.Optimizer subclass (KWARGS: a dict literal, e.g. "
@@ -282,7 +287,6 @@ def _parse_set(items):
 def _export(a, model, builder, takes, inputs, opts):
     """fx tracing, or recording the model as it runs (--trace run, or auto when fx cannot trace or meets an op
     with no rule)."""
-    from .eager import export_eager
     from .exporter import export_model
 
     def build(binding):
@@ -291,7 +295,7 @@ def _export(a, model, builder, takes, inputs, opts):
     record.RECORD = not a.no_recorded
     convert.RECORD_UNSUPPORTED = a.trace == "fx" and not a.no_recorded
     if a.trace == "run":
-        return export_eager(build, inputs, builder_symbols=takes, **opts)
+        return _export_run(a, build, inputs, takes, opts)
     try:
         return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
     except ExportError as e:
@@ -301,8 +305,30 @@ def _export(a, model, builder, takes, inputs, opts):
             raise
         fx_error = e
     try:
-        return export_eager(build, inputs, builder_symbols=takes, **opts)
+        return _export_run(a, build, inputs, takes, opts)
     except UnsupportedError:
         raise
     except ExportError as e:
         raise ExportError("%s\nrecording it as it runs failed too: %s" % (fx_error, e)) from e
+
+
+# --device auto runs a model that needs values on CPU tensors only when its weights take at most
+# this much (a real forward at the exported sizes follows); --device cpu asks for any size.
+CPU_FALLBACK_BYTES = 4 << 30
+
+
+def _export_run(a, build, inputs, takes, opts):
+    """Export by execution on meta tensors; on CPU tensors with --device cpu, or with --device auto
+    when the model needs values (Note [Data-dependent sizes])."""
+    from .eager import DataDependentError, export_eager
+    if a.device == "cpu":
+        return export_eager(build, inputs, builder_symbols=takes, device="cpu", **opts)
+    try:
+        return export_eager(build, inputs, builder_symbols=takes, **opts)
+    except DataDependentError as e:
+        if a.device == "meta":
+            raise
+        if e.param_bytes > CPU_FALLBACK_BYTES:
+            raise ExportError("%s\n--device cpu runs it on CPU tensors instead (its weights alone take %.1f GiB)"
+                              % (e, e.param_bytes / 2 ** 30)) from e
+    return export_eager(build, inputs, builder_symbols=takes, device="cpu", **opts)

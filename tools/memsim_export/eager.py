@@ -14,7 +14,7 @@ import torch
 
 from . import bnb_base, peft_lora
 from .errors import ExportError, UnsupportedError
-from .exporter import _META_FACTORIES, _meta_factories, finish_graph, parse_input_spec, probe_graph
+from .exporter import _META_FACTORIES, InputSpec, _make_input, _meta_factories, finish_graph, parse_input_spec, probe_graph
 from .record import record
 from .registry import dtype_name
 from .ops_moe import balanced
@@ -40,6 +40,30 @@ def symbol_params(builder):
             for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
+def build_on_cpu(builder, binding):
+    """The model built for real (weights initialised with seed 0), in training mode."""
+    torch.manual_seed(0)
+    obj = builder(binding)
+    model = obj[0] if isinstance(obj, (tuple, list)) else obj
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError("the builder returned %s, not an nn.Module" % type(model).__name__)
+    return model
+
+
+def _bound_specs(specs, symbols, builder_symbols):
+    """The input specs with every symbol replaced by its value (--set, the builder's default; batch 32)."""
+    values = dict(symbols or {})
+    values.setdefault("batch", 32)
+    out = []
+    for sp in specs:
+        missing = [d for d in sp.dims if isinstance(d, str) and d not in values]
+        if missing:
+            raise ExportError("exporting on CPU tensors needs a value for %s: give it with --set %s=N"
+                              % (missing[0], missing[0]))
+        out.append(InputSpec([values[d] if isinstance(d, str) else d for d in sp.dims], sp.dtype, sp.name, sp.low, sp.high))
+    return out
+
+
 def build_on_meta(builder, binding):
     with meta_device():
         obj = builder(binding)
@@ -50,13 +74,34 @@ def build_on_meta(builder, binding):
     return model.to("meta")
 
 
+class DataDependentError(ExportError):
+    """The model cannot run on meta tensors: its code needs values (nonzero, nms, a tensor read as a
+    Python number) or makes CPU tensors of its own; export_torch.py --device auto runs it again on
+    CPU tensors when its weights are small enough (param_bytes)."""
+
+    def __init__(self, message, param_bytes=0):
+        super().__init__(message)
+        self.param_bytes = param_bytes
+
+
+# What a failure on meta tensors says when the model needs values (Note [Data-dependent sizes]).
+_NEEDS_VALUES = ("_local_scalar_dense", "'Meta' backend", "meta and cpu", "cpu and meta",
+                 "cannot be called on meta tensors", "Cannot copy out of meta tensor",
+                 "data-independent implementation does not exist")
+
+
 def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
-                 probe_batch=(2, 3), outputs_held=True, builder_symbols=None):
+                 probe_batch=(2, 3), outputs_held=True, builder_symbols=None, device="meta"):
     """builder(binding) → nn.Module, binding = {symbol: value} of the symbols in builder_symbols
-    (the builder is called once when there are none); returns the memsim graph (an ordered dict)."""
+    (the builder is called once when there are none); returns the memsim graph (an ordered dict).
+    device "cpu": the model is built and run for real on CPU tensors, once, at the symbols' values
+    (Note [Data-dependent sizes]): the graph has fixed sizes, those of the exported input."""
     specs = [parse_input_spec(s) for s in inputs]
     if not specs:
         raise ExportError("no --input given")
+    on_cpu = device == "cpu"
+    if on_cpu:
+        specs = _bound_specs(specs, symbols, builder_symbols)
     loss_fn = loss if callable(loss) else None
     if loss_fn is not None:  # the user's loss on the output (--loss FILE.py:FUNC): the last spec is its target
         if specs[-1].name != "target":
@@ -70,25 +115,31 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
     for binding in probes:
         if model is None or any(s in takes for s in syms):
             # a peft LoRA model: its base model is recorded, the adapters become the "lora" key
-            model, lora, _ = peft_lora.strip(build_on_meta(builder, {s: binding[s] for s in takes if s in binding}))
+            model = build_on_cpu(builder, symbols) if on_cpu else \
+                build_on_meta(builder, {s: binding[s] for s in takes if s in binding})
+            model, lora, _ = peft_lora.strip(model)
             # bitsandbytes base layers (QLoRA): plain Linears, the quantization the "quantize_base" key
             model, quantize = bnb_base.strip(model)
             model.train()
-        args = [torch.empty([binding[d] if isinstance(d, str) else d for d in sp.dims],
-                            dtype=_dtype(sp.dtype), device="meta") for sp in specs]
+        torch.manual_seed(0)
+        args = [_make_input(sp, binding, "cpu" if on_cpu else "meta") for sp in specs]
         names = [sp.name or "input%d" % i for i, sp in enumerate(specs)]
         names = _forward_arg_names(model, names[:len(model_specs)], model_specs) + names[len(model_specs):]
         pnames = {id(p): n for n, p in reversed(list(model.named_parameters()))}
         bnames = {id(b): n for n, b in reversed(list(model.named_buffers()))}
         try:
             with _hf_unpacked():
-                cx, out = record(model, args, names, pnames, bnames, _by_name(model, model_specs), loss_fn)
+                cx, out = record(model, args, names, pnames, bnames, _by_name(model, model_specs), loss_fn, on_cpu)
         except Exception as e:  # noqa: BLE001 - the model's own error, with where it happened
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            needs_values = not on_cpu and any(m in first for m in _NEEDS_VALUES)
             if "_local_scalar_dense" in first:
                 first = "the Python code reads a tensor's value (data-dependent control flow)"
-            raise ExportError("running %s on meta tensors failed: %s: %s%s" % (
-                type(model).__name__, type(e).__name__, first, _user_frame(e))) from e
+            msg = "running %s on %s tensors failed: %s: %s%s" % (
+                type(model).__name__, device, type(e).__name__, first, _user_frame(e))
+            if needs_values:
+                raise DataDependentError(msg, sum(p.numel() * p.element_size() for p in model.parameters())) from e
+            raise ExportError(msg) from e
         if cx.unsupported:
             raise UnsupportedError(cx.unsupported)
         graphs.append(probe_graph(cx, out, specs, names, loss, model))
@@ -130,14 +181,6 @@ def _eval_product(text, binding):
     for f in str(text).split("*"):
         n *= int(f) if f.isdigit() else int(binding[f])
     return n
-
-
-def _dtype(name):
-    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
-               torch.uint8, torch.bool):
-        if dtype_name(dt) == name:
-            return dt
-    raise ExportError("unknown dtype %r" % name)
 
 
 def _by_name(model, specs):

@@ -209,7 +209,8 @@ def probe_graph(cx, out_value, specs, input_names, loss, model):
     """One probe's ops, outputs and loss, with the model's parameters and buffers (for merging)."""
     g = _assemble(cx, out_value, specs, input_names, loss)
     g["parameters"] = [_tensor_json(n, p, p.requires_grad) for n, p in model.named_parameters()]
-    g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()]
+    g["buffers"] = [_tensor_json(n, b, None) for n, b in model.named_buffers()] + \
+        [_tensor_json(n, t, None) for n, t in getattr(cx, "constants", ())]
     return g
 
 

@@ -18,6 +18,7 @@ the last op that ran before it died.  The model runs under ``torch.no_grad()`` s
 autograd graph holds references.
 """
 import contextlib
+import gc
 import operator
 import weakref
 
@@ -28,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import expand, expand_rnn, ops_llm, ops_moe, recorded  # noqa: F401  (ops_llm, ops_moe register handlers)
 from .convert import Context
+from .registry import dtype_name
 from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
 
 # module class -> the fx path's expansion handler (cx, module, path, *args, **kwargs)
@@ -72,6 +74,9 @@ class EagerContext(Context):
         self.routings = {}      # id(bincount result) -> (routing index, counted elements) (ops_moe)
         self.routed_symbols_order = []  # experts of each routing, in forward order
         self.routed_symbols = {}        # routed<L>_e<i> -> its balanced count at this probe
+        self.on_cpu = False     # the model runs on CPU tensors (values kept for recorded ops)
+        self.preexisting = {}   # id -> tensor: every tensor alive before the call (constants)
+        self.constants = []     # (buffer name, tensor): plain tensor attributes the call read
 
     def unique(self, base):
         """base, base_1, base_2, ...: the first one not yet used as a tensor or node name."""
@@ -102,9 +107,37 @@ class EagerContext(Context):
         try:
             r = self.param(t)
         except Unsupported:
+            if id(t) in self.preexisting:  # a plain tensor attribute or global: a constant buffer
+                return self._constant(t)
+            if t.dim() == 0 and self.node is not None:
+                # a Python number ATen wrapped into a 0-dim tensor (index_put_'s value, lift_fresh)
+                r = self.emit("full", [], {"shape": [], "dtype": dtype_name(t.dtype)}, shape=(), dtype=t.dtype)
+                self.bind(t, r)
+                return r
             raise Unsupported("a tensor made outside the recorded model call",
                               "shape %s (a plain tensor attribute? register it as a buffer)" % list(t.shape))
         return r
+
+    def _constant(self, t):
+        """A tensor that existed before the model call and is neither a parameter nor a buffer (torchvision's
+        AnchorGenerator.cell_anchors, a list attribute): a buffer of the graph, named after the module that
+        first reads it (Note [Constants read in forward])."""
+        base = (self.module_stack[-1] + "." if self.module_stack[-1] else "") + "_constant"
+        name = self.unique(base)
+        self.buffer_names[id(t)] = name
+        self.graph_names.add(name)
+        self.constants.append((name, t))
+        return TRef(name, tuple(t.shape), t.dtype)
+
+    def _apply_rebinds(self):
+        """In-place writes (Note [Writes into views]), once the node is named: every tensor known
+        as the written base is now read as the write's output."""
+        for old, new in self._rebinds:
+            stale = old.name
+            for r in self.refs.values():
+                if r.name == stale:
+                    r.name = new.name
+        self._rebinds = []
 
     def bind(self, t, r):
         """t is now known as r; its death is recorded."""
@@ -160,7 +193,12 @@ class EagerContext(Context):
                 return fallback(name, real, args, kwargs)
             self.unsupported.append((u.what, name, self.module_path, u.detail))
             refs = None
+            self._rebinds = []
+        if self.on_cpu and refs is not None and _values_decide_sizes(name, args):
+            for rec, _ in self._node_ops:
+                rec.setdefault("attrs", {})["data_dependent"] = True
         self._finish_node(self.node)
+        self._apply_rebinds()
         self.node = None
         if refs is not None:
             self.bind_result(real, refs)
@@ -186,7 +224,8 @@ class EagerContext(Context):
             return None
         refs = self.emit("recorded", ins, {"target": target}, shapes=[tuple(o.shape) for o in outs],
                          dtype=outs[0].dtype if outs else None)
-        self.pending.append((self.ops[-1], call, sargs, skw, [recorded.TSpec(t, k) for k, t in enumerate(tensors)]))
+        self.pending.append((self.ops[-1], call, sargs, skw,
+                             [recorded.TSpec(t, k, self.on_cpu) for k, t in enumerate(tensors)]))
         self._finish_node(self.node)
         self.node = None
         for o, r in zip(outs, refs):
@@ -197,10 +236,13 @@ class EagerContext(Context):
         """Fills in the plans of the recorded ops (each distinct call measured once)."""
         cache = {}
         for rec, call, sargs, skw, specs in self.pending:
-            key = (rec["attrs"]["target"], repr(sargs), repr(skw))
+            key = (rec["attrs"]["target"], repr(sargs), repr(skw), id(specs) if self.on_cpu else 0)
             if key not in cache:
                 try:
                     cache[key] = recorded.measure(call, sargs, skw, specs)
+                    shapes = [cache[key]["out%d_shape" % j] for j in range(len(rec["outputs"]))]
+                    if self.on_cpu and recorded.data_dependent(call, sargs, skw, specs, shapes, rec["attrs"]["target"]):
+                        cache[key]["data_dependent"] = True
                 except Exception as e:  # noqa: BLE001 - the op's own error on CPU tensors
                     self.unsupported.append(("recording %s" % rec["attrs"]["target"], rec["outputs"][0],
                                              rec.get("module", ""), "%s: %s" % (type(e).__name__, e)))
@@ -227,6 +269,22 @@ class EagerContext(Context):
                 keep.append(name)
 
 
+# Calls whose result sizes follow their inputs' values (Note [Data-dependent sizes]): an export on
+# CPU tensors marks the ops it emits for them "data_dependent".
+_VALUE_SIZED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount"}
+
+
+def _values_decide_sizes(name, args):
+    if name in _VALUE_SIZED:
+        return True
+    if name == "where" and len(args) == 1:
+        return True
+    if name in ("getitem", "setitem") and len(args) > 1:  # indexing with a boolean mask
+        idx = args[1] if isinstance(args[1], tuple) else (args[1],)
+        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in idx)
+    return False
+
+
 def _func_name(func):
     name = getattr(func, "__name__", None) or "op"
     return name.strip("_") or "op"
@@ -243,6 +301,8 @@ def find_handler(func):
         return h, False
     if getattr(func, "memsim_getitem", False):
         return FUNC_HANDLERS.get(operator.getitem), False
+    if getattr(func, "memsim_setitem", False):
+        return FUNC_HANDLERS.get(operator.setitem), False
     name = getattr(func, "__name__", None)
     if name == "__get__":  # a Tensor property (weight.T)
         prop = getattr(func, "__self__", None)
@@ -334,16 +394,22 @@ class FunctionRecorder(TorchFunctionMode):
         if h is None or not (_has_tensor(out) or _is_inplace_call(func)):
             return out
         call_args = (args[1], args[0]) + tuple(args[2:]) if swapped else args
-        self.cx.convert(h, _func_name(func), out, call_args, kwargs, fallback=self._record(func))
+        self.cx.convert(h, _func_name(func), out, call_args, kwargs, fallback=self._record(func, args))
         return out
 
-    def _record(self, func):
-        def fallback(name, real, args, kwargs):
+    def _record(self, func, args):
+        """Where the handler refuses the call: a recorded op of func on its own arguments (unswapped:
+        `2.0 / x` is Tensor.__rdiv__(x, 2.0))."""
+        def fallback(name, real, _handler_args, kwargs):
+            if real is None and _is_inplace_call(func):  # x[idx] = v returns None: the written x
+                real = args[0]
             return self.cx.record_op(func, name, real, args, kwargs, _qual_name(func))
         return fallback
 
 
 def _qual_name(func):
+    if getattr(func, "memsim_getitem", False) or getattr(func, "memsim_setitem", False):
+        return "torch.Tensor.__%s__" % ("getitem" if getattr(func, "memsim_getitem", False) else "setitem")
     mod = getattr(func, "__module__", None) or ""
     qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
     return "%s.%s" % (mod, qual) if mod else qual
@@ -351,7 +417,8 @@ def _qual_name(func):
 
 def _is_inplace_call(func):
     name = getattr(func, "__name__", "")
-    return name.endswith("_") and not name.startswith("_")
+    return (name.endswith("_") and not name.startswith("_")) or name == "__setitem__" or \
+        getattr(func, "memsim_setitem", False)
 
 
 _PASSIVE = {"__get__", "__set__", "size", "dim", "numel", "is_floating_point", "__len__", "__bool__",
@@ -395,20 +462,39 @@ class ModulePaths:
             h.remove()
 
 
+# torch 1.13's advanced indexing (``x[b, idx]``: tensors in the index) runs without consulting the
+# torch-function mode (2.x dispatches it as __getitem__); the wrapper below dispatches it itself.
+_INDEXING_SKIPS_MODES = torch.__version__.startswith("1.")
+
+
 @contextlib.contextmanager
 def _tuple_indexing():
     """torch 1.13 indexes a plain tensor with a lone int or slice (``x[:t]``, ``x[0]``) without
     consulting the torch-function mode; ``x[(i,)]`` is the same indexing and is seen."""
-    orig = torch.Tensor.__getitem__
+    orig, orig_set = torch.Tensor.__getitem__, torch.Tensor.__setitem__
+    inside = [False]
+
+    def dispatched(fn, real, self, idx, *value):
+        if _INDEXING_SKIPS_MODES and not inside[0] and any(isinstance(i, torch.Tensor) for i in idx):
+            inside[0] = True  # the mode's own call of fn below runs the real indexing
+            try:
+                return torch.overrides.handle_torch_function(fn, (self,), self, idx, *value)
+            finally:
+                inside[0] = False
+        return real(self, idx, *value)
 
     def getitem(self, idx):
-        return orig(self, idx if isinstance(idx, tuple) else (idx,))
+        return dispatched(getitem, orig, self, idx if isinstance(idx, tuple) else (idx,))
+
+    def setitem(self, idx, value):
+        return dispatched(setitem, orig_set, self, idx if isinstance(idx, tuple) else (idx,), value)
     getitem.memsim_getitem = True
-    torch.Tensor.__getitem__ = getitem
+    setitem.memsim_setitem = True
+    torch.Tensor.__getitem__, torch.Tensor.__setitem__ = getitem, setitem
     try:
         yield
     finally:
-        torch.Tensor.__getitem__ = orig
+        torch.Tensor.__getitem__, torch.Tensor.__setitem__ = orig, orig_set
 
 
 def _unrecorded(cx, fn, *args, **kwargs):
@@ -486,18 +572,21 @@ class _CustomFunctions:
             del torch.autograd.Function.apply
 
 
-def record(model, args, input_names, param_names, buffer_names, by_name=False, loss_fn=None):
+def record(model, args, input_names, param_names, buffer_names, by_name=False, loss_fn=None, on_cpu=False):
     """Run model(*args) (model(**{name: arg}) when by_name: inputs given by the forward argument's
     name, e.g. a transformers model's labels=) on meta tensors; return (EagerContext, output as TRefs).
     With loss_fn (--loss FILE.py:FUNC), the last arg is the target: loss_fn(output, target) runs
     after the model, recorded under module "loss", and the output is (model output, loss)."""
     cx = EagerContext(param_names, buffer_names)
+    cx.on_cpu = on_cpu
     cx.used.update(input_names)
     cx.used.update(param_names.values())
     cx.used.update(buffer_names.values())
     cx.graph_names = set(input_names) | set(param_names.values()) | set(buffer_names.values())
     for t, n in zip(args, input_names):
         cx.bind(t, TRef(n, tuple(t.shape), t.dtype))
+    known = set(param_names) | set(buffer_names) | {id(t) for t in args}
+    cx.preexisting = {id(o): o for o in gc.get_objects() if isinstance(o, torch.Tensor) and id(o) not in known}
     with torch.no_grad(), ModulePaths(cx, model), ExpandedModules(cx, model), _tuple_indexing(), \
             FunctionRecorder(cx), _CustomFunctions(cx):
         n = len(args) - (loss_fn is not None)

@@ -26,13 +26,16 @@ MIN_LIKE_BYTES = 64
 
 class TSpec:
     """A tensor argument of a recorded call: its sizes and dtype (the meta tensor itself is not kept,
-    so that recording does not change when Python frees it)."""
-    __slots__ = ("shape", "dtype", "index")
+    so that recording does not change when Python frees it); with value=True, a copy of its values
+    too (an export run on CPU tensors: the op is measured on the values it ran on, so a data-dependent
+    size, nms's kept boxes, is the one of the exported input)."""
+    __slots__ = ("shape", "dtype", "index", "value")
 
-    def __init__(self, t, index):
+    def __init__(self, t, index, value=False):
         self.shape = tuple(int(s) for s in t.shape)
         self.dtype = t.dtype
         self.index = index
+        self.value = t.detach().clone() if value and not t.is_meta else None
 
     def __repr__(self):
         return "T%d%s%s" % (self.index, list(self.shape), self.dtype)
@@ -71,9 +74,54 @@ def _real(v, reals):
 
 
 def _make(spec):
+    if spec.value is not None:
+        t = spec.value.clone()
+        return t.requires_grad_(True) if t.dtype.is_floating_point else t
     if spec.dtype.is_floating_point:
         return (torch.rand(spec.shape, dtype=spec.dtype) + 0.5).requires_grad_(True)
     return torch.zeros(spec.shape, dtype=spec.dtype)
+
+
+# Ops whose result sizes are counts of values (Note [Data-dependent sizes]), by the last part of
+# their target's name; `where` only with its condition alone.
+VALUE_SIZED_OPS = ("nonzero", "argwhere", "masked_select", "unique", "_unique2", "unique_dim", "unique_consecutive",
+                   "bincount", "nms", "batched_nms", "repeat_interleave")
+
+
+def _perturbed(t):
+    """The same values in another arrangement, safe for kernels that index with them (a float box
+    tensor's batch-index column keeps its values): floating rows reversed, booleans negated, integers
+    kept."""
+    if t.dtype == torch.bool:
+        return ~t
+    if t.dtype.is_floating_point and t.dim() > 0:
+        return t.flip(0)
+    return t
+
+
+def data_dependent(call, args, kwargs, specs, shapes, target=""):
+    """Whether call's output sizes depend on its inputs' values (Note [Data-dependent sizes]): a
+    value-sized op by name, or the output sizes change when the first floating or boolean input is
+    rearranged (_perturbed); |shapes| are the output sizes on the real values."""
+    if all(s.value is None for s in specs):
+        return False
+    name = target.split(".")[-2] if target.endswith((".default", ".Tensor", ".Scalar", ".self")) else target.split(".")[-1]
+    if name in VALUE_SIZED_OPS or (name == "where" and len(specs) == 1):
+        return True
+    reals = [s.value.clone() for s in specs]
+    k = next((i for i, t in enumerate(reals) if t.dtype == torch.bool or (t.dtype.is_floating_point and t.dim() > 0)), None)
+    if k is None:
+        return False
+    reals[k] = _perturbed(reals[k])
+    try:
+        with torch.no_grad():
+            a = _real(args, reals)
+            out = call(*a, **_real(kwargs, reals))
+    except Exception:  # noqa: BLE001 - values the op refuses in another arrangement
+        return True
+    if out is None and a and isinstance(a[0], torch.Tensor):
+        out = a[0]
+    return [tuple(o.shape) for o in flat_tensors(out)] != [tuple(x) for x in shapes]
 
 
 def flat_tensors(v):
@@ -199,6 +247,8 @@ def measure(call, args, kwargs, specs):
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             return call(*a, **k)
     out, flog = _profiled(forward)
+    if out is None and a and isinstance(a[0], torch.Tensor):  # x[idx] = v: the result is the written x
+        out = a[0]
     outs = flat_tensors(out)
     fbufs, fprog = _program(flog)
     in_base = {_base(t): i for i, t in reversed(list(enumerate(reals)))}
