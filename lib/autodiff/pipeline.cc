@@ -326,22 +326,10 @@ class EngineRuntime : public PpRuntime {
     if (p_.IsLast(st)) s_.ledger.Unref(seed);
     if (!s_.cfg.loop_holds_output && !s_.cfg.loop_holds_step) DropCallerNames(s_, /*forget=*/false);
     // t.detach_(): what no intermediate reaches dies
-    std::vector<bool> alive(s_.g.ops.size(), false);
-    std::vector<OpId> stack;
-    for (OpId o = st.begin; o < st.end; ++o)
-      if (sp.pass.capture[o]) stack.push_back(o), alive[o] = true;
-    while (!stack.empty()) {
-      const OpId o = stack.back();
-      stack.pop_back();
-      for (size_t i = 0; i < s_.g.ops[o].inputs.size(); ++i) {
-        const OpId n = NodeOf(o, i);
-        if (n != kNone && !alive[n]) alive[n] = true, stack.push_back(n);
-      }
-    }
-    std::vector<OpId> dead;
-    for (OpId o = st.end; o-- > st.begin;)
-      if (s_.nodes[o].exists && !alive[o]) dead.push_back(o);
-    DestroyNodes(s_, dead);
+    std::vector<OpId> holders;
+    for (const Group& group : sp.groups) holders.insert(holders.end(), group.nodes.begin(), group.nodes.end());
+    std::vector<bool> dead(s_.g.ops.size(), false);
+    DestroyUnreached(st, holders, &dead);
     s_.ledger.set_op(kNoOp);
     Swap(k);
   }
@@ -361,8 +349,16 @@ class EngineRuntime : public PpRuntime {
       for (StorageId x : v) s_.ledger.Unref(x);
       v.clear();
     };
-    for (const Group& group : sp.groups) {
-      drop(grads);  // valid_grad_outputs = []
+    std::vector<bool> dead(s_.g.ops.size(), false);
+    for (size_t gi = 0; gi < sp.groups.size(); ++gi) {
+      const Group& group = sp.groups[gi];
+      // valid_edges = []: the earlier groups' intermediates are let go, and with them the nodes
+      // only they reached; then valid_grad_outputs = [].
+      std::vector<OpId> holders;
+      for (size_t later = gi; later < sp.groups.size(); ++later)
+        holders.insert(holders.end(), sp.groups[later].nodes.begin(), sp.groups[later].nodes.end());
+      DestroyUnreached(st, holders, &dead);
+      drop(grads);
       std::vector<OpId> roots;
       for (OpId o : group.nodes) {
         std::vector<Grad>& kept = sp.pass.captured[o];
@@ -442,6 +438,27 @@ class EngineRuntime : public PpRuntime {
     if (s_.param_index[t] != kNoStorage) return kNone;
     const OpId p = s_.g.tensors[t].producer;
     return p != kNone && s_.nodes[p].exists ? p : kNone;
+  }
+
+  /// The nodes of |st| that none of |holders| reaches through its edges (next_functions) are
+  /// destroyed, the last created first; |dead| marks the destroyed ones.
+  void DestroyUnreached(const PpStage& st, const std::vector<OpId>& holders, std::vector<bool>* dead) {
+    std::vector<bool> alive(s_.g.ops.size(), false);
+    std::vector<OpId> stack;
+    for (OpId o : holders)
+      if (!alive[o]) alive[o] = true, stack.push_back(o);
+    while (!stack.empty()) {
+      const OpId o = stack.back();
+      stack.pop_back();
+      for (size_t i = 0; i < s_.g.ops[o].inputs.size(); ++i) {
+        const OpId n = NodeOf(o, i);
+        if (n != kNone && !alive[n]) alive[n] = true, stack.push_back(n);
+      }
+    }
+    std::vector<OpId> gone;
+    for (OpId o = st.end; o-- > st.begin;)
+      if (s_.nodes[o].exists && !alive[o] && !(*dead)[o]) gone.push_back(o), (*dead)[o] = true;
+    DestroyNodes(s_, gone);
   }
 
   /// Per op of |st|: the input edges that lead to a leaf |target| accepts (exec_info).
