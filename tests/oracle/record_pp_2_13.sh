@@ -25,3 +25,7 @@ rund cs336_small_b6_s64_sgd_pp2_interleaved1f1b_v3_m6    cs336_small --batch 6 -
 rund cs336_small_b4_s64_sgd_pp2_interleavedzb_v2_m4 cs336_small --batch 4 --seq 64 --opt sgd --schedule interleavedzb --stages-per-rank 2 --microbatches 4
 rund cs336_small_b4_s64_sgd_pp2_zbv_v2_m4           cs336_small --batch 4 --seq 64 --opt sgd --schedule zbv --stages-per-rank 2 --microbatches 4
 rund cs336_small_b4_s64_sgd_pp2_dualpipev_v2_m4     cs336_small --batch 4 --seq 64 --opt sgd --schedule dualpipev --stages-per-rank 2 --microbatches 4
+# recorded after the split backward was simulated, to check it on other microbatch counts,
+# AdamW and pp=4 (the V's middle ranks without an adjacent pair)
+rund cs336_small_b8_s64_adamw_pp2_zbv_v2_m8         cs336_small --batch 8 --seq 64 --opt adamw --schedule zbv --stages-per-rank 2 --microbatches 8
+rund cs336_small_b6_s64_sgd_pp2_dualpipev_v2_m6     cs336_small --batch 6 --seq 64 --opt sgd --schedule dualpipev --stages-per-rank 2 --microbatches 6
