@@ -293,7 +293,8 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "with pp in --mesh: repeated blocks per stage, N,N,... (default: torchtitan's split, the "
                   "embedding and the norm+head each weighing one block)");
   cmd->add_option("--pp-stages-per-rank", pp_stages_per_rank,
-                  "with pp in --mesh: stages per rank, loop-style (interleaved1f1b: default 2; gpipe, 1f1b: 1)");
+                  "with pp in --mesh: stages per rank (the multi-stage schedules: default 2, loop-style, V-style for "
+                  "zbvzerobubble and dualpipev; gpipe, 1f1b: 1)");
 }
 
 Result<Graph> ConfigOptions::Adapt(Graph g) const {
