@@ -30,3 +30,4 @@ rund cs336_small_b4_s64_sgd_pp2_dualpipev_v2_m4     cs336_small --batch 4 --seq 
 rund cs336_small_b8_s64_adamw_pp2_zbv_v2_m8         cs336_small --batch 8 --seq 64 --opt adamw --schedule zbv --stages-per-rank 2 --microbatches 8
 rund cs336_small_b6_s64_sgd_pp2_dualpipev_v2_m6     cs336_small --batch 6 --seq 64 --opt sgd --schedule dualpipev --stages-per-rank 2 --microbatches 6
 rund cs336_small_b8_s64_sgd_pp4_zbv_v2_m8           cs336_small --batch 8 --seq 64 --opt sgd --world 4 --schedule zbv --stages-per-rank 2 --microbatches 8
+rund cs336_small_b8_s64_adamw_pp2_interleavedzb_v2_m8 cs336_small --batch 8 --seq 64 --opt adamw --schedule interleavedzb --stages-per-rank 2 --microbatches 8
