@@ -216,7 +216,7 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
                                  "simulated yet");
     const std::optional<PpSchedule> schedule = ParsePpSchedule(setup.parallel.pp_schedule);
     if (!schedule)
-      return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe, 1f1b or interleaved1f1b");
+      return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe, 1f1b, interleaved1f1b, interleavedzerobubble, zbvzerobubble or dualpipev");
     const int stages = setup.parallel.mesh.pp, stage = CoordOf(setup.parallel.mesh, setup.parallel.rank).pp;
     const int per_rank = setup.parallel.pp_stages_per_rank;
     if (const std::optional<PpMulti> multi = MultiStage(*schedule)) {  // as the schedule's constructor raises

@@ -31,6 +31,12 @@ Edge EdgeOf(const StepState& s, OpId o, size_t i) {
   return e;
 }
 
+/// Whether the engine computes the grad of input |i| of node |o|: it requires grad and, in a
+/// torch.autograd.grad with inputs (StepState::grad_pass), leads to one of them (exec_info).
+bool Computes(const StepState& s, OpId o, size_t i) {
+  return s.nodes[o].rg.test(i) && (s.grad_pass == nullptr || s.grad_pass->needed[o].test(i));
+}
+
 void CountDependencies(StepState& s, OpId root) {
   std::vector<OpId> stack = {root};
   s.nodes[root].reachable = true;
@@ -38,7 +44,7 @@ void CountDependencies(StepState& s, OpId root) {
     OpId o = stack.back();
     stack.pop_back();
     for (size_t i = 0; i < s.g.ops[o].inputs.size(); ++i) {
-      if (!s.nodes[o].rg.test(i)) continue;
+      if (!Computes(s, o, i)) continue;
       Edge e = EdgeOf(s, o, i);
       if (e.param != kNoStorage) {
         ++s.param_deps[e.param];
@@ -196,6 +202,7 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
         }
         break;
       case BwdPlan::Action::kReleaseSaved:
+        if (s.grad_pass && s.grad_pass->retain) break;
         if (a.index < static_cast<int>(node.saved.size()) && !node.released[a.index]) {
           s.ledger.Unref(node.saved[a.index]);
           node.released[a.index] = true;
@@ -229,7 +236,7 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
   for (Grad& in : node.buffer)
     if (in.defined()) s.ledger.Unref(in.s);
   node.buffer.clear();
-  ReleaseSaved(s, node);
+  if (!s.grad_pass || !s.grad_pass->retain) ReleaseSaved(s, node);
   for (StorageId t : temps)
     if (t != kNoStorage) s.ledger.Unref(t);
   return produced;
@@ -255,6 +262,17 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   s.Hook(&TrainingSetup::BeforeBackwardNode, o);
   UnpackSaved(s, s.nodes[o], op);
   RuleCtx c = s.Ctx(o);
+  if (GradPass* pass = s.grad_pass) {
+    RgMask computed;  // the node computes the grads of the edges exec_info marks only
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+      if (c.rg.test(i) && pass->needed[o].test(i)) computed.set(i);
+    c.rg = computed;
+    if (!pass->capture.empty() && pass->capture[o]) {  // the prehook keeps the grads flowing in
+      pass->captured[o] = s.nodes[o].buffer;
+      for (const Grad& gr : pass->captured[o])
+        if (gr.defined()) s.ledger.Ref(gr.s);
+    }
+  }
   if (!s.nodes[o].buffer.empty() && s.nodes[o].buffer[0].defined()) c.grad_out = &s.nodes[o].buffer[0].meta;
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];
@@ -273,11 +291,12 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
   for (size_t k = 0; k < n; ++k) {
     size_t i = k;
     if (first >= 0 && static_cast<size_t>(first) < n) i = k == 0 ? first : (k <= static_cast<size_t>(first) ? k - 1 : k);
-    if (!node.rg.test(i)) continue;
+    if (!Computes(s, o, i)) continue;
     Edge e = EdgeOf(s, o, i);
     if (e.param != kNoStorage) {
       if (produced[i].defined()) Accumulate(s, &s.param_buffer[e.param], std::move(produced[i]), op.inputs[i]);
-      if (--s.param_deps[e.param] == 0) AccumulateGrad(s, e.param);
+      // torch.autograd.grad returns the grads of its inputs: they stay in param_buffer.
+      if (--s.param_deps[e.param] == 0 && !s.grad_pass) AccumulateGrad(s, e.param);
     } else if (e.node != kNone) {
       if (produced[i].defined()) Accumulate(s, &s.nodes[e.node].buffer[e.slot], std::move(produced[i]), op.inputs[i]);
       if (--s.nodes[e.node].deps == 0) ready->push(e.node);
@@ -348,6 +367,38 @@ void RunBackwardPass(StepState& s) {
     n.buffer.clear();
   }
   s.Hook(&TrainingSetup::AfterBackwardPass);
+}
+
+void RunGrad(StepState& s, const std::vector<OpId>& roots, GradPass* pass) {
+  s.grad_pass = pass;
+  for (Node& n : s.nodes) {
+    n.deps = 0;
+    n.reachable = false;
+  }
+  std::fill(s.param_deps.begin(), s.param_deps.end(), 0);
+  for (OpId r : roots) CountDependencies(s, r);
+  std::priority_queue<OpId> ready;  // the graph root's edges: the roots no other root reaches
+  for (OpId r : roots)
+    if (s.nodes[r].deps == 0) ready.push(r);
+  while (!ready.empty()) {
+    OpId o = ready.top();
+    ready.pop();
+    RunNode(s, o, &ready);
+  }
+  s.ledger.set_op(kNoOp);
+  s.grad_pass = nullptr;
+}
+
+void DestroyNodes(StepState& s, const std::vector<OpId>& ops) {
+  for (OpId o : ops) {
+    Node& n = s.nodes[o];
+    ReleaseSaved(s, n);
+    for (StorageId st : n.ctx_attributes) s.ledger.Unref(st);
+    n.ctx_attributes.clear();
+    for (Grad& gbuf : n.buffer)
+      if (gbuf.defined()) s.ledger.Unref(gbuf.s);
+    n.buffer.clear();
+  }
 }
 
 void DropCallerNames(StepState& s, bool forget) {

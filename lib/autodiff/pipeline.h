@@ -19,9 +19,10 @@ namespace memsim {
 
 /// The schedules of torch/distributed/pipelining/schedules.py memsim interprets: the
 /// single-stage ones and the multi-stage _PipelineScheduleRuntime ones (lib/autodiff/pp_actions.h).
-enum class PpSchedule : uint8_t { kGPipe, k1F1B, kInterleaved1F1B, kInterleavedZeroBubble, kZBVZeroBubble };
+enum class PpSchedule : uint8_t { kGPipe, k1F1B, kInterleaved1F1B, kInterleavedZeroBubble, kZBVZeroBubble, kDualPipeV };
 
-/// torchtitan's names, case-insensitive ("gpipe", "1f1b", "interleaved1f1b"); nullopt for others.
+/// torchtitan's names, case-insensitive ("gpipe", "1f1b", "interleaved1f1b", "interleavedzerobubble",
+/// "zbvzerobubble", "dualpipev"; the recording kit's "interleavedzb", "zbv"); nullopt for others.
 std::optional<PpSchedule> ParsePpSchedule(std::string_view name);
 std::string_view PpScheduleName(PpSchedule s);
 /// The multi-stage schedule's kind (nullopt: GPipe / 1F1B, one stage per rank).
@@ -74,6 +75,11 @@ class PpRuntime {
   /// input grads only, and backward_weight_one_chunk (W), the weight grads.
   virtual void BackwardInput(int stage, int mb, const std::string& label) { Backward(stage, mb, label); }
   virtual void BackwardWeight(int stage, int mb, const std::string& label) { (void)stage, (void)mb, (void)label; }
+  /// The V's same-rank hand-over ([Note: V-schedule special case]): set_local_fwd_input makes
+  /// local stage |next|'s recv buffer for |mb| local stage |stage|'s output; set_local_bwd_input
+  /// makes local stage |prev|'s grad recv buffer |stage|'s input grad, popped from its bwd_cache.
+  virtual void PassForward(int stage, int next, int mb) { (void)stage, (void)next, (void)mb; }
+  virtual void PassBackward(int stage, int prev, int mb) { (void)stage, (void)prev, (void)mb; }
   /// A Python name of the schedule (a list of P2POps or of the Works they returned, which hold
   /// their tensors) is bound to |sends|, dropping what it held. kSendOps: the runtime's send_ops.
   enum Name : uint8_t { kFwdSends, kBwdSends, kSendWork, kFwdSendsToWait, kBwdSendsToWait, kSendOps, kNames };

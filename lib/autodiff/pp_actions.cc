@@ -13,7 +13,12 @@
 namespace memsim {
 
 std::string PpAction::str() const {
-  static const char* const kNames[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD"};
+  static const char* const kNames[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "OVERLAP_F_B"};
+  if (!sub.empty()) {  // "(0F2;3B0)OVERLAP_F_B"
+    std::string out;
+    for (const PpAction& a : sub) out += (out.empty() ? "(" : ";") + a.str();
+    return out + ")" + kNames[static_cast<int>(op)];
+  }
   return std::to_string(stage) + kNames[static_cast<int>(op)] + (mb >= 0 ? std::to_string(mb) : "");
 }
 
@@ -23,14 +28,16 @@ std::string PpFormat(const std::vector<PpAction>& actions) {
   return out;
 }
 
+bool PpVShaped(PpMulti s) { return s == PpMulti::kZBVZeroBubble || s == PpMulti::kDualPipeV; }
+
 int PpRankOfStage(PpMulti s, int ranks, int per_rank, int stage) {
   (void)per_rank;
-  if (s == PpMulti::kZBVZeroBubble) return stage < ranks ? stage : 2 * ranks - 1 - stage;
+  if (PpVShaped(s)) return stage < ranks ? stage : 2 * ranks - 1 - stage;
   return stage % ranks;
 }
 
 std::vector<int> PpStagesOfRank(PpMulti s, int ranks, int per_rank, int rank) {
-  if (s == PpMulti::kZBVZeroBubble) return {rank, 2 * ranks - 1 - rank};
+  if (PpVShaped(s)) return {rank, 2 * ranks - 1 - rank};
   std::vector<int> out;
   for (int k = 0; k < per_rank; ++k) out.push_back(rank + k * ranks);
   return out;
@@ -176,6 +183,58 @@ Order ZbvRankOps(int ranks, int m, int rank) {
   return ops;
 }
 
+/// ScheduleDualPipeV._calculate_single_rank_operations: the V's two chunks, its main phase
+/// OVERLAP_F_B pairs (a forward of one chunk with a full backward of the other), the last
+/// backwards split into I and W.
+Order DualPipeVRankOps(int ranks, int m, int rank) {
+  Order ops;
+  std::map<std::pair<int, PpOp>, int> counters;  // (stage, F / I / W) -> next microbatch
+  std::vector<std::pair<int, int>> weight_queue;
+  const int s0 = rank, s1 = 2 * ranks - 1 - rank;
+  auto backward_counts = [&](int st) { ++counters[{st, PpOp::kI}], ++counters[{st, PpOp::kW}]; };
+  auto add = [&](int st, PpOp op) {  // add_action: a full backward counts with the I
+    const PpOp key = op == PpOp::kB ? PpOp::kI : op;
+    const int mb = counters[{st, key}];
+    ops.push_back(PpAction{st, op, mb});
+    if (op == PpOp::kB) return backward_counts(st);
+    if (op == PpOp::kI) weight_queue.emplace_back(st, mb);
+    counters[{st, key}] = mb + 1;
+  };
+  auto overlap = [&](int fst, int bst) {  // add_overlap_f_b
+    PpAction a{-1, PpOp::kOverlapFB, -1};
+    a.sub = {PpAction{fst, PpOp::kF, counters[{fst, PpOp::kF}]}, PpAction{bst, PpOp::kB, counters[{bst, PpOp::kI}]}};
+    ops.push_back(a);
+    ++counters[{fst, PpOp::kF}];
+    backward_counts(bst);
+  };
+  auto weight = [&] {  // add_weight_action_if_pending
+    if (weight_queue.empty()) return;
+    const auto [st, mb] = weight_queue.front();
+    weight_queue.erase(weight_queue.begin());
+    ops.push_back(PpAction{st, PpOp::kW, mb});
+    ++counters[{st, PpOp::kW}];
+  };
+  for (int k = 0; k < (ranks - rank - 1) * 2; ++k) add(s0, PpOp::kF);
+  for (int k = 0; k < rank + 1; ++k) add(s0, PpOp::kF), add(s1, PpOp::kF);
+  for (int k = 0; k < ranks - rank - 1; ++k) add(s1, PpOp::kI), weight(), add(s1, PpOp::kF);
+  for (int i = 0; i < m - ranks * 2 + rank + 1; ++i) {
+    if (i == 0 && rank == ranks - 1) add(s0, PpOp::kF), add(s1, PpOp::kB);
+    else overlap(s0, s1);
+    overlap(s1, s0);
+  }
+  for (int k = 0; k < ranks - rank - 1; ++k) add(s1, PpOp::kB), overlap(s1, s0);
+  bool zb = false;
+  for (int i = 0; i < rank + 1; ++i) {
+    if (i == (rank + 1) / 2 && rank % 2 == 1) zb = true;
+    add(s1, zb ? PpOp::kI : PpOp::kB);
+    if (i == (rank + 1) / 2 && rank % 2 == 0) zb = true;
+    add(s0, zb ? PpOp::kI : PpOp::kB);
+  }
+  for (int k = 0; k < ranks - rank - 1; ++k) weight(), add(s0, zb ? PpOp::kI : PpOp::kB);
+  for (int k = 0; k < rank + 1; ++k) weight();
+  return ops;
+}
+
 /// _add_reduce_grad: REDUCE_GRAD after a stage's M-th B or W.
 std::vector<PpAction> AddReduceGrad(const Order& actions, int m) {
   std::vector<PpAction> out;
@@ -183,8 +242,9 @@ std::vector<PpAction> AddReduceGrad(const Order& actions, int m) {
   for (const std::optional<PpAction>& a : actions) {
     if (!a) continue;
     out.push_back(*a);
-    if ((a->op == PpOp::kW || a->op == PpOp::kB) && ++count[a->stage] == m)
-      out.push_back(PpAction{a->stage, PpOp::kReduceGrad, -1});
+    for (const PpAction& leaf : a->sub.empty() ? std::vector<PpAction>{*a} : a->sub)
+      if ((leaf.op == PpOp::kW || leaf.op == PpOp::kB) && ++count[leaf.stage] == m)
+        out.push_back(PpAction{leaf.stage, PpOp::kReduceGrad, -1});
   }
   return out;
 }
@@ -192,8 +252,11 @@ std::vector<PpAction> AddReduceGrad(const Order& actions, int m) {
 }  // namespace
 
 std::string PpCheck(PpMulti s, int ranks, int per_rank, int m) {
-  if (s == PpMulti::kZBVZeroBubble)
-    return per_rank == 2 ? "" : "ZBV requires exactly 2 stages per rank, but got " + std::to_string(per_rank) + ".";
+  if (PpVShaped(s) && per_rank != 2) return "ZBV requires exactly 2 stages per rank, but got " + std::to_string(per_rank) + ".";
+  if (s == PpMulti::kDualPipeV && m < ranks * per_rank)
+    return "DualPipeV requires at least as many microbatches as stages, but got " + std::to_string(m) +
+           " microbatches and " + std::to_string(ranks * per_rank) + " stages.";
+  if (PpVShaped(s)) return "";
   if (m % Rounds(ranks, m) != 0)
     return std::string(s == PpMulti::kInterleaved1F1B ? "Interleaved 1F1B" : "Zero bubble") +
            " requires the number of microbatches to be a multiple of the number of rounds (" +
@@ -205,6 +268,7 @@ std::vector<Order> PpComputeOrder(PpMulti s, int ranks, int per_rank, int m) {
   std::vector<Order> order;
   for (int r = 0; r < ranks; ++r)
     order.push_back(s == PpMulti::kZBVZeroBubble ? ZbvRankOps(ranks, m, r)
+                    : s == PpMulti::kDualPipeV   ? DualPipeVRankOps(ranks, m, r)
                                                  : InterleavedRankOps(s == PpMulti::kInterleavedZeroBubble, ranks, per_rank, m, r));
   if (s == PpMulti::kInterleavedZeroBubble) order = AddBubbles(order, ranks * per_rank);
   return order;
@@ -249,12 +313,15 @@ std::vector<std::vector<PpAction>> PpLowerWithComms(PpMulti s, int ranks, int pe
     for (int r = 0; r < ranks; ++r) {
       if (pos[r] >= compute[r].size()) continue;
       const PpAction a = compute[r][pos[r]];
-      if (!ready(r, a)) continue;
-      add(r, a);
-      if (has_comms(a)) {
-        const bool fwd = a.op == PpOp::kF;
-        const PpAction send{a.stage, fwd ? PpOp::kSendF : PpOp::kSendB, a.mb};
-        const PpAction recv{fwd ? a.stage + 1 : a.stage - 1, fwd ? PpOp::kRecvF : PpOp::kRecvB, a.mb};
+      const std::vector<PpAction> leaves = a.sub.empty() ? std::vector<PpAction>{a} : a.sub;
+      if (!std::all_of(leaves.begin(), leaves.end(), [&](const PpAction& x) { return ready(r, x); })) continue;
+      comm[r].push_back(a);
+      for (const PpAction& x : leaves) {
+        prev[r].insert({x.stage, x.op, x.mb});
+        if (!has_comms(x)) continue;
+        const bool fwd = x.op == PpOp::kF;
+        const PpAction send{x.stage, fwd ? PpOp::kSendF : PpOp::kSendB, x.mb};
+        const PpAction recv{fwd ? x.stage + 1 : x.stage - 1, fwd ? PpOp::kRecvF : PpOp::kRecvB, x.mb};
         add(r, send);
         add(rank_of(recv.stage), recv);
       }

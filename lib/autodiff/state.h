@@ -59,6 +59,18 @@ struct Node {
   bool reachable = false;
 };
 
+/// torch.autograd.grad(outputs, inputs) as a pipeline stage's split backward calls it (Note
+/// [Pipeline parallel]): the engine computes only the input edges |needed| marks (exec_info, the
+/// paths to the inputs), keeps what the nodes saved when |retain| (retain_graph=True), lets each
+/// |capture|d node's prehook keep the grads flowing into it (|captured|, one reference each),
+/// and leaves the grads reaching leaves in StepState::param_buffer (returned, not accumulated).
+struct GradPass {
+  std::vector<RgMask> needed;              ///< per op
+  bool retain = false;
+  std::vector<bool> capture;               ///< per op (empty: none)
+  std::vector<std::vector<Grad>> captured;  ///< per op
+};
+
 struct StepState {
   StepState(const Graph& graph, const BoundGraph& b, const StepConfig& c);
 
@@ -88,6 +100,8 @@ struct StepState {
   /// torch.autograd.backward(stage_output, grad_tensors=...) gives them (a pipeline stage).
   TensorId backward_root = kNone;
   StorageId backward_seed = kNoStorage;
+  /// The torch.autograd.grad being run (RunGrad), or null for loss.backward().
+  GradPass* grad_pass = nullptr;
   /// A pipeline stage's recv buffers per microbatch: activations and output grads (kept across steps).
   std::vector<StorageId> pp_recv_act, pp_recv_grad;
   LibraryWorkspaces workspaces;
@@ -127,6 +141,11 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
                       bool recompute);
 /// loss.backward() in autograd-engine order, then `del out, loss`.
 void RunBackwardPass(StepState& s);
+/// torch.autograd.grad from |roots| (nodes whose InputBuffers the caller filled) as |pass| says.
+void RunGrad(StepState& s, const std::vector<OpId>& roots, GradPass* pass);
+/// The nodes |ops| are destroyed, in that order: what they saved, their ctx attributes and
+/// InputBuffers go.
+void DestroyNodes(StepState& s, const std::vector<OpId>& ops);
 /// `del out, loss`: the caller's names drop their references (|forget|: and no longer name a
 /// storage; Note [Training loop]).
 void DropCallerNames(StepState& s, bool forget);

@@ -82,6 +82,48 @@ TEST(PipelineScheduleTest, Interleaved1F1BRunsTheRuntimesActionList) {
   EXPECT_EQ(h.Held(), "");
 }
 
+TEST(PipelineScheduleTest, ZeroBubbleSchedulesSplitTheBackwardIntoInputAndWeight) {
+  // The compute actions of the lowered lists (tests/data/pp_actions_2_13.txt), in the order the
+  // runtime performs them; DualPipeV's OVERLAP_F_B runs its forward, then its full backward.
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kInterleavedZeroBubble, 2, 2, 1, 4),
+            "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 1I2 3W3 1I3 1W2 1W3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kZBVZeroBubble, 2, 2, 0, 4),
+            "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 0I2 0W2 0I3 0W3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kDualPipeV, 2, 2, 0, 4),
+            "0F0 0F1 0F2 3F0 3I0 3W0 3F1 0F3 3B1 3F2 0B0 3B2 3F3 0B1 3B3 0I2 0W2 0I3 0W3");
+  EXPECT_EQ(ScheduleOrder(PpSchedule::kDualPipeV, 2, 2, 1, 4),
+            "1F0 2F0 1F1 2F1 1F2 2B0 2F2 1B0 1F3 2B1 2F3 1B1 2B2 1B2 2I3 1I3 2W3 1W3");
+}
+
+/// Records the V's same-rank hand-overs: ">" set_local_fwd_input, "<" set_local_bwd_input.
+struct Hands : PpRuntime {
+  std::string log;
+  void Forward(int j, int mb, const std::string&) override { log += "F" + std::to_string(j) + std::to_string(mb) + " "; }
+  void Backward(int j, int mb, const std::string&) override { log += "B" + std::to_string(j) + std::to_string(mb) + " "; }
+  void BackwardInput(int j, int mb, const std::string&) override { log += "I" + std::to_string(j) + std::to_string(mb) + " "; }
+  void BackwardWeight(int j, int mb, const std::string&) override { log += "W" + std::to_string(j) + std::to_string(mb) + " "; }
+  void PassForward(int j, int next, int mb) override { log += ">" + std::to_string(j) + std::to_string(next) + std::to_string(mb) + " "; }
+  void PassBackward(int j, int prev, int mb) override { log += "<" + std::to_string(j) + std::to_string(prev) + std::to_string(mb) + " "; }
+  void Bind(Name, std::vector<PpSend>) override {}
+  void Append(Name, PpSend) override {}
+};
+
+TEST(PipelineScheduleTest, TheVsMiddleStagesHandOverOnTheirRank) {
+  // ZBV, 2 ranks: rank 1 holds stages 1 (local 0) and 2 (local 1); each forward of stage 1 sets
+  // stage 2's input, each I of stage 2 sets stage 1's output grad. Rank 0 (stages 0 and 3) has
+  // no adjacent pair: no hand-over.
+  Hands r1;
+  RunSchedule(PpSchedule::kZBVZeroBubble, 2, 2, 1, 4, &r1);
+  EXPECT_EQ(r1.log.substr(0, 39), "F00 >010 F10 F01 >011 F11 I10 <100 W10 ");
+  Hands r0;
+  RunSchedule(PpSchedule::kZBVZeroBubble, 2, 2, 0, 4, &r0);
+  EXPECT_EQ(r0.log.find_first_of("<>"), std::string::npos);
+  // DualPipeV's full backwards hand over too.
+  Hands d1;
+  RunSchedule(PpSchedule::kDualPipeV, 2, 2, 1, 4, &d1);
+  EXPECT_NE(d1.log.find("B10 <100 "), std::string::npos);
+}
+
 TEST(PipelineSplitTest, TorchtitanWeighsEmbeddingAndHeadAsOneBlockEach) {
   EXPECT_EQ(TorchtitanSplit(12, 2), (std::vector<int>{6, 6}));
   EXPECT_EQ(TorchtitanSplit(12, 4), (std::vector<int>{3, 4, 3, 2}));
@@ -186,6 +228,28 @@ TEST(PipelineStepTest, InterleavedRanksHoldTwoStagesLoopStyle) {
   EXPECT_EQ(grads, 8);
   ASSERT_EQ(one.events.actions.size(), 16u);
   EXPECT_EQ(one.events.actions[2].label, "2F0");
+}
+
+TEST(PipelineStepTest, SplitBackwardKeepsTheGraphUntilW) {
+  Graph g = Cs336();
+  SimOptions o = PpCs336("zbv");
+  o.optimizer = "sgd";
+  o.parallel.pp_stages_per_rank = 2;
+  SimResult zbv = SimulateOk(g, o);
+  o.parallel.pp_schedule = "dualpipev";
+  SimResult dual = SimulateOk(g, o);
+  // Rank 0 (stages 0 and 3) against its trace, byte for byte (traces_pp_2_13).
+  EXPECT_EQ(zbv.peak.phase_peaks[int(Phase::kForward)], 578'079'592);
+  EXPECT_EQ(zbv.peak.phase_peaks[int(Phase::kBackward)], 602'703'716);
+  EXPECT_EQ(dual.peak.phase_peaks[int(Phase::kBackward)], 608'996'200);
+  // stage_backward_input sets the recv buffer's .grad and nothing resets it: ZBV's four I on
+  // stage 3 leave four input grads held to the end of the step, DualPipeV's one I (its other
+  // backwards are full: val.grad = None) one; 3 × a 1 × 64 × 768 fp32 activation.
+  EXPECT_EQ(zbv.peak.phase_peaks[int(Phase::kOptimizer)] - dual.peak.phase_peaks[int(Phase::kOptimizer)], 3 * 196'608);
+  // Actions as the source names them: stage 0's I (its input needs no grad) does nothing, its W
+  // runs the whole backward.
+  ASSERT_EQ(zbv.events.actions.size(), 24u);
+  EXPECT_EQ(zbv.events.actions[4].label, "3I0");
 }
 
 TEST(PipelineStepTest, EveryStageIsItsOwnRank) {

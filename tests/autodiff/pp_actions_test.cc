@@ -16,6 +16,7 @@ namespace {
 PpMulti Named(const std::string& name) {
   if (name == "interleaved1f1b") return PpMulti::kInterleaved1F1B;
   if (name == "interleavedzb") return PpMulti::kInterleavedZeroBubble;
+  if (name == "dualpipev") return PpMulti::kDualPipeV;
   return PpMulti::kZBVZeroBubble;
 }
 
@@ -34,13 +35,14 @@ TEST(PpActionsTest, EveryRankRunsTheSourcesActionList) {
     EXPECT_EQ(PpFormat(lists[rank]), line.substr(line.find(':') + 2)) << name << " " << ranks << "x" << per_rank << " m" << m << " rank " << rank;
     ++lines;
   }
-  EXPECT_EQ(lines, 28);
+  EXPECT_EQ(lines, 39);
 }
 
 TEST(PpActionsTest, StagesGoToRanksLoopStyleOrAsAV) {
   EXPECT_EQ(PpStagesOfRank(PpMulti::kInterleaved1F1B, 4, 2, 1), (std::vector<int>{1, 5}));
   EXPECT_EQ(PpStagesOfRank(PpMulti::kZBVZeroBubble, 4, 2, 1), (std::vector<int>{1, 6}));
   EXPECT_EQ(PpRankOfStage(PpMulti::kZBVZeroBubble, 4, 2, 6), 1);
+  EXPECT_EQ(PpStagesOfRank(PpMulti::kDualPipeV, 2, 2, 0), (std::vector<int>{0, 3}));
   EXPECT_EQ(PpRankOfStage(PpMulti::kInterleaved1F1B, 4, 2, 6), 2);
 }
 
@@ -49,6 +51,9 @@ TEST(PpActionsTest, RefusesWhatTheConstructorsRefuse) {
   EXPECT_EQ(PpCheck(PpMulti::kInterleaved1F1B, 4, 2, 9),
             "Interleaved 1F1B requires the number of microbatches to be a multiple of the number of rounds (2), but got 9.");
   EXPECT_EQ(PpCheck(PpMulti::kZBVZeroBubble, 2, 3, 4), "ZBV requires exactly 2 stages per rank, but got 3.");
+  EXPECT_EQ(PpCheck(PpMulti::kDualPipeV, 2, 2, 3),
+            "DualPipeV requires at least as many microbatches as stages, but got 3 microbatches and 4 stages.");
+  EXPECT_EQ(PpCheck(PpMulti::kDualPipeV, 2, 2, 4), "");
 }
 
 }  // namespace

@@ -336,8 +336,13 @@ memsim_golden_test(run_cs336_pp2_1f1b_ranks run_cs336_pp2_1f1b_ranks.txt
 memsim_golden_test(run_cs336_pp2_interleaved_ranks run_cs336_pp2_interleaved_ranks.txt
   run tests/data/traces_2_13/graphs/cs336_small.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer sgd
   --mesh pp=2 --pp-schedule interleaved1f1b --pp-stages-per-rank 2 --microbatches 4 --top 3)
-memsim_error_test(pp_zbv_pending 2 "^memsim: --pp-schedule zbvzerobubble is not simulated yet \\(its backward split into input-grad \\(I\\) and weight-grad \\(W\\) actions\\); gpipe, 1f1b and interleaved1f1b are"
-  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule zbvzerobubble)
+memsim_golden_test(run_cs336_pp2_zbv_ranks run_cs336_pp2_zbv_ranks.txt
+  run tests/data/traces_2_13/graphs/cs336_small.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer sgd
+  --mesh pp=2 --pp-schedule zbvzerobubble --microbatches 4 --top 3)
+memsim_error_test(pp_loopedbfs_pending 2 "^memsim: --pp-schedule loopedbfs is not simulated yet \\(its action lists are not transcribed\\)"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule loopedbfs)
+memsim_error_test(pp_dualpipev_microbatches 2 "^memsim: --pp-schedule dualpipev: DualPipeV requires at least as many microbatches as stages, but got 2 microbatches and 4 stages"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule dualpipev --microbatches 2)
 memsim_error_test(pp_stages_per_rank_single 2 "^memsim: --pp-stages-per-rank 2: --pp-schedule 1f1b runs one stage per rank"
   run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule 1f1b --pp-stages-per-rank 2)
 memsim_error_test(pp_interleaved_rounds 2 "^memsim: --pp-schedule interleaved1f1b: Interleaved 1F1B requires the number of microbatches to be a multiple of the number of rounds \\(2\\), but got 5"

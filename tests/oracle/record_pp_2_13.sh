@@ -20,12 +20,14 @@ rund cs336_small_b4_s64_sgd_pp2_interleaved1f1b_v2_m4    cs336_small --batch 4 -
 rund cs336_small_b8_s64_adamw_pp2_interleaved1f1b_v2_m8  cs336_small --batch 8 --seq 64 --opt adamw --schedule interleaved1f1b --stages-per-rank 2 --microbatches 8
 rund cs336_small_b8_s64_sgd_pp4_interleaved1f1b_v2_m8    cs336_small --batch 8 --seq 64 --opt sgd --world 4 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 8
 rund cs336_small_b6_s64_sgd_pp2_interleaved1f1b_v3_m6    cs336_small --batch 6 --seq 64 --opt sgd --schedule interleaved1f1b --stages-per-rank 3 --microbatches 6
-# Pending (memsim refuses them: the split backward I/W and the V's same-rank stages), recorded for
-# that work into tests/data/traces_pp_pending_2_13 (tools/validate.py does not read them).
-pending=$root/tests/data/traces_pp_pending_2_13; mkdir -p "$pending"
-rundp() { local name=$1; shift
-  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_ddp.py" "$@" --mode pp "$pending/$name" \
-    && echo "done $name"; }
-rundp cs336_small_b4_s64_sgd_pp2_interleavedzb_v2_m4 cs336_small --batch 4 --seq 64 --opt sgd --schedule interleavedzb --stages-per-rank 2 --microbatches 4
-rundp cs336_small_b4_s64_sgd_pp2_zbv_v2_m4           cs336_small --batch 4 --seq 64 --opt sgd --schedule zbv --stages-per-rank 2 --microbatches 4
-rundp cs336_small_b4_s64_sgd_pp2_dualpipev_v2_m4     cs336_small --batch 4 --seq 64 --opt sgd --schedule dualpipev --stages-per-rank 2 --microbatches 4
+# The split backward (I/W) and V-shaped placement: InterleavedZeroBubble (loop-style), ZBVZeroBubble
+# and DualPipeV (stages r and 2·world − 1 − r on rank r; OVERLAP_F_B actions)
+rund cs336_small_b4_s64_sgd_pp2_interleavedzb_v2_m4 cs336_small --batch 4 --seq 64 --opt sgd --schedule interleavedzb --stages-per-rank 2 --microbatches 4
+rund cs336_small_b4_s64_sgd_pp2_zbv_v2_m4           cs336_small --batch 4 --seq 64 --opt sgd --schedule zbv --stages-per-rank 2 --microbatches 4
+rund cs336_small_b4_s64_sgd_pp2_dualpipev_v2_m4     cs336_small --batch 4 --seq 64 --opt sgd --schedule dualpipev --stages-per-rank 2 --microbatches 4
+# recorded after the split backward was simulated, to check it on other microbatch counts,
+# AdamW and pp=4 (the V's middle ranks without an adjacent pair)
+rund cs336_small_b8_s64_adamw_pp2_zbv_v2_m8         cs336_small --batch 8 --seq 64 --opt adamw --schedule zbv --stages-per-rank 2 --microbatches 8
+rund cs336_small_b6_s64_sgd_pp2_dualpipev_v2_m6     cs336_small --batch 6 --seq 64 --opt sgd --schedule dualpipev --stages-per-rank 2 --microbatches 6
+rund cs336_small_b8_s64_sgd_pp4_zbv_v2_m8           cs336_small --batch 8 --seq 64 --opt sgd --world 4 --schedule zbv --stages-per-rank 2 --microbatches 8
+rund cs336_small_b8_s64_adamw_pp2_interleavedzb_v2_m8 cs336_small --batch 8 --seq 64 --opt adamw --schedule interleavedzb --stages-per-rank 2 --microbatches 8

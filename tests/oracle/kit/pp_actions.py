@@ -1,7 +1,8 @@
 """Prints the action lists torch.distributed.pipelining's multi-stage schedules run on each rank
 (pipeline_order_with_comms without FSDP's UNSHARD/RESHARD), as the schedules' own code computes
 them: _calculate_single_rank_operations on a stand-in for the schedule object (no process group
-needed), _add_bubbles_to_actions, _add_reduce_grad and _add_send_recv. One line per rank:
+needed), _add_bubbles_to_actions, _add_reduce_grad and _add_send_recv (DualPipeV's OVERLAP_F_B printed as
+its repr, "(0F2;3B0)OVERLAP_F_B"). One line per rank:
 `SCHEDULE RANKS PER_RANK MICROBATCHES RANK: ACTION ...` (tests/data/pp_actions_2_13.txt, compared
 by tests/autodiff/pp_actions_test.cc). Usage: pp_actions.py > tests/data/pp_actions_2_13.txt"""
 import types
@@ -9,9 +10,10 @@ from torch.distributed.pipelining import schedules as S
 
 CONFIGS = [("interleaved1f1b", 2, 2, 4), ("interleaved1f1b", 2, 2, 8), ("interleaved1f1b", 4, 2, 8),
            ("interleaved1f1b", 4, 3, 4), ("interleaved1f1b", 2, 3, 6), ("interleavedzb", 2, 2, 4),
-           ("interleavedzb", 4, 2, 8), ("zbv", 2, 2, 4), ("zbv", 2, 2, 8), ("zbv", 4, 2, 8)]
+           ("interleavedzb", 4, 2, 8), ("zbv", 2, 2, 4), ("zbv", 2, 2, 8), ("zbv", 4, 2, 8),
+           ("dualpipev", 2, 2, 4), ("dualpipev", 2, 2, 6), ("dualpipev", 3, 2, 8), ("dualpipev", 4, 2, 8)]
 CLASSES = {"interleaved1f1b": S.ScheduleInterleaved1F1B, "interleavedzb": S.ScheduleInterleavedZeroBubble,
-           "zbv": S.ScheduleZBVZeroBubble}
+           "zbv": S.ScheduleZBVZeroBubble, "dualpipev": S.ScheduleDualPipeV}
 
 
 def order(name, ranks, per_rank, m):
@@ -23,7 +25,7 @@ def order(name, ranks, per_rank, m):
     me.pipeline_order = {r: cls._calculate_single_rank_operations(me, r) for r in range(ranks)}
     if name == "interleavedzb":
         me.pipeline_order = cls._add_bubbles_to_actions(me, ranks * per_rank)
-    style = "v" if name == "zbv" else "loop"
+    style = "v" if name in ("zbv", "dualpipev") else "loop"
     mapping = S.generate_stage_to_rank_mapping(ranks, ranks * per_rank, style=style)
     lowered = {r: S._add_reduce_grad(me.pipeline_order[r], m) for r in range(ranks)}
     return S._add_send_recv(lowered, stage_to_rank=lambda s: mapping[s], num_stages=ranks * per_rank)
