@@ -309,6 +309,7 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
   }
   if (!mesh.empty()) {  // the rank's shards (Note [Tensor parallel]); ApplyMesh checks the rest
     MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
+    if (dims.ep > 1 && dims.world() > dims.ep) return g;  // ep with another dimension: ApplyMesh refuses it
     if (dims.tp > 1) {
       MEMSIM_ASSIGN_OR_RETURN(g, ApplyTensorParallel(g, {dims.tp, tp_plan, sequence_parallel == "on"}));
     }
