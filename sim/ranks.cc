@@ -21,11 +21,15 @@ bool RanksDiffer(const RunConfig& c) {
 /// Tensor parallel: the tp group's first rank scatters every shard (Note [Tensor parallel]).
 bool TpSourceDiffers(const RunConfig& c) { return c.sim.parallel.mesh.tp > 1; }
 
+/// Expert parallel: every rank receives its own rows, and the first one scatters the experts'
+/// shards (Note [Expert parallel]): every rank is simulated, identical ones merged.
+bool ExpertsDiffer(const RunConfig& c) { return c.sim.parallel.mesh.ep > 1; }
+
 /// Pipeline parallel: every stage holds other ops (Note [Pipeline parallel]).
 bool StagesDiffer(const RunConfig& c) { return c.sim.parallel.mesh.pp > 1; }
 
 bool RanksMayDiffer(const RunConfig& c) {
-  return RanksDiffer(c) || TpSourceDiffers(c) || StagesDiffer(c) || (c.sim.parallel.data_parallel && c.sim.parallel.world > 1);
+  return RanksDiffer(c) || ExpertsDiffer(c) || TpSourceDiffers(c) || StagesDiffer(c) || (c.sim.parallel.data_parallel && c.sim.parallel.world > 1);
 }
 
 bool SameStream(const EventStream& a, const EventStream& b) {
@@ -69,6 +73,8 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
   if (mesh2d) {
     for (int r = 1; r < world; ++r)
       if (stand_in(r) == r) simulate.push_back(r);
+  } else if (ExpertsDiffer(c)) {
+    for (int r = 1; r < world; ++r) simulate.push_back(r);
   } else if (RanksDiffer(c)) {
     // Ranks beyond the parameter count get an empty partition each: one of them is simulated.
     const int distinct = static_cast<int>(std::min<size_t>(static_cast<size_t>(world), g.parameters.size() + 1));

@@ -15,6 +15,7 @@
 #include "lib/util/check.h"
 #include "lib/util/checked.h"
 #include "lib/util/text_limits.h"
+#include "sim/routing.h"
 
 namespace memsim {
 
@@ -367,53 +368,6 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   cfg.apply_order = ModuleApplyOrder(g);
   return Status::OK();
 }
-
-namespace {
-
-/// |n| routed elements over |experts| by --moe-routing: balanced (n / E each, the first n % E one
-/// more), or hot=F (expert 0 takes F times the mean, at most n; the rest balanced).
-Result<std::vector<int64_t>> RoutedCounts(const std::string& policy, int64_t n, int64_t experts) {
-  auto balanced = [](int64_t m, int64_t e, std::vector<int64_t>* out) {
-    for (int64_t i = 0; i < e; ++i) out->push_back(m / e + (i < m % e ? 1 : 0));
-  };
-  std::vector<int64_t> c;
-  if (policy == "balanced") {
-    balanced(n, experts, &c);
-    return c;
-  }
-  if (policy.rfind("hot=", 0) == 0) {
-    char* end = nullptr;
-    double f = std::strtod(policy.c_str() + 4, &end);
-    if (end && *end == '\0' && f >= 1 && f <= 1e6) {
-      int64_t hot = experts == 1 ? n : std::min<int64_t>(n, static_cast<int64_t>(f * n / experts + 0.5));
-      c.push_back(hot);
-      balanced(n - hot, experts - 1, &c);
-      return c;
-    }
-  }
-  return Status::InvalidArgument("--moe-routing: expected balanced or hot=F (F >= 1: the first expert's tokens over the mean), got \"" +
-                                 policy + "\"");
-}
-
-/// Binds each MoE routing's per-expert counts (Note [Routed token counts]) that --set left
-/// unset, from the routed elements at |b|; a routing whose counts --set names is left as given.
-Status BindRouting(const Graph& g, const SimOptions& opt, Bindings* b) {
-  MEMSIM_RETURN_IF_ERROR(RoutedCounts(opt.moe_routing, 1, 1).status());  // a bad policy is refused on any graph
-  for (size_t l = 0; l < g.routing.size(); ++l) {
-    const auto& r = g.routing[l];
-    const std::string prefix = "routed" + std::to_string(l) + "_e";
-    bool given = false;
-    for (int64_t e = 0; e < r.experts && !given; ++e) given = opt.symbols.count(prefix + std::to_string(e)) > 0;
-    if (given) continue;
-    auto n = r.tokens.Eval(*b);
-    if (!n) return Status::InvalidArgument(g.source + ": routing " + std::to_string(l) + "'s tokens are unbound");
-    MEMSIM_ASSIGN_OR_RETURN(std::vector<int64_t> counts, RoutedCounts(opt.moe_routing, *n, r.experts));
-    for (int64_t e = 0; e < r.experts; ++e) (*b)[g.FindSymbol(prefix + std::to_string(e))] = counts[e];
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 Result<Bindings> BindingsOf(const Graph& g, const SimOptions& opt) {
   Bindings b = g.DefaultBindings();

@@ -367,6 +367,13 @@ def main():
     lines += rank_lines
     failures += rank_failures
     lines += table_pp(a.memsim, failures)
+    # expert parallel (issue 27 item 5: every rank within 1 %)
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_EP_2_13,
+                                                          validate_ranks.DATA_EP_2_13, "2.13",
+                                                          validate_ranks.EP_TITLE, validate_ranks.EP_INTRO,
+                                                          max_err=1.0, max_median=0.1)
+    lines += rank_lines
+    failures += rank_failures
     return report_io.finish("validate", lines, failures, a.out)
 
 

@@ -31,6 +31,16 @@ DATA_FSDP2_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "trace
 GRAPHS_FSDP2_TP_2_13 = [os.path.join(DATA_FSDP2_TP_2_13, "graphs")] + GRAPHS_TP_2_13
 # Pipeline parallel (tests/oracle/record_pp_2_13.sh): one trace per stage rank.
 DATA_PP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_pp_2_13")
+# Expert parallel (tests/oracle/record_ep_2_13.sh): the MoE models of graphs/moe_models.py, their 2.13 graphs.
+DATA_EP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ep_2_13")
+GRAPHS_EP_2_13 = [os.path.join(os.path.dirname(HERE), "tests", "data", "traces_moe_2_13", "graphs")]
+EP_TITLE = "Expert parallel, per rank, PyTorch 2.13"
+EP_INTRO = ["Every rank of each trace set in `tests/data/traces_ep_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+            "`tests/oracle/record_ep_2_13.sh`: the kit's `trace_ddp.py --mode ep`, gloo, one process per rank, torchtitan's",
+            "`ExpertParallel` on the experts of `graphs/moe_models.py`, traced as the `setup` phase), predicted by one",
+            "`memsim run --profile cpu --torch 2.13 --step first --mesh ep=W --moe-routing ranks=C0:C1:...` with every",
+            "rank's tokens per expert from its CONFIG (`routed=`); memsim's `ranks` entry standing for that rank (Note",
+            "[Expert parallel] in docs/parallel.md). Same tolerance."]
 TP_TITLE = "Tensor parallel, per rank, PyTorch 2.13"
 TP_INTRO = ["Every rank of each trace set in `tests/data/traces_tp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
             "the recording kit's `trace_ddp.py --mode tp`: gloo, one process per rank, `parallelize_module` traced as",
@@ -78,6 +88,8 @@ def memsim_cmd(memsim, graph, cfg):
         cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
                           "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]]
         return cmd
+    if cfg.get("mode") == "ep":  # every rank's tokens per expert: the rows each rank receives
+        return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
@@ -125,8 +137,11 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
     if not os.path.isdir(d):
         raise FileNotFoundError("validate: missing per-rank traces %s (part of the repository)" % d)
     rows, failures, peak_errs = [], [], []
-    for name, ranks in trace_sets(d).items():
+    ranks_of = trace_sets(d)
+    for name, ranks in ranks_of.items():
         cfg = validate.summarize(ranks[min(ranks)])[0]
+        if cfg.get("mode") == "ep":  # each rank routes its own batch (CONFIG routed=)
+            cfg["routed_ranks"] = ":".join(validate.summarize(ranks[r])[0]["routed"] for r in sorted(ranks))
         stem = validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"])
         dirs = graphs if isinstance(graphs, (list, tuple)) else [graphs]  # the first that has the graph
         # MixedPrecisionPolicy: the graph exported in param_dtype (MODEL_bf16.json), where there is one
@@ -185,6 +200,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
             c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches" % (
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"], cfg["schedule"],
                 " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "", cfg["microbatches"])
+        elif cfg.get("mode") == "ep":
+            c = "batch %s, %s, ep=%s, routed %s" % (cfg["batch"], cfg.get("opt"), cfg["world"],
+                                                    validate.summarize(ranks_of[name][rank])[0]["routed"])
         elif cfg.get("mode") == "tp":
             c = "batch %s, seq %s, %s, tp=%s, plan %s%s" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
                                                          cfg.get("tp_plan"), ", sequence parallel" if cfg.get("sp") == "1" else "")

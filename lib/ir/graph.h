@@ -96,6 +96,11 @@ struct Graph {
     int64_t experts = 0;
   };
   std::vector<Routing> routing;
+  /// Expert parallelism the graph was rewritten with (ApplyExpertParallel,
+  /// lib/ir/expert_parallel.h): the degree (1 = none) and the experts' [E/N, ...] weights in
+  /// the order ExpertParallel distributes them.
+  int ep_degree = 1;
+  std::vector<TensorId> ep_shards;
   /// torch.compile (lib/ir/compile_mode.h): the same model run the other way, as its export
   /// wrote it (a compiled graph's eager ops, the `compiled` section's `eager_ops`; under
   /// `--compile off`, the compiled graph), or null.

@@ -2,7 +2,8 @@
 // → token), not differentiable, and sort / argsort (tokens grouped by expert); scatter_add lives
 // with scatter (rules_llm.cc). From the 2.13 CPU kernels (Note [MoE routing ops] in
 // docs/op-rules.md); the routed split itself is `split` with per-expert count symbols (Note
-// [Routed token counts]).
+// [Routed token counts]). Expert parallel's token dispatch and combine (torchtitan's
+// ExpertParallel, Note [Expert parallel] in docs/parallel.md) are ep_dispatch and ep_combine.
 #include <algorithm>
 
 #include "lib/ops/op_rules.h"
@@ -75,6 +76,98 @@ void FwdFloorDivide(const RuleCtx& c, FwdPlan* p) {
 // sort's backward (values): value_selecting_reduction_backward, a zero grad scattered: one new.
 void BwdSort(const RuleCtx& c, BwdPlan* p) { p->GradNew(0); }
 
+// ep_dispatch(routed [T, ...], counts [E] int64) → (received [R, ...], local counts [E/N] int64,
+// permutation [R] int64): torchtitan's ExpertParallel._token_dispatch with _permute (without the
+// grouped GEMM's alignment padding). Attributes: "world" N, "recv" R (this rank's received rows),
+// "rows" the rows source s sends to local expert j, listed j-major (the permutation's order).
+Status InferEpDispatch(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 2 || c.in[0]->dim() < 1 || c.in[1]->dim() != 1) return RuleError(c, "expected routed rows and [E] counts");
+  auto n = c.op.attrs.GetInt("world", c.bindings);
+  auto recv = c.op.attrs.GetInt("recv", c.bindings);
+  const int64_t experts = c.in[1]->sizes[0];
+  if (!n || *n < 1 || experts % *n != 0) return RuleError(c, "\"world\" must divide the experts");
+  if (!recv || *recv < 0) return RuleError(c, "needs \"recv\" (the received rows)");
+  std::vector<int64_t> sizes = c.in[0]->sizes;
+  sizes[0] = *recv;
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, sizes));
+  o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, {experts / *n}));
+  o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, {*recv}));
+  return Status::OK();
+}
+
+// In the order of the 2.13 CPU trace (tests/data/traces_ep_2_13): the counts' all_to_all_single
+// into empty_like(counts); the input and output splits, each a [N] sum read with tolist(); the
+// starts (cumsum - counts, the cumsum freed); per (local expert, source) a 0-dim sum and an int64
+// arange of the rows (an empty one allocates nothing); their cat (the permutation), the aranges
+// freed from the list's end; all_to_all_single_autograd's output (new_empty in
+// _c10d_functional::all_to_all_single), indexed by the permutation and freed; the local counts
+// (the grid's column sums); the starts and the counts' copy die when the hook returns. The
+// permutation is kept by the IndexBackward node (and by ExpertParallel, Note [Expert parallel]).
+void FwdEpDispatch(const RuleCtx& c, FwdPlan* p) {
+  const int64_t experts = c.in[1]->sizes[0], n = c.op.attrs.GetInt("world", c.bindings).value_or(1);
+  const int counts_group = p->AddExtra(8 * experts, "all_to_all counts");
+  p->FreeExtra(p->AddExtra(8 * n, "input splits"));
+  p->FreeExtra(p->AddExtra(8 * n, "output splits"));
+  const int cumsum = p->AddExtra(8 * experts, "cumsum");
+  const int starts = p->AddExtra(8 * experts, "starts");
+  p->FreeExtra(cumsum);
+  std::vector<int> aranges;
+  for (int64_t rows : c.op.attrs.GetInts("rows", c.bindings).value_or(std::vector<int64_t>{})) {
+    p->FreeExtra(p->AddExtra(8, "arange end"));
+    if (rows > 0) aranges.push_back(p->AddExtra(8 * rows, "arange"));
+  }
+  p->AllocOutput(2);
+  for (auto it = aranges.rbegin(); it != aranges.rend(); ++it) p->FreeExtra(*it);
+  const int received = p->AddExtra(Bytes(*c.out[0]), "all_to_all_single output");
+  p->AllocOutput(0);
+  p->FreeExtra(received);
+  p->AllocOutput(1);
+  p->FreeExtra(starts);
+  p->FreeExtra(counts_group);
+  if (c.rg_in(0)) p->Save(SavedRef::kOutput, 2);
+}
+
+// IndexBackward (zeros of the received rows, the grad index_put_ into them), the incoming grad
+// dropped, then the reverse all_to_all_single into the routed rows' grad; the zeros freed.
+void BwdEpDispatch(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  const int zeros = p->Temp(Bytes(*c.out[0]), "index grad");
+  p->ReleaseGradOut();
+  p->GradNew(0);
+  p->FreeTemp(zeros);
+}
+
+// ep_combine(out [R, ...], permutation [R], local counts) → [T, ...]: _unpermute (new_empty, the
+// rows written back by index_put_) and the reverse all_to_all_single_autograd. Attribute "rows":
+// T, the rows this rank routed.
+Status InferEpCombine(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 3 || c.in[0]->dim() < 1) return RuleError(c, "expected the experts' output, the permutation and the counts");
+  auto rows = c.op.attrs.GetInt("rows", c.bindings);
+  if (!rows || *rows < 0) return RuleError(c, "needs \"rows\" (the routed rows)");
+  std::vector<int64_t> sizes = c.in[0]->sizes;
+  sizes[0] = *rows;
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, sizes));
+  return Status::OK();
+}
+
+void FwdEpCombine(const RuleCtx& c, FwdPlan* p) {
+  const int unpermuted = p->AddExtra(Bytes(*c.in[0]), "unpermuted");
+  p->AllocOutput(0);
+  p->FreeExtra(unpermuted);
+  if (c.rg_in(0)) p->Save(SavedRef::kInput, 1);
+}
+
+// all_to_all_single's backward (the grad sent back: received-sized), the incoming grad dropped,
+// then IndexPutBackward's values grad (grad.index(permutation)); the received grad freed. The
+// unpermuted buffer had no history: no grad for it.
+void BwdEpCombine(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  const int received = p->Temp(Bytes(*c.in[0]), "all_to_all grad");
+  p->ReleaseGradOut();
+  p->GradNew(0);
+  p->FreeTemp(received);
+}
+
 constexpr uint32_t kFirst = 1u;
 constexpr uint32_t kNotDiff = 0u;
 
@@ -84,6 +177,8 @@ const std::vector<OpRule> kMoeRules = {
     {OpKind::kBincount, 1, 1, kNotDiff, InferBincount, FwdBincount, nullptr},
     {OpKind::kSort, 1, 1, kFirst, InferSort, FwdSort, BwdSort},
     {OpKind::kFloorDivide, 1, 1, kNotDiff, InferFloorDivide, FwdFloorDivide, nullptr},
+    {OpKind::kEpDispatch, 2, 2, kFirst, InferEpDispatch, FwdEpDispatch, BwdEpDispatch},
+    {OpKind::kEpCombine, 3, 3, kFirst, InferEpCombine, FwdEpCombine, BwdEpCombine},
 };
 
 }  // namespace memsim

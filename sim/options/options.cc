@@ -6,6 +6,7 @@
 
 #include "lib/autodiff/optimizer.h"
 #include "lib/autodiff/pipeline.h"
+#include "lib/ir/expert_parallel.h"
 #include "lib/ir/fp8.h"
 #include "lib/ir/tensor_parallel.h"
 #include "lib/ir/compile_mode.h"
@@ -142,7 +143,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "defaults) or min_size=BYTES,streams=on|off,pin=on|off,stash=K; off (default)");
   cmd->add_option("--moe-routing", moe_routing,
                   "mixture of experts: the tokens each expert receives where --set routed<L>_e<i>=N does not give "
-                  "them: balanced (default) or hot=F (the first expert F times the mean, the rest balanced)");
+                  "them: balanced (default), hot=F (the first expert F times the mean, the rest balanced; under "
+                  "--mesh ep=N every rank routes so, and expert 0's rank receives the most) or ranks=C0:C1:... "
+                  "(each rank's counts, as the kit's routed=: layers by '/', experts by ',')");
   cmd->add_option("--optimizer-in-backward", optimizer_in_backward,
                   "on: one optimizer per parameter, stepped by a post-accumulate-grad hook that then frees the grad "
                   "(torchtune optimizer_in_bwd); off (default)")
@@ -310,8 +313,12 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
   }
   if (!mesh.empty()) {  // the rank's shards (Note [Tensor parallel]); ApplyMesh checks the rest
     MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
+    if (dims.ep > 1 && dims.world() > dims.ep) return g;  // ep with another dimension: ApplyMesh refuses it
     if (dims.tp > 1) {
       MEMSIM_ASSIGN_OR_RETURN(g, ApplyTensorParallel(g, {dims.tp, tp_plan, sequence_parallel == "on"}));
+    }
+    if (dims.ep > 1) {  // Note [Expert parallel]
+      MEMSIM_ASSIGN_OR_RETURN(g, ApplyExpertParallel(g, dims.ep));
     }
   }
   if (!fp8.empty()) {
@@ -517,7 +524,8 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   const std::pair<int, const char*> pending[] = {
       {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
       {dims.pp > 1 && dims.world() > dims.pp ? 2 : 1, "pp with other dimensions"},
-      {dims.cp, "cp (context parallel)"}, {dims.ep, "ep (expert parallel)"}};
+      {dims.cp, "cp (context parallel)"},
+      {dims.ep > 1 && dims.world() > dims.ep ? 2 : 1, "ep with other dimensions (expert parallel borrowing dp_shard)"}};
   for (const auto& [degree, what] : pending)
     if (degree > 1)
       return Status::Unsupported("--mesh " + mesh + ": " + what + " is not simulated yet; data parallelism is "

@@ -25,6 +25,11 @@ TEST(Mesh, ExpertParallelBorrowsDataAndContextRanks) {
   Result<MeshDims> bad = ParseMesh("--mesh", "dp_shard=4,ep=3");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("ep=3 must divide dp_shard*cp = 4"), std::string::npos);
+  // alone (no dp_shard or cp to borrow), the ep ranks are the world (Note [Expert parallel])
+  Result<MeshDims> alone = ParseMesh("--mesh", "ep=4");
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->world(), 4);
+  EXPECT_EQ(alone->ToString(), "ep=4");
 }
 
 TEST(Mesh, RefusesBadItemsWithOneLineNamingThem) {

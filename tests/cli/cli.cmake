@@ -37,6 +37,19 @@ memsim_error_test(moe_counts_partial 2 "routed0_e\\* add up to 49 but routing 0 
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 64 --profile cpu --set routed0_e0=1)
 memsim_error_test(moe_routing_unknown 2 "--moe-routing: expected balanced or hot=F"
   run graphs/mlp.json --profile cpu --moe-routing zipf)
+# Expert parallel (Note [Expert parallel]): every rank simulated with the rows it receives; under
+# hot=3 expert 0's rank receives three times the mean and peaks highest.
+memsim_golden_test(run_ep_hot_ranks run_ep_hot_ranks.txt
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 64 --profile cpu --torch 2.13 --optimizer adam --mesh ep=4 --moe-routing hot=3)
+memsim_golden_test(run_ep_kit_ranks_json run_ep_kit_ranks.json
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 32 --profile cpu --torch 2.13 --optimizer adam --step first --mesh ep=2
+  --moe-routing ranks=29,9,2,24:29,9,1,25 --json --top 0)
+memsim_error_test(ep_indivisible 2 "^memsim: --mesh ep=3: moe_mlp: routing 0 has 4 experts, not divisible by 3"
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --mesh ep=3)
+memsim_error_test(ep_dense 2 "^memsim: --mesh ep=2: mlp has no mixture-of-experts routing"
+  run graphs/mlp.json --profile cpu --mesh ep=2)
+memsim_error_test(ep_ranks_count 2 "--moe-routing ranks=...: 1 ranks' counts for --mesh ep=2; give one per rank"
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 32 --profile cpu --mesh ep=2 --moe-routing ranks=29,9,2,24)
 
 memsim_error_test(unknown_op 2 "bad/unknown_op.json: /ops/1/op: unknown op" run tests/cli/bad/unknown_op.json)
 memsim_error_test(dangling_tensor 2 "/ops/0/inputs/0: unknown tensor \"nope\"" run tests/cli/bad/dangling.json)

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Records the expert-parallel per-rank CPU traces in tests/data/traces_ep_2_13/: the kit's
 # trace_ddp.py --mode ep under torch 2.13 (gloo, one process per rank; torchtitan's ExpertParallel on
-# the MoE models of graphs/moe_models.py). memsim does not simulate --mesh ep yet (Note [Expert
-# parallel] in docs/parallel.md): these traces are the checks for it. Each rank's CONFIG names its
-# tokens per expert (routed=). Needs the 2.x venv (`make deps`) and gcc.
+# the MoE models of graphs/moe_models.py), checked per rank by tools/validate.py against
+# `memsim run --mesh ep=N --moe-routing ranks=...` (Note [Expert parallel] in docs/parallel.md).
+# Each rank's CONFIG names its tokens per expert (routed=). Needs the 2.x venv (`make deps`) and gcc.
 # Usage: record_ep_2_13.sh [OUTDIR] [PYTHON]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

@@ -25,7 +25,8 @@ int Get(const MeshDims& d, std::string_view name) { return *Field(const_cast<Mes
 }  // namespace
 
 int64_t MeshDims::world() const {
-  return int64_t{pp} * dp_replicate * dp_shard * cp * tp;
+  const int64_t w = int64_t{pp} * dp_replicate * dp_shard * cp * tp;
+  return int64_t{dp_shard} * cp == 1 ? w * ep : w;  // ep alone: its own ranks (Note [Expert parallel])
 }
 
 std::string MeshDims::ToString() const {
@@ -70,7 +71,7 @@ Result<MeshDims> ParseMesh(std::string_view option, std::string_view text) {
   }
   if (d.world() > (int64_t{1} << 31))
     return Status::InvalidArgument(opt + ": " + std::to_string(d.world()) + " ranks; at most 2^31");
-  if ((int64_t{d.dp_shard} * d.cp) % d.ep != 0)
+  if (int64_t{d.dp_shard} * d.cp > 1 && (int64_t{d.dp_shard} * d.cp) % d.ep != 0)
     return Status::InvalidArgument(opt + ": ep=" + std::to_string(d.ep) + " must divide dp_shard*cp = " +
                                    std::to_string(int64_t{d.dp_shard} * d.cp) +
                                    " (expert parallelism borrows the data-parallel and context ranks)");

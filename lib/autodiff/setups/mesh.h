@@ -20,9 +20,10 @@ struct MeshDims {
   int pp = 1;            ///< pipeline stages
   int cp = 1;            ///< context-parallel ranks (the sequence split)
   /// expert-parallel ranks; borrowed from dp_shard·cp as torchtitan does, so it adds no ranks
+  /// (alone, without dp_shard or cp, they are ranks of their own: Note [Expert parallel])
   int ep = 1;
 
-  /// The ranks of the mesh: pp·dp_replicate·dp_shard·cp·tp.
+  /// The ranks of the mesh: pp·dp_replicate·dp_shard·cp·tp (times ep when dp_shard·cp is 1).
   int64_t world() const;
   /// Any dimension above 1.
   bool enabled() const { return world() > 1 || ep > 1; }
@@ -44,7 +45,7 @@ inline constexpr std::string_view kMeshDimNames[] = {"pp", "dp_replicate", "dp_s
 /// Parses "dp_shard=8,tp=2" (any order, each name at most once, degrees 1 to 1,000,000). Errors
 /// are one line naming |option| and the offending item: an unknown name (with the nearest one),
 /// a repeated name, a degree that is not a positive integer, a world beyond 2^31, ep not
-/// dividing dp_shard·cp.
+/// dividing dp_shard·cp (above 1).
 Result<MeshDims> ParseMesh(std::string_view option, std::string_view text);
 
 /// The coordinates of |rank| (0 ≤ rank < world) in torchtitan's row-major order, tp innermost:
