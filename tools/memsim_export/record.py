@@ -322,6 +322,10 @@ class FunctionRecorder(TorchFunctionMode):
             out = ops_moe.meta_bincount(self.cx, *args, **kwargs)
             self.cx.convert(h, name, out, args, kwargs)
             return out
+        if func in ops_moe.GROUPED_MM and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            out = ops_moe.meta_grouped_mm(*args, **kwargs)  # the meta kernel refuses float32
+            self.cx.convert(h, name, out, args, kwargs)
+            return out
         if h is not None and name in ALWAYS_RECORD:
             out = func(*args, **kwargs)
             self.cx.record_op(func, _func_name(func), out, args, kwargs, _qual_name(func))
