@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
