@@ -319,6 +319,17 @@ def t_masked_scatter_(cx, x, mask, source):
     return write_view(cx, base, [base, x, source, mask], {"write": "masked_scatter"})
 
 
+def setitem_by_execution(cx, x, idx, value):
+    """``x[idx] = value`` under export by execution (record.py): the write of f_setitem on x itself
+    (a write into a view would leave its base's real tensor bound to the unwritten name: recorded
+    instead); returns the written base, which the recorder binds to x."""
+    x = T(x)
+    if view_root(x) is not x:
+        raise Unsupported("x[...] = value into a view under export by execution")
+    f_setitem(cx, x, idx, value)
+    return cx._node_ops[-1][1]
+
+
 def write_view(cx, base, inputs, attrs):
     """Emits the ``view_write`` op and rebinds every later use of ``base`` to its output."""
     out = cx.emit("view_write", inputs, attrs, shape=base.shape, dtype=base.dtype)
