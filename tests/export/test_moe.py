@@ -68,7 +68,10 @@ class GroupedExperts(nn.Module):
         ids_g, perm = torch.sort(ids)
         rows = x[perm // 2]
         offs = torch.cumsum(torch.histc(ids_g.float(), bins=4, min=0, max=3), dim=0, dtype=torch.int32)
-        return torch.nn.functional.grouped_mm(rows, self.w.transpose(-2, -1), offs=offs)
+        y = torch.nn.functional.grouped_mm(rows, self.w.transpose(-2, -1), offs=offs)
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(perm.size(0))  # the inverse permutation: x[idx] = v on no view
+        return y[inv]
 
 
 @unittest.skipUnless(hasattr(torch.nn.functional, "grouped_mm"), "torch without grouped_mm (2.10+)")
@@ -81,6 +84,8 @@ class GroupedMmExport(unittest.TestCase):
         self.assertEqual(len(gm), 1)
         self.assertEqual(len(gm[0]["inputs"]), 3)
         self.assertEqual(ops(g, "histc")[0]["attrs"], {"bins": 4})
+        self.assertEqual([o["attrs"]["write"] for o in ops(g, "view_write")], ["index_put"])
+        self.assertEqual(ops(g, "recorded"), [])
 
 
 if __name__ == "__main__":
