@@ -161,8 +161,8 @@ TEST(MoeRuleTest, GroupedMmPadsRowsAndGivesTheWeightItsOwnLayout) {
   EXPECT_THAT(SizesOf(run, "y"), ElementsAre(12, 24));
   EXPECT_THAT(SavedNames(run, "y"), ElementsAre("offs", "x"));  // x only needs no grad: B is not kept
   EXPECT_THAT(AllocBytesOf(run, "y"), ElementsAre(12 * 24 * 4));
-  // the weight's grad is [4, 24, 16] dense: AccumulateGrad steals it (no copy into w.grad)
-  EXPECT_THAT(AllocBytesOf(run, "w.grad"), ElementsAre(4 * 24 * 16 * 4));
+  // the weight's grad is [4, 24, 16] dense: AccumulateGrad steals it (one buffer, no copy)
+  EXPECT_THAT(AllocBytesOf(run, "wt.grad"), ElementsAre(4 * 24 * 16 * 4));
   auto padded = testing::Simulate(Grouped(6), Opts("cpu"));  // 6 floats = 24 bytes: rows of 8
   ASSERT_TRUE(padded.ok) << padded.error;
   EXPECT_THAT(AllocBytesOf(padded, "y"), ElementsAre(12 * 8 * 4));
