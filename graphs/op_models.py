@@ -252,6 +252,36 @@ class SliceAssign(nn.Module):  # slice assignment and in-place writes into views
         return s.c(z.flatten(1))
 
 
+class AdaptiveMaxNet(nn.Module):  # nn.AdaptiveMaxPool1d/2d/3d on one activation (each keeps it and its indices)
+    def __init__(s):
+        super().__init__()
+        # 16 output channels: oneDNN's AVX-512 blocking of 8 is a known conv gap (grid_net)
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.p2 = nn.AdaptiveMaxPool2d((5, 7)); s.p1 = nn.AdaptiveMaxPool1d(6)
+        s.p3 = nn.AdaptiveMaxPool3d((2, 3, 3)); s.fc = nn.Linear(16 * 5 * 7 + 16 * 6 + 2 * 3 * 3, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        a = s.p2(h).flatten(1)                      # [N, 560]
+        b = s.p1(h.flatten(2)).flatten(1)           # [N, 16, 256] -> [N, 96]
+        c = s.p3(h.unsqueeze(1)).flatten(1)         # [N, 1, 16, 16, 16] -> [N, 18]
+        return s.fc(torch.cat([a, b, c], 1))
+
+
+class MaskWrite(nn.Module):  # x[mask] = number / tensor (index_put_ with a bool mask), masked_scatter_
+    def __init__(s):
+        super().__init__(); s.a = nn.Linear(256, 128); s.b = nn.Linear(256, 128); s.e = nn.Linear(256, 32)
+        s.c = nn.Linear(128, 10)
+        s.register_buffer("cols", torch.arange(128) % 4 == 0)  # 32 of 128 columns
+
+    def forward(s, x):  # [N, 256]
+        h = s.a(x)                                  # [N, 128]
+        g = s.b(x)
+        h[g > 0.5] = 0.0                            # a bool mask and a number: masked_fill_
+        h[s.cols.expand_as(h)] = s.e(x).flatten()   # a bool mask and a tensor: index_put_ (nonzero)
+        h.masked_scatter_(s.cols.expand_as(h), torch.tanh(g[:, :32]))  # masked_scatter_
+        return s.c(h)
+
+
 class UnfoldNet(nn.Module):  # nn.Unfold / F.fold (im2col / col2im), Tensor.unfold (a sliding-window view)
     def __init__(s):
         super().__init__()
@@ -316,6 +346,8 @@ MODELS = {
     "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
     "grid_net": lambda: (GridNet(), (3, 16, 16), 10),
     "circ_pad_cnn": lambda: (CircPadCnn(), (3, 16, 16), 10),
+    "adaptive_max_net": lambda: (AdaptiveMaxNet(), (3, 16, 16), 10),
+    "mask_write": lambda: (MaskWrite(), (256,), 10),
 }
 
 
@@ -343,6 +375,8 @@ sigmoid_mlp_export = _exporter("sigmoid_mlp")
 norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
 slice_assign_export = _exporter("slice_assign")
+adaptive_max_net_export = _exporter("adaptive_max_net")
+mask_write_export = _exporter("mask_write")
 unfold_net_export = _exporter("unfold_net")
 grid_net_export = _exporter("grid_net")
 circ_pad_cnn_export = _exporter("circ_pad_cnn")

@@ -35,7 +35,8 @@ sys.path.insert(0, HERE)
 # --quick: (section, name) that must export and run in any release the worker has
 QUICK = [("torchvision classification", "resnet18"), ("torch.nn module", "Linear"), ("torch.nn module", "GELU"),
          ("torch.nn module", "LayerNorm"), ("functional op", "F.relu"), ("functional op", "F.softmax"),
-         ("Hugging Face", "llama attn=sdpa"), ("Hugging Face", "gpt2 attn=sdpa")]
+         ("torch.nn module", "AdaptiveMaxPool3d"), ("Hugging Face", "llama attn=sdpa"), ("Hugging Face", "gpt2 attn=sdpa"),
+         ("Hugging Face", "mixtral attn=sdpa")]
 RECORDED_KINDS = ("recorded", "opaque")  # op kinds replayed from a measurement (Note [Recorded rules])
 CASE_TIMEOUT_S = 240
 

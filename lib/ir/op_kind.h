@@ -51,7 +51,9 @@ namespace memsim {
   X(kReduceScatter, "reduce_scatter") X(kCompiled, "compiled") X(kViewWrite, "view_write")   \
   X(kIm2col, "im2col") X(kCol2im, "col2im") X(kUnfold, "unfold") X(kAffineGrid, "affine_grid")                     \
   X(kGridSample, "grid_sample") X(kRecorded, "recorded") X(kBincount, "bincount") X(kSort, "sort")      \
-  X(kFloorDivide, "floor_divide") X(kEpDispatch, "ep_dispatch") X(kEpCombine, "ep_combine")
+  X(kFloorDivide, "floor_divide") X(kEpDispatch, "ep_dispatch") X(kEpCombine, "ep_combine")     \
+  X(kHistc, "histc") X(kGroupedMm, "grouped_mm")                                                   \
+  X(kAdaptiveMaxPool2d, "adaptive_max_pool2d") X(kAdaptiveMaxPool3d, "adaptive_max_pool3d")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

@@ -187,6 +187,12 @@ struct Profile {
   /// int64 index and weight tensors per spatial dim after the output (Note [Upsample index
   /// buffers]); CUDA's kernels compute them inline.
   bool upsample_index_buffers = false;
+  /// histc: the CPU's bin-edges tensor and per-thread histograms around the output (Note [MoE
+  /// routing ops]); CUDA's kernel writes the output alone.
+  bool histc_cpu_buffers = false;
+  /// masked_select counts the mask with a sum whose bool input the CPU reduction first copies to
+  /// int64 (Note [Writes into views], masked_scatter's backward).
+  bool masked_select_count_copy = false;
   /// 2.x: binary_cross_entropy_with_logits's forward goes through log_sigmoid; 1.13 spells out
   /// the log-sum-exp with max_val and three more input-sized temporaries.
   bool bce_logits_log_sigmoid = true;

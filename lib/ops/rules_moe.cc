@@ -1,5 +1,6 @@
-// Ops of mixture-of-experts routing: bincount (tokens per expert) and floor division (expert slot
-// → token), not differentiable, and sort / argsort (tokens grouped by expert); scatter_add lives
+// Ops of mixture-of-experts routing: bincount and histc (tokens per expert) and floor division
+// (expert slot → token), not differentiable, sort / argsort (tokens grouped by expert), and
+// grouped_mm (every expert's GEMM in one call: transformers' default experts); scatter_add lives
 // with scatter (rules_llm.cc). From the 2.13 CPU kernels (Note [MoE routing ops] in
 // docs/op-rules.md); the routed split itself is `split` with per-expert count symbols (Note
 // [Routed token counts]). Expert parallel's token dispatch and combine (torchtitan's
@@ -71,6 +72,78 @@ void FwdFloorDivide(const RuleCtx& c, FwdPlan* p) {
   p->AllocOutput(0);
   if (kc >= 0) p->FreeExtra(kc);
   if (k >= 0) p->FreeExtra(k);
+}
+
+// histc(X, bins, min, max) → [bins] of X's dtype (transformers' grouped experts count tokens per
+// expert with it, integrations/moe.py).
+Status InferHistc(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 1) return RuleError(c, "expected 1 input");
+  auto bins = c.op.attrs.GetInt("bins", c.bindings);
+  if (!bins || *bins <= 0) return RuleError(c, "needs \"bins\" > 0");
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, {*bins}));
+  return Status::OK();
+}
+
+// histogram_histc_out (aten/src/ATen/native/Histogram.cpp): an empty bin_edges tensor resized to
+// bins + 1 and filled by linspace, the histogram; the CPU kernel (native/cpu/HistogramKernel.cpp
+// histogramdd_cpu_contiguous) sums per-thread histograms, an [threads, bins] at::zeros, into it
+// (one thread: memsim's CPU traces run OMP_NUM_THREADS=1); bin_edges dies when the op returns.
+// 1.13 and 2.13 CPU measurements agree. CUDA's _histc_cuda writes the output alone.
+void FwdHistc(const RuleCtx& c, FwdPlan* p) {
+  const TensorMeta& x = *c.in[0];
+  int64_t bins = c.op.attrs.GetInt("bins", c.bindings).value_or(1);
+  int64_t el = ElementSize(x.dtype);
+  int edges = c.profile.histc_cpu_buffers ? p->AddExtra((bins + 1) * el, "histc bin_edges") : -1;
+  p->AllocOutput(0);
+  if (edges < 0) return;
+  p->FreeExtra(p->AddExtra(bins * el, "histc per-thread histograms"));
+  p->FreeExtra(edges);
+}
+
+// grouped_mm(A [S, K], B [E, K, N], offs int32 [E]) → [S, N]: torch._grouped_mm with offsets (2-D
+// × 3-D, the MoE case). create_grouped_gemm_output_tensor (aten/src/ATen/native/GroupedMMUtils.h)
+// pads each output row to 16 bytes (empty_strided with stride {N_pad, 1}).
+int64_t PaddedRow(int64_t n, Dtype t) {
+  int64_t align = std::max<int64_t>(1, 16 / ElementSize(t));
+  return (n + align - 1) / align * align;
+}
+
+Status InferGroupedMm(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 3) return RuleError(c, "expected A, B and offs");
+  const TensorMeta& a = *c.in[0];
+  const TensorMeta& b = *c.in[1];
+  if (a.dim() != 2 || b.dim() != 3 || c.in[2]->dim() != 1)
+    return RuleError(c, "expected a 2-D A, a 3-D B and 1-D offs (the 2-D × 3-D grouped GEMM)");
+  if (a.sizes[1] != b.sizes[1] || c.in[2]->sizes[0] != b.sizes[0])
+    return RuleError(c, "A " + a.ShapeString() + ", B " + b.ShapeString() + " and offs do not match");
+  TensorMeta m{a.dtype, {a.sizes[0], b.sizes[2]}, {PaddedRow(b.sizes[2], a.dtype), 1}};
+  o->Fresh(std::move(m));
+  return Status::OK();
+}
+
+// The CPU kernel (_grouped_mm_fallback) runs one mm_out per group into slices of the output: no
+// other buffer. derivatives.yaml: self: _grouped_mm_mat1_backward(grad, mat2, …, offs),
+// mat2: _grouped_mm_mat2_backward(grad, self, …, offs); the node keeps mat2 iff self needs a grad,
+// self iff mat2 does, and offs (SavedVariables in argument-name order: mat2, offs, self).
+void FwdGroupedMm(const RuleCtx& c, FwdPlan* p) {
+  const TensorMeta& out = *c.out[0];
+  int64_t padded = out.sizes[0] * out.strides[0] * ElementSize(out.dtype);
+  p->AllocOutput(0, padded > out.bytes() ? padded : 0);
+  if (c.rg_in(0)) p->Save(SavedRef::kInput, 1);
+  if (c.rg_in(0) || c.rg_in(1)) p->Save(SavedRef::kInput, 2);
+  if (c.rg_in(1)) p->Save(SavedRef::kInput, 0);
+}
+
+// Backward (a 2.13 CPU dispatch log): mat2's grad first (the generated code's order, as mm's), the
+// 2-D × 2-D grouped GEMM gradᵀ · self giving [E, N, K] returned transposed, so the grad has B's
+// layout (an expert weight's transpose view: AccumulateGrad steals it); then self's, grad · Bᵀ.
+void BwdGroupedMm(const RuleCtx& c, BwdPlan* p) {
+  auto mat2 = [&] {
+    if (c.rg_in(1)) p->GradNewLike(1, *c.in[1]);
+  };
+  if (c.profile.mm_grad_mat2_first) mat2();
+  if (c.rg_in(0)) p->GradNew(0);
+  if (!c.profile.mm_grad_mat2_first) mat2();
 }
 
 // sort's backward (values): value_selecting_reduction_backward, a zero grad scattered: one new.
@@ -179,6 +252,8 @@ const std::vector<OpRule> kMoeRules = {
     {OpKind::kFloorDivide, 1, 1, kNotDiff, InferFloorDivide, FwdFloorDivide, nullptr},
     {OpKind::kEpDispatch, 2, 2, kFirst, InferEpDispatch, FwdEpDispatch, BwdEpDispatch},
     {OpKind::kEpCombine, 3, 3, kFirst, InferEpCombine, FwdEpCombine, BwdEpCombine},
+    {OpKind::kHistc, 1, 1, kNotDiff, InferHistc, FwdHistc, nullptr},
+    {OpKind::kGroupedMm, 3, 3, 3u, InferGroupedMm, FwdGroupedMm, BwdGroupedMm, nullptr, false, true},
 };
 
 }  // namespace memsim

@@ -720,8 +720,12 @@ void BwdNorm(const RuleCtx& c, BwdPlan* p) {
 }
 
 // Pooling, 2-D and 3-D (Note [3-D convolution and pooling]).
-bool Is3dPool(OpKind k) { return k == OpKind::kMaxPool3d || k == OpKind::kAvgPool3d || k == OpKind::kAdaptiveAvgPool3d; }
+bool Is3dPool(OpKind k) {
+  return k == OpKind::kMaxPool3d || k == OpKind::kAvgPool3d || k == OpKind::kAdaptiveAvgPool3d ||
+         k == OpKind::kAdaptiveMaxPool3d;
+}
 bool IsAdaptiveAvg(OpKind k) { return k == OpKind::kAdaptiveAvgPool2d || k == OpKind::kAdaptiveAvgPool3d; }
+bool IsAdaptiveMax(OpKind k) { return k == OpKind::kAdaptiveMaxPool2d || k == OpKind::kAdaptiveMaxPool3d; }
 
 Status InferPool(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(Need(c, 1, 1));
@@ -732,7 +736,7 @@ Status InferPool(const RuleCtx& c, InferOut* o) {
                             std::to_string(nd + 2) + "-D");
   auto sizes = x.sizes;
   int64_t h = x.dim() - nd;
-  if (IsAdaptiveAvg(c.op.kind)) {
+  if (IsAdaptiveAvg(c.op.kind) || IsAdaptiveMax(c.op.kind)) {
     auto os = Spatial(c, "output_size", nd, std::nullopt);
     if (!os) return RuleError(c, "needs \"output_size\"");
     for (int i = 0; i < nd; ++i) sizes[h + i] = (*os)[i] < 0 ? x.sizes[h + i] : (*os)[i];
@@ -773,6 +777,16 @@ void FwdPool(const RuleCtx& c, FwdPlan* p) {
     p->Save(SavedRef::kExtra, idx);
     return;
   }
+  // adaptive_max_pool{2,3}d (derivatives.yaml: adaptive_max_pool2d_backward(grad, self, result1)):
+  // the output, then the int64 indices (the structured CPU and CUDA kernels alike), both kept
+  // with the input (Note [Adaptive max pooling]).
+  if (IsAdaptiveMax(c.op.kind)) {
+    p->AllocOutput(0);
+    int idx = p->AddExtra(c.out[0]->numel() * 8, "adaptive_max_pool indices");
+    p->Save(SavedRef::kInput, 0);
+    p->Save(SavedRef::kExtra, idx);
+    return;
+  }
   // adaptive_avg_pool to 1×1(×1) is a mean over the spatial dims (MeanBackward: sizes only in 2.x).
   if (IsGlobalAvg(c) && !c.profile.mean_keeps_input) return;
   p->Save(SavedRef::kInput, 0);
@@ -803,6 +817,8 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAdaptiveAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kAdaptiveMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
 };
 
 }  // namespace memsim

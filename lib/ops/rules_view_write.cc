@@ -1,35 +1,58 @@
 // In-place writes into a view of a base tensor (`x[:, :k] = y`, `x[:, 0] = 0.0`,
-// `x[:, k:].masked_fill_(m, v)`, `x[:, idx] = y`): the `view_write` op, whose output is the base
-// written in place. Autograd records the inner op's node (CopyBackwards, FillBackward,
-// MaskedFillBackward0, IndexPutBackward0) and, when the write went into a real view of the base,
+// `x[:, k:].masked_fill_(m, v)`, `x[:, idx] = y`, `x[mask] = 0.0`, `x[mask] = y`,
+// `x.masked_scatter_(mask, y)`): the `view_write` op, whose output is the base written in place.
+// Autograd records the inner op's node (CopyBackwards, FillBackward, MaskedFillBackward0,
+// IndexPutBackward0, MaskedScatterBackward0) and, when the write went into a real view of the base,
 // wraps it in a CopySlices node (Note [Writes into views] in docs/op-rules.md).
+#include <algorithm>
+
 #include "lib/ops/op_rules.h"
 
 namespace memsim {
 namespace {
 
-enum class Write { kCopy, kFill, kMaskedFill, kIndexPut };
+enum class Write { kCopy, kFill, kMaskedFill, kIndexPut, kMaskFill, kMaskPut, kMaskedScatter };
 
 std::optional<Write> ParseWrite(const std::string& w) {
   if (w == "copy") return Write::kCopy;
   if (w == "fill") return Write::kFill;
   if (w == "masked_fill") return Write::kMaskedFill;
   if (w == "index_put") return Write::kIndexPut;
+  if (w == "mask_fill") return Write::kMaskFill;
+  if (w == "mask_put") return Write::kMaskPut;
+  if (w == "masked_scatter") return Write::kMaskedScatter;
   return std::nullopt;
 }
 
 Write WriteOf(const RuleCtx& c) { return ParseWrite(c.op.attrs.GetString("write", "copy")).value_or(Write::kCopy); }
 
 /// Inputs: base, view (a view of the base, or the base itself), then per write: copy the value;
-/// masked_fill the mask; index_put the value and a 1-D int64 index (along `dim` of the view).
+/// masked_fill the mask; index_put the value and a 1-D int64 index (along `dim` of the view);
+/// mask_fill (`x[mask] = number`) the bool mask; mask_put (`x[mask] = y`) and masked_scatter the
+/// value and the bool mask.
 size_t ArityOf(Write w) {
   switch (w) {
     case Write::kCopy: return 3;
     case Write::kFill: return 2;
     case Write::kMaskedFill: return 3;
     case Write::kIndexPut: return 4;
+    case Write::kMaskFill: return 3;
+    case Write::kMaskPut: return 4;
+    case Write::kMaskedScatter: return 4;
   }
   return 0;
+}
+
+/// The mask input: the third (masked_fill, mask_fill) or fourth (mask_put, masked_scatter).
+const TensorMeta& MaskOf(const RuleCtx& c) { return *c.in[c.in.size() == 4 ? 3 : 2]; }
+
+/// The rows a bool mask selects in `x[mask] = y`: the value's elements over the view's elements
+/// per mask position (the value holds one row of the unmasked trailing dims per true element).
+int64_t MaskedRows(const RuleCtx& c) {
+  const TensorMeta& view = *c.in[1];
+  int64_t row = 1;
+  for (int64_t d = MaskOf(c).dim(); d < view.dim(); ++d) row *= view.sizes[d];
+  return row > 0 ? c.in[2]->numel() / row : 0;
 }
 
 /// The shape index_put_ writes into: the view with dim `dim` replaced by the index's length.
@@ -63,6 +86,14 @@ Status InferViewWrite(const RuleCtx& c, InferOut* o) {
     if (c.in[3]->dim() != 1 || !c.op.attrs.GetInt("dim", c.bindings))
       return RuleError(c, "index_put takes a 1-D index and \"dim\"");
   }
+  if (*w == Write::kMaskFill || *w == Write::kMaskPut || *w == Write::kMaskedScatter) {
+    const TensorMeta& mask = MaskOf(c);
+    if (mask.dtype != Dtype::kBool || mask.dim() > view.dim() ||
+        !std::equal(mask.sizes.begin(), mask.sizes.end(), view.sizes.begin()))
+      return RuleError(c, "the mask " + mask.ShapeString() + " must be bool with the leading sizes of " + view.ShapeString());
+    if (*w != Write::kMaskFill && c.in[2]->dtype != base.dtype)
+      return RuleError(c, "the value's dtype differs from the base's (cast it first)");
+  }
   if (*w == Write::kMaskedFill) {
     auto b = BroadcastShapes(view.sizes, c.in[2]->sizes);
     if (!b || *b != view.sizes) return RuleError(c, "mask " + c.in[2]->ShapeString() + " does not broadcast to " + view.ShapeString());
@@ -75,13 +106,28 @@ Status InferViewWrite(const RuleCtx& c, InferOut* o) {
 /// (python_variable_indexing.cpp valueToTensor → at::indexing::scalarToTensor) for fill_; it dies
 /// with the statement. MaskedFillBackward0 keeps the mask, IndexPutBackward0 the indices;
 /// CopySlices, CopyBackwards and FillBackward keep only sizes.
+///
+/// `x[mask] = number` is index_put_ with a 0-dim value, which canDispatchToMaskedFill
+/// (aten/src/ATen/native/TensorAdvancedIndexing.cpp) sends to masked_fill_: the wrapped value only.
+/// `x[mask] = y` runs index_put_'s expandTensors: mask.nonzero(), an int64 [rows, mask.dim()],
+/// freed when the write returns. masked_scatter_ (masked_scatter__cpu) writes in place through
+/// `source.contiguous()`. IndexPutBackward0 and MaskedScatterBackward0 keep the mask.
 void FwdViewWrite(const RuleCtx& c, FwdPlan* p) {
   switch (WriteOf(c)) {
-    case Write::kFill: p->FreeExtra(p->AddExtra(ElementSize(c.in[0]->dtype), "fill value")); break;
+    case Write::kFill:
+    case Write::kMaskFill: p->FreeExtra(p->AddExtra(ElementSize(c.in[0]->dtype), "fill value")); break;
     case Write::kMaskedFill: p->Save(SavedRef::kInput, 2); break;
     case Write::kIndexPut: p->Save(SavedRef::kInput, 3); break;
+    case Write::kMaskPut: p->FreeExtra(p->AddExtra(MaskedRows(c) * MaskOf(c).dim() * 8, "index_put mask.nonzero()")); break;
+    case Write::kMaskedScatter: {
+      const TensorMeta& src = *c.in[2];
+      if (src.strides != ContiguousStrides(src.sizes)) p->FreeExtra(p->AddExtra(Bytes(src), "source.contiguous()"));
+      break;
+    }
     case Write::kCopy: break;
   }
+  if (WriteOf(c) == Write::kMaskFill) p->Save(SavedRef::kInput, 2);
+  if (WriteOf(c) == Write::kMaskPut || WriteOf(c) == Write::kMaskedScatter) p->Save(SavedRef::kInput, 3);
 }
 
 /// Whether autograd wraps the inner node in CopySlices: the write went into a view of the base.
@@ -97,21 +143,46 @@ bool IntoView(const RuleCtx& c) {
 /// had history: zeros_like (copy, fill), grad.masked_fill(mask, 0), or
 /// grad.index_put(indices, zeros_like(values)) (derivatives.yaml, CopyBackwards in
 /// torch/csrc/autograd/functions/tensor.cpp). Returns the temp holding it (-1: a grad of input 0).
+///
+/// With a bool mask (mask_fill, mask_put) the index_put is IndexPutBackward0's: zeros_like(values)
+/// (0-dim for a number), the result; a non-scalar value runs expandTensors' mask.nonzero() again
+/// (canDispatchToMaskedFill fails). masked_scatter's is grad.masked_fill(mask, 0).
 int InnerSelfGrad(const RuleCtx& c, BwdPlan* p, int64_t bytes, bool as_base_grad) {
+  const Write w = WriteOf(c);
   int zeros = -1;
-  if (WriteOf(c) == Write::kIndexPut) zeros = p->Temp(Bytes(*c.in[2]), "zeros_like(values)");
+  if (w == Write::kIndexPut || w == Write::kMaskPut) zeros = p->Temp(Bytes(*c.in[2]), "zeros_like(values)");
+  if (w == Write::kMaskFill) zeros = p->Temp(ElementSize(c.in[0]->dtype), "zeros_like(values)");
   int out = -1;
   if (as_base_grad) p->GradNew(0);
-  else out = p->Temp(bytes, WriteOf(c) == Write::kMaskedFill ? "masked_fill grad" : "written grad");
+  else out = p->Temp(bytes, w == Write::kMaskedFill ? "masked_fill grad" : "written grad");
+  if (w == Write::kMaskPut) p->FreeTemp(p->Temp(MaskedRows(c) * MaskOf(c).dim() * 8, "index_put mask.nonzero()"));
   if (zeros >= 0) p->FreeTemp(zeros);
   return out;
 }
 
 /// The inner node's grad for the value: the grad itself (copy; CopySlices hands it its clone) or
 /// grad.index(indices), at the written shape (validate_outputs reduces a broadcast value).
+///
+/// `x[mask] = y`: grad.index(mask) runs mask.nonzero() (freed) before its [rows, ...] result.
+/// masked_scatter: masked_scatter_backward (FunctionsManual.cpp) = grad.masked_select(mask)
+/// viewed as the source; masked_select_out_impl_cpu counts the mask first (`_mask.sum()`: a 0-dim
+/// int64 whose bool input the CPU reduction copies to int64, profile field
+/// `masked_select_count_copy`), then the serial kernel (one thread) fills the result. The source
+/// is taken to hold exactly the selected elements (a larger source adds zeros and a cat).
 void InnerValueGrad(const RuleCtx& c, BwdPlan* p, bool alias) {
-  if (!c.rg_in(2) || (WriteOf(c) != Write::kCopy && WriteOf(c) != Write::kIndexPut)) return;
-  if (WriteOf(c) == Write::kIndexPut) {
+  const Write w = WriteOf(c);
+  if (!c.rg_in(2) || (w != Write::kCopy && w != Write::kIndexPut && w != Write::kMaskPut && w != Write::kMaskedScatter))
+    return;
+  if (w == Write::kMaskPut) {
+    int nz = p->Temp(MaskedRows(c) * MaskOf(c).dim() * 8, "index mask.nonzero()");
+    p->GradNew(2);
+    p->FreeTemp(nz);
+  } else if (w == Write::kMaskedScatter) {
+    int count = p->Temp(8, "masked_select count");
+    if (c.profile.masked_select_count_copy) p->FreeTemp(p->Temp(c.in[1]->numel() * 8, "mask as int64 (sum)"));
+    p->FreeTemp(count);
+    p->GradNew(2);
+  } else if (w == Write::kIndexPut) {
     p->GradNewLike(2, *TensorMeta::Contiguous(c.in[2]->dtype, IndexedSizes(c)));
   } else if (alias) {
     p->GradAlias(2);
@@ -141,7 +212,7 @@ void BwdViewWrite(const RuleCtx& c, BwdPlan* p) {
   if (clone_is_value_grad) InnerValueGrad(c, p, false);
   else clone = p->Temp(view_bytes, "CopySlices grad slice");
   int self_grad = base_rg ? InnerSelfGrad(c, p, view_bytes, false) : -1;
-  if (WriteOf(c) == Write::kIndexPut) InnerValueGrad(c, p, false);
+  if (WriteOf(c) != Write::kCopy) InnerValueGrad(c, p, false);
   if (clone >= 0) p->FreeTemp(clone);
   if (self_grad >= 0) p->FreeTemp(self_grad);
   if (result >= 0) p->FreeTemp(result);

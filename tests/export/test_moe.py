@@ -54,5 +54,39 @@ class MoeExport(unittest.TestCase):
             export_eager(lambda b: Bad(), ["x=batch,8"], symbols={"batch": 4})
 
 
+class GroupedExperts(nn.Module):
+    """transformers' grouped experts in miniature (integrations/moe.py grouped_mm_experts_forward):
+    sort by expert, histc counts, int32 offsets, one grouped GEMM for every expert."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(16, 4)
+        self.w = nn.Parameter(torch.randn(4, 32, 16))
+
+    def forward(self, x):
+        ids = self.router(x).topk(2, dim=-1).indices.reshape(-1)
+        ids_g, perm = torch.sort(ids)
+        rows = x[perm // 2]
+        offs = torch.cumsum(torch.histc(ids_g.float(), bins=4, min=0, max=3), dim=0, dtype=torch.int32)
+        y = torch.nn.functional.grouped_mm(rows, self.w.transpose(-2, -1), offs=offs)
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(perm.size(0))  # the inverse permutation: x[idx] = v on no view
+        return y[inv]
+
+
+@unittest.skipUnless(hasattr(torch.nn.functional, "grouped_mm"), "torch without grouped_mm (2.10+)")
+class GroupedMmExport(unittest.TestCase):
+    def test_grouped_experts(self):
+        # the meta kernel refuses float32 (the CPU kernel does not): the exporter makes the output
+        g = export_eager(lambda b: GroupedExperts(), ["x=batch,16"], symbols={"batch": 8})
+        check_well_formed(self, g)
+        gm = ops(g, "grouped_mm")
+        self.assertEqual(len(gm), 1)
+        self.assertEqual(len(gm[0]["inputs"]), 3)
+        self.assertEqual(ops(g, "histc")[0]["attrs"], {"bins": 4})
+        self.assertEqual([o["attrs"]["write"] for o in ops(g, "view_write")], ["index_put"])
+        self.assertEqual(ops(g, "recorded"), [])
+
+
 if __name__ == "__main__":
     unittest.main()

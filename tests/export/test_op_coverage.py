@@ -180,6 +180,20 @@ class OpCoverage(unittest.TestCase):
         self.assertEqual(out[ops_of(g, "tanh")[0]["inputs"][0]]["op"], "view_write")
         self.assertEqual(out[ops_of(g, "flatten")[0]["inputs"][0]]["op"], "view_write")
 
+    def test_mask_write(self):  # Note [Writes into views]: bool masks, masked_scatter_
+        g = export("mask_write")
+        check_well_formed(self, g)
+        writes = [(o["attrs"]["write"], len(o["inputs"])) for o in ops_of(g, "view_write")]
+        self.assertEqual(writes, [("mask_fill", 3), ("mask_put", 4), ("masked_scatter", 4)])
+        self.assertEqual(ops_of(g, "recorded"), [])
+
+    def test_adaptive_max_net(self):  # Note [Adaptive max pooling]
+        g = export("adaptive_max_net")
+        check_well_formed(self, g)
+        self.assertEqual([o["attrs"]["output_size"] for o in ops_of(g, "adaptive_max_pool2d")], [[5, 7], [1, 6]])
+        self.assertEqual([o["attrs"]["output_size"] for o in ops_of(g, "adaptive_max_pool3d")], [[2, 3, 3]])
+        self.assertEqual(len(ops_of(g, "squeeze")), 1)  # AdaptiveMaxPool1d: the 2-D op between two views
+
     def test_unfold_net(self):  # Note [Unfold and fold]
         g = export("unfold_net")
         check_well_formed(self, g)

@@ -1,5 +1,5 @@
-// Op rules of lib/ops/rules_moe.cc (bincount, sort, floor_divide), scatter_add, and the routed
-// split whose sections are per-expert count symbols (Note [Routed token counts]).
+// Op rules of lib/ops/rules_moe.cc (bincount, sort, floor_divide, histc, grouped_mm), scatter_add,
+// and the routed split whose sections are per-expert count symbols (Note [Routed token counts]).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +17,12 @@ std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
   TensorId t = run.graph.FindTensor(name);
   EXPECT_NE(t, kNone) << name;
   return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
+}
+
+std::vector<int64_t> AllocBytesOf(const testing::Run& run, const std::string& name) {
+  std::vector<int64_t> out;
+  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
+  return out;
 }
 
 // A one-layer MoE on x [8, 4], top-2 of 2 experts: router, topk, bincount, argsort, floor
@@ -124,6 +130,43 @@ TEST(MoeRuleTest, RoutingKeyNeedsEachExpertsSymbol) {
   auto run = testing::Simulate(g, Opts("cpu"));
   EXPECT_FALSE(run.ok);
   EXPECT_THAT(run.error, ::testing::HasSubstr("routed0_e2"));
+}
+
+// transformers' grouped experts on x [6, 16], top 2 of 4 experts (12 routed rows): histc of the
+// sorted expert ids, cumsum to int32 offsets, grouped_mm with an expert weight [4, 24, 16] seen
+// transposed (Note [Grouped GEMM experts]).
+std::string Grouped(int n) {
+  return R"("inputs": [{"name": "x", "shape": [12, 16]}, {"name": "ids", "shape": [12], "dtype": "int32"}],
+      "parameters": [{"name": "w", "shape": [4, )" + std::to_string(n) + R"(, 16]}],
+      "ops": [{"op": "histc", "inputs": ["ids"], "outputs": ["counts"], "attrs": {"bins": 4}},
+              {"op": "cumsum", "inputs": ["counts"], "outputs": ["offs"], "attrs": {"dim": 0}},
+              {"op": "transpose", "inputs": ["w"], "outputs": ["wt"], "attrs": {"dim0": -2, "dim1": -1}},
+              {"op": "grouped_mm", "inputs": ["x", "wt", "offs"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(MoeRuleTest, HistcAllocatesItsCpuBuffersOnly) {
+  auto cpu = testing::Simulate(Grouped(24), Opts("cpu"));
+  auto cuda = testing::Simulate(Grouped(24), Opts("cuda"));
+  ASSERT_TRUE(cpu.ok && cuda.ok) << cpu.error << cuda.error;
+  EXPECT_THAT(SizesOf(cpu, "counts"), ElementsAre(4));
+  EXPECT_EQ(testing::AllocatedContaining(cpu.r.events, "histc bin_edges"), 5 * 4);
+  EXPECT_EQ(testing::AllocatedContaining(cpu.r.events, "histc per-thread"), 4 * 4);
+  EXPECT_TRUE(testing::BuffersContaining(cuda.r.events, "histc").empty());
+}
+
+TEST(MoeRuleTest, GroupedMmPadsRowsAndGivesTheWeightItsOwnLayout) {
+  auto run = testing::Simulate(Grouped(24), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SizesOf(run, "y"), ElementsAre(12, 24));
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("offs", "x"));  // x only needs no grad: B is not kept
+  EXPECT_THAT(AllocBytesOf(run, "y"), ElementsAre(12 * 24 * 4));
+  // the weight's grad is [4, 24, 16] dense: AccumulateGrad steals it (one buffer, no copy)
+  EXPECT_THAT(AllocBytesOf(run, "wt.grad"), ElementsAre(4 * 24 * 16 * 4));
+  auto padded = testing::Simulate(Grouped(6), Opts("cpu"));  // 6 floats = 24 bytes: rows of 8
+  ASSERT_TRUE(padded.ok) << padded.error;
+  EXPECT_THAT(AllocBytesOf(padded, "y"), ElementsAre(12 * 8 * 4));
+  EXPECT_EQ(padded.r.bound.metas[padded.graph.FindTensor("y")].strides, (std::vector<int64_t>{8, 1}));
 }
 
 }  // namespace

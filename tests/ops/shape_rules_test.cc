@@ -423,6 +423,60 @@ TEST(ViewWriteRuleTest, IndexPutOnAWholeSliceIsCopySlicesOnlyUnder113) {
   EXPECT_EQ(testing::AllocatedContaining(v1.r.events, "y:CopySlices grad slice"), 4 * 16 * 4);
 }
 
+// x[mask] = 0.0 (index_put_ → masked_fill_): the 0-dim value in forward; IndexPutBackward0 keeps
+// the mask, its zeros_like(values) is 0-dim; no nonzero anywhere.
+TEST(ViewWriteRuleTest, MaskFillKeepsTheMaskAndRunsNoNonzero) {
+  auto run = testing::Simulate(WriteBody(R"({"op": "linear", "inputs": ["x", "w"], "outputs": ["g2"]},
+      {"op": "gt", "inputs": ["g2"], "outputs": ["m"], "attrs": {"scalar": 0.5}},
+      {"op": "view_write", "inputs": ["h", "h", "m"], "outputs": ["y"], "attrs": {"write": "mask_fill", "value": 0}})"),
+                               testing::Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(testing::SavedNames(run, "y"), ElementsAre("m"));
+  auto value = testing::Buffer(run.r.events, "y:fill value");
+  ASSERT_TRUE(value);
+  EXPECT_EQ(run.r.events.buffers[*value].bytes, 4);
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "zeros_like(values)"), 4);
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "nonzero").empty());
+}
+
+// x[mask] = y with a tensor: mask.nonzero() ([rows, mask.dim()] int64) in forward, again in the
+// self grad's index_put and in the value grad's index; the value's grad has its rows.
+TEST(ViewWriteRuleTest, MaskPutRunsNonzeroForEachIndexing) {
+  auto run = testing::Simulate(WriteBody(R"({"op": "full", "inputs": [], "outputs": ["m"], "attrs": {"shape": [4, 16], "dtype": "bool"}},
+      {"op": "flatten", "inputs": ["g"], "outputs": ["v"], "attrs": {"start_dim": 0, "end_dim": -1}},
+      {"op": "view_write", "inputs": ["h", "h", "v", "m"], "outputs": ["y"], "attrs": {"write": "mask_put"}})"),
+                               testing::Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(testing::SavedNames(run, "y"), ElementsAre("m"));
+  size_t n = 0;
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "mask.nonzero()", &n), 3 * 32 * 2 * 8);
+  EXPECT_EQ(n, 3u);
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "zeros_like(values)"), 32 * 4);
+}
+
+// masked_scatter_: nothing in forward (a contiguous source), the mask kept; backward: the self
+// grad (masked_fill), masked_select's 0-dim count and, on the CPU, the mask copied to int64.
+TEST(ViewWriteRuleTest, MaskedScatterCountsTheMaskOnTheCpu) {
+  const std::string ops = R"({"op": "full", "inputs": [], "outputs": ["m"], "attrs": {"shape": [4, 16], "dtype": "bool"}},
+      {"op": "flatten", "inputs": ["g"], "outputs": ["v"], "attrs": {"start_dim": 0, "end_dim": -1}},
+      {"op": "view_write", "inputs": ["h", "h", "v", "m"], "outputs": ["y"], "attrs": {"write": "masked_scatter"}})";
+  auto cpu = testing::Simulate(WriteBody(ops), testing::Opts("cpu"));
+  auto cuda = testing::Simulate(WriteBody(ops), testing::Opts("cuda"));
+  ASSERT_TRUE(cpu.ok && cuda.ok) << cpu.error << cuda.error;
+  EXPECT_THAT(testing::SavedNames(cpu, "y"), ElementsAre("m"));
+  EXPECT_EQ(testing::AllocatedContaining(cpu.r.events, "masked_select count"), 8);
+  EXPECT_EQ(testing::AllocatedContaining(cpu.r.events, "mask as int64"), 4 * 16 * 8);
+  EXPECT_TRUE(testing::BuffersContaining(cuda.r.events, "mask as int64").empty());
+}
+
+TEST(ViewWriteRuleTest, RefusesAMaskThatIsNotBoolOverTheLeadingDims) {
+  auto run = testing::Simulate(WriteBody(R"({"op": "full", "inputs": [], "outputs": ["m"], "attrs": {"shape": [16], "dtype": "bool"}},
+      {"op": "view_write", "inputs": ["h", "h", "m"], "outputs": ["y"], "attrs": {"write": "mask_fill", "value": 0}})"),
+                               testing::Opts("cpu"));
+  EXPECT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("leading sizes"));
+}
+
 TEST(ViewWriteRuleTest, RefusesAValueOfAnotherShapeOrArity) {
   auto run = testing::Simulate(WriteBody(R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 1, "start": 0, "end": 4}},
       {"op": "view_write", "inputs": ["h", "v", "g"], "outputs": ["y"], "attrs": {"write": "copy"}})"), testing::Opts("cpu"));

@@ -35,6 +35,9 @@ for m in qwen2 mistral gemma; do
   run hf_${m}_tiny_b2_s64_adamw_lora_qv hf_${m}_tiny $S --opt adamw --lora $QV
   run hf_${m}_tiny_b2_s64_adamw_lora_qv_gc hf_${m}_tiny $S --opt adamw --lora $QV --gradient-checkpointing
 done
+# Mixtral (4 experts, top 2): transformers' grouped_mm experts; recorded without a dispatch mode, as the
+# MoE traces are (Note [MoE routing ops]: gather/index backward under a mode take other branches)
+NO_SPY_CHECK=1 run hf_mixtral_tiny_b2_s64_adamw hf_mixtral_tiny $S --opt adamw
 # models trained with their own loss (labels=): GPT-2 (causal LM), BERT (masked LM), ViT (image classification)
 for m in gpt2 bert; do
   run hf_${m}_tiny_b2_s64_adamw hf_${m}_tiny $S --opt adamw
@@ -46,6 +49,10 @@ for m in llama qwen2 mistral gemma; do
   (cd "$root" && "$py" tools/export_torch.py hf:$m --trace run --set batch=2 --set seq=64 --loss cross_entropy \
      --name hf_${m}_tiny --provenance "tools/export_torch.py hf:$m (trace_step.py hf_${m}_tiny)" -o "$g/hf_${m}_tiny.json")
 done
+# Mixtral's own default is labels= (the model's loss); the kit's step takes the logits into --loss ce
+(cd "$root" && "$py" tools/export_torch.py hf:mixtral:labels=false --trace run --set batch=2 --set seq=64 \
+   --loss cross_entropy --name hf_mixtral_tiny \
+   --provenance "tools/export_torch.py hf:mixtral:labels=false (trace_step.py hf_mixtral_tiny)" -o "$g/hf_mixtral_tiny.json")
 (cd "$root" && "$py" tools/export_torch.py hf:llama:attn=eager --trace run --set batch=2 --set seq=64 --loss cross_entropy \
    --name hf_llama_tiny_eager --provenance "tools/export_torch.py hf:llama:attn=eager (trace_step.py hf_llama_tiny_eager)" \
    -o "$g/hf_llama_tiny_eager.json")

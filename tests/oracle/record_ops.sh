@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -37,9 +37,11 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run unfold_net_b4_sgd         unfold_net --batch 4 --opt sgd --marks
   run grid_net_b4_sgd           grid_net --batch 4 --opt sgd --marks
   run circ_pad_cnn_b4_adam      circ_pad_cnn --batch 4 --opt adam --marks
+  run adaptive_max_net_b16_sgd  adaptive_max_net --batch 16 --opt sgd --marks
+  run mask_write_b16_sgd        mask_write --batch 16 --opt sgd --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
-  for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign; do
+  for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
     exp $m "graphs/op_models.py $m; trace_step.py $m; input float32 [batch,256]" graphs/op_models.py:${m}_export \
       --input "x=batch,256" --loss cross_entropy
   done
@@ -51,6 +53,8 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:drop_cnn_export --input "x=batch,3,16,16" --loss cross_entropy
   exp unfold_net "graphs/op_models.py UnfoldNet; trace_step.py unfold_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:unfold_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp adaptive_max_net "graphs/op_models.py AdaptiveMaxNet; trace_step.py adaptive_max_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:adaptive_max_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \

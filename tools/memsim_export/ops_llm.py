@@ -7,7 +7,7 @@ import operator
 import torch
 
 from . import ops_shape
-from .registry import T, TRef, Unsupported, aten, function, method, norm_dim, view_out_shape
+from .registry import T, TRef, Unsupported, aten, dtype_name, function, method, norm_dim, view_out_shape
 from .ops_math import _is_num
 
 # =================================================================================================
@@ -182,8 +182,10 @@ for _op in ("tril", "triu"):
 def f_cumsum(cx, x, dim, *, dtype=None):
     x = T(x)
     if dtype is not None and dtype != x.dtype:
-        raise Unsupported("cumsum(dtype=...) (a dtype cast)")
-    return cx.emit("cumsum", [x], {"dim": int(dim)}, shape=x.shape)
+        # impl_func_cum_ops (aten/src/ATen/native/ReduceOps.cpp): the kernel reads self.to(dtype)
+        # (transformers' expert offsets: cumsum(histc(...), dtype=torch.int32))
+        x = cx.emit("to_dtype", [x], {"dtype": dtype_name(dtype)}, shape=x.shape, dtype=dtype)
+    return cx.emit("cumsum", [x], {"dim": int(dim)}, shape=x.shape, dtype=x.dtype)
 
 
 @function(torch.repeat_interleave)

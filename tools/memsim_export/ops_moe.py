@@ -97,3 +97,43 @@ def _scatter_add(inplace):
 function(torch.scatter_add)(_scatter_add(False))
 method("scatter_add")(_scatter_add(False))
 method("scatter_add_")(_scatter_add(True))
+
+
+def _grouped_mm_fns():
+    fns = [getattr(torch.nn.functional, "grouped_mm", None), getattr(torch, "_grouped_mm", None)]
+    return [f for f in fns if f is not None]
+
+
+def meta_grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    """torch._grouped_mm's output on meta tensors, as create_grouped_gemm_output_tensor
+    (aten/src/ATen/native/GroupedMMUtils.h) makes it: [rows, N] with each row padded to 16 bytes.
+    (The meta kernel insists on bf16 where the CPU kernel takes float32 too.)"""
+    if a.dim() != 2 or b.dim() != 3 or bias is not None:
+        raise Unsupported("grouped_mm other than a 2-D input × 3-D expert weights with offsets")
+    dt = out_dtype or a.dtype
+    align = 16 // torch.empty((), dtype=dt).element_size()
+    n = b.shape[-1]
+    padded = (n + align - 1) // align * align
+    return torch.empty_strided((a.shape[0], n), (padded, 1), dtype=dt, device=a.device)
+
+
+def f_grouped_mm(cx, a, b, offs=None, bias=None, out_dtype=None):
+    a, b = T(a), T(b)
+    if len(a.shape) != 2 or len(b.shape) != 3 or offs is None or bias is not None:
+        raise Unsupported("grouped_mm other than a 2-D input × 3-D expert weights with offsets")
+    return cx.emit("grouped_mm", [a, b, T(offs, "offs")], {}, shape=(a.shape[0], b.shape[-1]))
+
+
+GROUPED_MM = tuple(_grouped_mm_fns())
+function(*GROUPED_MM)(f_grouped_mm)
+
+
+@function(torch.histc)
+@method("histc")
+def f_histc(cx, x, bins=100, min=0, max=0):
+    """histc(x, bins, min, max): transformers' grouped experts count the tokens per expert with it
+    (``integrations/moe.py``); a [bins] output of x's dtype (Note [MoE routing ops])."""
+    x = T(x)
+    if min == max:
+        raise Unsupported("histc without a (min, max) range (its range comes from the data)")
+    return cx.emit("histc", [x], {"bins": int(bins)}, shape=(int(bins),), dtype=x.dtype)

@@ -340,6 +340,37 @@ def f_adaptive_avg3d(cx, x, output_size):
     return _adaptive_avg(cx, 3, x, output_size)
 
 
+@module(nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d)
+def m_adaptive_max(cx, mod, path, x):
+    return _adaptive_max(cx, int(type(mod).__name__[-2]), x, mod.output_size, mod.return_indices)
+
+
+def _adaptive_max(cx, nd, x, output_size, return_indices=False):
+    """adaptive_max_pool{2,3}d: the output and its int64 indices (Note [Adaptive max pooling]);
+    adaptive_max_pool1d is ATen's composite: adaptive_max_pool2d of x.unsqueeze(-2), squeezed."""
+    x = T(x)
+    if return_indices:
+        raise Unsupported("adaptive_max_pool%dd(return_indices=True)" % nd)
+    osz = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size] * nd
+    osz = [x.shape[-nd + i] if s is None else int(s) for i, s in enumerate(osz)]
+    if nd == 1:
+        u = cx.emit("unsqueeze", [x], {"dim": -2}, shape=x.shape[:-1] + (1, x.shape[-1]))
+        y = cx.emit("adaptive_max_pool2d", [u], {"output_size": [1] + osz}, shape=x.shape[:-1] + (1, osz[0]))
+        return cx.emit("squeeze", [y], {"dim": -2}, shape=x.shape[:-1] + (osz[0],))
+    return cx.emit("adaptive_max_pool%dd" % nd, [x], {"output_size": osz}, shape=x.shape[:-nd] + tuple(osz))
+
+
+def _f_adaptive_max(nd):
+    def h(cx, x, output_size, return_indices=False):
+        return _adaptive_max(cx, nd, x, output_size, return_indices)
+    return h
+
+
+for _nd in (1, 2, 3):
+    function(getattr(F, "adaptive_max_pool%dd" % _nd), getattr(F, "_adaptive_max_pool%dd" % _nd, None))(
+        _f_adaptive_max(_nd))
+
+
 @module(nn.Flatten)
 def m_flatten(cx, mod, path, x):
     return f_flatten(cx, x, mod.start_dim, mod.end_dim)

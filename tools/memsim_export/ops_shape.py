@@ -277,7 +277,17 @@ def f_setitem(cx, x, idx, value):
     x = T(x)
     view, tensors, _ = basic_view(cx, x, idx)
     base = view_root(x)
-    if tensors:
+    if tensors and len(tensors) == 1 and tensors[0][1].dtype == torch.bool:
+        d, mask = tensors[0]
+        if d != 0 or tuple(mask.shape) != tuple(view.shape[:mask.ndim]):
+            raise Unsupported("x[mask] = ... with a mask other than over the leading dims")
+        if isinstance(value, TRef):  # index_put_ with the mask: nonzero inside
+            inputs, attrs = [base, view, value, mask], {"write": "mask_put"}
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):  # masked_fill_
+            inputs, attrs = [base, view, mask], {"write": "mask_fill", "value": float(value)}
+        else:
+            raise Unsupported("assignment of %r" % (value,))
+    elif tensors:
         (d, index), = tensors if len(tensors) == 1 else [(None, None)]
         if index is None or index.dtype != torch.int64 or index.ndim != 1:
             raise Unsupported("assignment through advanced indexing other than one 1-D int64 index")
@@ -290,10 +300,34 @@ def f_setitem(cx, x, idx, value):
         inputs, attrs = [base, view], {"write": "fill", "value": float(value)}
     else:
         raise Unsupported("assignment of %r" % (value,))
-    if len(inputs) > 2 and inputs[2].dtype != base.dtype:
+    if attrs["write"] != "mask_fill" and len(inputs) > 2 and inputs[2].dtype != base.dtype:
         raise Unsupported("assignment of a %s value into a %s tensor" % (inputs[2].dtype, base.dtype))
     write_view(cx, base, inputs, attrs)
     return None
+
+
+@method("masked_scatter_")
+def t_masked_scatter_(cx, x, mask, source):
+    """``x.masked_scatter_(mask, source)`` (Note [Writes into views]): in place on x (a view writes
+    into its base through CopySlices)."""
+    x, mask, source = T(x), T(mask, "mask"), T(source, "source")
+    if mask.dtype != torch.bool or tuple(mask.shape) != tuple(x.shape[:mask.ndim]):
+        raise Unsupported("masked_scatter_ with a mask that is not bool over x's leading dims")
+    if source.dtype != x.dtype:
+        raise Unsupported("masked_scatter_ of a %s source into a %s tensor" % (source.dtype, x.dtype))
+    base = view_root(x)
+    return write_view(cx, base, [base, x, source, mask], {"write": "masked_scatter"})
+
+
+def setitem_by_execution(cx, x, idx, value):
+    """``x[idx] = value`` under export by execution (record.py): the write of f_setitem on x itself
+    (a write into a view would leave its base's real tensor bound to the unwritten name: recorded
+    instead); returns the written base, which the recorder binds to x."""
+    x = T(x)
+    if view_root(x) is not x:
+        raise Unsupported("x[...] = value into a view under export by execution")
+    f_setitem(cx, x, idx, value)
+    return cx._node_ops[-1][1]
 
 
 def write_view(cx, base, inputs, attrs):

@@ -27,7 +27,7 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import expand, expand_rnn, ops_llm, ops_moe, recorded  # noqa: F401  (ops_llm, ops_moe register handlers)
+from . import expand, expand_rnn, ops_llm, ops_moe, ops_shape, recorded  # noqa: F401  (ops_llm, ops_moe register handlers)
 from .convert import Context
 from .registry import dtype_name
 from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
@@ -380,6 +380,14 @@ class FunctionRecorder(TorchFunctionMode):
         h, swapped = find_handler(func)
         if name == "bincount" and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
             out = ops_moe.meta_bincount(self.cx, *args, **kwargs)
+            self.cx.convert(h, name, out, args, kwargs)
+            return out
+        if name == "setitem" and args and isinstance(args[0], torch.Tensor):  # Note [Writes into views]
+            out = func(*args, **kwargs)
+            self.cx.convert(ops_shape.setitem_by_execution, name, args[0], args, kwargs, fallback=self._record(func, args))
+            return out
+        if func in ops_moe.GROUPED_MM and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            out = ops_moe.meta_grouped_mm(*args, **kwargs)  # the meta kernel refuses float32
             self.cx.convert(h, name, out, args, kwargs)
             return out
         if h is not None and name in ALWAYS_RECORD:
