@@ -83,8 +83,7 @@ def memsim_cmd(memsim, graph, cfg):
                           "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]]
         return cmd
     if cfg.get("mode") == "cp":  # the whole sequence; each rank runs seq/cp of it
-        extra = ["--cp-rotate", "alltoall"] if cfg.get("rotate") == "alltoall" else []
-        return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]] + extra
+        return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]]
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
