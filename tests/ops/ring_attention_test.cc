@@ -14,7 +14,7 @@ using ::testing::ElementsAre;
 std::string Steps(int world, int rank, bool causal, bool lb) {
   std::string out;
   for (const RingStep& s : RingSteps(world, rank, causal, lb))
-    out += s.skip ? "-" : std::string(s.q_halves == 1 ? "q" : "Q") + (s.kv_halves == 1 ? "k" : "K") + (s.partial ? "p" : "") + " ";
+    out += s.skip ? "- " : std::string(s.q_halves == 1 ? "q" : "Q") + (s.kv_halves == 1 ? "k" : "K") + (s.partial ? "p" : "") + " ";
   return out;
 }
 
