@@ -243,6 +243,84 @@ std::vector<int> KernelBwd(const RuleCtx& c, SdpaBackend b, const Sizes& d, cons
   return g;
 }
 
+/// The backward's dK/dV accumulators as they travel the ring (_AllToAllRotater): grad_key and
+/// grad_value (zeros, torch.cat results, or views of a received buffer), the cat of them sent at
+/// each step and the all-to-all's output in flight; the last output is the grads handed on.
+class DkvRing {
+ public:
+  DkvRing(const RuleCtx& c, const Sizes& d, BwdPlan* p) : c_(c), p_(p), ka_(d.k * 4), va_(d.v * 4), f32_(d.f32) {
+    gk_ = p->Temp(ka_, "ring grad_key accumulator");
+    gv_ = p->Temp(va_, "ring grad_value accumulator");
+  }
+
+  /// Step 0: += in place, then the cat of the flattened accumulators (flatten copies them when
+  /// zeros_like kept the saved k, v's strides).
+  void First(bool strided) {
+    int fk = strided ? p_->Temp(ka_, "grad_key.flatten()") : -1;
+    int fv = strided ? p_->Temp(va_, "grad_value.flatten()") : -1;
+    cat_ = p_->Temp(ka_ + va_, "ring cat(dk, dv)");
+    if (fk >= 0) p_->FreeTemp(fk);
+    if (fv >= 0) p_->FreeTemp(fv);
+  }
+
+  /// A later step: next_buffer() rebinds next_grad_kv and grad_key / grad_value to the received
+  /// buffer; with |partial| (_partial_update(add=True)) they become torch.cat results, else they
+  /// are added into in place; then the new cat.
+  void Next(bool partial) {
+    p_->FreeTemp(cat_);
+    const int received = pending_;
+    Release();
+    if (partial) {
+      gk_ = p_->Temp(ka_, "ring grad_key (cat)");
+      gv_ = p_->Temp(va_, "ring grad_value (cat)");
+    } else {
+      held_ = received;
+    }
+    cat_ = p_->Temp(ka_ + va_, "ring cat(dk, dv)");
+    if (partial) p_->FreeTemp(received);  // only next_grad_kv held it
+  }
+
+  /// exchange_buffers: the all-to-all's output; after the last step, the grads of k and v (one
+  /// buffer each: PyTorch's one storage holds both).
+  void Send(bool final) {
+    if (final && f32_ && c_.rg_in(1) && c_.rg_in(2)) {
+      p_->GradNewLike(1, *TensorMeta::Contiguous(c_.in[1]->dtype, c_.in[1]->sizes));
+      p_->GradNewLike(2, *TensorMeta::Contiguous(c_.in[2]->dtype, c_.in[2]->sizes));
+      pending_ = -1;
+    } else {
+      pending_ = p_->Temp(ka_ + va_, "ring received dk, dv");
+    }
+  }
+
+  /// The last all-to-all waited for: the cat and the accumulators rebound.
+  void Finish() {
+    p_->FreeTemp(cat_);
+    Release();
+  }
+
+  /// The function returns: a last received buffer that was not the grads dies.
+  void Return() {
+    if (pending_ >= 0) p_->FreeTemp(pending_);
+  }
+
+ private:
+  void Release() {  // grad_key / grad_value rebound: what they held dies
+    if (held_ >= 0) {
+      p_->FreeTemp(held_);
+    } else {
+      p_->FreeTemp(gk_);
+      p_->FreeTemp(gv_);
+    }
+    held_ = gk_ = gv_ = -1;
+  }
+
+  const RuleCtx& c_;
+  BwdPlan* p_;
+  int64_t ka_, va_;
+  bool f32_;
+  int gk_ = -1, gv_ = -1, held_ = -1, cat_ = -1, pending_ = -1;
+};
+
 }  // namespace
 
 void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
@@ -250,26 +328,17 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
   const ContextParallelRank& cp = c.profile.cp;
   const int n = cp.world;
   const std::vector<RingStep> steps = RingSteps(n, cp.rank, c.op.attrs.GetBool("is_causal", false), cp.load_balance);
-  const int64_t ka = d.k * 4, va = d.v * 4, kv = (d.k + d.v) * d.es;
+  const int64_t ka = d.k * 4, va = d.v * 4, kv = (d.k + d.v) * d.es;  // fp32 accumulators
   // The last step whose grad_query is a torch.cat (_partial_update): the grad handed on.
   int last_q_cat = -1;
   for (int i = 1; i < n; ++i)
     if (steps[i].partial) last_q_cat = i;
   const bool q_grad_is_zeros = d.f32 && last_q_cat < 0 && c.rg_in(0);
-  auto grad_kv = [&](bool final) {  // the all-to-all's received dK/dV: the grads after the last step
-    if (final && d.f32 && c.rg_in(1) && c.rg_in(2)) {
-      p->GradNewLike(1, *TensorMeta::Contiguous(c.in[1]->dtype, c.in[1]->sizes));
-      p->GradNewLike(2, *TensorMeta::Contiguous(c.in[2]->dtype, c.in[2]->sizes));
-      return -1;
-    }
-    return p->Temp(ka + va, "ring received dk, dv");
-  };
   // accumulators: zeros_like(q, k, v) in fp32, in their layouts
   int gq = -1;
   if (q_grad_is_zeros) p->GradNewLike(0, DenseLike(c.in[0]->dtype, *c.in[0]));
   else gq = p->Temp(d.q * 4, "ring grad_query accumulator");
-  int gk = p->Temp(ka, "ring grad_key accumulator"), gv = p->Temp(va, "ring grad_value accumulator");
-  const bool gk_dense_flat = c.in[1]->is_contiguous() && c.in[2]->is_contiguous();
+  DkvRing dkv(c, d, p);
   int kc = c.in[1]->is_contiguous() ? -1 : p->Temp(d.k * d.es, "ring key.contiguous()");
   int vc = c.in[2]->is_contiguous() ? -1 : p->Temp(d.v * d.es, "ring value.contiguous()");
   int kv_cat = -1, gathered = -1;
@@ -282,17 +351,7 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
     }
   }
   std::vector<int> blk;
-  int lse_copy = -1, dkv_cat = -1, pending = -1;
-  int held = -1;  // the received buffer grad_key / grad_value view (-1: they are gk, gv)
-  auto release_kv = [&] {  // grad_key / grad_value rebound: what they held dies
-    if (held >= 0) {
-      p->FreeTemp(held);
-    } else {
-      p->FreeTemp(gk);
-      p->FreeTemp(gv);
-    }
-    held = gk = gv = -1;
-  };
+  int lse_copy = -1;
   for (int i = 0; i < n; ++i) {
     const RingStep& st = steps[i];
     if (i > 0 && !st.skip) {
@@ -311,27 +370,9 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
     else g = {p->Temp(d.q * 4, "ring zeros grad q"), p->Temp(ka, "ring zeros grad k"), p->Temp(va, "ring zeros grad v")};
     for (int t : blk) p->FreeTemp(t);  // the previous step's block grads rebound
     blk = g;
-    if (i == 0) {  // grad_key += block grad in place; cat of the flattened (copied if strided) accumulators
-      int fk = gk_dense_flat ? -1 : p->Temp(ka, "grad_key.flatten()");
-      int fv = gk_dense_flat ? -1 : p->Temp(va, "grad_value.flatten()");
-      dkv_cat = p->Temp(ka + va, "ring cat(dk, dv)");
-      if (fk >= 0) p->FreeTemp(fk);
-      if (fv >= 0) p->FreeTemp(fv);
-    } else {  // next_buffer(): next_grad_kv and grad_key / grad_value rebound to the received buffer
-      p->FreeTemp(dkv_cat);
-      const int received = pending;
-      release_kv();
-      const bool partial_kv = cp.load_balance && steps[i].kv_halves == 1;
-      if (partial_kv) {  // _partial_update(add=True): a torch.cat each
-        gk = p->Temp(ka, "ring grad_key (cat)");
-        gv = p->Temp(va, "ring grad_value (cat)");
-      } else {
-        held = received;  // += in place into its views
-      }
-      dkv_cat = p->Temp(ka + va, "ring cat(dk, dv)");
-      if (partial_kv) p->FreeTemp(received);  // only next_grad_kv held it
-    }
-    pending = grad_kv(i == n - 1);  // dkv_rotater.exchange_buffers: the all-to-all's output
+    if (i == 0) dkv.First(!c.in[1]->is_contiguous() || !c.in[2]->is_contiguous());
+    else dkv.Next(cp.load_balance && st.kv_halves == 1);
+    dkv.Send(i == n - 1);
     if (i > 0 && st.partial) {  // grad_query: _partial_update's cat into the second half
       int cat = -1;
       if (i == last_q_cat && d.f32 && c.rg_in(0)) p->GradNewLike(0, *TensorMeta::Contiguous(c.in[0]->dtype, c.in[0]->sizes));
@@ -340,9 +381,7 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
       gq = cat;
     }
   }
-  // the last all-to-all waited for: the cat rebound, grad_key / grad_value views of its buffer
-  if (dkv_cat >= 0) p->FreeTemp(dkv_cat);
-  release_kv();
+  dkv.Finish();
   if (!d.f32) {  // .to(the inputs' dtype): the grads handed on
     for (int i = 0; i < 3; ++i)
       if (c.rg_in(i)) p->GradNewLike(i, i == 0 && last_q_cat < 0 ? DenseLike(c.in[0]->dtype, *c.in[0])
@@ -354,7 +393,7 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
   if (gathered >= 0) p->FreeTemp(gathered);
   if (lse_copy >= 0) p->FreeTemp(lse_copy);
   if (gq >= 0) p->FreeTemp(gq);
-  if (pending >= 0) p->FreeTemp(pending);
+  dkv.Return();
 }
 
 }  // namespace memsim
