@@ -80,8 +80,10 @@ class ContextParallel : public TrainingSetup {
     }
   }
 
-  /// The context exits after backward: its generator frame (the shards, the last clone) dies.
+  /// The context exits after backward: its generator frame (the shards, the last clone) dies;
+  /// each accumulation pass enters it again.
   void AfterBackwardPass(StepState& s) override {
+    entered_ = false;
     for (auto id : shards_) s.ledger.Unref(id);
     shards_.clear();
     if (clone_ != kNoStorage) s.ledger.Unref(clone_);
