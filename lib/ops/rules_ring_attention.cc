@@ -283,6 +283,9 @@ class DkvRing {
   /// exchange_buffers: the all-to-all's output; after the last step, the grads of k and v (one
   /// buffer each: PyTorch's one storage holds both).
   void Send(bool final) {
+    // gloo (alltoall_base) stages the output in a copy of its own; its thread allocates and frees
+    // it at a moment of its own (in the traces often during a later node): memsim puts it here
+    if (c_.profile.host_collectives) p_->FreeTemp(p_->Temp(ka_ + va_, "gloo all-to-all staging copy"));
     if (final && f32_ && c_.rg_in(1) && c_.rg_in(2)) {
       p_->GradNewLike(1, *TensorMeta::Contiguous(c_.in[1]->dtype, c_.in[1]->sizes));
       p_->GradNewLike(2, *TensorMeta::Contiguous(c_.in[2]->dtype, c_.in[2]->sizes));
