@@ -344,13 +344,13 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
   DkvRing dkv(c, d, p);
   int kc = c.in[1]->is_contiguous() ? -1 : p->Temp(d.k * d.es, "ring key.contiguous()");
   int vc = c.in[2]->is_contiguous() ? -1 : p->Temp(d.v * d.es, "ring value.contiguous()");
-  int kv_cat = -1, gathered = -1;
+  int kv_cat = -1, gathered = -1, staging = -1;
   if (n > 1) {
     kv_cat = p->Temp(kv, "ring cat(k, v)");
     gathered = p->Temp(kv * n, "ring all-gathered k, v");
-    if (c.profile.host_collectives) {
+    if (c.profile.host_collectives) {  // as in forward: the flat output copy lives until the wait
       p->FreeTemp(p->Temp(kv, "gloo allgather input copy"));
-      p->FreeTemp(p->Temp(kv * n, "gloo allgather output copy"));
+      staging = p->Temp(kv * n, "gloo allgather output copy");
     }
   }
   std::vector<int> blk;
@@ -363,7 +363,8 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
         if (lse_copy >= 0) p->FreeTemp(lse_copy);
         lse_copy = copy;
       }
-      if (i == 1) {  // the step-0 locals k, v rebound
+      if (i == 1) {  // the all-gather waited for; the step-0 locals k, v rebound
+        if (staging >= 0) p->FreeTemp(staging);
         if (kc >= 0) p->FreeTemp(kc);
         if (vc >= 0) p->FreeTemp(vc);
       }
