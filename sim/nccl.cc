@@ -72,7 +72,10 @@ std::vector<NcclCommunicator> CommunicatorsOf(const ParallelOptions& p) {
   const MeshDims& m = p.mesh;
   if (m.enabled()) {
     collective("dp_replicate", m.dp_replicate);
-    collective("dp_shard", m.dp_shard);
+    // FSDP2 with context parallelism shards over the flattened dp_shard_cp mesh (torchtitan;
+    // Note [Context parallel]); the ring's all-gather and all-to-all use the cp group
+    if (m.cp > 1 && m.dp_shard > 1) collective("dp_shard_cp", int64_t{m.dp_shard} * m.cp);
+    else collective("dp_shard", m.dp_shard);
     collective("cp", m.cp);
     collective("tp", m.tp);
     if (m.pp > 1) {  // send/recv to the previous and the next stage (one for the first and last)

@@ -11,6 +11,8 @@ bool RanksDiffer(const RunConfig& c) {
   // FSDP2: a parameter whose dim 0 the world does not divide leaves the last ranks fewer rows
   // (Note [FSDP2]); every rank is simulated and identical ones merged.
   if (c.sim.parallel.mesh.dp_shard > 1) return true;
+  // Context parallel: each rank's ring takes its own branches (Note [Context parallel]).
+  if (c.sim.parallel.mesh.cp > 1) return true;
   if (c.sim.parallel.zero_stage == 0 || c.sim.parallel.world <= 1) return false;
   auto profile = FindProfile(c.sim.profile, c.sim.torch);
   return profile && profile->zero_whole_parameters;

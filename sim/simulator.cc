@@ -269,6 +269,20 @@ Status CheckWork(const Graph& g, const SimOptions& opt) {
                                  "); lower --steps or --accumulate");
 }
 
+/// Context parallel: the whole sequence (--set seq or the graph's default), which cp must divide.
+Result<int64_t> WholeSequence(const Graph& g, const SimOptions& opt) {
+  const uint32_t s = g.FindSymbol("seq");
+  if (s == kNone)
+    return Status::InvalidArgument("--mesh cp: " + g.name + " has no seq symbol (context parallelism shards the sequence)");
+  auto it = opt.symbols.find("seq");
+  const int64_t seq = it != opt.symbols.end() ? it->second : g.DefaultBindings()[s].value_or(0);
+  const int cp = opt.parallel.mesh.cp;
+  if (seq <= 0 || seq % cp != 0)
+    return Status::InvalidArgument("--mesh cp=" + std::to_string(cp) + " does not divide seq " + std::to_string(seq) +
+                                   " (set the whole sequence with --set seq=S, a multiple of cp)");
+  return seq;
+}
+
 }  // namespace
 
 Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
@@ -330,6 +344,10 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
     return Status::InvalidArgument("--foreach \"" + opt.optimizer_impl + "\": expected on, off or fused");
   }
   MEMSIM_RETURN_IF_ERROR(BindingsOf(g, opt).status());
+  if (const int cp = opt.parallel.mesh.cp; cp > 1) {  // Note [Context parallel]: this rank of the ring
+    MEMSIM_ASSIGN_OR_RETURN(int64_t seq, WholeSequence(g, opt));
+    r.profile.cp = {cp, CoordOf(opt.parallel.mesh, opt.parallel.rank).cp, seq % (2 * cp) == 0};
+  }
   if (opt.freeze_params < 0 || opt.freeze_params > static_cast<int64_t>(g.parameters.size()))
     return Status::InvalidArgument("--freeze-params " + std::to_string(opt.freeze_params) + " is outside 0.." +
                                    std::to_string(g.parameters.size()));
@@ -392,6 +410,11 @@ Result<Bindings> BindingsOf(const Graph& g, const SimOptions& opt) {
       return Status::InvalidArgument("--microbatches " + std::to_string(m) + " does not divide --batch " +
                                      std::to_string(batch) + " (uneven microbatches are not simulated)");
     b[s] = batch / m;
+  }
+  // Context parallel: --set seq is the whole sequence; every rank runs its seq/cp shard.
+  if (opt.parallel.mesh.cp > 1) {
+    MEMSIM_ASSIGN_OR_RETURN(int64_t seq, WholeSequence(g, opt));
+    b[g.FindSymbol("seq")] = seq / opt.parallel.mesh.cp;
   }
   // nn.DataParallel: --batch is the whole batch; this device's step runs on its chunk.
   if (opt.parallel.data_parallel) {

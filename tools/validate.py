@@ -366,6 +366,11 @@ def main():
                                                           validate_ranks.FSDP2_TP_TITLE, validate_ranks.FSDP2_TP_INTRO)
     lines += rank_lines
     failures += rank_failures
+    rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_TP_2_13,
+                                                          validate_ranks.DATA_CP_2_13, "2.13",
+                                                          validate_ranks.CP_TITLE, validate_ranks.CP_INTRO)
+    lines += rank_lines
+    failures += rank_failures
     lines += table_pp(a.memsim, failures)
     # expert parallel (issue 27 item 5: every rank within 1 %)
     rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_EP_2_13,

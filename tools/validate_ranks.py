@@ -41,6 +41,15 @@ EP_INTRO = ["Every rank of each trace set in `tests/data/traces_ep_2_13/` (real 
             "`memsim run --profile cpu --torch 2.13 --step first --mesh ep=W --moe-routing ranks=C0:C1:...` with every",
             "rank's tokens per expert from its CONFIG (`routed=`); memsim's `ranks` entry standing for that rank (Note",
             "[Expert parallel] in docs/parallel.md). Same tolerance."]
+# Context parallel (tests/oracle/record_cp_2_13.sh): Hugging Face decoders, the TP traces' graphs.
+DATA_CP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_cp_2_13")
+CP_TITLE = "Context parallel (ring attention through the kit's CPU shim), per rank, PyTorch 2.13"
+CP_INTRO = ["Every rank of each trace set in `tests/data/traces_cp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+            "`tests/oracle/record_cp_2_13.sh`: the kit's `trace_ddp.py --mode cp`, gloo, one process per rank,",
+            "`context_parallel(mesh, buffers=[input_ids, labels])` around forward, loss and backward; the ring's flash",
+            "kernels run on the CPU through the kit's `cp_shim.py`, Note [Context parallel] in docs/parallel.md),",
+            "predicted by one `memsim run --profile cpu --torch 2.13 --step first --mesh cp=W --set seq=S` (the whole",
+            "sequence) with the trace's batch and optimizer; memsim's `ranks` entry standing for that rank. Same tolerance."]
 TP_TITLE = "Tensor parallel, per rank, PyTorch 2.13"
 TP_INTRO = ["Every rank of each trace set in `tests/data/traces_tp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
             "the recording kit's `trace_ddp.py --mode tp`: gloo, one process per rank, `parallelize_module` traced as",
@@ -90,6 +99,8 @@ def memsim_cmd(memsim, graph, cfg):
         return cmd
     if cfg.get("mode") == "ep":  # every rank's tokens per expert: the rows each rank receives
         return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
+    if cfg.get("mode") == "cp":  # the whole sequence; each rank runs seq/cp of it
+        return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]]
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
@@ -203,6 +214,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
         elif cfg.get("mode") == "ep":
             c = "batch %s, %s, ep=%s, routed %s" % (cfg["batch"], cfg.get("opt"), cfg["world"],
                                                     validate.summarize(ranks_of[name][rank])[0]["routed"])
+        elif cfg.get("mode") == "cp":
+            c = "batch %s, seq %s, %s, cp=%s, %s rotater" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["cp"],
+                                                            cfg.get("rotate", "allgather"))
         elif cfg.get("mode") == "tp":
             c = "batch %s, seq %s, %s, tp=%s, plan %s%s" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
                                                          cfg.get("tp_plan"), ", sequence parallel" if cfg.get("sp") == "1" else "")

@@ -17,6 +17,14 @@
 
 namespace memsim {
 
+/// One rank of context parallelism's ring (Note [Context parallel] in docs/parallel.md): the
+/// scaled_dot_product_attention ops run as ring attention when world > 1.
+struct ContextParallelRank {
+  int world = 1;              ///< cp ranks
+  int rank = 0;               ///< this rank's cp coordinate
+  bool load_balance = false;  ///< head-tail sharding (2·world divides the whole sequence)
+};
+
 struct Profile {
   std::string name;          ///< the device: "cuda" or "cpu"
   std::string torch = "2.13";  ///< the PyTorch release whose rules apply: "1.13" or "2.13"
@@ -164,6 +172,9 @@ struct Profile {
   /// torch.get_num_threads() on the CPU: kernels with per-thread scratch (the CPU flash
   /// attention) allocate one buffer per thread. The oracle traces run one thread.
   int64_t cpu_threads = 1;
+  /// --mesh cp=N: this rank of the ring (set per rank by the pipeline, not a profile row). On the
+  /// cpu profile it is the oracle kit's shim: the CUDA flash op on the CPU flash kernel.
+  ContextParallelRank cp;
   /// Max-pool indices are int64 on both devices; kept as a rule for future backends.
   int64_t maxpool_index_bytes = 8;
   /// torch.autocast's op lists (lib/ops/autocast_lists.h): PyTorch 2.x CUDA or 1.13 CPU.

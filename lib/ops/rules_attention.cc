@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "lib/ops/op_rules.h"
+#include "lib/ops/ring_attention.h"
 #include "lib/ops/sdpa_backend.h"
 #include "lib/ops/tensor_meta.h"
 
@@ -74,6 +75,17 @@ TensorMeta FusedLayout(const RuleCtx& c, const TensorMeta& t, const std::vector<
 int64_t QSplit(int64_t s_q) { return s_q >= 768 ? 256 : s_q >= 192 ? 64 : 32; }
 int64_t KvSplit(int64_t s_k) { return s_k < 512 ? s_k : 512; }
 
+/// Context parallel: the ring's output is a torch.cat when its last merge was a `partial` one
+/// (Note [Context parallel]); else the merged out keeps the kernel's layout.
+bool RingOutputContiguous(const RuleCtx& c) {
+  const ContextParallelRank& cp = c.profile.cp;
+  if (cp.world <= 1 || SdpaBackendOfOp(c) == SdpaBackend::kMath) return false;
+  const std::vector<RingStep> steps = RingSteps(cp.world, cp.rank, c.op.attrs.GetBool("is_causal", false), cp.load_balance);
+  for (size_t i = steps.size(); i-- > 1;)
+    if (!steps[i].skip) return steps[i].partial;
+  return false;
+}
+
 Status InferSdpa(const RuleCtx& c, InferOut* o) {
   const TensorMeta& q = *c.in[0];
   const TensorMeta& k = *c.in[1];
@@ -84,7 +96,7 @@ Status InferSdpa(const RuleCtx& c, InferOut* o) {
   auto sizes = q.sizes;
   sizes.back() = v.sizes.back();
   auto out = TensorMeta::Contiguous(q.dtype, sizes);
-  if (out && q.dim() == 4) *out = FusedLayout(c, q, sizes, /*output=*/true);
+  if (out && q.dim() == 4 && !RingOutputContiguous(c)) *out = FusedLayout(c, q, sizes, /*output=*/true);
   o->Fresh(std::move(out));
   return Status::OK();
 }
@@ -240,6 +252,7 @@ void FwdSdpa(const RuleCtx& c, FwdPlan* p) {
   const Dims d = DimsOf(c);
   SdpaBackend b = SdpaBackendOfOp(c);
   if (b == SdpaBackend::kMath) return FwdMath(c, d, p);
+  if (c.profile.cp.world > 1) return FwdRingAttention(c, b, p);
   FwdFused(c, d, b, p);
 }
 
@@ -331,6 +344,7 @@ void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
   const Dims d = DimsOf(c);
   SdpaBackend b = SdpaBackendOfOp(c);
   if (b == SdpaBackend::kMath) return BwdMath(c, d, p);
+  if (c.profile.cp.world > 1) return BwdRingAttention(c, b, p);
   for (int i = 0; i < 3; ++i)  // the grads, laid out as the kernels allocate them
     if (c.rg_in(i)) p->GradNewLike(i, FusedLayout(c, *c.in[i], c.in[i]->sizes, /*output=*/false));
   if (!c.profile.cuda) {  // CPU flash: per-thread buffers

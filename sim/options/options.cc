@@ -524,7 +524,7 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   const std::pair<int, const char*> pending[] = {
       {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
       {dims.pp > 1 && dims.world() > dims.pp ? 2 : 1, "pp with other dimensions"},
-      {dims.cp, "cp (context parallel)"},
+      {dims.cp > 1 && (dims.tp > 1 || dims.pp > 1 || dims.dp_replicate > 1) ? 2 : 1, "cp with tp, pp or dp_replicate"},
       {dims.ep > 1 && dims.world() > dims.ep ? 2 : 1, "ep with other dimensions (expert parallel borrowing dp_shard)"}};
   for (const auto& [degree, what] : pending)
     if (degree > 1)
@@ -589,8 +589,8 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
                                    " needs --mesh dp_shard=N (FSDP2)");
   if (!on) return Status::OK();
   const MeshDims& m = sim->parallel.mesh;
-  if (m.cp > 1 || m.pp > 1 || m.ep > 1)  // FSDP2 × TP is the 2-D mesh (Note [FSDP2])
-    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with cp, pp or ep is not simulated yet");
+  if (m.pp > 1 || m.ep > 1)  // FSDP2 × TP and FSDP2 × CP are 2-D meshes (Notes [FSDP2], [Context parallel])
+    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with pp or ep is not simulated yet");
   if (m.tp > 1 && m.dp_replicate > 1)
     return Status::Unsupported("--mesh " + mesh + ": HSDP (dp_replicate with dp_shard) with tp is not simulated yet");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");

@@ -341,6 +341,16 @@ memsim_error_test(fsdp2_tp_hsdp_pending 2 "^memsim: --mesh dp_replicate=2,dp_sha
   run graphs/llama_1b.json --batch 1 --mesh dp_replicate=2,dp_shard=2,tp=2)
 memsim_error_test(tp_sequence_parallel_pending 2 "sequence parallelism is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh tp=2 --sequence-parallel on)
+# Context parallel (Note [Context parallel]): every rank of the ring at cp=2 (head-tail load
+# balancing: rank 0 merges a second half, rank 1 a half K/V chunk), and the refusals.
+memsim_golden_test(run_hf_llama_cp2_ranks run_hf_llama_cp2_ranks.txt
+  run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --torch 2.13 --batch 2 --set seq=64 --optimizer adamw
+  --mesh cp=2 --top 3)
+memsim_error_test(cp_indivisible 2 "^memsim: --mesh cp=3 does not divide seq 64"
+  run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --batch 2 --set seq=64 --mesh cp=3)
+memsim_error_test(cp_no_seq 2 "^memsim: --mesh cp: mlp has no seq symbol" run graphs/mlp.json --batch 1 --mesh cp=2)
+memsim_error_test(cp_tp_pending 2 "^memsim: --mesh cp=2,tp=2: cp with tp, pp or dp_replicate is not simulated yet"
+  run graphs/llama_1b.json --batch 1 --mesh cp=2,tp=2)
 # Pipeline parallel (Note [Pipeline parallel]): every stage rank with its schedule's timeline, and
 # the refusals (a schedule not simulated, microbatches not dividing the batch).
 memsim_golden_test(run_cs336_pp2_1f1b_ranks run_cs336_pp2_1f1b_ranks.txt

@@ -19,6 +19,19 @@ TEST(Nccl, OneCommunicatorPerDataParallelGroup) {
   EXPECT_EQ(c[0].kind, "collective");
 }
 
+TEST(Nccl, Fsdp2WithContextParallelUsesTheFlattenedDpShardCpGroup) {
+  ParallelOptions p;
+  p.mesh.dp_shard = 2;
+  p.mesh.cp = 4;
+  p.world = 8;
+  std::vector<NcclCommunicator> c = CommunicatorsOf(p);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].name, "dp_shard_cp");  // torchtitan's fully_shard mesh: dp_shard × cp
+  EXPECT_EQ(c[0].ranks, 8);
+  EXPECT_EQ(c[1].name, "cp");  // the ring's all-gather and all-to-all
+  EXPECT_EQ(c[1].ranks, 4);
+}
+
 TEST(Nccl, MeshDimensionsAndPipelinePeersByStage) {
   ParallelOptions p;
   p.mesh.pp = 4;

@@ -89,7 +89,7 @@ namespace {
 class Fsdp2 : public TrainingSetup {
  public:
   explicit Fsdp2(const ParallelOptions& o)
-      : o_(o), world_(std::max(o.mesh.dp_shard, 1)), replicas_(std::max(o.mesh.dp_replicate, 1)) {}
+      : o_(o), world_(std::max(o.mesh.dp_shard, 1) * std::max(o.mesh.cp, 1)), replicas_(std::max(o.mesh.dp_replicate, 1)) {}
 
   bool AllocateParameter(StepState& s, TensorId t) override {
     if (groups_.empty()) Init(s);  // before the optimizer state of a steady step asks for the shards
@@ -187,11 +187,13 @@ class Fsdp2 : public TrainingSetup {
 
  private:
   void Init(const StepState& s) {
-    groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, CoordOf(o_.mesh, o_.rank).dp_shard);
+    // with cp, torchtitan shards over the flattened dp_shard_cp mesh (Note [Context parallel])
+    const MeshCoord k = CoordOf(o_.mesh, o_.rank);
+    groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, k.dp_shard * std::max(o_.mesh.cp, 1) + k.cp);
     float8_.assign(s.g.parameters.size(), false);
     for (const Op& op : s.g.ops)
       if (op.kind == OpKind::kFp8Linear && op.attrs.GetString("weight", "") == "float8")
-        for (size_t k = 0; k < s.g.parameters.size(); ++k) float8_[k] = float8_[k] || s.g.parameters[k] == op.inputs[1];
+        for (size_t j = 0; j < s.g.parameters.size(); ++j) float8_[j] = float8_[j] || s.g.parameters[j] == op.inputs[1];
     const size_t n = groups_.size();
     group_of_op_.assign(s.g.ops.size(), -1);
     for (size_t u = 0; u < n; ++u)
@@ -411,7 +413,7 @@ class Fsdp2 : public TrainingSetup {
   }
 
   ParallelOptions o_;
-  int world_;     ///< the shard group: dp_shard
+  int world_;     ///< the shard group: dp_shard (dp_shard·cp with context parallelism)
   int replicas_;  ///< HSDP's replicate group: dp_replicate
   std::vector<Fsdp2Group> groups_;
   std::vector<int> group_of_op_, pending_;

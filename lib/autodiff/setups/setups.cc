@@ -16,6 +16,7 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
   if (options.parallel.mesh.tp > 1) setups.push_back(MakeTensorParallel(options.parallel));
   if (options.parallel.mesh.dp_shard > 1) setups.push_back(MakeFsdp2(options.parallel));
   if (options.parallel.mesh.ep > 1) setups.push_back(MakeExpertParallel(options.parallel));
+  if (options.parallel.mesh.cp > 1) setups.push_back(MakeContextParallel(options.parallel));
   if (options.parallel.data_parallel) setups.push_back(MakeDataParallel(options.parallel));
   if (options.pipeline) setups.push_back(MakePipelineStage(*options.pipeline));
   // The scaler's unscale_ comes before clipping (scaler.unscale_(opt); clip_grad_norm_(...)).

@@ -122,6 +122,7 @@ std::unique_ptr<TrainingSetup> MakeFsdp(const ParallelOptions& options);        
 std::unique_ptr<TrainingSetup> MakeDataParallel(const ParallelOptions& options);          // data_parallel.cc
 std::unique_ptr<TrainingSetup> MakeTensorParallel(const ParallelOptions& options);        // tensor_parallel.cc
 std::unique_ptr<TrainingSetup> MakeExpertParallel(const ParallelOptions& options);        // expert_parallel.cc
+std::unique_ptr<TrainingSetup> MakeContextParallel(const ParallelOptions& options);       // context_parallel.cc
 /// nn.DataParallel: device |device|'s chunk of |batch| (torch.chunk: ceil(batch / world) per
 /// device, the last ones smaller or empty).
 int64_t DataParallelChunk(int64_t batch, int world, int device);                          // data_parallel.cc
