@@ -11,6 +11,7 @@
 
 #include "lib/ops/op_rules.h"
 #include "lib/ops/sdpa_backend.h"
+#include "lib/ops/tensor_meta.h"
 
 namespace memsim {
 
@@ -26,6 +27,14 @@ struct RingStep {
 /// The steps of rank |rank| of |world| (i = 0 .. world-1), from _is_causal_behavior and the
 /// load-balanced branches (head-tail sharding: the step-i chunk comes from rank (rank − i) mod world).
 std::vector<RingStep> RingSteps(int world, int rank, bool causal, bool load_balance);
+
+/// Shared with the fused backends' rules (rules_attention.cc): the CPU flash kernel's tiles
+/// (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp: query rows and key rows per block) and a
+/// dense tensor laid out in |t|'s stride order (outermost first; ties keep the dim order), what
+/// `t * scalar` returns (Note [Elementwise output layout]) and `zeros_like(t)` makes of a dense view.
+int64_t FlashCpuQSplit(int64_t s_q);
+int64_t FlashCpuKvSplit(int64_t s_k);
+TensorMeta DenseInOrderOf(Dtype dt, const TensorMeta& t);
 
 /// The forward and backward plans of one ring attention call (the op's q, k, v at s/cp).
 void FwdRingAttention(const RuleCtx& c, SdpaBackend backend, FwdPlan* p);

@@ -7,6 +7,7 @@
 //   math (`_scaled_dot_product_attention_math`): the composite's own autograd nodes, emulated
 //     node by node (the scaled q and kᵀ, the S² scores, probabilities and dropout tensors).
 #include <algorithm>
+#include <vector>
 
 #include "lib/ops/op_rules.h"
 #include "lib/ops/ring_attention.h"
@@ -72,8 +73,6 @@ TensorMeta FusedLayout(const RuleCtx& c, const TensorMeta& t, const std::vector<
 /// CPU flash: qSplit·(kvSplit + 2 + Dv) accumulate-dtype elements per thread in forward, and
 /// qSplit·kvSplit·2 + qSplit in backward (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp:
 /// qSplit 256/64/32 by S_q >= 768/192, kvSplit min(512, S_k)).
-int64_t QSplit(int64_t s_q) { return s_q >= 768 ? 256 : s_q >= 192 ? 64 : 32; }
-int64_t KvSplit(int64_t s_k) { return s_k < 512 ? s_k : 512; }
 
 /// Context parallel: the ring's output is a torch.cat when its last merge was a `partial` one
 /// (Note [Context parallel]); else the merged out keeps the kernel's layout.
@@ -125,7 +124,7 @@ void FwdFused(const RuleCtx& c, const Dims& d, SdpaBackend backend, FwdPlan* p) 
     }
     return;
   }
-  const int64_t q_split = std::min(QSplit(d.s_q), d.s_q), kv_split = KvSplit(d.s_k);
+  const int64_t q_split = FlashCpuQSplit(d.s_q), kv_split = FlashCpuKvSplit(d.s_k);
   const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
   int buf = p->AddExtra(c.profile.cpu_threads * q_split * (kv_split + 2 + d.e_v) * acc, "flash per-thread buffer");
   int reduced = Reduced(c.in[0]->dtype)
@@ -134,21 +133,6 @@ void FwdFused(const RuleCtx& c, const Dims& d, SdpaBackend backend, FwdPlan* p) 
                     : -1;
   if (reduced >= 0) p->FreeExtra(reduced);
   p->FreeExtra(buf);
-}
-
-/// A tensor laid out densely in |t|'s stride order (outermost first; ties keep the dim order):
-/// what `t * scalar` returns (Note [Elementwise output layout]) and `t.to(dtype)` keeps.
-TensorMeta DenseInOrderOf(Dtype dt, const TensorMeta& t) {
-  TensorMeta m = *TensorMeta::Contiguous(dt, t.sizes);
-  std::vector<size_t> order(t.sizes.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.strides[a] > t.strides[b]; });
-  int64_t stride = 1;
-  for (size_t i = order.size(); i-- > 0;) {
-    m.strides[order[i]] = stride;
-    stride *= t.sizes[order[i]];
-  }
-  return m;
 }
 
 /// at::matmul of two ≥3-d operands reshapes each to [batch, n, m] before bmm
@@ -348,7 +332,7 @@ void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
   for (int i = 0; i < 3; ++i)  // the grads, laid out as the kernels allocate them
     if (c.rg_in(i)) p->GradNewLike(i, FusedLayout(c, *c.in[i], c.in[i]->sizes, /*output=*/false));
   if (!c.profile.cuda) {  // CPU flash: per-thread buffers
-    const int64_t q_split = std::min(QSplit(d.s_q), d.s_q), kv_split = KvSplit(d.s_k);
+    const int64_t q_split = FlashCpuQSplit(d.s_q), kv_split = FlashCpuKvSplit(d.s_k);
     const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
     int buf = p->Temp(c.profile.cpu_threads * q_split * kv_split * 2 * acc, "flash backward per-thread buffer");
     p->FreeTemp(p->Temp(c.profile.cpu_threads * q_split * acc, "flash backward row sums"));
@@ -361,6 +345,22 @@ void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
 }
 
 }  // namespace
+
+int64_t FlashCpuQSplit(int64_t s_q) { return std::min<int64_t>(s_q >= 768 ? 256 : s_q >= 192 ? 64 : 32, s_q); }
+int64_t FlashCpuKvSplit(int64_t s_k) { return std::min<int64_t>(s_k, 512); }
+
+TensorMeta DenseInOrderOf(Dtype dt, const TensorMeta& t) {
+  TensorMeta m = *TensorMeta::Contiguous(dt, t.sizes);
+  std::vector<size_t> order(t.sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.strides[a] > t.strides[b]; });
+  int64_t stride = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    m.strides[order[i]] = stride;
+    stride *= t.sizes[order[i]];
+  }
+  return m;
+}
 
 const std::vector<OpRule> kAttentionRules = {
     {OpKind::kSdpa, 3, 4, 7u, InferSdpa, FwdSdpa, BwdSdpa},

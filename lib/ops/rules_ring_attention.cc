@@ -37,25 +37,6 @@ Sizes SizesOf(const RuleCtx& c) {
   return d;
 }
 
-// The CPU flash kernel's tiles (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp), as
-// rules_attention.cc sizes its per-thread buffers.
-int64_t QSplit(int64_t s_q) { return std::min<int64_t>(s_q >= 768 ? 256 : s_q >= 192 ? 64 : 32, s_q); }
-int64_t KvSplit(int64_t s_k) { return std::min<int64_t>(s_k, 512); }
-
-/// A dense tensor in |t|'s stride order: zeros_like(t) (preserve_format) of a dense view.
-TensorMeta DenseLike(Dtype dt, const TensorMeta& t) {
-  TensorMeta m = *TensorMeta::Contiguous(dt, t.sizes);
-  std::vector<size_t> order(t.sizes.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.strides[a] > t.strides[b]; });
-  int64_t stride = 1;
-  for (size_t i = order.size(); i-- > 0;) {
-    m.strides[order[i]] = stride;
-    stride *= t.sizes[order[i]];
-  }
-  return m;
-}
-
 /// One kernel call's block output and logsumexp, and what it returns besides (`rest`).
 struct Block {
   int out = -1, lse = -1;
@@ -78,7 +59,7 @@ Block KernelFwd(const RuleCtx& c, SdpaBackend b, const Sizes& d, int64_t s_q, in
     if (b == SdpaBackend::kFlash) k.rest = {p->AddExtra(16, "ring flash rng_state"), p->AddExtra(8, "ring flash unused")};
     return k;
   }
-  const int64_t q_split = QSplit(s_q), kv_split = KvSplit(s_k), acc = d.es == 8 ? 8 : 4;
+  const int64_t q_split = FlashCpuQSplit(s_q), kv_split = FlashCpuKvSplit(s_k), acc = d.es == 8 ? 8 : 4;
   int buf = p->AddExtra(c.profile.cpu_threads * q_split * (kv_split + 2 + d.e_v) * acc, "flash per-thread buffer");
   if (!d.f32 && d.es == 2)
     p->FreeExtra(p->AddExtra(c.profile.cpu_threads * q_split * kv_split * d.es, "flash per-thread reduced buffer"));
@@ -235,7 +216,7 @@ std::vector<int> KernelBwd(const RuleCtx& c, SdpaBackend b, const Sizes& d, cons
   }
   // the CPU kernel makes the second half's grad_out (a chunk view) contiguous
   const int dout = st.q_halves == 1 ? p->Temp(d.bh * s_q * d.e_v * d.es, "grad_out chunk, contiguous") : -1;
-  const int64_t q_split = QSplit(s_q), kv_split = KvSplit(s_k), acc = d.es == 8 ? 8 : 4;
+  const int64_t q_split = FlashCpuQSplit(s_q), kv_split = FlashCpuKvSplit(s_k), acc = d.es == 8 ? 8 : 4;
   int buf = p->Temp(c.profile.cpu_threads * q_split * kv_split * 2 * acc, "flash backward per-thread buffer");
   p->FreeTemp(p->Temp(c.profile.cpu_threads * q_split * acc, "flash backward row sums"));
   p->FreeTemp(buf);
@@ -339,7 +320,7 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
   const bool q_grad_is_zeros = d.f32 && last_q_cat < 0 && c.rg_in(0);
   // accumulators: zeros_like(q, k, v) in fp32, in their layouts
   int gq = -1;
-  if (q_grad_is_zeros) p->GradNewLike(0, DenseLike(c.in[0]->dtype, *c.in[0]));
+  if (q_grad_is_zeros) p->GradNewLike(0, DenseInOrderOf(c.in[0]->dtype, *c.in[0]));
   else gq = p->Temp(d.q * 4, "ring grad_query accumulator");
   DkvRing dkv(c, d, p);
   int kc = c.in[1]->is_contiguous() ? -1 : p->Temp(d.k * d.es, "ring key.contiguous()");
@@ -388,7 +369,7 @@ void BwdRingAttention(const RuleCtx& c, SdpaBackend b, BwdPlan* p) {
   dkv.Finish();
   if (!d.f32) {  // .to(the inputs' dtype): the grads handed on
     for (int i = 0; i < 3; ++i)
-      if (c.rg_in(i)) p->GradNewLike(i, i == 0 && last_q_cat < 0 ? DenseLike(c.in[0]->dtype, *c.in[0])
+      if (c.rg_in(i)) p->GradNewLike(i, i == 0 && last_q_cat < 0 ? DenseInOrderOf(c.in[0]->dtype, *c.in[0])
                                                               : *TensorMeta::Contiguous(c.in[i]->dtype, c.in[i]->sizes));
   }
   // the function returns: next_kv (step 0's cat), the last block grads, the gathered K/V, the lse copy
