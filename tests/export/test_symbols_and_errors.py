@@ -148,10 +148,18 @@ class Cli(unittest.TestCase):
                 def build():
                     return M()
             """)
-            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,4"])
+            # on meta tensors only: refused, naming the line that reads the value
+            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,4", "--device", "meta"])
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("cannot trace", r.stderr)
             self.assertIn("user_model.py", r.stderr)
+            # --device auto runs it on CPU tensors (Note [Data-dependent sizes]): the branch the exported
+            # input takes, and the op whose value decided it marked data_dependent
+            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,4"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            g = json.loads(r.stdout)
+            marked = [op["op"] for op in g["ops"] if op.get("attrs", {}).get("data_dependent")]
+            self.assertEqual(marked, ["gt"])  # `x.sum() > 0` read by `if`
 
     def test_module_with_specs_and_python_m(self):
         with tempfile.TemporaryDirectory() as d:

@@ -129,6 +129,15 @@ class EagerContext(Context):
         self.constants.append((name, t))
         return TRef(name, tuple(t.shape), t.dtype)
 
+    def mark_value_read(self, t):
+        """Python read t's value (`if x.sum() > 0`, `.item()`) on CPU tensors: the op that made t is
+        marked data_dependent, so memsim's report says the graph follows the exported input."""
+        r = self.refs.get(id(t))
+        for rec in reversed(self.ops if r is not None else []):
+            if r.name in rec["outputs"]:
+                rec.setdefault("attrs", {})["data_dependent"] = True
+                return
+
     def _apply_rebinds(self):
         """In-place writes (Note [Writes into views]), once the node is named: every tensor known
         as the written base is now read as the write's output."""
@@ -274,6 +283,10 @@ class EagerContext(Context):
 _VALUE_SIZED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount"}
 
 
+# Calls through which Python reads a tensor's value (a branch on it, a count): Note [Data-dependent sizes].
+_VALUE_READS = {"bool", "item", "tolist", "int", "float", "index"}
+
+
 def _values_decide_sizes(name, args):
     if name in _VALUE_SIZED:
         return True
@@ -375,6 +388,8 @@ class FunctionRecorder(TorchFunctionMode):
         if self.cx.paused:  # inside an expanded module (ExpandedModules): its handler emits
             return func(*args, **kwargs)
         name = _func_name(func)
+        if self.cx.on_cpu and name in _VALUE_READS and args and isinstance(args[0], torch.Tensor):
+            self.cx.mark_value_read(args[0])
         if name == "tolist" and args and id(args[0]) in self.cx.routings:
             return ops_moe.routed_tolist(self.cx, args[0])  # data-dependent counts (Note [Routed token counts])
         h, swapped = find_handler(func)
