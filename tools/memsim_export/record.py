@@ -278,9 +278,6 @@ class EagerContext(Context):
                 keep.append(name)
 
 
-# Calls whose result sizes follow their inputs' values (Note [Data-dependent sizes]): an export on
-# CPU tensors marks the ops it emits for them "data_dependent".
-_VALUE_SIZED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount"}
 
 
 # Calls through which Python reads a tensor's value (a branch on it, a count): Note [Data-dependent sizes].
@@ -288,7 +285,9 @@ _VALUE_READS = {"bool", "item", "tolist", "int", "float", "index"}
 
 
 def _values_decide_sizes(name, args):
-    if name in _VALUE_SIZED:
+    """Whether a call's result sizes follow its inputs' values (Note [Data-dependent sizes]): an export
+    on CPU tensors marks the ops it emits for it "data_dependent"."""
+    if name in recorded.VALUE_SIZED_OPS:
         return True
     if name == "where" and len(args) == 1:
         return True
@@ -424,8 +423,6 @@ class FunctionRecorder(TorchFunctionMode):
         """Where the handler refuses the call: a recorded op of func on its own arguments (unswapped:
         `2.0 / x` is Tensor.__rdiv__(x, 2.0))."""
         def fallback(name, real, _handler_args, kwargs):
-            if real is None and _is_inplace_call(func):  # x[idx] = v returns None: the written x
-                real = args[0]
             return self.cx.record_op(func, name, real, args, kwargs, _qual_name(func))
         return fallback
 
@@ -440,8 +437,7 @@ def _qual_name(func):
 
 def _is_inplace_call(func):
     name = getattr(func, "__name__", "")
-    return (name.endswith("_") and not name.startswith("_")) or name == "__setitem__" or \
-        getattr(func, "memsim_setitem", False)
+    return name.endswith("_") and not name.startswith("_")
 
 
 _PASSIVE = {"__get__", "__set__", "size", "dim", "numel", "is_floating_point", "__len__", "__bool__",
