@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/autodiff/setups/setups.h"
+#include "lib/autodiff/setups/sharded.h"
 #include "lib/autodiff/step.h"
 #include "lib/ir/module_paths.h"
 #include "lib/util/check.h"
@@ -24,7 +25,7 @@ namespace {
 /// The module paths of |g| that |globs| name (every op's module and its dotted prefixes); an
 /// error names |option| and the glob matching none.
 Result<std::vector<std::string>> ModulesMatching(const Graph& g, const std::vector<std::string>& globs,
-                                                 const std::string& option) {
+                                                 const std::string& option, bool outermost = false) {
   const std::set<std::string> paths = ModulePaths(g);
   std::vector<std::string> modules;
   for (const std::string& glob : globs) {
@@ -38,13 +39,18 @@ Result<std::vector<std::string>> ModulesMatching(const Graph& g, const std::vect
       modules.insert(modules.end(), blocks->begin(), blocks->end());
       continue;
     }
-    bool matched = false;
+    std::vector<std::string> matched;
     for (const std::string& p : paths)
-      if (!p.empty() && fnmatch(glob.c_str(), p.c_str(), 0) == 0) {
+      if (!p.empty() && fnmatch(glob.c_str(), p.c_str(), 0) == 0) matched.push_back(p);
+    if (matched.empty()) return Status::InvalidArgument(option + " \"" + Excerpt(glob) + "\" matches no module of " + g.name);
+    // --wrap: a glob wraps the outermost modules it matches (`model.layers.*` is each layer, not
+    // also every Linear inside it, as the kit's fully_shard loop does); inner ones by a glob of
+    // their own. (--checkpoint: a module inside another listed one is part of the outer one.)
+    for (const std::string& p : matched)
+      if (!outermost || std::none_of(matched.begin(), matched.end(), [&](const std::string& o) {
+            return o != p && WithinModule(p, o);
+          }))
         modules.push_back(p);
-        matched = true;
-      }
-    if (!matched) return Status::InvalidArgument(option + " \"" + Excerpt(glob) + "\" matches no module of " + g.name);
   }
   return modules;
 }
@@ -84,7 +90,7 @@ Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const P
   if (p.data_parallel && g.FindSymbol("batch") == kNone)
     return Status::InvalidArgument("--data-parallel: " + g.name + " has no batch symbol to scatter");
   if (!p.fsdp.empty() || p.mesh.dp_shard > 1) {
-    MEMSIM_ASSIGN_OR_RETURN(p.wrap_modules, ModulesMatching(g, p.wrap_modules, "--wrap"));
+    MEMSIM_ASSIGN_OR_RETURN(p.wrap_modules, ModulesMatching(g, p.wrap_modules, "--wrap", /*outermost=*/true));
   }
   // 1.13 CPU: ZeRO-1 is ZeroRedundancyOptimizer under DDP, as the PyTorch documentation shows.
   if (p.zero_stage == 1 && profile.zero_whole_parameters) p.ddp = true;
@@ -132,8 +138,9 @@ Status ApplyPrecision(const SimOptions& opt, BindOptions* bo) {
 Status ApplyLoop(const SimOptions& opt, StepConfig* cfg) {
   if (opt.steps < 1 || opt.steps > 1000) return Status::InvalidArgument("--steps must be 1 to 1000");
   cfg->steps = opt.steps;
-  if (opt.loop_holds != "output" && opt.loop_holds != "step" && opt.loop_holds != "none")
-    return Status::InvalidArgument("--loop-holds \"" + opt.loop_holds + "\": expected output, step or none");
+  if (opt.loop_holds != "output" && opt.loop_holds != "step" && opt.loop_holds != "none" && opt.loop_holds != "loss")
+    return Status::InvalidArgument("--loop-holds \"" + opt.loop_holds + "\": expected output, step, none or loss");
+  cfg->loop_drops_output = opt.loop_holds == "loss";
   cfg->loop_holds_output = opt.loop_holds == "output";
   cfg->loop_holds_step = opt.loop_holds == "step";
   if (opt.zero_grad == "set-to-none") cfg->zero_grad = StepConfig::ZeroGrad::kSetToNone;

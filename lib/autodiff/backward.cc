@@ -403,6 +403,7 @@ void DestroyNodes(StepState& s, const std::vector<OpId>& ops) {
 
 void DropCallerNames(StepState& s, bool forget) {
   for (TensorId t : CallerNames(s.g)) {
+    if (!s.held[t]) continue;  // --loop-holds loss: the output died after its last use
     if (s.storage[t] != kNoStorage) s.ledger.Unref(s.storage[t]);
     if (forget) s.storage[t] = kNoStorage;
   }

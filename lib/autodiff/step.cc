@@ -17,7 +17,8 @@ StepState::StepState(const Graph& graph, const BoundGraph& b, const StepConfig& 
   for (size_t k = 0; k < g.parameters.size(); ++k) param_index[g.parameters[k]] = uint32_t(k);
   held.assign(g.tensors.size(), false);
   held_prev.assign(g.tensors.size(), kNoStorage);
-  for (TensorId t : g.outputs) held[t] = true;
+  if (!cfg.loop_drops_output)
+    for (TensorId t : g.outputs) held[t] = true;
   if (g.loss != kNone) held[g.loss] = true;
   nodes.assign(g.ops.size(), Node{});
   param_buffer.assign(g.parameters.size(), Grad{});

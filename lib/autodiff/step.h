@@ -40,6 +40,9 @@ struct StepConfig {
   /// --loop-holds step: they are a step function's locals, dropped when it returns (after
   /// optimizer.step() and zero_grad()).
   bool loop_holds_step = false;
+  /// --loop-holds loss: the loop names the loss alone (`loss = loss_fn(model(x), y)`, or
+  /// torchtitan's `del pred` before backward): the model's output dies after its last use.
+  bool loop_drops_output = false;
   /// --zero-grad: set-to-none frees .grad after the step; zeros / none keep it (zeroed in place
   /// or not at all), so the next backward adds into it.
   enum class ZeroGrad : uint8_t { kSetToNone, kZeros, kNone } zero_grad = ZeroGrad::kSetToNone;

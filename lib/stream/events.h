@@ -34,7 +34,14 @@ struct Buffer {
   Category category = Category::kActivation;
   uint32_t op = kNoOp;        ///< index of the forward op that created it, or kNoOp
   std::string module;         ///< module path of that op ("" if none)
+  /// The CUDA stream it is allocated on (the caching allocator keeps a pool per stream): 0 the
+  /// current stream; a side stream of a training setup otherwise (kFsdp2AllGatherStream, ...).
+  uint8_t stream = 0;
 };
+
+/// The side streams the step allocates on (Note [Side streams] in docs/allocator.md).
+inline constexpr uint8_t kFsdp2AllGatherStream = 1;      ///< FSDP2's all_gather_copy_in / all_gather stream
+inline constexpr uint8_t kFsdp2ReduceScatterStream = 2;  ///< FSDP2's reduce_scatter stream
 
 enum class EventKind : uint8_t { kAlloc, kFree };
 

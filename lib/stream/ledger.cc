@@ -11,8 +11,8 @@ Ledger::StorageId Ledger::Alloc(int64_t bytes, std::string_view name, Category c
                                 std::string_view module) {
   MEMSIM_CHECK(bytes >= 0);
   StorageId id = static_cast<StorageId>(stream_.buffers.size());
-  if (names_) stream_.buffers.push_back(Buffer{std::string(name), bytes, category, op_, std::string(module)});
-  else stream_.buffers.push_back(Buffer{std::string(), bytes, category, op_, std::string()});
+  if (names_) stream_.buffers.push_back(Buffer{std::string(name), bytes, category, op_, std::string(module), side_stream_});
+  else stream_.buffers.push_back(Buffer{std::string(), bytes, category, op_, std::string(), side_stream_});
   refs_.push_back(1);
   if (too_large_ == UINT32_MAX) {
     if (bytes > kMaxTensorBytes || requested_ > kMaxTotalBytes - bytes) too_large_ = id;

@@ -48,6 +48,8 @@ class Ledger {
 
   void set_phase(Phase p) { phase_ = p; }
   void set_op(uint32_t op) { op_ = op; }
+  /// The stream the next allocations are made on (Buffer::stream; 0: the current stream).
+  void set_side_stream(uint8_t stream) { side_stream_ = stream; }
   /// A new training step starts with the next event (EventStream::step_starts).
   void MarkStep() { stream_.step_starts.push_back(stream_.events.size()); }
   /// A pipeline schedule's action starts with the next event (EventStream::actions).
@@ -90,6 +92,7 @@ class Ledger {
   std::vector<int> refs_;
   Phase phase_ = Phase::kSetup;
   uint32_t op_ = kNoOp;
+  uint8_t side_stream_ = 0;
   int64_t host_now_ = 0;
   struct HostStorage {
     StorageId id;

@@ -186,7 +186,7 @@ Status CachingRun::Advance(const EventStream& es, size_t to, Placement* place) {
       held = kLiveZeroBytes;
       continue;
     }
-    held = alloc.Malloc(buf.bytes);
+    held = alloc.Malloc(buf.bytes, buf.stream);
     if (held == kNoBlock) {
       oom = OomRecord{*alloc.last_oom(), e.buffer, e.op, e.phase, static_cast<int64_t>(i)};
       done();  // |next| stays at the OOM

@@ -185,8 +185,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
   cmd->add_option("--loop-holds", loop_holds,
                   "output: the loop's `out, loss` stay alive until the next forward rebinds them; step: until the "
                   "step ends (a train_step() function's locals, dropped after optimizer.step() and zero_grad()); "
-                  "none: `del out, loss` after backward (default)")
-      ->check(CLI::IsMember({"output", "step", "none"}));
+                  "none: `del out, loss` after backward (default); loss: the loop names the loss alone "
+                  "(`loss = loss_fn(model(x), y)`, torchtitan's `del pred`): the output dies after its last use")
+      ->check(CLI::IsMember({"output", "step", "none", "loss"}));
   cmd->add_option("--zero-grad", zero_grad,
                   "after optimizer.step(): set-to-none (default, frees .grad), zeros (zero_grad(set_to_none=False)) "
                   "or none (no zero_grad: grads accumulate)")
@@ -277,6 +278,11 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "with --mesh dp_shard=N: fully_shard(reshard_after_forward=...): true frees each unit's gathered "
                   "parameters after its forward (all-gathered again in backward), false keeps them (Note [FSDP2])")
       ->check(CLI::IsMember({"true", "false"}));
+  cmd->add_option("--init", init,
+                  "with tp or dp_shard in --mesh: where the model is built; device (default): whole on the device, "
+                  "then sharded; meta: on the meta device, parallelized, then only the rank's shards materialized "
+                  "(to_empty + init_weights, as torchtitan does; Note [Meta-device init])")
+      ->check(CLI::IsMember({"device", "meta"}));
   cmd->add_option("--fsdp2-mp", fsdp2_mp,
                   "with --mesh dp_shard=N: MixedPrecisionPolicy as param=fp16|bf16[,reduce=fp32|fp16|bf16]: units "
                   "gathered and computed in param, grads reduce-scattered in reduce (default param), shards fp32");
@@ -445,6 +451,13 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
   }
   MEMSIM_RETURN_IF_ERROR(ApplyMesh(&base.sim.parallel));
   MEMSIM_RETURN_IF_ERROR(ApplyFsdp2(&base.sim));
+  if (init == "meta") {  // Note [Meta-device init]: what materializes the shards is FSDP2's or TP's setup
+    const MeshDims& m = base.sim.parallel.mesh;
+    if (m.dp_shard <= 1 && m.tp <= 1)
+      return Status::InvalidArgument("--init meta needs tp=N or dp_shard=N in --mesh (a model that is not sharded "
+                                     "is the same whole on the device)");
+    base.sim.parallel.meta_init = true;
+  }
   MEMSIM_RETURN_IF_ERROR(ApplyPipeline(&base.sim.parallel));
   MEMSIM_RETURN_IF_ERROR(CheckMixedPrecision());
   if (!fsdp_mixed_precision.empty()) {  // the model computes in that dtype; the shards stay fp32

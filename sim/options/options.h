@@ -82,6 +82,7 @@ struct ConfigOptions {
   /// --config FILE: expanded into options before parsing (ExpandConfigFiles); bound for --help.
   std::string config_file;
   std::string reshard_after_forward;  ///< --reshard-after-forward true|false (FSDP2)
+  std::string init;                 ///< --init device|meta (Note [Meta-device init]); "" = device
   std::string fsdp2_mp;             ///< --fsdp2-mp param=DTYPE[,reduce=DTYPE] (FSDP2 MixedPrecisionPolicy)
   std::string tp_plan = "layers";   ///< --tp-plan: the tensor-parallel plan (lib/ir/tensor_parallel.h)
   std::string sequence_parallel = "off";  ///< --sequence-parallel on|off (with tp in --mesh)

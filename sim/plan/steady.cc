@@ -150,7 +150,7 @@ std::vector<std::vector<int64_t>> AllocatorStatesAt(const EventStream& es, const
         continue;
       }
       const int64_t bytes = es.buffers[e.buffer].bytes;
-      h = bytes == 0 ? kZeroBytes : alloc.Malloc(bytes);
+      h = bytes == 0 ? kZeroBytes : alloc.Malloc(bytes, es.buffers[e.buffer].stream);
       if (h == kNoBlock) {  // an OOM: no state from here on
         if (oom_event) *oom_event = static_cast<int64_t>(next);
         return states;

@@ -27,6 +27,7 @@ void AddParallel(const ParallelOptions& p, std::vector<std::pair<std::string, st
   if (!p.offload.empty()) add("offload", p.offload);
   if (!p.fsdp_mixed_precision.empty()) add("fsdp_mixed_precision", p.fsdp_mixed_precision);
   if (p.mesh.dp_shard > 1 && !p.fsdp2_reshard_after_forward) add("reshard_after_forward", "false");
+  if (p.meta_init) add("init", "meta");
   if (!p.fsdp2_param_dtype.empty())
     add("fsdp2_mp", "param=" + p.fsdp2_param_dtype + (p.fsdp2_reduce_dtype.empty() ? "" : ",reduce=" + p.fsdp2_reduce_dtype));
   if (p.ddp && p.bucket_cap_mb != d.bucket_cap_mb) add("bucket_cap_mb", nlohmann::json(p.bucket_cap_mb).dump());
@@ -55,7 +56,7 @@ std::vector<std::pair<std::string, std::string>> NonDefaultSetup(const SimOption
   if (!o.grad_scaler.empty()) add("grad_scaler", o.grad_scaler);
   if (!o.amp.empty() && o.amp_loss != "inside") add("amp_loss", o.amp_loss);
   if (o.steps != 1) add("steps", std::to_string(o.steps));
-  if (o.steps != 1 && o.loop_holds != "none") add("loop_holds", o.loop_holds);
+  if (o.loop_holds == "loss" || (o.steps != 1 && o.loop_holds != "none")) add("loop_holds", o.loop_holds);
   if (o.steps != 1 && o.zero_grad != "set-to-none") add("zero_grad", o.zero_grad);
   if (o.cudnn_benchmark) add("cudnn_benchmark", "on");
   if (o.dispatch_mode) add("dispatch_mode", "on");

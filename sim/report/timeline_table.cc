@@ -18,7 +18,7 @@ Status FillAllocatorColumns(const EventStream& s, const AllocatorOptions& opt, T
     const MemEvent& e = s.events[i];
     const int64_t bytes = s.buffers[e.buffer].bytes;
     if (e.kind == EventKind::kAlloc && bytes > 0) {
-      block[e.buffer] = alloc.Malloc(bytes);
+      block[e.buffer] = alloc.Malloc(bytes, s.buffers[e.buffer].stream);
       if (block[e.buffer] == kNoBlock) break;
     } else if (e.kind == EventKind::kFree && block[e.buffer] != kNoBlock) {
       alloc.Free(block[e.buffer]);

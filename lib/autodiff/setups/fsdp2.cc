@@ -86,6 +86,24 @@ std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, con
 
 namespace {
 
+/// FSDP2 on CUDA allocates the all-gather's input and output under its all_gather stream and
+/// the reduce-scatter's output (and the sharded grads cast from it) under its reduce_scatter
+/// stream (_fsdp_collectives.py: foreach_all_gather, foreach_reduce); the caching allocator keeps
+/// their blocks in those streams' pools (Note [Side streams] in docs/allocator.md). Host
+/// collectives (gloo, the CPU profile) have no streams.
+class SideStream {
+ public:
+  SideStream(StepState& s, uint8_t stream) : s_(s) {
+    if (s.profile.cuda) s.ledger.set_side_stream(stream);
+  }
+  ~SideStream() { s_.ledger.set_side_stream(0); }
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+
+ private:
+  StepState& s_;
+};
+
 class Fsdp2 : public TrainingSetup {
  public:
   explicit Fsdp2(const ParallelOptions& o)
@@ -95,6 +113,7 @@ class Fsdp2 : public TrainingSetup {
     if (groups_.empty()) Init(s);  // before the optimizer state of a steady step asks for the shards
     // The 2-D mesh: tensor parallelism's setup builds its planned parameters (full, then its
     // shards); fully_shard then shards the rank's local tensors (Note [FSDP2]).
+    if (o_.meta_init) return MaterializeShard(s, t);
     for (const Graph::TpShard& sh : s.g.tp_shards)
       if (sh.param == t) return false;
     // The model is built in its own dtype (MixedPrecisionPolicy casts only the unsharded copy).
@@ -198,6 +217,9 @@ class Fsdp2 : public TrainingSetup {
     group_of_op_.assign(s.g.ops.size(), -1);
     for (size_t u = 0; u < n; ++u)
       for (OpId o : groups_[u].ops) group_of_op_[o] = static_cast<int>(u);
+    where_.assign(s.g.parameters.size(), {0, 0});
+    for (size_t u = 0; u < n; ++u)
+      for (size_t i = 0; i < groups_[u].params.size(); ++i) where_[groups_[u].params[i]] = {u, i};
     shard_.assign(n, {});
     unsharded_.assign(n, {});
     all_gather_.assign(n, kNoStorage);
@@ -252,8 +274,33 @@ class Fsdp2 : public TrainingSetup {
     s.ledger.Unref(d);
   }
 
+  /// Note [Meta-device init]: to_empty gives the sharded DTensor an unpadded local tensor
+  /// (empty_like); FSDP2's reset_sharded_param (its _apply override, once the module's tensors
+  /// are all materialized) then re-pads it into a new_zeros copy. The original parameter is
+  /// never allocated.
+  bool MaterializeShard(StepState& s, TensorId t) {
+    const auto k = static_cast<uint32_t>(std::find(s.g.parameters.begin(), s.g.parameters.end(), t) - s.g.parameters.begin());
+    if (k == s.g.parameters.size()) return false;  // a buffer: to_empty makes it whole
+    const auto [u, i] = where_[k];
+    const Fsdp2Shard& sh = groups_[u].shards[i];
+    const std::string& name = s.g.tensors[t].name;
+    shard_[u].push_back(s.ledger.Alloc(sh.local_numel() * ShardElem(s, k), name + " (shard)", Category::kParameter));
+    s.storage[t] = s.ledger.Alloc(0, name + " (unsharded)", Category::kParameter);
+    if (shard_[u].size() < groups_[u].params.size()) return true;
+    for (size_t j = 0; j < groups_[u].params.size(); ++j) {  // the group's reset_sharded_param
+      const Fsdp2Shard& x = groups_[u].shards[j];
+      if (x.local_numel() == x.padded_numel()) continue;
+      StorageId padded = s.ledger.Alloc(x.padded_numel() * ShardElem(s, groups_[u].params[j]),
+                                        s.g.tensors[s.g.parameters[groups_[u].params[j]]].name + " (shard)", Category::kParameter);
+      s.ledger.Unref(shard_[u][j]);
+      shard_[u][j] = padded;
+    }
+    return true;
+  }
+
   void FullyShard(StepState& s, size_t u) {
     MeshTensors(s);
+    if (o_.meta_init) return;  // the shards were materialized as parameters (MaterializeShard)
     const Fsdp2Group& grp = groups_[u];
     for (size_t i = 0; i < grp.params.size(); ++i)
       shard_[u].push_back(s.ledger.Alloc(grp.shards[i].padded_numel() * ShardElem(s, grp.params[i]),
@@ -271,6 +318,7 @@ class Fsdp2 : public TrainingSetup {
     const Fsdp2Group& grp = groups_[u];
     int64_t bytes = 0, low = 0;
     std::vector<StorageId> bits;
+    SideStream on(s, kFsdp2AllGatherStream);
     for (size_t i = 0; i < grp.params.size(); ++i) {
       bytes += grp.shards[i].padded_numel() * GatherElem(s, grp.params[i]);
       if (float8_[grp.params[i]]) bits.push_back(Float8Cast(s, u, grp.params[i], grp.shards[i].padded_numel()));
@@ -357,6 +405,7 @@ class Fsdp2 : public TrainingSetup {
     ChunkCatPadding(s, u, with_grad);
     // unsharded_grads.clear(); the loop variable of foreach_reduce keeps the last one.
     for (size_t i = 0; i + 1 < with_grad.size(); ++i) Free(s, &s.param_grad[with_grad[i]]);
+    SideStream on(s, kFsdp2ReduceScatterStream);  // the output and the post-reduce cast
     StorageId out = s.ledger.Alloc(in_bytes / world_, Name(u) + " sharded grads (reduce-scatter output)", Category::kGradient);
     if (s.profile.host_collectives && world_ > 1) {
       StorageId copy = s.ledger.Alloc(in_bytes, Name(u) + " reduce-scatter (gloo input copy)", Category::kTemporary);
@@ -422,6 +471,7 @@ class Fsdp2 : public TrainingSetup {
   std::vector<std::vector<StorageId>> shard_, unsharded_;
   std::vector<StorageId> all_gather_, grad_, mesh_, user_inputs_;
   std::vector<size_t> post_forward_order_;
+  std::vector<std::pair<size_t, size_t>> where_;  ///< per Graph::parameters index: (group, entry)
   StorageId held_all_gather_ = kNoStorage, held_reduce_scatter_ = kNoStorage;
 };
 

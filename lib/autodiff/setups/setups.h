@@ -58,6 +58,10 @@ struct ParallelOptions {
   int pp_microbatches = 1;
   std::vector<int> pp_split;
   int pp_stages_per_rank = 1;       ///< stages per rank (above 1: a multi-stage schedule)
+  /// --init meta (Note [Meta-device init]): the model is built on the meta device, parallelized,
+  /// then materialized (to_empty, init_weights) as torchtitan does: only the rank's shards are
+  /// ever allocated. false: built on the device whole, then sharded (the kit's flow).
+  bool meta_init = false;
   bool enabled() const { return ddp || zero_stage > 0 || !fsdp.empty() || data_parallel || mesh.enabled(); }
 };
 

@@ -18,14 +18,19 @@ namespace {
 class TensorParallel : public TrainingSetup {
  public:
   explicit TensorParallel(const ParallelOptions& o)
-      : source_(CoordOf(o.mesh, o.rank).tp == 0), own_dtype_(!o.fsdp2_param_dtype.empty()), mesh_world_(o.mesh.world()) {}
+      : source_(CoordOf(o.mesh, o.rank).tp == 0), own_dtype_(!o.fsdp2_param_dtype.empty()), mesh_world_(o.mesh.world()),
+        meta_(o.meta_init), fsdp2_(o.mesh.dp_shard > 1) {}
 
-  /// The full parameter the model was built with, as model.to() leaves it.
+  /// The full parameter the model was built with, as model.to() leaves it. Built on the meta
+  /// device (Note [Meta-device init]), to_empty materializes the local shard alone, or FSDP2's
+  /// setup its shard of it on the 2-D mesh.
   bool AllocateParameter(StepState& s, TensorId t) override {
     const int64_t degree = s.g.tp_degree;
     for (const Graph::TpShard& sh : s.g.tp_shards)
       if (sh.param == t) {
-        s.storage[t] = s.ledger.Alloc(ShardBytes(s, t) * degree, s.g.tensors[t].name + " (full)", Category::kParameter);
+        if (meta_ && fsdp2_) return false;
+        s.storage[t] = s.ledger.Alloc(ShardBytes(s, t) * (meta_ ? 1 : degree), s.g.tensors[t].name + (meta_ ? "" : " (full)"),
+                                      Category::kParameter);
         return true;
       }
     return false;
@@ -37,6 +42,7 @@ class TensorParallel : public TrainingSetup {
   void OnSetupBatch(StepState& s) override {
     if (s.profile.host_collectives)
       s.ledger.Alloc(4 * std::max<int64_t>(mesh_world_, 1), "DeviceMesh ranks", Category::kParameter);
+    if (meta_) return;  // the shards were materialized as parameters
     const int degree = s.g.tp_degree;
     for (const Graph::TpShard& sh : s.g.tp_shards) {
       const int64_t bytes = ShardBytes(s, sh.param);
@@ -63,6 +69,8 @@ class TensorParallel : public TrainingSetup {
   bool source_;     // the tp group's first rank: distribute_tensor scatters from it
   bool own_dtype_;  // FSDP2 MixedPrecisionPolicy on the 2-D mesh
   int64_t mesh_world_;
+  bool meta_;   // --init meta
+  bool fsdp2_;  // the 2-D mesh: FSDP2 materializes the shards of the local tensors
 };
 
 }  // namespace
