@@ -81,6 +81,31 @@ int64_t ShardBytes(const EventStream& s) {
   return bytes;
 }
 
+/// The bytes of the events of |kind| on buffers named |name|.
+int64_t Exact(const EventStream& s, EventKind kind, const std::string& name) {
+  int64_t bytes = 0;
+  for (const MemEvent& e : s.events)
+    if (e.kind == kind && s.buffers[e.buffer].name == name) bytes += s.bytes(e);
+  return bytes;
+}
+
+/// The bytes of the first allocation whose name holds |part|.
+int64_t FirstAlloc(const EventStream& s, const std::string& part) {
+  for (const MemEvent& e : s.events)
+    if (e.kind == EventKind::kAlloc && s.buffers[e.buffer].name.find(part) != std::string::npos) return s.bytes(e);
+  return -1;
+}
+
+/// The shards to_empty made and reset_sharded_param replaced (freed shards).
+int64_t LocalShardBytes(const EventStream& s) {
+  int64_t bytes = 0;
+  for (const MemEvent& e : s.events)
+    if (e.kind == EventKind::kFree && s.buffers[e.buffer].name.ends_with(" (shard)")) bytes += s.bytes(e);
+  return bytes;
+}
+
+int64_t r_bytes(const SimResult& r, TensorId t) { return r.bound.metas[t].bytes(); }
+
 TEST(Fsdp2StepTest, ShardsAllGatherAndReduceScatterBuffersHaveTheirPaddedSizes) {
   Graph g = ZooGraph("mlp");
   SimResult r = SimulateOk(g, Fsdp2Mlp(2, 0));
@@ -135,6 +160,47 @@ TEST(Fsdp2StepTest, MixedPrecisionGathersInParamDtypeAndReducesInReduceDtype) {
   EXPECT_EQ(ShardBytes(r.events), ShardBytes(SimulateOk(g, Fsdp2Mlp(2, 0)).events));  // fp32 shards
 }
 
+// Note [Meta-device init]: built on the meta device, only the shards are ever allocated; a
+// shard of uneven rows is materialized unpadded (to_empty), then re-padded into a new buffer.
+TEST(Fsdp2MetaInitTest, OnlyTheShardsMaterializeAndUnevenOnesAreRePadded) {
+  Graph g = ZooGraph("mlp");
+  SimOptions o = Fsdp2Mlp(3, 2);
+  o.parallel.meta_init = true;
+  SimResult meta = SimulateOk(g, o);
+  int64_t whole = 0;
+  for (TensorId t : g.parameters) whole += r_bytes(meta, t);
+  // No full parameter: the setup holds the padded shards (the same as the device flow's).
+  EXPECT_EQ(ShardBytes(SimulateOk(g, Fsdp2Mlp(3, 2)).events), ShardBytes(meta.events) - LocalShardBytes(meta.events));
+  EXPECT_LT(meta.peak.phase_peaks[static_cast<int>(Phase::kSetup)], whole);
+  // Rank 2 of 3 holds 32 of the 100 rows of Linear(1000, 100): to_empty makes 32 rows, reset_sharded_param 34.
+  EXPECT_EQ(FirstAlloc(meta.events, "0.weight (shard)"), 32 * 1000 * 4);
+  EXPECT_EQ(Exact(meta.events, EventKind::kAlloc, "0.weight (shard)"), (32 + 34) * 1000 * 4);
+  EXPECT_EQ(Exact(meta.events, EventKind::kFree, "0.weight (shard)"), 32 * 1000 * 4);
+  // The step after the setup is the device flow's.
+  SimResult device = SimulateOk(g, Fsdp2Mlp(3, 2));
+  EXPECT_EQ(meta.peak.phase_peaks[static_cast<int>(Phase::kBackward)], device.peak.phase_peaks[static_cast<int>(Phase::kBackward)]);
+}
+
+// Note [Side streams]: on CUDA the all-gather's buffers come from its stream's pool and the
+// reduce-scatter's output from the reduce_scatter stream's; the CPU has one.
+TEST(Fsdp2StepTest, CudaAllocatesTheCollectivesBuffersOnTheirStreams) {
+  Graph g = ZooGraph("mlp");
+  SimOptions o = Fsdp2Mlp(2, 0);
+  o.profile = "cuda";
+  SimResult r = SimulateOk(g, o);
+  auto stream_of = [&](const std::string& part) {
+    for (const Buffer& b : r.events.buffers)
+      if (b.name.find(part) != std::string::npos) return static_cast<int>(b.stream);
+    return -1;
+  };
+  EXPECT_EQ(stream_of("FSDP2 0 all-gather output"), kFsdp2AllGatherStream);
+  EXPECT_EQ(stream_of("FSDP2 0 sharded grads (reduce-scatter output)"), kFsdp2ReduceScatterStream);
+  EXPECT_EQ(stream_of("FSDP2 0 reduce-scatter input"), 0);
+  EXPECT_EQ(stream_of("0.weight (unsharded)"), 0);
+  // More reserved than one pool would need: the streams do not share cached blocks.
+  for (const Buffer& b : SimulateOk(g, Fsdp2Mlp(2, 0)).events.buffers) EXPECT_EQ(b.stream, 0);
+}
+
 // One decoder layer (tests/ir/tensor_parallel_test.cc's): q/gate/up ColwiseParallel, o/down RowwiseParallel.
 const char* kTpLayer = R"(
   "symbols": {"batch": 2, "seq": 16},
@@ -182,6 +248,28 @@ TEST(Fsdp2TpTest, FullyShardShardsTheTensorParallelLocalTensorsOnDimZero) {
   size_t n = 0;
   EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 l all-gather output", &n), 2 * 4096 * 4);
   EXPECT_EQ(n, 2u);
+  // Built on the meta device: no full layer, no tp shard of it; the 2-D shards alone.
+  RunConfig c = Fsdp2TpLayer();
+  c.sim.parallel.meta_init = true;
+  SimResult meta = SimulateOk(*g, c.sim);
+  EXPECT_EQ(Bytes(meta.events, EventKind::kAlloc, " (full)"), 0);
+  EXPECT_EQ(ShardBytes(meta.events), 2048 * 4);
+  EXPECT_EQ(meta.peak.phase_peaks[static_cast<int>(Phase::kBackward)], r.peak.phase_peaks[static_cast<int>(Phase::kBackward)]);
+}
+
+TEST(Fsdp2GroupsTest, AWrapGlobWrapsTheOutermostModulesItMatches) {
+  // `l*` matches l, l.attn, l.attn.q_proj, ...: fully_shard(l) alone, as the kit's loop does;
+  // a glob of their own wraps inner modules too.
+  RunConfig c = Fsdp2TpLayer();
+  c.sim.parallel.mesh.tp = 1;
+  c.sim.parallel.world = 2;
+  c.sim.parallel.wrap_modules = {"l*"};
+  SimResult r = SimulateOk(testing::ParseBody(kTpLayer), c.sim);
+  EXPECT_GT(Bytes(r.events, EventKind::kAlloc, "FSDP2 l all-gather output"), 0);
+  EXPECT_EQ(Bytes(r.events, EventKind::kAlloc, "FSDP2 l.attn"), 0);
+  c.sim.parallel.wrap_modules = {"l", "l.mlp.*"};
+  SimResult inner = SimulateOk(testing::ParseBody(kTpLayer), c.sim);
+  EXPECT_GT(Bytes(inner.events, EventKind::kAlloc, "FSDP2 l.mlp.up_proj all-gather output"), 0);
 }
 
 TEST(Fsdp2TpTest, RanksDifferByTheirTpGroupsSourceAndStandInForTheirDpShardCoordinate) {

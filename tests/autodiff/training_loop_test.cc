@@ -184,5 +184,23 @@ TEST(TrainingLoopTest, LoopHoldsOutputUntilTheNextForwardRebindsIt) {
   EXPECT_FALSE(Simulate(g, opt).ok());
 }
 
+TEST(TrainingLoopTest, LoopHoldingTheLossAloneDropsTheOutputBeforeBackward) {
+  Graph g = testing::ParseBody(testing::MlpBody(R"(, "outputs": ["logits"])"));
+  ASSERT_EQ(g.outputs.size(), 1u);
+  const std::string out = g.tensors[g.outputs[0]].name;
+  SimOptions opt = Loop(2);
+  SimResult held = SimulateOk(g, opt);
+  opt.loop_holds = "loss";
+  SimResult loss = SimulateOk(g, opt);
+  // `loss = loss_fn(model(x), y)`: the output dies in forward, once the loss is made; held by
+  // `out` (the default) it lives until `del out, loss` after backward.
+  ASSERT_EQ(Lives(loss.events, out).size(), 2u);
+  EXPECT_EQ(Lives(loss.events, out)[0].free, Phase::kForward);
+  EXPECT_EQ(Lives(held.events, out)[0].free, Phase::kBackward);
+  EXPECT_LE(loss.peak.phase_peaks[static_cast<int>(Phase::kBackward)],
+            held.peak.phase_peaks[static_cast<int>(Phase::kBackward)]);
+  EXPECT_EQ(loss.peak.step_end_bytes[1], held.peak.step_end_bytes[1]);  // nothing leaks either way
+}
+
 }  // namespace
 }  // namespace memsim
