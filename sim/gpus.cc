@@ -27,6 +27,9 @@ constexpr GpuSpec kGpus[] = {
     {"A100-80GB", 81920 * kMiB, kCublasDefault, "ampere", 80, 108, 2048},
     {"H100-80GB", 81559 * kMiB, kCublasHopper, "hopper", 90, 132, 2048},
     {"H100", 81559 * kMiB, kCublasHopper, "hopper", 90, 132, 2048},
+    // H200 SXM: 143771 MiB and 132 SMs as nvidia-smi and torch reported on the H200 of
+    // tests/data/gpu/h200_2_11_ranks.
+    {"H200", 143771 * kMiB, kCublasHopper, "hopper", 90, 132, 2048},
 };
 
 /// What torch.cuda.get_device_name() (and nvidia-smi) print for the catalog's GPUs.
@@ -41,6 +44,7 @@ constexpr struct {
     {"NVIDIA A100-SXM4-40GB", "A100-40GB"}, {"NVIDIA A100-PCIE-40GB", "A100-40GB"},
     {"NVIDIA A100-SXM4-80GB", "A100-80GB"}, {"NVIDIA A100 80GB PCIe", "A100-80GB"},
     {"NVIDIA H100 80GB HBM3", "H100-80GB"}, {"NVIDIA H100 PCIe", "H100-80GB"},
+    {"NVIDIA H200", "H200"},
 };
 
 bool SameName(std::string_view a, std::string_view b) {

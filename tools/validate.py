@@ -339,6 +339,10 @@ def main():
     gpu_lines, gpu_failures = validate_gpu.section(a.memsim)
     lines += gpu_lines
     failures += gpu_failures
+    import validate_gpu_ranks  # rank 0 of FSDP2 / FSDP2 x TP steps on one H200 (tools/validate_gpu_ranks.py)
+    rank_lines, rank_failures = validate_gpu_ranks.section(a.memsim)
+    lines += rank_lines
+    failures += rank_failures
     device_lines, device_failures = validate_device.section(a.memsim)
     lines += device_lines
     failures += device_failures
