@@ -211,8 +211,9 @@ def section(memsim):
     return lines, failures
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(section=section, doc=__doc__):
+    """Prints one section (a module's section(memsim)) and its failures; exit 1 on any."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--memsim", default=os.path.join(ROOT, "build", "memsim"))
     a = ap.parse_args()
     lines, failures = section(a.memsim)

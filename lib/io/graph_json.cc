@@ -41,6 +41,12 @@ class GraphReader {
     MEMSIM_ASSIGN_OR_RETURN(g_.name, String(doc, "name", "", true));
     MEMSIM_ASSIGN_OR_RETURN(g_.provenance, String(doc, "provenance", "", false));
     MEMSIM_ASSIGN_OR_RETURN(g_.torch_version, String(doc, "torch_version", "", false));
+    if (auto it = doc.find("recorded_dtype"); it != doc.end()) {
+      const auto d = it->is_string() ? ParseDtype(it->get<std::string>()) : std::nullopt;
+      if (!d || (*d != Dtype::kFloat32 && *d != Dtype::kFloat16 && *d != Dtype::kBFloat16))
+        return Err("/recorded_dtype", "expected float32, float16 or bfloat16 (the dtype the forward was recorded in)");
+      g_.recorded_dtype = d;
+    }
     if (auto it = doc.find("symbols"); it != doc.end()) {
       if (!it->is_object()) return Err("/symbols", "expected an object of symbol: integer");
       for (auto& [k, v] : it->items()) {

@@ -56,6 +56,9 @@ struct Graph {
   std::string name;
   std::string provenance;
   std::string torch_version;  ///< torch.__version__ the exporter ran under ("" = not recorded)
+  /// The float dtype the forward was recorded in, where the parameters are declared in another
+  /// (a model built in fp32 that FSDP2's MixedPrecisionPolicy computes in bf16); nullopt: theirs.
+  std::optional<Dtype> recorded_dtype;
   std::string source;                       ///< file it came from (messages)
   std::vector<std::string> symbols;         ///< symbol id → name
   std::vector<std::optional<int64_t>> symbol_defaults;

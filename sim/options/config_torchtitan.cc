@@ -53,6 +53,9 @@ Status ReadMesh(ConfigTree* t, int64_t world, ConfigFile* out, bool* shard) {
     if (d.degree > 1) mesh += (mesh.empty() ? "" : ",") + std::string(d.name) + "=" + std::to_string(d.degree);
   if (!mesh.empty()) out->options.push_back({"--mesh", mesh});
   *shard = shard_dim.degree > 1;
+  // torchtitan's trainer builds the model on the meta device, parallelizes it, then
+  // materializes the shards (to_empty, init_weights): Note [Meta-device init].
+  if (*shard || dims[4].degree > 1) out->options.push_back({"--init", "meta"});
   return Status::OK();
 }
 
@@ -88,6 +91,8 @@ Status ReadTorchtitan(ConfigTree* t, ConfigFile* out, int64_t world) {
   MEMSIM_ASSIGN_OR_RETURN(std::optional<int64_t> local, t->Int("/training/local_batch_size", 1, int64_t{1} << 40));
   if (!local) { MEMSIM_ASSIGN_OR_RETURN(local, t->Int("/training/batch_size", 1, int64_t{1} << 40)); }
   out->options.push_back({"--batch", std::to_string(local.value_or(8))});
+  // train_step: `pred = model(inputs); loss = loss_fn(pred, labels); del pred; loss.backward()`.
+  out->options.push_back({"--loop-holds", "loss"});
   MEMSIM_ASSIGN_OR_RETURN(std::optional<int64_t> seq, t->Int("/training/seq_len", 1, int64_t{1} << 40));
   out->options.push_back({"--set", "seq=" + std::to_string(seq.value_or(2048))});
   MEMSIM_ASSIGN_OR_RETURN(std::optional<double> clip, t->Number("/training/max_norm"));

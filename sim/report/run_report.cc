@@ -164,7 +164,7 @@ std::string CastWarning(const Graph& g, const std::string& dtype) {
     return d == Dtype::kFloat32 || d == Dtype::kFloat16 || d == Dtype::kBFloat16;
   });
   if (dtype.empty() || floating == g.parameters.end()) return "";
-  const Dtype exported = g.tensors[*floating].dtype;
+  const Dtype exported = g.recorded_dtype.value_or(g.tensors[*floating].dtype);
   const Dtype wanted = dtype == "bf16" ? Dtype::kBFloat16 : dtype == "fp16" ? Dtype::kFloat16 : Dtype::kFloat32;
   if (exported == wanted) return "";
   const bool casts = std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::kToDtype; });

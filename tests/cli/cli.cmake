@@ -277,6 +277,9 @@ if(MEMSIM_PYTHON3)
   add_test(NAME scenarios.multi_gpu_up_to_date
            COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/multi_gpu.py --memsim $<TARGET_FILE:memsim> --check
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  add_test(NAME scenarios.llm_parallel_up_to_date
+           COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/llm_parallel.py --memsim $<TARGET_FILE:memsim> --check
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   add_test(NAME scenarios.finetune_up_to_date
            COMMAND ${MEMSIM_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/scenarios/finetune.py --memsim $<TARGET_FILE:memsim> --check
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

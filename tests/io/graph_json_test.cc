@@ -81,6 +81,15 @@ TEST(GraphJsonTest, QuantizeBaseKeyIsTheQuantizedBaseAfterTheAdapters) {
   EXPECT_THAT(ErrorOf(Replace(kValid, "\n}", ",\n\"quantize_base\": 4\n}")), HasSubstr("expected a string"));
 }
 
+TEST(GraphJsonTest, RecordedDtypeIsTheForwardsFloatDtype) {
+  auto g = ParseGraph(Replace(kValid, R"("name": "mlp",)", R"("name": "mlp", "recorded_dtype": "bfloat16",)"), "g.json");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->recorded_dtype, Dtype::kBFloat16);
+  EXPECT_FALSE(ParseGraph(kValid, "g.json")->recorded_dtype.has_value());
+  auto m = ErrorOf(Replace(kValid, R"("name": "mlp",)", R"("name": "mlp", "recorded_dtype": "int64",)"));
+  EXPECT_THAT(m, StartsWith("graphs/bad.json: /recorded_dtype: "));
+}
+
 TEST(GraphJsonTest, UnknownOpNamesPointer) {
   auto m = ErrorOf(Replace(kValid, R"("op": "relu")", R"("op": "relux")"));
   EXPECT_THAT(m, StartsWith("graphs/bad.json: /ops/1/op: "));

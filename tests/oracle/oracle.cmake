@@ -7,3 +7,10 @@ add_test(NAME oracle.gpu_record_dry_run
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(oracle.gpu_record_dry_run PROPERTIES TIMEOUT 300 LABELS export
                      PASS_REGULAR_EXPRESSION "record_gpu.py: 18 cases, failed: none")
+# tests/oracle/gpu/record_ranks_gpu.py (rank 0 of FSDP2 / FSDP2 x TP through a fake process group):
+# its --dry-run builds a tiny Llama on the meta device and steps it on the CPU.
+add_test(NAME oracle.gpu_ranks_dry_run
+         COMMAND ${MEMSIM_VENV}/bin/python tests/oracle/gpu/record_ranks_gpu.py ${CMAKE_BINARY_DIR}/gpu_ranks_dry_run --dry-run
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(oracle.gpu_ranks_dry_run PROPERTIES TIMEOUT 300 LABELS export
+                     PASS_REGULAR_EXPRESSION "record_ranks_gpu.py: 4 runs, failed: none")

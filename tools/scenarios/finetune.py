@@ -5,7 +5,7 @@ figure one `memsim run` or `memsim fit`, beside the peak memory torchtune publis
 recipes, with the differences explained.
 Usage: finetune.py [--memsim build/memsim] [--out docs/scenarios/finetune.md] [--check]
 """
-import argparse, json, os, subprocess, sys
+import argparse, os, sys
 
 import page  # the shared write / --check tail (tools/scenarios/page.py)
 
@@ -38,19 +38,14 @@ TORCHTUNE = {"full_tt": 18.9, "lora": 16.2, "qlora": 7.4}
 
 
 def memsim(binary, command, *args):
-    cmd = [binary, command, GRAPH] + list(args) + ["--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        raise RuntimeError(" ".join(cmd) + ": " + out.stderr.strip())
-    return json.loads(out.stdout)
+    return page.memsim_json([binary, command, GRAPH] + list(args) + ["--json"], ROOT)
 
 
 def gib(b):
     return "%.1f GiB" % (b / GIB)
 
 
-def flags(args):
-    return " ".join("'%s'" % a if "*" in a else a for a in args)
+flags = page.quoted
 
 
 def main():

@@ -41,6 +41,8 @@ import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "kit"))
+sys.path.insert(0, HERE)
+from record_gpu import cut_frames  # noqa: E402  (the snapshot's frames cut to --frames)
 
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072,
@@ -72,16 +74,6 @@ RNN_GRID = [("LSTM", 512, 1024, 2, False, 32, 256, "float32", 0, True, 0.0),
             ("GRU", 300, 700, 3, False, 7, 50, "float16", 0, True, 0.0),
             ("RNN_TANH", 512, 1024, 2, False, 32, 256, "float32", 0, True, 0.0),
             ("RNN_RELU", 300, 700, 1, True, 7, 50, "float32", 0, True, 0.0)]
-
-
-def cut_frames(snapshot, keep):
-    for trace in snapshot.get("device_traces", []):
-        for e in trace:
-            e["frames"] = e.get("frames", [])[:keep]
-    for seg in snapshot.get("segments", []):
-        for b in seg.get("blocks", []):
-            b["frames"] = b.get("frames", [])[:keep]
-    return snapshot
 
 
 def build(a, c, dev):

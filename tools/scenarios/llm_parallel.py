@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Generates docs/scenarios/llm_parallel.md: what each GPU holds when an LLM is trained with FSDP2,
+tensor and context parallelism, beside measurements and the published figures and formulas.
+
+1. Llama 3.1 8B on 8 x H100-80GB as torchtitan trains it (tests/data/configs/torchtitan_llama3_8b.toml:
+   FSDP2 over 8 ranks, batch 1, seq 8192, selective op checkpointing), and the variants users weigh
+   (full checkpointing, none, FSDP2 x TP 2), per distinct rank; beside rank 0 of the same steps
+   recorded on one H200 through a fake process group (tests/data/gpu/h200_2_11_ranks), torchtitan's
+   published 47.65 GiB (pytorch/torchtitan PR #808) and Megatron-LM's formula
+   (megatron/training/theoretical_memory_usage.py).
+2. A 128k-token context with context parallelism 8 (ring attention) x FSDP2 2 on 16 GPUs.
+3. What this page does not show yet, and why.
+Usage: llm_parallel.py [--memsim build/memsim] [--out docs/scenarios/llm_parallel.md] [--check]
+"""
+import argparse, json, os, sys, tempfile
+
+import page  # the shared write / --check tail (tools/scenarios/page.py)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+import validate_gpu_ranks as vr  # noqa: E402  (fsdp2_mp_graph, the recorded rank-0 steps)
+
+GIB = float(1 << 30)
+GRAPH = os.path.join(ROOT, "graphs", "llama3_8b.json")
+TOML = "tests/data/configs/torchtitan_llama3_8b.toml"
+EXPANDABLE = ["--alloc-conf", "expandable_segments:True"]
+
+
+def run(memsim, graph, args):
+    return page.memsim_json([memsim, "run", graph] + args + ["--json", "--top", "3"], ROOT)
+
+
+def gib(b):
+    return "%.2f GiB" % (b / GIB)
+
+
+shown = page.quoted
+
+
+def torchtitan_loss_graph(src, dst):
+    """|src| with torchtitan's loss: cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+    (torchtitan/components/loss.py): the logits upcast to fp32 before the cross entropy."""
+    with open(src) as f:
+        g = json.load(f)
+    ops = g["ops"]
+    view = next(i for i, o in enumerate(ops) if o["op"] == "view" and o["outputs"] == ["loss:logits"])
+    logits = ops[view]["inputs"][0]
+    ops.insert(view, {"op": "to_dtype", "module": "loss", "inputs": [logits], "outputs": ["loss:pred_fp32"],
+                      "attrs": {"dtype": "float32"}})
+    ops[view + 1]["inputs"] = ["loss:pred_fp32"]
+    g["provenance"] += "; torchtitan's loss: the logits cast to float32 before the cross entropy"
+    with open(dst, "w") as f:
+        json.dump(g, f)
+    return dst
+
+
+def megatron(params_per_gpu_fraction, dp, tp, s, b, h, ffn, layers, vocab, n_params):
+    """Megatron-LM's theoretical_memory_usage.py for one GPU (its assumptions: the distributed
+    optimizer, selective recomputation, sequence parallelism; no FSDP, no CP term), in bytes:
+    weights and optimizer = parameters on the GPU x (6 + 12 / dp); activations (Korthikanti et
+    al. 2022, Table 2) = s·b·h·(18 + 4·ffn/h) per layer + the embedding's input and dropout
+    (8·s·b + s·b·h) + the output layer and loss 4·s·b·h·(1 + vocab/h), all / tp."""
+    weights = n_params * params_per_gpu_fraction * (6 + 12.0 / dp)
+    act = s * b * h * (18 + 4.0 * ffn / h) * layers + 8 * s * b + s * b * h + 4 * s * b * h * (1 + vocab / h)
+    return weights, act / tp
+
+
+def llama_plans():
+    base = ["--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32", "--init", "meta", "--set", "seq=8192",
+            "--batch", "1", "--optimizer", "adamw", "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB",
+            "--steps", "2"] + EXPANDABLE
+    sel = ["--checkpoint", "model.layers.*", "--sac", "torchtitan"]
+    full = ["--checkpoint", "model.layers.*"]
+    return [("FSDP2 8, selective (op) checkpointing: torchtitan's llama3_8b.toml", "dp_shard=8", ["--mesh", "dp_shard=8"] + base + sel,
+             ("dp_shard=8", "torchtitan")),
+            ("FSDP2 8, every layer checkpointed", "dp_shard=8", ["--mesh", "dp_shard=8"] + base + full, ("dp_shard=8", None)),
+            ("FSDP2 8, no checkpointing", "dp_shard=8", ["--mesh", "dp_shard=8"] + base, None),
+            ("FSDP2 4 × TP 2, every layer checkpointed", "dp_shard=4,tp=2", ["--mesh", "dp_shard=4,tp=2"] + base + full,
+             ("dp_shard=4,tp=2", None)),
+            ("FSDP2 4 × TP 2, selective (op) checkpointing", "dp_shard=4,tp=2",
+             ["--mesh", "dp_shard=4,tp=2"] + base + sel, None)]
+
+
+def measured():
+    """(mesh, sac) -> (step-2 max allocated, max reserved) of the expandable-segments recordings."""
+    with open(os.path.join(vr.DATA, "summary.json")) as f:
+        s = json.load(f)
+    out = {}
+    for c in s["cases"]:
+        if "steps" in c and c["alloc_conf"] == "expandable_segments:True":
+            alloc = max(c["steps"][-1][p]["max_memory_allocated"] for p in vr.PHASES)
+            res = max(st[p]["max_memory_reserved"] for st in c["steps"] for p in vr.PHASES)
+            out[(c["mesh"], c["sac"])] = (alloc, res)
+    return s, out
+
+
+def llama_section(memsim, graph, tmp):
+    rec, meas = measured()
+    lines = ["## 1. Llama 3.1 8B on 8 × H100-80GB (torchtitan's recipe)", "",
+             "`graphs/llama3_8b.json` (transformers' `LlamaForCausalLM`, Llama 3.1 8B's configuration, SDPA), its",
+             "parameters marked float32 (torchtitan builds the model in fp32; FSDP2's `MixedPrecisionPolicy(param_dtype=bf16,",
+             "reduce_dtype=fp32)` computes in bf16: `tools/validate_gpu_ranks.py` `fsdp2_mp_graph`). torchtitan's flow: the",
+             "model built on the meta device and only each rank's shards materialized (`--init meta`), `fully_shard` on every",
+             "decoder layer then the root (`--wrap 'model.layers.*'`), AdamW, `loss = loss_fn(model(x), y)` with the output",
+             "deleted before backward (`--loop-holds loss`), batch 1 per rank, seq 8192, and torchtitan's launcher's",
+             "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`. Two steps: the first creates AdamW's state, the second is",
+             "the steady step. `memsim run --config %s --world 8` reads the same recipe from" % TOML,
+             "torchtitan's own TOML (it adds fused AdamW and `--clip-grad-norm 1.0`).", "",
+             "Common flags: `%s`." % shown(llama_plans()[0][2][2:]).replace(" --checkpoint 'model.layers.*' --sac torchtitan", ""), "",
+             "Per rank (FSDP2 ranks are identical; with TP the ranks of a TP group differ only by the scatter source of",
+             "the setup). Measured: rank 0 of the same step recorded on one %s through PyTorch's fake process group" % rec["device"],
+             "(PyTorch %s; `docs/validation.md`, \"Per rank on CUDA\")." % rec["torch"], "",
+             "| plan | first step: peak allocated | steady step: peak allocated | measured (rank 0) | peak reserved | measured | device used | fits 80 GB? |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    results = {}
+    for label, mesh, args, key in llama_plans():
+        r = run(memsim, graph, args)
+        results[label] = r
+        m = meas.get(key) if key else None
+        steps = r["steps"]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, gib(steps[0]["peak_live_bytes"]), gib(steps[-1]["peak_live_bytes"]), gib(m[0]) if m else "—",
+            gib(r["peak_reserved_bytes"]), gib(m[1]) if m else "—", gib(r["peak_device_used_bytes"]),
+            "yes" if r["verdict"] == "fits" else "**%s**" % r["verdict"]))
+    nccl = results[llama_plans()[0][0]]["device"]
+    lines += ["", "Device used = peak reserved + the CUDA context and libraries (%s) + NCCL's buffers (%s: %s), Note [NCCL buffers]." % (
+        gib(nccl["context_bytes"]), gib(nccl["nccl_bytes"]), ", ".join(
+            "%s %s" % (c.get("dimension", c.get("name", "")), gib(c.get("bytes", 0))) for c in nccl.get("nccl_communicators", [])) or "one"), ""]
+    lines += torchtitan_published(memsim, graph, tmp, results[llama_plans()[0][0]])
+    return lines
+
+
+def torchtitan_published(memsim, graph, tmp, sel):
+    tt = torchtitan_loss_graph(graph, os.path.join(tmp, "llama3_8b_torchtitan_loss.json"))
+    args = llama_plans()[0][2]
+    r = run(memsim, tt, args)
+    w, a = megatron(1.0, 8, 1, 8192, 1, 4096, 14336, 32, 128256, 8030261248)
+    pub = 47.65 * GIB
+    b = sel["breakdown_at_peak"]
+    lines = ["### Beside torchtitan's published figure and Megatron-LM's formula", "",
+             "torchtitan PR #808 reports **47.65 GiB** (its `max_reserved` memory metric) for this recipe in bf16 on 8 × H100",
+             "with `torch.compile`. memsim, per rank:", "",
+             "| what | peak allocated | peak reserved | beside 47.65 GiB |", "|---|---:|---:|---:|",
+             "| the recipe above (the kit's loss: cross entropy on the bf16 logits) | %s | %s | %+.1f %% |" % (
+                 gib(sel["peak_allocated_bytes"]), gib(sel["peak_reserved_bytes"]), 100 * (sel["peak_reserved_bytes"] - pub) / pub),
+             "| with torchtitan's loss (`cross_entropy(pred.flatten(0, 1).float(), ...)`: the logits upcast to fp32) | %s | %s | %+.1f %% |" % (
+                 gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), 100 * (r["peak_reserved_bytes"] - pub) / pub), "",
+             "The upcast separates the two rows: an fp32 copy of the 8192 × 128256 logits (%s) and the fp32" % gib(8192 * 128256 * 4),
+             "log-softmax the cross entropy saves live at the loss. What is left between memsim's eager step and the published",
+             "compiled run is `torch.compile`'s: its regions save and free other tensors than the eager ops (memsim models",
+             "compiled regions from a program recorded on the CPU, Note [Compiled regions], not Inductor on a GPU).", "",
+             "Megatron-LM's `theoretical_memory_usage.py` for the same model and batch gives weights and optimizer %s," % gib(w),
+             "activations %s, total **%s** per GPU, against memsim's %s allocated at the peak (parameters %s," % (
+                 gib(a), gib(w + a), gib(sel["peak_allocated_bytes"]), gib(b["parameter"])),
+             "gradients %s, optimizer state %s, activations %s). The formula has no FSDP term: it keeps every GPU's" % (
+                 gib(b["gradient"]), gib(b["optimizer_state"]), gib(b["activation"])),
+             "bf16 weights and fp32 grads whole and shards only the optimizer (its distributed optimizer: 6 + 12/8 bytes per",
+             "parameter, where FSDP2 keeps a 16/8-byte shard plus the layers gathered in flight); its activation term",
+             "assumes Megatron's selective recomputation and sequence parallelism, not torchtitan's op-level policy, and",
+             "counts neither the all-gather nor the reduce-scatter buffers.", ""]
+    return lines
+
+
+def cp_section(memsim, graph):
+    args = ["--mesh", "dp_shard=2,cp=8", "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32", "--init", "meta",
+            "--checkpoint", "model.layers.*", "--set", "seq=131072", "--batch", "1", "--optimizer", "adamw",
+            "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB"] + EXPANDABLE
+    r = run(memsim, graph, args)
+    w, a = megatron(1.0, 16, 1, 131072, 1, 4096, 14336, 32, 128256, 8030261248)
+    return ["## 2. A 128k-token context: context parallel 8 × FSDP2 2 (16 × H100-80GB)", "",
+            "The same model at seq 131072, ring attention over 8 ranks (each holds 16384 tokens of every sequence), FSDP2",
+            "sharding over the 16 ranks of dp_shard × cp as torchtitan's `dp_shard_cp` mesh does, every layer checkpointed:",
+            "`memsim run graphs/llama3_8b.json %s` (simulated; the cp × dp_shard combination is not checked against a" % shown(args),
+            "trace: `docs/validation.md`'s context-parallel section checks cp alone).", "",
+            "| peak allocated | peak reserved | device used | fits 80 GB? | Megatron-LM's formula (no CP term) |",
+            "|---:|---:|---:|---|---:|",
+            "| %s | %s | %s | %s | %s |" % (gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]),
+                                           gib(r["peak_device_used_bytes"]), "yes" if r["verdict"] == "fits" else "**%s**" % r["verdict"],
+                                           gib(w + a)), "",
+            "Megatron's formula has no context-parallel term: it prices the whole 131072-token sequence on every GPU.", ""]
+
+
+def not_yet():
+    return ["## 3. Not on this page yet", "",
+            "- **Llama-3-70B on 64 × H100 (TP 8, PP 4, DP 2)**: memsim simulates pipeline parallelism alone (`--mesh pp=N`,",
+            "  every schedule of Note [Pipeline parallel]); a pipeline combined with TP or FSDP2 is refused with a message.",
+            "- **Mixtral-8x7B with EP 8**: `--mesh ep=N` shards the experts of a routed split (the torchtitan-style MoE of",
+            "  graphs/moe_models.py, checked per rank); transformers' `MixtralForCausalLM` exports (on the meta device) but its",
+            "  experts are not recognised as such a split, and EP combined with FSDP2 (torchtitan borrows dp_shard) is refused.", ""]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--memsim", default=os.path.join(ROOT, "build", "memsim"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "scenarios", "llm_parallel.md"))
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = vr.fsdp2_mp_graph(GRAPH, os.path.join(tmp, "llama3_8b_fp32.json"))
+        lines = ["# LLM parallelism per GPU: FSDP2, tensor and context parallel", "",
+                 "Generated by `tools/scenarios/llm_parallel.py`; do not edit by hand. Every memsim figure is one `memsim run`",
+                 "(cuda profile, PyTorch 2.13 rules) of one rank; see docs/parallel.md (Notes [FSDP2], [Tensor parallel],",
+                 "[Context parallel], [Meta-device init], [Side streams]) and docs/cli.md (`--mesh`).", ""]
+        lines += llama_section(a.memsim, graph, tmp)
+        lines += cp_section(a.memsim, graph)
+        lines += not_yet()
+    return page.write_or_check("llm_parallel.py", lines, a.out, a.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
