@@ -13,4 +13,4 @@ add_test(NAME oracle.gpu_ranks_dry_run
          COMMAND ${MEMSIM_VENV}/bin/python tests/oracle/gpu/record_ranks_gpu.py ${CMAKE_BINARY_DIR}/gpu_ranks_dry_run --dry-run
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(oracle.gpu_ranks_dry_run PROPERTIES TIMEOUT 300 LABELS export
-                     PASS_REGULAR_EXPRESSION "record_ranks_gpu.py: 4 runs, failed: none")
+                     PASS_REGULAR_EXPRESSION "record_ranks_gpu.py: 6 runs, failed: none")

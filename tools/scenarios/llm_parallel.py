@@ -38,23 +38,6 @@ def gib(b):
 shown = page.quoted
 
 
-def torchtitan_loss_graph(src, dst):
-    """|src| with torchtitan's loss: cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
-    (torchtitan/components/loss.py): the logits upcast to fp32 before the cross entropy."""
-    with open(src) as f:
-        g = json.load(f)
-    ops = g["ops"]
-    view = next(i for i, o in enumerate(ops) if o["op"] == "view" and o["outputs"] == ["loss:logits"])
-    logits = ops[view]["inputs"][0]
-    ops.insert(view, {"op": "to_dtype", "module": "loss", "inputs": [logits], "outputs": ["loss:pred_fp32"],
-                      "attrs": {"dtype": "float32"}})
-    ops[view + 1]["inputs"] = ["loss:pred_fp32"]
-    g["provenance"] += "; torchtitan's loss: the logits cast to float32 before the cross entropy"
-    with open(dst, "w") as f:
-        json.dump(g, f)
-    return dst
-
-
 def megatron(params_per_gpu_fraction, dp, tp, s, b, h, ffn, layers, vocab, n_params):
     """Megatron-LM's theoretical_memory_usage.py for one GPU (its assumptions: the distributed
     optimizer, selective recomputation, sequence parallelism; no FSDP, no CP term), in bytes:
@@ -72,12 +55,12 @@ def llama_plans():
             "--steps", "2"] + EXPANDABLE
     sel = ["--checkpoint", "model.layers.*", "--sac", "torchtitan"]
     full = ["--checkpoint", "model.layers.*"]
-    return [("FSDP2 8, selective (op) checkpointing: torchtitan's llama3_8b.toml", "dp_shard=8", ["--mesh", "dp_shard=8"] + base + sel,
-             ("dp_shard=8", "torchtitan")),
-            ("FSDP2 8, every layer checkpointed", "dp_shard=8", ["--mesh", "dp_shard=8"] + base + full, ("dp_shard=8", None)),
+    return [("FSDP2 8, selective (op) checkpointing (torchtitan's policy)", "dp_shard=8", ["--mesh", "dp_shard=8"] + base + sel,
+             ("dp_shard=8", "torchtitan", False)),
+            ("FSDP2 8, every layer checkpointed", "dp_shard=8", ["--mesh", "dp_shard=8"] + base + full, ("dp_shard=8", None, False)),
             ("FSDP2 8, no checkpointing", "dp_shard=8", ["--mesh", "dp_shard=8"] + base, None),
             ("FSDP2 4 × TP 2, every layer checkpointed", "dp_shard=4,tp=2", ["--mesh", "dp_shard=4,tp=2"] + base + full,
-             ("dp_shard=4,tp=2", None)),
+             ("dp_shard=4,tp=2", None, False)),
             ("FSDP2 4 × TP 2, selective (op) checkpointing", "dp_shard=4,tp=2",
              ["--mesh", "dp_shard=4,tp=2"] + base + sel, None)]
 
@@ -91,7 +74,7 @@ def measured():
         if "steps" in c and c["alloc_conf"] == "expandable_segments:True":
             alloc = max(c["steps"][-1][p]["max_memory_allocated"] for p in vr.PHASES)
             res = max(st[p]["max_memory_reserved"] for st in c["steps"] for p in vr.PHASES)
-            out[(c["mesh"], c["sac"])] = (alloc, res)
+            out[(c["mesh"], c["sac"], bool(c.get("clip_grad_norm")))] = (alloc, res)
     return s, out
 
 
@@ -105,8 +88,10 @@ def llama_section(memsim, graph, tmp):
              "decoder layer then the root (`--wrap 'model.layers.*'`), AdamW, `loss = loss_fn(model(x), y)` with the output",
              "deleted before backward (`--loop-holds loss`), batch 1 per rank, seq 8192, and torchtitan's launcher's",
              "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`. Two steps: the first creates AdamW's state, the second is",
-             "the steady step. `memsim run --config %s --world 8` reads the same recipe from" % TOML,
-             "torchtitan's own TOML (it adds fused AdamW and `--clip-grad-norm 1.0`).", "",
+             "the steady step. The first row is torchtitan's own TOML read by `memsim run --config %s --world 8`" % TOML,
+             "(the options above, plus fused AdamW and `--clip-grad-norm 1.0`) on the graph with torchtitan's loss",
+             "(`cross_entropy(pred.flatten(0, 1).float(), ...)`: the logits upcast to fp32, `validate_gpu_ranks.torchtitan_loss_graph`);",
+             "the others use the graph's own loss (cross entropy on the bf16 logits).", "",
              "Common flags: `%s`." % shown(llama_plans()[0][2][2:]).replace(" --checkpoint 'model.layers.*' --sac torchtitan", ""), "",
              "Per rank (FSDP2 ranks are identical; with TP the ranks of a TP group differ only by the scatter source of",
              "the setup). Measured: rank 0 of the same step recorded on one %s through PyTorch's fake process group" % rec["device"],
@@ -114,8 +99,12 @@ def llama_section(memsim, graph, tmp):
              "| plan | first step: peak allocated | steady step: peak allocated | measured (rank 0) | peak reserved | measured | device used | fits 80 GB? |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     results = {}
-    for label, mesh, args, key in llama_plans():
-        r = run(memsim, graph, args)
+    tt = vr.torchtitan_loss_graph(graph, os.path.join(tmp, "llama3_8b_torchtitan_loss.json"))
+    toml = ("torchtitan's llama3_8b.toml as given (`--config`)", "dp_shard=8",
+            ["--config", TOML, "--world", "8", "--gpu", "H100-80GB", "--steps", "2", "--torch", "2.13"] + EXPANDABLE,
+            ("dp_shard=8", "torchtitan", True))
+    for label, mesh, args, key in [toml] + llama_plans():
+        r = run(memsim, tt if key and key[2] else graph, args)
         results[label] = r
         m = meas.get(key) if key else None
         steps = r["steps"]
@@ -127,14 +116,11 @@ def llama_section(memsim, graph, tmp):
     lines += ["", "Device used = peak reserved + the CUDA context and libraries (%s) + NCCL's buffers (%s: %s), Note [NCCL buffers]." % (
         gib(nccl["context_bytes"]), gib(nccl["nccl_bytes"]), ", ".join(
             "%s %s" % (c.get("dimension", c.get("name", "")), gib(c.get("bytes", 0))) for c in nccl.get("nccl_communicators", [])) or "one"), ""]
-    lines += torchtitan_published(memsim, graph, tmp, results[llama_plans()[0][0]])
+    lines += torchtitan_published(results[llama_plans()[0][0]], results[toml[0]])
     return lines
 
 
-def torchtitan_published(memsim, graph, tmp, sel):
-    tt = torchtitan_loss_graph(graph, os.path.join(tmp, "llama3_8b_torchtitan_loss.json"))
-    args = llama_plans()[0][2]
-    r = run(memsim, tt, args)
+def torchtitan_published(sel, r):
     w, a = megatron(1.0, 8, 1, 8192, 1, 4096, 14336, 32, 128256, 8030261248)
     pub = 47.65 * GIB
     b = sel["breakdown_at_peak"]
@@ -144,10 +130,11 @@ def torchtitan_published(memsim, graph, tmp, sel):
              "| what | peak allocated | peak reserved | beside 47.65 GiB |", "|---|---:|---:|---:|",
              "| the recipe above (the kit's loss: cross entropy on the bf16 logits) | %s | %s | %+.1f %% |" % (
                  gib(sel["peak_allocated_bytes"]), gib(sel["peak_reserved_bytes"]), 100 * (sel["peak_reserved_bytes"] - pub) / pub),
-             "| with torchtitan's loss (`cross_entropy(pred.flatten(0, 1).float(), ...)`: the logits upcast to fp32) | %s | %s | %+.1f %% |" % (
+             "| torchtitan's TOML as given (its loss upcasts the logits to fp32) | %s | %s | %+.1f %% |" % (
                  gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]), 100 * (r["peak_reserved_bytes"] - pub) / pub), "",
-             "The upcast separates the two rows: an fp32 copy of the 8192 × 128256 logits (%s) and the fp32" % gib(8192 * 128256 * 4),
-             "log-softmax the cross entropy saves live at the loss. What is left between memsim's eager step and the published",
+             "The loss separates the two rows: an fp32 copy of the 8192 × 128256 logits (%s) and the fp32" % gib(8192 * 128256 * 4),
+             "log-softmax the cross entropy saves live at the loss (both rows match rank 0 measured on the H200, table above).",
+             "What is left between memsim's eager step and the published",
              "compiled run is `torch.compile`'s: its regions save and free other tensors than the eager ops (memsim models",
              "compiled regions from a program recorded on the CPU, Note [Compiled regions], not Inductor on a GPU).", "",
              "Megatron-LM's `theoretical_memory_usage.py` for the same model and batch gives weights and optimizer %s," % gib(w),
@@ -165,19 +152,21 @@ def torchtitan_published(memsim, graph, tmp, sel):
 def cp_section(memsim, graph):
     args = ["--mesh", "dp_shard=2,cp=8", "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32", "--init", "meta",
             "--checkpoint", "model.layers.*", "--set", "seq=131072", "--batch", "1", "--optimizer", "adamw",
-            "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB"] + EXPANDABLE
+            "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB", "--steps", "2"] + EXPANDABLE
     r = run(memsim, graph, args)
+    m = measured()[1].get(("dp_shard=2,cp=8", None, False))
     w, a = megatron(1.0, 16, 1, 131072, 1, 4096, 14336, 32, 128256, 8030261248)
     return ["## 2. A 128k-token context: context parallel 8 × FSDP2 2 (16 × H100-80GB)", "",
             "The same model at seq 131072, ring attention over 8 ranks (each holds 16384 tokens of every sequence), FSDP2",
             "sharding over the 16 ranks of dp_shard × cp as torchtitan's `dp_shard_cp` mesh does, every layer checkpointed:",
-            "`memsim run graphs/llama3_8b.json %s` (simulated; the cp × dp_shard combination is not checked against a" % shown(args),
-            "trace: `docs/validation.md`'s context-parallel section checks cp alone).", "",
-            "| peak allocated | peak reserved | device used | fits 80 GB? | Megatron-LM's formula (no CP term) |",
-            "|---:|---:|---:|---|---:|",
-            "| %s | %s | %s | %s | %s |" % (gib(r["peak_allocated_bytes"]), gib(r["peak_reserved_bytes"]),
-                                           gib(r["peak_device_used_bytes"]), "yes" if r["verdict"] == "fits" else "**%s**" % r["verdict"],
-                                           gib(w + a)), "",
+            "`memsim run graphs/llama3_8b.json %s`; measured: rank 0 of the same step on the H200 through" % shown(args),
+            "the fake process group (torch's `context_parallel`, all-gather rotation; docs/validation.md).", "",
+            "| steady step: peak allocated | measured (rank 0) | peak reserved | measured | device used | fits 80 GB? | Megatron-LM's formula (no CP term) |",
+            "|---:|---:|---:|---:|---:|---|---:|",
+            "| %s | %s | %s | %s | %s | %s | %s |" % (
+                gib(r["steps"][-1]["peak_live_bytes"]), gib(m[0]) if m else "—", gib(r["peak_reserved_bytes"]),
+                gib(m[1]) if m else "—", gib(r["peak_device_used_bytes"]),
+                "yes" if r["verdict"] == "fits" else "**%s**" % r["verdict"], gib(w + a)), "",
             "Megatron's formula has no context-parallel term: it prices the whole 131072-token sequence on every GPU.", ""]
 
 

@@ -22,6 +22,13 @@ Cases (each in a fresh process, PYTORCH_ALLOC_CONF as given by --alloc-confs):
                           ("layers": q/k/v, gate/up ColwiseParallel; o, down RowwiseParallel) on
                           mesh["tp"], then FSDP2 on mesh["dp_shard"] (torchtitan's order)
   llama3_8b_dp8_sac       llama3_8b_dp8 with torchtitan's selective (op) checkpointing policy
+  llama3_8b_dp8_toml      torchtitan's llama3_8b.toml as given: llama3_8b_dp8_sac with torchtitan's loss
+                          (cross_entropy(logits.flatten(0, 1).float(), ...)), fused AdamW and
+                          clip_grad_norm_(1.0, foreach=True) after backward
+  llama3_8b_cp8_dp2       seq 131072: context parallel over 8 ranks (torch's context_parallel, all-gather
+                          rotation, forward, loss and backward inside it as torchtitan's train_context)
+                          x FSDP2 over the flattened dp_shard_cp mesh (2 x 8 = 16 ranks), every layer
+                          checkpointed
   cudnn_rnn               no model: nn.LSTM / GRU / RNN shapes on cuDNN's fused kernel, the allocation
                           stream of one forward + backward each (weight buffer, reserve space,
                           workspaces), for memsim's cuDNN RNN rule
@@ -31,7 +38,8 @@ memory_allocated after setup, the device's used memory) and OUT/CASE[.expandable
 
 Usage (GPU):    python3 tests/oracle/gpu/record_ranks_gpu.py OUT [--cases a,b] [--steps 2]
 Usage (no GPU): python3 tests/oracle/gpu/record_ranks_gpu.py OUT --dry-run   (tiny Llama, CPU, fake
-                process group: the ctest oracle.gpu_ranks_dry_run keeps the script working)
+                process group, CP through the kit's CPU shim: the ctest oracle.gpu_ranks_dry_run keeps
+                the script working)
 """
 import argparse, gzip, json, os, pickle, subprocess, sys, time
 from types import SimpleNamespace
@@ -52,6 +60,10 @@ LLAMA_TINY = dict(LLAMA3_8B, vocab_size=256, hidden_size=64, intermediate_size=1
 CASES = {"llama3_8b_dp8": dict(dp_shard=8, tp=1, sac=""),
          "llama3_8b_dp4_tp2": dict(dp_shard=4, tp=2, sac=""),
          "llama3_8b_dp8_sac": dict(dp_shard=8, tp=1, sac="torchtitan"),
+         # torchtitan's llama3_8b.toml as given: + its loss (logits upcast to fp32), fused AdamW, clip_grad_norm_ 1.0
+         "llama3_8b_dp8_toml": dict(dp_shard=8, tp=1, sac="torchtitan", toml=True),
+         # 128k tokens: context parallel 8 (ring attention, all-gather rotation) x FSDP2 over dp_shard_cp (2 x 8)
+         "llama3_8b_cp8_dp2": dict(dp_shard=2, tp=1, cp=8, sac="", seq=131072),
          "cudnn_rnn": None}
 # (mode, input, hidden, layers, bidirectional, batch, seq, dtype, proj_size, batch_first, dropout)
 RNN_GRID = [("LSTM", 512, 1024, 2, False, 32, 256, "float32", 0, True, 0.0),
@@ -84,7 +96,8 @@ def build(a, c, dev):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.testing._internal.distributed.fake_pg import FakeStore
     import trace_step, trace_ddp
-    world = c["dp_shard"] * c["tp"]
+    cp = c.get("cp", 1)
+    world = c["dp_shard"] * c["tp"] * cp
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     kw = LLAMA_TINY if a.dry_run else LLAMA3_8B
     cfg = transformers.LlamaConfig(**kw)
@@ -92,14 +105,22 @@ def build(a, c, dev):
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
     trace_step._checkpoint_modules(model, r"model\.layers\.[0-9]+", sac=c["sac"])
-    mesh = init_device_mesh(dev, (c["dp_shard"], c["tp"]), mesh_dim_names=("dp_shard", "tp"))
+    if cp > 1 and dev == "cpu":  # the dry run: CP's ring code around the CPU flash kernel (the kit's shim)
+        import cp_shim
+        cp_shim.install()
+    if cp > 1:  # torchtitan: FSDP2 over the flattened dp_shard_cp mesh, CP's ring over "cp"
+        mesh = init_device_mesh(dev, (c["dp_shard"], cp), mesh_dim_names=("dp_shard", "cp"))
+        shard_mesh = mesh["dp_shard", "cp"]._flatten("dp_shard_cp")
+    else:
+        mesh = init_device_mesh(dev, (c["dp_shard"], c["tp"]), mesh_dim_names=("dp_shard", "tp"))
+        shard_mesh = mesh["dp_shard"]
     if c["tp"] > 1:
         trace_ddp.tensor_parallel(model, SimpleNamespace(sp=False, tp_plan="layers"), mesh["tp"])
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in model.model.layers:
-        fully_shard(layer, mesh=mesh["dp_shard"], mp_policy=mp, reshard_after_forward=True)
-    fully_shard(model, mesh=mesh["dp_shard"], mp_policy=mp, reshard_after_forward=True)
-    return model, kw
+        fully_shard(layer, mesh=shard_mesh, mp_policy=mp, reshard_after_forward=True)
+    fully_shard(model, mesh=shard_mesh, mp_policy=mp, reshard_after_forward=True)
+    return model, kw, (mesh["cp"] if cp > 1 else None)
 
 
 def materialize(model, kw, dev):
@@ -131,11 +152,15 @@ def phase_peak(dev, row, key, fn):
 
 def llama_case(name, a, dev):
     c = CASES[name]
-    row = {"case": name, "mesh": "dp_shard=%d%s" % (c["dp_shard"], ",tp=%d" % c["tp"] if c["tp"] > 1 else ""),
-           "sac": c["sac"] or None, "batch": 1, "seq": 64 if a.dry_run else 8192, "optimizer": "adamw (foreach)",
+    toml = c.get("toml", False)
+    row = {"case": name, "mesh": "dp_shard=%d%s%s" % (c["dp_shard"], ",tp=%d" % c["tp"] if c["tp"] > 1 else "",
+                                                    ",cp=%d" % c["cp"] if c.get("cp", 1) > 1 else ""),
+           "sac": c["sac"] or None, "batch": 1, "seq": 64 if a.dry_run else c.get("seq", 8192),
+           "optimizer": "adamw (fused)" if toml else "adamw (foreach)", "clip_grad_norm": 1.0 if toml else None,
+           "loss": "torchtitan (logits.float())" if toml else "kit (bf16 logits)",
            "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", "")}
     t = time.time()
-    model, kw = build(a, c, dev)
+    model, kw, cp_mesh = build(a, c, dev)
     row["build_seconds"] = round(time.time() - t, 1)
     if dev == "cuda":
         torch.cuda.memory._record_memory_history(max_entries=a.max_entries, context="alloc", stacks="python")
@@ -144,7 +169,8 @@ def llama_case(name, a, dev):
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, kw["vocab_size"], (1, row["seq"]), generator=gen).to(dev)
     y = torch.randint(0, kw["vocab_size"], (1, row["seq"]), generator=gen).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x_full, y_full = x, y
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if toml and dev == "cuda" else {}))
     if dev == "cuda":
         torch.cuda.synchronize()
         row["setup"] = {"memory_allocated": torch.cuda.memory_allocated(),
@@ -157,10 +183,25 @@ def llama_case(name, a, dev):
 
         def fwd():
             logits = model(x).logits
+            if toml:  # torchtitan/components/loss.py: cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+                return nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten(0, 1))
             return nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
-        loss = phase_peak(dev, s, "forward", fwd)
-        phase_peak(dev, s, "backward", lambda: loss.backward())
-        del loss
+
+        def bwd():
+            loss.backward()
+            if toml:  # torchtitan's clip_grad_norm_ (foreach) before the step
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        if cp_mesh is not None:  # torchtitan's train_context: forward, loss and backward inside context_parallel
+            from torch.distributed.tensor.experimental import context_parallel
+            x, y = x_full.clone(), y_full.clone()  # context_parallel shards its buffers in place (no restore)
+            with context_parallel(cp_mesh, buffers=[x, y], buffer_seq_dims=[1, 1], no_restore_buffers={x, y}):
+                loss = phase_peak(dev, s, "forward", fwd)
+                phase_peak(dev, s, "backward", bwd)
+                del loss
+        else:
+            loss = phase_peak(dev, s, "forward", fwd)
+            phase_peak(dev, s, "backward", bwd)
+            del loss
         phase_peak(dev, s, "step", opt.step)
         phase_peak(dev, s, "zero_grad", lambda: opt.zero_grad(set_to_none=True))
         s["seconds"] = round(time.time() - t, 2)
