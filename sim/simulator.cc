@@ -376,8 +376,10 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   MEMSIM_RETURN_IF_ERROR(ApplyPrecision(opt, &r.bind));
   MEMSIM_RETURN_IF_ERROR(ApplyAmpOptions(opt, &r));
   if (!g.fp8.empty() && opt.amp == "fp16")  // the fp8 rule takes the autocast dtype as bf16 (Note [FP8 training])
-    return Status::InvalidArgument("--fp8 with --amp fp16: memsim models torchao float8 under bf16 autocast only; "
+    return Status::InvalidArgument("--fp8 with --amp fp16: memsim models float8 training under bf16 autocast only; "
                                    "use --amp bf16");
+  if (g.fp8.rfind("te", 0) == 0 && !r.profile.cuda)  // Note [Transformer Engine]
+    return Status::InvalidArgument("--fp8 te: Transformer Engine runs on CUDA only; use --profile cuda");
   r.explain = opt.explain;
   StepConfig& cfg = r.step;
   cfg.profile = &r.profile;

@@ -9,7 +9,8 @@ namespace {
 
 Status SpecError(const std::string& spec, const std::string& why) {
   return Status::InvalidArgument("--fp8 \"" + spec + "\": " + why +
-                                 " (expected tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]])");
+                                 " (expected tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]] or "
+                                 "te[,amax_history=N][,targets=...])");
 }
 
 /// The Linear's (out, in) features when both are known constants.
@@ -22,8 +23,48 @@ bool ConstFeatures(const Tensor& w, int64_t* out, int64_t* in) {
 
 }  // namespace
 
+namespace {
+
+/// Note [Transformer Engine]: a converted module's persistent state, as buffers of |out| (made
+/// by te.Linear's first forward and kept: the float8 weight and its transpose, refreshed in place
+/// on each first microbatch; fp8_meta's fp32 amax histories and scales, forward for input, weight
+/// and output, backward for the two grads).
+void AddTeModuleState(const Graph& g, const Op& op, int64_t history, Graph* out) {
+  auto add = [&](const std::string& suffix, Dtype dtype, SymShape shape) {
+    Tensor t;
+    t.name = op.module + suffix;
+    t.role = TensorRole::kBuffer;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.pointer = op.pointer;
+    out->tensors.push_back(std::move(t));
+    out->buffers.push_back(static_cast<TensorId>(out->tensors.size() - 1));
+  };
+  const SymShape& w = g.tensors[op.inputs[1]].shape;
+  add(".weight_fp8", Dtype::kUInt8, w);
+  add(".weight_t_fp8", Dtype::kUInt8, {w[1], w[0]});
+  add(".fp8_meta.scaling_fwd.amax_history", Dtype::kFloat32, {DimExpr::Const(history), DimExpr::Const(3)});
+  add(".fp8_meta.scaling_bwd.amax_history", Dtype::kFloat32, {DimExpr::Const(history), DimExpr::Const(2)});
+  add(".fp8_meta.scales", Dtype::kFloat32, {DimExpr::Const(10)});  // scale and scale_inv: 3 forward, 2 backward
+}
+
+/// TE's get_workspace(): one uint8 cuBLAS workspace for every module, 32 MiB on Hopper
+/// (get_cublas_workspace_size_bytes; 4 MiB before sm90), kept for the process.
+void AddTeWorkspace(Graph* out) {
+  Tensor t;
+  t.name = "transformer_engine.cublas_workspace";
+  t.role = TensorRole::kBuffer;
+  t.dtype = Dtype::kUInt8;
+  t.shape = {DimExpr::Const(int64_t{32} << 20)};
+  out->tensors.push_back(std::move(t));
+  out->buffers.push_back(static_cast<TensorId>(out->tensors.size() - 1));
+}
+
+}  // namespace
+
 std::string Fp8Config::ToString() const {
   std::string s = recipe + (fsdp_float8_all_gather ? ",fsdp_float8_all_gather" : "");
+  if (recipe == "te" && amax_history != 1024) s += ",amax_history=" + std::to_string(amax_history);
   for (size_t i = 0; i < targets.size(); ++i) s += (i ? "," : ",targets=") + targets[i];
   return s;
 }
@@ -34,11 +75,18 @@ Result<Fp8Config> ParseFp8Spec(const std::string& spec) {
   bool first = true, in_targets = false;
   for (std::string w; std::getline(in, w, ',');) {
     if (first) {
-      if (w != "tensorwise" && w != "rowwise") return SpecError(spec, "recipe \"" + w + "\" is not tensorwise or rowwise");
+      if (w != "tensorwise" && w != "rowwise" && w != "te")
+        return SpecError(spec, "recipe \"" + w + "\" is not tensorwise, rowwise or te");
       c.recipe = w;
       first = false;
     } else if (w == "fsdp_float8_all_gather") {
       c.fsdp_float8_all_gather = true;
+    } else if (w.rfind("amax_history=", 0) == 0 && c.recipe == "te") {
+      const std::string v = w.substr(13);
+      if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos || std::stoll(v) < 1)
+        return SpecError(spec, "amax_history \"" + v + "\": expected a positive row count (DelayedScaling's amax_history_len)");
+      c.amax_history = std::stoll(v);
+      in_targets = false;
     } else if (w.rfind("targets=", 0) == 0) {
       in_targets = true;
       if (w.size() > 8) c.targets.push_back(w.substr(8));
@@ -49,6 +97,8 @@ Result<Fp8Config> ParseFp8Spec(const std::string& spec) {
     }
   }
   if (first) return SpecError(spec, "the recipe is missing");
+  if (c.fsdp_float8_all_gather && c.recipe == "te")
+    return SpecError(spec, "fsdp_float8_all_gather is torchao's; Transformer Engine's te.Linear has no FSDP2 float8 all-gather");
   if (c.fsdp_float8_all_gather && c.recipe != "tensorwise")
     return SpecError(spec, "fsdp_float8_all_gather needs tensorwise scaling (torchao's Float8LinearConfig refuses " + c.recipe + ")");
   return c;
@@ -85,6 +135,7 @@ Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& c) {
     mm.attrs = Attrs();
     mm.attrs.Set("recipe", c.recipe);
     if (c.fsdp_float8_all_gather) mm.attrs.Set("weight", std::string("float8"));
+    if (c.recipe == "te") AddTeModuleState(g, op, c.amax_history, &out);
     if (op.inputs.size() < 3) {
       out.ops.push_back(std::move(mm));
       continue;
@@ -133,6 +184,7 @@ Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& c) {
     return Status::InvalidArgument("--fp8: no Linear of " + g.name + " is selected" +
                                    (c.targets.empty() ? " (none has in and out features that are multiples of 16)"
                                                       : " by targets"));
+  if (c.recipe == "te") AddTeWorkspace(&out);
   out.fp8 = c.ToString();
   out.fp8_linears = converted;
   out.RelinkProducers();

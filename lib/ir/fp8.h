@@ -13,7 +13,10 @@
 namespace memsim {
 
 struct Fp8Config {
-  std::string recipe = "tensorwise";  ///< Float8LinearConfig.from_recipe_name: tensorwise | rowwise
+  /// Float8LinearConfig.from_recipe_name: tensorwise | rowwise; or te: Transformer Engine 1.x's
+  /// te.Linear under fp8_autocast(DelayedScaling) (Note [Transformer Engine], from its source).
+  std::string recipe = "tensorwise";
+  int64_t amax_history = 1024;  ///< te: DelayedScaling(amax_history_len)
   /// Module-path globs of the Linears to convert; empty: every Linear whose in and out features
   /// are multiples of 16 (what torch._scaled_mm needs).
   std::vector<std::string> targets;
@@ -23,13 +26,15 @@ struct Fp8Config {
   std::string ToString() const;
 };
 
-/// --fp8 SPEC: `tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]]`. Errors
-/// name the option.
+/// --fp8 SPEC: `tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]]` or
+/// `te[,amax_history=N][,targets=...]`. Errors name the option.
 Result<Fp8Config> ParseFp8Spec(const std::string& spec);
 
 /// |g| with every targeted linear op (a parameter weight) replaced by fp8_linear(x, W) and, with a
 /// bias, an add of the bias (cast to the GEMM output's dtype first); with fsdp_float8_all_gather
-/// each fp8_linear's "weight" attribute is "float8". Errors: no Linear selected; a target that selects a Linear whose
+/// each fp8_linear's "weight" attribute is "float8"; with te, each converted module's persistent
+/// state becomes buffers (its float8 weight and transpose, the amax histories and scales) and one
+/// TE cuBLAS workspace. Errors: no Linear selected; a target that selects a Linear whose
 /// features are not multiples of 16.
 Result<Graph> ApplyFp8(const Graph& g, const Fp8Config& config);
 

@@ -26,8 +26,10 @@ Status InferFp8Linear(const RuleCtx& c, InferOut* o) {
   if (x.dim() < 1 || w.dim() != 2 || x.sizes.back() != w.sizes[1])
     return RuleError(c, "input " + x.ShapeString() + " does not match weight " + w.ShapeString());
   const std::string recipe = c.op.attrs.GetString("recipe", "tensorwise");
-  if (recipe != "tensorwise" && recipe != "rowwise")
-    return RuleError(c, "recipe \"" + recipe + "\": expected tensorwise or rowwise");
+  if (recipe != "tensorwise" && recipe != "rowwise" && recipe != "te")
+    return RuleError(c, "recipe \"" + recipe + "\": expected tensorwise, rowwise or te");
+  if (recipe == "te" && !c.profile.cuda)
+    return RuleError(c, "Transformer Engine's te.Linear runs on CUDA only: use the cuda profile");
   auto sizes = x.sizes;
   sizes.back() = w.sizes[0];
   // float8_mm's output_dtype is the input's Float8TrainingTensor's _orig_dtype: x's dtype, or
@@ -161,7 +163,49 @@ void ScaledMm(const RuleCtx& c, Mem<Plan> m, const Fp8Dims& d, int64_t rows, int
   for (int k : held) m.Free(k);
 }
 
+/// Note [Transformer Engine]: te.Linear's _Linear.forward (TE 1.x, module/linear.py) under
+/// fp8_autocast: the input cast to the activation dtype if it is not (cast_if_needed), then
+/// fp8_cast_transpose_fused makes its float8 bits and their transpose (the transpose only when the
+/// weight needs a grad), the float8 GEMM writes the output in the activation dtype (out =
+/// torch.empty) from the module's cached float8 weight (a buffer), and the context saves the
+/// float8 transpose (not the high-precision input), the weight, the cached float8 weight
+/// transpose and a clone of scaling_fwd.scale_inv (3 fp32).
+void FwdTeLinear(const RuleCtx& c, FwdPlan* p) {
+  const Fp8Dims d(c);
+  const bool wgrad = c.rg_in(1);
+  const int64_t act_es = d.out_es;
+  const int cast = d.x_es != act_es ? p->AddExtra(d.m * d.k * act_es, "te.Linear: input cast_if_needed") : -1;
+  const int bits = p->AddExtra(d.m * d.k, "te.Linear: float8 input");
+  const int t = wgrad ? p->AddExtra(d.m * d.k, "te.Linear: float8 input transpose") : -1;
+  if (cast >= 0) p->FreeExtra(cast);
+  p->AllocOutput(0);
+  p->FreeExtra(bits);
+  if (t >= 0) p->Save(SavedRef::kExtra, t);
+  p->Save(SavedRef::kExtra, p->AddExtra(3 * 4, "te.Linear: scale_inv clone"));
+  p->Save(SavedRef::kInput, 1);
+}
+
+/// _Linear.backward: grad_output_preprocess casts the grad output to float8 with its transpose
+/// (fp8_cast_transpose_fused), dgrad = fp8_gemm(weight_t_fp8, grad_output_c) and wgrad =
+/// fp8_gemm(inputmat_t, grad_output_t), both in the activation dtype; the float8 grad outputs
+/// die with the function's frame.
+void BwdTeLinear(const RuleCtx& c, BwdPlan* p) {
+  const Fp8Dims d(c);
+  const int go = p->Temp(d.m * d.n, "te.Linear: float8 grad output");
+  const int got = p->Temp(d.m * d.n, "te.Linear: float8 grad output transpose");
+  for (int i = 0; i < 2; ++i) {
+    if (!c.rg_in(i)) continue;
+    const TensorMeta& in = *c.in[i];
+    if (in.dtype == d.out) p->GradNew(i);
+    else p->GradNewLike(i, *TensorMeta::Contiguous(d.out, in.sizes));
+  }
+  p->FreeTemp(go);
+  p->FreeTemp(got);
+  p->ReleaseGradOut();
+}
+
 void FwdFp8Linear(const RuleCtx& c, FwdPlan* p) {
+  if (c.op.attrs.GetString("recipe", "") == "te") return FwdTeLinear(c, p);
   const Fp8Dims d(c);
   Mem<FwdPlan> m{p};
   const int input = CudaInputCast(c) ? p->AddExtra(d.m * d.k * d.x_es, "Float8Linear: input.to(autocast dtype)") : -1;
@@ -184,6 +228,7 @@ void FwdFp8Linear(const RuleCtx& c, FwdPlan* p) {
 /// another dtype (under autocast). The Python frame frees the float8 locals in the order they
 /// were made, then PyNode lets go of the incoming grad, before validate_outputs.
 void BwdFp8Linear(const RuleCtx& c, BwdPlan* p) {
+  if (c.op.attrs.GetString("recipe", "") == "te") return BwdTeLinear(c, p);
   const Fp8Dims d(c);
   Mem<BwdPlan> m{p};
   auto grad = [&](int i) {

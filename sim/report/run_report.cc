@@ -343,7 +343,9 @@ std::string ToText(const RunReport& r) {
   o << "parameters: " << r.parameter_count << " (" << r.trainable_parameters << " trainable), "
     << HumanBytes(r.parameter_bytes) << "\n";
   if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)\n";
-  if (!r.fp8.empty()) o << "float8: " << r.fp8 << " (" << r.fp8_linears << " Linear modules as torchao Float8Linear)\n";
+  if (!r.fp8.empty())
+    o << "float8: " << r.fp8 << " (" << r.fp8_linears << " Linear modules as "
+      << (r.fp8.rfind("te", 0) == 0 ? "Transformer Engine te.Linear, modelled from its source" : "torchao Float8Linear") << ")\n";
   if (!r.quantized_base.empty())
     o << "quantized base: " << r.quantized_base << " (" << r.quantized_linears << " quantized Linear weights, frozen)\n";
   o << "\n";

@@ -71,6 +71,32 @@ TEST(Fp8RewriteTest, DefaultTargetsAreLinearsWithFeaturesMultiplesOf16) {
     for (TensorId t : f->ops[o].outputs) EXPECT_EQ(f->tensors[t].producer, o);
 }
 
+// Note [Transformer Engine]: each converted module's float8 weight, its transpose and fp8_meta
+// become buffers, with one cuBLAS workspace for all.
+TEST(Fp8RewriteTest, TransformerEngineAddsEachModulesFloat8StateAsBuffers) {
+  Result<Fp8Config> c = ParseFp8Spec("te,amax_history=16");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->ToString(), "te,amax_history=16");
+  EXPECT_EQ(ParseFp8Spec("te")->amax_history, 1024);
+  EXPECT_FALSE(ParseFp8Spec("te,fsdp_float8_all_gather").ok());
+  EXPECT_FALSE(ParseFp8Spec("te,amax_history=0").ok());
+  EXPECT_FALSE(ParseFp8Spec("tensorwise,amax_history=16").ok());
+  Result<Graph> f = ApplyFp8(ParseBody(kMlp), *c);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::vector<std::string> names;
+  for (TensorId t : f->buffers) names.push_back(f->tensors[t].name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight_fp8", "fc1.weight_t_fp8", "fc1.fp8_meta.scaling_fwd.amax_history",
+                                             "fc1.fp8_meta.scaling_bwd.amax_history", "fc1.fp8_meta.scales",
+                                             "fc2.weight_fp8", "fc2.weight_t_fp8", "fc2.fp8_meta.scaling_fwd.amax_history",
+                                             "fc2.fp8_meta.scaling_bwd.amax_history", "fc2.fp8_meta.scales",
+                                             "transformer_engine.cublas_workspace"}));
+  const Tensor& wt = f->tensors[f->buffers[1]];
+  EXPECT_EQ(wt.dtype, Dtype::kUInt8);
+  EXPECT_EQ(wt.shape[0].coeff, 32);  // fc1.weight [64, 32] transposed
+  EXPECT_EQ(f->tensors[f->buffers[2]].shape[0].coeff, 16);
+  EXPECT_EQ(f->ops[0].attrs.GetString("recipe", ""), "te");
+}
+
 TEST(Fp8RewriteTest, FsdpFloat8AllGatherMarksTheWeightsFloat8) {
   Result<Graph> f = ApplyFp8(ParseBody(kMlp), *ParseFp8Spec("tensorwise,fsdp_float8_all_gather"));
   ASSERT_TRUE(f.ok()) << f.status().message();

@@ -52,6 +52,22 @@ TEST(Fp8RuleTest, CastsInForwardAndTwiceInBackward) {
   EXPECT_EQ(Allocated(cuda, "fp32 mat_a"), 0);
 }
 
+// Note [Transformer Engine]: te.Linear saves the float8 transpose of its input (one byte an
+// element) instead of the high-precision input, casts the grad output with its transpose, and
+// runs on CUDA only.
+TEST(Fp8RuleTest, TransformerEngineSavesTheFloat8InputTranspose) {
+  auto run = testing::Simulate(Fp8Linear("te"), Opts("cuda"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(Allocated(run, "te.Linear: float8 input transpose"), 32 * 64);
+  EXPECT_EQ(Allocated(run, "te.Linear: float8 input"), 2 * 32 * 64);  // the bits and the transpose
+  EXPECT_EQ(testing::SavedActivationBytes(run, "y"), 32 * 64 + 12);     // the transpose and scale_inv's clone
+  EXPECT_EQ(Allocated(run, "te.Linear: float8 grad output"), 2 * 32 * 48);
+  EXPECT_EQ(Allocated(run, "fp8 cast"), 0);  // none of torchao's casts
+  auto cpu = testing::Simulate(Fp8Linear("te"), Opts("cpu"));
+  EXPECT_FALSE(cpu.ok);
+  EXPECT_NE(cpu.error.find("CUDA only"), std::string::npos) << cpu.error;
+}
+
 TEST(Fp8RuleTest, ComputesGradInputEvenWhenTheInputNeedsNone) {
   auto run = testing::Simulate(Fp8Linear("tensorwise", /*xrg=*/false), Opts("cpu"));
   ASSERT_TRUE(run.ok) << run.error;
@@ -125,7 +141,7 @@ TEST(Fp8RuleTest, AFloat8WeightIsNotCastAgain) {
 TEST(Fp8RuleTest, UnknownRecipeIsAnError) {
   auto run = testing::Simulate(Fp8Linear("delayed"), Opts("cpu"));
   EXPECT_FALSE(run.ok);
-  EXPECT_NE(run.error.find("tensorwise or rowwise"), std::string::npos) << run.error;
+  EXPECT_NE(run.error.find("tensorwise, rowwise or te"), std::string::npos) << run.error;
 }
 
 }  // namespace
