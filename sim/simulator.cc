@@ -12,6 +12,7 @@
 #include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/setups/sharded.h"
 #include "lib/autodiff/step.h"
+#include "lib/ir/fp8.h"
 #include "lib/ir/module_paths.h"
 #include "lib/util/check.h"
 #include "lib/util/checked.h"
@@ -378,7 +379,7 @@ Status PrepareSim(const Graph& g, const SimOptions& opt, SimPlan* plan) {
   if (!g.fp8.empty() && opt.amp == "fp16")  // the fp8 rule takes the autocast dtype as bf16 (Note [FP8 training])
     return Status::InvalidArgument("--fp8 with --amp fp16: memsim models float8 training under bf16 autocast only; "
                                    "use --amp bf16");
-  if (g.fp8.rfind("te", 0) == 0 && !r.profile.cuda)  // Note [Transformer Engine]
+  if (IsTransformerEngine(g.fp8) && !r.profile.cuda)  // Note [Transformer Engine]
     return Status::InvalidArgument("--fp8 te: Transformer Engine runs on CUDA only; use --profile cuda");
   r.explain = opt.explain;
   StepConfig& cfg = r.step;

@@ -26,6 +26,9 @@ struct Fp8Config {
   std::string ToString() const;
 };
 
+/// Whether a graph's fp8 spec (Graph::fp8, Fp8Config::ToString) is Transformer Engine's.
+inline bool IsTransformerEngine(const std::string& spec) { return spec == "te" || spec.rfind("te,", 0) == 0; }
+
 /// --fp8 SPEC: `tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]]` or
 /// `te[,amax_history=N][,targets=...]`. Errors name the option.
 Result<Fp8Config> ParseFp8Spec(const std::string& spec);

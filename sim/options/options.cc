@@ -263,7 +263,8 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "torchao float8 training: tensorwise|rowwise[,fsdp_float8_all_gather][,targets=GLOB[,GLOB...]]; "
                   "Float8Linear on the Linear modules a glob selects (default: those with in and out features "
                   "multiples of 16); fsdp_float8_all_gather: FSDP2 (--mesh dp_shard=N) all-gathers the weights in "
-                  "float8 (Note [FP8 training])");
+                  "float8 (Note [FP8 training]); te[,amax_history=N][,targets=...]: Transformer Engine 1.x te.Linear "
+                  "under fp8_autocast, modelled from its source, CUDA only (Note [Transformer Engine])");
   cmd->add_option("--data-parallel", data_parallel,
                   "nn.DataParallel over N devices: --batch is the whole batch, scattered; device 0 holds the "
                   "model, optimizer, gathered outputs and loss; every distinct device is reported");

@@ -1,5 +1,6 @@
 #include "sim/report/run_report.h"
 
+#include "lib/ir/fp8.h"
 #include "sim/report/setup_summary.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "sim/report/figures_report.h"
 #include "sim/report/format.h"
+#include "lib/ir/fp8.h"
 #include "sim/report/setup_summary.h"
 
 namespace memsim {
@@ -345,7 +347,7 @@ std::string ToText(const RunReport& r) {
   if (!r.lora.empty()) o << "lora: " << r.lora << " (" << r.lora_adapters << " adapted Linear modules, base model frozen)\n";
   if (!r.fp8.empty())
     o << "float8: " << r.fp8 << " (" << r.fp8_linears << " Linear modules as "
-      << (r.fp8.rfind("te", 0) == 0 ? "Transformer Engine te.Linear, modelled from its source" : "torchao Float8Linear") << ")\n";
+      << (IsTransformerEngine(r.fp8) ? "Transformer Engine te.Linear, modelled from its source" : "torchao Float8Linear") << ")\n";
   if (!r.quantized_base.empty())
     o << "quantized base: " << r.quantized_base << " (" << r.quantized_linears << " quantized Linear weights, frozen)\n";
   o << "\n";

@@ -197,7 +197,7 @@ memsim_error_test(fp8_fsdp_all_gather_without_fsdp2 2 "fsdp_float8_all_gather is
   run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 tensorwise,fsdp_float8_all_gather)
 memsim_error_test(fp8_fsdp_all_gather_rowwise 2 "fsdp_float8_all_gather needs tensorwise scaling"
   run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 rowwise,fsdp_float8_all_gather --mesh dp_shard=2)
-memsim_error_test(fp8_amp_fp16 2 "--fp8 with --amp fp16: memsim models torchao float8 under bf16 autocast only"
+memsim_error_test(fp8_amp_fp16 2 "--fp8 with --amp fp16: memsim models float8 training under bf16 autocast only"
   run tests/data/traces_fp8_2_13/graphs/act_mlp_a.json --fp8 tensorwise --amp fp16)
 memsim_error_test(optimizer_in_backward_accumulate 2 "cannot be combined with --accumulate" run graphs/mlp.json --optimizer-in-backward on --accumulate 2)
 # Numbers beyond what memsim models are refused, never saturated or wrapped (issue: size

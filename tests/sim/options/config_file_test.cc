@@ -141,8 +141,8 @@ TEST(ConfigFile, TorchtitanLayerSelectiveCheckpointing) {
   Result<ConfigFile> f = ReadConfigFile(t.path());
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   // _layer_sac_count % 2 == 0, counted from 1: the 2nd, 4th, ... blocks.
-  EXPECT_EQ(Flags(*f), "--batch 8 --set seq=2048 --clip-grad-norm 1.0 --mesh tp=2 --checkpoint @blocks%2=1 "
-                       "--checkpoint-early-stop off --optimizer adamw --foreach fused");
+  EXPECT_EQ(Flags(*f), "--batch 8 --loop-holds loss --set seq=2048 --clip-grad-norm 1.0 --mesh tp=2 --init meta "
+                       "--checkpoint @blocks%2=1 --checkpoint-early-stop off --optimizer adamw --foreach fused");
 }
 
 TEST(ConfigFile, HostileAndWrongFilesGetOneLineNamingTheKey) {
