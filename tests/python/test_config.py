@@ -32,3 +32,18 @@ def test_keyword_wins_over_the_file():
 def test_bad_config_is_an_option_error():
     with pytest.raises(memsim.OptionError, match=r"a.json: /zero_optimization/stage: 7 is out of range"):
         memsim.simulate(GRAPH, config=os.path.join(ROOT, "tests", "cli", "bad", "configs", "a.json"))
+
+
+def test_torchtitan_config_is_its_options():
+    # torchtitan's own llama3_8b.toml over 8 ranks: FSDP2 built on the meta device, the output
+    # deleted before backward (Notes [Config files], [Meta-device init]).
+    with pytest.warns(UserWarning, match=r"read as a torchtitan config: .*--init meta"):
+        a = memsim.simulate(GRAPH, explain=False, config=os.path.join(CONFIGS, "torchtitan_llama3_8b.toml"), world=8)
+    b = memsim.simulate(GRAPH, 1, explain=False, loop_holds="loss", set={"seq": 8192}, clip_grad_norm=1.0,
+                        mesh="dp_shard=8", init="meta", wrap="@blocks", fsdp2_mp="param=bf16,reduce=fp32",
+                        checkpoint="@blocks", sac="torchtitan", checkpoint_early_stop="off", optimizer="adamw",
+                        foreach="fused")
+    assert a.peak_live_bytes == b.peak_live_bytes and a.peak_reserved_bytes == b.peak_reserved_bytes
+    c = memsim.simulate(GRAPH, 1, explain=False, set={"seq": 8192}, mesh="dp_shard=8", wrap="@blocks",
+                        fsdp2_mp="param=bf16,reduce=fp32", checkpoint="@blocks", optimizer="adamw")
+    assert c.peak_live_bytes != b.peak_live_bytes
