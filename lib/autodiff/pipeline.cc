@@ -52,6 +52,8 @@ void RunGPipe(int stages, int stage, int m, PpRuntime* rt) {
     rt->Backward(0, i, "B" + std::to_string(i));
     if (!first) rt->Append(PpRuntime::kBwdSendsToWait, {true, i});
   }
+  rt->UpdateLosses();
+  rt->ReduceGrad(0);  // perform_reduce_grad, the sends still held
 }
 
 /// Schedule1F1B._step_microbatches: min(M, stages - stage) warmup forwards (the last one's send
@@ -84,6 +86,8 @@ void Run1F1B(int stages, int stage, int m, PpRuntime* rt) {
     rt->Bind(PpRuntime::kBwdSends, grad(b));
     rt->Bind(PpRuntime::kSendWork, grad(b));
   }
+  rt->UpdateLosses();
+  rt->ReduceGrad(0);  // perform_reduce_grad, the sends still held
 }
 
 /// _PipelineScheduleRuntime._step_microbatches: the rank's action list (pipeline_order_with_comms)
@@ -115,7 +119,8 @@ void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntim
         send_ops.push_back({a.op == PpOp::kSendB, a.mb, j});
         rt->Append(PpRuntime::kSendOps, send_ops.back());
         break;
-      default: break;  // RECV_*: into the stage's own recv buffers; REDUCE_GRAD: grads scaled in place
+      case PpOp::kReduceGrad: rt->ReduceGrad(j); break;
+      default: break;  // RECV_*: into the stage's own recv buffers
     }
   };
   for (const PpAction& a : lists[rank]) {
@@ -255,10 +260,20 @@ class EngineRuntime : public PpRuntime {
     Pop({send});
   }
 
-  /// After the schedule: _update_losses drops the losses; a grad no send took leaves bwd_cache.
-  void Finish() {
+  void UpdateLosses() override {
     for (StorageId& l : losses_)
       if (l != kNoStorage) s_.ledger.Unref(std::exchange(l, kNoStorage));
+  }
+
+  /// perform_reduce_grad: the grads scaled in place; a data-parallel setup syncs them.
+  void ReduceGrad(int j) override {
+    s_.ledger.set_op(kNoOp);
+    s_.Hook(&TrainingSetup::OnReduceGrad, j);
+  }
+
+  /// After the schedule: _update_losses drops the losses; a grad no send took leaves bwd_cache.
+  void Finish() {
+    UpdateLosses();
     for (size_t k = 0; k < input_grads_.size(); ++k)
       if (input_grads_[k] != kNoStorage && !popped_[k]) s_.ledger.Unref(input_grads_[k]);
   }

@@ -80,6 +80,12 @@ class PpRuntime {
   /// makes local stage |prev|'s grad recv buffer |stage|'s input grad, popped from its bwd_cache.
   virtual void PassForward(int stage, int next, int mb) { (void)stage, (void)next, (void)mb; }
   virtual void PassBackward(int stage, int prev, int mb) { (void)stage, (void)prev, (void)mb; }
+  /// _update_losses: the last stage's _internal_losses are let go (the single-stage schedules
+  /// call it before perform_reduce_grad; the runtime at its end).
+  virtual void UpdateLosses() {}
+  /// perform_reduce_grad(M) of local stage |stage|: the grads scaled in place, and with FSDP2
+  /// its post_backward with gradient sync (REDUCE_GRAD in the multi-stage action lists).
+  virtual void ReduceGrad(int stage) { (void)stage; }
   /// A Python name of the schedule (a list of P2POps or of the Works they returned, which hold
   /// their tensors) is bound to |sends|, dropping what it held. kSendOps: the runtime's send_ops.
   enum Name : uint8_t { kFwdSends, kBwdSends, kSendWork, kFwdSendsToWait, kBwdSendsToWait, kSendOps, kNames };
