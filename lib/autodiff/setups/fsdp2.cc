@@ -220,16 +220,21 @@ class Fsdp2 : public TrainingSetup {
   void OnOptimizerParams(const StepState& s, std::vector<OptParam>* ps) override {
     if (groups_.empty()) return;
     ps->clear();
+    // model.parameters() order: fully_shard replaces each parameter where it was registered.
+    std::vector<std::pair<size_t, size_t>> order;
     for (size_t u = 0; u < groups_.size(); ++u)
-      for (size_t i = 0; i < groups_[u].params.size(); ++i) {
-        const TensorId t = s.g.parameters[groups_[u].params[i]];
-        if (!s.rg[t]) continue;
-        const Fsdp2Shard& sh = groups_[u].shards[i];
-        std::vector<int64_t> sizes = s.bound.metas[t].sizes;
-        if (!sizes.empty()) sizes[0] = sh.local_rows;
-        const int64_t elem = ElementSize(s.g.tensors[t].dtype);
-        ps->push_back(OptParam{s.g.tensors[t].name + " (shard)", sh.local_numel() * elem, grad_[u], sizes, elem});
-      }
+      for (size_t i = 0; i < groups_[u].params.size(); ++i) order.emplace_back(u, i);
+    std::sort(order.begin(), order.end(),
+              [&](auto x, auto y) { return groups_[x.first].params[x.second] < groups_[y.first].params[y.second]; });
+    for (const auto [u, i] : order) {
+      const TensorId t = s.g.parameters[groups_[u].params[i]];
+      if (!s.rg[t]) continue;
+      const Fsdp2Shard& sh = groups_[u].shards[i];
+      std::vector<int64_t> sizes = s.bound.metas[t].sizes;
+      if (!sizes.empty()) sizes[0] = sh.local_rows;
+      const int64_t elem = ElementSize(s.g.tensors[t].dtype);
+      ps->push_back(OptParam{s.g.tensors[t].name + " (shard)", sh.local_numel() * elem, grad_[u], sizes, elem});
+    }
   }
 
   void AfterOptimizerStep(StepState& s) override {
