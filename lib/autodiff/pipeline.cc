@@ -188,7 +188,20 @@ class EngineRuntime : public PpRuntime {
       s_.storage[st.recv] = s_.pp_recv_act[RecvSlot(j, mb)];
       s_.ledger.Ref(s_.storage[st.recv]);
     }
-    for (OpId o = st.begin; o < st.end; ++o) RunForwardOp(s_, o);
+    const TensorId out = StageOutput(st);
+    for (OpId o = st.begin; o < st.end; ++o) {
+      RunForwardOp(s_, o);
+      // The single-stage schedules' `output = self._stage.forward_one_chunk(...)`: the local holds
+      // the stage output (the last stage's logits) from the module's return, before the loss,
+      // until the next forward returns (fwd_cache drops it at the backward), the last one until
+      // step() returns.
+      if (out != kNone && o == s_.g.tensors[out].producer && !MultiStage(p_.schedule)) {
+        s_.ledger.set_op(kNoOp);
+        s_.ledger.Ref(s_.storage[out]);
+        if (output_ != kNoStorage) s_.ledger.Unref(output_);
+        output_ = s_.storage[out];
+      }
+    }
     s_.ledger.set_op(kNoOp);
     // The stage module's forward returns: its locals die; the output stays in fwd_cache.
     if (!p_.IsLast(st)) {
@@ -271,9 +284,11 @@ class EngineRuntime : public PpRuntime {
     s_.Hook(&TrainingSetup::OnReduceGrad, j);
   }
 
-  /// After the schedule: _update_losses drops the losses; a grad no send took leaves bwd_cache.
+  /// After the schedule: _update_losses drops the losses; a grad no send took leaves bwd_cache;
+  /// step() returns: its `output` local goes.
   void Finish() {
     UpdateLosses();
+    if (output_ != kNoStorage) s_.ledger.Unref(std::exchange(output_, kNoStorage));
     for (size_t k = 0; k < input_grads_.size(); ++k)
       if (input_grads_[k] != kNoStorage && !popped_[k]) s_.ledger.Unref(input_grads_[k]);
   }
@@ -422,6 +437,19 @@ class EngineRuntime : public PpRuntime {
   };
 
   size_t Slot(int j, int mb) const { return static_cast<size_t>(j) * m_ + mb; }
+  /// What the stage module returns: the activation it sends, or on the last stage the model's
+  /// output (the logits; the loss after it is the schedule's _maybe_compute_loss).
+  TensorId StageOutput(const PpStage& st) const {
+    if (!p_.IsLast(st)) return st.send;
+    TensorId out = kNone;
+    for (TensorId t : s_.g.outputs) {
+      const OpId producer = s_.g.tensors[t].producer;
+      if (t != s_.g.loss && producer != kNone && producer >= st.begin && producer < st.end &&
+          (out == kNone || producer > s_.g.tensors[out].producer))
+        out = t;
+    }
+    return out;
+  }
   /// The recv buffers' order: the activation ones of the stages that receive, in stage order.
   size_t RecvSlot(int j, int mb) const {
     size_t before = 0;
@@ -580,6 +608,7 @@ class EngineRuntime : public PpRuntime {
   std::vector<TensorId> activations_;
   std::vector<Context> contexts_;
   std::vector<StorageId> outputs_, input_grads_, losses_;
+  StorageId output_ = kNoStorage;        ///< the single-stage schedules' `output` local
   std::vector<bool> popped_;
   std::vector<Split> split_;             ///< per slot: backward_state between I and W
   std::vector<StorageId> buffer_grads_;  ///< the recv buffers' .grad (stage_backward_input sets it)
