@@ -17,3 +17,5 @@ rund cs336_small_b4_s64_adamw_pp2_dp2_1f1b_m4  cs336_small --batch 4 --seq 64 --
 rund cs336_small_b4_s64_adamw_pp2_dp2_gpipe_m4 cs336_small --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule gpipe --microbatches 4 --reshard false
 # reshard_after_forward=True ("always"): every microbatch's forward all-gathers again
 rund cs336_small_b8_s64_sgd_pp2_dp2_1f1b_m4_reshard cs336_small --batch 8 --seq 64 --opt sgd --world 4 --pp 2 --schedule 1f1b --microbatches 4 --reshard true
+# pp 2 × dp_shard 3 (world 6): dims 0 not divisible by 3 leave the last dp_shard rank fewer rows
+rund cs336_small_b4_s64_adamw_pp2_dp3_1f1b_m4  cs336_small --batch 4 --seq 64 --opt adamw --world 6 --pp 2 --schedule 1f1b --microbatches 4 --reshard false
