@@ -116,6 +116,7 @@ def memsim_cmd(memsim, graph, cfg):
     if cfg.get("mode") == "pp_fsdp2":  # the 2-D mesh: the stage of the pp coordinate, FSDP2 over dp_shard
         pp = int(cfg["pp"])
         return cmd[:-2] + ["--mesh", "pp=%d,dp_shard=%d" % (pp, int(cfg["world"]) // pp), "--pp-schedule", cfg["schedule"],
+                           "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
@@ -224,8 +225,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                                                            ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
                                                            if "hsdp" in cfg else "")
         elif cfg.get("mode") == "pp_fsdp2":
-            c = "batch %s, seq %s, %s, pp=%s, dp_shard=%d, %s, %s microbatches, reshard %s" % (
+            c = "batch %s, seq %s, %s, pp=%s, dp_shard=%d, %s%s, %s microbatches, reshard %s" % (
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], int(cfg["world"]) // int(cfg["pp"]), cfg["schedule"],
+                " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
                 cfg["microbatches"], cfg.get("reshard"))
         elif cfg.get("mode") == "pp":
             c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches" % (

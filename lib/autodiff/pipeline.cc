@@ -93,16 +93,19 @@ void Run1F1B(int stages, int stage, int m, PpRuntime* rt) {
 /// _PipelineScheduleRuntime._step_microbatches: the rank's action list (pipeline_order_with_comms)
 /// in order; each send's Works are appended to send_ops, which keeps them (and their tensors) to
 /// the end of the step, where they are popped, the last first.
-void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntime* rt) {
+void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntime* rt, bool fsdp) {
   const std::vector<int> mine = PpStagesOfRank(kind, ranks, per_rank, rank);
   auto local = [&](int stage) { return static_cast<int>(std::find(mine.begin(), mine.end(), stage) - mine.begin()); };
   std::vector<PpSend> send_ops;
-  const std::vector<std::vector<PpAction>> lists = PpLowerWithComms(kind, ranks, per_rank, m);
+  const std::vector<std::vector<PpAction>> lists = PpLowerWithComms(kind, ranks, per_rank, m, fsdp);
   auto perform = [&](const PpAction& a) {  // _perform_action
     const int j = local(a.stage);
     // [Note: V-schedule special case]: adjacent stages on this rank hand over without p2p.
     const int next = local(a.stage + 1), prev = local(a.stage - 1), n = static_cast<int>(mine.size());
+    if (a.op == PpOp::kF || a.op == PpOp::kB || a.op == PpOp::kI || a.op == PpOp::kW) rt->WaitUnshard(j);  // _assert_unsharded
     switch (a.op) {
+      case PpOp::kUnshard: rt->Unshard(j); break;
+      case PpOp::kReshard: rt->Reshard(j); break;
       case PpOp::kF:
         rt->Forward(j, a.mb, a.str());
         if (next < n) rt->PassForward(j, next, a.mb);  // set_local_fwd_input
@@ -135,8 +138,8 @@ void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntim
 
 }  // namespace
 
-void RunSchedule(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches, PpRuntime* rt) {
-  if (const std::optional<PpMulti> multi = MultiStage(schedule)) RunRuntime(*multi, ranks, per_rank, rank, microbatches, rt);
+void RunSchedule(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches, PpRuntime* rt, bool fsdp) {
+  if (const std::optional<PpMulti> multi = MultiStage(schedule)) RunRuntime(*multi, ranks, per_rank, rank, microbatches, rt, fsdp);
   else if (schedule == PpSchedule::kGPipe) RunGPipe(ranks, rank, microbatches, rt);
   else Run1F1B(ranks, rank, microbatches, rt);
   for (int n = 0; n < PpRuntime::kNames; ++n) rt->Bind(static_cast<PpRuntime::Name>(n), {});  // return
@@ -272,6 +275,10 @@ class EngineRuntime : public PpRuntime {
     names_[name].push_back(send);
     Pop({send});
   }
+
+  void Unshard(int j) override { s_.Hook(&TrainingSetup::OnStageShard, j, TrainingSetup::StageShard::kIssue); }
+  void WaitUnshard(int j) override { s_.Hook(&TrainingSetup::OnStageShard, j, TrainingSetup::StageShard::kWait); }
+  void Reshard(int j) override { s_.Hook(&TrainingSetup::OnStageShard, j, TrainingSetup::StageShard::kReshard); }
 
   void UpdateLosses() override {
     for (StorageId& l : losses_)
@@ -625,7 +632,7 @@ void RunPipelinePasses(StepState& s) {
   // grad (not on the last), kept by the stage from then on.
   if (s.pp_recv_act.empty() && s.pp_recv_grad.empty()) AllocatePipelineBuffers(s);
   EngineRuntime rt(s);
-  RunSchedule(p.schedule, p.ranks, static_cast<int>(p.local.size()), p.rank, p.microbatches, &rt);
+  RunSchedule(p.schedule, p.ranks, static_cast<int>(p.local.size()), p.rank, p.microbatches, &rt, p.fsdp);
   rt.Finish();
   s.ledger.set_op(kNoOp);
 }

@@ -101,6 +101,11 @@ class TrainingSetup {
   /// index), after its last microbatch's backward: the data-parallel grad sync (FSDP2's
   /// post_backward with set_requires_gradient_sync(True), then its final callback).
   virtual void OnReduceGrad(StepState&, int) {}
+  /// A multi-stage pipeline schedule's FSDP actions on local stage |stage|: UNSHARD (the stage's
+  /// FSDP modules' unshard(async_op=True): kIssue), the wait before its next computation
+  /// (_assert_unsharded: kWait), RESHARD (kReshard).
+  enum class StageShard : uint8_t { kIssue, kWait, kReshard };
+  virtual void OnStageShard(StepState&, int, StageShard) {}
   /// AccumulateGrad has finished parameter |k| (Graph::parameters index) for this pass.
   virtual void OnGradReady(StepState&, uint32_t) {}
   /// After backward (and `del out, loss`), before optimizer.step().

@@ -605,11 +605,12 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
   const MeshDims& m = sim->parallel.mesh;
   if (m.ep > 1)  // FSDP2 × TP, × CP and × PP are 2-D meshes (Notes [FSDP2], [Context parallel])
     return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with ep is not simulated yet");
-  // With pp: fully_shard on each stage inside a single-stage schedule (GPipe, 1F1B); the
-  // multi-stage ones add UNSHARD / RESHARD actions (_add_unshard_reshard), not simulated yet.
-  if (m.pp > 1 && MultiStage(ParsePpSchedule(pp_schedule).value_or(PpSchedule::k1F1B)).has_value())
-    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with the multi-stage --pp-schedule " + pp_schedule +
-                               " is not simulated yet; gpipe and 1f1b are");
+  // With pp: fully_shard on each stage inside GPipe, 1F1B or Interleaved1F1B (with its UNSHARD /
+  // RESHARD actions); the split backward (I / W) with FSDP2 is not simulated yet.
+  const std::optional<PpMulti> multi = MultiStage(ParsePpSchedule(pp_schedule).value_or(PpSchedule::k1F1B));
+  if (m.pp > 1 && multi && *multi != PpMulti::kInterleaved1F1B)
+    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
+                               " is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
   if (m.pp > 1 && !fsdp2_mp.empty())
     return Status::Unsupported("--mesh " + mesh + ": --fsdp2-mp with pp is not simulated yet");
   if (m.tp > 1 && m.dp_replicate > 1)

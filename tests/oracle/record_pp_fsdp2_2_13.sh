@@ -19,3 +19,7 @@ rund cs336_small_b4_s64_adamw_pp2_dp2_gpipe_m4 cs336_small --batch 4 --seq 64 --
 rund cs336_small_b8_s64_sgd_pp2_dp2_1f1b_m4_reshard cs336_small --batch 8 --seq 64 --opt sgd --world 4 --pp 2 --schedule 1f1b --microbatches 4 --reshard true
 # pp 2 × dp_shard 3 (world 6): dims 0 not divisible by 3 leave the last dp_shard rank fewer rows
 rund cs336_small_b4_s64_adamw_pp2_dp3_1f1b_m4  cs336_small --batch 4 --seq 64 --opt adamw --world 6 --pp 2 --schedule 1f1b --microbatches 4 --reshard false
+# Interleaved1F1B (two stages per rank, each its own FSDP root): the runtime's UNSHARD of both
+# stages before the first action (unshard(async_op=True): gloo's staging copies run on its worker
+# thread, interleaved with the next all-gather's output), RESHARD at the end
+rund cs336_small_b4_s64_sgd_pp2_dp2_interleaved1f1b_v2_m4 cs336_small --batch 4 --seq 64 --opt sgd --world 4 --pp 2 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4 --reshard false

@@ -217,6 +217,21 @@ class Fsdp2 : public TrainingSetup {
     post_forward_order_.clear();
   }
 
+  /// The multi-stage schedules' FSDP actions (_PipelineScheduleRuntime): UNSHARD calls
+  /// unshard(async_op=True) on each FSDP module of the stage in modules() order (the stage module
+  /// first, then its blocks): the all-gathers are issued; the wait before the stage's next
+  /// computation copies each out, its all-gather output freed at once (not in forward); RESHARD
+  /// reshards them.
+  void OnStageShard(StepState& s, int stage, StageShard what) override {
+    for (int pass = 0; pass < 2; ++pass)  // the root first, then the blocks
+      for (size_t u = 0; u < groups_.size(); ++u) {
+        if (groups_[u].stage != stage || groups_[u].root != (pass == 0)) continue;
+        if (what == StageShard::kIssue) Unshard(s, u);
+        else if (what == StageShard::kWait) CopyOut(s, u, /*forward=*/false);
+        else Reshard(s, u);
+      }
+  }
+
   void OnOptimizerParams(const StepState& s, std::vector<OptParam>* ps) override {
     if (groups_.empty()) return;
     ps->clear();
