@@ -93,6 +93,25 @@ TEST(PipelineFsdp2StepTest, UnshardedOnceAndReducedOnceAfterTheLastMicrobatch) {
   EXPECT_EQ(Count(again.events, "reduce-scatter input"), 7);
 }
 
+TEST(PipelineFsdp2StepTest, InterleavedUnshardsBothStagesBeforeTheFirstAction) {
+  Graph g = Cs336();
+  SimOptions o = PpFsdp2("interleaved1f1b", /*reshard=*/false, 0);
+  o.optimizer = "sgd";
+  o.parallel.pp_stages_per_rank = 2;
+  SimResult r = SimulateOk(g, o);
+  // Rank 0 holds stages 0 (the embedding and 3 blocks) and 2 (3 blocks): 7 groups, each gathered
+  // once by the UNSHARD actions before 0F0 and reduce-scattered once by its stage's REDUCE_GRAD.
+  EXPECT_EQ(Count(r.events, "all-gather output"), 7);
+  EXPECT_EQ(Count(r.events, "reduce-scatter input"), 7);
+  ASSERT_FALSE(r.events.actions.empty());
+  EXPECT_EQ(r.events.actions[0].label, "0F0");
+  int before = 0;
+  for (size_t i = 0; i < r.events.actions[0].event; ++i)
+    before += r.events.events[i].kind == EventKind::kAlloc &&
+              r.events.buffers[r.events.events[i].buffer].name.find("all-gather output") != std::string::npos;
+  EXPECT_EQ(before, 7);
+}
+
 TEST(PipelineFsdp2StepTest, RanksStandInForTheirStageAndDpShardCoordinate) {
   Graph g = Cs336();
   RunConfig c;
