@@ -64,13 +64,15 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
   // The ranks to simulate: all when partitions differ; under DataParallel device 0 and one
   // device per distinct chunk size; otherwise rank 0 alone.
   std::vector<int> simulate = {0};
-  // FSDP2 × TP (the 2-D mesh): a rank's shards follow its dp_shard coordinate, its setup its tp
-  // one (the group's first rank scatters): tp 0 and 1 of each distinct dp_shard coordinate.
-  const bool mesh2d = RanksDiffer(c) && TpSourceDiffers(c);
+  // FSDP2 × TP or × PP (the 2-D meshes): a rank's shards follow its dp_shard coordinate, its
+  // setup its tp one (the group's first rank scatters), its stage its pp one: tp 0 and 1 of each
+  // distinct dp_shard coordinate of each stage.
+  const bool mesh2d = RanksDiffer(c) && (TpSourceDiffers(c) || StagesDiffer(c));
   const int shards = static_cast<int>(std::min<size_t>(static_cast<size_t>(p.mesh.dp_shard), g.parameters.size() + 1));
   auto stand_in = [&](int rank) {  // the simulated rank a 2-D mesh rank is identical to
     MeshCoord k = CoordOf(p.mesh, rank);
-    return (std::min(k.dp_shard, shards - 1) * p.mesh.cp) * p.mesh.tp + std::min(k.tp, 1);
+    return ((k.pp * p.mesh.dp_replicate * p.mesh.dp_shard + std::min(k.dp_shard, shards - 1)) * p.mesh.cp) * p.mesh.tp +
+           std::min(k.tp, 1);
   };
   if (mesh2d) {
     for (int r = 1; r < world; ++r)
@@ -116,7 +118,7 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
     if (mesh2d)
       for (RankRun& run : runs)
         if (std::find(run.ranks.begin(), run.ranks.end(), stand_in(rank)) != run.ranks.end()) same = &run;
-    if (StagesDiffer(c))
+    if (StagesDiffer(c) && !mesh2d)
       for (RankRun& run : runs)
         if (CoordOf(p.mesh, run.ranks.front()).pp == CoordOf(p.mesh, rank).pp) same = &run;
     if (p.data_parallel) {

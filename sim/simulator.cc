@@ -235,6 +235,7 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
     MEMSIM_ASSIGN_OR_RETURN(PipelineStagePlan p,
                             PlanPipelineStage(g, *schedule, stages, per_rank, stage, setup.parallel.pp_split));
     p.microbatches = setup.parallel.pp_microbatches;
+    p.fsdp = setup.parallel.mesh.dp_shard > 1;  // Note [FSDP2]: each stage module fully_shard'ed
     if (p.schedule == PpSchedule::k1F1B && p.microbatches < stages)
       return Status::InvalidArgument("--pp-schedule 1f1b needs --microbatches at least the stages (" +
                                      std::to_string(stages) + "), as Schedule1F1B checks");

@@ -376,6 +376,7 @@ def main():
     lines += rank_lines
     failures += rank_failures
     lines += table_pp(a.memsim, failures)
+    lines += table_pp_fsdp2(a.memsim, failures)
     # expert parallel (issue 27 item 5: every rank within 1 %)
     rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_EP_2_13,
                                                           validate_ranks.DATA_EP_2_13, "2.13",
@@ -838,6 +839,16 @@ def table_pp(memsim, failures):
          "`docs/parallel.md`). Tolerance: every peak and phase within %.1f %%, median peak error within %.1f %%." % (
              MAX_ERR_PP, MAX_MEDIAN_PP)],
         MAX_ERR_PP, MAX_MEDIAN_PP)
+    failures += fails
+    return lines
+
+
+def table_pp_fsdp2(memsim, failures):
+    """Pipeline parallel × FSDP2: every rank of tests/data/traces_pp_fsdp2_2_13 against one memsim run."""
+    import validate_ranks
+    lines, fails, _ = validate_ranks.section(
+        memsim, validate_ranks.GRAPHS_2_13, validate_ranks.DATA_PP_FSDP2_2_13, "2.13", validate_ranks.PP_FSDP2_TITLE,
+        validate_ranks.PP_FSDP2_INTRO, MAX_ERR_PP, MAX_MEDIAN_PP)
     failures += fails
     return lines
 

@@ -31,6 +31,18 @@ DATA_FSDP2_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "trace
 GRAPHS_FSDP2_TP_2_13 = [os.path.join(DATA_FSDP2_TP_2_13, "graphs")] + GRAPHS_TP_2_13
 # Pipeline parallel (tests/oracle/record_pp_2_13.sh): one trace per stage rank.
 DATA_PP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_pp_2_13")
+# Pipeline parallel × FSDP2 (tests/oracle/record_pp_fsdp2_2_13.sh): the 2-D mesh pp × dp_shard.
+DATA_PP_FSDP2_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_pp_fsdp2_2_13")
+PP_FSDP2_TITLE = "Pipeline parallel × FSDP2 (2-D mesh), per rank, PyTorch 2.13"
+PP_FSDP2_INTRO = [
+    "Every rank of each trace set in `tests/data/traces_pp_fsdp2_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+    "`tests/oracle/record_pp_fsdp2_2_13.sh`: the kit's `trace_ddp.py --mode pp_fsdp2`, gloo, one process per rank of",
+    "the mesh (pp, dp_shard) made first, the stage of the rank's pp coordinate as `pipeline_llm` splits the model,",
+    "then `fully_shard` on each of its blocks and on the stage module over `dp_shard` (torchtitan's `apply_fsdp`,",
+    "traced as the `setup` phase), one `schedule.step()`), predicted by one `memsim run --profile cpu --torch 2.13",
+    "--step first --mesh pp=P,dp_shard=D --pp-schedule S --microbatches M --wrap 'layers.*'",
+    "--reshard-after-forward true|false`; memsim's `ranks` entry standing for that rank (Notes [FSDP2] and",
+    "[Pipeline parallel] in `docs/parallel.md`). Same tolerance as the pipeline section."]
 # Expert parallel (tests/oracle/record_ep_2_13.sh): the MoE models of graphs/moe_models.py, their 2.13 graphs.
 DATA_EP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ep_2_13")
 GRAPHS_EP_2_13 = [os.path.join(os.path.dirname(HERE), "tests", "data", "traces_moe_2_13", "graphs")]
@@ -101,6 +113,11 @@ def memsim_cmd(memsim, graph, cfg):
         return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
     if cfg.get("mode") == "cp":  # the whole sequence; each rank runs seq/cp of it
         return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]]
+    if cfg.get("mode") == "pp_fsdp2":  # the 2-D mesh: the stage of the pp coordinate, FSDP2 over dp_shard
+        pp = int(cfg["pp"])
+        return cmd[:-2] + ["--mesh", "pp=%d,dp_shard=%d" % (pp, int(cfg["world"]) // pp), "--pp-schedule", cfg["schedule"],
+                           "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
+                           "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
@@ -207,6 +224,11 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                                                            ", fp8 %s (float8 all-gather)" % cfg["fp8"] if cfg.get("fp8") else "",
                                                            ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
                                                            if "hsdp" in cfg else "")
+        elif cfg.get("mode") == "pp_fsdp2":
+            c = "batch %s, seq %s, %s, pp=%s, dp_shard=%d, %s%s, %s microbatches, reshard %s" % (
+                cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], int(cfg["world"]) // int(cfg["pp"]), cfg["schedule"],
+                " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
+                cfg["microbatches"], cfg.get("reshard"))
         elif cfg.get("mode") == "pp":
             c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches" % (
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"], cfg["schedule"],

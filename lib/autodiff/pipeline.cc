@@ -52,6 +52,8 @@ void RunGPipe(int stages, int stage, int m, PpRuntime* rt) {
     rt->Backward(0, i, "B" + std::to_string(i));
     if (!first) rt->Append(PpRuntime::kBwdSendsToWait, {true, i});
   }
+  rt->UpdateLosses();
+  rt->ReduceGrad(0);  // perform_reduce_grad, the sends still held
 }
 
 /// Schedule1F1B._step_microbatches: min(M, stages - stage) warmup forwards (the last one's send
@@ -84,21 +86,26 @@ void Run1F1B(int stages, int stage, int m, PpRuntime* rt) {
     rt->Bind(PpRuntime::kBwdSends, grad(b));
     rt->Bind(PpRuntime::kSendWork, grad(b));
   }
+  rt->UpdateLosses();
+  rt->ReduceGrad(0);  // perform_reduce_grad, the sends still held
 }
 
 /// _PipelineScheduleRuntime._step_microbatches: the rank's action list (pipeline_order_with_comms)
 /// in order; each send's Works are appended to send_ops, which keeps them (and their tensors) to
 /// the end of the step, where they are popped, the last first.
-void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntime* rt) {
+void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntime* rt, bool fsdp) {
   const std::vector<int> mine = PpStagesOfRank(kind, ranks, per_rank, rank);
   auto local = [&](int stage) { return static_cast<int>(std::find(mine.begin(), mine.end(), stage) - mine.begin()); };
   std::vector<PpSend> send_ops;
-  const std::vector<std::vector<PpAction>> lists = PpLowerWithComms(kind, ranks, per_rank, m);
+  const std::vector<std::vector<PpAction>> lists = PpLowerWithComms(kind, ranks, per_rank, m, fsdp);
   auto perform = [&](const PpAction& a) {  // _perform_action
     const int j = local(a.stage);
     // [Note: V-schedule special case]: adjacent stages on this rank hand over without p2p.
     const int next = local(a.stage + 1), prev = local(a.stage - 1), n = static_cast<int>(mine.size());
+    if (a.op == PpOp::kF || a.op == PpOp::kB || a.op == PpOp::kI || a.op == PpOp::kW) rt->WaitUnshard(j);  // _assert_unsharded
     switch (a.op) {
+      case PpOp::kUnshard: rt->Unshard(j); break;
+      case PpOp::kReshard: rt->Reshard(j); break;
       case PpOp::kF:
         rt->Forward(j, a.mb, a.str());
         if (next < n) rt->PassForward(j, next, a.mb);  // set_local_fwd_input
@@ -115,7 +122,8 @@ void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntim
         send_ops.push_back({a.op == PpOp::kSendB, a.mb, j});
         rt->Append(PpRuntime::kSendOps, send_ops.back());
         break;
-      default: break;  // RECV_*: into the stage's own recv buffers; REDUCE_GRAD: grads scaled in place
+      case PpOp::kReduceGrad: rt->ReduceGrad(j); break;
+      default: break;  // RECV_*: into the stage's own recv buffers
     }
   };
   for (const PpAction& a : lists[rank]) {
@@ -130,8 +138,8 @@ void RunRuntime(PpMulti kind, int ranks, int per_rank, int rank, int m, PpRuntim
 
 }  // namespace
 
-void RunSchedule(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches, PpRuntime* rt) {
-  if (const std::optional<PpMulti> multi = MultiStage(schedule)) RunRuntime(*multi, ranks, per_rank, rank, microbatches, rt);
+void RunSchedule(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches, PpRuntime* rt, bool fsdp) {
+  if (const std::optional<PpMulti> multi = MultiStage(schedule)) RunRuntime(*multi, ranks, per_rank, rank, microbatches, rt, fsdp);
   else if (schedule == PpSchedule::kGPipe) RunGPipe(ranks, rank, microbatches, rt);
   else Run1F1B(ranks, rank, microbatches, rt);
   for (int n = 0; n < PpRuntime::kNames; ++n) rt->Bind(static_cast<PpRuntime::Name>(n), {});  // return
@@ -183,7 +191,20 @@ class EngineRuntime : public PpRuntime {
       s_.storage[st.recv] = s_.pp_recv_act[RecvSlot(j, mb)];
       s_.ledger.Ref(s_.storage[st.recv]);
     }
-    for (OpId o = st.begin; o < st.end; ++o) RunForwardOp(s_, o);
+    const TensorId out = StageOutput(st);
+    for (OpId o = st.begin; o < st.end; ++o) {
+      RunForwardOp(s_, o);
+      // The single-stage schedules' `output = self._stage.forward_one_chunk(...)`: the local holds
+      // the stage output (the last stage's logits) from the module's return, before the loss,
+      // until the next forward returns (fwd_cache drops it at the backward), the last one until
+      // step() returns.
+      if (out != kNone && o == s_.g.tensors[out].producer && !MultiStage(p_.schedule)) {
+        s_.ledger.set_op(kNoOp);
+        s_.ledger.Ref(s_.storage[out]);
+        if (output_ != kNoStorage) s_.ledger.Unref(output_);
+        output_ = s_.storage[out];
+      }
+    }
     s_.ledger.set_op(kNoOp);
     // The stage module's forward returns: its locals die; the output stays in fwd_cache.
     if (!p_.IsLast(st)) {
@@ -255,10 +276,26 @@ class EngineRuntime : public PpRuntime {
     Pop({send});
   }
 
-  /// After the schedule: _update_losses drops the losses; a grad no send took leaves bwd_cache.
-  void Finish() {
+  void Unshard(int j) override { s_.Hook(&TrainingSetup::OnStageShard, j, TrainingSetup::StageShard::kIssue); }
+  void WaitUnshard(int j) override { s_.Hook(&TrainingSetup::OnStageShard, j, TrainingSetup::StageShard::kWait); }
+  void Reshard(int j) override { s_.Hook(&TrainingSetup::OnStageShard, j, TrainingSetup::StageShard::kReshard); }
+
+  void UpdateLosses() override {
     for (StorageId& l : losses_)
       if (l != kNoStorage) s_.ledger.Unref(std::exchange(l, kNoStorage));
+  }
+
+  /// perform_reduce_grad: the grads scaled in place; a data-parallel setup syncs them.
+  void ReduceGrad(int j) override {
+    s_.ledger.set_op(kNoOp);
+    s_.Hook(&TrainingSetup::OnReduceGrad, j);
+  }
+
+  /// After the schedule: _update_losses drops the losses; a grad no send took leaves bwd_cache;
+  /// step() returns: its `output` local goes.
+  void Finish() {
+    UpdateLosses();
+    if (output_ != kNoStorage) s_.ledger.Unref(std::exchange(output_, kNoStorage));
     for (size_t k = 0; k < input_grads_.size(); ++k)
       if (input_grads_[k] != kNoStorage && !popped_[k]) s_.ledger.Unref(input_grads_[k]);
   }
@@ -407,6 +444,19 @@ class EngineRuntime : public PpRuntime {
   };
 
   size_t Slot(int j, int mb) const { return static_cast<size_t>(j) * m_ + mb; }
+  /// What the stage module returns: the activation it sends, or on the last stage the model's
+  /// output (the logits; the loss after it is the schedule's _maybe_compute_loss).
+  TensorId StageOutput(const PpStage& st) const {
+    if (!p_.IsLast(st)) return st.send;
+    TensorId out = kNone;
+    for (TensorId t : s_.g.outputs) {
+      const OpId producer = s_.g.tensors[t].producer;
+      if (t != s_.g.loss && producer != kNone && producer >= st.begin && producer < st.end &&
+          (out == kNone || producer > s_.g.tensors[out].producer))
+        out = t;
+    }
+    return out;
+  }
   /// The recv buffers' order: the activation ones of the stages that receive, in stage order.
   size_t RecvSlot(int j, int mb) const {
     size_t before = 0;
@@ -565,6 +615,7 @@ class EngineRuntime : public PpRuntime {
   std::vector<TensorId> activations_;
   std::vector<Context> contexts_;
   std::vector<StorageId> outputs_, input_grads_, losses_;
+  StorageId output_ = kNoStorage;        ///< the single-stage schedules' `output` local
   std::vector<bool> popped_;
   std::vector<Split> split_;             ///< per slot: backward_state between I and W
   std::vector<StorageId> buffer_grads_;  ///< the recv buffers' .grad (stage_backward_input sets it)
@@ -581,7 +632,7 @@ void RunPipelinePasses(StepState& s) {
   // grad (not on the last), kept by the stage from then on.
   if (s.pp_recv_act.empty() && s.pp_recv_grad.empty()) AllocatePipelineBuffers(s);
   EngineRuntime rt(s);
-  RunSchedule(p.schedule, p.ranks, static_cast<int>(p.local.size()), p.rank, p.microbatches, &rt);
+  RunSchedule(p.schedule, p.ranks, static_cast<int>(p.local.size()), p.rank, p.microbatches, &rt, p.fsdp);
   rt.Finish();
   s.ledger.set_op(kNoOp);
 }

@@ -47,6 +47,7 @@ struct PipelineStagePlan {
   std::vector<bool> buffers;     ///< per tensor: a buffer this rank's ops read
   std::vector<bool> inputs;      ///< per tensor: a graph input this rank holds (the whole batch)
   std::vector<int> blocks;       ///< repeated blocks per stage (the split)
+  bool fsdp = false;             ///< the stage modules are fully_shard'ed (dp_shard): UNSHARD / RESHARD actions
   bool IsFirst(const PpStage& s) const { return s.index == 0; }
   bool IsLast(const PpStage& s) const { return s.index == stages - 1; }
 };
@@ -80,6 +81,17 @@ class PpRuntime {
   /// makes local stage |prev|'s grad recv buffer |stage|'s input grad, popped from its bwd_cache.
   virtual void PassForward(int stage, int next, int mb) { (void)stage, (void)next, (void)mb; }
   virtual void PassBackward(int stage, int prev, int mb) { (void)stage, (void)prev, (void)mb; }
+  /// _update_losses: the last stage's _internal_losses are let go (the single-stage schedules
+  /// call it before perform_reduce_grad; the runtime at its end).
+  virtual void UpdateLosses() {}
+  /// perform_reduce_grad(M) of local stage |stage|: the grads scaled in place, and with FSDP2
+  /// its post_backward with gradient sync (REDUCE_GRAD in the multi-stage action lists).
+  virtual void ReduceGrad(int stage) { (void)stage; }
+  /// The runtime's FSDP actions on local stage |stage|: UNSHARD (every FSDP module's
+  /// unshard(async_op=True)), the wait before its next computation (_assert_unsharded), RESHARD.
+  virtual void Unshard(int stage) { (void)stage; }
+  virtual void WaitUnshard(int stage) { (void)stage; }
+  virtual void Reshard(int stage) { (void)stage; }
   /// A Python name of the schedule (a list of P2POps or of the Works they returned, which hold
   /// their tensors) is bound to |sends|, dropping what it held. kSendOps: the runtime's send_ops.
   enum Name : uint8_t { kFwdSends, kBwdSends, kSendWork, kFwdSendsToWait, kBwdSendsToWait, kSendOps, kNames };
@@ -91,7 +103,8 @@ class PpRuntime {
 /// Runs |schedule| for rank |rank| of |ranks| (|per_rank| stages each) over |microbatches| on
 /// |rt|, as ScheduleGPipe / Schedule1F1B / _PipelineScheduleRuntime._step_microbatches do
 /// (torch 2.13); every name is unbound at the end.
-void RunSchedule(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches, PpRuntime* rt);
+/// With |fsdp| the multi-stage action lists hold UNSHARD / RESHARD.
+void RunSchedule(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches, PpRuntime* rt, bool fsdp = false);
 
 /// The compute actions of one rank in order ("F0 F1 B0 ...", or "0F0 2F0 ..." multi-stage).
 std::string ScheduleOrder(PpSchedule schedule, int ranks, int per_rank, int rank, int microbatches);

@@ -13,7 +13,7 @@
 namespace memsim {
 
 std::string PpAction::str() const {
-  static const char* const kNames[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "OVERLAP_F_B"};
+  static const char* const kNames[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "OVERLAP_F_B", "UNSHARD", "RESHARD"};
   if (!sub.empty()) {  // "(0F2;3B0)OVERLAP_F_B"
     std::string out;
     for (const PpAction& a : sub) out += (out.empty() ? "(" : ";") + a.str();
@@ -235,6 +235,44 @@ Order DualPipeVRankOps(int ranks, int m, int rank) {
   return ops;
 }
 
+/// _add_unshard_reshard(max_active_stages=3): before each compute action, the stages of the next
+/// three distinct stages (in order of appearance, an OVERLAP_F_B's sub-actions each) not yet
+/// active are unsharded after the active ones not among them are resharded; the rest resharded
+/// at the end. Bubbles are dropped.
+Order AddUnshardReshard(const Order& actions) {
+  constexpr size_t kMaxActive = 3;
+  Order out;
+  std::vector<int> active;  // active_stages
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (!actions[i]) continue;
+    std::vector<int> next;
+    for (size_t k = i; k < actions.size() && next.size() < kMaxActive; ++k) {
+      if (!actions[k]) continue;
+      const std::vector<PpAction> leaves = actions[k]->sub.empty() ? std::vector<PpAction>{*actions[k]} : actions[k]->sub;
+      for (const PpAction& x : leaves)
+        if (std::find(next.begin(), next.end(), x.stage) == next.end() && (next.size() < kMaxActive || !actions[k]->sub.empty()))
+          next.push_back(x.stage);
+    }
+    std::sort(active.begin(), active.end());  // a set of small ints iterates in ascending order
+    for (size_t a = 0; a < active.size();)
+      if (std::find(next.begin(), next.end(), active[a]) == next.end()) {
+        out.push_back(PpAction{active[a], PpOp::kReshard, -1});
+        active.erase(active.begin() + static_cast<std::ptrdiff_t>(a));
+      } else {
+        ++a;
+      }
+    for (int st : next)
+      if (std::find(active.begin(), active.end(), st) == active.end()) {
+        active.push_back(st);
+        out.push_back(PpAction{st, PpOp::kUnshard, -1});
+      }
+    out.push_back(actions[i]);
+  }
+  std::sort(active.begin(), active.end());
+  for (int st : active) out.push_back(PpAction{st, PpOp::kReshard, -1});
+  return out;
+}
+
 /// _add_reduce_grad: REDUCE_GRAD after a stage's M-th B or W.
 std::vector<PpAction> AddReduceGrad(const Order& actions, int m) {
   std::vector<PpAction> out;
@@ -274,11 +312,11 @@ std::vector<Order> PpComputeOrder(PpMulti s, int ranks, int per_rank, int m) {
   return order;
 }
 
-std::vector<std::vector<PpAction>> PpLowerWithComms(PpMulti s, int ranks, int per_rank, int m) {
+std::vector<std::vector<PpAction>> PpLowerWithComms(PpMulti s, int ranks, int per_rank, int m, bool fsdp) {
   const int num_stages = ranks * per_rank;
   auto rank_of = [&](int stage) { return PpRankOfStage(s, ranks, per_rank, stage); };
   std::vector<std::vector<PpAction>> compute;
-  for (const Order& o : PpComputeOrder(s, ranks, per_rank, m)) compute.push_back(AddReduceGrad(o, m));
+  for (const Order& o : PpComputeOrder(s, ranks, per_rank, m)) compute.push_back(AddReduceGrad(fsdp ? AddUnshardReshard(o) : o, m));
   // _add_send_recv: a rank's compute action is placed once its input arrived (its own recv, put
   // there by the sender, or the producing action on this rank), followed by its send; the
   // receiver's recv goes on the receiving rank's list at the same time.

@@ -13,8 +13,8 @@
 
 namespace memsim {
 
-/// _ComputationType (UNSHARD/RESHARD, FSDP's, left out).
-enum class PpOp : uint8_t { kF, kB, kI, kW, kSendF, kRecvF, kSendB, kRecvB, kReduceGrad, kOverlapFB };
+/// _ComputationType (UNSHARD/RESHARD: FSDP's, in the lists only when the stages use it).
+enum class PpOp : uint8_t { kF, kB, kI, kW, kSendF, kRecvF, kSendB, kRecvB, kReduceGrad, kOverlapFB, kUnshard, kReshard };
 
 /// _Action: a stage's computation or communication for one microbatch (REDUCE_GRAD: none);
 /// OVERLAP_F_B (DualPipeV) has no stage of its own and runs its |sub| actions in order.
@@ -44,9 +44,10 @@ std::vector<int> PpStagesOfRank(PpMulti s, int ranks, int per_rank, int rank);
 std::string PpCheck(PpMulti s, int ranks, int per_rank, int microbatches);
 std::vector<std::vector<std::optional<PpAction>>> PpComputeOrder(PpMulti s, int ranks, int per_rank, int microbatches);
 
-/// _prepare_schedule_with_comms(format="compute_only") without FSDP's UNSHARD/RESHARD:
-/// _add_reduce_grad per rank, then _add_send_recv over all ranks (pipeline_order_with_comms).
-std::vector<std::vector<PpAction>> PpLowerWithComms(PpMulti s, int ranks, int per_rank, int microbatches);
+/// _prepare_schedule_with_comms(format="compute_only"): _add_unshard_reshard (kept only when
+/// |fsdp|: without FSDP its actions do nothing) and _add_reduce_grad per rank, then _add_send_recv
+/// over all ranks (pipeline_order_with_comms).
+std::vector<std::vector<PpAction>> PpLowerWithComms(PpMulti s, int ranks, int per_rank, int microbatches, bool fsdp = false);
 
 /// A rank's actions as the source prints them, space-separated.
 std::string PpFormat(const std::vector<PpAction>& actions);

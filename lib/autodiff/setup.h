@@ -97,6 +97,15 @@ class TrainingSetup {
   virtual void OnInputGrad(StepState&, OpId, size_t, Grad*) {}
   /// The backward pass is over: `del out, loss` and the autograd graph destroyed.
   virtual void AfterBackwardPass(StepState&) {}
+  /// A pipeline schedule's perform_reduce_grad of local stage |stage| (PipelineStagePlan::local
+  /// index), after its last microbatch's backward: the data-parallel grad sync (FSDP2's
+  /// post_backward with set_requires_gradient_sync(True), then its final callback).
+  virtual void OnReduceGrad(StepState&, int) {}
+  /// A multi-stage pipeline schedule's FSDP actions on local stage |stage|: UNSHARD (the stage's
+  /// FSDP modules' unshard(async_op=True): kIssue), the wait before its next computation
+  /// (_assert_unsharded: kWait), RESHARD (kReshard).
+  enum class StageShard : uint8_t { kIssue, kWait, kReshard };
+  virtual void OnStageShard(StepState&, int, StageShard) {}
   /// AccumulateGrad has finished parameter |k| (Graph::parameters index) for this pass.
   virtual void OnGradReady(StepState&, uint32_t) {}
   /// After backward (and `del out, loss`), before optimizer.step().

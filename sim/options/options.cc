@@ -537,7 +537,8 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   // HSDP (dp_replicate × dp_shard) is FSDP2 on a 2-D mesh; replicas alone are not simulated yet.
   const std::pair<int, const char*> pending[] = {
       {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
-      {dims.pp > 1 && dims.world() > dims.pp ? 2 : 1, "pp with other dimensions"},
+      // pp × dp_shard (FSDP2 on each stage, Note [FSDP2]); pp with the others is not simulated yet
+      {dims.pp > 1 && dims.world() > dims.pp * dims.dp_shard ? 2 : 1, "pp with dimensions other than dp_shard"},
       {dims.cp > 1 && (dims.tp > 1 || dims.pp > 1 || dims.dp_replicate > 1) ? 2 : 1, "cp with tp, pp or dp_replicate"},
       {dims.ep > 1 && dims.world() > dims.ep ? 2 : 1, "ep with other dimensions (expert parallel borrowing dp_shard)"}};
   for (const auto& [degree, what] : pending)
@@ -603,8 +604,16 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
                                    " needs --mesh dp_shard=N (FSDP2)");
   if (!on) return Status::OK();
   const MeshDims& m = sim->parallel.mesh;
-  if (m.pp > 1 || m.ep > 1)  // FSDP2 × TP and FSDP2 × CP are 2-D meshes (Notes [FSDP2], [Context parallel])
-    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with pp or ep is not simulated yet");
+  if (m.ep > 1)  // FSDP2 × TP, × CP and × PP are 2-D meshes (Notes [FSDP2], [Context parallel])
+    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with ep is not simulated yet");
+  // With pp: fully_shard on each stage inside GPipe, 1F1B or Interleaved1F1B (with its UNSHARD /
+  // RESHARD actions); the split backward (I / W) with FSDP2 is not simulated yet.
+  const std::optional<PpMulti> multi = MultiStage(ParsePpSchedule(pp_schedule).value_or(PpSchedule::k1F1B));
+  if (m.pp > 1 && multi && *multi != PpMulti::kInterleaved1F1B)
+    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
+                               " is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
+  if (m.pp > 1 && !fsdp2_mp.empty())
+    return Status::Unsupported("--mesh " + mesh + ": --fsdp2-mp with pp is not simulated yet");
   if (m.tp > 1 && m.dp_replicate > 1)
     return Status::Unsupported("--mesh " + mesh + ": HSDP (dp_replicate with dp_shard) with tp is not simulated yet");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");

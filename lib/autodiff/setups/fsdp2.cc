@@ -46,10 +46,13 @@ Fsdp2Shard ShardDim0(const std::vector<int64_t>& sizes, int world, int rank) {
 }
 
 std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, const std::vector<std::string>& wrapped,
-                                        int world, int rank) {
+                                        int world, int rank, OpId begin, OpId end) {
+  const bool whole = begin == 0 && (end == kNone || end >= g.ops.size());
+  if (end == kNone || end > g.ops.size()) end = static_cast<OpId>(g.ops.size());
   std::vector<Fsdp2Group> groups;
   for (const std::string& w : wrapped) groups.push_back(Fsdp2Group{w, {}, {}, 0, {}, kNone, kNone});
   groups.push_back(Fsdp2Group{});  // the root
+  groups.back().root = true;
   auto innermost = [&](const std::string& module) -> size_t {
     size_t best = groups.size() - 1;
     for (size_t i = 0; i + 1 < groups.size(); ++i)
@@ -57,7 +60,12 @@ std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, con
         best = i;
     return best;
   };
+  // A stage module holds the parameters its ops read (the whole model: every parameter).
+  std::vector<bool> mine(g.tensors.size(), whole);
+  for (OpId o = begin; !whole && o < end; ++o)
+    for (TensorId t : g.ops[o].inputs) mine[t] = true;
   for (size_t k = 0; k < g.parameters.size(); ++k) {
+    if (!mine[g.parameters[k]]) continue;
     Fsdp2Group& grp = groups[innermost(OwnerModule(g.tensors[g.parameters[k]].name))];
     grp.params.push_back(static_cast<uint32_t>(k));
     grp.shards.push_back(ShardDim0(b.metas[g.parameters[k]].sizes, world, rank));
@@ -70,14 +78,15 @@ std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, con
     for (TensorId t : g.outputs)
       if (g.tensors[t].producer != kNone) model_end = std::max(model_end, g.tensors[t].producer);
   }
-  for (OpId o = 0; o < g.ops.size() && model_end != kNone && o <= model_end; ++o) {
+  if (model_end != kNone) model_end = std::min<OpId>(model_end, end - 1);
+  for (OpId o = begin; o < end && model_end != kNone && o <= model_end; ++o) {
     Fsdp2Group& grp = groups[innermost(g.ops[o].module)];
     grp.ops.push_back(o);
     if (grp.first == kNone) grp.first = o;
     grp.last = o;
   }
   Fsdp2Group& root = groups.back();
-  if (model_end != kNone) root.first = 0, root.last = model_end;
+  if (model_end != kNone && begin <= model_end) root.first = begin, root.last = model_end;
   // Wrapped modules without parameters are not FSDP modules of their own (no group).
   groups.erase(std::remove_if(groups.begin(), groups.end() - 1, [](const Fsdp2Group& x) { return x.params.empty(); }),
                groups.end() - 1);
@@ -135,7 +144,7 @@ class Fsdp2 : public TrainingSetup {
   }
 
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy*) override {
-    if (o == groups_.back().first)  // the root's pre_forward: cast_forward_inputs
+    if (o == groups_.back().first && !s.cfg.pipeline)  // the root's pre_forward: cast_forward_inputs
       for (TensorId t : s.g.inputs)
         if (IsCastInput(s, t)) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name + " (param_dtype)", Category::kInput);
     for (size_t u = groups_.size(); u-- > 0;)  // the root's pre_forward first
@@ -152,7 +161,7 @@ class Fsdp2 : public TrainingSetup {
       if (groups_[u].last == o) {
         if (o_.fsdp2_reshard_after_forward) Reshard(s, u);
         if (!groups_[u].params.empty()) post_forward_order_.push_back(u);
-        if (u + 1 == groups_.size()) Free(s, &held_all_gather_);  // the root's post_forward
+        if (groups_[u].root) Free(s, &held_all_gather_);  // the root's post_forward
       }
   }
 
@@ -165,9 +174,12 @@ class Fsdp2 : public TrainingSetup {
     if (groups_[u].params.empty()) return;
     Unshard(s, u);
     CopyOut(s, u, /*forward=*/false);
-    // _backward_prefetch: the group whose post_forward preceded this one's.
-    auto it = std::find(post_forward_order_.begin(), post_forward_order_.end(), static_cast<size_t>(u));
-    if (it != post_forward_order_.end() && it != post_forward_order_.begin()) Unshard(s, *(it - 1));
+    // _backward_prefetch: the group whose post_forward preceded this one's last (its index popped).
+    auto it = std::find(post_forward_order_.rbegin(), post_forward_order_.rend(), static_cast<size_t>(u));
+    if (it == post_forward_order_.rend()) return;
+    const auto at = post_forward_order_.begin() + (post_forward_order_.rend() - it - 1);
+    if (at != post_forward_order_.begin()) Unshard(s, *(at - 1));
+    if (s.cfg.pipeline) post_forward_order_.erase(at);  // _post_forward_indices.pop(), kept across microbatches
   }
 
   void AfterBackwardNode(StepState& s, OpId o) override {
@@ -176,6 +188,11 @@ class Fsdp2 : public TrainingSetup {
   }
 
   void AfterBackwardPass(StepState& s) override {
+    if (s.cfg.pipeline) {  // a microbatch's final callback, not the last backward: no sync
+      std::fill(pre_backward_done_.begin(), pre_backward_done_.end(), false);
+      std::fill(post_backward_done_.begin(), post_backward_done_.end(), false);
+      return;
+    }
     for (size_t u = groups_.size(); u-- > 0;)  // the root's final callback: groups not yet reduced
       if (!post_backward_done_[u]) PostBackward(s, u);
     Free(s, &held_reduce_scatter_);  // reduce_scatter_states.clear()
@@ -185,19 +202,54 @@ class Fsdp2 : public TrainingSetup {
     post_forward_order_.clear();
   }
 
+  /// perform_reduce_grad: set_requires_gradient_sync(True), set_reshard_after_backward(True), then
+  /// post_backward of every group of the stage's states (root first, then its blocks, as
+  /// _state_ctx.all_states lists them), then the final callback (is_last_backward: the last
+  /// reduce-scatter input freed).
+  void OnReduceGrad(StepState& s, int stage) override {
+    for (size_t u = groups_.size(); u-- > 0;)
+      if (groups_[u].root && groups_[u].stage == stage) Reduce(s, u);
+    for (size_t u = 0; u < groups_.size(); ++u)
+      if (!groups_[u].root && groups_[u].stage == stage) Reduce(s, u);
+    Free(s, &held_reduce_scatter_);
+    for (size_t u = 0; u < groups_.size(); ++u)
+      if (groups_[u].stage == stage) Free(s, &all_gather_[u]);
+    post_forward_order_.clear();
+  }
+
+  /// The multi-stage schedules' FSDP actions (_PipelineScheduleRuntime): UNSHARD calls
+  /// unshard(async_op=True) on each FSDP module of the stage in modules() order (the stage module
+  /// first, then its blocks): the all-gathers are issued; the wait before the stage's next
+  /// computation copies each out, its all-gather output freed at once (not in forward); RESHARD
+  /// reshards them.
+  void OnStageShard(StepState& s, int stage, StageShard what) override {
+    for (int pass = 0; pass < 2; ++pass)  // the root first, then the blocks
+      for (size_t u = 0; u < groups_.size(); ++u) {
+        if (groups_[u].stage != stage || groups_[u].root != (pass == 0)) continue;
+        if (what == StageShard::kIssue) Unshard(s, u);
+        else if (what == StageShard::kWait) CopyOut(s, u, /*forward=*/false);
+        else Reshard(s, u);
+      }
+  }
+
   void OnOptimizerParams(const StepState& s, std::vector<OptParam>* ps) override {
     if (groups_.empty()) return;
     ps->clear();
+    // model.parameters() order: fully_shard replaces each parameter where it was registered.
+    std::vector<std::pair<size_t, size_t>> order;
     for (size_t u = 0; u < groups_.size(); ++u)
-      for (size_t i = 0; i < groups_[u].params.size(); ++i) {
-        const TensorId t = s.g.parameters[groups_[u].params[i]];
-        if (!s.rg[t]) continue;
-        const Fsdp2Shard& sh = groups_[u].shards[i];
-        std::vector<int64_t> sizes = s.bound.metas[t].sizes;
-        if (!sizes.empty()) sizes[0] = sh.local_rows;
-        const int64_t elem = ElementSize(s.g.tensors[t].dtype);
-        ps->push_back(OptParam{s.g.tensors[t].name + " (shard)", sh.local_numel() * elem, grad_[u], sizes, elem});
-      }
+      for (size_t i = 0; i < groups_[u].params.size(); ++i) order.emplace_back(u, i);
+    std::sort(order.begin(), order.end(),
+              [&](auto x, auto y) { return groups_[x.first].params[x.second] < groups_[y.first].params[y.second]; });
+    for (const auto [u, i] : order) {
+      const TensorId t = s.g.parameters[groups_[u].params[i]];
+      if (!s.rg[t]) continue;
+      const Fsdp2Shard& sh = groups_[u].shards[i];
+      std::vector<int64_t> sizes = s.bound.metas[t].sizes;
+      if (!sizes.empty()) sizes[0] = sh.local_rows;
+      const int64_t elem = ElementSize(s.g.tensors[t].dtype);
+      ps->push_back(OptParam{s.g.tensors[t].name + " (shard)", sh.local_numel() * elem, grad_[u], sizes, elem});
+    }
   }
 
   void AfterOptimizerStep(StepState& s) override {
@@ -208,7 +260,16 @@ class Fsdp2 : public TrainingSetup {
   void Init(const StepState& s) {
     // with cp, torchtitan shards over the flattened dp_shard_cp mesh (Note [Context parallel])
     const MeshCoord k = CoordOf(o_.mesh, o_.rank);
-    groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, k.dp_shard * std::max(o_.mesh.cp, 1) + k.cp);
+    const int shard_rank = k.dp_shard * std::max(o_.mesh.cp, 1) + k.cp;
+    if (!s.cfg.pipeline) groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, shard_rank);
+    // With pp, torchtitan's apply_fsdp runs on each stage's model part: its blocks, then its root.
+    for (size_t j = 0; s.cfg.pipeline && j < s.cfg.pipeline->local.size(); ++j) {
+      const PpStage& st = s.cfg.pipeline->local[j];
+      for (Fsdp2Group& grp : MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, shard_rank, st.begin, st.end)) {
+        grp.stage = static_cast<int>(j);
+        groups_.push_back(std::move(grp));
+      }
+    }
     float8_.assign(s.g.parameters.size(), false);
     for (const Op& op : s.g.ops)
       if (op.kind == OpKind::kFp8Linear && op.attrs.GetString("weight", "") == "float8")
@@ -257,7 +318,9 @@ class Fsdp2 : public TrainingSetup {
   /// coordinate lookup: arange, eq, nonzero), in host memory: traced on the CPU only.
   void MeshTensors(StepState& s) {
     if (!s.profile.host_collectives) return;
-    if (o_.mesh.tp > 1) return;  // the 2-D mesh: tensor parallelism's setup made it (and its slices)
+    // the 2-D mesh: tensor parallelism's setup made it (and its slices); with pp, torchtitan's world
+    // mesh is made before the model
+    if (o_.mesh.tp > 1 || o_.mesh.pp > 1) return;
     if (replicas_ > 1) {  // HSDP: one 2-D mesh, made before the first call (its lookups: bytes, not modelled)
       if (mesh_.empty()) mesh_.push_back(s.ledger.Alloc(4 * world_ * replicas_, "DeviceMesh ranks", Category::kParameter));
       return;
@@ -387,6 +450,15 @@ class Fsdp2 : public TrainingSetup {
   /// post_backward: reshard, then foreach_reduce of the group's unsharded grads.
   void PostBackward(StepState& s, size_t u) {
     post_backward_done_[u] = true;
+    // In a pipeline schedule every backward runs with set_requires_gradient_sync(False) and
+    // set_reshard_after_backward(False): the unsharded grads accumulate over the microbatches,
+    // the parameters stay unsharded until perform_reduce_grad (OnReduceGrad).
+    if (s.cfg.pipeline) return;
+    Reduce(s, u);
+  }
+
+  /// post_backward with gradient sync: reshard, then foreach_reduce of the unsharded grads.
+  void Reduce(StepState& s, size_t u) {
     const Fsdp2Group& grp = groups_[u];
     // A root without parameters has no FSDPParamGroup (fully_shard makes none), so no
     // post_backward of its own: the previous reduce-scatter input waits for the next one.

@@ -35,14 +35,18 @@ struct Fsdp2Group {
   /// The forward ops of the module (its subtree; the root: the model's ops no group holds).
   std::vector<OpId> ops;
   OpId first = kNone, last = kNone;  ///< first and last of the module's forward (the root: the model's)
+  bool root = false;              ///< the fully_shard(root) call (a pipeline stage's module)
+  int stage = 0;                  ///< the pipeline stage (PipelineStagePlan::local index) it belongs to
 };
 
 /// The groups of |g| in fully_shard order: one per module of |wrapped| holding parameters
 /// (each parameter in the innermost one), then the root with the rest. The root is always
 /// last, with no parameters when the wrapped modules hold them all. The model's forward ends
-/// with the op producing its last output (the loss is outside it).
+/// with the op producing its last output (the loss is outside it). A pipeline stage's module
+/// (Note [FSDP2], with pp) is the ops [begin, end) and the parameters they read: its groups,
+/// then its own root.
 std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, const std::vector<std::string>& wrapped,
-                                        int world, int rank);
+                                        int world, int rank, OpId begin = 0, OpId end = kNone);
 
 }  // namespace memsim
 

@@ -12,13 +12,14 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
   if (options.parallel.zero_stage > 0) setups.push_back(MakeZero(options.parallel));
   if (options.parallel.zero_stage == 3) setups.push_back(MakeZero3Params(options.parallel));
   if (!options.parallel.fsdp.empty()) setups.push_back(MakeFsdp(options.parallel));
+  // The stage module first: its parameters, batch and optimizer are what the others see.
+  if (options.pipeline) setups.push_back(MakePipelineStage(*options.pipeline));
   // torchtitan's order on the 2-D mesh: parallelize_module, then fully_shard (Note [FSDP2]).
   if (options.parallel.mesh.tp > 1) setups.push_back(MakeTensorParallel(options.parallel));
   if (options.parallel.mesh.dp_shard > 1) setups.push_back(MakeFsdp2(options.parallel));
   if (options.parallel.mesh.ep > 1) setups.push_back(MakeExpertParallel(options.parallel));
   if (options.parallel.mesh.cp > 1) setups.push_back(MakeContextParallel(options.parallel));
   if (options.parallel.data_parallel) setups.push_back(MakeDataParallel(options.parallel));
-  if (options.pipeline) setups.push_back(MakePipelineStage(*options.pipeline));
   // The scaler's unscale_ comes before clipping (scaler.unscale_(opt); clip_grad_norm_(...)).
   if (options.grad_scaler) setups.push_back(MakeGradScaler());
   if (options.clip_grad_norm > 0) setups.push_back(MakeClipGradNorm(profile));

@@ -4,8 +4,10 @@ them: _calculate_single_rank_operations on a stand-in for the schedule object (n
 needed), _add_bubbles_to_actions, _add_reduce_grad and _add_send_recv (DualPipeV's OVERLAP_F_B printed as
 its repr, "(0F2;3B0)OVERLAP_F_B"). One line per rank:
 `SCHEDULE RANKS PER_RANK MICROBATCHES RANK: ACTION ...` (tests/data/pp_actions_2_13.txt, compared
-by tests/autodiff/pp_actions_test.cc). Usage: pp_actions.py > tests/data/pp_actions_2_13.txt"""
-import types
+by tests/autodiff/pp_actions_test.cc). Usage: pp_actions.py > tests/data/pp_actions_2_13.txt;
+pp_actions.py --fsdp > tests/data/pp_actions_fsdp_2_13.txt: with _add_unshard_reshard first (the
+UNSHARD/RESHARD actions the lists hold when the stages are FSDP modules)."""
+import sys, types
 from torch.distributed.pipelining import schedules as S
 
 CONFIGS = [("interleaved1f1b", 2, 2, 4), ("interleaved1f1b", 2, 2, 8), ("interleaved1f1b", 4, 2, 8),
@@ -27,7 +29,8 @@ def order(name, ranks, per_rank, m):
         me.pipeline_order = cls._add_bubbles_to_actions(me, ranks * per_rank)
     style = "v" if name in ("zbv", "dualpipev") else "loop"
     mapping = S.generate_stage_to_rank_mapping(ranks, ranks * per_rank, style=style)
-    lowered = {r: S._add_reduce_grad(me.pipeline_order[r], m) for r in range(ranks)}
+    fsdp = S._add_unshard_reshard if "--fsdp" in sys.argv else (lambda actions: actions)
+    lowered = {r: S._add_reduce_grad(fsdp(me.pipeline_order[r]), m) for r in range(ranks)}
     return S._add_send_recv(lowered, stage_to_rank=lambda s: mapping[s], num_stages=ranks * per_rank)
 
 
