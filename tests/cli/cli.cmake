@@ -352,6 +352,11 @@ memsim_golden_test(run_hf_llama_cp2_ranks run_hf_llama_cp2_ranks.txt
 memsim_error_test(cp_indivisible 2 "^memsim: --mesh cp=3 does not divide seq 64"
   run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --batch 2 --set seq=64 --mesh cp=3)
 memsim_error_test(cp_no_seq 2 "^memsim: --mesh cp: mlp has no seq symbol" run graphs/mlp.json --batch 1 --mesh cp=2)
+# Note [Meta-device init]: the shards of a sharded model; a pipeline stage's own part is not modelled yet.
+memsim_error_test(init_meta_needs_sharding 2 "--init meta needs tp=N or dp_shard=N in --mesh"
+  run graphs/cs336_small.json --mesh pp=2 --init meta)
+memsim_error_test(init_meta_pp_pending 2 "--init meta with pp in --mesh is not simulated yet"
+  run graphs/cs336_small.json --mesh pp=2,dp_shard=2 --init meta)
 memsim_error_test(cp_tp_pending 2 "^memsim: --mesh cp=2,tp=2: cp with tp, pp or dp_replicate is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh cp=2,tp=2)
 # Pipeline parallel (Note [Pipeline parallel]): every stage rank with its schedule's timeline, and

@@ -173,7 +173,8 @@ def cp_section(memsim, graph):
 def not_yet():
     return ["## 3. Not on this page yet", "",
             "- **Llama-3-70B on 64 × H100 (TP 8, PP 4, DP 2)**: memsim simulates pipeline parallelism alone (`--mesh pp=N`,",
-            "  every schedule of Note [Pipeline parallel]); a pipeline combined with TP or FSDP2 is refused with a message.",
+            "  every schedule of Note [Pipeline parallel]) and with FSDP2 (`--mesh pp=P,dp_shard=D`, GPipe, 1F1B and",
+            "  Interleaved1F1B, checked per rank on CPU traces); a pipeline combined with TP is refused with a message.",
             "- **Mixtral-8x7B with EP 8**: `--mesh ep=N` shards the experts of a routed split (the torchtitan-style MoE of",
             "  graphs/moe_models.py, checked per rank); transformers' `MixtralForCausalLM` exports (on the meta device) but its",
             "  experts are not recognised as such a split, and EP combined with FSDP2 (torchtitan borrows dp_shard) is refused.", ""]
