@@ -21,24 +21,25 @@ bool ConstFeatures(const Tensor& w, int64_t* out, int64_t* in) {
   return true;
 }
 
-}  // namespace
-
-namespace {
+/// Appends a buffer (a tensor that exists before the step and is kept) to |out|.
+void AddBuffer(Graph* out, std::string name, Dtype dtype, SymShape shape, const std::string& pointer) {
+  Tensor t;
+  t.name = std::move(name);
+  t.role = TensorRole::kBuffer;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.pointer = pointer;
+  out->tensors.push_back(std::move(t));
+  out->buffers.push_back(static_cast<TensorId>(out->tensors.size() - 1));
+}
 
 /// Note [Transformer Engine]: a converted module's persistent state, as buffers of |out| (made
 /// by te.Linear's first forward and kept: the float8 weight and its transpose, refreshed in place
 /// on each first microbatch; fp8_meta's fp32 amax histories and scales, forward for input, weight
 /// and output, backward for the two grads).
 void AddTeModuleState(const Graph& g, const Op& op, int64_t history, Graph* out) {
-  auto add = [&](const std::string& suffix, Dtype dtype, SymShape shape) {
-    Tensor t;
-    t.name = op.module + suffix;
-    t.role = TensorRole::kBuffer;
-    t.dtype = dtype;
-    t.shape = std::move(shape);
-    t.pointer = op.pointer;
-    out->tensors.push_back(std::move(t));
-    out->buffers.push_back(static_cast<TensorId>(out->tensors.size() - 1));
+  auto add = [&](const char* suffix, Dtype dtype, SymShape shape) {
+    AddBuffer(out, op.module + suffix, dtype, std::move(shape), op.pointer);
   };
   const SymShape& w = g.tensors[op.inputs[1]].shape;
   add(".weight_fp8", Dtype::kUInt8, w);
@@ -51,13 +52,7 @@ void AddTeModuleState(const Graph& g, const Op& op, int64_t history, Graph* out)
 /// TE's get_workspace(): one uint8 cuBLAS workspace for every module, 32 MiB on Hopper
 /// (get_cublas_workspace_size_bytes; 4 MiB before sm90), kept for the process.
 void AddTeWorkspace(Graph* out) {
-  Tensor t;
-  t.name = "transformer_engine.cublas_workspace";
-  t.role = TensorRole::kBuffer;
-  t.dtype = Dtype::kUInt8;
-  t.shape = {DimExpr::Const(int64_t{32} << 20)};
-  out->tensors.push_back(std::move(t));
-  out->buffers.push_back(static_cast<TensorId>(out->tensors.size() - 1));
+  AddBuffer(out, "transformer_engine.cublas_workspace", Dtype::kUInt8, {DimExpr::Const(int64_t{32} << 20)}, "");
 }
 
 }  // namespace

@@ -342,8 +342,8 @@ class Fsdp2 : public TrainingSetup {
   /// are all materialized) then re-pads it into a new_zeros copy. The original parameter is
   /// never allocated.
   bool MaterializeShard(StepState& s, TensorId t) {
-    const auto k = static_cast<uint32_t>(std::find(s.g.parameters.begin(), s.g.parameters.end(), t) - s.g.parameters.begin());
-    if (k == s.g.parameters.size()) return false;  // a buffer: to_empty makes it whole
+    const uint32_t k = s.param_index[t];
+    if (k >= s.g.parameters.size()) return false;  // a buffer: to_empty makes it whole
     const auto [u, i] = where_[k];
     const Fsdp2Shard& sh = groups_[u].shards[i];
     const std::string& name = s.g.tensors[t].name;
