@@ -64,10 +64,10 @@ Result<std::vector<RankRun>> RunRanks(const Graph& g, const RunConfig& c) {
   // The ranks to simulate: all when partitions differ; under DataParallel device 0 and one
   // device per distinct chunk size; otherwise rank 0 alone.
   std::vector<int> simulate = {0};
-  // FSDP2 × TP or × PP (the 2-D meshes): a rank's shards follow its dp_shard coordinate, its
-  // setup its tp one (the group's first rank scatters), its stage its pp one: tp 0 and 1 of each
-  // distinct dp_shard coordinate of each stage.
-  const bool mesh2d = RanksDiffer(c) && (TpSourceDiffers(c) || StagesDiffer(c));
+  // FSDP2 × TP or × PP, PP × TP (the 2-D and 3-D meshes): a rank's shards follow its dp_shard
+  // coordinate, its setup its tp one (the group's first rank scatters), its stage its pp one: tp 0
+  // and 1 of each distinct dp_shard coordinate of each stage.
+  const bool mesh2d = (RanksDiffer(c) && (TpSourceDiffers(c) || StagesDiffer(c))) || (TpSourceDiffers(c) && StagesDiffer(c));
   const int shards = static_cast<int>(std::min<size_t>(static_cast<size_t>(p.mesh.dp_shard), g.parameters.size() + 1));
   auto stand_in = [&](int rank) {  // the simulated rank a 2-D mesh rank is identical to
     MeshCoord k = CoordOf(p.mesh, rank);

@@ -377,6 +377,7 @@ def main():
     failures += rank_failures
     lines += table_pp(a.memsim, failures)
     lines += table_pp_fsdp2(a.memsim, failures)
+    lines += table_pp_tp(a.memsim, failures)
     # expert parallel (issue 27 item 5: every rank within 1 %)
     rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, validate_ranks.GRAPHS_EP_2_13,
                                                           validate_ranks.DATA_EP_2_13, "2.13",
@@ -849,6 +850,16 @@ def table_pp_fsdp2(memsim, failures):
     lines, fails, _ = validate_ranks.section(
         memsim, validate_ranks.GRAPHS_2_13, validate_ranks.DATA_PP_FSDP2_2_13, "2.13", validate_ranks.PP_FSDP2_TITLE,
         validate_ranks.PP_FSDP2_INTRO, MAX_ERR_PP, MAX_MEDIAN_PP)
+    failures += fails
+    return lines
+
+
+def table_pp_tp(memsim, failures):
+    """Pipeline parallel × tensor parallel (× FSDP2): every rank of tests/data/traces_pp_tp_2_13."""
+    import validate_ranks
+    lines, fails, _ = validate_ranks.section(
+        memsim, [os.path.join(validate_ranks.DATA_PP_TP_2_13, "graphs")], validate_ranks.DATA_PP_TP_2_13, "2.13",
+        validate_ranks.PP_TP_TITLE, validate_ranks.PP_TP_INTRO, MAX_ERR_PP, MAX_MEDIAN_PP)
     failures += fails
     return lines
 

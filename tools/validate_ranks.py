@@ -43,6 +43,20 @@ PP_FSDP2_INTRO = [
     "--step first --mesh pp=P,dp_shard=D --pp-schedule S --microbatches M --wrap 'layers.*'",
     "--reshard-after-forward true|false`; memsim's `ranks` entry standing for that rank (Notes [FSDP2] and",
     "[Pipeline parallel] in `docs/parallel.md`). Same tolerance as the pipeline section."]
+# Pipeline parallel × tensor parallel (× FSDP2) (tests/oracle/record_pp_tp_2_13.sh): a Hugging Face Llama.
+DATA_PP_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_pp_tp_2_13")
+PP_TP_TITLE = "Pipeline parallel × tensor parallel (× FSDP2: the 3-D mesh), per rank, PyTorch 2.13"
+PP_TP_INTRO = [
+    "Every rank of each trace set in `tests/data/traces_pp_tp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
+    "`tests/oracle/record_pp_tp_2_13.sh`: the kit's `trace_ddp.py --mode pp_tp`, gloo, one process per rank of the",
+    "mesh (pp, dp_shard, tp) made first, the stage of the rank's pp coordinate (a Hugging Face Llama of four layers",
+    "cut as `pipeline_llm` cuts torchtitan's, each stage computing its rotary cos/sin), then `parallelize_module` on",
+    "the stage's layers over `tp` and, with dp_shard, `fully_shard` on them and on the stage over `dp_shard`",
+    "(torchtitan's `parallelize_llama` on each model part, traced as the `setup` phase), one `schedule.step()`),",
+    "predicted by one `memsim run --profile cpu --torch 2.13 --step first --mesh pp=P[,dp_shard=D],tp=T --tp-plan",
+    "layers --pp-schedule S --microbatches M` (+ `--wrap 'model.layers.*' --reshard-after-forward false` with",
+    "dp_shard); memsim's `ranks` entry standing for that rank (Notes [Pipeline parallel] and [Tensor parallel] in",
+    "`docs/parallel.md`). Same tolerance as the pipeline section."]
 # Expert parallel (tests/oracle/record_ep_2_13.sh): the MoE models of graphs/moe_models.py, their 2.13 graphs.
 DATA_EP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_ep_2_13")
 GRAPHS_EP_2_13 = [os.path.join(os.path.dirname(HERE), "tests", "data", "traces_moe_2_13", "graphs")]
@@ -118,6 +132,13 @@ def memsim_cmd(memsim, graph, cfg):
         return cmd[:-2] + ["--mesh", "pp=%d,dp_shard=%d" % (pp, int(cfg["world"]) // pp), "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
+    if cfg.get("mode") == "pp_tp":  # the stage of the pp coordinate, TP over tp (and FSDP2 over dp_shard)
+        pp, tp = int(cfg["pp"]), int(cfg["tp"])
+        dp = int(cfg["world"]) // (pp * tp)
+        return cmd[:-2] + ["--mesh", "pp=%d,%stp=%d" % (pp, "dp_shard=%d," % dp if dp > 1 else "", tp),
+                           "--tp-plan", cfg.get("tp_plan", "layers"), "--pp-schedule", cfg["schedule"],
+                           "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
+                           "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + (fsdp2_args(cfg) if dp > 1 else [])
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
@@ -229,6 +250,12 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], int(cfg["world"]) // int(cfg["pp"]), cfg["schedule"],
                 " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
                 cfg["microbatches"], cfg.get("reshard"))
+        elif cfg.get("mode") == "pp_tp":
+            dp = int(cfg["world"]) // (int(cfg["pp"]) * int(cfg["tp"]))
+            c = "batch %s, seq %s, %s, pp=%s, %stp=%s, %s%s, %s microbatches%s" % (
+                cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], "dp_shard=%d, " % dp if dp > 1 else "", cfg["tp"],
+                cfg["schedule"], " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
+                cfg["microbatches"], ", reshard %s" % cfg.get("reshard") if dp > 1 else "")
         elif cfg.get("mode") == "pp":
             c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches" % (
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"], cfg["schedule"],

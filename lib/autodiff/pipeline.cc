@@ -192,6 +192,7 @@ class EngineRuntime : public PpRuntime {
       s_.ledger.Ref(s_.storage[st.recv]);
     }
     const TensorId out = StageOutput(st);
+    for (OpId o : st.prologue) RunForwardOp(s_, o);  // what the stage makes again (its rotary tables)
     for (OpId o = st.begin; o < st.end; ++o) {
       RunForwardOp(s_, o);
       // The single-stage schedules' `output = self._stage.forward_one_chunk(...)`: the local holds
@@ -206,7 +207,15 @@ class EngineRuntime : public PpRuntime {
       }
     }
     s_.ledger.set_op(kNoOp);
-    // The stage module's forward returns: its locals die; the output stays in fwd_cache.
+    // The stage module's forward returns: its locals die; the output stays in fwd_cache. What
+    // the prologue made dies too unless a prologue or stage op was its last use (dropped then).
+    std::vector<TensorId> made;
+    for (OpId o : st.prologue)
+      for (TensorId t : s_.g.ops[o].outputs)
+        if (const OpId last = s_.bound.last_use[t]; !s_.held[t] && last != kNone && (last < st.begin || last >= st.end) &&
+                                                    !std::binary_search(st.prologue.begin(), st.prologue.end(), last))
+          made.push_back(t);
+    DropNames(s_, made);
     if (!p_.IsLast(st)) {
       std::vector<TensorId> locals;
       for (TensorId t : activations_) {

@@ -32,6 +32,10 @@ std::optional<PpMulti> MultiStage(PpSchedule s);
 struct PpStage {
   int index = 0;                 ///< stage_index, 0 .. PipelineStagePlan::stages − 1
   OpId begin = 0, end = 0;       ///< [begin, end): the stage's ops (the last stage's include the loss)
+  /// Ops of an earlier stage this one runs first, in order: what its ops read that is made from
+  /// buffers and tensor factories alone (a Hugging Face decoder's rotary cos/sin, which every
+  /// torchtitan stage makes from its own freqs_cis buffer).
+  std::vector<OpId> prologue;
   TensorId recv = kNone;         ///< the activation received from the previous stage (kNone: first)
   TensorId send = kNone;         ///< the activation sent to the next stage (kNone: last)
 };

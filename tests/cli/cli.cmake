@@ -372,14 +372,22 @@ memsim_golden_test(run_cs336_pp2_zbv_ranks run_cs336_pp2_zbv_ranks.txt
   --mesh pp=2 --pp-schedule zbvzerobubble --microbatches 4 --top 3)
 # The 2-D mesh PP × FSDP2 (Note [FSDP2]): fully_shard on each stage's blocks and stage module;
 # the dp_shard ranks of a stage are identical here (even dims 0); the split-backward schedules and
-# pp with tp are refused.
+# pp with cp are refused.
 memsim_golden_test(run_cs336_pp2_dp2_1f1b_ranks run_cs336_pp2_dp2_1f1b_ranks.txt
   run tests/data/traces_2_13/graphs/cs336_small.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
   --mesh pp=2,dp_shard=2 --pp-schedule 1f1b --microbatches 4 --wrap "layers.*" --reshard-after-forward false --top 3)
 memsim_error_test(pp_fsdp2_zbv_pending 2 "^memsim: --mesh pp=2,dp_shard=2: FSDP2 \\(dp_shard\\) with --pp-schedule zbvzerobubble is not simulated yet; gpipe, 1f1b and interleaved1f1b are"
   run graphs/cs336_small.json --batch 4 --mesh pp=2,dp_shard=2 --pp-schedule zbvzerobubble)
-memsim_error_test(pp_tp_pending 2 "^memsim: --mesh pp=2,tp=2: pp with dimensions other than dp_shard is not simulated yet"
-  run graphs/llama_1b.json --batch 1 --mesh pp=2,tp=2)
+memsim_error_test(pp_cp_pending 2 "^memsim: --mesh pp=2,cp=2: pp with cp, ep or dp_replicate is not simulated yet"
+  run graphs/llama_1b.json --batch 1 --mesh pp=2,cp=2)
+# PP × TP and the 3-D mesh PP × FSDP2 × TP (Note [Pipeline parallel]): a Hugging Face Llama (its
+# rotary tables made again on the second stage); tp 0 and 1 of each stage are distinct ranks.
+memsim_golden_test(run_hf_llama_pp2_tp2_1f1b_ranks run_hf_llama_pp2_tp2_1f1b_ranks.txt
+  run tests/data/traces_pp_tp_2_13/graphs/hf_llama_pp.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
+  --mesh pp=2,tp=2 --pp-schedule 1f1b --microbatches 4 --top 3)
+memsim_golden_test(run_hf_llama_pp2_dp2_tp2_1f1b_ranks run_hf_llama_pp2_dp2_tp2_1f1b_ranks.txt
+  run tests/data/traces_pp_tp_2_13/graphs/hf_llama_pp.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
+  --mesh pp=2,dp_shard=2,tp=2 --pp-schedule 1f1b --microbatches 4 --wrap "model.layers.*" --reshard-after-forward false --top 3)
 memsim_error_test(pp_loopedbfs_pending 2 "^memsim: --pp-schedule loopedbfs is not simulated yet \\(its action lists are not transcribed\\)"
   run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule loopedbfs)
 memsim_error_test(pp_dualpipev_microbatches 2 "^memsim: --pp-schedule dualpipev: DualPipeV requires at least as many microbatches as stages, but got 2 microbatches and 4 stages"

@@ -66,20 +66,78 @@ Result<std::vector<int>> StageOfOps(const Graph& g, int stages, const std::vecto
   return stage;
 }
 
-/// The activations produced before op |begin| that ops [begin, end) read.
-std::vector<TensorId> Crossing(const Graph& g, OpId begin, OpId end) {
+/// Per tensor: made from buffers and tensor factories alone (no input, no parameter), so that
+/// any stage can make it again.
+std::vector<bool> Replicable(const Graph& g) {
+  std::vector<bool> r(g.tensors.size(), false);
+  for (TensorId t = 0; t < g.tensors.size(); ++t) r[t] = g.tensors[t].role == TensorRole::kBuffer;
+  for (const Op& op : g.ops)
+    if (std::all_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) { return r[t]; }))
+      for (TensorId t : op.outputs) r[t] = true;
+  return r;
+}
+
+/// The activations produced before op |begin| that ops [begin, end) read, less the replicable ones.
+std::vector<TensorId> Crossing(const Graph& g, OpId begin, OpId end, const std::vector<bool>& replicable) {
   std::vector<TensorId> in;
   for (OpId o = begin; o < end; ++o)
     for (TensorId t : g.ops[o].inputs) {
       const Tensor& x = g.tensors[t];
-      if (x.role == TensorRole::kActivation && x.producer < begin && std::find(in.begin(), in.end(), t) == in.end())
+      if (x.role == TensorRole::kActivation && x.producer < begin && !replicable[t] &&
+          std::find(in.begin(), in.end(), t) == in.end())
         in.push_back(t);
     }
   return in;
 }
 
-Result<TensorId> Boundary(const Graph& g, OpId begin, OpId end, int stage) {
-  std::vector<TensorId> in = Crossing(g, begin, end);
+/// The earlier ops that make the replicable activations ops [begin, end) read, in graph order.
+std::vector<OpId> Prologue(const Graph& g, OpId begin, OpId end, const std::vector<bool>& replicable) {
+  std::vector<bool> in(g.ops.size(), false);
+  std::vector<OpId> todo;
+  for (OpId o = begin; o < end; ++o)
+    for (TensorId t : g.ops[o].inputs)
+      if (const OpId p = g.tensors[t].producer; replicable[t] && p != kNone && p < begin && !in[p]) {
+        in[p] = true;
+        todo.push_back(p);
+      }
+  while (!todo.empty()) {
+    const OpId o = todo.back();
+    todo.pop_back();
+    for (TensorId t : g.ops[o].inputs)
+      if (const OpId p = g.tensors[t].producer; p != kNone && !in[p]) {
+        in[p] = true;
+        todo.push_back(p);
+      }
+  }
+  std::vector<OpId> out;
+  for (OpId o = 0; o < begin; ++o)
+    if (in[o]) out.push_back(o);
+  return out;
+}
+
+/// A buffer no op reads (transformers' rotary original_inv_freq) stays with its module: on the
+/// stages whose ops run in that module (pipeline_llm keeps a stage's modules whole).
+void KeepUnreadBuffers(const Graph& g, PipelineStagePlan* p) {
+  std::vector<bool> read(g.tensors.size(), false);
+  for (const Op& op : g.ops)
+    for (TensorId t : op.inputs) read[t] = true;
+  for (TensorId t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].role != TensorRole::kBuffer || read[t]) continue;
+    const std::string& name = g.tensors[t].name;
+    const std::string owner = name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.'));
+    auto runs = [&](const PpStage& st, OpId o) {
+      return o >= st.begin || std::binary_search(st.prologue.begin(), st.prologue.end(), o);
+    };
+    for (const PpStage& st : p->local)
+      for (OpId o = 0; o < st.end && !p->buffers[t]; ++o) {
+        const std::string& m = g.ops[o].module;
+        if (runs(st, o) && !owner.empty() && (m == owner || m.rfind(owner + ".", 0) == 0)) p->buffers[t] = true;
+      }
+  }
+}
+
+Result<TensorId> Boundary(const Graph& g, OpId begin, OpId end, int stage, const std::vector<bool>& replicable) {
+  std::vector<TensorId> in = Crossing(g, begin, end, replicable);
   if (in.size() == 1) return in.front();
   std::string names;
   for (size_t k = 0; k < in.size() && k < 3; ++k) names += (k ? ", " : "") + g.tensors[in[k]].name;
@@ -109,13 +167,17 @@ Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, PpSchedule schedule,
       return Status::InvalidArgument("--mesh pp: stage " + std::to_string(s) + " of " + g.name + " gets no ops (" +
                                      std::to_string(blocks[s]) + " blocks); give --pp-split or fewer stages");
   const std::optional<PpMulti> multi = MultiStage(schedule);
+  const std::vector<bool> replicable = Replicable(g);
   for (int stage : multi ? PpStagesOfRank(*multi, ranks, per_rank, rank) : std::vector<int>{rank}) {
     PpStage st;
     st.index = stage;
     st.begin = begin[stage];
     st.end = begin[stage + 1];
-    if (stage > 0) { MEMSIM_ASSIGN_OR_RETURN(st.recv, Boundary(g, st.begin, st.end, stage)); }
-    if (stage < stages - 1) { MEMSIM_ASSIGN_OR_RETURN(st.send, Boundary(g, st.end, begin[stage + 2], stage + 1)); }
+    st.prologue = Prologue(g, st.begin, st.end, replicable);
+    if (stage > 0) { MEMSIM_ASSIGN_OR_RETURN(st.recv, Boundary(g, st.begin, st.end, stage, replicable)); }
+    if (stage < stages - 1) {
+      MEMSIM_ASSIGN_OR_RETURN(st.send, Boundary(g, st.end, begin[stage + 2], stage + 1, replicable));
+    }
     if (st.send != kNone && (g.tensors[st.send].producer < st.begin || g.tensors[st.send].producer >= st.end))
       return Status::InvalidArgument("--mesh pp: stage " + std::to_string(stage + 1) + " of " + g.name + " reads " +
                                      g.tensors[st.send].name + ", which stage " + std::to_string(stage) + " does not make");
@@ -127,13 +189,16 @@ Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, PpSchedule schedule,
   std::vector<uint32_t> index(g.tensors.size(), kNone);
   for (size_t k = 0; k < g.parameters.size(); ++k) index[g.parameters[k]] = static_cast<uint32_t>(k);
   for (const PpStage& st : p.local)
-    for (OpId o = st.begin; o < st.end; ++o)
+    for (OpId o = 0; o < st.end; ++o) {
+      if (o < st.begin && !std::binary_search(st.prologue.begin(), st.prologue.end(), o)) continue;
       for (TensorId t : g.ops[o].inputs) {
         const TensorRole role = g.tensors[t].role;
         if (role == TensorRole::kParameter && index[t] != kNone) p.params[index[t]] = true;
         if (role == TensorRole::kBuffer) p.buffers[t] = true;
         if (role == TensorRole::kInput) p.inputs[t] = true;
       }
+    }
+  KeepUnreadBuffers(g, &p);
   return p;
 }
 

@@ -19,7 +19,7 @@ class TensorParallel : public TrainingSetup {
  public:
   explicit TensorParallel(const ParallelOptions& o)
       : source_(CoordOf(o.mesh, o.rank).tp == 0), own_dtype_(!o.fsdp2_param_dtype.empty()), mesh_world_(o.mesh.world()),
-        meta_(o.meta_init), fsdp2_(o.mesh.dp_shard > 1) {}
+        meta_(o.meta_init), fsdp2_(o.mesh.dp_shard > 1), pp_(o.mesh.pp > 1) {}
 
   /// The full parameter the model was built with, as model.to() leaves it. Built on the meta
   /// device (Note [Meta-device init]), to_empty materializes the local shard alone, or FSDP2's
@@ -40,11 +40,13 @@ class TensorParallel : public TrainingSetup {
   /// (init_device_mesh: one int32 per rank of the whole mesh, on the CPU; its coordinate lookups
   /// and slices are a few bytes each, freed at once), then the shards in plan order.
   void OnSetupBatch(StepState& s) override {
-    if (s.profile.host_collectives)
+    // With pp, torchtitan made the world mesh before the model (and the stage) were built.
+    if (s.profile.host_collectives && !pp_)
       s.ledger.Alloc(4 * std::max<int64_t>(mesh_world_, 1), "DeviceMesh ranks", Category::kParameter);
     if (meta_) return;  // the shards were materialized as parameters
     const int degree = s.g.tp_degree;
     for (const Graph::TpShard& sh : s.g.tp_shards) {
+      if (s.storage[sh.param] == kNoStorage) continue;  // another pipeline stage's parameter
       const int64_t bytes = ShardBytes(s, sh.param);
       const std::string& name = s.g.tensors[sh.param].name;
       std::vector<Ledger::StorageId> chunks;
@@ -71,6 +73,7 @@ class TensorParallel : public TrainingSetup {
   int64_t mesh_world_;
   bool meta_;   // --init meta
   bool fsdp2_;  // the 2-D mesh: FSDP2 materializes the shards of the local tensors
+  bool pp_;     // each pipeline stage's part is parallelized: its own parameters only
 };
 
 }  // namespace
