@@ -218,14 +218,18 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
     if (opt.accumulate > 1)
       return Status::InvalidArgument("--accumulate with --mesh pp: the schedule's --microbatches accumulate the grads");
     // Setups that keep per-pass state across a microbatch's forward and backward: not yet
-    // interleaved with the other microbatches in flight.
-    if (!setup.checkpoint_modules.empty() || !setup.save_on_cpu.empty() || setup.offload_activations || setup.autocast ||
-        opt.optimizer_in_backward)
-      return Status::Unsupported("--mesh pp with --checkpoint, --save-on-cpu, --offload-activations, --amp or --optimizer-in-backward is not "
+    // interleaved with the other microbatches in flight (checkpointing keys its state by the
+    // pass slot; its recomputation inside a split backward is not transcribed).
+    if (!setup.save_on_cpu.empty() || setup.offload_activations || setup.autocast || opt.optimizer_in_backward)
+      return Status::Unsupported("--mesh pp with --save-on-cpu, --offload-activations, --amp or --optimizer-in-backward is not "
                                  "simulated yet");
     const std::optional<PpSchedule> schedule = ParsePpSchedule(setup.parallel.pp_schedule);
     if (!schedule)
       return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe, 1f1b, interleaved1f1b, interleavedzerobubble, zbvzerobubble or dualpipev");
+    if (!setup.checkpoint_modules.empty() && *schedule != PpSchedule::kGPipe && *schedule != PpSchedule::k1F1B &&
+        *schedule != PpSchedule::kInterleaved1F1B)
+      return Status::Unsupported("--checkpoint with --pp-schedule " + setup.parallel.pp_schedule +
+                                 " (a split backward) is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
     const int stages = setup.parallel.mesh.pp, stage = CoordOf(setup.parallel.mesh, setup.parallel.rank).pp;
     const int per_rank = setup.parallel.pp_stages_per_rank;
     if (const std::optional<PpMulti> multi = MultiStage(*schedule)) {  // as the schedule's constructor raises

@@ -595,10 +595,12 @@ class EngineRuntime : public PpRuntime {
     }
   }
 
+  /// Enters (or, called again, leaves) slot |k|'s autograd graph and activations.
   void Swap(size_t k) {
     Context& c = contexts_[k];
     for (TensorId t : activations_) std::swap(s_.storage[t], c.storage[t]);
     std::swap(s_.nodes, c.nodes);
+    s_.pass_slot = s_.pass_slot == k + 1 ? 0 : k + 1;
   }
 
   /// The storage a send holds (detach() of the output shares its storage).

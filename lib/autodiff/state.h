@@ -104,6 +104,9 @@ struct StepState {
   GradPass* grad_pass = nullptr;
   /// A pipeline stage's recv buffers per microbatch: activations and output grads (kept across steps).
   std::vector<StorageId> pp_recv_act, pp_recv_grad;
+  /// The microbatch slot whose autograd graph is current (a pipeline schedule keeps one per
+  /// local stage and microbatch in flight; 0 otherwise): setups with per-pass state key it so.
+  size_t pass_slot = 0;
   LibraryWorkspaces workspaces;
   const std::vector<TrainingSetup*>& setups;  ///< cfg.setups: called at every hook, in order
 

@@ -115,6 +115,20 @@ TEST(PipelineTpTest, EachStageScattersItsOwnShardsOnly) {
   EXPECT_EQ(Count(r0.events, "DeviceMesh"), 0);
 }
 
+TEST(PipelineTpTest, CheckpointedLayersKeepTheirStatePerMicrobatchInFlight) {
+  Result<Graph> g = ApplyTensorParallel(HfLlama(), {2, "layers", false});
+  ASSERT_TRUE(g.ok());
+  SimOptions o = PpTp(0);
+  SimResult plain = SimulateOk(*g, o);
+  o.checkpoint_globs = {"model.layers.*"};
+  SimResult r = SimulateOk(*g, o);
+  // 1F1B on stage 0 holds two microbatches' graphs at once (F0 F1 B0 F2 B1 F3 B2 B3): each of its
+  // two layers is entered and recomputed once per microbatch, with its own RNG state and args.
+  EXPECT_EQ(Count(r.events, "checkpoint: forward RNG state"), 8);
+  EXPECT_EQ(Count(r.events, "checkpoint: fork_rng saved state"), 8);
+  EXPECT_LT(r.peak.peak_live_bytes, plain.peak.peak_live_bytes);
+}
+
 TEST(PipelineTpTest, RanksStandInForTheirStageAndTpCoordinate) {
   Result<Graph> g = ApplyTensorParallel(HfLlama(), {2, "layers", false});
   ASSERT_TRUE(g.ok());

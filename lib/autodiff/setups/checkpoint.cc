@@ -95,15 +95,18 @@ class Checkpoint : public TrainingSetup {
         if (OpId p = s.g.tensors[t].producer; p != kNone && region_[p] >= 0 && region_[p] != region_[o]) returned(t);
     for (TensorId t : s.g.outputs) returned(t);
     if (s.g.loss != kNone) returned(s.g.loss);
+    fresh_ = regions_;
   }
 
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy* policy) override {
     if (region_[o] < 0) return;
+    Enter(s);
     policy->save_for_backward = false;
     policy->saved_tensor_hooks = rule_.saved_tensor_hooks;
     Region& r = regions_[region_[o]];
     if (sac_save_[o]) policy->sac_cache = &r.sac_cache[o - r.first];
     if (o != r.first) return;
+    r.entered = true;
     // The checkpoint's closure holds the CPU RNG state taken at the call, and the call's args.
     r.rng_state = RngState(s, "checkpoint: forward RNG state");
     for (TensorId t : r.args) s.ledger.Ref(s.storage[t]);
@@ -111,6 +114,7 @@ class Checkpoint : public TrainingSetup {
 
   void BeforeBackwardNode(StepState& s, OpId o) override {
     if (region_[o] < 0) return;
+    Enter(s);
     Region& r = regions_[region_[o]];
     if (!r.counted) {
       r.counted = true;
@@ -124,17 +128,19 @@ class Checkpoint : public TrainingSetup {
 
   void AfterBackwardNode(StepState& s, OpId o) override {
     if (region_[o] < 0) return;
+    Enter(s);
     Region& r = regions_[region_[o]];
     if (--r.pending == 0) Release(s, r);
   }
 
   void AfterBackwardPass(StepState& s) override {
+    Enter(s);
     for (Region& r : regions_) {
       Release(s, r);
       DropCache(s, r);
       if (r.rng_state) s.ledger.Unref(*r.rng_state);  // the graph is destroyed
       r.rng_state.reset();
-      r.recomputed = r.counted = false;
+      r.recomputed = r.counted = r.entered = false;
       r.released = false;
       r.pending = 0;
     }
@@ -148,6 +154,7 @@ class Checkpoint : public TrainingSetup {
     std::vector<TensorId> outputs;  ///< tensors made inside the region that are read outside it
     std::vector<StorageId> held;    ///< CheckpointRule::hold_grads_and_outputs, until Release
     std::optional<StorageId> rng_state;
+    bool entered = false;  ///< its forward ran in this pass (a pipeline stage runs its own regions only)
     bool recomputed = false, counted = false, released = false;
     int pending = 0;             ///< region nodes still to run in backward
     /// Per op of the region: what selective checkpointing keeps from the forward until the
@@ -347,7 +354,7 @@ class Checkpoint : public TrainingSetup {
   }
 
   void Release(StepState& s, Region& r) {
-    if (r.released) return;
+    if (r.released || !r.entered) return;
     r.released = true;
     for (StorageId h : r.held) s.ledger.Unref(h);
     r.held.clear();
@@ -371,6 +378,19 @@ class Checkpoint : public TrainingSetup {
   std::vector<int> region_;  ///< per op: its region, or -1
   std::vector<OpId> dead_death_;  ///< per op of the region being recomputed (DeadGraphSaves)
   std::vector<Region> regions_;
+  /// Note [Pipeline parallel]: a schedule keeps several microbatches' graphs in flight, each with
+  /// its regions' state: the current pass slot's regions are regions_, the others parked here.
+  size_t slot_ = 0;
+  std::map<size_t, std::vector<Region>> parked_;
+  std::vector<Region> fresh_;  ///< the regions before any pass
+
+  void Enter(const StepState& s) {
+    if (s.pass_slot == slot_) return;
+    parked_[slot_] = std::move(regions_);
+    auto it = parked_.find(s.pass_slot);
+    regions_ = it != parked_.end() ? std::move(it->second) : fresh_;
+    slot_ = s.pass_slot;
+  }
 };
 
 }  // namespace
