@@ -139,7 +139,8 @@ def memsim_cmd(memsim, graph, cfg):
                            "--tp-plan", cfg.get("tp_plan", "layers"), "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + (fsdp2_args(cfg) if dp > 1 else []) + \
-                          (["--checkpoint", "model.layers.*"] if cfg.get("ac") == "full" else [])
+                          (["--checkpoint", "model.layers.*"] if cfg.get("ac") == "full" else []) + \
+                          (["--init", "meta"] if cfg.get("init") == "meta" else [])
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
@@ -257,7 +258,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], "dp_shard=%d, " % dp if dp > 1 else "", cfg["tp"],
                 cfg["schedule"], " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
                 cfg["microbatches"], ", reshard %s" % cfg.get("reshard") if dp > 1 else "") + (
-                ", full AC" if cfg.get("ac") == "full" else "")
+                ", full AC" if cfg.get("ac") == "full" else "") + (
+                ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "") + (
+                ", meta init" if cfg.get("init") == "meta" else "")
         elif cfg.get("mode") == "pp":
             c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches" % (
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"], cfg["schedule"],

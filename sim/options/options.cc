@@ -457,9 +457,6 @@ Result<SweepSpec> ConfigOptions::Spec(const std::string& command) const {
     if (m.dp_shard <= 1 && m.tp <= 1)
       return Status::InvalidArgument("--init meta needs tp=N or dp_shard=N in --mesh (a model that is not sharded "
                                      "is the same whole on the device)");
-    if (m.pp > 1)  // each stage would materialize only its own part: not simulated yet
-      return Status::Unsupported("--init meta with pp in --mesh is not simulated yet (a pipeline stage keeps its own "
-                                 "part of the model either way): drop --init");
     base.sim.parallel.meta_init = true;
   }
   MEMSIM_RETURN_IF_ERROR(ApplyPipeline(&base.sim.parallel));
@@ -616,8 +613,6 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
   if (m.pp > 1 && multi && *multi != PpMulti::kInterleaved1F1B)
     return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
                                " is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
-  if (m.pp > 1 && !fsdp2_mp.empty())
-    return Status::Unsupported("--mesh " + mesh + ": --fsdp2-mp with pp is not simulated yet");
   if (m.tp > 1 && m.dp_replicate > 1)
     return Status::Unsupported("--mesh " + mesh + ": HSDP (dp_replicate with dp_shard) with tp is not simulated yet");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");

@@ -352,11 +352,11 @@ memsim_golden_test(run_hf_llama_cp2_ranks run_hf_llama_cp2_ranks.txt
 memsim_error_test(cp_indivisible 2 "^memsim: --mesh cp=3 does not divide seq 64"
   run tests/data/traces_hf_2_13/graphs/hf_llama_tiny.json --profile cpu --batch 2 --set seq=64 --mesh cp=3)
 memsim_error_test(cp_no_seq 2 "^memsim: --mesh cp: mlp has no seq symbol" run graphs/mlp.json --batch 1 --mesh cp=2)
-# Note [Meta-device init]: the shards of a sharded model; a pipeline stage's own part is not modelled yet.
+# Note [Meta-device init]: the shards of a sharded model (with pp, each stage's own).
 memsim_error_test(init_meta_needs_sharding 2 "--init meta needs tp=N or dp_shard=N in --mesh"
   run graphs/cs336_small.json --mesh pp=2 --init meta)
-memsim_error_test(init_meta_pp_pending 2 "--init meta with pp in --mesh is not simulated yet"
-  run graphs/cs336_small.json --mesh pp=2,dp_shard=2 --init meta)
+memsim_error_test(pp_checkpoint_split_backward_pending 2 "^memsim: --checkpoint with --pp-schedule zbvzerobubble \\(a split backward\\) is not simulated yet; gpipe, 1f1b and interleaved1f1b are"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule zbvzerobubble --checkpoint "layers.*")
 memsim_error_test(cp_tp_pending 2 "^memsim: --mesh cp=2,tp=2: cp with tp, pp or dp_replicate is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh cp=2,tp=2)
 # Pipeline parallel (Note [Pipeline parallel]): every stage rank with its schedule's timeline, and
@@ -388,6 +388,12 @@ memsim_golden_test(run_hf_llama_pp2_tp2_1f1b_ranks run_hf_llama_pp2_tp2_1f1b_ran
 memsim_golden_test(run_hf_llama_pp2_dp2_tp2_1f1b_ranks run_hf_llama_pp2_dp2_tp2_1f1b_ranks.txt
   run tests/data/traces_pp_tp_2_13/graphs/hf_llama_pp.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
   --mesh pp=2,dp_shard=2,tp=2 --pp-schedule 1f1b --microbatches 4 --wrap "model.layers.*" --reshard-after-forward false --top 3)
+# torchtitan's flow on the 3-D mesh: built on the meta device, MixedPrecisionPolicy(bf16, fp32) (the grads
+# accumulate over the microbatches in fp32: unsharded_accumulated_grad), every layer checkpointed.
+memsim_golden_test(run_hf_llama_pp2_dp2_tp2_mp_meta_ac_ranks run_hf_llama_pp2_dp2_tp2_mp_meta_ac_ranks.txt
+  run tests/data/traces_pp_tp_2_13/graphs/hf_llama_pp_bf16.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
+  --mesh pp=2,dp_shard=2,tp=2 --pp-schedule 1f1b --microbatches 4 --wrap "model.layers.*" --reshard-after-forward false
+  --fsdp2-mp param=bf16,reduce=fp32 --init meta --checkpoint "model.layers.*" --top 3)
 memsim_error_test(pp_loopedbfs_pending 2 "^memsim: --pp-schedule loopedbfs is not simulated yet \\(its action lists are not transcribed\\)"
   run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule loopedbfs)
 memsim_error_test(pp_dualpipev_microbatches 2 "^memsim: --pp-schedule dualpipev: DualPipeV requires at least as many microbatches as stages, but got 2 microbatches and 4 stages"

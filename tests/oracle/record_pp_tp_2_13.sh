@@ -25,8 +25,25 @@ rund hf_llama_pp_b4_s64_adamw_pp2_dp2_tp2_1f1b_m4 --batch 4 --seq 64 --opt adamw
 rund hf_llama_pp_b4_s64_adamw_pp2_tp2_1f1b_m4_ac --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --tp 2 --schedule 1f1b --microbatches 4 --ac full
 rund hf_llama_pp_b4_s64_sgd_pp2_tp2_interleaved1f1b_v2_m4_ac --batch 4 --seq 64 --opt sgd --world 4 --pp 2 --tp 2 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4 --ac full
 rund hf_llama_pp_b4_s64_adamw_pp2_dp2_tp2_1f1b_m4_ac --batch 4 --seq 64 --opt adamw --world 8 --pp 2 --tp 2 --schedule 1f1b --microbatches 4 --reshard false --ac full
+# torchtitan's 70B-style run, small: the 3-D mesh with MixedPrecisionPolicy(bf16, fp32), full AC and the
+# model built on the meta device (each stage's shards materialized after parallelizing)
+rund hf_llama_pp_b4_s64_adamw_pp2_dp2_tp2_1f1b_m4_ac_bf16_meta --batch 4 --seq 64 --opt adamw --world 8 --pp 2 --tp 2 --schedule 1f1b --microbatches 4 --reshard false --ac full --mp bf16 --init meta
+rund hf_llama_pp_b4_s64_adamw_pp2_dp2_tp2_interleaved1f1b_v2_m4_bf16_meta --batch 4 --seq 64 --opt adamw --world 8 --pp 2 --tp 2 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4 --reshard false --mp bf16 --init meta
 mkdir -p "$out/graphs"
 (cd "$root" && "$py" tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344,num_hidden_layers=4 --trace run \
    --set batch=4 --set seq=64 --loss cross_entropy --name hf_llama_pp \
    --provenance "tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344,num_hidden_layers=4 (trace_step.py hf_llama_pp)" \
    -o "$out/graphs/hf_llama_pp.json")
+# MixedPrecisionPolicy(bf16, fp32): the graph exported in bf16 (transformers' casts are ops), its
+# parameters and buffers then marked float32, the dtype the model keeps (as record_fsdp2_tp_2_13.sh)
+(cd "$root" && "$py" tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344,num_hidden_layers=4,dtype=bf16 --trace run \
+   --set batch=4 --set seq=64 --loss cross_entropy --name hf_llama_pp \
+   --provenance "tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344,num_hidden_layers=4,dtype=bf16 (trace_step.py hf_llama_pp), parameters and buffers then marked float32 (record_pp_tp_2_13.sh)" \
+   -o "$out/graphs/hf_llama_pp_bf16.json")
+"$py" - "$out/graphs/hf_llama_pp_bf16.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for t in g["parameters"] + g.get("buffers", []):
+    t["dtype"] = "float32"
+json.dump(g, open(sys.argv[1], "w"), indent=1)
+PY

@@ -27,6 +27,7 @@
 #include "lib/autodiff/setups/fsdp2.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "lib/autodiff/setups/setups.h"
 #include "lib/autodiff/setups/sharded.h"
@@ -184,11 +185,16 @@ class Fsdp2 : public TrainingSetup {
 
   void AfterBackwardNode(StepState& s, OpId o) override {
     const int u = group_of_op_[o];
+    // A stage module's post_backward waits for the grad of its input (the recv buffer), the end
+    // of the stage's backward (RegisterPostBackwardFunction on the forward's inputs).
+    if (u >= 0 && s.cfg.pipeline && groups_[u].root) return;
     if (u >= 0 && pre_backward_done_[u] && !post_backward_done_[u] && --pending_[u] == 0) PostBackward(s, u);
   }
 
   void AfterBackwardPass(StepState& s) override {
     if (s.cfg.pipeline) {  // a microbatch's final callback, not the last backward: no sync
+      for (size_t u = 0; u < groups_.size(); ++u)
+        if (groups_[u].root && pre_backward_done_[u] && !post_backward_done_[u]) PostBackward(s, u);
       std::fill(pre_backward_done_.begin(), pre_backward_done_.end(), false);
       std::fill(post_backward_done_.begin(), post_backward_done_.end(), false);
       return;
@@ -285,6 +291,7 @@ class Fsdp2 : public TrainingSetup {
     unsharded_.assign(n, {});
     all_gather_.assign(n, kNoStorage);
     grad_.assign(n, kNoStorage);
+    accumulated_.assign(s.g.parameters.size(), kNoStorage);
     pending_.assign(n, 0);
     pre_backward_done_.assign(n, false);
     post_backward_done_.assign(n, false);
@@ -343,7 +350,11 @@ class Fsdp2 : public TrainingSetup {
   /// never allocated.
   bool MaterializeShard(StepState& s, TensorId t) {
     const uint32_t k = s.param_index[t];
-    if (k >= s.g.parameters.size()) return false;  // a buffer: to_empty makes it whole
+    if (k >= s.g.parameters.size()) {  // a buffer: to_empty makes it whole, in its own dtype
+      const TensorMeta& m = s.bound.metas[t];
+      s.storage[t] = s.ledger.Alloc(m.numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name, Category::kParameter);
+      return true;
+    }
     const auto [u, i] = where_[k];
     const Fsdp2Shard& sh = groups_[u].shards[i];
     const std::string& name = s.g.tensors[t].name;
@@ -453,8 +464,33 @@ class Fsdp2 : public TrainingSetup {
     // In a pipeline schedule every backward runs with set_requires_gradient_sync(False) and
     // set_reshard_after_backward(False): the unsharded grads accumulate over the microbatches,
     // the parameters stay unsharded until perform_reduce_grad (OnReduceGrad).
-    if (s.cfg.pipeline) return;
+    if (s.cfg.pipeline) return AccumulateUnsharded(s, u);
     Reduce(s, u);
+  }
+
+  /// A pipeline microbatch's post_backward without gradient sync (FSDPParamGroup.post_backward,
+  /// reduce_grads False): accumulate_unsharded_grad_if_needed (the reduce-dtype copy += the new
+  /// .grad, which goes), then to_accumulated_grad_if_needed (a .grad in another dtype than
+  /// MixedPrecisionPolicy's reduce_dtype becomes a copy in it, unsharded_accumulated_grad).
+  void AccumulateUnsharded(StepState& s, size_t u) {
+    for (uint32_t k : groups_[u].params) {
+      StorageId& grad = s.param_grad[k];
+      if (accumulated_[k] != kNoStorage) Free(s, &grad);
+      if (grad == kNoStorage || !UpcastsGrad(s, k)) continue;
+      const TensorId t = s.g.parameters[k];
+      accumulated_[k] = s.ledger.Alloc(s.bound.metas[t].numel() * ReduceElem(s, k),
+                                       s.g.tensors[t].name + " (unsharded_accumulated_grad)", Category::kGradient);
+      Free(s, &grad);
+    }
+  }
+
+  /// Whether reduce_dtype differs from the unsharded grad's dtype (param_dtype).
+  bool UpcastsGrad(const StepState& s, uint32_t k) const {
+    if (o_.fsdp2_reduce_dtype.empty()) return false;
+    const Dtype d = s.bound.metas[s.g.parameters[k]].dtype;
+    const Dtype r = o_.fsdp2_reduce_dtype == "fp32" ? Dtype::kFloat32
+                    : o_.fsdp2_reduce_dtype == "bf16" ? Dtype::kBFloat16 : Dtype::kFloat16;
+    return d != r;
   }
 
   /// post_backward with gradient sync: reshard, then foreach_reduce of the unsharded grads.
@@ -464,6 +500,11 @@ class Fsdp2 : public TrainingSetup {
     // post_backward of its own: the previous reduce-scatter input waits for the next one.
     if (grp.params.empty()) return;
     Reshard(s, u);
+    for (uint32_t k : grp.params)  // the grads a pipeline's microbatches accumulated in reduce_dtype
+      if (accumulated_[k] != kNoStorage) {
+        Free(s, &s.param_grad[k]);
+        s.param_grad[k] = std::exchange(accumulated_[k], kNoStorage);
+      }
     std::vector<uint32_t> with_grad;
     int64_t in_bytes = 0;
     for (size_t i = 0; i < grp.params.size(); ++i)
@@ -542,6 +583,7 @@ class Fsdp2 : public TrainingSetup {
   std::vector<bool> float8_;  ///< per Graph::parameters index: a weight all-gathered in float8
   std::vector<std::vector<StorageId>> shard_, unsharded_;
   std::vector<StorageId> all_gather_, grad_, mesh_, user_inputs_;
+  std::vector<StorageId> accumulated_;  ///< per Graph::parameters index: unsharded_accumulated_grad
   std::vector<size_t> post_forward_order_;
   std::vector<std::pair<size_t, size_t>> where_;  ///< per Graph::parameters index: (group, entry)
   StorageId held_all_gather_ = kNoStorage, held_reduce_scatter_ = kNoStorage;
