@@ -9,7 +9,9 @@ tensor and context parallelism, beside measurements and the published figures an
    published 47.65 GiB (pytorch/torchtitan PR #808) and Megatron-LM's formula
    (megatron/training/theoretical_memory_usage.py).
 2. A 128k-token context with context parallelism 8 (ring attention) x FSDP2 2 on 16 GPUs.
-3. What this page does not show yet, and why.
+3. Llama 3.1 70B on 64 x H100-80GB with torchtitan's 3-D mesh (PP 4 x FSDP2 2 x TP 8) under 1F1B and
+   Interleaved1F1B, every stage, beside Megatron-LM's formula.
+4. What this page does not show yet, and why.
 Usage: llm_parallel.py [--memsim build/memsim] [--out docs/scenarios/llm_parallel.md] [--check]
 """
 import argparse, json, os, sys, tempfile
@@ -23,6 +25,7 @@ import validate_gpu_ranks as vr  # noqa: E402  (fsdp2_mp_graph, the recorded ran
 
 GIB = float(1 << 30)
 GRAPH = os.path.join(ROOT, "graphs", "llama3_8b.json")
+GRAPH_70B = os.path.join(ROOT, "graphs", "llama3_70b.json")
 TOML = "tests/data/configs/torchtitan_llama3_8b.toml"
 EXPANDABLE = ["--alloc-conf", "expandable_segments:True"]
 
@@ -47,6 +50,94 @@ def megatron(params_per_gpu_fraction, dp, tp, s, b, h, ffn, layers, vocab, n_par
     weights = n_params * params_per_gpu_fraction * (6 + 12.0 / dp)
     act = s * b * h * (18 + 4.0 * ffn / h) * layers + 8 * s * b + s * b * h + 4 * s * b * h * (1 + vocab / h)
     return weights, act / tp
+
+
+def megatron_pp(h, ffn, heads, groups, layers, vocab, s, b, tp, pp, dp, m, v=None):
+    """megatron/training/theoretical_memory_usage.py for the first pipeline stage (its "most loaded
+    shard"), the sequence-parallel + selective-recompute branch, with the distributed optimizer,
+    RMSNorm, SwiGLU, grouped-query attention and untied embeddings: (weights and optimizer,
+    activations) in bytes. |v|: virtual stages per rank (interleaved), else None."""
+    attn = 2 * h * h * (1 + groups / heads)
+    layer = 2 * h * (ffn * 1.5 + 1) + attn
+    block = layer * layers + h
+    shard = (block / pp + h * vocab) / tp
+    weights = shard * (6 + 12.0 / dp)
+    act = s * b * h * (18 + 4.0 * ffn / h) * layers + 8 * s * b * pp + s * b * h * pp
+    if v:
+        act *= 1 + (pp - 1) / (pp * v)
+    else:
+        act *= min(1, m / pp)
+    return weights, act / tp
+
+
+def llama70_plans():
+    base = ["--mesh", "pp=4,dp_shard=2,tp=8", "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32",
+            "--init", "meta", "--set", "seq=8192", "--batch", "8", "--microbatches", "8", "--optimizer", "adamw",
+            "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB", "--steps", "2"] + EXPANDABLE
+    full = ["--checkpoint", "model.layers.*"]
+    return [("1F1B, every layer checkpointed", base + ["--pp-schedule", "1f1b"] + full, None),
+            ("Interleaved1F1B (2 stages per rank), every layer checkpointed",
+             base + ["--pp-schedule", "interleaved1f1b", "--pp-stages-per-rank", "2"] + full, 2),
+            ("1F1B, no checkpointing", base + ["--pp-schedule", "1f1b"], None)]
+
+
+def llama70_section(memsim, tmp):
+    graph = vr.fsdp2_mp_graph(GRAPH_70B, os.path.join(tmp, "llama3_70b_fp32.json"))
+    plans = llama70_plans()
+    lines = ["## 3. Llama 3.1 70B on 64 × H100-80GB: PP 4 × FSDP2 2 × TP 8", "",
+             "`graphs/llama3_70b.json` (transformers' `LlamaForCausalLM`, Llama 3.1 70B's configuration: 80 layers, d 8192,",
+             "64 heads, 8 kv heads, d_ff 28672), its parameters marked fp32, in torchtitan's 3-D flow: the world mesh",
+             "(pp, dp_shard, tp), `pipeline_llm` cutting the meta model into stages (the embedding and the norm + head each",
+             "weigh one layer: %s layers over 4 stages, or 8 stages of %s" % (" + ".join(map(str, torchtitan_split(80, 4))),
+                                                                         " + ".join(map(str, torchtitan_split(80, 8)))),
+             "interleaved two per rank), then on each stage's part tensor parallelism over 8 ranks (torchtitan's layer plan",
+             "without sequence parallelism, which memsim does not simulate yet), every layer checkpointed, `fully_shard`",
+             "over 2 ranks with `MixedPrecisionPolicy(bf16, fp32)` (`reshard_after_forward=False`, torchtitan's default",
+             "with PP), the shards materialized (`--init meta`), AdamW, a local batch of 8 sequences of 8192 tokens in 8",
+             "microbatches of 1. Every distinct rank is one row.", "",
+             "Common flags: `%s`." % shown(plans[0][1]).replace(" --pp-schedule 1f1b --checkpoint 'model.layers.*'", ""), "",
+             "| plan | stage ranks | steady step: peak allocated | peak reserved | device used | fits 80 GB? | at the peak: activations | Megatron-LM's formula (first stage) |",
+             "|---|---|---:|---:|---:|---|---:|---:|"]
+    for label, args, v in plans:
+        r = run(memsim, graph, args)
+        w, a = megatron_pp(8192, 28672, 64, 8, 80, 128256, 8192, 1, 8, 4, 2, 8, v)
+        for i, e in enumerate(r["ranks"]):
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                label if i == 0 else "", page_ranks(e["ranks"]), gib(e["peak_allocated_bytes"]),
+                gib(e["peak_reserved_bytes"]), gib(e["peak_device_used_bytes"]),
+                "yes" if e["verdict"] == "fits" else "**%s**" % e["verdict"],
+                gib(e["breakdown_at_peak"].get("activation", 0)), gib(w + a) if i == 0 else ""))
+    w, a = megatron_pp(8192, 28672, 64, 8, 80, 128256, 8192, 1, 8, 4, 2, 8)
+    lines += ["", "The first stage holds the most: under 1F1B it keeps up to 4 microbatches' checkpointed layer inputs in",
+              "flight (the last stage one), and with `reshard_after_forward=False` every stage keeps its layers unsharded",
+              "from microbatch 0's forward to `perform_reduce_grad`, their grads accumulated unsharded in fp32",
+              "(`unsharded_accumulated_grad`, Note [FSDP2]). Interleaved1F1B holds more microbatches in flight per rank.",
+              "Megatron-LM's `theoretical_memory_usage.py` for the first stage (weights and optimizer %s with its" % gib(w),
+              "distributed optimizer over dp 2; activations %s) assumes Megatron's own plan: sequence parallelism and" % gib(a),
+              "selective recomputation, the weights kept whole across the data-parallel ranks (no FSDP), and no",
+              "all-gather, reduce-scatter or accumulation buffers.", ""]
+    return lines
+
+
+def torchtitan_split(blocks, stages):
+    """torchtitan's generate_llm_fqn_per_model_part(stages, blocks, input_weight=1, output_weight=1):
+    the layers per stage (memsim's TorchtitanSplit, lib/autodiff/setups/pipeline.cc)."""
+    per, extra = divmod(blocks + 2, stages)
+    out = []
+    for k in range(stages):
+        n = per + (1 if k < extra else 0) - (1 if k == 0 else 0)
+        out.append(blocks - sum(out) if k == stages - 1 else n)
+    return out
+
+
+def page_ranks(ranks):
+    """0-15 for a run of consecutive ranks."""
+    out, start = [], ranks[0]
+    for a, b in zip(ranks, ranks[1:] + [None]):
+        if b != a + 1:
+            out.append(str(start) if start == a else "%d-%d" % (start, a))
+            start = b
+    return ",".join(out)
 
 
 def llama_plans():
@@ -171,10 +262,9 @@ def cp_section(memsim, graph):
 
 
 def not_yet():
-    return ["## 3. Not on this page yet", "",
-            "- **Llama-3-70B on 64 × H100 (TP 8, PP 4, DP 2)**: memsim simulates pipeline parallelism alone (`--mesh pp=N`,",
-            "  every schedule of Note [Pipeline parallel]) and with FSDP2 (`--mesh pp=P,dp_shard=D`, GPipe, 1F1B and",
-            "  Interleaved1F1B, checked per rank on CPU traces); a pipeline combined with TP is refused with a message.",
+    return ["## 4. Not on this page yet", "",
+            "- **Sequence parallelism** with TP (torchtitan enables it with TP): `--sequence-parallel on` is refused; the",
+            "  70B rows above keep the residual stream and the norms whole on every TP rank.",
             "- **Mixtral-8x7B with EP 8**: `--mesh ep=N` shards the experts of a routed split (the torchtitan-style MoE of",
             "  graphs/moe_models.py, checked per rank); transformers' `MixtralForCausalLM` exports (on the meta device) but its",
             "  experts are not recognised as such a split, and EP combined with FSDP2 (torchtitan borrows dp_shard) is refused.", ""]
@@ -194,6 +284,7 @@ def main():
                  "[Context parallel], [Meta-device init], [Side streams]) and docs/cli.md (`--mesh`).", ""]
         lines += llama_section(a.memsim, graph, tmp)
         lines += cp_section(a.memsim, graph)
+        lines += llama70_section(a.memsim, tmp)
         lines += not_yet()
     return page.write_or_check("llm_parallel.py", lines, a.out, a.check)
 
