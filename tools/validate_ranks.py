@@ -137,6 +137,7 @@ def memsim_cmd(memsim, graph, cfg):
         dp = int(cfg["world"]) // (pp * tp)
         return cmd[:-2] + ["--mesh", "pp=%d,%stp=%d" % (pp, "dp_shard=%d," % dp if dp > 1 else "", tp),
                            "--tp-plan", cfg.get("tp_plan", "layers"), "--pp-schedule", cfg["schedule"],
+                           "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off",
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + (fsdp2_args(cfg) if dp > 1 else []) + \
                           (["--checkpoint", "model.layers.*"] if cfg.get("ac") == "full" else []) + \
@@ -240,7 +241,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
         if cfg.get("mode") == "fsdp2_tp":
             c = "batch %s, seq %s, %s, dp_shard=%d, tp=%s, reshard %s%s" % (
                 cfg["batch"], cfg["seq"], cfg.get("opt"), int(cfg["world"]) // int(cfg["tp"]), cfg["tp"], cfg.get("reshard"),
-                ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "")
+                ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "") + (
+                ", plan torchtitan" if cfg.get("tp_plan") == "torchtitan" else "") + (
+                ", sequence parallel" if cfg.get("sp") == "1" else "")
         elif cfg.get("mode") == "fsdp2":
             c = "batch %s, %s, world %s, reshard %s%s%s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
                                                            ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "",
@@ -258,6 +261,8 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], "dp_shard=%d, " % dp if dp > 1 else "", cfg["tp"],
                 cfg["schedule"], " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
                 cfg["microbatches"], ", reshard %s" % cfg.get("reshard") if dp > 1 else "") + (
+                ", plan torchtitan" if cfg.get("tp_plan") == "torchtitan" else "") + (
+                ", sequence parallel" if cfg.get("sp") == "1" else "") + (
                 ", full AC" if cfg.get("ac") == "full" else "") + (
                 ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "") + (
                 ", meta init" if cfg.get("init") == "meta" else "")

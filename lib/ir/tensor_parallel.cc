@@ -1,5 +1,6 @@
 #include "lib/ir/tensor_parallel.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -31,6 +32,8 @@ struct Rewrite {
   std::vector<bool> sharded;
   std::set<TensorId> done;  // parameters already divided (tied weights)
   std::map<TensorId, std::pair<int64_t, std::string>> features;  // a Colwise output: per-rank features, module
+  std::map<TensorId, TensorId> gathered;  // sequence parallel: a module input and its all-gathered copy
+  std::set<TensorId> top;                 // the embedding's and the output head's weights
 
   TensorId NewTensor(const std::string& name, const Op& at) {
     Tensor t;
@@ -95,7 +98,7 @@ struct Rewrite {
                                    "); the tp degree must divide the number of (key/value) heads");
   }
 
-  Op Collective(OpKind kind, const Op& at, TensorId in, TensorId result, const std::string& name) {
+  Op Collective(OpKind kind, const Op& at, TensorId in, TensorId result, const std::string& name, int dim = 0) {
     Op op;
     op.kind = kind;
     op.name = name;
@@ -104,20 +107,52 @@ struct Rewrite {
     op.inputs = {in};
     op.outputs = {result};
     op.attrs.Set("world", DimExpr::Const(c.degree));
+    if (kind == OpKind::kAllGather || kind == OpKind::kReduceScatter) op.attrs.Set("dim", DimExpr::Const(dim));
     return op;
+  }
+
+  /// A Colwise module's input: without sequence parallelism DTensor.from_local (Replicate), whose
+  /// backward all-reduces the grad, one per module; with it the module's PrepareModuleInput
+  /// all-gathers the sequence shards (Shard(1) → Replicate) once for the Linears that share it.
+  TensorId ColwiseInput(const Op& op) {
+    const TensorId x = op.inputs[0];
+    if (!c.sequence_parallel) {
+      const TensorId in = NewTensor(op.name + ":tp_input", op);
+      out.ops.push_back(Collective(OpKind::kGradAllReduce, op, x, in, op.name + ":tp_input"));
+      return in;
+    }
+    if (auto it = gathered.find(x); it != gathered.end()) return it->second;
+    const TensorId in = NewTensor(op.name + ":sp_all_gather", op);
+    out.ops.push_back(Collective(OpKind::kAllGather, op, x, in, op.name + ":sp_all_gather", 1));
+    gathered[x] = in;
+    return in;
   }
 
   Status Colwise(const Op& op) {
     MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[1], 0, op));
     if (op.inputs.size() > 2) MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[2], 0, op));
     Op lin = op;
-    const TensorId in = NewTensor(op.name + ":tp_input", op);
-    out.ops.push_back(Collective(OpKind::kGradAllReduce, op, op.inputs[0], in, op.name + ":tp_input"));
-    lin.inputs[0] = in;
+    lin.inputs[0] = ColwiseInput(op);
     for (TensorId t : lin.outputs) sharded[t] = true;
     features[op.outputs[0]] = {out.tensors[op.inputs[1]].shape[0].coeff, op.module};
     out.ops.push_back(std::move(lin));
     return Status::OK();
+  }
+
+  /// A RowwiseParallel Linear (or embedding): its Partial output reduced into the result, all-reduced
+  /// (Replicate) or, with sequence parallelism, reduce-scattered on the sequence (Shard(1)).
+  /// The module's output hook runs inside its call: what the caller's names keep alive across the
+  /// call (the op's keep_alive) lives until the collective.
+  void Reduce(Op local, const std::string& name) {
+    const TensorId partial = NewTensor(local.name + ":partial", local);
+    const TensorId result = local.outputs[0];
+    local.outputs = {partial};
+    Op coll = c.sequence_parallel ? Collective(OpKind::kReduceScatter, local, partial, result, name + ":sp_reduce_scatter", 1)
+                                  : Collective(OpKind::kAllReduce, local, partial, result, name + ":all_reduce");
+    coll.keep_alive = std::move(local.keep_alive);
+    local.keep_alive.clear();
+    out.ops.push_back(std::move(local));
+    out.ops.push_back(std::move(coll));
   }
 
   Status Rowwise(const Op& op) {
@@ -125,12 +160,39 @@ struct Rewrite {
       return Status::InvalidArgument("--mesh tp=" + std::to_string(c.degree) + ": " + op.module +
                                      " has a bias; RowwiseParallel of a Linear with a bias is not simulated yet");
     MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[1], 1, op));
+    Reduce(op, op.name);
+    return Status::OK();
+  }
+
+  /// torchtitan's embedding: RowwiseParallel(input_layouts=Replicate()), the weight's rows
+  /// (vocabulary) sharded, the lookup masked (tp_embedding), its output reduced.
+  Status Embedding(const Op& op) {
+    MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[1], 0, op));
+    top.insert(op.inputs[1]);
+    Op local = op;
+    local.kind = OpKind::kTpEmbedding;
+    local.attrs.Set("world", DimExpr::Const(c.degree));
+    Reduce(std::move(local), op.name);
+    return Status::OK();
+  }
+
+  /// torchtitan's output head: ColwiseParallel(output_layouts=Replicate()), the vocabulary sharded,
+  /// the rank's logits all-gathered on the last dimension.
+  Status Head(const Op& op) {
+    MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[1], 0, op));
+    top.insert(op.inputs[1]);
+    if (op.inputs.size() > 2) MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[2], 0, op));
     Op lin = op;
-    const TensorId partial = NewTensor(op.name + ":partial", op);
-    lin.outputs = {partial};
-    const TensorId result = op.outputs[0];
+    lin.inputs[0] = ColwiseInput(op);
+    const TensorId local = NewTensor(op.name + ":local", op);
+    lin.outputs = {local};
+    lin.keep_alive.clear();
     out.ops.push_back(std::move(lin));
-    out.ops.push_back(Collective(OpKind::kAllReduce, op, partial, result, op.name + ":all_reduce"));
+    // The caller's names (its input among them) live until the module's output hook has gathered.
+    Op gather = Collective(OpKind::kAllGather, op, local, op.outputs[0], op.name + ":all_gather", -1);
+    gather.keep_alive = op.keep_alive;
+    gather.keep_alive.push_back(op.inputs[0]);
+    out.ops.push_back(std::move(gather));
     return Status::OK();
   }
 
@@ -150,33 +212,41 @@ struct Rewrite {
 }  // namespace
 
 std::string TpStyleOf(const std::string& plan, const std::string& module) {
-  if (plan != "layers") return "";
+  if (plan != "layers" && plan != "torchtitan") return "";
   static const std::set<std::string> kColwise = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj",
                                                  "wq", "wk", "wv", "w1", "w3"};
   static const std::set<std::string> kRowwise = {"o_proj", "down_proj", "wo", "w2"};
   const std::string last = LastPart(module);
   if (kColwise.count(last)) return "colwise";
   if (kRowwise.count(last)) return "rowwise";
+  if (plan == "torchtitan" && (last == "embed_tokens" || last == "tok_embeddings")) return "embedding";
+  if (plan == "torchtitan" && (last == "lm_head" || last == "output")) return "head";
   return "";
 }
 
 Result<Graph> ApplyTensorParallel(const Graph& g, const TensorParallelConfig& c) {
   const std::string opt = "--mesh tp=" + std::to_string(c.degree);
-  if (c.plan != "layers")
-    return Status::InvalidArgument("--tp-plan " + c.plan + ": unknown plan (expected layers)");
-  if (c.sequence_parallel)
-    return Status::Unsupported(opt + " --sequence-parallel on: sequence parallelism is not simulated yet");
+  if (c.plan != "layers" && c.plan != "torchtitan")
+    return Status::InvalidArgument("--tp-plan " + c.plan + ": unknown plan (expected layers or torchtitan)");
+  if (c.sequence_parallel && c.plan != "torchtitan")
+    return Status::InvalidArgument(opt + " --sequence-parallel on: the layers plan keeps the embedding replicated, so its "
+                                   "output is not sharded on the sequence; give --tp-plan torchtitan");
   Rewrite r{c, g, std::vector<bool>(g.tensors.size(), false), {}};
   r.out.ops.clear();
   size_t linears = 0;
   for (const Op& op : g.ops) {
-    const bool linear = op.kind == OpKind::kLinear && op.inputs.size() >= 2 &&
-                        g.tensors[op.inputs[1]].role == TensorRole::kParameter;
-    const std::string style = linear ? TpStyleOf(c.plan, op.module) : "";
+    const bool weighted = (op.kind == OpKind::kLinear || op.kind == OpKind::kEmbedding) && op.inputs.size() >= 2 &&
+                          g.tensors[op.inputs[1]].role == TensorRole::kParameter;
+    std::string style = weighted ? TpStyleOf(c.plan, op.module) : "";
+    if ((style == "embedding") != (op.kind == OpKind::kEmbedding)) style.clear();
     if (style == "colwise") {
       MEMSIM_RETURN_IF_ERROR(r.Colwise(op));
     } else if (style == "rowwise") {
       MEMSIM_RETURN_IF_ERROR(r.Rowwise(op));
+    } else if (style == "embedding") {
+      MEMSIM_RETURN_IF_ERROR(r.Embedding(op));
+    } else if (style == "head") {
+      MEMSIM_RETURN_IF_ERROR(r.Head(op));
     } else {
       MEMSIM_RETURN_IF_ERROR(r.Other(op));
       continue;
@@ -187,6 +257,11 @@ Result<Graph> ApplyTensorParallel(const Graph& g, const TensorParallelConfig& c)
     return Status::InvalidArgument(opt + ": the plan " + c.plan + " selects no Linear of " + g.name +
                                    " (it shards q/k/v/o_proj, gate/up/down_proj or wq/wk/wv/wo/w1/w2/w3)");
   Graph& out = r.out;
+  // torchtitan's apply_tp parallelizes the embedding, the norm and the output head in one
+  // parallelize_module call before the layers: their shards are made first.
+  std::stable_partition(out.tp_shards.begin(), out.tp_shards.end(), [&](const Graph::TpShard& sh) {
+    return r.top.count(sh.param) > 0;
+  });
   out.tp_degree = c.degree;
   out.tp_plan = c.plan;
   out.RelinkProducers();

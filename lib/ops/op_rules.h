@@ -117,7 +117,7 @@ struct FwdPlan {
 struct BwdPlan {
   struct Action {
     enum Kind : uint8_t {
-      kGradNew,       ///< a new contiguous grad for input |index| (input-sized)
+      kGradNew,       ///< a new contiguous grad for input |index| (input-sized; |bytes| > 0: its storage's size)
       kGradAlias,     ///< grad of input |index| = incoming grad of output 0, reshaped/permuted
       kTemp,          ///< scratch of |bytes|, freed by kFreeTemp or at the node's end
       kFreeTemp,      ///< frees temp number |index|
@@ -135,6 +135,9 @@ struct BwdPlan {
   int num_temps = 0;
 
   void GradNew(int input) { actions.push_back({Action::kGradNew, input, 0, {}}); }
+  /// A new grad for input |input| that is a view into a new |storage_bytes| buffer (a DTensor
+  /// grad narrowed to its shard keeps the whole tensor it was narrowed from).
+  void GradNewInStorage(int input, int64_t storage_bytes) { actions.push_back({Action::kGradNew, input, storage_bytes, {}}); }
   void GradNewView(int input) { actions.push_back({Action::kGradNewView, input, 0, {}}); }
   void GradAlias(int input) { actions.push_back({Action::kGradAlias, input, 0, {}}); }
   int Temp(int64_t bytes, std::string_view label) {

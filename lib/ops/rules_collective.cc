@@ -15,6 +15,14 @@
 //   reduce_scatter(x)      Partial → Shard(dim): for dim ≠ 0, reduce_scatter_tensor first
 //                          concatenates the chunks on dim 0 (a full-size tensor), then the
 //                          scattered output; backward all-gathers the grad.
+//   tp_embedding(ids, w)   a RowwiseParallel embedding's local lookup (w: the rank's [V/world, h] rows):
+//                          DTensor's _MaskPartial masks the ids outside the rank's rows (two
+//                          comparisons, their or: the mask, kept until the output is reduced), the
+//                          ids shifted (a clone, then the subtraction) and looked up; the output is
+//                          Partial (the reduction follows as all_reduce / reduce_scatter). Backward:
+//                          EmbeddingBackward0 saved the replicated ids, so embedding_dense_backward
+//                          runs on every rank's full [V, h] weight grad, narrowed (a view) to the
+//                          rank's Shard(0) rows: the grad keeps the whole buffer.
 // Attributes: "world" (the group's ranks) and, for all_gather / reduce_scatter, "dim".
 #include "lib/ops/op_rules.h"
 
@@ -98,6 +106,38 @@ void BwdStaged(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(k);
 }
 
+Status InferTpEmbedding(const RuleCtx& c, InferOut* o) {
+  if (c.num_in() != 2) return RuleError(c, "takes the ids and the rank's weight rows");
+  const TensorMeta& idx = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  if (IsFloating(idx.dtype)) return RuleError(c, "indices must be an integer tensor");
+  if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
+  auto sizes = idx.sizes;
+  sizes.push_back(w.sizes[1]);
+  o->Fresh(TensorMeta::Contiguous(w.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdTpEmbedding(const RuleCtx& c, FwdPlan* p) {
+  const int64_t n = c.in[0]->numel();
+  const int lt = p->AddExtra(n, "_MaskPartial ids < offset");
+  const int ge = p->AddExtra(n, "_MaskPartial ids >= offset + rows");
+  const int mask = p->AddExtra(n, "_MaskPartial mask");
+  p->FreeExtra(lt);
+  p->FreeExtra(ge);
+  const int clone = p->AddExtra(Bytes(*c.in[0]), "_MaskPartial ids clone");
+  const int shifted = p->AddExtra(Bytes(*c.in[0]), "_MaskPartial ids - offset");
+  p->FreeExtra(clone);
+  p->AllocOutput(0);
+  p->FreeExtra(shifted);
+  p->FreeExtra(mask);  // apply_mask on the output before its reduction, then release_mask
+  p->Save(SavedRef::kInput, 0);
+}
+
+void BwdTpEmbedding(const RuleCtx& c, BwdPlan* p) {
+  if (c.rg_in(1)) p->GradNewInStorage(1, Bytes(*c.in[1]) * World(c));
+}
+
 void BwdAllReduce(const RuleCtx& c, BwdPlan* p) {
   if (c.rg_in(0)) p->GradAlias(0);
 }
@@ -113,6 +153,7 @@ const std::vector<OpRule> kCollectiveRules = {
     {OpKind::kGradAllReduce, 1, 1, kFirst, InferGradAllReduce, nullptr, BwdGradAllReduce},
     {OpKind::kAllGather, 1, 1, kFirst, InferAllGather, FwdStaged, BwdStaged},
     {OpKind::kReduceScatter, 1, 1, kFirst, InferReduceScatter, FwdStaged, BwdStaged},
+    {OpKind::kTpEmbedding, 2, 2, 2u, InferTpEmbedding, FwdTpEmbedding, BwdTpEmbedding},
 };
 
 }  // namespace memsim

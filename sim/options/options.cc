@@ -289,11 +289,13 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "gathered and computed in param, grads reduce-scattered in reduce (default param), shards fp32");
   cmd->add_option("--tp-plan", tp_plan,
                   "with tp in --mesh: the parallelize_module plan; layers = the decoder layers' attention q/k/v "
-                  "ColwiseParallel, o RowwiseParallel, MLP gate/up ColwiseParallel, down RowwiseParallel "
-                  "(Note [Tensor parallel])")
-      ->check(CLI::IsMember({"layers"}));
+                  "ColwiseParallel, o RowwiseParallel, MLP gate/up ColwiseParallel, down RowwiseParallel; "
+                  "torchtitan = those and the embedding RowwiseParallel, the output head ColwiseParallel with "
+                  "replicated logits, as torchtitan's parallelize_llama (Note [Tensor parallel])")
+      ->check(CLI::IsMember({"layers", "torchtitan"}));
   cmd->add_option("--sequence-parallel", sequence_parallel,
-                  "with tp in --mesh: SequenceParallel norms, sequence-sharded residual stream (Note [Tensor parallel])")
+                  "with tp in --mesh and --tp-plan torchtitan: SequenceParallel norms, sequence-sharded residual "
+                  "stream, all-gather before and reduce-scatter after each block (Note [Tensor parallel])")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--pp-schedule", pp_schedule,
                   "with pp in --mesh: the torch.distributed.pipelining schedule, gpipe, 1f1b (default), "

@@ -96,7 +96,7 @@ TEST(TensorParallelTest, Refusals) {
             std::string::npos);
   EXPECT_NE(message(ApplyTensorParallel(testing::ZooGraph("mlp"), {2, "layers", false})).find("selects no Linear"),
             std::string::npos);
-  EXPECT_NE(message(ApplyTensorParallel(ParseBody(kLayer), {2, "layers", true})).find("not simulated yet"),
+  EXPECT_NE(message(ApplyTensorParallel(ParseBody(kLayer), {2, "layers", true})).find("give --tp-plan torchtitan"),
             std::string::npos);
   // a view that infers the heads: 32 features / 8 ranks = 4 per rank, not whole heads of 8
   std::string inferred = kLayer;
@@ -104,6 +104,88 @@ TEST(TensorParallelTest, Refusals) {
   EXPECT_TRUE(ApplyTensorParallel(ParseBody(inferred), {4, "layers", false}).ok());
   EXPECT_NE(message(ApplyTensorParallel(ParseBody(inferred), {8, "layers", false})).find("not whole heads of 8"),
             std::string::npos);
+}
+
+// A decoder around kLayer's shape: the embedding, one layer with its norms, the final norm and the head.
+const char* kModel = R"(
+  "symbols": {"batch": 2, "seq": 16},
+  "inputs": [{"name": "ids", "shape": ["batch", "seq"], "dtype": "int64"},
+             {"name": "target", "shape": ["batch", "seq"], "dtype": "int64"}],
+  "parameters": [{"name": "embed_tokens.weight", "shape": [64, 32]},
+                 {"name": "l.attn.q_proj.weight", "shape": [32, 32]}, {"name": "l.attn.k_proj.weight", "shape": [32, 32]},
+                 {"name": "l.attn.o_proj.weight", "shape": [32, 32]}, {"name": "lm_head.weight", "shape": [64, 32]}],
+  "ops": [
+    {"op": "embedding", "module": "embed_tokens", "inputs": ["ids", "embed_tokens.weight"], "outputs": ["x"]},
+    {"op": "relu", "module": "l.norm", "inputs": ["x"], "outputs": ["n"]},
+    {"op": "linear", "module": "l.attn.q_proj", "inputs": ["n", "l.attn.q_proj.weight"], "outputs": ["q"]},
+    {"op": "linear", "module": "l.attn.k_proj", "inputs": ["n", "l.attn.k_proj.weight"], "outputs": ["k"]},
+    {"op": "mul", "module": "l.attn", "inputs": ["q", "k"], "outputs": ["a"]},
+    {"op": "linear", "module": "l.attn.o_proj", "inputs": ["a", "l.attn.o_proj.weight"], "outputs": ["o"],
+     "attrs": {"keep_alive": ["n"]}},
+    {"op": "add", "module": "l", "inputs": ["x", "o"], "outputs": ["h"]},
+    {"op": "relu", "module": "norm", "inputs": ["h"], "outputs": ["f"]},
+    {"op": "linear", "module": "lm_head", "inputs": ["f", "lm_head.weight"], "outputs": ["logits"]},
+    {"op": "view", "inputs": ["logits"], "outputs": ["flat"], "attrs": {"shape": [-1, 64]}},
+    {"op": "view", "inputs": ["target"], "outputs": ["t"], "attrs": {"shape": [-1]}},
+    {"op": "cross_entropy", "inputs": ["flat", "t"], "outputs": ["loss"]}],
+  "loss": "loss")";
+
+TEST(TensorParallelTest, TorchtitanPlanShardsTheEmbeddingAndTheHeadFirst) {
+  Result<Graph> tp = ApplyTensorParallel(ParseBody(kModel), {2, "torchtitan", false});
+  ASSERT_TRUE(tp.ok()) << tp.status().message();
+  EXPECT_EQ(Shape(*tp, "embed_tokens.weight"), "32,32");  // RowwiseParallel: the vocabulary's rows
+  EXPECT_EQ(Shape(*tp, "lm_head.weight"), "32,32");       // ColwiseParallel: the vocabulary's rows
+  // parallelize_module(model, {tok_embeddings, norm, output}) before the layers
+  std::vector<std::string> order;
+  for (const Graph::TpShard& s : tp->tp_shards) order.push_back(tp->tensors[s.param].name);
+  EXPECT_EQ(order, (std::vector<std::string>{"embed_tokens.weight", "lm_head.weight", "l.attn.q_proj.weight",
+                                             "l.attn.k_proj.weight", "l.attn.o_proj.weight"}));
+  EXPECT_EQ(OpList(*tp),
+            (std::vector<std::string>{"tp_embedding@embed_tokens", "all_reduce@embed_tokens", "relu@l.norm",
+                                      "grad_all_reduce@l.attn.q_proj", "linear@l.attn.q_proj",
+                                      "grad_all_reduce@l.attn.k_proj", "linear@l.attn.k_proj", "mul@l.attn",
+                                      "linear@l.attn.o_proj", "all_reduce@l.attn.o_proj", "add@l", "relu@norm",
+                                      "grad_all_reduce@lm_head", "linear@lm_head", "all_gather@lm_head", "view@",
+                                      "view@", "cross_entropy@"}));
+  // the logits all-gathered on the last dimension; the layers plan leaves the embedding and head whole
+  EXPECT_EQ(tp->ops[14].attrs.GetInt("dim", {}).value_or(0), -1);
+  Result<Graph> layers = ApplyTensorParallel(ParseBody(kModel), {2, "layers", false});
+  ASSERT_TRUE(layers.ok());
+  EXPECT_EQ(Shape(*layers, "embed_tokens.weight"), "64,32");
+  EXPECT_TRUE(testing::SimulateOk(*tp, testing::Opts("cpu")).events.events.size() > 0);
+}
+
+TEST(TensorParallelTest, SequenceParallelGathersBeforeAndScattersAfterEachBlock) {
+  Result<Graph> tp = ApplyTensorParallel(ParseBody(kModel), {2, "torchtitan", true});
+  ASSERT_TRUE(tp.ok()) << tp.status().message();
+  // one all-gather for the attention's q and k (PrepareModuleInput), none per Linear; the
+  // reductions reduce-scatter on the sequence
+  EXPECT_EQ(OpList(*tp),
+            (std::vector<std::string>{"tp_embedding@embed_tokens", "reduce_scatter@embed_tokens", "relu@l.norm",
+                                      "all_gather@l.attn.q_proj", "linear@l.attn.q_proj", "linear@l.attn.k_proj",
+                                      "mul@l.attn", "linear@l.attn.o_proj", "reduce_scatter@l.attn.o_proj", "add@l",
+                                      "relu@norm", "all_gather@lm_head", "linear@lm_head", "all_gather@lm_head",
+                                      "view@", "view@", "cross_entropy@"}));
+  // the caller's names live until the module's output hook has reduced (o_proj keeps the norm output)
+  EXPECT_EQ(tp->ops[8].keep_alive, std::vector<TensorId>{tp->FindTensor("n")});
+  EXPECT_TRUE(tp->ops[7].keep_alive.empty());
+  const SimResult r = testing::SimulateOk(*tp, testing::Opts("cpu"));
+  // the residual stream holds seq / tp: the embedding's reduced output is [2, 8, 32] fp32
+  int64_t x_bytes = 0;
+  for (const MemEvent& e : r.events.events)
+    if (e.kind == EventKind::kAlloc && r.events.buffers[e.buffer].name == "x") x_bytes = r.events.bytes(e);
+  EXPECT_EQ(x_bytes, 2 * 8 * 32 * 4);
+}
+
+TEST(TensorParallelTest, RowwiseEmbeddingGradKeepsTheWholeWeightGrad) {
+  Result<Graph> tp = ApplyTensorParallel(ParseBody(kModel), {2, "torchtitan", false});
+  ASSERT_TRUE(tp.ok());
+  const SimResult r = testing::SimulateOk(*tp, testing::Opts("cpu"));
+  // embedding_dense_backward on the replicated ids: the full [64, 32] grad, narrowed to the shard
+  int64_t grad = 0;
+  for (const MemEvent& e : r.events.events)
+    if (e.kind == EventKind::kAlloc && r.events.buffers[e.buffer].name == "embed_tokens.weight.grad") grad = r.events.bytes(e);
+  EXPECT_EQ(grad, 64 * 32 * 4);
 }
 
 }  // namespace

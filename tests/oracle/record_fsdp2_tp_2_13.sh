@@ -17,6 +17,8 @@ run2d hf_llama_tp_b2_s128_adamw_dp2tp2 --world 4
 run2d hf_llama_tp_b2_s128_adamw_dp2tp2_noreshard --world 4 --reshard false
 # dp_shard=3 (6 ranks): the tp-local dims 0 of 64 rows leave the last dp_shard rank 20 of 22
 run2d hf_llama_tp_b2_s128_adamw_dp3tp2 --world 6
+# torchtitan's whole plan with sequence parallelism (run2d's --tp-plan layers overridden)
+run2d hf_llama_tp_b2_s128_adamw_dp2tp2_torchtitan_sp --world 4 --tp-plan torchtitan --sp
 # MixedPrecisionPolicy(bf16, fp32): its graph is exported in bf16, so that transformers' casts
 # (RMSNorm's float32 upcast and .to(input_dtype), RoPE's cos.to(x.dtype)), no-ops in an fp32
 # export, are ops; its parameters and buffers are then marked float32, the dtype the model keeps

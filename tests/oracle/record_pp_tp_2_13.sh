@@ -21,6 +21,8 @@ rund hf_llama_pp_b4_s64_sgd_pp2_tp2_gpipe_m4 --batch 4 --seq 64 --opt sgd --worl
 rund hf_llama_pp_b4_s64_adamw_pp2_tp2_interleaved1f1b_v2_m4 --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --tp 2 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4
 # pp 2 × dp_shard 2 × tp 2 (world 8): torchtitan's 3-D mesh
 rund hf_llama_pp_b4_s64_adamw_pp2_dp2_tp2_1f1b_m4 --batch 4 --seq 64 --opt adamw --world 8 --pp 2 --tp 2 --schedule 1f1b --microbatches 4 --reshard false
+# torchtitan's whole plan with sequence parallelism: the stages pass sequence shards
+rund hf_llama_pp_b4_s64_adamw_pp2_tp2_1f1b_m4_torchtitan_sp --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --tp 2 --schedule 1f1b --microbatches 4 --tp-plan torchtitan --sp
 # full activation checkpointing of every decoder layer (torchtitan's apply_ac), 1F1B and interleaved
 rund hf_llama_pp_b4_s64_adamw_pp2_tp2_1f1b_m4_ac --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --tp 2 --schedule 1f1b --microbatches 4 --ac full
 rund hf_llama_pp_b4_s64_sgd_pp2_tp2_interleaved1f1b_v2_m4_ac --batch 4 --seq 64 --opt sgd --world 4 --pp 2 --tp 2 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4 --ac full

@@ -13,6 +13,11 @@ runtp() { local name=$1; shift
 runtp hf_llama_tiny_b2_s64_adamw_tp2 hf_llama_tiny --mode tp --tp-plan layers --world 2 --batch 2 --seq 64 --opt adamw
 # a small vocabulary (hf_llama_tp: hidden 128, vocab 128), so that the decoder layers hold the peak
 runtp hf_llama_tp_b2_s128_adamw_tp2 hf_llama_tp --mode tp --tp-plan layers --world 2 --batch 2 --seq 128 --opt adamw
+# torchtitan's whole plan (the embedding RowwiseParallel, the head ColwiseParallel with replicated
+# logits), without and with sequence parallelism (the positions given to the model: its embedding
+# output is the local sequence shard)
+runtp hf_llama_tp_b2_s128_adamw_tp2_torchtitan hf_llama_tp --mode tp --tp-plan torchtitan --world 2 --batch 2 --seq 128 --opt adamw
+runtp hf_llama_tp_b2_s128_adamw_tp2_torchtitan_sp hf_llama_tp --mode tp --tp-plan torchtitan --sp --world 2 --batch 2 --seq 128 --opt adamw
 # its graph, exported from the same config (hf_llama_tiny's is record_hf_2_13.sh's)
 mkdir -p "$out/graphs"
 (cd "$root" && "$py" tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344 --trace run \
