@@ -71,7 +71,8 @@ def megatron_pp(h, ffn, heads, groups, layers, vocab, s, b, tp, pp, dp, m, v=Non
 
 
 def llama70_plans():
-    base = ["--mesh", "pp=4,dp_shard=2,tp=8", "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32",
+    base = ["--mesh", "pp=4,dp_shard=2,tp=8", "--tp-plan", "torchtitan", "--sequence-parallel", "on",
+            "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32",
             "--init", "meta", "--set", "seq=8192", "--batch", "8", "--microbatches", "8", "--optimizer", "adamw",
             "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB", "--steps", "2"] + EXPANDABLE
     full = ["--checkpoint", "model.layers.*"]
@@ -90,16 +91,19 @@ def llama70_section(memsim, tmp):
              "(pp, dp_shard, tp), `pipeline_llm` cutting the meta model into stages (the embedding and the norm + head each",
              "weigh one layer: %s layers over 4 stages, or 8 stages of %s" % (" + ".join(map(str, torchtitan_split(80, 4))),
                                                                          " + ".join(map(str, torchtitan_split(80, 8)))),
-             "interleaved two per rank), then on each stage's part tensor parallelism over 8 ranks (torchtitan's layer plan",
-             "without sequence parallelism, which memsim does not simulate yet), every layer checkpointed, `fully_shard`",
+             "interleaved two per rank), then on each stage's part tensor and sequence parallelism over 8 ranks (torchtitan's",
+             "`apply_tp`: the embedding and the head sharded on the vocabulary, the residual stream on the sequence, Note",
+             "[Tensor parallel]), every layer checkpointed, `fully_shard`",
              "over 2 ranks with `MixedPrecisionPolicy(bf16, fp32)` (`reshard_after_forward=False`, torchtitan's default",
              "with PP), the shards materialized (`--init meta`), AdamW, a local batch of 8 sequences of 8192 tokens in 8",
              "microbatches of 1. Every distinct rank is one row.", "",
              "Common flags: `%s`." % shown(plans[0][1]).replace(" --pp-schedule 1f1b --checkpoint 'model.layers.*'", ""), "",
              "| plan | stage ranks | steady step: peak allocated | peak reserved | device used | fits 80 GB? | at the peak: activations | Megatron-LM's formula (first stage) |",
              "|---|---|---:|---:|---:|---|---:|---:|"]
+    first = None
     for label, args, v in plans:
         r = run(memsim, graph, args)
+        first = first or r
         w, a = megatron_pp(8192, 28672, 64, 8, 80, 128256, 8192, 1, 8, 4, 2, 8, v)
         for i, e in enumerate(r["ranks"]):
             lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
@@ -108,10 +112,15 @@ def llama70_section(memsim, tmp):
                 "yes" if e["verdict"] == "fits" else "**%s**" % e["verdict"],
                 gib(e["breakdown_at_peak"].get("activation", 0)), gib(w + a) if i == 0 else ""))
     w, a = megatron_pp(8192, 28672, 64, 8, 80, 128256, 8192, 1, 8, 4, 2, 8)
-    lines += ["", "The first stage holds the most: under 1F1B it keeps up to 4 microbatches' checkpointed layer inputs in",
-              "flight (the last stage one), and with `reshard_after_forward=False` every stage keeps its layers unsharded",
-              "from microbatch 0's forward to `perform_reduce_grad`, their grads accumulated unsharded in fp32",
-              "(`unsharded_accumulated_grad`, Note [FSDP2]). Interleaved1F1B holds more microbatches in flight per rank.",
+    top = max(first["ranks"], key=lambda e: e["peak_allocated_bytes"])
+    lines += ["", "Under 1F1B with every layer checkpointed the highest peak allocated is ranks %s's (%s). The first stage keeps" % (
+                  page_ranks(top["ranks"]), gib(top["peak_allocated_bytes"])),
+              "up to 4 microbatches' checkpointed layer inputs in flight (the last one) and the embedding's weight grad, a",
+              "full `[128256, 8192]` buffer narrowed to the rank's rows (Note [Tensor parallel]); the last stage gathers each",
+              "microbatch's logits whole (`[1, 8192, 128256]`, the head's output all-gathered). With `reshard_after_forward=False`",
+              "every stage keeps its layers unsharded from microbatch 0's forward to `perform_reduce_grad`, their grads",
+              "accumulated unsharded in fp32 (`unsharded_accumulated_grad`, Note [FSDP2]); Interleaved1F1B holds more",
+              "microbatches in flight per rank.",
               "Megatron-LM's `theoretical_memory_usage.py` for the first stage (weights and optimizer %s with its" % gib(w),
               "distributed optimizer over dp 2; activations %s) assumes Megatron's own plan: sequence parallelism and" % gib(a),
               "selective recomputation, the weights kept whole across the data-parallel ranks (no FSDP), and no",
@@ -263,8 +272,8 @@ def cp_section(memsim, graph):
 
 def not_yet():
     return ["## 4. Not on this page yet", "",
-            "- **Sequence parallelism** with TP (torchtitan enables it with TP): `--sequence-parallel on` is refused; the",
-            "  70B rows above keep the residual stream and the norms whole on every TP rank.",
+            "- **A measurement of the 70B plans**: pipeline × tensor × sequence parallelism × FSDP2 is checked per rank on",
+            "  CPU traces of a small Llama (docs/validation.md), but no GPU recording of a pipeline exists yet.",
             "- **Mixtral-8x7B with EP 8**: `--mesh ep=N` shards the experts of a routed split (the torchtitan-style MoE of",
             "  graphs/moe_models.py, checked per rank); transformers' `MixtralForCausalLM` exports (on the meta device) but its",
             "  experts are not recognised as such a split, and EP combined with FSDP2 (torchtitan borrows dp_shard) is refused.", ""]
