@@ -277,6 +277,21 @@ void RunCachedOp(StepState& s, OpId o, std::vector<StorageId>& storage, const Fo
 
 }  // namespace
 
+/// wait_tensor: an op reading a collective's output first waits for its work, which lets go of what
+/// it held (FwdPlan::HoldUntilUse).
+void WaitPending(StepState& s, const Op& op) {
+  std::erase_if(s.pending_waits, [&](const std::pair<TensorId, StorageId>& w) {
+    if (std::find(op.inputs.begin(), op.inputs.end(), w.first) == op.inputs.end()) return false;
+    s.ledger.Unref(w.second);
+    return true;
+  });
+}
+
+void FlushPendingWaits(StepState& s) {
+  for (const auto& w : s.pending_waits) s.ledger.Unref(w.second);
+  s.pending_waits.clear();
+}
+
 void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
                       bool recompute) {
   const Op& op = s.g.ops[o];
@@ -289,6 +304,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   }
   FwdPlan plan;
   if (rule.forward) rule.forward(c, &plan);
+  WaitPending(s, op);
   if (policy.sac_cached) return RunCachedOp(s, o, storage, policy, plan);
   const bool saves = node.exists && policy.save_for_backward;
   const bool pack = saves && policy.pack != ForwardOpPolicy::Pack::kNone;
@@ -333,6 +349,12 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
       case FwdPlan::Action::kReleaseUnsaved:
         if (extra_live[a.index] && !is_kept_extra(a.index)) {
           s.ledger.Unref(extras[a.index]);
+          extra_live[a.index] = false;
+        }
+        break;
+      case FwdPlan::Action::kHoldUntilUse:
+        if (extra_live[a.index] && !recompute) {
+          s.pending_waits.push_back({op.outputs[0], extras[a.index]});
           extra_live[a.index] = false;
         }
         break;

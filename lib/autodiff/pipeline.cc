@@ -229,6 +229,7 @@ class EngineRuntime : public PpRuntime {
       losses_[k] = s_.storage[s_.g.loss];  // _internal_losses
       s_.ledger.Ref(losses_[k]);
     }
+    FlushPendingWaits(s_);
     s_.Hook(&TrainingSetup::AfterForwardPass);
     Swap(k);
   }

@@ -107,6 +107,9 @@ struct StepState {
   /// The microbatch slot whose autograd graph is current (a pipeline schedule keeps one per
   /// local stage and microbatch in flight; 0 otherwise): setups with per-pass state key it so.
   size_t pass_slot = 0;
+  /// Storages an asynchronous collective's work holds until its output is first read
+  /// (FwdPlan::HoldUntilUse): the output, the storage.
+  std::vector<std::pair<TensorId, StorageId>> pending_waits;
   LibraryWorkspaces workspaces;
   const std::vector<TrainingSetup*>& setups;  ///< cfg.setups: called at every hook, in order
 
@@ -142,6 +145,8 @@ void RunForwardOp(StepState& s, OpId o);
 /// InputBuffer is kept, and GEMMs run on the autograd thread. Python names are the caller's.
 void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, const ForwardOpPolicy& policy,
                       bool recompute);
+/// The forward pass is over: the collectives' work still pending lets go of what it held.
+void FlushPendingWaits(StepState& s);
 /// loss.backward() in autograd-engine order, then `del out, loss`.
 void RunBackwardPass(StepState& s);
 /// torch.autograd.grad from |roots| (nodes whose InputBuffers the caller filled) as |pass| says.

@@ -119,6 +119,7 @@ void RunOneStep(StepState& s, bool first) {
     s.SetPhase(Phase::kForward);
     for (OpId o = 0; o < s.g.ops.size(); ++o) RunForwardOp(s, o);
     s.ledger.set_op(kNoOp);
+    FlushPendingWaits(s);
     s.Hook(&TrainingSetup::AfterForwardPass);
     s.SetPhase(Phase::kBackward);
     RunBackwardPass(s);

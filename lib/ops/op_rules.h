@@ -82,7 +82,7 @@ struct FwdPlan {
   struct Action {
     /// kReleaseUnsaved: the composite's local that extra |index| was ends here, so it dies now
     /// unless the node keeps it (no saving under checkpointing: freed here, not at the op's end).
-    enum Kind : uint8_t { kAllocOutput, kAllocExtra, kFreeExtra, kReleaseUnsaved } kind;
+    enum Kind : uint8_t { kAllocOutput, kAllocExtra, kFreeExtra, kReleaseUnsaved, kHoldUntilUse } kind;
     int index;
     /// kAllocOutput: the storage's bytes when larger than the output's sizes (a kernel that
     /// resize_s its result smaller keeps the storage); 0: the output's own bytes.
@@ -103,6 +103,9 @@ struct FwdPlan {
   int AddExtra(int64_t bytes, std::string_view label);
   void FreeExtra(int k) { actions.push_back({Action::kFreeExtra, k}); }
   void ReleaseUnsaved(int k) { actions.push_back({Action::kReleaseUnsaved, k}); }
+  /// Extra |k| outlives the op: an asynchronous collective's work keeps it until output 0 is first
+  /// read (funcol's AsyncCollectiveTensor waits then), or the forward pass ends.
+  void HoldUntilUse(int k) { actions.push_back({Action::kHoldUntilUse, k}); }
   void Save(SavedRef::Kind kind, int index, bool transposed = false) { saved.push_back({kind, index, transposed}); }
   /// Kept as a ctx attribute (SavedRef::ctx_attribute).
   void KeepAsCtxAttribute(SavedRef::Kind kind, int index) { saved.push_back({kind, index, false, -1, true}); }

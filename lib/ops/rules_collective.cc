@@ -94,6 +94,16 @@ void FwdStaged(const RuleCtx& c, FwdPlan* p) {
   p->FreeExtra(k);
 }
 
+/// reduce_scatter forward: staged as above; on gloo (Profile::host_collectives)
+/// ProcessGroupGloo's reduce_scatter_tensor all-reduces a copy of the whole input, which its work
+/// keeps until the result is first read (the AsyncCollectiveTensor's wait_tensor).
+void FwdReduceScatter(const RuleCtx& c, FwdPlan* p) {
+  const int k = Dim(c) == 0 ? -1 : p->AddExtra(FullBytes(c), "staging");
+  p->AllocOutput(0);
+  if (c.profile.host_collectives) p->HoldUntilUse(p->AddExtra(FullBytes(c), "gloo reduce-scatter work copy"));
+  if (k >= 0) p->FreeExtra(k);
+}
+
 /// Their backward: the opposite collective on the grad, staged the same way.
 void BwdStaged(const RuleCtx& c, BwdPlan* p) {
   if (!c.rg_in(0)) return;
@@ -152,7 +162,7 @@ const std::vector<OpRule> kCollectiveRules = {
     {OpKind::kAllReduce, 1, 1, kFirst, InferAllReduce, nullptr, BwdAllReduce, AliasGradSame},
     {OpKind::kGradAllReduce, 1, 1, kFirst, InferGradAllReduce, nullptr, BwdGradAllReduce},
     {OpKind::kAllGather, 1, 1, kFirst, InferAllGather, FwdStaged, BwdStaged},
-    {OpKind::kReduceScatter, 1, 1, kFirst, InferReduceScatter, FwdStaged, BwdStaged},
+    {OpKind::kReduceScatter, 1, 1, kFirst, InferReduceScatter, FwdReduceScatter, BwdStaged},
     {OpKind::kTpEmbedding, 2, 2, 2u, InferTpEmbedding, FwdTpEmbedding, BwdTpEmbedding},
 };
 

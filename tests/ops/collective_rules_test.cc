@@ -23,9 +23,9 @@ int64_t Allocated(const testing::Run& run, const std::string& part) {
   return testing::AllocatedContaining(run.r.events, part);
 }
 
-/// The bytes of the output y itself (names containing "y" are y, y.grad and y:staging).
+/// The bytes of the output y itself (names containing "y" are y, y.grad, y:staging and gloo's work copy).
 int64_t Output(const testing::Run& run) {
-  return Allocated(run, "y") - Allocated(run, "y.grad") - Allocated(run, "y:staging");
+  return Allocated(run, "y") - Allocated(run, "y.grad") - Allocated(run, "y:staging") - Allocated(run, "y:gloo");
 }
 
 TEST(CollectiveRuleTest, AllReduceClonesForwardAndPassesTheGradThrough) {
@@ -58,6 +58,11 @@ TEST(CollectiveRuleTest, ReduceScatterOnTheSequence) {
   EXPECT_EQ(Allocated(run, "staging"), full + full);  // forward cat on dim 0; backward gathered grad
   EXPECT_EQ(Allocated(run, "x.grad"), full);          // all-gathered
   EXPECT_EQ(Output(run), shard);
+  // gloo all-reduces a copy of the whole input, kept by its work until y is first read (the mean)
+  EXPECT_EQ(Allocated(run, "gloo reduce-scatter work copy"), full);
+  auto cuda = testing::Simulate(Body("reduce_scatter", 4, R"(, "dim": 1)"), Opts("cuda"));
+  ASSERT_TRUE(cuda.ok) << cuda.error;
+  EXPECT_EQ(Allocated(cuda, "gloo reduce-scatter work copy"), 0);
 }
 
 TEST(CollectiveRuleTest, ReduceScatterRefusesAnIndivisibleDim) {
