@@ -218,6 +218,9 @@ std::optional<TensorMeta> AliasGradView(const Op& op, const Bindings& b, const T
 /// Shared helpers for rule implementations.
 Status RuleError(const RuleCtx& c, const std::string& msg);
 int64_t Bytes(const TensorMeta& m);
+/// An embedding lookup's output (ids, weight [rows, dim]): the ids' sizes and dim, in the weight's
+/// dtype (embedding, and a RowwiseParallel embedding's tp_embedding).
+Status InferEmbedding(const RuleCtx& c, InferOut* o);
 
 }  // namespace memsim
 

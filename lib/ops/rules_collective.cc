@@ -116,18 +116,6 @@ void BwdStaged(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(k);
 }
 
-Status InferTpEmbedding(const RuleCtx& c, InferOut* o) {
-  if (c.num_in() != 2) return RuleError(c, "takes the ids and the rank's weight rows");
-  const TensorMeta& idx = *c.in[0];
-  const TensorMeta& w = *c.in[1];
-  if (IsFloating(idx.dtype)) return RuleError(c, "indices must be an integer tensor");
-  if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
-  auto sizes = idx.sizes;
-  sizes.push_back(w.sizes[1]);
-  o->Fresh(TensorMeta::Contiguous(w.dtype, sizes));
-  return Status::OK();
-}
-
 void FwdTpEmbedding(const RuleCtx& c, FwdPlan* p) {
   const int64_t n = c.in[0]->numel();
   const int lt = p->AddExtra(n, "_MaskPartial ids < offset");
@@ -163,7 +151,7 @@ const std::vector<OpRule> kCollectiveRules = {
     {OpKind::kGradAllReduce, 1, 1, kFirst, InferGradAllReduce, nullptr, BwdGradAllReduce},
     {OpKind::kAllGather, 1, 1, kFirst, InferAllGather, FwdStaged, BwdStaged},
     {OpKind::kReduceScatter, 1, 1, kFirst, InferReduceScatter, FwdReduceScatter, BwdStaged},
-    {OpKind::kTpEmbedding, 2, 2, 2u, InferTpEmbedding, FwdTpEmbedding, BwdTpEmbedding},
+    {OpKind::kTpEmbedding, 2, 2, 2u, InferEmbedding, FwdTpEmbedding, BwdTpEmbedding},
 };
 
 }  // namespace memsim

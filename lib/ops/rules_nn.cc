@@ -523,18 +523,6 @@ void BwdBaddbmm(const RuleCtx& c, BwdPlan* p) {
 }
 
 // embedding(indices, weight): keeps the indices; the dense backward builds a zero [V, D] grad.
-Status InferEmbedding(const RuleCtx& c, InferOut* o) {
-  MEMSIM_RETURN_IF_ERROR(Need(c, 2, 2));
-  const TensorMeta& idx = *c.in[0];
-  const TensorMeta& w = *c.in[1];
-  if (IsFloating(idx.dtype)) return RuleError(c, "indices must be an integer tensor");
-  if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
-  auto sizes = idx.sizes;
-  sizes.push_back(w.sizes[1]);
-  o->Fresh(TensorMeta::Contiguous(w.dtype, sizes));
-  return Status::OK();
-}
-
 void FwdEmbedding(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 0); }
 
 // embedding_dense_backward_cpu (aten/src/ATen/native/Embedding.cpp, 1.13 and 2.x): the zeros
@@ -820,5 +808,17 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kAdaptiveMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
     {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
 };
+
+Status InferEmbedding(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 2) return RuleError(c, "expected 2 inputs, got " + std::to_string(c.in.size()));
+  const TensorMeta& idx = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  if (IsFloating(idx.dtype)) return RuleError(c, "indices must be an integer tensor");
+  if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
+  auto sizes = idx.sizes;
+  sizes.push_back(w.sizes[1]);
+  o->Fresh(TensorMeta::Contiguous(w.dtype, sizes));
+  return Status::OK();
+}
 
 }  // namespace memsim

@@ -24,19 +24,10 @@ Graph Cs336() {
 }
 
 SimOptions PpFsdp2(const std::string& schedule, bool reshard, int rank) {
-  SimOptions o;
-  o.symbols["batch"] = 4;
-  o.symbols["seq"] = 64;
-  o.optimizer = "adamw";
-  o.profile = "cpu";
-  o.torch = "2.13";
-  o.inplace = false;
-  o.parallel.mesh.pp = 2;
+  SimOptions o = testing::PipelineOpts(2, schedule, 4, 4, 64);
   o.parallel.mesh.dp_shard = 2;
   o.parallel.world = 4;
   o.parallel.rank = rank;
-  o.parallel.pp_schedule = schedule;
-  o.parallel.pp_microbatches = 4;
   o.parallel.wrap_modules = {"layers.*"};
   o.parallel.fsdp2_reshard_after_forward = reshard;
   return o;
@@ -44,10 +35,9 @@ SimOptions PpFsdp2(const std::string& schedule, bool reshard, int rank) {
 
 /// Allocations whose name contains |part|.
 int Count(const EventStream& s, const std::string& part) {
-  int n = 0;
-  for (const MemEvent& e : s.events)
-    if (e.kind == EventKind::kAlloc && s.buffers[e.buffer].name.find(part) != std::string::npos) ++n;
-  return n;
+  size_t n = 0;
+  testing::AllocatedContaining(s, part, &n);
+  return static_cast<int>(n);
 }
 
 TEST(PipelineFsdp2GroupsTest, EachStageShardsItsBlocksThenItsOwnRoot) {

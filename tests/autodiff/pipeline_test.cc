@@ -161,20 +161,7 @@ TEST(PipelineSplitTest, StagesCutAtBlocksWithTheEmbeddingFirstAndTheLossLast) {
   EXPECT_FALSE(PlanPipelineStage(testing::ZooGraph("mlp"), PpSchedule::k1F1B, 2, 1, 0, {}).ok());
 }
 
-SimOptions PpCs336(const std::string& schedule) {
-  SimOptions o;
-  o.symbols["batch"] = 4;
-  o.symbols["seq"] = 64;
-  o.optimizer = "adamw";
-  o.profile = "cpu";
-  o.torch = "2.13";
-  o.inplace = false;
-  o.parallel.mesh.pp = 2;
-  o.parallel.world = 2;
-  o.parallel.pp_schedule = schedule;
-  o.parallel.pp_microbatches = 4;
-  return o;
-}
+SimOptions PpCs336(const std::string& schedule) { return testing::PipelineOpts(2, schedule, 4, 4, 64); }
 
 TEST(PipelineStepTest, FirstStageOfOneFOneBHoldsFewerMicrobatchesThanGPipe) {
   Graph g = Cs336();

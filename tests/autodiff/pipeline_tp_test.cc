@@ -25,30 +25,20 @@ Graph HfLlama() {
 }
 
 SimOptions PpTp(int rank, int dp_shard = 1) {
-  SimOptions o;
-  o.symbols["batch"] = 4;
-  o.symbols["seq"] = 64;
-  o.optimizer = "adamw";
-  o.profile = "cpu";
-  o.torch = "2.13";
-  o.inplace = false;
-  o.parallel.mesh.pp = 2;
+  SimOptions o = testing::PipelineOpts(2, "1f1b", 4, 4, 64);
   o.parallel.mesh.tp = 2;
   o.parallel.mesh.dp_shard = dp_shard;
   o.parallel.world = 4 * dp_shard;
   o.parallel.rank = rank;
-  o.parallel.pp_schedule = "1f1b";
-  o.parallel.pp_microbatches = 4;
   if (dp_shard > 1) o.parallel.wrap_modules = {"model.layers.*"};
   o.parallel.fsdp2_reshard_after_forward = false;
   return o;
 }
 
 int Count(const EventStream& s, const std::string& part) {
-  int n = 0;
-  for (const MemEvent& e : s.events)
-    if (e.kind == EventKind::kAlloc && s.buffers[e.buffer].name.find(part) != std::string::npos) ++n;
-  return n;
+  size_t n = 0;
+  testing::AllocatedContaining(s, part, &n);
+  return static_cast<int>(n);
 }
 
 TEST(PipelineSplitTest, LaterStagesMakeTheRotaryTablesAgain) {

@@ -42,10 +42,4 @@ mkdir -p "$out/graphs"
    --set batch=4 --set seq=64 --loss cross_entropy --name hf_llama_pp \
    --provenance "tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344,num_hidden_layers=4,dtype=bf16 (trace_step.py hf_llama_pp), parameters and buffers then marked float32 (record_pp_tp_2_13.sh)" \
    -o "$out/graphs/hf_llama_pp_bf16.json")
-"$py" - "$out/graphs/hf_llama_pp_bf16.json" <<'PY'
-import json, sys
-g = json.load(open(sys.argv[1]))
-for t in g["parameters"] + g.get("buffers", []):
-    t["dtype"] = "float32"
-json.dump(g, open(sys.argv[1], "w"), indent=1)
-PY
+mark_fp32 "$out/graphs/hf_llama_pp_bf16.json"

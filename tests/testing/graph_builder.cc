@@ -34,6 +34,21 @@ Graph ParseBody(const std::string& body) {
   return std::move(g).value();
 }
 
+SimOptions PipelineOpts(int pp, const std::string& schedule, int microbatches, int64_t batch, int64_t seq) {
+  SimOptions o;
+  o.symbols["batch"] = batch;
+  o.symbols["seq"] = seq;
+  o.optimizer = "adamw";
+  o.profile = "cpu";
+  o.torch = "2.13";
+  o.inplace = false;
+  o.parallel.mesh.pp = pp;
+  o.parallel.world = pp;
+  o.parallel.pp_schedule = schedule;
+  o.parallel.pp_microbatches = microbatches;
+  return o;
+}
+
 SimOptions Opts(const std::string& profile, const std::string& optimizer, const std::string& torch) {
   SimOptions o;
   o.profile = profile;

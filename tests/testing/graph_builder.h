@@ -36,6 +36,9 @@ struct Run {
 
 SimOptions Opts(const std::string& profile = "cuda", const std::string& optimizer = "sgd",
                 const std::string& torch = "2.13");
+/// The pipeline tests' step: cpu, torch 2.13, AdamW, no in-place activations, --mesh pp=|pp|
+/// (world |pp|) under |schedule| with |microbatches|, batch |batch| and seq |seq|.
+SimOptions PipelineOpts(int pp, const std::string& schedule, int microbatches, int64_t batch, int64_t seq);
 
 /// Parses and simulates; on error |ok| is false and |error| holds the message.
 Run Simulate(const std::string& body, const SimOptions& opt = Opts());

@@ -15,3 +15,14 @@ run() { local name=$1; shift; local check=--check-spy; [ -n "${NO_SPY_CHECK:-}" 
   # shellcheck disable=SC2086
   OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_step.py" "$@" ${KIT_FLAGS:-} $check \
     "$out/$name.trace.tmp" && mv "$out/$name.trace.tmp" "$out/$name.trace"; echo "done $name"; }
+# mark_fp32 GRAPH: a graph exported in bf16 (its casts recorded) with its parameters and buffers
+# marked float32, the dtype a model under FSDP2's MixedPrecisionPolicy keeps.
+mark_fp32() {
+  "$py" - "$1" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for t in g["parameters"] + g.get("buffers", []):
+    t["dtype"] = "float32"
+json.dump(g, open(sys.argv[1], "w"), indent=1)
+PY
+}
