@@ -121,7 +121,8 @@ def memsim_cmd(memsim, graph, cfg):
                            "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
     if cfg.get("mode") == "tp":
         cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
-                          "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]]
+                          "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off",
+                          "--loss-parallel", "on" if cfg.get("loss_parallel") == "1" else "off", "--set", "seq=" + cfg["seq"]]
         return cmd
     if cfg.get("mode") == "ep":  # every rank's tokens per expert: the rows each rank receives
         return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
@@ -277,8 +278,9 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
             c = "batch %s, seq %s, %s, cp=%s, %s rotater" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["cp"],
                                                             cfg.get("rotate", "allgather"))
         elif cfg.get("mode") == "tp":
-            c = "batch %s, seq %s, %s, tp=%s, plan %s%s" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
-                                                         cfg.get("tp_plan"), ", sequence parallel" if cfg.get("sp") == "1" else "")
+            c = "batch %s, seq %s, %s, tp=%s, plan %s%s%s" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"],
+                                                           cfg.get("tp_plan"), ", sequence parallel" if cfg.get("sp") == "1" else "",
+                                                           ", loss parallel" if cfg.get("loss_parallel") == "1" else "")
         else:
             c = "batch %s, %s, %s%s, bucket %s MB" % (cfg["batch"], cfg.get("opt"), cfg.get("mode"),
                                                       ", bucket view" if cfg.get("bucket_view") == "True" else "",

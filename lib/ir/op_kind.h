@@ -48,7 +48,7 @@ namespace memsim {
   X(kBceWithLogits, "binary_cross_entropy_with_logits") X(kSmoothL1Loss, "smooth_l1_loss")  \
   X(kHuberLoss, "huber_loss") X(kBinaryCrossEntropy, "binary_cross_entropy") X(kLinear4bit, "linear_4bit") X(kLinear8bit, "linear_8bit") X(kFp8Linear, "fp8_linear") \
   X(kAllReduce, "all_reduce") X(kGradAllReduce, "grad_all_reduce") X(kAllGather, "all_gather")             \
-  X(kReduceScatter, "reduce_scatter") X(kTpEmbedding, "tp_embedding") X(kCompiled, "compiled") X(kViewWrite, "view_write")   \
+  X(kReduceScatter, "reduce_scatter") X(kTpEmbedding, "tp_embedding") X(kTpCrossEntropy, "tp_cross_entropy") X(kCompiled, "compiled") X(kViewWrite, "view_write")   \
   X(kIm2col, "im2col") X(kCol2im, "col2im") X(kUnfold, "unfold") X(kAffineGrid, "affine_grid")                     \
   X(kGridSample, "grid_sample") X(kRecorded, "recorded") X(kBincount, "bincount") X(kSort, "sort")      \
   X(kFloorDivide, "floor_divide") X(kEpDispatch, "ep_dispatch") X(kEpCombine, "ep_combine")     \

@@ -73,6 +73,12 @@ struct Rewrite {
     std::vector<DimExpr> shape = std::get<std::vector<DimExpr>>(*v);
     bool infers = false;
     for (const DimExpr& d : shape) infers = infers || (d.is_const() && d.coeff == -1);
+    if (auto it = features.find(op->inputs[0]); infers && it != features.end() && !shape.empty() &&
+                                                  shape.back().is_const() && shape.back().coeff == it->second.first * c.degree) {
+      shape.back().coeff = it->second.first;  // the whole features named (the loss's [-1, vocab]): the rank's
+      op->attrs.Set(attr, shape);
+      return Status::OK();
+    }
     if (infers) return WholeHeads(*op, shape);
     for (DimExpr& d : shape)
       if (d.is_const() && d.coeff > 1 && d.coeff % c.degree == 0) {
@@ -184,6 +190,12 @@ struct Rewrite {
     if (op.inputs.size() > 2) MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[2], 0, op));
     Op lin = op;
     lin.inputs[0] = ColwiseInput(op);
+    if (c.loss_parallel) {  // output_layouts=Shard(-1): the rank's logits go on to the loss as they are
+      for (TensorId t : lin.outputs) sharded[t] = true;
+      features[op.outputs[0]] = {out.tensors[op.inputs[1]].shape[0].coeff, op.module};
+      out.ops.push_back(std::move(lin));
+      return Status::OK();
+    }
     const TensorId local = NewTensor(op.name + ":local", op);
     lin.outputs = {local};
     lin.keep_alive.clear();
@@ -200,6 +212,12 @@ struct Rewrite {
     bool any = false;
     for (TensorId t : op.inputs) any = any || sharded[t];
     Op copy = op;
+    if (any && op.kind == OpKind::kCrossEntropy) {  // loss_parallel(): the sharded logits' cross entropy
+      copy.kind = OpKind::kTpCrossEntropy;
+      copy.attrs.Set("world", DimExpr::Const(c.degree));
+      out.ops.push_back(std::move(copy));
+      return Status::OK();
+    }
     if (any) {
       MEMSIM_RETURN_IF_ERROR(DivideShape(&copy));
       for (TensorId t : copy.outputs) sharded[t] = true;
@@ -228,6 +246,9 @@ Result<Graph> ApplyTensorParallel(const Graph& g, const TensorParallelConfig& c)
   const std::string opt = "--mesh tp=" + std::to_string(c.degree);
   if (c.plan != "layers" && c.plan != "torchtitan")
     return Status::InvalidArgument("--tp-plan " + c.plan + ": unknown plan (expected layers or torchtitan)");
+  if (c.loss_parallel && c.plan != "torchtitan")
+    return Status::InvalidArgument(opt + " --loss-parallel on: the layers plan keeps the output head replicated; give "
+                                   "--tp-plan torchtitan");
   if (c.sequence_parallel && c.plan != "torchtitan")
     return Status::InvalidArgument(opt + " --sequence-parallel on: the layers plan keeps the embedding replicated, so its "
                                    "output is not sharded on the sequence; give --tp-plan torchtitan");

@@ -19,6 +19,7 @@ struct TensorParallelConfig {
   int degree = 1;                  ///< the tp dimension of the mesh
   std::string plan = "layers";     ///< --tp-plan: layers
   bool sequence_parallel = false;  ///< --sequence-parallel on
+  bool loss_parallel = false;      ///< --loss-parallel on: the logits stay sharded into the loss
 };
 
 /// The ColwiseParallel / RowwiseParallel style of a Linear's module path under |plan| ("" = none):

@@ -23,6 +23,13 @@
 //                          EmbeddingBackward0 saved the replicated ids, so embedding_dense_backward
 //                          runs on every rank's full [V, h] weight grad, narrowed (a view) to the
 //                          rank's Shard(0) rows: the grad keeps the whole buffer.
+//   tp_cross_entropy(x, t) cross entropy of vocabulary-sharded logits inside loss_parallel()
+//                          (torch/distributed/tensor/parallel/loss.py): _log_softmax in the
+//                          computation dtype (a float copy of half logits), its row max and
+//                          sum of exps all-reduced; the result (in the logits' dtype) saved;
+//                          nll_loss gathers the rank's target column (_MaskPartial). Backward
+//                          (_nll_loss_and_log_softmax_backward): zeros_like(x) with the target
+//                          columns set, then (grad_input + exp(x)) * grad_output.
 // Attributes: "world" (the group's ranks) and, for all_gather / reduce_scatter, "dim".
 #include "lib/ops/op_rules.h"
 
@@ -136,6 +143,55 @@ void BwdTpEmbedding(const RuleCtx& c, BwdPlan* p) {
   if (c.rg_in(1)) p->GradNewInStorage(1, Bytes(*c.in[1]) * World(c));
 }
 
+Status InferTpCrossEntropy(const RuleCtx& c, InferOut* o) {
+  if (c.num_in() != 2 || c.in[0]->dim() != 2) return RuleError(c, "takes [N, C/world] logits and [N] targets");
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, {}));
+  return Status::OK();
+}
+
+void FwdTpCrossEntropy(const RuleCtx& c, FwdPlan* p) {
+  const TensorMeta& x = *c.in[0];
+  const int64_t n = x.sizes[0], e = IsFloating(x.dtype) && ElementSize(x.dtype) < 4 ? 4 : ElementSize(x.dtype);
+  const int64_t full = x.numel() * e, rows = n * e;
+  const int copy = e != ElementSize(x.dtype) ? p->AddExtra(full, "_log_softmax float copy") : -1;
+  const int amax = p->AddExtra(rows, "row max");
+  const int max = p->AddExtra(rows, "row max all-reduced");
+  p->FreeExtra(amax);
+  const int shifted = p->AddExtra(full, "shifted");
+  const int exp = p->AddExtra(full, "exp(shifted)");
+  const int sum = p->AddExtra(rows, "sum of exps");
+  p->FreeExtra(exp);
+  const int sum_reduced = p->AddExtra(rows, "sum of exps all-reduced");
+  p->FreeExtra(sum);
+  const int log = p->AddExtra(rows, "logsumexp");
+  int result = p->AddExtra(full, "log_softmax");
+  p->FreeExtra(shifted);
+  p->FreeExtra(log);
+  p->FreeExtra(sum_reduced);
+  p->FreeExtra(max);
+  if (copy >= 0) {  // result.to(result_dtype)
+    const int cast = p->AddExtra(Bytes(x), "log_softmax");
+    p->FreeExtra(result);
+    p->FreeExtra(copy);
+    result = cast;
+  }
+  p->SaveNow(SavedRef::kExtra, result);
+  p->SaveNow(SavedRef::kInput, 1);
+  p->AllocOutput(0);
+}
+
+void BwdTpCrossEntropy(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  const int64_t full = Bytes(*c.in[0]);
+  const int zeros = p->Temp(full, "grad_input (zeros_like)");
+  const int exp = p->Temp(full, "exp(log_softmax)");
+  const int sum = p->Temp(full, "grad_input + exp");
+  p->FreeTemp(exp);
+  p->GradNew(0);
+  p->FreeTemp(sum);
+  p->FreeTemp(zeros);
+}
+
 void BwdAllReduce(const RuleCtx& c, BwdPlan* p) {
   if (c.rg_in(0)) p->GradAlias(0);
 }
@@ -152,6 +208,7 @@ const std::vector<OpRule> kCollectiveRules = {
     {OpKind::kAllGather, 1, 1, kFirst, InferAllGather, FwdStaged, BwdStaged},
     {OpKind::kReduceScatter, 1, 1, kFirst, InferReduceScatter, FwdReduceScatter, BwdStaged},
     {OpKind::kTpEmbedding, 2, 2, 2u, InferEmbedding, FwdTpEmbedding, BwdTpEmbedding},
+    {OpKind::kTpCrossEntropy, 2, 2, kFirst, InferTpCrossEntropy, FwdTpCrossEntropy, BwdTpCrossEntropy},
 };
 
 }  // namespace memsim

@@ -58,6 +58,7 @@ OPTIONS = {
     "fsdp2_mp": "--fsdp2-mp",
     "tp_plan": "--tp-plan",
     "sequence_parallel": "--sequence-parallel",
+    "loss_parallel": "--loss-parallel",
     "moe_routing": "--moe-routing",
     "pp_schedule": "--pp-schedule",
     "microbatches": "--microbatches",
@@ -71,7 +72,7 @@ SCALAR = {"min_8bit_size", "gpu", "capacity", "conv_workspace", "cublas_workspac
           "amp_loss", "cpu_isa", "dispatch_mode", "checkpoint_early_stop", "sac", "save_on_cpu", "offload_activations", "optimizer_in_backward", "lora",
           "quantize_base", "fp8", "mesh", "config", "zero_bucket_size", "zero_overlap_comm",
           "zero_persistence_threshold", "pp_schedule", "microbatches", "pp_split",
-          "pp_stages_per_rank", "init", "reshard_after_forward", "fsdp2_mp", "tp_plan", "sequence_parallel",
+          "pp_stages_per_rank", "init", "reshard_after_forward", "fsdp2_mp", "tp_plan", "sequence_parallel", "loss_parallel",
           "moe_routing"}
 # Options that repeat rather than vary (every glob applies).
 REPEATED = {"freeze", "checkpoint", "wrap"}

@@ -297,6 +297,10 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "with tp in --mesh and --tp-plan torchtitan: SequenceParallel norms, sequence-sharded residual "
                   "stream, all-gather before and reduce-scatter after each block (Note [Tensor parallel])")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--loss-parallel", loss_parallel,
+                  "with tp in --mesh and --tp-plan torchtitan: the loss inside loss_parallel(), the head's logits "
+                  "kept sharded on the vocabulary (torchtitan's default with TP; Note [Tensor parallel])")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--pp-schedule", pp_schedule,
                   "with pp in --mesh: the torch.distributed.pipelining schedule, gpipe, 1f1b (default), "
                   "interleaved1f1b, interleavedzerobubble, zbvzerobubble (zbv) or dualpipev; loopedbfs is refused "
@@ -324,7 +328,7 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
     MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
     if (dims.ep > 1 && dims.world() > dims.ep) return g;  // ep with another dimension: ApplyMesh refuses it
     if (dims.tp > 1) {
-      MEMSIM_ASSIGN_OR_RETURN(g, ApplyTensorParallel(g, {dims.tp, tp_plan, sequence_parallel == "on"}));
+      MEMSIM_ASSIGN_OR_RETURN(g, ApplyTensorParallel(g, {dims.tp, tp_plan, sequence_parallel == "on", loss_parallel == "on"}));
     }
     if (dims.ep > 1) {  // Note [Expert parallel]
       MEMSIM_ASSIGN_OR_RETURN(g, ApplyExpertParallel(g, dims.ep));
@@ -529,8 +533,8 @@ Status ConfigOptions::CheckMixedPrecision() const {
 // Note [Device mesh]: --mesh composes the parallel dimensions; each one is lifted from the list
 // below when its setup lands (issue 27).
 Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
-  if ((tp_plan != "layers" || sequence_parallel == "on") && mesh.find("tp=") == std::string::npos)
-    return Status::InvalidArgument("--tp-plan and --sequence-parallel need tp=N in --mesh");
+  if ((tp_plan != "layers" || sequence_parallel == "on" || loss_parallel == "on") && mesh.find("tp=") == std::string::npos)
+    return Status::InvalidArgument("--tp-plan, --sequence-parallel and --loss-parallel need tp=N in --mesh");
   if (mesh.empty()) return Status::OK();
   MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
   if (ddp > 0 || !zero.empty() || !fsdp.empty() || data_parallel > 0 || !world.empty())

@@ -86,6 +86,7 @@ struct ConfigOptions {
   std::string fsdp2_mp;             ///< --fsdp2-mp param=DTYPE[,reduce=DTYPE] (FSDP2 MixedPrecisionPolicy)
   std::string tp_plan = "layers";   ///< --tp-plan: the tensor-parallel plan (lib/ir/tensor_parallel.h)
   std::string sequence_parallel = "off";  ///< --sequence-parallel on|off (with tp in --mesh)
+  std::string loss_parallel = "off";      ///< --loss-parallel on|off (with tp in --mesh)
   std::string pp_schedule;          ///< --pp-schedule NAME (with pp in --mesh; "" = 1f1b)
   int microbatches = 0;             ///< --microbatches M (with pp in --mesh; 0 = the stages)
   std::string pp_split;             ///< --pp-split N,N,...: blocks per stage ("" = torchtitan's)

@@ -413,7 +413,7 @@ memsim_error_test(pp_options_without_pp 2 "^memsim: --pp-schedule, --microbatche
   run graphs/cs336_small.json --batch 4 --microbatches 2)
 memsim_error_test(pp_no_blocks 2 "^memsim: --mesh pp: mlp has no repeated blocks"
   run graphs/mlp.json --batch 4 --mesh pp=2)
-memsim_error_test(tp_plan_without_tp 2 "^memsim: --tp-plan and --sequence-parallel need tp=N in --mesh"
+memsim_error_test(tp_plan_without_tp 2 "^memsim: --tp-plan, --sequence-parallel and --loss-parallel need tp=N in --mesh"
   run graphs/llama_1b.json --batch 1 --sequence-parallel on)
 
 # Robustness (issue 25 item 10): numbers from options and files are range-checked before any

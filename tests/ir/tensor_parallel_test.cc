@@ -177,6 +177,25 @@ TEST(TensorParallelTest, SequenceParallelGathersBeforeAndScattersAfterEachBlock)
   EXPECT_EQ(x_bytes, 2 * 8 * 32 * 4);
 }
 
+TEST(TensorParallelTest, LossParallelKeepsTheLogitsShardedIntoTheLoss) {
+  TensorParallelConfig c{2, "torchtitan", false, true};
+  Result<Graph> tp = ApplyTensorParallel(ParseBody(kModel), c);
+  ASSERT_TRUE(tp.ok()) << tp.status().message();
+  // no all-gather after the head; the flattening view takes the rank's vocabulary; the loss is
+  // loss_parallel's
+  const std::vector<std::string> ops = OpList(*tp);
+  EXPECT_EQ(std::vector<std::string>(ops.end() - 5, ops.end()),
+            (std::vector<std::string>{"grad_all_reduce@lm_head", "linear@lm_head", "view@", "view@", "tp_cross_entropy@"}));
+  const auto& flat = std::get<std::vector<DimExpr>>(*tp->ops[tp->ops.size() - 3].attrs.Find("shape"));
+  EXPECT_EQ(flat[1].coeff, 32);
+  const SimResult r = testing::SimulateOk(*tp, testing::Opts("cpu"));
+  // the saved log-softmax, [32 tokens, 32 columns] fp32, and no [32, 64] logits anywhere
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "loss:log_softmax"), 32 * 32 * 4);
+  EXPECT_EQ(testing::AllocatedContaining(r.events, "all_gather"), 0);
+  TensorParallelConfig layers{2, "layers", false, true};
+  EXPECT_FALSE(ApplyTensorParallel(ParseBody(kModel), layers).ok());
+}
+
 TEST(TensorParallelTest, RowwiseEmbeddingGradKeepsTheWholeWeightGrad) {
   Result<Graph> tp = ApplyTensorParallel(ParseBody(kModel), {2, "torchtitan", false});
   ASSERT_TRUE(tp.ok());

@@ -18,6 +18,8 @@ runtp hf_llama_tp_b2_s128_adamw_tp2 hf_llama_tp --mode tp --tp-plan layers --wor
 # output is the local sequence shard)
 runtp hf_llama_tp_b2_s128_adamw_tp2_torchtitan hf_llama_tp --mode tp --tp-plan torchtitan --world 2 --batch 2 --seq 128 --opt adamw
 runtp hf_llama_tp_b2_s128_adamw_tp2_torchtitan_sp hf_llama_tp --mode tp --tp-plan torchtitan --sp --world 2 --batch 2 --seq 128 --opt adamw
+# torchtitan's default with TP: the logits stay sharded on the vocabulary into loss_parallel()
+runtp hf_llama_tp_b2_s128_adamw_tp2_torchtitan_lp hf_llama_tp --mode tp --tp-plan torchtitan --loss-parallel --world 2 --batch 2 --seq 128 --opt adamw
 # its graph, exported from the same config (hf_llama_tiny's is record_hf_2_13.sh's)
 mkdir -p "$out/graphs"
 (cd "$root" && "$py" tools/export_torch.py hf:llama:vocab_size=128,hidden_size=128,intermediate_size=344 --trace run \

@@ -71,7 +71,7 @@ def megatron_pp(h, ffn, heads, groups, layers, vocab, s, b, tp, pp, dp, m, v=Non
 
 
 def llama70_plans():
-    base = ["--mesh", "pp=4,dp_shard=2,tp=8", "--tp-plan", "torchtitan", "--sequence-parallel", "on",
+    base = ["--mesh", "pp=4,dp_shard=2,tp=8", "--tp-plan", "torchtitan", "--sequence-parallel", "on", "--loss-parallel", "on",
             "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32",
             "--init", "meta", "--set", "seq=8192", "--batch", "8", "--microbatches", "8", "--optimizer", "adamw",
             "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB", "--steps", "2"] + EXPANDABLE
@@ -92,8 +92,8 @@ def llama70_section(memsim, tmp):
              "weigh one layer: %s layers over 4 stages, or 8 stages of %s" % (" + ".join(map(str, torchtitan_split(80, 4))),
                                                                          " + ".join(map(str, torchtitan_split(80, 8)))),
              "interleaved two per rank), then on each stage's part tensor and sequence parallelism over 8 ranks (torchtitan's",
-             "`apply_tp`: the embedding and the head sharded on the vocabulary, the residual stream on the sequence, Note",
-             "[Tensor parallel]), every layer checkpointed, `fully_shard`",
+             "`apply_tp`: the embedding and the head sharded on the vocabulary, the residual stream on the sequence, the",
+             "loss in `loss_parallel()`; Note [Tensor parallel]), every layer checkpointed, `fully_shard`",
              "over 2 ranks with `MixedPrecisionPolicy(bf16, fp32)` (`reshard_after_forward=False`, torchtitan's default",
              "with PP), the shards materialized (`--init meta`), AdamW, a local batch of 8 sequences of 8192 tokens in 8",
              "microbatches of 1. Every distinct rank is one row.", "",
@@ -116,8 +116,9 @@ def llama70_section(memsim, tmp):
     lines += ["", "Under 1F1B with every layer checkpointed the highest peak allocated is ranks %s's (%s). The first stage keeps" % (
                   page_ranks(top["ranks"]), gib(top["peak_allocated_bytes"])),
               "up to 4 microbatches' checkpointed layer inputs in flight (the last one) and the embedding's weight grad, a",
-              "full `[128256, 8192]` buffer narrowed to the rank's rows (Note [Tensor parallel]); the last stage gathers each",
-              "microbatch's logits whole (`[1, 8192, 128256]`, the head's output all-gathered). With `reshard_after_forward=False`",
+              "full `[128256, 8192]` buffer narrowed to the rank's rows (Note [Tensor parallel]); the last stage holds each",
+              "microbatch's logits sharded on the vocabulary (`[1, 8192, 16032]`) and loss_parallel's cross entropy on them. With",
+              "`reshard_after_forward=False`",
               "every stage keeps its layers unsharded from microbatch 0's forward to `perform_reduce_grad`, their grads",
               "accumulated unsharded in fp32 (`unsharded_accumulated_grad`, Note [FSDP2]); Interleaved1F1B holds more",
               "microbatches in flight per rank.",
