@@ -2,6 +2,7 @@
 // configs moved to Python) as memsim options (Note [Config files]). Absent keys take
 // job_config's defaults: local_batch_size 8, seq_len 2048, max_norm 1.0, AdamW fused,
 // selective AC every 2nd layer, early_stop False.
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ constexpr const char* kNoEffect[] = {
     "/parallelism/expert_parallel_comm_backend", "/parallelism/pipeline_parallel_expert_parallel_overlap",
 };
 
-Status ReadMesh(ConfigTree* t, int64_t world, ConfigFile* out, bool* shard) {
+Status ReadMesh(ConfigTree* t, int64_t world, ConfigFile* out, bool* shard, int64_t* tp, int64_t* pp) {
   struct Dim { const char* key; const char* name; int64_t degree; };
   Dim dims[] = {{"/parallelism/pipeline_parallel_degree", "pp", 1},
                 {"/parallelism/data_parallel_replicate_degree", "dp_replicate", 1},
@@ -53,9 +54,45 @@ Status ReadMesh(ConfigTree* t, int64_t world, ConfigFile* out, bool* shard) {
     if (d.degree > 1) mesh += (mesh.empty() ? "" : ",") + std::string(d.name) + "=" + std::to_string(d.degree);
   if (!mesh.empty()) out->options.push_back({"--mesh", mesh});
   *shard = shard_dim.degree > 1;
+  *pp = dims[0].degree;
+  *tp = dims[4].degree;
   // torchtitan's trainer builds the model on the meta device, parallelizes it, then
   // materializes the shards (to_empty, init_weights): Note [Meta-device init].
   if (*shard || dims[4].degree > 1) out->options.push_back({"--init", "meta"});
+  return Status::OK();
+}
+
+/// torchtitan's apply_tp (parallelize_llama): its whole plan with sequence parallelism, and
+/// loss_parallel unless disabled; and the pipeline's schedule and microbatches (pipeline_llm).
+Status ReadTpPp(ConfigTree* t, ConfigFile* out, int64_t tp, int64_t pp, int64_t local_batch) {
+  const char* tp_keys[] = {"/parallelism/disable_loss_parallel", "/parallelism/enable_async_tensor_parallel"};
+  if (tp > 1) {
+    out->options.push_back({"--tp-plan", "torchtitan"});
+    out->options.push_back({"--sequence-parallel", "on"});
+    MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> no_loss_parallel, t->Bool(tp_keys[0]));
+    if (!no_loss_parallel.value_or(false)) out->options.push_back({"--loss-parallel", "on"});
+    MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> async_tp, t->Bool(tp_keys[1]));
+    if (async_tp.value_or(false)) out->not_modelled.push_back(std::string(tp_keys[1]) + " (compiled micro-pipelining)");
+  } else {
+    for (const char* key : tp_keys) t->Skip(key, &out->no_effect);
+  }
+  const char* pp_keys[] = {"/parallelism/pipeline_parallel_schedule", "/parallelism/pipeline_parallel_microbatch_size",
+                           "/parallelism/pipeline_parallel_layers_per_stage", "/parallelism/pipeline_parallel_schedule_csv",
+                           "/parallelism/pipeline_parallel_split_points"};
+  if (pp <= 1) {
+    for (const char* key : pp_keys) t->Skip(key, &out->no_effect);
+    return Status::OK();
+  }
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> schedule, t->String(pp_keys[0]));
+  std::string s = schedule.value_or("1F1B");
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  out->options.push_back({"--pp-schedule", s});
+  MEMSIM_ASSIGN_OR_RETURN(std::optional<int64_t> mbs, t->Int(pp_keys[1], 1, int64_t{1} << 40));
+  if (local_batch % mbs.value_or(1) != 0)
+    return t->Error(pp_keys[1], std::to_string(*mbs) + " does not divide local_batch_size " + std::to_string(local_batch));
+  out->options.push_back({"--microbatches", std::to_string(local_batch / mbs.value_or(1))});
+  for (const char* key : {pp_keys[2], pp_keys[3], pp_keys[4]})
+    if (t->Use(key)) out->not_modelled.push_back(std::string(key) + " (give --pp-split)");
   return Status::OK();
 }
 
@@ -98,7 +135,9 @@ Status ReadTorchtitan(ConfigTree* t, ConfigFile* out, int64_t world) {
   MEMSIM_ASSIGN_OR_RETURN(std::optional<double> clip, t->Number("/training/max_norm"));
   if (clip.value_or(1.0) > 0) out->options.push_back({"--clip-grad-norm", nlohmann::json(clip.value_or(1.0)).dump()});
   bool shard = false;
-  MEMSIM_RETURN_IF_ERROR(ReadMesh(t, world, out, &shard));
+  int64_t tp = 1, pp = 1;
+  MEMSIM_RETURN_IF_ERROR(ReadMesh(t, world, out, &shard, &tp, &pp));
+  MEMSIM_RETURN_IF_ERROR(ReadTpPp(t, out, tp, pp, local.value_or(8)));
   MEMSIM_ASSIGN_OR_RETURN(std::optional<int64_t> global, t->Int("/training/global_batch_size", -1, int64_t{1} << 40));
   if (global.value_or(-1) > 0) out->not_modelled.push_back("/training/global_batch_size (gradient accumulation: give --accumulate)");
   MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> dtype, t->String("/training/dtype"));

@@ -124,6 +124,28 @@ TEST(ConfigFile, TorchtitanLlama3_8b) {
             std::string::npos);
 }
 
+TEST(ConfigFile, Torchtitan3dMesh) {
+  // A 70B-style run: TP 8 (torchtitan's plan: sequence parallel, loss_parallel), PP 4 under
+  // Interleaved1F1B with microbatches of 1, FSDP2 over the ranks left.
+  TempConfig t("t.toml", "[training]\nlocal_batch_size = 8\nseq_len = 8192\n[parallelism]\n"
+                         "data_parallel_shard_degree = -1\ntensor_parallel_degree = 8\npipeline_parallel_degree = 4\n"
+                         "pipeline_parallel_schedule = \"Interleaved1F1B\"\npipeline_parallel_microbatch_size = 1\n"
+                         "enable_async_tensor_parallel = true\n[activation_checkpoint]\nmode = \"full\"\n");
+  Result<ConfigFile> f = ReadConfigFile(t.path(), 64);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(Flags(*f), "--batch 8 --loop-holds loss --set seq=8192 --clip-grad-norm 1.0 --mesh pp=4,dp_shard=2,tp=8 "
+                       "--init meta --tp-plan torchtitan --sequence-parallel on --loss-parallel on --pp-schedule "
+                       "interleaved1f1b --microbatches 8 --wrap @blocks --fsdp2-mp param=bf16,reduce=fp32 "
+                       "--checkpoint @blocks --checkpoint-early-stop off --optimizer adamw --foreach fused");
+  EXPECT_TRUE(Contains(f->not_modelled, "/parallelism/enable_async_tensor_parallel (compiled micro-pipelining)"));
+  TempConfig bad("b.toml", "[training]\nlocal_batch_size = 6\n[parallelism]\npipeline_parallel_degree = 2\n"
+                           "pipeline_parallel_microbatch_size = 4\n");
+  Result<ConfigFile> b = ReadConfigFile(bad.path(), 2);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("/parallelism/pipeline_parallel_microbatch_size: 4 does not divide local_batch_size 6"),
+            std::string::npos) << b.status().message();
+}
+
 TEST(ConfigFile, AccelerateFsdp2) {
   TempConfig t("a.yaml", "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\nfsdp_config:\n"
                          "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n  fsdp_activation_checkpointing: true\n"
@@ -142,6 +164,7 @@ TEST(ConfigFile, TorchtitanLayerSelectiveCheckpointing) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   // _layer_sac_count % 2 == 0, counted from 1: the 2nd, 4th, ... blocks.
   EXPECT_EQ(Flags(*f), "--batch 8 --loop-holds loss --set seq=2048 --clip-grad-norm 1.0 --mesh tp=2 --init meta "
+                       "--tp-plan torchtitan --sequence-parallel on --loss-parallel on "
                        "--checkpoint @blocks%2=1 --checkpoint-early-stop off --optimizer adamw --foreach fused");
 }
 
