@@ -115,9 +115,10 @@ def memsim_cmd(memsim, graph, cfg):
            "--json", "--batch", cfg["batch"],
            "--optimizer", validate.OPT[cfg.get("opt", "sgd")], "--inplace-activations", "off",
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
-    if cfg.get("mode") == "fsdp2_tp":  # the 2-D mesh: TP on the "tp" dim, then FSDP2 on "dp_shard"
-        tp = int(cfg["tp"])
-        return cmd[:-2] + ["--mesh", "dp_shard=%d,tp=%d" % (int(cfg["world"]) // tp, tp), "--tp-plan", cfg.get("tp_plan", "layers"),
+    if cfg.get("mode") == "fsdp2_tp":  # the 2-D mesh: TP on the "tp" dim, then FSDP2 on "dp_shard" (HSDP: 3-D)
+        tp, r = int(cfg["tp"]), int(cfg.get("hsdp", "1"))
+        mesh = ("dp_replicate=%d," % r if r > 1 else "") + "dp_shard=%d,tp=%d" % (int(cfg["world"]) // (tp * r), tp)
+        return cmd[:-2] + ["--mesh", mesh, "--tp-plan", cfg.get("tp_plan", "layers"),
                            "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
     if cfg.get("mode") == "tp":
         cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
@@ -241,10 +242,12 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
     for name, rank, cfg, mranks, cells in rows:
         if cfg.get("mode") == "fsdp2_tp":
             c = "batch %s, seq %s, %s, dp_shard=%d, tp=%s, reshard %s%s" % (
-                cfg["batch"], cfg["seq"], cfg.get("opt"), int(cfg["world"]) // int(cfg["tp"]), cfg["tp"], cfg.get("reshard"),
+                cfg["batch"], cfg["seq"], cfg.get("opt"), int(cfg["world"]) // int(cfg["tp"]) // int(cfg.get("hsdp", "1")),
+                cfg["tp"], cfg.get("reshard"),
                 ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "") + (
                 ", plan torchtitan" if cfg.get("tp_plan") == "torchtitan" else "") + (
-                ", sequence parallel" if cfg.get("sp") == "1" else "")
+                ", sequence parallel" if cfg.get("sp") == "1" else "") + (
+                ", HSDP dp_replicate=%s" % cfg["hsdp"] if "hsdp" in cfg else "")
         elif cfg.get("mode") == "fsdp2":
             c = "batch %s, %s, world %s, reshard %s%s%s%s" % (cfg["batch"], cfg.get("opt"), cfg["world"], cfg.get("reshard"),
                                                            ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "",

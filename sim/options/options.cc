@@ -619,8 +619,6 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
   if (m.pp > 1 && multi && *multi != PpMulti::kInterleaved1F1B)
     return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
                                " is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
-  if (m.tp > 1 && m.dp_replicate > 1)
-    return Status::Unsupported("--mesh " + mesh + ": HSDP (dp_replicate with dp_shard) with tp is not simulated yet");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");
   sim->parallel.fsdp2_reshard_after_forward = reshard_after_forward != "false";
   if (fsdp2_mp.empty()) return Status::OK();

@@ -340,8 +340,9 @@ memsim_error_test(tp_no_linear 2 "^memsim: --mesh tp=2: the plan layers selects 
 memsim_golden_test(run_hf_llama_fsdp2_tp_ranks run_hf_llama_fsdp2_tp_ranks.txt
   run tests/data/traces_tp_2_13/graphs/hf_llama_tp.json --profile cpu --torch 2.13 --batch 2 --set seq=128 --optimizer adamw
   --mesh dp_shard=2,tp=2 --wrap "model.layers.?" --top 3)
-memsim_error_test(fsdp2_tp_hsdp_pending 2 "^memsim: --mesh dp_replicate=2,dp_shard=2,tp=2: HSDP \\(dp_replicate with dp_shard\\) with tp is not simulated yet"
-  run graphs/llama_1b.json --batch 1 --mesh dp_replicate=2,dp_shard=2,tp=2)
+memsim_golden_test(run_hf_llama_hsdp_tp_ranks run_hf_llama_hsdp_tp_ranks.txt
+  run tests/data/traces_tp_2_13/graphs/hf_llama_tp.json --profile cpu --torch 2.13 --batch 2 --set seq=128 --optimizer adamw
+  --mesh dp_replicate=2,dp_shard=2,tp=2 --wrap "model.layers.*" --top 3)
 memsim_error_test(tp_sequence_parallel_layers 2 "the layers plan keeps the embedding replicated.*give --tp-plan torchtitan"
   run graphs/llama_1b.json --batch 1 --mesh tp=2 --sequence-parallel on)
 # torchtitan's whole plan with sequence parallelism (Note [Tensor parallel]): the embedding

@@ -17,6 +17,9 @@ run2d hf_llama_tp_b2_s128_adamw_dp2tp2 --world 4
 run2d hf_llama_tp_b2_s128_adamw_dp2tp2_noreshard --world 4 --reshard false
 # dp_shard=3 (6 ranks): the tp-local dims 0 of 64 rows leave the last dp_shard rank 20 of 22
 run2d hf_llama_tp_b2_s128_adamw_dp3tp2 --world 6
+# HSDP x TP: one 3-D mesh (dp_replicate 2, dp_shard 2, tp 2), FSDP2 on its (dp_replicate, dp_shard) submesh
+# (the tp group's scatter source may hold gloo's staging a moment longer on some runs: thread timing)
+run2d hf_llama_tp_b2_s128_adamw_hsdp2dp2tp2 --world 8 --hsdp 2
 # torchtitan's whole plan with sequence parallelism (run2d's --tp-plan layers overridden)
 run2d hf_llama_tp_b2_s128_adamw_dp2tp2_torchtitan_sp --world 4 --tp-plan torchtitan --sp
 # MixedPrecisionPolicy(bf16, fp32): its graph is exported in bf16, so that transformers' casts
