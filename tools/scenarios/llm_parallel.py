@@ -163,7 +163,11 @@ def llama_plans():
             ("FSDP2 4 × TP 2, every layer checkpointed", "dp_shard=4,tp=2", ["--mesh", "dp_shard=4,tp=2"] + base + full,
              ("dp_shard=4,tp=2", None, False)),
             ("FSDP2 4 × TP 2, selective (op) checkpointing", "dp_shard=4,tp=2",
-             ["--mesh", "dp_shard=4,tp=2"] + base + sel, None)]
+             ["--mesh", "dp_shard=4,tp=2"] + base + sel, None),
+            ("FSDP2 4 × TP 2 as torchtitan's `apply_tp` (embedding and head sharded, sequence parallel, "
+             "loss_parallel), every layer checkpointed", "dp_shard=4,tp=2",
+             ["--mesh", "dp_shard=4,tp=2", "--tp-plan", "torchtitan", "--sequence-parallel", "on", "--loss-parallel", "on"]
+             + base + full, None)]
 
 
 def measured():
@@ -196,7 +200,8 @@ def llama_section(memsim, graph, tmp):
              "Common flags: `%s`." % shown(llama_plans()[0][2][2:]).replace(" --checkpoint 'model.layers.*' --sac torchtitan", ""), "",
              "Per rank (FSDP2 ranks are identical; with TP the ranks of a TP group differ only by the scatter source of",
              "the setup). Measured: rank 0 of the same step recorded on one %s through PyTorch's fake process group" % rec["device"],
-             "(PyTorch %s; `docs/validation.md`, \"Per rank on CUDA\")." % rec["torch"], "",
+             "(PyTorch %s; `docs/validation.md`, \"Per rank on CUDA\"). The recorded TP rows use the decoder layers'" % rec["torch"],
+             "plan (`--tp-plan layers`); the last row is torchtitan's whole `apply_tp` (Note [Tensor parallel]), not recorded.", "",
              "| plan | first step: peak allocated | steady step: peak allocated | measured (rank 0) | peak reserved | measured | device used | fits 80 GB? |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     results = {}
