@@ -321,8 +321,20 @@ class CircPadCnn(nn.Module):  # F.pad(mode="circular"): ATen's composite of copi
         return s.fc(h[:, :, 1:, 2:].flatten(1))       # 14, 14
 
 
+class MhaSelfNet(nn.Module):  # nn.MultiheadAttention self-attention (batch_first): under 2.x the CPU flash
+    def __init__(s):           # output takes the query's [L, N·H, E] layout, so its permute is contiguous
+        super().__init__(); s.q = nn.Linear(16, 32)
+        s.attn = nn.MultiheadAttention(32, 4, batch_first=True); s.fc = nn.Linear(32, 10)
+
+    def forward(s, x):  # [N, 8, 16]
+        q = s.q(x)
+        o, _ = s.attn(q, q, q, need_weights=False)
+        return s.fc(o.mean(1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
+    "mha_self_net": lambda: (MhaSelfNet(), (8, 16), 10),
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
     "scale_mlp": lambda: (ScaleMlp(), (256,), 10),
     "resample_cnn": lambda: (ResampleCnn(), (3, 16, 16), 10),
@@ -387,3 +399,4 @@ emb_lstm_cls_export = _exporter("emb_lstm_cls")
 bigru_tagger_export = _exporter("bigru_tagger")
 char_rnn_export = _exporter("char_rnn")
 cell_loop_export = _exporter("cell_loop")
+mha_self_net_export = _exporter("mha_self_net")

@@ -37,6 +37,22 @@ bool Reduced(Dtype t) { return t == Dtype::kFloat16 || t == Dtype::kBFloat16; }
 Dtype MathDtype(Dtype t) { return Reduced(t) ? Dtype::kFloat32 : t; }
 
 /// [B, H, L, D] laid out [B, L, H, D]: what the CPU flash kernels allocate.
+/// A dense tensor of |sizes| whose dimensions lie in memory in the order of |like|'s strides (the
+/// CPU flash kernel's output takes the query's layout: nn.MultiheadAttention's [L, N·H, E] view
+/// makes its permute(2, 0, 1, 3) contiguous, a Hugging Face [B, L, H, D] one its transpose(1, 2)).
+TensorMeta DenseLike(Dtype t, const std::vector<int64_t>& sizes, const TensorMeta& like) {
+  TensorMeta m = *TensorMeta::Contiguous(t, sizes);
+  std::vector<size_t> order(sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return like.strides[a] > like.strides[b]; });
+  int64_t stride = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    m.strides[order[k]] = stride;
+    stride *= sizes[order[k]];
+  }
+  return m;
+}
+
 TensorMeta HeadsInnerLayout(Dtype t, const std::vector<int64_t>& sizes) {
   TensorMeta m = *TensorMeta::Contiguous(t, sizes);
   const size_t n = sizes.size();
@@ -66,6 +82,7 @@ TensorMeta FusedLayout(const RuleCtx& c, const TensorMeta& t, const std::vector<
   if (sizes.size() != 4 || b == SdpaBackend::kMath || (!c.profile.cuda && b != SdpaBackend::kFlash))
     return *TensorMeta::Contiguous(t.dtype, sizes);
   if (!c.profile.cuda && !output) return HeadsInnerLayout(t.dtype, sizes);  // the CPU flash grads
+  if (!c.profile.cuda) return DenseLike(t.dtype, sizes, t);  // the CPU flash output
   const bool heads_inner = t.strides[1] < t.strides[2] || (output && c.profile.cuda && b == SdpaBackend::kEfficient);
   return heads_inner ? HeadsInnerLayout(t.dtype, sizes) : *TensorMeta::Contiguous(t.dtype, sizes);
 }

@@ -773,6 +773,31 @@ TEST(SdpaRuleTest, CudaFusedOutputsInHeadsInnerOrderMakeTheContiguousAfterThemFr
   EXPECT_FALSE(testing::BuffersNamed(math.r.events, "yc").empty()) << "the math output is contiguous [B, H, S, D]";
 }
 
+TEST(SdpaRuleTest, CpuFlashOutputTakesTheQuerysLayout) {
+  // nn.MultiheadAttention's heads: q viewed [L, N·H, D], transposed, viewed [N, H, L, D] (strides
+  // H·D, D, N·H·D, 1); the CPU flash output has those strides, so permute(2, 0, 1, 3) is contiguous
+  // (checked with torch 2.13: the MHA's .contiguous() copies nothing).
+  const char* body = R"("inputs": [], "parameters": [{"name": "q0", "shape": [16, 2, 8]}, {"name": "k0", "shape": [16, 2, 8]},
+                                      {"name": "v0", "shape": [16, 2, 8]}],
+      "ops": [{"op": "view", "inputs": ["q0"], "outputs": ["q1"], "attrs": {"shape": [16, 4, 4]}},
+              {"op": "view", "inputs": ["k0"], "outputs": ["k1"], "attrs": {"shape": [16, 4, 4]}},
+              {"op": "view", "inputs": ["v0"], "outputs": ["v1"], "attrs": {"shape": [16, 4, 4]}},
+              {"op": "transpose", "inputs": ["q1"], "outputs": ["q2"], "attrs": {"dim0": 0, "dim1": 1}},
+              {"op": "transpose", "inputs": ["k1"], "outputs": ["k2"], "attrs": {"dim0": 0, "dim1": 1}},
+              {"op": "transpose", "inputs": ["v1"], "outputs": ["v2"], "attrs": {"dim0": 0, "dim1": 1}},
+              {"op": "view", "inputs": ["q2"], "outputs": ["q"], "attrs": {"shape": [2, 2, 16, 4]}},
+              {"op": "view", "inputs": ["k2"], "outputs": ["k"], "attrs": {"shape": [2, 2, 16, 4]}},
+              {"op": "view", "inputs": ["v2"], "outputs": ["v"], "attrs": {"shape": [2, 2, 16, 4]}},
+              {"op": "scaled_dot_product_attention", "inputs": ["q", "k", "v"], "outputs": ["y"]},
+              {"op": "permute", "inputs": ["y"], "outputs": ["yp"], "attrs": {"dims": [2, 0, 1, 3]}},
+              {"op": "contiguous", "inputs": ["yp"], "outputs": ["yc"]},
+              {"op": "mean", "inputs": ["yc"], "outputs": ["loss"]}],
+      "loss": "loss")";
+  auto run = testing::Simulate(body, Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(testing::BuffersNamed(run.r.events, "yc").empty()) << "yc is a view of y, no copy";
+}
+
 TEST(SdpaRuleTest, CudaBackendsAllocateWhatTheH100SnapshotsShow) {
   // B·H = 4, S = 16, D = 4 (bf16)
   auto flash = testing::Simulate(SdpaHeadViewsBody("bfloat16"), CudaBackend("flash"));
