@@ -127,8 +127,7 @@ class Fsdp2 : public TrainingSetup {
     for (const Graph::TpShard& sh : s.g.tp_shards)
       if (sh.param == t) return false;
     // The model is built in its own dtype (MixedPrecisionPolicy casts only the unsharded copy).
-    const TensorMeta& m = s.bound.metas[t];
-    s.storage[t] = s.ledger.Alloc(m.numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name, Category::kParameter);
+    AllocOwnDtype(s, t);
     return true;
   }
 
@@ -344,6 +343,12 @@ class Fsdp2 : public TrainingSetup {
     s.ledger.Unref(d);
   }
 
+  /// Parameter or buffer |t| whole, in the dtype the model keeps (not the graph's bound one).
+  static void AllocOwnDtype(StepState& s, TensorId t) {
+    s.storage[t] = s.ledger.Alloc(s.bound.metas[t].numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name,
+                                  Category::kParameter);
+  }
+
   /// Note [Meta-device init]: to_empty gives the sharded DTensor an unpadded local tensor
   /// (empty_like); FSDP2's reset_sharded_param (its _apply override, once the module's tensors
   /// are all materialized) then re-pads it into a new_zeros copy. The original parameter is
@@ -351,8 +356,7 @@ class Fsdp2 : public TrainingSetup {
   bool MaterializeShard(StepState& s, TensorId t) {
     const uint32_t k = s.param_index[t];
     if (k >= s.g.parameters.size()) {  // a buffer: to_empty makes it whole, in its own dtype
-      const TensorMeta& m = s.bound.metas[t];
-      s.storage[t] = s.ledger.Alloc(m.numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name, Category::kParameter);
+      AllocOwnDtype(s, t);
       return true;
     }
     const auto [u, i] = where_[k];
