@@ -185,17 +185,13 @@ struct Rewrite {
   /// torchtitan's output head: ColwiseParallel(output_layouts=Replicate()), the vocabulary sharded,
   /// the rank's logits all-gathered on the last dimension.
   Status Head(const Op& op) {
-    MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[1], 0, op));
     top.insert(op.inputs[1]);
+    // loss_parallel (output_layouts=Shard(-1)): a Colwise Linear whose logits go on to the loss as they are
+    if (c.loss_parallel) return Colwise(op);
+    MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[1], 0, op));
     if (op.inputs.size() > 2) MEMSIM_RETURN_IF_ERROR(Divide(op.inputs[2], 0, op));
     Op lin = op;
     lin.inputs[0] = ColwiseInput(op);
-    if (c.loss_parallel) {  // output_layouts=Shard(-1): the rank's logits go on to the loss as they are
-      for (TensorId t : lin.outputs) sharded[t] = true;
-      features[op.outputs[0]] = {out.tensors[op.inputs[1]].shape[0].coeff, op.module};
-      out.ops.push_back(std::move(lin));
-      return Status::OK();
-    }
     const TensorId local = NewTensor(op.name + ":local", op);
     lin.outputs = {local};
     lin.keep_alive.clear();
