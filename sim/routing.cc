@@ -1,5 +1,6 @@
 #include "sim/routing.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 
@@ -96,7 +97,7 @@ namespace {
 /// parallelism): --set (the same on every rank), the per-rank list, or the policy.
 Result<std::vector<std::vector<int64_t>>> SourceCounts(const Graph& g, const SimOptions& opt, const Bindings& b, size_t l,
                                                        const std::vector<std::vector<std::vector<int64_t>>>& per_rank,
-                                                       bool given) {
+                                                       bool given, int base) {
   const Graph::Routing& r = g.routing[l];
   const int world = g.ep_degree;
   auto n = r.tokens.Eval(b);
@@ -108,7 +109,7 @@ Result<std::vector<std::vector<int64_t>>> SourceCounts(const Graph& g, const Sim
       for (int64_t e = 0; e < r.experts; ++e)
         counts.push_back(b[g.FindSymbol("routed" + std::to_string(l) + "_e" + std::to_string(e))].value_or(0));
     } else if (!per_rank.empty()) {
-      const size_t at = world > 1 ? static_cast<size_t>(s) : static_cast<size_t>(opt.parallel.rank) % per_rank.size();
+      const size_t at = world > 1 ? static_cast<size_t>(base + s) : static_cast<size_t>(opt.parallel.rank) % per_rank.size();
       if (per_rank[at].size() != g.routing.size() || per_rank[at][l].size() != static_cast<size_t>(r.experts))
         return Status::InvalidArgument("--moe-routing ranks=...: rank " + std::to_string(at) + " gives " +
                                        std::to_string(per_rank[at].size()) + " layers' counts; " + g.name + " has " +
@@ -135,15 +136,20 @@ Status BindRouting(const Graph& g, const SimOptions& opt, Bindings* b) {
   MEMSIM_ASSIGN_OR_RETURN(auto per_rank, ParseRankCounts(opt.moe_routing));
   if (per_rank.empty()) MEMSIM_RETURN_IF_ERROR(RoutedCounts(opt.moe_routing, 1, 1).status());  // refused on any graph
   const int world = g.ep_degree;
-  if (!per_rank.empty() && world > 1 && per_rank.size() != static_cast<size_t>(world))
-    return Status::InvalidArgument("--moe-routing ranks=...: " + std::to_string(per_rank.size()) +
-                                   " ranks' counts for --mesh ep=" + std::to_string(world) + "; give one per rank");
-  const int rank = world > 1 ? opt.parallel.rank : 0;
+  // Under ep borrowing dp_shard the rank's ep group is the ep consecutive ranks around it
+  // (torchtitan's sparse mesh, ep innermost); the list gives every rank of the world.
+  const int ranks = std::max(opt.parallel.world, world);
+  if (!per_rank.empty() && world > 1 && per_rank.size() != static_cast<size_t>(ranks))
+    return Status::InvalidArgument("--moe-routing ranks=...: " + std::to_string(per_rank.size()) + " ranks' counts for " +
+                                   std::to_string(ranks) + " ranks (--mesh " + opt.parallel.mesh.ToString() +
+                                   "); give one per rank");
+  const int rank = world > 1 ? EpCoordOf(opt.parallel.mesh, opt.parallel.rank).ep : 0;
+  const int base = world > 1 ? opt.parallel.rank - rank : 0;
   for (size_t l = 0; l < g.routing.size(); ++l) {
     const std::string prefix = "routed" + std::to_string(l) + "_e";
     bool given = false;
     for (int64_t e = 0; e < g.routing[l].experts && !given; ++e) given = opt.symbols.count(prefix + std::to_string(e)) > 0;
-    MEMSIM_ASSIGN_OR_RETURN(auto sources, SourceCounts(g, opt, *b, l, per_rank, given));
+    MEMSIM_ASSIGN_OR_RETURN(auto sources, SourceCounts(g, opt, *b, l, per_rank, given, base));
     const std::vector<int64_t>& own = sources[world > 1 ? rank : 0];
     if (!given)
       for (int64_t e = 0; e < g.routing[l].experts; ++e) (*b)[g.FindSymbol(prefix + std::to_string(e))] = own[e];

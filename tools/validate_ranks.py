@@ -66,7 +66,10 @@ EP_INTRO = ["Every rank of each trace set in `tests/data/traces_ep_2_13/` (real 
             "`ExpertParallel` on the experts of `graphs/moe_models.py`, traced as the `setup` phase), predicted by one",
             "`memsim run --profile cpu --torch 2.13 --step first --mesh ep=W --moe-routing ranks=C0:C1:...` with every",
             "rank's tokens per expert from its CONFIG (`routed=`); memsim's `ranks` entry standing for that rank (Note",
-            "[Expert parallel] in docs/parallel.md). Same tolerance."]
+            "[Expert parallel] in docs/parallel.md). The sets with `dp_shard` are torchtitan's EP borrowing dp_shard",
+            "(`--mode ep --ep E`: FSDP2 over the world, each MoE layer's experts on the efsdp mesh of world / E ranks,",
+            "`Shard(1)` when the world exceeds the experts, explicit prefetching), predicted with `--mesh",
+            "dp_shard=W,ep=E --wrap moe.N ...`. Same tolerance."]
 # Context parallel (tests/oracle/record_cp_2_13.sh): Hugging Face decoders, the TP traces' graphs.
 DATA_CP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_cp_2_13")
 CP_TITLE = "Context parallel (ring attention through the kit's CPU shim), per rank, PyTorch 2.13"
@@ -126,6 +129,9 @@ def memsim_cmd(memsim, graph, cfg):
                           "--loss-parallel", "on" if cfg.get("loss_parallel") == "1" else "off", "--set", "seq=" + cfg["seq"]]
         return cmd
     if cfg.get("mode") == "ep":  # every rank's tokens per expert: the rows each rank receives
+        if "ep" in cfg:  # ep borrowing dp_shard: FSDP2 over the world, the experts' over efsdp
+            return cmd[:-2] + ["--mesh", "dp_shard=%s,ep=%s" % (cfg["world"], cfg["ep"]),
+                               "--moe-routing", "ranks=" + cfg["routed_ranks"]] + fsdp2_args(cfg)
         return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
     if cfg.get("mode") == "cp":  # the whole sequence; each rank runs seq/cp of it
         return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]]
@@ -275,8 +281,10 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"], cfg["schedule"],
                 " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "", cfg["microbatches"])
         elif cfg.get("mode") == "ep":
-            c = "batch %s, %s, ep=%s, routed %s" % (cfg["batch"], cfg.get("opt"), cfg["world"],
-                                                    validate.summarize(ranks_of[name][rank])[0]["routed"])
+            c = "batch %s, %s, %s, routed %s" % (
+                cfg["batch"], cfg.get("opt"),
+                "dp_shard=%s, ep=%s" % (cfg["world"], cfg["ep"]) if "ep" in cfg else "ep=%s" % cfg["world"],
+                validate.summarize(ranks_of[name][rank])[0]["routed"])
         elif cfg.get("mode") == "cp":
             c = "batch %s, seq %s, %s, cp=%s, %s rotater" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["cp"],
                                                             cfg.get("rotate", "allgather"))

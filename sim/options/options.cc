@@ -35,6 +35,12 @@ std::map<std::string, std::string> TorchDtypeNames(std::initializer_list<const c
   return out;
 }
 
+/// ep composes with dp_shard (torchtitan's EP borrowing dp_shard, Note [Expert parallel]); with
+/// the other dimensions it is not simulated yet.
+bool EpWithUnsupported(const MeshDims& d) {
+  return d.ep > 1 && (d.tp > 1 || d.pp > 1 || d.cp > 1 || d.dp_replicate > 1);
+}
+
 }  // namespace
 
 Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string& s) {
@@ -326,7 +332,7 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
   }
   if (!mesh.empty()) {  // the rank's shards (Note [Tensor parallel]); ApplyMesh checks the rest
     MEMSIM_ASSIGN_OR_RETURN(MeshDims dims, ParseMesh("--mesh", mesh));
-    if (dims.ep > 1 && dims.world() > dims.ep) return g;  // ep with another dimension: ApplyMesh refuses it
+    if (EpWithUnsupported(dims)) return g;  // ApplyMesh refuses it
     if (dims.tp > 1) {
       MEMSIM_ASSIGN_OR_RETURN(g, ApplyTensorParallel(g, {dims.tp, tp_plan, sequence_parallel == "on", loss_parallel == "on"}));
     }
@@ -547,7 +553,7 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
       // others is not simulated yet
       {dims.pp > 1 && dims.world() > int64_t{dims.pp} * dims.dp_shard * dims.tp ? 2 : 1, "pp with cp, ep or dp_replicate"},
       {dims.cp > 1 && (dims.tp > 1 || dims.pp > 1 || dims.dp_replicate > 1) ? 2 : 1, "cp with tp, pp or dp_replicate"},
-      {dims.ep > 1 && dims.world() > dims.ep ? 2 : 1, "ep with other dimensions (expert parallel borrowing dp_shard)"}};
+      {EpWithUnsupported(dims) ? 2 : 1, "ep with tp, pp, cp or dp_replicate"}};
   for (const auto& [degree, what] : pending)
     if (degree > 1)
       return Status::Unsupported("--mesh " + mesh + ": " + what + " is not simulated yet; data parallelism is "
@@ -611,8 +617,6 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
                                    " needs --mesh dp_shard=N (FSDP2)");
   if (!on) return Status::OK();
   const MeshDims& m = sim->parallel.mesh;
-  if (m.ep > 1)  // FSDP2 × TP, × CP and × PP are 2-D meshes (Notes [FSDP2], [Context parallel])
-    return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with ep is not simulated yet");
   // With pp: fully_shard on each stage inside GPipe, 1F1B or Interleaved1F1B (with its UNSHARD /
   // RESHARD actions); the split backward (I / W) with FSDP2 is not simulated yet.
   const std::optional<PpMulti> multi = MultiStage(ParsePpSchedule(pp_schedule).value_or(PpSchedule::k1F1B));

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "lib/autodiff/setups/fsdp2.h"
+#include "lib/io/graph_json.h"
+#include "lib/ir/expert_parallel.h"
 #include "lib/ir/fp8.h"
 #include "lib/ir/tensor_parallel.h"
 #include "sim/ranks.h"
 #include "sim/simulator.h"
 #include "tests/testing/graph_builder.h"
+#include "tests/testing/test_data.h"
 
 namespace memsim {
 namespace {
@@ -32,6 +35,15 @@ TEST(Fsdp2ShardTest, ChunksDimZeroAsTorchChunkAndPadsEveryRankToChunkZero) {
   // A 0-d parameter is one row.
   EXPECT_EQ(ShardDim0({}, 2, 0).padded_numel(), 1);
   EXPECT_EQ(ShardDim0({}, 2, 1).local_rows, 0);
+}
+
+TEST(Fsdp2ShardTest, ShardsDimOneEvenly) {
+  // shard_placement_fn's Shard(1): a [2, 256, 128] expert weight over 4 ranks keeps [2, 64, 128].
+  Fsdp2Shard s = ShardDim({2, 256, 128}, 1, 4, 3);
+  EXPECT_EQ(s.dim, 1);
+  EXPECT_EQ(s.rows, 256);
+  EXPECT_EQ(s.padded_numel(), 2 * 64 * 128);
+  EXPECT_EQ(s.local_numel(), 2 * 64 * 128);
 }
 
 SimOptions Fsdp2Mlp(int world, int rank) {
@@ -60,6 +72,34 @@ TEST(Fsdp2GroupsTest, OneGroupPerWrappedModuleThenTheRoot) {
   EXPECT_EQ(groups[0].shard_numel, 34 * 1000 + 34);
   EXPECT_EQ(groups[2].first, 0u);  // the root spans the model's forward, not the loss
   EXPECT_LT(groups[2].last, g.ops.size() - 1);
+}
+
+TEST(Fsdp2GroupsTest, ExpertWeightsMakeASecondGroupOfTheCallOnTheirOwnMesh) {
+  // torchtitan's EP borrowing dp_shard (Note [Expert parallel]): moe.0's router stays on the dense
+  // mesh, its experts (EP-local, 2 of 4) go to efsdp = 8 / 2 ranks on dim 1 (8 ranks > 4 experts).
+  Result<Graph> loaded = LoadGraph(test_data::TestDataPath("traces_moe_2_13/graphs/moe_mlp.json"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  Result<Graph> g = ApplyExpertParallel(*loaded, 2);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  SimOptions o = Fsdp2Mlp(8, 5);
+  o.symbols["batch"] = 32;
+  o.parallel.mesh.ep = 2;
+  o.parallel.wrap_modules = {"moe.0"};
+  SimResult r = SimulateOk(*g, o);
+  Fsdp2Experts ex{g->ep_shards, 4, 2, 1};
+  auto groups = MakeFsdp2Groups(*g, r.bound, {"moe.0"}, 8, 5, 0, kNone, &ex);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].module, "moe.0");
+  EXPECT_EQ(groups[0].world, 8);
+  EXPECT_EQ(groups[1].module, "moe.0");  // the same call, after the router's group
+  EXPECT_EQ(groups[1].call, groups[0].call);
+  EXPECT_EQ(groups[1].world, 4);
+  ASSERT_EQ(groups[1].params.size(), 3u);  // w1, w2, w3
+  EXPECT_EQ(groups[1].shards[0].dim, 1);
+  EXPECT_EQ(groups[1].shards[0].padded_numel(), 2 * 256 * 128 / 4);
+  EXPECT_EQ(groups[0].first, groups[1].first);
+  EXPECT_TRUE(groups[2].root);
+  EXPECT_NE(groups[2].call, groups[1].call);
 }
 
 int64_t Bytes(const EventStream& s, EventKind kind, const std::string& part, size_t* count = nullptr) {

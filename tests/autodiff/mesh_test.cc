@@ -32,6 +32,22 @@ TEST(Mesh, ExpertParallelBorrowsDataAndContextRanks) {
   EXPECT_EQ(alone->ToString(), "ep=4");
 }
 
+TEST(Mesh, EpCoordinatesFollowTorchtitansSparseMesh) {
+  // (efsdp, ep) over the flattened dp_shard ranks, ep innermost: rank 5 of dp_shard=8,ep=2 is
+  // ep rank 1 of efsdp group 2; efsdp has 4 ranks.
+  Result<MeshDims> d = ParseMesh("--mesh", "dp_shard=8,ep=2");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(EpCoordOf(*d, 5).ep, 1);
+  EXPECT_EQ(EpCoordOf(*d, 5).efsdp, 2);
+  EXPECT_EQ(EfsdpDegree(*d), 4);
+  // ep alone: the ep index is the rank, efsdp one rank
+  Result<MeshDims> alone = ParseMesh("--mesh", "ep=4");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(EpCoordOf(*alone, 3).ep, 3);
+  EXPECT_EQ(EpCoordOf(*alone, 3).efsdp, 0);
+  EXPECT_EQ(EfsdpDegree(*alone), 1);
+}
+
 TEST(Mesh, RefusesBadItemsWithOneLineNamingThem) {
   struct Case { const char* text; const char* expect; };
   const Case cases[] = {

@@ -48,8 +48,14 @@ memsim_error_test(ep_indivisible 2 "^memsim: --mesh ep=3: moe_mlp: routing 0 has
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --mesh ep=3)
 memsim_error_test(ep_dense 2 "^memsim: --mesh ep=2: mlp has no mixture-of-experts routing"
   run graphs/mlp.json --profile cpu --mesh ep=2)
-memsim_error_test(ep_ranks_count 2 "--moe-routing ranks=...: 1 ranks' counts for --mesh ep=2; give one per rank"
+memsim_error_test(ep_ranks_count 2 "--moe-routing ranks=...: 1 ranks' counts for 2 ranks \\(--mesh ep=2\\); give one per rank"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 32 --profile cpu --mesh ep=2 --moe-routing ranks=29,9,2,24)
+# EP borrowing dp_shard (torchtitan): FSDP2 over 8 ranks, the experts' over efsdp = 4 on dim 1.
+memsim_golden_test(run_ep_fsdp2_ranks run_ep_fsdp2_ranks.txt
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 32 --profile cpu --torch 2.13 --optimizer adam --step first
+  --mesh dp_shard=8,ep=2 --wrap moe.0 --moe-routing ranks=29,9,2,24:29,9,1,25:30,8,1,25:27,11,1,25:26,10,3,25:28,15,2,19:22,12,6,24:28,13,2,21)
+memsim_error_test(ep_with_tp 2 "--mesh dp_shard=2,tp=2,ep=2: ep with tp, pp, cp or dp_replicate is not simulated yet"
+  run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --mesh dp_shard=2,tp=2,ep=2)
 
 memsim_error_test(unknown_op 2 "bad/unknown_op.json: /ops/1/op: unknown op" run tests/cli/bad/unknown_op.json)
 memsim_error_test(dangling_tensor 2 "/ops/0/inputs/0: unknown tensor \"nope\"" run tests/cli/bad/dangling.json)

@@ -15,3 +15,9 @@ rund() { local name=$1; shift
 rund moe_mlp_b32_adam_ep2   moe_mlp --world 2 --batch 32 --opt adam --port 29541
 rund moe_mlp_b64_sgd_ep4    moe_mlp --world 4 --batch 64 --opt sgd --port 29542
 rund moe_mlp2_b32_adam_ep4  moe_mlp2 --world 4 --batch 32 --opt adam --port 29543
+# EP borrowing dp_shard (torchtitan): FSDP2 over the world, the experts' FSDP over world / ep ranks
+# (moe_mlp at 8 ranks: Shard(1), as the world exceeds its 4 experts; ep 4 of 4: an efsdp of one rank).
+rund moe_mlp2_b32_adam_ep2_dp4             moe_mlp2 --world 4 --ep 2 --batch 32 --opt adam --port 29561
+rund moe_mlp_b64_sgd_ep4_dp4               moe_mlp --world 4 --ep 4 --batch 64 --opt sgd --port 29562
+rund moe_mlp_b32_adam_ep2_dp8              moe_mlp --world 8 --ep 2 --batch 32 --opt adam --port 29563
+rund moe_mlp2_b32_adamw_ep4_dp4_noreshard  moe_mlp2 --world 4 --ep 4 --batch 32 --opt adamw --reshard false --port 29564

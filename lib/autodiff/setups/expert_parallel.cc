@@ -19,7 +19,7 @@ namespace {
 
 class ExpertParallel : public TrainingSetup {
  public:
-  explicit ExpertParallel(const ParallelOptions& o) : source_(o.rank == 0), world_(o.mesh.world()) {}
+  explicit ExpertParallel(const ParallelOptions& o) : source_(EpCoordOf(o.mesh, o.rank).ep == 0), world_(o.mesh.world()) {}
 
   /// The full [E, ...] parameter the model was built with.
   bool AllocateParameter(StepState& s, TensorId t) override {

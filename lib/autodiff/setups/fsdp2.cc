@@ -35,65 +35,6 @@
 
 namespace memsim {
 
-Fsdp2Shard ShardDim0(const std::vector<int64_t>& sizes, int world, int rank) {
-  Fsdp2Shard s;
-  s.rows = sizes.empty() ? 1 : sizes[0];
-  s.row_numel = 1;
-  for (size_t d = 1; d < sizes.size(); ++d) s.row_numel *= sizes[d];
-  const int64_t w = std::max(world, 1);
-  s.padded_rows = (s.rows + w - 1) / w;  // torch.chunk: chunks of ceil(rows / world) rows
-  s.local_rows = std::clamp<int64_t>(s.rows - rank * s.padded_rows, 0, s.padded_rows);
-  return s;
-}
-
-std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, const std::vector<std::string>& wrapped,
-                                        int world, int rank, OpId begin, OpId end) {
-  const bool whole = begin == 0 && (end == kNone || end >= g.ops.size());
-  if (end == kNone || end > g.ops.size()) end = static_cast<OpId>(g.ops.size());
-  std::vector<Fsdp2Group> groups;
-  for (const std::string& w : wrapped) groups.push_back(Fsdp2Group{w, {}, {}, 0, {}, kNone, kNone});
-  groups.push_back(Fsdp2Group{});  // the root
-  groups.back().root = true;
-  auto innermost = [&](const std::string& module) -> size_t {
-    size_t best = groups.size() - 1;
-    for (size_t i = 0; i + 1 < groups.size(); ++i)
-      if (WithinModule(module, groups[i].module) && (best == groups.size() - 1 || groups[i].module.size() > groups[best].module.size()))
-        best = i;
-    return best;
-  };
-  // A stage module holds the parameters its ops read (the whole model: every parameter).
-  std::vector<bool> mine(g.tensors.size(), whole);
-  for (OpId o = begin; !whole && o < end; ++o)
-    for (TensorId t : g.ops[o].inputs) mine[t] = true;
-  for (size_t k = 0; k < g.parameters.size(); ++k) {
-    if (!mine[g.parameters[k]]) continue;
-    Fsdp2Group& grp = groups[innermost(OwnerModule(g.tensors[g.parameters[k]].name))];
-    grp.params.push_back(static_cast<uint32_t>(k));
-    grp.shards.push_back(ShardDim0(b.metas[g.parameters[k]].sizes, world, rank));
-    grp.shard_numel += grp.shards.back().padded_numel();
-  }
-  // The model's forward: up to the op producing its last output (the loss after it).
-  OpId model_end = g.ops.empty() ? kNone : static_cast<OpId>(g.ops.size() - 1);
-  if (!g.outputs.empty()) {
-    model_end = 0;
-    for (TensorId t : g.outputs)
-      if (g.tensors[t].producer != kNone) model_end = std::max(model_end, g.tensors[t].producer);
-  }
-  if (model_end != kNone) model_end = std::min<OpId>(model_end, end - 1);
-  for (OpId o = begin; o < end && model_end != kNone && o <= model_end; ++o) {
-    Fsdp2Group& grp = groups[innermost(g.ops[o].module)];
-    grp.ops.push_back(o);
-    if (grp.first == kNone) grp.first = o;
-    grp.last = o;
-  }
-  Fsdp2Group& root = groups.back();
-  if (model_end != kNone && begin <= model_end) root.first = begin, root.last = model_end;
-  // Wrapped modules without parameters are not FSDP modules of their own (no group).
-  groups.erase(std::remove_if(groups.begin(), groups.end() - 1, [](const Fsdp2Group& x) { return x.params.empty(); }),
-               groups.end() - 1);
-  return groups;
-}
-
 namespace {
 
 /// FSDP2 on CUDA allocates the all-gather's input and output under its all_gather stream and
@@ -126,6 +67,8 @@ class Fsdp2 : public TrainingSetup {
     if (o_.meta_init) return MaterializeShard(s, t);
     for (const Graph::TpShard& sh : s.g.tp_shards)
       if (sh.param == t) return false;
+    // So does expert parallelism's setup with the experts' weights (torchtitan: EP, then FSDP).
+    if (std::find(s.g.ep_shards.begin(), s.g.ep_shards.end(), t) != s.g.ep_shards.end()) return false;
     // The model is built in its own dtype (MixedPrecisionPolicy casts only the unsharded copy).
     AllocOwnDtype(s, t);
     return true;
@@ -148,10 +91,7 @@ class Fsdp2 : public TrainingSetup {
       for (TensorId t : s.g.inputs)
         if (IsCastInput(s, t)) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name + " (param_dtype)", Category::kInput);
     for (size_t u = groups_.size(); u-- > 0;)  // the root's pre_forward first
-      if (groups_[u].first == o && !groups_[u].params.empty()) {
-        Unshard(s, u);
-        CopyOut(s, u, /*forward=*/true);
-      }
+      if (groups_[u].first == o && CallBegin(u) == u) PreForward(s, u);
   }
 
   void AfterForwardOp(StepState& s, OpId o) override {
@@ -161,19 +101,23 @@ class Fsdp2 : public TrainingSetup {
       if (groups_[u].last == o) {
         if (o_.fsdp2_reshard_after_forward) Reshard(s, u);
         if (!groups_[u].params.empty()) post_forward_order_.push_back(u);
-        if (groups_[u].root) Free(s, &held_all_gather_);  // the root's post_forward
+        if (groups_[u].root && CallEnd(u) == u + 1) Free(s, &held_all_gather_);  // the root's post_forward
       }
   }
 
   void BeforeBackwardNode(StepState& s, OpId o) override {
     const int u = group_of_op_[o];
     if (u < 0 || pre_backward_done_[u]) return;
-    pre_backward_done_[u] = true;
     pending_[u] = 0;
     for (OpId k : groups_[u].ops) pending_[u] += s.nodes[k].exists && s.nodes[k].reachable;
+    for (size_t v = u; v < CallEnd(u); ++v) {  // each group's pre_backward, in order
+      pre_backward_done_[v] = true;
+      if (groups_[v].params.empty()) continue;
+      Unshard(s, v);
+      CopyOut(s, v, /*forward=*/false);
+    }
+    if (CallEnd(u) > static_cast<size_t>(u) + 1) return PrefetchPreviousCall(s, u + 1);
     if (groups_[u].params.empty()) return;
-    Unshard(s, u);
-    CopyOut(s, u, /*forward=*/false);
     // _backward_prefetch: the group whose post_forward preceded this one's last (its index popped).
     auto it = std::find(post_forward_order_.rbegin(), post_forward_order_.rend(), static_cast<size_t>(u));
     if (it == post_forward_order_.rend()) return;
@@ -187,7 +131,10 @@ class Fsdp2 : public TrainingSetup {
     // A stage module's post_backward waits for the grad of its input (the recv buffer), the end
     // of the stage's backward (RegisterPostBackwardFunction on the forward's inputs).
     if (u >= 0 && s.cfg.pipeline && groups_[u].root) return;
-    if (u >= 0 && pre_backward_done_[u] && !post_backward_done_[u] && --pending_[u] == 0) PostBackward(s, u);
+    if (u < 0 || !pre_backward_done_[u] || post_backward_done_[u] || --pending_[u] != 0) return;
+    // Each group's RegisterPostBackwardFunction wraps the inputs the one before it returned: the
+    // last group's post_backward runs first.
+    for (size_t v = CallEnd(u); v-- > static_cast<size_t>(u);) PostBackward(s, v);
   }
 
   void AfterBackwardPass(StepState& s) override {
@@ -200,8 +147,8 @@ class Fsdp2 : public TrainingSetup {
     }
     for (size_t u = groups_.size(); u-- > 0;)  // the root's final callback: groups not yet reduced
       if (!post_backward_done_[u]) PostBackward(s, u);
-    Free(s, &held_reduce_scatter_);  // reduce_scatter_states.clear()
-    for (size_t u = 0; u < groups_.size(); ++u) Free(s, &all_gather_[u]);
+    FreeAll(s, &held_reduce_scatter_);  // reduce_scatter_states.clear()
+    for (size_t u = 0; u < groups_.size(); ++u) Free(s, &all_gather_[u]), issued_[u] = false;
     std::fill(pre_backward_done_.begin(), pre_backward_done_.end(), false);
     std::fill(post_backward_done_.begin(), post_backward_done_.end(), false);
     post_forward_order_.clear();
@@ -216,9 +163,9 @@ class Fsdp2 : public TrainingSetup {
       if (groups_[u].root && groups_[u].stage == stage) Reduce(s, u);
     for (size_t u = 0; u < groups_.size(); ++u)
       if (!groups_[u].root && groups_[u].stage == stage) Reduce(s, u);
-    Free(s, &held_reduce_scatter_);
+    FreeAll(s, &held_reduce_scatter_);
     for (size_t u = 0; u < groups_.size(); ++u)
-      if (groups_[u].stage == stage) Free(s, &all_gather_[u]);
+      if (groups_[u].stage == stage) Free(s, &all_gather_[u]), issued_[u] = false;
     post_forward_order_.clear();
   }
 
@@ -251,7 +198,7 @@ class Fsdp2 : public TrainingSetup {
       if (!s.rg[t]) continue;
       const Fsdp2Shard& sh = groups_[u].shards[i];
       std::vector<int64_t> sizes = s.bound.metas[t].sizes;
-      if (!sizes.empty()) sizes[0] = sh.local_rows;
+      if (!sizes.empty()) sizes[sh.dim] = sh.local_rows;
       const int64_t elem = ElementSize(s.g.tensors[t].dtype);
       ps->push_back(OptParam{s.g.tensors[t].name + " (shard)", sh.local_numel() * elem, grad_[u], sizes, elem});
     }
@@ -266,14 +213,21 @@ class Fsdp2 : public TrainingSetup {
     // with cp, torchtitan shards over the flattened dp_shard_cp mesh (Note [Context parallel])
     const MeshCoord k = CoordOf(o_.mesh, o_.rank);
     const int shard_rank = k.dp_shard * std::max(o_.mesh.cp, 1) + k.cp;
-    if (!s.cfg.pipeline) groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, shard_rank);
+    const Fsdp2Experts experts = Experts(s);
+    const Fsdp2Experts* ex = experts.params.empty() ? nullptr : &experts;
+    if (!s.cfg.pipeline) groups_ = MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, shard_rank, 0, kNone, ex);
     // With pp, torchtitan's apply_fsdp runs on each stage's model part: its blocks, then its root.
     for (size_t j = 0; s.cfg.pipeline && j < s.cfg.pipeline->local.size(); ++j) {
       const PpStage& st = s.cfg.pipeline->local[j];
-      for (Fsdp2Group& grp : MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, shard_rank, st.begin, st.end)) {
+      for (Fsdp2Group& grp : MakeFsdp2Groups(s.g, s.bound, o_.wrap_modules, world_, shard_rank, st.begin, st.end, ex)) {
         grp.stage = static_cast<int>(j);
         groups_.push_back(std::move(grp));
       }
+    }
+    std::vector<std::pair<int, int>> calls;  // (stage, call in the stage): numbered over the stages
+    for (Fsdp2Group& grp : groups_) {
+      if (calls.empty() || calls.back() != std::make_pair(grp.stage, grp.call)) calls.emplace_back(grp.stage, grp.call);
+      grp.call = static_cast<int>(calls.size() - 1);
     }
     float8_.assign(s.g.parameters.size(), false);
     for (const Op& op : s.g.ops)
@@ -281,19 +235,75 @@ class Fsdp2 : public TrainingSetup {
         for (size_t j = 0; j < s.g.parameters.size(); ++j) float8_[j] = float8_[j] || s.g.parameters[j] == op.inputs[1];
     const size_t n = groups_.size();
     group_of_op_.assign(s.g.ops.size(), -1);
-    for (size_t u = 0; u < n; ++u)
-      for (OpId o : groups_[u].ops) group_of_op_[o] = static_cast<int>(u);
+    for (size_t u = 0; u < n; ++u)  // a call's first group stands for it
+      for (OpId o : groups_[u].ops)
+        if (group_of_op_[o] < 0) group_of_op_[o] = static_cast<int>(u);
     where_.assign(s.g.parameters.size(), {0, 0});
     for (size_t u = 0; u < n; ++u)
       for (size_t i = 0; i < groups_[u].params.size(); ++i) where_[groups_[u].params[i]] = {u, i};
     shard_.assign(n, {});
     unsharded_.assign(n, {});
     all_gather_.assign(n, kNoStorage);
+    issued_.assign(n, false);
     grad_.assign(n, kNoStorage);
     accumulated_.assign(s.g.parameters.size(), kNoStorage);
     pending_.assign(n, 0);
     pre_backward_done_.assign(n, false);
     post_backward_done_.assign(n, false);
+  }
+
+  /// Under ep (Note [Expert parallel]): the expert weights' efsdp mesh and placement, as
+  /// torchtitan's apply_fsdp_to_decoder gives them (Shard(1) when efsdp·ep exceeds the experts).
+  Fsdp2Experts Experts(const StepState& s) const {
+    Fsdp2Experts e;
+    if (s.g.ep_degree <= 1 || s.g.ep_shards.empty()) return e;
+    e.params = s.g.ep_shards;
+    e.world = EfsdpDegree(o_.mesh);
+    e.rank = EpCoordOf(o_.mesh, o_.rank).efsdp;
+    const std::vector<int64_t>& sizes = s.bound.metas[e.params.front()].sizes;
+    const int64_t experts = sizes.empty() ? 1 : sizes[0] * s.g.ep_degree;
+    e.dim = int64_t{e.world} * s.g.ep_degree > experts ? 1 : 0;
+    return e;
+  }
+
+  /// The groups [CallBegin(u), CallEnd(u)) of |u|'s fully_shard call.
+  size_t CallBegin(size_t u) const {
+    while (u > 0 && groups_[u - 1].call == groups_[u].call) --u;
+    return u;
+  }
+  size_t CallEnd(size_t u) const {
+    const int call = groups_[u].call;
+    while (u < groups_.size() && groups_[u].call == call) ++u;
+    return u;
+  }
+
+  /// FSDPState._pre_forward of the call starting at group |u|: each group's unshard and
+  /// copy-out in order; then, with explicit forward prefetching (torchtitan with ep:
+  /// set_modules_to_forward_prefetch, each block the next one), the next block's all-gathers.
+  void PreForward(StepState& s, size_t u) {
+    for (size_t v = u; v < CallEnd(u); ++v)
+      if (!groups_[v].params.empty()) {
+        Unshard(s, v);
+        CopyOut(s, v, /*forward=*/true);
+      }
+    if (s.g.ep_degree <= 1 || groups_[u].root) return;
+    const size_t next = CallEnd(u);
+    if (next >= groups_.size() || groups_[next].root || groups_[next].stage != groups_[u].stage) return;
+    for (size_t v = next; v < CallEnd(next); ++v) Unshard(s, v);
+  }
+
+  /// _backward_prefetch of a call's second group (_num_param_groups > 1): walking back the
+  /// post-forward order past its own call, every group of the call before it, last first.
+  void PrefetchPreviousCall(StepState& s, size_t u) {
+    auto it = std::find(post_forward_order_.rbegin(), post_forward_order_.rend(), u);
+    int target = -1;
+    for (it = it == post_forward_order_.rend() ? it : std::next(it); it != post_forward_order_.rend(); ++it) {
+      const int call = groups_[*it].call;
+      if (call == groups_[u].call) continue;
+      if (target >= 0 && call != target) break;
+      target = call;
+      Unshard(s, *it);
+    }
   }
 
   /// A floating-point input MixedPrecisionPolicy casts to param_dtype (the graph is bound in it).
@@ -390,10 +400,13 @@ class Fsdp2 : public TrainingSetup {
     }
   }
 
-  /// The all-gather of a group (foreach_all_gather), unless it is unsharded or pending.
+  /// The all-gather of a group (foreach_all_gather), unless it is unsharded or pending. A group
+  /// of one rank (efsdp of 1) gathers nothing: its copy-out copies the shards.
   void Unshard(StepState& s, size_t u) {
-    if (all_gather_[u] != kNoStorage || !unsharded_[u].empty() || groups_[u].params.empty()) return;
+    if (issued_[u] || !unsharded_[u].empty() || groups_[u].params.empty()) return;
+    issued_[u] = true;
     const Fsdp2Group& grp = groups_[u];
+    if (grp.world == 1) return;
     int64_t bytes = 0, low = 0;
     std::vector<StorageId> bits;
     SideStream on(s, kFsdp2AllGatherStream);
@@ -408,8 +421,8 @@ class Fsdp2 : public TrainingSetup {
     // (_get_param_all_gather_inputs). Its views stay in foreach_all_gather's all_gather_inputs
     // until the collective returns.
     StorageId cast = low ? s.ledger.Alloc(low, Name(u) + " all-gather input (cast)", Category::kParameter) : kNoStorage;
-    all_gather_[u] = s.ledger.Alloc(bytes * world_, Name(u) + " all-gather output", Category::kParameter);
-    Collective(s, bytes * world_, 2, Name(u) + " all-gather (gloo flat output)");
+    all_gather_[u] = s.ledger.Alloc(bytes * grp.world, Name(u) + " all-gather output", Category::kParameter);
+    Collective(s, grp.world, bytes * grp.world, 2, Name(u) + " all-gather (gloo flat output)");
     if (cast != kNoStorage) s.ledger.Unref(cast);
     for (StorageId b : bits) s.ledger.Unref(b);
   }
@@ -434,21 +447,35 @@ class Fsdp2 : public TrainingSetup {
 
   /// gloo's staging copies of a collective on host tensors (ProcessGroupGloo: the flat
   /// output of allgather; the input of reduce_scatter_tensor and its two scalars).
-  void Collective(StepState& s, int64_t bytes, int copies, const std::string& what) {
-    if (!s.profile.host_collectives || world_ <= 1) return;
+  void Collective(StepState& s, int world, int64_t bytes, int copies, const std::string& what) {
+    if (!s.profile.host_collectives || world <= 1) return;
     for (int i = 0; i < copies; ++i) s.ledger.Unref(s.ledger.Alloc(bytes, what, Category::kTemporary));
   }
 
   /// wait_for_unshard: the copy-out into the unsharded parameters; in forward the all-gather
   /// output is kept until the next group's copy-out is done, in backward it is freed at once.
+  /// A Shard(1) parameter is copied out into an empty_like temporary, then chunk-cat into its
+  /// buffer; the temporaries die when the copy-out returns. A group of one rank copies each
+  /// shard (all_gather_inputs: cast to param_dtype first under MixedPrecisionPolicy).
   void CopyOut(StepState& s, size_t u, bool forward) {
-    if (all_gather_[u] == kNoStorage) return;
+    if (!issued_[u]) return;
+    issued_[u] = false;
     const Fsdp2Group& grp = groups_[u];
-    for (size_t i = 0; i < grp.params.size(); ++i)
-      unsharded_[u].push_back(s.ledger.Alloc(grp.shards[i].padded_numel() * world_ * GatherElem(s, grp.params[i]),
-                                             s.g.tensors[s.g.parameters[grp.params[i]]].name + " (unsharded)",
-                                             Category::kParameter));
-    if (forward && world_ > 1) {
+    std::vector<StorageId> temps;
+    for (size_t i = 0; i < grp.params.size(); ++i) {
+      const uint32_t k = grp.params[i];
+      const int64_t bytes = grp.shards[i].padded_numel() * grp.world * GatherElem(s, k);
+      const std::string& name = s.g.tensors[s.g.parameters[k]].name;
+      const bool cast = grp.world == 1 && ParamElem(s, k) != ShardElem(s, k);
+      StorageId in = cast ? s.ledger.Alloc(bytes, name + " all-gather input (cast)", Category::kTemporary) : kNoStorage;
+      unsharded_[u].push_back(s.ledger.Alloc(bytes, name + " (unsharded)", Category::kParameter));
+      if (in != kNoStorage) s.ledger.Unref(in);
+      if (grp.world > 1 && grp.shards[i].dim != 0)
+        temps.push_back(s.ledger.Alloc(bytes, name + " all-gather Shard(1) copy-out", Category::kTemporary));
+    }
+    for (StorageId t : temps) s.ledger.Unref(t);
+    if (forward && grp.world == 1) Free(s, &held_all_gather_);
+    if (forward && grp.world > 1) {
       Free(s, &held_all_gather_);  // the previous group's, held by prev_all_gather_state until here
       held_all_gather_ = all_gather_[u];
       all_gather_[u] = kNoStorage;
@@ -509,22 +536,28 @@ class Fsdp2 : public TrainingSetup {
         Free(s, &s.param_grad[k]);
         s.param_grad[k] = std::exchange(accumulated_[k], kNoStorage);
       }
+    std::vector<StorageId> loop_held = ChunkShardedGrads(s, u);
     std::vector<uint32_t> with_grad;
     int64_t in_bytes = 0;
     for (size_t i = 0; i < grp.params.size(); ++i)
       if (s.param_grad[grp.params[i]] != kNoStorage) {
         with_grad.push_back(grp.params[i]);
-        in_bytes += grp.shards[i].padded_numel() * world_ * ReduceElem(s, grp.params[i]);
+        in_bytes += grp.shards[i].padded_numel() * grp.world * ReduceElem(s, grp.params[i]);
       }
-    Free(s, &held_reduce_scatter_);  // post_backward_rs_wait: at most one reduce-scatter input
+    // post_backward_rs_wait, in a call's last group only: at most one reduce-scatter input in
+    // flight (reduce_scatter_states), so a call of two groups keeps both of its inputs until the
+    // next call's.
+    if (CallEnd(u) == u + 1) FreeAll(s, &held_reduce_scatter_);
     if (with_grad.empty()) return;
-    held_reduce_scatter_ = s.ledger.Alloc(in_bytes, Name(u) + " reduce-scatter input", Category::kGradient);
+    held_reduce_scatter_.push_back(s.ledger.Alloc(in_bytes, Name(u) + " reduce-scatter input", Category::kGradient));
     ChunkCatPadding(s, u, with_grad);
-    // unsharded_grads.clear(); the loop variable of foreach_reduce keeps the last one.
-    for (size_t i = 0; i + 1 < with_grad.size(); ++i) Free(s, &s.param_grad[with_grad[i]]);
+    // unsharded_grads.clear(); the loop variable of foreach_reduce's Shard(i) loop (world > 1)
+    // keeps the last grad, or the original of a Shard(1) one.
+    const bool keeps_last = grp.world > 1 && loop_held.empty();
+    for (size_t i = 0; i + (keeps_last ? 1 : 0) < with_grad.size(); ++i) Free(s, &s.param_grad[with_grad[i]]);
     SideStream on(s, kFsdp2ReduceScatterStream);  // the output and the post-reduce cast
-    StorageId out = s.ledger.Alloc(in_bytes / world_, Name(u) + " sharded grads (reduce-scatter output)", Category::kGradient);
-    if (s.profile.host_collectives && world_ > 1) {
+    StorageId out = s.ledger.Alloc(in_bytes / grp.world, Name(u) + " sharded grads (reduce-scatter output)", Category::kGradient);
+    if (s.profile.host_collectives && grp.world > 1) {
       StorageId copy = s.ledger.Alloc(in_bytes, Name(u) + " reduce-scatter (gloo input copy)", Category::kTemporary);
       StorageId a = s.ledger.Alloc(8, "gloo reduce-scatter scalar", Category::kTemporary);
       StorageId b = s.ledger.Alloc(4, "gloo reduce-scatter scalar", Category::kTemporary);
@@ -542,7 +575,7 @@ class Fsdp2 : public TrainingSetup {
     // The sharded grads in the parameters' dtype (_to_dtype_if_needed), accumulated into an
     // existing .grad from the second pass on.
     const int64_t shard_bytes = ShardBytes(s, u, with_grad);
-    if (shard_bytes != in_bytes / world_) {
+    if (shard_bytes != in_bytes / grp.world) {
       StorageId cast = s.ledger.Alloc(shard_bytes, Name(u) + " sharded grads", Category::kGradient);
       s.ledger.Unref(out);
       out = cast;
@@ -552,6 +585,30 @@ class Fsdp2 : public TrainingSetup {
     else
       s.ledger.Unref(out);
     Free(s, &s.param_grad[with_grad.back()]);
+    FreeAll(s, &loop_held);
+  }
+
+  /// foreach_reduce's Shard(i > 0) loop (world > 1): each such grad becomes
+  /// torch.cat(torch.chunk(grad, world, dim=i), dim=0) in the list. The 2.13 CPU traces free the
+  /// originals in pairs, after every second cat (the loop's tuples and chunks hold them); an odd
+  /// last one stays with the loop variable until foreach_reduce returns (returned).
+  std::vector<StorageId> ChunkShardedGrads(StepState& s, size_t u) {
+    const Fsdp2Group& grp = groups_[u];
+    std::vector<StorageId> pending;
+    for (size_t i = 0, n = 0; i < grp.params.size() && grp.world > 1; ++i) {
+      StorageId& grad = s.param_grad[grp.params[i]];
+      if (grp.shards[i].dim == 0 || grad == kNoStorage) continue;
+      pending.push_back(grad);
+      grad = s.ledger.Alloc(grp.shards[i].padded_numel() * grp.world * ParamElem(s, grp.params[i]),
+                            Name(u) + " Shard(1) grad (chunk, cat)", Category::kGradient);
+      if (++n % 2 == 0) FreeAll(s, &pending);
+    }
+    return pending;
+  }
+
+  void FreeAll(StepState& s, std::vector<StorageId>* st) {
+    for (StorageId x : *st) s.ledger.Unref(x);
+    st->clear();
   }
 
   /// torch._chunk_cat (foreach_reduce_scatter_copy_in): a grad whose dim 0 the world does not
@@ -562,8 +619,10 @@ class Fsdp2 : public TrainingSetup {
     std::vector<StorageId> padded;
     for (size_t i = 0; i < grp.params.size(); ++i) {
       const Fsdp2Shard& sh = grp.shards[i];
-      if (sh.rows % world_ == 0 || std::find(with_grad.begin(), with_grad.end(), grp.params[i]) == with_grad.end()) continue;
-      padded.push_back(s.ledger.Alloc(sh.padded_numel() * world_ * ParamElem(s, grp.params[i]),
+      if (sh.dim != 0 || sh.rows % grp.world == 0 ||
+          std::find(with_grad.begin(), with_grad.end(), grp.params[i]) == with_grad.end())
+        continue;
+      padded.push_back(s.ledger.Alloc(sh.padded_numel() * grp.world * ParamElem(s, grp.params[i]),
                                       Name(u) + " reduce-scatter padded grad (_chunk_cat)", Category::kTemporary));
     }
     for (StorageId st : padded) s.ledger.Unref(st);
@@ -590,7 +649,9 @@ class Fsdp2 : public TrainingSetup {
   std::vector<StorageId> accumulated_;  ///< per Graph::parameters index: unsharded_accumulated_grad
   std::vector<size_t> post_forward_order_;
   std::vector<std::pair<size_t, size_t>> where_;  ///< per Graph::parameters index: (group, entry)
-  StorageId held_all_gather_ = kNoStorage, held_reduce_scatter_ = kNoStorage;
+  std::vector<bool> issued_;  ///< per group: unshard() called, its copy-out pending
+  StorageId held_all_gather_ = kNoStorage;
+  std::vector<StorageId> held_reduce_scatter_;  ///< reduce_scatter_states: the inputs in flight
 };
 
 }  // namespace

@@ -12,19 +12,22 @@
 
 namespace memsim {
 
-/// One parameter's shard (FSDPParam._init_sharded_param): dim 0 chunked over |world| as
-/// torch.chunk does, every rank's padded to chunk 0's rows (new_zeros(chunks[0].size())).
+/// One parameter's shard (FSDPParam._init_sharded_param): its shard dim (0, or 1 under a
+/// shard_placement_fn's Shard(1)) chunked over |world| as torch.chunk does, every rank's padded
+/// to chunk 0's size (new_zeros(chunks[0].size())).
 struct Fsdp2Shard {
-  int64_t rows = 1;          ///< dim 0 of the parameter (1 for a 0-d one)
-  int64_t row_numel = 1;     ///< elements per row (the other dims)
+  int dim = 0;               ///< the shard dim
+  int64_t rows = 1;          ///< the parameter's size along it (1 for a 0-d one)
+  int64_t row_numel = 1;     ///< elements per index of the shard dim (the other dims)
   int64_t padded_rows = 1;   ///< ceil(rows / world): chunk 0's rows, every rank's padded shard
   int64_t local_rows = 1;    ///< this rank's unpadded rows (0 past the last chunk)
   int64_t padded_numel() const { return padded_rows * row_numel; }  ///< the all-gather input
   int64_t local_numel() const { return local_rows * row_numel; }    ///< the sharded DTensor's local tensor
 };
 
-/// The shard of a parameter of |sizes| on |rank| of |world|.
+/// The shard of a parameter of |sizes| on |rank| of |world|, on dim 0 or |dim|.
 Fsdp2Shard ShardDim0(const std::vector<int64_t>& sizes, int world, int rank);
+Fsdp2Shard ShardDim(const std::vector<int64_t>& sizes, int dim, int world, int rank);
 
 /// One FSDPParamGroup: the parameters one fully_shard call manages.
 struct Fsdp2Group {
@@ -37,6 +40,19 @@ struct Fsdp2Group {
   OpId first = kNone, last = kNone;  ///< first and last of the module's forward (the root: the model's)
   bool root = false;              ///< the fully_shard(root) call (a pipeline stage's module)
   int stage = 0;                  ///< the pipeline stage (PipelineStagePlan::local index) it belongs to
+  int world = 1;                  ///< its shard group's ranks
+  /// The fully_shard call it belongs to: a call's parameters on two meshes make two groups
+  /// (FSDPState._fsdp_param_groups, in the order of their first parameter), which share its ops.
+  int call = 0;
+};
+
+/// Expert parallelism borrowing dp_shard (torchtitan's apply_fsdp_to_decoder, Note [Expert
+/// parallel]): the EP-local expert weights are sharded over the efsdp ranks, on dim 1 when
+/// dp_shard·cp exceeds the experts (Shard(1)), else dim 0; the other parameters over the dense mesh.
+struct Fsdp2Experts {
+  std::vector<TensorId> params;  ///< the EP-sharded weights (Graph::ep_shards)
+  int world = 1, rank = 0;       ///< efsdp's ranks and this rank's index in it
+  int dim = 0;                   ///< the shard dim
 };
 
 /// The groups of |g| in fully_shard order: one per module of |wrapped| holding parameters
@@ -45,8 +61,10 @@ struct Fsdp2Group {
 /// with the op producing its last output (the loss is outside it). A pipeline stage's module
 /// (Note [FSDP2], with pp) is the ops [begin, end) and the parameters they read: its groups,
 /// then its own root.
+/// With |experts|, a call holding expert weights makes a second group of them, after its first.
 std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, const std::vector<std::string>& wrapped,
-                                        int world, int rank, OpId begin = 0, OpId end = kNone);
+                                        int world, int rank, OpId begin = 0, OpId end = kNone,
+                                        const Fsdp2Experts* experts = nullptr);
 
 }  // namespace memsim
 

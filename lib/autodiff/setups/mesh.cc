@@ -88,4 +88,16 @@ MeshCoord CoordOf(const MeshDims& d, int64_t rank) {
   return c;
 }
 
+EpCoord EpCoordOf(const MeshDims& d, int64_t rank) {
+  if (int64_t{d.dp_shard} * d.cp == 1) return EpCoord{static_cast<int>(rank % d.ep), 0};
+  const MeshCoord c = CoordOf(d, rank);
+  const int flat = c.dp_shard * d.cp + c.cp;  // torchtitan's fsdp = (dp_shard, cp) flattened
+  return EpCoord{flat % d.ep, flat / d.ep};
+}
+
+int EfsdpDegree(const MeshDims& d) {
+  const int64_t f = int64_t{d.dp_shard} * d.cp;
+  return f == 1 ? 1 : static_cast<int>(f / d.ep);
+}
+
 }  // namespace memsim

@@ -52,6 +52,16 @@ Result<MeshDims> ParseMesh(std::string_view option, std::string_view text);
 /// rank = (((pp·R + dp_replicate)·S + dp_shard)·C + cp)·T + tp.
 MeshCoord CoordOf(const MeshDims& dims, int64_t rank);
 
+/// Expert parallelism borrowing dp_shard·cp (torchtitan's sparse mesh (efsdp, ep), ep innermost,
+/// over the flattened dp_shard·cp ranks): the rank's index in its ep group and along efsdp, the
+/// experts' FSDP dimension of dp_shard·cp / ep ranks. With ep alone the ep index is the rank.
+struct EpCoord {
+  int ep = 0, efsdp = 0;
+};
+EpCoord EpCoordOf(const MeshDims& dims, int64_t rank);
+/// The ranks of the experts' FSDP dimension (efsdp): dp_shard·cp / ep (1 with ep alone).
+int EfsdpDegree(const MeshDims& dims);
+
 }  // namespace memsim
 
 #endif  // MEMSIM_LIB_AUTODIFF_SETUPS_MESH_H_

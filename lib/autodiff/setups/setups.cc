@@ -16,8 +16,9 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
   if (options.pipeline) setups.push_back(MakePipelineStage(*options.pipeline));
   // torchtitan's order on the 2-D mesh: parallelize_module, then fully_shard (Note [FSDP2]).
   if (options.parallel.mesh.tp > 1) setups.push_back(MakeTensorParallel(options.parallel));
-  if (options.parallel.mesh.dp_shard > 1) setups.push_back(MakeFsdp2(options.parallel));
+  // torchtitan's parallelize: expert parallel (apply_moe_ep_tp) before fully_shard.
   if (options.parallel.mesh.ep > 1) setups.push_back(MakeExpertParallel(options.parallel));
+  if (options.parallel.mesh.dp_shard > 1) setups.push_back(MakeFsdp2(options.parallel));
   if (options.parallel.mesh.cp > 1) setups.push_back(MakeContextParallel(options.parallel));
   if (options.parallel.data_parallel) setups.push_back(MakeDataParallel(options.parallel));
   // The scaler's unscale_ comes before clipping (scaler.unscale_(opt); clip_grad_norm_(...)).
