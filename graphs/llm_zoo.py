@@ -7,6 +7,8 @@ run as written, on the meta device (no weight is allocated).
   style of Hugging Face's LlamaForCausalLM (eager attention: matmul, causal mask, float32 softmax,
   matmul; k/v heads repeated by expand + reshape), at the Llama 3.2 1B and Llama 3 8B sizes.
 * The CS336 transformer with the course's own cross entropy (the model returns its loss).
+* Mixtral 8x7B's sizes in torchtitan's MoE form: the Llama-style decoder with SDPA attention and
+  graphs/moe_models.py's MoE layer (router, top-k, for-loop experts) in place of the MLP.
 
 Builders take the symbols their buffers depend on (``seq``), so RoPE caches and masks are symbolic.
 """
@@ -17,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import llm_models
+import moe_models
 
 GPT2_CONFIGS = {
     "small": dict(n_layer=12, n_head=12, n_embd=768),
@@ -212,6 +215,75 @@ class Llama(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
         return self.lm_head(self.norm(x))
+
+
+class SdpaAttention(LlamaAttention):
+    """torchtitan's attention: k/v heads repeated, F.scaled_dot_product_attention(is_causal=True)."""
+
+    def forward(self, x, cos, sin, mask=None):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.heads, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = self._repeat_kv(k), self._repeat_kv(v)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class MoeLayer(nn.Module):
+    def __init__(self, d, heads, kv_heads, ff, experts, top_k):
+        super().__init__()
+        self.self_attn = SdpaAttention(d, heads, kv_heads)
+        self.moe = moe_models.MoE(d, ff, experts, top_k)
+        self.input_layernorm = LlamaRMSNorm(d)
+        self.post_attention_layernorm = LlamaRMSNorm(d)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.moe(self.post_attention_layernorm(x))
+
+
+class MoeDecoder(nn.Module):
+    """A Llama-style decoder whose MLPs are mixtures of experts (torchtitan's MoE form)."""
+
+    def __init__(self, vocab, d, layers, heads, kv_heads, ff, experts, top_k, seq, theta):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList([MoeLayer(d, heads, kv_heads, ff, experts, top_k) for _ in range(layers)])
+        self.norm = LlamaRMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        hd = d // heads
+        inv = 1.0 / (theta ** (torch.arange(0, hd, 2).float() / hd))
+        ang = torch.outer(torch.arange(seq).float(), inv)
+        emb = torch.cat((ang, ang), dim=-1)
+        self.register_buffer("cos", emb.cos(), persistent=False)
+        self.register_buffer("sin", emb.sin(), persistent=False)
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        x = self.embed_tokens(ids)
+        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.lm_head(self.norm(x))
+
+
+def mixtral_8x7b(seq):
+    """Mixtral 8x7B sizes: d 4096, 32 layers, 32 heads, 8 kv heads, 8 experts of ff 14336, top 2,
+    vocab 32000, rope theta 1e6; in bf16 (as loaded with torch_dtype=torch.bfloat16)."""
+    return MoeDecoder(32000, 4096, 32, 32, 8, 14336, 8, 2, seq, 1e6).to(torch.bfloat16)
+
+
+def moe_decoder_tiny(seq):
+    """For tests: the same code at toy sizes (4 experts, top 2)."""
+    return MoeDecoder(1000, 64, 2, 4, 2, 128, 4, 2, seq, 1e6)
+
+
+def moe_decoder_tiny_bf16(seq):
+    """moe_decoder_tiny in bf16: the graph FSDP2's MixedPrecisionPolicy(param_dtype=bf16) computes."""
+    return moe_decoder_tiny(seq).to(torch.bfloat16)
 
 
 def llama_1b(seq):

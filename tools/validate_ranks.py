@@ -131,7 +131,8 @@ def memsim_cmd(memsim, graph, cfg):
     if cfg.get("mode") == "ep":  # every rank's tokens per expert: the rows each rank receives
         if "ep" in cfg:  # ep borrowing dp_shard: FSDP2 over the world, the experts' over efsdp
             return cmd[:-2] + ["--mesh", "dp_shard=%s,ep=%s" % (cfg["world"], cfg["ep"]),
-                               "--moe-routing", "ranks=" + cfg["routed_ranks"]] + fsdp2_args(cfg)
+                               "--moe-routing", "ranks=" + cfg["routed_ranks"]] + fsdp2_args(cfg) + \
+                   (["--set", "seq=" + cfg["seq"]] if "seq" in cfg else [])
         return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
     if cfg.get("mode") == "cp":  # the whole sequence; each rank runs seq/cp of it
         return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]]

@@ -21,3 +21,7 @@ rund moe_mlp2_b32_adam_ep2_dp4             moe_mlp2 --world 4 --ep 2 --batch 32 
 rund moe_mlp_b64_sgd_ep4_dp4               moe_mlp --world 4 --ep 4 --batch 64 --opt sgd --port 29562
 rund moe_mlp_b32_adam_ep2_dp8              moe_mlp --world 8 --ep 2 --batch 32 --opt adam --port 29563
 rund moe_mlp2_b32_adamw_ep4_dp4_noreshard  moe_mlp2 --world 4 --ep 4 --batch 32 --opt adamw --reshard false --port 29564
+# The Llama-style decoder with MoE layers (graphs/llm_zoo.py moe_decoder_tiny, its graph in
+# tests/data/traces_moe_2_13/graphs): attention and router on the dense mesh, the experts on efsdp.
+rund moe_decoder_tiny_b2_s64_adamw_ep2_dp4  moe_decoder_tiny --world 4 --ep 2 --batch 2 --seq 64 --opt adamw --port 29565
+rund moe_decoder_tiny_b2_s64_adam_ep4_dp8   moe_decoder_tiny --world 8 --ep 4 --batch 2 --seq 64 --opt adam --port 29566

@@ -19,3 +19,14 @@ for m in moe_mlp moe_mlp2; do
   (cd "$root" && "$py" tools/export_torch.py graphs/moe_models.py:$m --trace run --name $m \
      --provenance "graphs/moe_models.py $m (trace_step.py $m)" -o "$g/$m.json")
 done
+# The Llama-style decoder with MoE layers the per-rank EP traces use (record_ep_2_13.sh), run on meta
+# tensors; its bf16 form (parameters marked float32) for FSDP2's MixedPrecisionPolicy.
+(cd "$root/graphs" && "$py" ../tools/export_torch.py llm_zoo.py:moe_decoder_tiny --trace run \
+   --input "ids=int64:batch,seq" --set batch=2 --set seq=64 --name moe_decoder_tiny \
+   --provenance "graphs/llm_zoo.py moe_decoder_tiny: the Llama-style decoder with SDPA attention and graphs/moe_models.py's MoE layers (d 64, 2 layers, 4 heads, 2 kv heads, 4 experts of ff 128, top 2, vocab 1000), recorded by running under PyTorch 2.13 on meta tensors; token-level cross entropy; input int64 ids [batch,seq]" \
+   -o "$g/moe_decoder_tiny.json")
+(cd "$root/graphs" && "$py" ../tools/export_torch.py llm_zoo.py:moe_decoder_tiny_bf16 --trace run \
+   --input "ids=int64:batch,seq" --set batch=2 --set seq=64 --name moe_decoder_tiny \
+   --provenance "graphs/llm_zoo.py moe_decoder_tiny_bf16: moe_decoder_tiny in bf16 (its casts recorded), its parameters and buffers marked float32 (the dtype a model under FSDP2's MixedPrecisionPolicy keeps), recorded by running under PyTorch 2.13 on meta tensors; token-level cross entropy; input int64 ids [batch,seq]" \
+   -o "$g/moe_decoder_tiny_bf16.json")
+mark_fp32 "$g/moe_decoder_tiny_bf16.json"

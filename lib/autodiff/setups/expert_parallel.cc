@@ -24,8 +24,7 @@ class ExpertParallel : public TrainingSetup {
   /// The full [E, ...] parameter the model was built with.
   bool AllocateParameter(StepState& s, TensorId t) override {
     if (std::find(s.g.ep_shards.begin(), s.g.ep_shards.end(), t) == s.g.ep_shards.end()) return false;
-    s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes() * s.g.ep_degree, s.g.tensors[t].name + " (full)",
-                                  Category::kParameter);
+    s.storage[t] = s.ledger.Alloc(OwnBytes(s, t) * s.g.ep_degree, s.g.tensors[t].name + " (full)", Category::kParameter);
     return true;
   }
 
@@ -35,7 +34,7 @@ class ExpertParallel : public TrainingSetup {
     if (s.profile.host_collectives) s.ledger.Alloc(4 * std::max<int64_t>(world_, 1), "DeviceMesh ranks", Category::kParameter);
     std::vector<Ledger::StorageId> full;
     for (TensorId p : s.g.ep_shards) {
-      const int64_t bytes = s.bound.metas[p].bytes();
+      const int64_t bytes = OwnBytes(s, p);
       const std::string& name = s.g.tensors[p].name;
       const Ledger::StorageId shard = s.ledger.Alloc(bytes, name, Category::kParameter);
       if (source_) s.ledger.Unref(s.ledger.Alloc(bytes * s.g.ep_degree, name + " scatter staging", Category::kTemporary));
@@ -60,6 +59,12 @@ class ExpertParallel : public TrainingSetup {
   }
 
  private:
+  /// The local shard's bytes in the dtype the model keeps (FSDP2's MixedPrecisionPolicy binds the
+  /// graph in param_dtype; the parameters stay in their own).
+  static int64_t OwnBytes(const StepState& s, TensorId t) {
+    return s.bound.metas[t].numel() * ElementSize(s.g.tensors[t].dtype);
+  }
+
   /// Whether the parameter after |p| belongs to another module (its loop ends here).
   static bool NextModule(const StepState& s, TensorId p) {
     auto it = std::find(s.g.ep_shards.begin(), s.g.ep_shards.end(), p);
