@@ -71,6 +71,12 @@ genlm() {  # genlm NAME PROVENANCE BUILDER BATCH SEQ [EXPORT-ARGS...]
   (cd "$root" && $EXPORT $Z:$builder --trace run --input "$IDS_LM" --set batch=$b --set seq=$s "$@" \
      --name "$name" --provenance "$prov" -o "$out/$name.json")
 }
+genlm2() {  # genlm2 NAME PROVENANCE BUILDER BATCH SEQ: genlm under the 2.x venv (SDPA, recorded under PyTorch 2.13)
+  local name=$1 prov=$2 builder=$3 b=$4 s=$5; shift 5
+  if [ "$wanted" != "  " ] && [[ "$wanted" != *" $name "* ]]; then return 0; fi
+  (cd "$root" && $VENV_PY tools/export_torch.py $Z:$builder --trace run --input "$IDS_LM" --set batch=$b --set seq=$s "$@" \
+     --name "$name" --provenance "$prov" -o "$out/$name.json")
+}
 NANO="nanoGPT GPT (karpathy/nanoGPT model.py, June 2023; graphs/llm_models.py): bias=False, dropout 0, non-flash attention (tril mask buffer, masked_fill, softmax), GELU MLP, learned positions, wte tied to lm_head, vocab 50304, block 1024; token-level cross entropy; input int64 ids [batch,seq]"
 genlm nanogpt_gpt2_small "$NANO; GPT-2 small: 12 layers, d 768, 12 heads; $TS gpt2_small" gpt2_small 8 1024
 genlm nanogpt_gpt2_medium "$NANO; GPT-2 medium: 24 layers, d 1024, 16 heads" gpt2_medium 8 1024
@@ -87,3 +93,5 @@ genhf llama3_8b "Llama 3.1 8B in bf16 (model.to(torch.bfloat16), as loaded with 
   2 2048 llama:hidden_size=4096,intermediate_size=14336,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=8,vocab_size=128256,max_position_embeddings=131072,rope_theta=500000.0,tie_word_embeddings=False,dtype=bf16
 genhf llama3_70b "Llama 3.1 70B in bf16 (model.to(torch.bfloat16), as loaded with torch_dtype=torch.bfloat16): transformers 5.24 LlamaForCausalLM from its config (d 8192, 80 layers, 64 heads, 8 kv heads, d_ff 28672, vocab 128256, rope_theta 500000, untied head), SDPA attention, use_cache=False, recorded by running under PyTorch 2.13 (export_torch.py hf:llama:...; Note [Hugging Face decoders]); F.cross_entropy over the flattened logits; input int64 input_ids [batch,seq]" \
   1 8192 llama:hidden_size=8192,intermediate_size=28672,num_hidden_layers=80,num_attention_heads=64,num_key_value_heads=8,vocab_size=128256,max_position_embeddings=131072,rope_theta=500000.0,tie_word_embeddings=False,dtype=bf16
+genlm2 mixtral_8x7b "Mixtral 8x7B sizes in torchtitan's MoE form (graphs/llm_zoo.py mixtral_8x7b): the Llama-style decoder (RMSNorm, RoPE theta 1e6, grouped-query attention with k/v repeated, F.scaled_dot_product_attention(is_causal=True)) whose MLPs are graphs/moe_models.py's MoE (a softmax router, top 2 of 8 experts, tokens sorted by expert, the experts as [E, ...] weights run on their rows by the routed split, outputs scaled and scatter-added back); d 4096, 32 layers, 32 heads, 8 kv heads, expert d_ff 14336, vocab 32000, untied head, in bf16; recorded by running under PyTorch 2.13 on meta tensors (routing balanced: Note [Routed token counts]); token-level cross entropy; input int64 ids [batch,seq]" \
+  mixtral_8x7b 1 4096

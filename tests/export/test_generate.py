@@ -23,17 +23,17 @@ PARAMS = {  # parameter elements of every zoo graph
     "nanogpt_gpt2_small": 124373760, "nanogpt_gpt2_medium": 354599936, "nanogpt_gpt2_large": 773582080,
     "nanogpt_gpt2_xl": 1556840000, "cs336_small": 128625408, "cs336_medium": 423183360,
     "llama_1b": 1235814400, "llama_8b": 8030261248, "cs336_small_course_loss": 128625408, "llama3_8b": 8030261248,
-    "llama3_70b": 70553706496,
+    "llama3_70b": 70553706496, "mixtral_8x7b": 46702792704,
 }
 OWN_LOSS = {"cs336_small_course_loss"}  # the model returns its loss (inputs end with its targets)
 LLM_BATCH = {"nanogpt_gpt2_small": 8, "nanogpt_gpt2_medium": 8, "nanogpt_gpt2_large": 8, "nanogpt_gpt2_xl": 8,
              "cs336_small": 32, "cs336_medium": 32, "cs336_small_course_loss": 32, "llama_1b": 4, "llama_8b": 1, "llama3_8b": 2,
-             "llama3_70b": 1}
+             "llama3_70b": 1, "mixtral_8x7b": 1}
 
 
 def zoo_names():
     with open(os.path.join(GRAPHS, "generate.sh")) as f:
-        return re.findall(r"^(?:gen|genlm|genhf) ([a-z0-9_]+) ", f.read(), re.M)
+        return re.findall(r"^(?:gen|genlm|genlm2|genhf) ([a-z0-9_]+) ", f.read(), re.M)
 
 
 class Zoo(unittest.TestCase):

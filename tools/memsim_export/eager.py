@@ -144,7 +144,7 @@ def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="mode
             raise UnsupportedError(cx.unsupported)
         graphs.append(probe_graph(cx, out, specs, names, loss, model))
         tensors.append(names)
-        routings.append((cx.routed_symbols_order, sorted(cx.routings.values())))
+        routings.append((cx.routed_symbols_order, list(cx.routing_counts)))
     g = finish_graph(graphs, probes, syms, defaults, specs, tensors[0], name, provenance, outputs_held)
     return bnb_base.annotate(peft_lora.annotate(_routed(g, routings, probes, syms, defaults), lora), quantize)
 

@@ -38,7 +38,9 @@ def meta_bincount(cx, x, weights=None, minlength=0):
     if weights is not None or not minlength:
         raise Unsupported("bincount without minlength or with weights (its size depends on the values)")
     out = torch.empty(int(minlength), dtype=torch.int64, device=x.device)
+    # a freed result's id is reused by a later layer's: the map finds the live one, the list keeps every layer
     cx.routings[id(out)] = (len(cx.routed_symbols_order), int(x.numel()))
+    cx.routing_counts.append(cx.routings[id(out)])
     cx.routed_symbols_order.append(int(minlength))
     return out
 

@@ -72,6 +72,7 @@ class EagerContext(Context):
         self.paused = False     # True while an expanded module runs (ExpandedModules)
         self.pending = []       # recorded ops to measure: (op record, callable, args, kwargs, input specs)
         self.routings = {}      # id(bincount result) -> (routing index, counted elements) (ops_moe)
+        self.routing_counts = []        # (routing index, counted elements) of each routing, in forward order
         self.routed_symbols_order = []  # experts of each routing, in forward order
         self.routed_symbols = {}        # routed<L>_e<i> -> its balanced count at this probe
         self.on_cpu = False     # the model runs on CPU tensors (values kept for recorded ops)

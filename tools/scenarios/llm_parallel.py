@@ -11,7 +11,9 @@ tensor and context parallelism, beside measurements and the published figures an
 2. A 128k-token context with context parallelism 8 (ring attention) x FSDP2 2 on 16 GPUs.
 3. Llama 3.1 70B on 64 x H100-80GB with torchtitan's 3-D mesh (PP 4 x FSDP2 2 x TP 8) under 1F1B and
    Interleaved1F1B, every stage, beside Megatron-LM's formula.
-4. What this page does not show yet, and why.
+4. Mixtral 8x7B with expert parallelism 8 borrowing FSDP2's ranks (torchtitan's MoE recipe) on 8, 16, 32
+   and 64 GPUs, balanced and imbalanced routing, beside Megatron-LM's formula.
+5. What this page does not show yet, and why.
 Usage: llm_parallel.py [--memsim build/memsim] [--out docs/scenarios/llm_parallel.md] [--check]
 """
 import argparse, json, os, sys, tempfile
@@ -26,6 +28,7 @@ import validate_gpu_ranks as vr  # noqa: E402  (fsdp2_mp_graph, the recorded ran
 GIB = float(1 << 30)
 GRAPH = os.path.join(ROOT, "graphs", "llama3_8b.json")
 GRAPH_70B = os.path.join(ROOT, "graphs", "llama3_70b.json")
+GRAPH_MIXTRAL = os.path.join(ROOT, "graphs", "mixtral_8x7b.json")
 TOML = "tests/data/configs/torchtitan_llama3_8b.toml"
 EXPANDABLE = ["--alloc-conf", "expandable_segments:True"]
 
@@ -126,6 +129,95 @@ def llama70_section(memsim, tmp):
               "distributed optimizer over dp 2; activations %s) assumes Megatron's own plan: sequence parallelism and" % gib(a),
               "selective recomputation, the weights kept whole across the data-parallel ranks (no FSDP), and no",
               "all-gather, reduce-scatter or accumulation buffers.", ""]
+    return lines
+
+
+def megatron_moe(h, ffn, experts, heads, groups, layers, vocab, s, b, world, ep):
+    """megatron/training/theoretical_memory_usage.py for a MoE decoder without TP or PP (RMSNorm,
+    SwiGLU, grouped-query attention, untied embeddings, a router without bias), the distributed
+    optimizer: (weights and optimizer, activations) in bytes. The experts' 6 + 12 / edp bytes per
+    parameter over the expert-data-parallel ranks (world / ep), the rest 6 + 12 / dp; activations by
+    its branch without sequence parallelism (compute_activation_memory_without_sp: every layer
+    s·b·h·(10 + 24), dense and without recomputation, + 5 %)."""
+    attn = 2 * h * h * (1 + groups / heads)
+    routed = 2 * h * ffn * experts * 1.5
+    replicated = (2 * h + h * experts) * layers + h
+    dense = attn * layers + 2 * h * vocab  # the embedding and the untied output layer
+    weights = (dense + replicated) * (6 + 12.0 / world) + routed * layers / ep * (6 + 12.0 / (world // ep))
+    act = s * b * h * 34 * layers + 8 * s * b + s * b * h + (s * b * vocab + s * b * h) * 2
+    return weights, act * 1.05
+
+
+def mixtral_plans():
+    base = ["--wrap", "layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32", "--init", "meta", "--set", "seq=8192",
+            "--batch", "1", "--optimizer", "adamw", "--foreach", "fused", "--loop-holds", "loss", "--torch", "2.13",
+            "--gpu", "H100-80GB", "--steps", "2"] + EXPANDABLE
+    full = ["--checkpoint", "layers.*"]
+    return [("8 GPUs: FSDP2 8, EP 8 (efsdp 1), every layer checkpointed", 8, ["--mesh", "dp_shard=8,ep=8"] + base + full),
+            ("16 GPUs: FSDP2 16, EP 8 (efsdp 2, Shard(1)), every layer checkpointed", 16,
+             ["--mesh", "dp_shard=16,ep=8"] + base + full),
+            ("16 GPUs, no checkpointing", 16, ["--mesh", "dp_shard=16,ep=8"] + base),
+            ("16 GPUs, every layer checkpointed, imbalanced routing (`--moe-routing hot=2`)", 16,
+             ["--mesh", "dp_shard=16,ep=8", "--moe-routing", "hot=2"] + base + full),
+            ("32 GPUs: FSDP2 32, EP 8 (efsdp 4), every layer checkpointed", 32, ["--mesh", "dp_shard=32,ep=8"] + base + full),
+            ("64 GPUs: FSDP2 64, EP 8 (efsdp 8), every layer checkpointed", 64, ["--mesh", "dp_shard=64,ep=8"] + base + full)]
+
+
+def mixtral_section(memsim, tmp):
+    graph = vr.fsdp2_mp_graph(GRAPH_MIXTRAL, os.path.join(tmp, "mixtral_8x7b_fp32.json"))
+    plans = mixtral_plans()
+    lines = ["## 4. Mixtral 8x7B with expert parallelism 8 (torchtitan's MoE recipe)", "",
+             "`graphs/mixtral_8x7b.json`: Mixtral 8x7B's sizes (32 layers, d 4096, 32 heads, 8 kv heads, 8 experts of d_ff",
+             "14336, top 2, vocab 32000; 46.7 B parameters) in torchtitan's MoE form (`graphs/llm_zoo.py` `mixtral_8x7b`: SDPA",
+             "attention, a softmax top-2 router, the experts as `[E, ...]` weights run by the routed split, Note [Routed token",
+             "counts]), its parameters marked fp32. torchtitan's flow for MoE models: expert parallelism over 8 ranks",
+             "borrowing FSDP2's (`ExpertParallel` on each layer's experts, their all-to-all dispatch and combine), then",
+             "`fully_shard` on each layer with the experts on the efsdp mesh (dp_shard / 8 ranks; `Shard(1)` once it",
+             "exceeds the 8 experts) and the rest on all dp_shard ranks, explicit prefetching, `MixedPrecisionPolicy(bf16,",
+             "fp32)`, the shards materialized (`--init meta`), fused AdamW (torchtitan's default), batch 1 × 8192 tokens per rank (Note [Expert",
+             "parallel]). Routing is balanced (every expert receives the same tokens) unless said; `hot=2` gives expert 0",
+             "twice the mean from every rank, so its ep rank (0, 8, ...) receives the most rows. Every distinct rank is",
+             "one row.", "",
+             "Common flags: `%s`." % shown(plans[1][2][2:]).replace(" --checkpoint 'layers.*'", ""), "",
+             "| plan | ranks | steady step: peak allocated | peak reserved | device used | fits 80 GB? | at the peak: activations | Megatron-LM's formula |",
+             "|---|---|---:|---:|---:|---|---:|---:|"]
+    results = {}
+    for label, world, args in plans:
+        r = run(memsim, graph, args)
+        results[label] = r
+        w, a = megatron_moe(4096, 14336, 8, 32, 8, 32, 32000, 8192, 1, world, 8)
+        for i, e in enumerate(r["ranks"]):
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                label if i == 0 else "", page_ranks(e["ranks"]), gib(e["peak_allocated_bytes"]),
+                gib(e["peak_reserved_bytes"]), gib(e["peak_device_used_bytes"]),
+                "yes" if e["verdict"] == "fits" else "**%s**" % e["verdict"],
+                gib(e["breakdown_at_peak"].get("activation", 0)), gib(w + a) if i == 0 else ""))
+    b16 = results[plans[1][0]]["ranks"][0]["breakdown_at_peak"]
+    hot = [e["peak_allocated_bytes"] for e in results[plans[3][0]]["ranks"]]
+    hot_top, hot_low = max(hot), min(hot)
+    w8, _ = megatron_moe(4096, 14336, 8, 32, 8, 32, 32000, 8192, 1, 8, 8)
+    w16, a16 = megatron_moe(4096, 14336, 8, 32, 8, 32, 32000, 8192, 1, 16, 8)
+    experts = 2 * 4096 * 14336 * 8 * 1.5 * 32
+    lines += ["", "On 8 GPUs each rank keeps one whole expert per layer (%s of the %s expert parameters): its fp32" % (
+                  "%.2f B" % (experts / 8 / 1e9), "%.1f B" % (experts / 1e9)),
+              "weights, grads and AdamW's two states alone are %s, so no plan of 8 × 80 GB fits without offloading." % gib(
+                  experts / 8 * 16),
+              "On 16 GPUs efsdp shards each expert over 2 ranks on its hidden dim (`Shard(1)`: 16 ranks > 8 experts; a",
+              "dim-0 shard of the rank's single expert would be padding), which halves that. The peak is then in the",
+              "backward: %s of parameters (the fp32 shards and the layer's gathered bf16 weights), %s of grads, %s of" % (
+                  gib(b16["parameter"]), gib(b16["gradient"]), gib(b16["optimizer_state"])),
+              "AdamW state and %s of activations (every layer's checkpointed input and one layer's recomputed ones)." % gib(
+                  b16["activation"]),
+              "Under `hot=2` the ranks holding expert 0 (ep rank 0 of each group: 0 and 8) receive twice the mean rows in",
+              "every layer, and their peak is %s above the others'." % gib(hot_top - hot_low),
+              "Megatron-LM's `theoretical_memory_usage.py` (re-implemented above from its source) prices the same model",
+              "differently: its distributed optimizer keeps bf16 weights and fp32 grads whole on every rank of a group and",
+              "shards only the fp32 master weights and Adam states (6 + 12/dp bytes per parameter; the experts over the",
+              "world / ep expert-data-parallel ranks), %s of weights and optimizer on 8 GPUs and %s on 16, where" % (
+                  gib(w8), gib(w16)),
+              "FSDP2 shards the weights and grads too. Its activation term without sequence parallelism (%s at seq 8192)" % gib(a16),
+              "counts every layer as dense, whatever the routing (top 2 of 8 experts) and without recomputation; it has",
+              "no term for the dispatch's all-to-all buffers or a routing imbalance.", ""]
     return lines
 
 
@@ -277,12 +369,13 @@ def cp_section(memsim, graph):
 
 
 def not_yet():
-    return ["## 4. Not on this page yet", "",
+    return ["## 5. Not on this page yet", "",
             "- **A measurement of the 70B plans**: pipeline × tensor × sequence parallelism × FSDP2 is checked per rank on",
             "  CPU traces of a small Llama (docs/validation.md), but no GPU recording of a pipeline exists yet.",
-            "- **Mixtral-8x7B with EP 8**: `--mesh ep=N` shards the experts of a routed split (the torchtitan-style MoE of",
-            "  graphs/moe_models.py, checked per rank); transformers' `MixtralForCausalLM` exports (on the meta device) but its",
-            "  experts are not recognised as such a split, and EP combined with FSDP2 (torchtitan borrows dp_shard) is refused.", ""]
+            "- **A measurement of the Mixtral plans**: EP × FSDP2 is checked per rank on CPU traces of a small MoE decoder",
+            "  (docs/validation.md, \"Expert parallel, per rank\"); no GPU recording of an expert-parallel step exists yet.",
+            "  transformers' `MixtralForCausalLM` exports (on the meta device), but its experts (one `grouped_mm` over",
+            "  `[E, ...]` weights) are not recognised as a routed split, so `--mesh ep=N` takes torchtitan's MoE form.", ""]
 
 
 def main():
@@ -293,13 +386,14 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         graph = vr.fsdp2_mp_graph(GRAPH, os.path.join(tmp, "llama3_8b_fp32.json"))
-        lines = ["# LLM parallelism per GPU: FSDP2, tensor and context parallel", "",
+        lines = ["# LLM parallelism per GPU: FSDP2, tensor, context, pipeline and expert parallel", "",
                  "Generated by `tools/scenarios/llm_parallel.py`; do not edit by hand. Every memsim figure is one `memsim run`",
                  "(cuda profile, PyTorch 2.13 rules) of one rank; see docs/parallel.md (Notes [FSDP2], [Tensor parallel],",
                  "[Context parallel], [Meta-device init], [Side streams]) and docs/cli.md (`--mesh`).", ""]
         lines += llama_section(a.memsim, graph, tmp)
         lines += cp_section(a.memsim, graph)
         lines += llama70_section(a.memsim, tmp)
+        lines += mixtral_section(a.memsim, tmp)
         lines += not_yet()
     return page.write_or_check("llm_parallel.py", lines, a.out, a.check)
 

@@ -19,10 +19,14 @@ namespace {
 
 class ExpertParallel : public TrainingSetup {
  public:
-  explicit ExpertParallel(const ParallelOptions& o) : source_(EpCoordOf(o.mesh, o.rank).ep == 0), world_(o.mesh.world()) {}
+  explicit ExpertParallel(const ParallelOptions& o)
+      : source_(EpCoordOf(o.mesh, o.rank).ep == 0), world_(o.mesh.world()), meta_(o.meta_init) {}
 
-  /// The full [E, ...] parameter the model was built with.
+  /// The full [E, ...] parameter the model was built with. Built on the meta device (Note
+  /// [Meta-device init]) there is none: distribute_tensor moves no data and to_empty makes the
+  /// local shard (FSDP2's, or the plain parameter's allocation).
   bool AllocateParameter(StepState& s, TensorId t) override {
+    if (meta_) return false;
     if (std::find(s.g.ep_shards.begin(), s.g.ep_shards.end(), t) == s.g.ep_shards.end()) return false;
     s.storage[t] = s.ledger.Alloc(OwnBytes(s, t) * s.g.ep_degree, s.g.tensors[t].name + " (full)", Category::kParameter);
     return true;
@@ -31,6 +35,7 @@ class ExpertParallel : public TrainingSetup {
   /// After the batch exists, as the kit (and torchtitan's parallelize step) applies it: the
   /// device mesh (one int32 per rank), then each MoE layer's expert weights in order.
   void OnSetupBatch(StepState& s) override {
+    if (meta_) return;
     if (s.profile.host_collectives) s.ledger.Alloc(4 * std::max<int64_t>(world_, 1), "DeviceMesh ranks", Category::kParameter);
     std::vector<Ledger::StorageId> full;
     for (TensorId p : s.g.ep_shards) {
@@ -80,6 +85,7 @@ class ExpertParallel : public TrainingSetup {
 
   bool source_;  // the ep group's first rank: distribute_tensor scatters from it
   int64_t world_;
+  bool meta_;     // the model built on the meta device
   std::map<OpId, Ledger::StorageId> held_;
 };
 
