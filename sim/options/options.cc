@@ -283,8 +283,8 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
                   "tp, ep (torchtitan's ParallelDims; Note [Device mesh])");
   cmd->add_option("--reshard-after-forward", reshard_after_forward,
                   "with --mesh dp_shard=N: fully_shard(reshard_after_forward=...): true frees each unit's gathered "
-                  "parameters after its forward (all-gathered again in backward), false keeps them (Note [FSDP2])")
-      ->check(CLI::IsMember({"true", "false"}));
+                  "parameters after its forward (all-gathered again in backward), false keeps them, an integer K (a "
+                  "divisor of the shard ranks) keeps a 1/K slice, all-gathered over K ranks in backward (Note [FSDP2])");
   cmd->add_option("--init", init,
                   "with tp or dp_shard in --mesh: where the model is built; device (default): whole on the device, "
                   "then sharded; meta: on the meta device, parallelized, then only the rank's shards materialized "
@@ -563,6 +563,31 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   return Status::OK();
 }
 
+// Note [FSDP2]: reshard_after_forward true, false or an int, as _get_post_forward_mesh_info reads
+// it: an int must divide the shard ranks; 1 means false and the shard ranks mean true.
+Status ConfigOptions::ApplyReshardAfterForward(ParallelOptions* parallel) const {
+  parallel->fsdp2_reshard_after_forward = reshard_after_forward != "false";
+  parallel->fsdp2_post_forward_world = 0;
+  if (reshard_after_forward.empty() || reshard_after_forward == "true" || reshard_after_forward == "false")
+    return Status::OK();
+  const MeshDims& m = parallel->mesh;
+  const int64_t world = int64_t{m.dp_shard} * m.cp;
+  const std::string usage = "--reshard-after-forward \"" + reshard_after_forward + "\": expected true, false or a divisor of " +
+                            "the shard ranks dp_shard*cp = " + std::to_string(world);
+  if (reshard_after_forward.size() > 7 || reshard_after_forward.find_first_not_of("0123456789") != std::string::npos)
+    return Status::InvalidArgument(usage);
+  const int64_t k = std::stoll(reshard_after_forward);
+  if (k < 1 || k > world || world % k != 0) return Status::InvalidArgument(usage);
+  // FSDPParam.to_sharded_post_forward refuses DTensor parameters (TP's, EP's); pp and HSDP are not
+  // simulated with it.
+  if (k > 1 && k < world && (m.tp > 1 || m.ep > 1 || m.pp > 1 || m.dp_replicate > 1))
+    return Status::Unsupported("--reshard-after-forward " + reshard_after_forward + " with tp, ep, pp or dp_replicate in "
+                               "--mesh is not simulated yet (torch refuses the int for DTensor parameters: tp, ep)");
+  parallel->fsdp2_reshard_after_forward = k > 1;
+  if (k > 1 && k < world) parallel->fsdp2_post_forward_world = static_cast<int>(k);
+  return Status::OK();
+}
+
 // Note [Pipeline parallel]: --mesh pp=N runs one stage per rank under a schedule.
 Status ConfigOptions::ApplyPipeline(ParallelOptions* parallel) const {
   const int stages = parallel->mesh.pp;
@@ -624,7 +649,7 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
     return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
                                " is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");
-  sim->parallel.fsdp2_reshard_after_forward = reshard_after_forward != "false";
+  MEMSIM_RETURN_IF_ERROR(ApplyReshardAfterForward(&sim->parallel));
   if (fsdp2_mp.empty()) return Status::OK();
   if (!dtype.empty() || !amp.empty())
     return Status::InvalidArgument("--fsdp2-mp casts an fp32 model's gathered parameters: drop --dtype and --amp");

@@ -81,7 +81,7 @@ struct ConfigOptions {
   std::string mesh;                 ///< --mesh dp_shard=S,tp=T,...: the N-D device mesh ("" = off)
   /// --config FILE: expanded into options before parsing (ExpandConfigFiles); bound for --help.
   std::string config_file;
-  std::string reshard_after_forward;  ///< --reshard-after-forward true|false (FSDP2)
+  std::string reshard_after_forward;  ///< --reshard-after-forward true|false|N (FSDP2)
   std::string init;                 ///< --init device|meta (Note [Meta-device init]); "" = device
   std::string fsdp2_mp;             ///< --fsdp2-mp param=DTYPE[,reduce=DTYPE] (FSDP2 MixedPrecisionPolicy)
   std::string tp_plan = "layers";   ///< --tp-plan: the tensor-parallel plan (lib/ir/tensor_parallel.h)
@@ -126,6 +126,8 @@ struct ConfigOptions {
   Status CheckMixedPrecision() const;
   /// --reshard-after-forward, --fsdp2-mp into |sim| under --mesh dp_shard=N (Note [FSDP2]).
   Status ApplyFsdp2(SimOptions* sim) const;
+  /// --reshard-after-forward true|false|N into |parallel| (Note [FSDP2]).
+  Status ApplyReshardAfterForward(ParallelOptions* parallel) const;
   /// --mesh: parses it into |parallel| (world = the mesh's ranks); refuses it beside the 1-D
   /// data-parallel options and the dimensions not simulated yet (Note [Device mesh]).
   Status ApplyMesh(ParallelOptions* parallel) const;

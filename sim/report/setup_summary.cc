@@ -27,6 +27,7 @@ void AddParallel(const ParallelOptions& p, std::vector<std::pair<std::string, st
   if (!p.offload.empty()) add("offload", p.offload);
   if (!p.fsdp_mixed_precision.empty()) add("fsdp_mixed_precision", p.fsdp_mixed_precision);
   if (p.mesh.dp_shard > 1 && !p.fsdp2_reshard_after_forward) add("reshard_after_forward", "false");
+  if (p.fsdp2_post_forward_world > 1) add("reshard_after_forward", std::to_string(p.fsdp2_post_forward_world));
   if (p.meta_init) add("init", "meta");
   if (!p.fsdp2_param_dtype.empty())
     add("fsdp2_mp", "param=" + p.fsdp2_param_dtype + (p.fsdp2_reduce_dtype.empty() ? "" : ",reduce=" + p.fsdp2_reduce_dtype));

@@ -50,6 +50,14 @@ memsim_error_test(ep_dense 2 "^memsim: --mesh ep=2: mlp has no mixture-of-expert
   run graphs/mlp.json --profile cpu --mesh ep=2)
 memsim_error_test(ep_ranks_count 2 "--moe-routing ranks=...: 1 ranks' counts for 2 ranks \\(--mesh ep=2\\); give one per rank"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 32 --profile cpu --mesh ep=2 --moe-routing ranks=29,9,2,24)
+# reshard_after_forward=2 over 4 ranks (Note [FSDP2]): a half of each pair's gathered parameters kept.
+memsim_golden_test(run_fsdp2_reshard_int run_fsdp2_reshard_int.txt
+  run graphs/mlp.json --batch 64 --profile cpu --torch 2.13 --optimizer adam --step first --mesh dp_shard=4
+  --wrap 0 --wrap 2 --wrap 4 --wrap 6 --wrap 8 --reshard-after-forward 2)
+memsim_error_test(fsdp2_reshard_not_divisor 2 "--reshard-after-forward \"3\": expected true, false or a divisor of the shard ranks dp_shard\\*cp = 4"
+  run graphs/mlp.json --profile cpu --mesh dp_shard=4 --reshard-after-forward 3)
+memsim_error_test(fsdp2_reshard_int_tp 2 "--reshard-after-forward 2 with tp, ep, pp or dp_replicate in --mesh is not simulated yet"
+  run tests/data/traces_tp_2_13/graphs/hf_llama_tp.json --profile cpu --mesh dp_shard=4,tp=2 --reshard-after-forward 2)
 # EP borrowing dp_shard (torchtitan): FSDP2 over 8 ranks, the experts' over efsdp = 4 on dim 1.
 memsim_golden_test(run_ep_fsdp2_ranks run_ep_fsdp2_ranks.txt
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 32 --profile cpu --torch 2.13 --optimizer adam --step first

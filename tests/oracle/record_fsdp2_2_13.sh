@@ -23,3 +23,7 @@ rund act_mlp_a_b64_adam_fsdp2                  act_mlp_a --batch 64 --opt adam
 rund act_mlp_a_b64_adam_fsdp2_fp8              act_mlp_a --batch 64 --opt adam --fp8 tensorwise
 rund act_mlp_a_b64_adam_fsdp2_fp8_noreshard    act_mlp_a --batch 64 --opt adam --fp8 tensorwise --reshard false
 rund act_mlp_a_b64_adam_fsdp2_fp8_bf16         act_mlp_a --batch 64 --opt adam --fp8 tensorwise --mp bf16
+# reshard_after_forward=2 on 4 ranks: after forward each rank keeps a half of its pair's gathered
+# parameters, all-gathered over the pair in backward.
+rund mlp_b64_adam_fsdp2_w4_reshard2             mlp --batch 64 --opt adam --world 4 --reshard 2
+rund cs336_small_b2_s64_adamw_fsdp2_w4_reshard2 cs336_small --batch 2 --seq 64 --opt adamw --world 4 --reshard 2

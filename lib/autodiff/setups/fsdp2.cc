@@ -99,7 +99,8 @@ class Fsdp2 : public TrainingSetup {
       if (IsCastInput(s, t) && s.bound.last_use[t] == o) s.ledger.Unref(s.storage[t]);
     for (size_t u = 0; u < groups_.size(); ++u)
       if (groups_[u].last == o) {
-        if (o_.fsdp2_reshard_after_forward) Reshard(s, u);
+        if (o_.fsdp2_post_forward_world > 1) ReshardPostForward(s, u);
+        else if (o_.fsdp2_reshard_after_forward) Reshard(s, u);
         if (!groups_[u].params.empty()) post_forward_order_.push_back(u);
         if (groups_[u].root && CallEnd(u) == u + 1) Free(s, &held_all_gather_);  // the root's post_forward
       }
@@ -243,6 +244,7 @@ class Fsdp2 : public TrainingSetup {
       for (size_t i = 0; i < groups_[u].params.size(); ++i) where_[groups_[u].params[i]] = {u, i};
     shard_.assign(n, {});
     unsharded_.assign(n, {});
+    post_forward_.assign(n, {});
     all_gather_.assign(n, kNoStorage);
     issued_.assign(n, false);
     grad_.assign(n, kNoStorage);
@@ -407,6 +409,7 @@ class Fsdp2 : public TrainingSetup {
     issued_[u] = true;
     const Fsdp2Group& grp = groups_[u];
     if (grp.world == 1) return;
+    if (!post_forward_[u].empty()) return GatherPostForward(s, u);
     int64_t bytes = 0, low = 0;
     std::vector<StorageId> bits;
     SideStream on(s, kFsdp2AllGatherStream);
@@ -425,6 +428,17 @@ class Fsdp2 : public TrainingSetup {
     Collective(s, grp.world, bytes * grp.world, 2, Name(u) + " all-gather (gloo flat output)");
     if (cast != kNoStorage) s.ledger.Unref(cast);
     for (StorageId b : bits) s.ledger.Unref(b);
+  }
+
+  /// The all-gather from the post-forward slices (already in param_dtype): over the K ranks of the
+  /// rank's post-forward group, into an output of the whole padded parameters.
+  void GatherPostForward(StepState& s, size_t u) {
+    const Fsdp2Group& grp = groups_[u];
+    int64_t bytes = 0;
+    for (size_t i = 0; i < grp.params.size(); ++i) bytes += grp.shards[i].padded_numel() * grp.world * GatherElem(s, grp.params[i]);
+    SideStream on(s, kFsdp2AllGatherStream);
+    all_gather_[u] = s.ledger.Alloc(bytes, Name(u) + " all-gather output", Category::kParameter);
+    Collective(s, o_.fsdp2_post_forward_world, bytes, 2, Name(u) + " all-gather (gloo flat output)");
   }
 
   /// fsdp_pre_all_gather of a float8 weight (torchao/float8/fsdp_utils.py, without a precomputed
@@ -474,6 +488,7 @@ class Fsdp2 : public TrainingSetup {
         temps.push_back(s.ledger.Alloc(bytes, name + " all-gather Shard(1) copy-out", Category::kTemporary));
     }
     for (StorageId t : temps) s.ledger.Unref(t);
+    FreeAll(s, &post_forward_[u]);  // to_unsharded: the post-forward slices, once copied out
     if (forward && grp.world == 1) Free(s, &held_all_gather_);
     if (forward && grp.world > 1) {
       Free(s, &held_all_gather_);  // the previous group's, held by prev_all_gather_state until here
@@ -482,6 +497,20 @@ class Fsdp2 : public TrainingSetup {
     } else {
       Free(s, &all_gather_[u]);
     }
+  }
+
+  /// reshard_after_forward=K (_to_sharded_post_forward): each parameter's 1/K slice of its
+  /// gathered buffer cloned (the rank's index in its group of K), then the buffer freed.
+  void ReshardPostForward(StepState& s, size_t u) {
+    const Fsdp2Group& grp = groups_[u];
+    const int k = o_.fsdp2_post_forward_world;
+    for (size_t i = 0; i < unsharded_[u].size(); ++i) {
+      const int64_t bytes = grp.shards[i].padded_numel() * grp.world / k * GatherElem(s, grp.params[i]);
+      post_forward_[u].push_back(s.ledger.Alloc(bytes, s.g.tensors[s.g.parameters[grp.params[i]]].name + " (post-forward shard)",
+                                                Category::kParameter));
+      s.ledger.Unref(unsharded_[u][i]);
+    }
+    unsharded_[u].clear();
   }
 
   void Reshard(StepState& s, size_t u) {
@@ -645,6 +674,7 @@ class Fsdp2 : public TrainingSetup {
   std::vector<bool> pre_backward_done_, post_backward_done_;
   std::vector<bool> float8_;  ///< per Graph::parameters index: a weight all-gathered in float8
   std::vector<std::vector<StorageId>> shard_, unsharded_;
+  std::vector<std::vector<StorageId>> post_forward_;  ///< per group: reshard_after_forward=K's slices
   std::vector<StorageId> all_gather_, grad_, mesh_, user_inputs_;
   std::vector<StorageId> accumulated_;  ///< per Graph::parameters index: unsharded_accumulated_grad
   std::vector<size_t> post_forward_order_;

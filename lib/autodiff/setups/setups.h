@@ -51,6 +51,9 @@ struct ParallelOptions {
   /// MixedPrecisionPolicy's param_dtype / reduce_dtype ("" = the parameters' own; the graph is
   /// bound in param_dtype while the shards keep the graph's dtype).
   bool fsdp2_reshard_after_forward = true;
+  /// reshard_after_forward=N (an int, 1 < N < the shard world): after forward each rank keeps a
+  /// 1/N slice of the gathered parameters, all-gathered over N ranks in backward; 0 = not used.
+  int fsdp2_post_forward_world = 0;
   std::string fsdp2_param_dtype, fsdp2_reduce_dtype;
   /// Pipeline parallel (--mesh pp=N; Note [Pipeline parallel]): the schedule, the microbatches
   /// of one step (--batch is the whole batch) and the blocks per stage (empty: torchtitan's split).
