@@ -79,6 +79,8 @@ REPEATED = {"freeze", "checkpoint", "wrap"}
 
 
 def _value(name, v):
+    if name == "reshard_after_forward" and isinstance(v, bool):  # fully_shard's own spelling: True, False or an int
+        return "true" if v else "false"
     if isinstance(v, bool):
         # True would reach the CLI as "True"; say what the option wants instead.
         raise TypeError("%s=%r: expected %s" % (name, v, "a string" if name not in ("batch", "freeze_params", "accumulate", "steps", "min_8bit_size", "microbatches",

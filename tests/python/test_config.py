@@ -47,3 +47,14 @@ def test_torchtitan_config_is_its_options():
     c = memsim.simulate(GRAPH, 1, explain=False, set={"seq": 8192}, mesh="dp_shard=8", wrap="@blocks",
                         fsdp2_mp="param=bf16,reduce=fp32", checkpoint="@blocks", optimizer="adamw")
     assert c.peak_live_bytes != b.peak_live_bytes
+
+
+def test_reshard_after_forward_takes_fully_shards_values():
+    # True, False or an int K (a divisor of the shard ranks), as fully_shard takes them (Note [FSDP2])
+    kw = dict(explain=False, set={"seq": 256}, mesh="dp_shard=4", wrap="@blocks", optimizer="adamw")
+    on, off = memsim.simulate(GRAPH, 2, reshard_after_forward=True, **kw), memsim.simulate(GRAPH, 2, reshard_after_forward=False, **kw)
+    two = memsim.simulate(GRAPH, 2, reshard_after_forward=2, **kw)
+    assert on.peak_live_bytes < two.peak_live_bytes < off.peak_live_bytes
+    assert memsim.simulate(GRAPH, 2, reshard_after_forward=4, **kw).peak_live_bytes == on.peak_live_bytes
+    with pytest.raises(memsim.OptionError, match=r"--reshard-after-forward \"3\": expected true, false or a divisor"):
+        memsim.simulate(GRAPH, 2, reshard_after_forward=3, **kw)
