@@ -848,7 +848,8 @@ def table_pp_fsdp2(memsim, failures):
     """Pipeline parallel × FSDP2: every rank of tests/data/traces_pp_fsdp2_2_13 against one memsim run."""
     import validate_ranks
     lines, fails, _ = validate_ranks.section(
-        memsim, validate_ranks.GRAPHS_2_13, validate_ranks.DATA_PP_FSDP2_2_13, "2.13", validate_ranks.PP_FSDP2_TITLE,
+        memsim, [validate_ranks.GRAPHS_2_13, os.path.join(validate_ranks.DATA_PP_TP_2_13, "graphs")],
+        validate_ranks.DATA_PP_FSDP2_2_13, "2.13", validate_ranks.PP_FSDP2_TITLE,
         validate_ranks.PP_FSDP2_INTRO, MAX_ERR_PP, MAX_MEDIAN_PP)
     failures += fails
     return lines

@@ -42,7 +42,10 @@ PP_FSDP2_INTRO = [
     "traced as the `setup` phase), one `schedule.step()`), predicted by one `memsim run --profile cpu --torch 2.13",
     "--step first --mesh pp=P,dp_shard=D --pp-schedule S --microbatches M --wrap 'layers.*'",
     "--reshard-after-forward true|false`; memsim's `ranks` entry standing for that rank (Notes [FSDP2] and",
-    "[Pipeline parallel] in `docs/parallel.md`). Same tolerance as the pipeline section."]
+    "[Pipeline parallel] in `docs/parallel.md`). The `hf_llama_pp` sets are a Hugging Face Llama cut as in the",
+    "PP × TP section (its graphs there; `--wrap 'model.layers.*'`, with `--mp bf16` its bf16 graph and",
+    "`--fsdp2-mp param=bf16,reduce=fp32`); the split-backward schedules (ZBV, DualPipeV, InterleavedZeroBubble)",
+    "run FSDP2's hooks in their input passes only. Same tolerance as the pipeline section."]
 # Pipeline parallel × tensor parallel (× FSDP2) (tests/oracle/record_pp_tp_2_13.sh): a Hugging Face Llama.
 DATA_PP_TP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_pp_tp_2_13")
 PP_TP_TITLE = "Pipeline parallel × tensor parallel (× FSDP2: the 3-D mesh), per rank, PyTorch 2.13"

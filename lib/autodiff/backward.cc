@@ -391,6 +391,7 @@ void RunGrad(StepState& s, const std::vector<OpId>& roots, GradPass* pass) {
     RunNode(s, o, &ready);
   }
   s.ledger.set_op(kNoOp);
+  s.Hook(&TrainingSetup::AfterGradPass);
   s.grad_pass = nullptr;
 }
 

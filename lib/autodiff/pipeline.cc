@@ -422,6 +422,7 @@ class EngineRuntime : public PpRuntime {
       if (roots.empty()) continue;
       GradPass pass;
       pass.needed = ToParams(st, group.params);
+      pass.weights = true;
       s_.param_buffer.assign(s_.param_buffer.size(), Grad{});
       RunGrad(s_, roots, &pass);
       drop(dweights);  // dweights = torch.autograd.grad(...)

@@ -97,6 +97,9 @@ class TrainingSetup {
   virtual void OnInputGrad(StepState&, OpId, size_t, Grad*) {}
   /// The backward pass is over: `del out, loss` and the autograd graph destroyed.
   virtual void AfterBackwardPass(StepState&) {}
+  /// A torch.autograd.grad run (a pipeline stage's split backward, StepState::grad_pass) is over:
+  /// the engine's queued callbacks run (FSDP2's root final callback).
+  virtual void AfterGradPass(StepState&) {}
   /// A pipeline schedule's perform_reduce_grad of local stage |stage| (PipelineStagePlan::local
   /// index), after its last microbatch's backward: the data-parallel grad sync (FSDP2's
   /// post_backward with set_requires_gradient_sync(True), then its final callback).

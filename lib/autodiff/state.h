@@ -69,6 +69,9 @@ struct GradPass {
   bool retain = false;
   std::vector<bool> capture;               ///< per op (empty: none)
   std::vector<std::vector<Grad>> captured;  ///< per op
+  /// stage_backward_weight's passes: from the captured intermediates to the parameters, where no
+  /// module's backward hooks (FSDP2's pre/post_backward) lie.
+  bool weights = false;
 };
 
 struct StepState {

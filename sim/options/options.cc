@@ -642,12 +642,14 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
                                    " needs --mesh dp_shard=N (FSDP2)");
   if (!on) return Status::OK();
   const MeshDims& m = sim->parallel.mesh;
-  // With pp: fully_shard on each stage inside GPipe, 1F1B or Interleaved1F1B (with its UNSHARD /
-  // RESHARD actions); the split backward (I / W) with FSDP2 is not simulated yet.
+  // With pp: fully_shard on each stage inside every schedule (the multi-stage ones with their
+  // UNSHARD / RESHARD actions). The split backward (I / W) runs FSDP2's hooks in the input pass
+  // only; with reshard_after_forward it is not simulated yet (torchtitan's default under PP is false).
   const std::optional<PpMulti> multi = MultiStage(ParsePpSchedule(pp_schedule).value_or(PpSchedule::k1F1B));
-  if (m.pp > 1 && multi && *multi != PpMulti::kInterleaved1F1B)
+  if (m.pp > 1 && multi && *multi != PpMulti::kInterleaved1F1B && reshard_after_forward != "false")
     return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
-                               " is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
+                               " and reshard_after_forward is not simulated yet; give --reshard-after-forward false "
+                               "(torchtitan's default with pipeline parallelism)");
   if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");
   MEMSIM_RETURN_IF_ERROR(ApplyReshardAfterForward(&sim->parallel));
   if (fsdp2_mp.empty()) return Status::OK();

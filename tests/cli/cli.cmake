@@ -396,8 +396,13 @@ memsim_golden_test(run_cs336_pp2_zbv_ranks run_cs336_pp2_zbv_ranks.txt
 memsim_golden_test(run_cs336_pp2_dp2_1f1b_ranks run_cs336_pp2_dp2_1f1b_ranks.txt
   run tests/data/traces_2_13/graphs/cs336_small.json --profile cpu --torch 2.13 --batch 4 --set seq=64 --optimizer adamw
   --mesh pp=2,dp_shard=2 --pp-schedule 1f1b --microbatches 4 --wrap "layers.*" --reshard-after-forward false --top 3)
-memsim_error_test(pp_fsdp2_zbv_pending 2 "^memsim: --mesh pp=2,dp_shard=2: FSDP2 \\(dp_shard\\) with --pp-schedule zbvzerobubble is not simulated yet; gpipe, 1f1b and interleaved1f1b are"
+memsim_error_test(pp_fsdp2_zbv_reshard_pending 2 "^memsim: --mesh pp=2,dp_shard=2: FSDP2 \\(dp_shard\\) with --pp-schedule zbvzerobubble and reshard_after_forward is not simulated yet; give --reshard-after-forward false"
   run graphs/cs336_small.json --batch 4 --mesh pp=2,dp_shard=2 --pp-schedule zbvzerobubble)
+# FSDP2 inside ZBV (split backward, Note [Pipeline parallel]): the hooks in the input passes only.
+memsim_golden_test(run_hf_llama_pp2_dp2_zbv_mp_ranks run_hf_llama_pp2_dp2_zbv_mp_ranks.txt
+  run tests/data/traces_pp_tp_2_13/graphs/hf_llama_pp_bf16.json --profile cpu --torch 2.13 --batch 4 --set seq=64
+  --optimizer adamw --mesh pp=2,dp_shard=2 --pp-schedule zbv --pp-stages-per-rank 2 --microbatches 4
+  --wrap "model.layers.*" --reshard-after-forward false --fsdp2-mp param=bf16,reduce=fp32 --top 3)
 memsim_error_test(pp_cp_pending 2 "^memsim: --mesh pp=2,cp=2: pp with cp, ep or dp_replicate is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh pp=2,cp=2)
 # PP × TP and the 3-D mesh PP × FSDP2 × TP (Note [Pipeline parallel]): a Hugging Face Llama (its

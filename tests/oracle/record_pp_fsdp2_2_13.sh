@@ -23,3 +23,13 @@ rund cs336_small_b4_s64_adamw_pp2_dp3_1f1b_m4  cs336_small --batch 4 --seq 64 --
 # stages before the first action (unshard(async_op=True): gloo's staging copies run on its worker
 # thread, interleaved with the next all-gather's output), RESHARD at the end
 rund cs336_small_b4_s64_sgd_pp2_dp2_interleaved1f1b_v2_m4 cs336_small --batch 4 --seq 64 --opt sgd --world 4 --pp 2 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4 --reshard false
+# Interleaved1F1B with reshard_after_forward=True; the split-backward schedules (FSDP2's hooks in the
+# input passes only), reshard_after_forward=False as torchtitan runs PP.
+rund cs336_small_b8_s64_sgd_pp2_dp2_interleaved1f1b_v2_m4_reshard cs336_small --batch 8 --seq 64 --opt sgd --world 4 --pp 2 --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4 --reshard true
+rund cs336_small_b4_s64_adamw_pp2_dp2_zbv_m4           cs336_small --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule zbv --stages-per-rank 2 --microbatches 4 --reshard false
+rund cs336_small_b4_s64_adamw_pp2_dp2_dualpipev_m4     cs336_small --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule dualpipev --stages-per-rank 2 --microbatches 4 --reshard false
+rund cs336_small_b4_s64_adamw_pp2_dp2_interleavedzb_m4 cs336_small --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule interleavedzb --stages-per-rank 2 --microbatches 4 --reshard false
+# A Hugging Face Llama (its graphs in tests/data/traces_pp_tp_2_13/graphs), with FSDP2's mixed precision.
+rund hf_llama_pp_b4_s64_adamw_pp2_dp2_1f1b_m4_bf16     hf_llama_pp --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule 1f1b --microbatches 4 --reshard false --mp bf16
+rund hf_llama_pp_b4_s64_adamw_pp2_dp2_zbv_m4           hf_llama_pp --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule zbv --stages-per-rank 2 --microbatches 4 --reshard false
+rund hf_llama_pp_b4_s64_adamw_pp2_dp2_zbv_m4_bf16      hf_llama_pp --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule zbv --stages-per-rank 2 --microbatches 4 --reshard false --mp bf16

@@ -107,6 +107,7 @@ class Fsdp2 : public TrainingSetup {
   }
 
   void BeforeBackwardNode(StepState& s, OpId o) override {
+    if (s.grad_pass != nullptr && s.grad_pass->weights) return;  // stage_backward_weight: no module hooks
     const int u = group_of_op_[o];
     if (u < 0 || pre_backward_done_[u]) return;
     pending_[u] = 0;
@@ -128,6 +129,7 @@ class Fsdp2 : public TrainingSetup {
   }
 
   void AfterBackwardNode(StepState& s, OpId o) override {
+    if (s.grad_pass != nullptr && s.grad_pass->weights) return;
     const int u = group_of_op_[o];
     // A stage module's post_backward waits for the grad of its input (the recv buffer), the end
     // of the stage's backward (RegisterPostBackwardFunction on the forward's inputs).
@@ -139,13 +141,8 @@ class Fsdp2 : public TrainingSetup {
   }
 
   void AfterBackwardPass(StepState& s) override {
-    if (s.cfg.pipeline) {  // a microbatch's final callback, not the last backward: no sync
-      for (size_t u = 0; u < groups_.size(); ++u)
-        if (groups_[u].root && pre_backward_done_[u] && !post_backward_done_[u]) PostBackward(s, u);
-      std::fill(pre_backward_done_.begin(), pre_backward_done_.end(), false);
-      std::fill(post_backward_done_.begin(), post_backward_done_.end(), false);
-      return;
-    }
+    if (s.cfg.pipeline) return MicrobatchCallback(s);
+
     for (size_t u = groups_.size(); u-- > 0;)  // the root's final callback: groups not yet reduced
       if (!post_backward_done_[u]) PostBackward(s, u);
     FreeAll(s, &held_reduce_scatter_);  // reduce_scatter_states.clear()
@@ -153,6 +150,22 @@ class Fsdp2 : public TrainingSetup {
     std::fill(pre_backward_done_.begin(), pre_backward_done_.end(), false);
     std::fill(post_backward_done_.begin(), post_backward_done_.end(), false);
     post_forward_order_.clear();
+  }
+
+  /// A split backward's stage_backward_input (Note [Pipeline parallel]): its engine run ends with
+  /// the root's final callback, as a whole backward does; the weight passes run no FSDP hook, so
+  /// under mixed precision each microbatch's bf16 weight grads wait for the next input pass's
+  /// post_backward (or perform_reduce_grad) to be accumulated in reduce_dtype.
+  void AfterGradPass(StepState& s) override {
+    if (s.cfg.pipeline && !s.grad_pass->weights) MicrobatchCallback(s);
+  }
+
+  /// A pipeline microbatch's final callback, not the last backward: no sync.
+  void MicrobatchCallback(StepState& s) {
+    for (size_t u = 0; u < groups_.size(); ++u)
+      if (groups_[u].root && pre_backward_done_[u] && !post_backward_done_[u]) PostBackward(s, u);
+    std::fill(pre_backward_done_.begin(), pre_backward_done_.end(), false);
+    std::fill(post_backward_done_.begin(), post_backward_done_.end(), false);
   }
 
   /// perform_reduce_grad: set_requires_gradient_sync(True), set_reshard_after_backward(True), then
