@@ -332,9 +332,32 @@ class MhaSelfNet(nn.Module):  # nn.MultiheadAttention self-attention (batch_firs
         return s.fc(o.mean(1))
 
 
+class MhaCrossNet(nn.Module):  # nn.MultiheadAttention encoder-decoder attention (key is value): the
+    def __init__(s):            # in-projection's w.split([E, 2E]) and the packed k/v's contiguous copy
+        super().__init__(); s.q = nn.Linear(16, 32); s.kv = nn.Linear(16, 32)
+        s.attn = nn.MultiheadAttention(32, 4, batch_first=True); s.fc = nn.Linear(32, 10)
+
+    def forward(s, x):  # [N, 8, 16]
+        q, kv = s.q(x), s.kv(x.flip(1))
+        o, _ = s.attn(q, kv, kv, need_weights=False)
+        return s.fc(o.mean(1))
+
+
+class MhaDistinctNet(nn.Module):  # nn.MultiheadAttention with distinct query, key and value: w.chunk(3)
+    def __init__(s):
+        super().__init__(); s.q = nn.Linear(16, 32); s.k = nn.Linear(16, 32); s.v = nn.Linear(16, 32)
+        s.attn = nn.MultiheadAttention(32, 4, batch_first=True); s.fc = nn.Linear(32, 10)
+
+    def forward(s, x):  # [N, 8, 16]
+        o, _ = s.attn(s.q(x), s.k(x), s.v(x), need_weights=False)
+        return s.fc(o.mean(1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "mha_self_net": lambda: (MhaSelfNet(), (8, 16), 10),
+    "mha_cross_net": lambda: (MhaCrossNet(), (8, 16), 10),
+    "mha_distinct_net": lambda: (MhaDistinctNet(), (8, 16), 10),
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
     "scale_mlp": lambda: (ScaleMlp(), (256,), 10),
     "resample_cnn": lambda: (ResampleCnn(), (3, 16, 16), 10),
@@ -400,3 +423,5 @@ bigru_tagger_export = _exporter("bigru_tagger")
 char_rnn_export = _exporter("char_rnn")
 cell_loop_export = _exporter("cell_loop")
 mha_self_net_export = _exporter("mha_self_net")
+mha_cross_net_export = _exporter("mha_cross_net")
+mha_distinct_net_export = _exporter("mha_distinct_net")

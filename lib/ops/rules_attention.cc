@@ -341,6 +341,20 @@ void BwdCudaEfficient(const RuleCtx& c, const Dims& d, BwdPlan* p) {
   p->FreeTemp(ws);
 }
 
+/// The CPU flash backward reads the incoming grad as grad_out.transpose(1, 2).contiguous()
+/// ([B, L, H, D]): a grad in another layout (nn.MultiheadAttention's, from its output's permute)
+/// is copied after the grads are allocated and freed when the op returns (a 2.13 CPU probe of
+/// _scaled_dot_product_flash_attention_for_cpu_backward with three grad layouts: only a
+/// [B, L, H, D]-ordered grad is not copied). -1: no copy.
+int GradOutCopy(const RuleCtx& c, BwdPlan* p) {
+  if (c.grad_out == nullptr || c.grad_out->sizes.size() != 4) return -1;
+  TensorMeta t = *c.grad_out;
+  std::swap(t.sizes[1], t.sizes[2]);
+  std::swap(t.strides[1], t.strides[2]);
+  if (t.is_contiguous()) return -1;
+  return p->Temp(c.grad_out->numel() * ElementSize(c.grad_out->dtype), "flash backward grad_out copy ([B, L, H, D])");
+}
+
 void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
   const Dims d = DimsOf(c);
   SdpaBackend b = SdpaBackendOfOp(c);
@@ -348,12 +362,14 @@ void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
   if (c.profile.cp.world > 1) return BwdRingAttention(c, b, p);
   for (int i = 0; i < 3; ++i)  // the grads, laid out as the kernels allocate them
     if (c.rg_in(i)) p->GradNewLike(i, FusedLayout(c, *c.in[i], c.in[i]->sizes, /*output=*/false));
-  if (!c.profile.cuda) {  // CPU flash: per-thread buffers
+  if (!c.profile.cuda) {  // CPU flash: the incoming grad in [B, L, H, D] order, per-thread buffers
+    const int copy = GradOutCopy(c, p);
     const int64_t q_split = FlashCpuQSplit(d.s_q), kv_split = FlashCpuKvSplit(d.s_k);
     const int64_t acc = c.in[0]->dtype == Dtype::kFloat64 ? 8 : 4;
     int buf = p->Temp(c.profile.cpu_threads * q_split * kv_split * 2 * acc, "flash backward per-thread buffer");
     p->FreeTemp(p->Temp(c.profile.cpu_threads * q_split * acc, "flash backward row sums"));
     p->FreeTemp(buf);
+    if (copy >= 0) p->FreeTemp(copy);
     return;
   }
   if (b == SdpaBackend::kFlash) return BwdCudaFlash(d, p);

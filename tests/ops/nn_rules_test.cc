@@ -796,6 +796,30 @@ TEST(SdpaRuleTest, CpuFlashOutputTakesTheQuerysLayout) {
   auto run = testing::Simulate(body, Opts("cpu"));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_TRUE(testing::BuffersNamed(run.r.events, "yc").empty()) << "yc is a view of y, no copy";
+  // Backward: the incoming grad is the permute's, in [L, N, H, D] order; the kernel reads it as
+  // grad_out.transpose(1, 2).contiguous(), a copy of its size freed when the op returns.
+  auto copy = testing::BuffersContaining(run.r.events, "flash backward grad_out copy");
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(run.r.events.buffers[copy[0]].bytes, 2 * 2 * 16 * 4 * 4);
+}
+
+TEST(SdpaRuleTest, CpuFlashBackwardCopiesNoGradAlreadyInHeadsInnerOrder) {
+  // SdpaBody's y feeds a sum: its grad is contiguous [B, H, L, D], not [B, L, H, D]: copied; a
+  // grad coming back through transpose(1, 2) of a contiguous [B, L, H, D] (nanoGPT's and HF's
+  // output path) is in that order already: no copy.
+  auto plain = testing::Simulate(SdpaBody("float32", "{}"), Opts("cpu"));
+  ASSERT_TRUE(plain.ok) << plain.error;
+  EXPECT_EQ(testing::BuffersContaining(plain.r.events, "flash backward grad_out copy").size(), 1u);
+  const char* body = R"("inputs": [], "parameters": [{"name": "q", "shape": [2, 3, 10, 8]}, {"name": "k", "shape": [2, 3, 10, 8]},
+                                      {"name": "v", "shape": [2, 3, 10, 8]}],
+      "ops": [{"op": "scaled_dot_product_attention", "inputs": ["q", "k", "v"], "outputs": ["y"]},
+              {"op": "transpose", "inputs": ["y"], "outputs": ["yt"], "attrs": {"dim0": 1, "dim1": 2}},
+              {"op": "contiguous", "inputs": ["yt"], "outputs": ["yc"]},
+              {"op": "mean", "inputs": ["yc"], "outputs": ["loss"]}],
+      "loss": "loss")";
+  auto blhd = testing::Simulate(body, Opts("cpu"));
+  ASSERT_TRUE(blhd.ok) << blhd.error;
+  EXPECT_TRUE(testing::BuffersContaining(blhd.r.events, "flash backward grad_out copy").empty());
 }
 
 TEST(SdpaRuleTest, CudaBackendsAllocateWhatTheH100SnapshotsShow) {

@@ -96,8 +96,6 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
             q, k, v = cx.emit("chunk", [proj], {"chunks": 3, "dim": -1}, shapes=[(L, N, E)] * 3, module=P,
                               hint=h + "qkv_chunk")
     elif kv_same:
-        if TORCH2:
-            raise Unsupported("nn.MultiheadAttention encoder-decoder attention (torch 2.x)")
         wq, wkv = cx.emit("split", [W], {"sections": [E, 2 * E], "dim": 0}, shapes=[(E, E), (2 * E, E)], module=P,
                           hint=h + "w_split")
         bq = bkv = None
@@ -106,10 +104,18 @@ def mha_forward(cx, mod, path, query, key, value, key_padding_mask=None, need_we
                               hint=h + "b_split")
         q = cx.emit("linear", [query, wq, bq], shape=(L, N, E), module=P, hint=h + "q_proj")
         kv = cx.emit("linear", [key, wkv, bkv], shape=(S, N, 2 * E), module=P, hint=h + "kv_proj")
-        k, v = cx.emit("chunk", [kv], {"chunks": 2, "dim": -1}, shapes=[(S, N, E)] * 2, module=P, hint=h + "kv_chunk")
+        if TORCH2:  # _in_projection_packed: unflatten(-1, (2, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+            u = _emit_view(cx, kv, (S, N, 2, E), P, h + "kv_unflat")
+            u = cx.emit("unsqueeze", [u], {"dim": 0}, shape=(1, S, N, 2, E), module=P, hint=h + "kv_unsq")
+            u = _transpose(cx, u, 0, -2, P, h + "kv_t")
+            u = cx.emit("squeeze", [u], {"dim": -2}, shape=(2, S, N, E), module=P, hint=h + "kv_sq")
+            u = cx.emit("contiguous", [u], shape=(2, S, N, E), module=P, hint=h + "kv_c")
+            k, v = [cx.emit("select", [u], {"dim": 0, "index": i}, shape=(S, N, E), module=P, hint=h + n)
+                    for i, n in enumerate("kv")]
+        else:
+            k, v = cx.emit("chunk", [kv], {"chunks": 2, "dim": -1}, shapes=[(S, N, E)] * 2, module=P,
+                           hint=h + "kv_chunk")
     else:
-        if TORCH2:
-            raise Unsupported("nn.MultiheadAttention with distinct query/key/value (torch 2.x)")
         ws = cx.emit("chunk", [W], {"chunks": 3, "dim": 0}, shapes=[(E, E)] * 3, module=P, hint=h + "w_chunk")
         bs = [None] * 3
         if B is not None:
