@@ -353,11 +353,25 @@ class MhaDistinctNet(nn.Module):  # nn.MultiheadAttention with distinct query, k
         return s.fc(o.mean(1))
 
 
+class TransformerNet(nn.Module):  # nn.Transformer (1 encoder + 1 decoder layer, batch_first) with a causal
+    def __init__(s):               # float target mask: self-attention, encoder-decoder attention, norms
+        super().__init__(); s.src = nn.Linear(16, 32); s.tgt = nn.Linear(16, 32)
+        s.t = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64,
+                             dropout=0.0, batch_first=True)
+        s.register_buffer("mask", torch.triu(torch.full((8, 8), float("-inf")), diagonal=1), persistent=False)
+        s.fc = nn.Linear(32, 10)
+
+    def forward(s, x):  # [N, 8, 16]
+        o = s.t(s.src(x), s.tgt(x.flip(1)), tgt_mask=s.mask)
+        return s.fc(o.mean(1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "mha_self_net": lambda: (MhaSelfNet(), (8, 16), 10),
     "mha_cross_net": lambda: (MhaCrossNet(), (8, 16), 10),
     "mha_distinct_net": lambda: (MhaDistinctNet(), (8, 16), 10),
+    "transformer_net": lambda: (TransformerNet(), (8, 16), 10),
     "clamp_abs_mlp": lambda: (ClampAbs(), (256,), 10),
     "scale_mlp": lambda: (ScaleMlp(), (256,), 10),
     "resample_cnn": lambda: (ResampleCnn(), (3, 16, 16), 10),
@@ -425,3 +439,4 @@ cell_loop_export = _exporter("cell_loop")
 mha_self_net_export = _exporter("mha_self_net")
 mha_cross_net_export = _exporter("mha_cross_net")
 mha_distinct_net_export = _exporter("mha_distinct_net")
+transformer_net_export = _exporter("transformer_net")

@@ -199,6 +199,14 @@ RunReport MakeRunReport(const Graph& g, const RunConfig& c, const RunResult& r, 
   RunReport rep;
   rep.model = g.name;
   rep.symbols = opt.symbols;
+  // --batch is accepted for a graph without a batch symbol (sweeps over several graphs), but
+  // does not apply: said, and not shown as a setting (one meaning per number).
+  if (rep.symbols.count("batch") && g.FindSymbol("batch") == kNone) {
+    rep.warnings.push_back("--batch " + std::to_string(rep.symbols.at("batch")) + " does not apply: " + g.name +
+                           " has no batch symbol (its sizes were fixed at export, e.g. exported by running on the "
+                           "CPU); re-export it at that batch (tools/export_torch.py --set batch=N)");
+    rep.symbols.erase("batch");
+  }
   rep.optimizer = opt.optimizer == "recorded" && g.optimizer ? "recorded (" + g.optimizer->name + ")" : opt.optimizer;
   rep.step = opt.first_step ? "first" : "steady";
   rep.profile = s.profile.name;

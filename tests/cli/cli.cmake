@@ -25,6 +25,9 @@ memsim_golden_test(run_alexnet_oom_json run_alexnet_oom.json
   run graphs/alexnet.json --batch 4096 --optimizer adam --gpu T4 --json --top 3)
 memsim_golden_test(run_bert_small_frozen_json run_bert_small_frozen.json
   run graphs/bert_small.json --batch 8 --optimizer adamw --freeze "text.tok.*" --freeze "text.enc.layers.0.*" --json --top 5)
+# --batch on a graph whose batch was fixed at export: said, not shown as a setting.
+memsim_golden_test(run_fixed_batch_warning run_fixed_batch_warning.txt
+  run tests/cli/fixed_batch_mlp.json --batch 8 --profile cpu --torch 1.13 --top 2)
 memsim_golden_test(summary_alexnet_text summary_alexnet.txt summary graphs/alexnet.json --batch 1)
 memsim_golden_test(summary_mlp_json summary_mlp.json summary graphs/mlp.json --batch 1 --json)
 

@@ -331,4 +331,10 @@ def _export_run(a, build, inputs, takes, opts):
         if e.param_bytes > CPU_FALLBACK_BYTES:
             raise ExportError("%s\n--device cpu runs it on CPU tensors instead (its weights alone take %.1f GiB)"
                               % (e, e.param_bytes / 2 ** 30)) from e
+        # the graph's sizes are those of this run: say so, as `memsim run --batch` cannot change them
+        sets = dict(opts.get("symbols") or {})
+        sizes = ", ".join("%s=%s" % kv for kv in sorted({"batch": 32, **sets}.items()))
+        print("note: %s\nnote: exported by running on CPU tensors at %s: the graph's sizes are fixed "
+              "(Note [Data-dependent sizes]); give --set NAME=N for others" % (str(e).splitlines()[0], sizes),
+              file=sys.stderr)
     return export_eager(build, inputs, builder_symbols=takes, device="cpu", **opts)
