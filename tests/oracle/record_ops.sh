@@ -42,6 +42,7 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run mha_self_net_b8_adam      mha_self_net --batch 8 --opt adam --marks
   run mha_cross_net_b8_adam     mha_cross_net --batch 8 --opt adam --marks
   run mha_distinct_net_b8_adam  mha_distinct_net --batch 8 --opt adam --marks
+  run transformer_net_b8_adam   transformer_net --batch 8 --opt adam --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
@@ -64,6 +65,10 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:mha_cross_net_export --input "x=batch,8,16" --loss cross_entropy
   exp mha_distinct_net "graphs/op_models.py MhaDistinctNet; trace_step.py mha_distinct_net; input float32 [batch,8,16]" \
     graphs/op_models.py:mha_distinct_net_export --input "x=batch,8,16" --loss cross_entropy
+  # under 2.x nn.Transformer's causal-mask detection reads the mask's values: exported by running
+  # on CPU tensors, at the traced batch
+  exp transformer_net "graphs/op_models.py TransformerNet; trace_step.py transformer_net; input float32 [batch,8,16]" \
+    graphs/op_models.py:transformer_net_export --input "x=batch,8,16" --loss cross_entropy --set batch=8
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \
