@@ -78,8 +78,11 @@ Result<ParallelOptions> CheckParallel(const Graph& g, ParallelOptions p, const P
                                    "itself: drop --ddp and give the ranks as --world " + std::to_string(p.world));
   if (!p.offload.empty() && p.offload != "optimizer" && p.offload != "params")
     return Status::InvalidArgument("--offload \"" + p.offload + "\": expected optimizer or params");
-  if (!p.offload.empty() && (profile.zero_whole_parameters || (p.zero_stage == 0 && p.fsdp.empty())))
-    return Status::InvalidArgument("--offload needs --zero (cuda profile, DeepSpeed) or --fsdp");
+  if (!p.offload.empty() && (profile.zero_whole_parameters || (p.zero_stage == 0 && p.fsdp.empty() && p.mesh.dp_shard <= 1)))
+    return Status::InvalidArgument("--offload needs --zero (cuda profile, DeepSpeed), --fsdp or --mesh dp_shard=N");
+  if (p.offload == "optimizer" && p.mesh.dp_shard > 1)
+    return Status::InvalidArgument("FSDP2's CPUOffloadPolicy offloads parameters, grads and optimizer together: "
+                                   "use --offload params");
   if (p.offload == "params" && p.zero_stage > 0 && p.zero_stage < 3)
     return Status::InvalidArgument("--offload params needs --zero 3 (ZeRO-Infinity)");
   if (p.offload == "optimizer" && !p.fsdp.empty())

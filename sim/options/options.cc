@@ -243,8 +243,9 @@ void ConfigOptions::BindOptions(CLI::App* cmd, bool lists, Scope scope) {
       ->check(CLI::IsMember({"full", "grad-op"}));
   cmd->add_option("--wrap", wrap, "FSDP: wrap the modules whose path matches this glob (repeatable; the root "
                                   "unit holds the rest)");
-  cmd->add_option("--offload", offload, "with --zero (DeepSpeed) or --fsdp: optimizer (ZeRO-Offload) or params "
-                                        "(ZeRO-Infinity with --zero 3; FSDP CPUOffload): host memory instead")
+  cmd->add_option("--offload", offload, "with --zero (DeepSpeed), --fsdp or --mesh dp_shard=N: optimizer "
+                                        "(ZeRO-Offload) or params (ZeRO-Infinity with --zero 3; FSDP CPUOffload; FSDP2 "
+                                        "CPUOffloadPolicy): host memory instead")
       ->check(CLI::IsMember({"optimizer", "params"}));
   cmd->add_option("--fsdp-mixed-precision", fsdp_mixed_precision,
                   "with --fsdp on an fp32 model: MixedPrecision(param_dtype, reduce_dtype, buffer_dtype) all fp16 "
@@ -650,7 +651,9 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
     return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
                                " and reshard_after_forward is not simulated yet; give --reshard-after-forward false "
                                "(torchtitan's default with pipeline parallelism)");
-  if (!offload.empty()) return Status::Unsupported("--offload with --mesh dp_shard (CPUOffloadPolicy) is not simulated yet");
+  // --offload params: CPUOffloadPolicy (Note [FSDP2]); with pp or ep it is not simulated yet.
+  if (!offload.empty() && (m.pp > 1 || m.ep > 1))
+    return Status::Unsupported("--offload with pp or ep in --mesh " + mesh + " is not simulated yet");
   MEMSIM_RETURN_IF_ERROR(ApplyReshardAfterForward(&sim->parallel));
   if (fsdp2_mp.empty()) return Status::OK();
   if (!dtype.empty() || !amp.empty())

@@ -61,6 +61,13 @@ memsim_error_test(fsdp2_reshard_not_divisor 2 "--reshard-after-forward \"3\": ex
   run graphs/mlp.json --profile cpu --mesh dp_shard=4 --reshard-after-forward 3)
 memsim_error_test(fsdp2_reshard_int_tp 2 "--reshard-after-forward 2 with tp, ep, pp or dp_replicate in --mesh is not simulated yet"
   run tests/data/traces_tp_2_13/graphs/hf_llama_tp.json --profile cpu --mesh dp_shard=4,tp=2 --reshard-after-forward 2)
+# FSDP2's CPUOffloadPolicy (--offload params): shards, grads and AdamW's state on the host; on the
+# device the gathered layers, their grads and each unshard's copies of the host shards.
+memsim_golden_test(run_fsdp2_offload_ranks run_fsdp2_offload_ranks.txt
+  run tests/data/traces_2_13/graphs/cs336_small.json --batch 2 --set seq=256 --optimizer adamw --torch 2.13 --gpu H100-80GB
+  --mesh dp_shard=4 --wrap "layers.*" --fsdp2-mp param=bf16,reduce=fp32 --offload params --steps 2 --top 3)
+memsim_error_test(fsdp2_offload_optimizer 2 "FSDP2's CPUOffloadPolicy offloads parameters, grads and optimizer together: use --offload params"
+  run graphs/cs336_small.json --batch 2 --mesh dp_shard=4 --offload optimizer)
 # EP borrowing dp_shard (torchtitan): FSDP2 over 8 ranks, the experts' over efsdp = 4 on dim 1.
 memsim_golden_test(run_ep_fsdp2_ranks run_ep_fsdp2_ranks.txt
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --batch 32 --profile cpu --torch 2.13 --optimizer adam --step first

@@ -58,7 +58,10 @@ class SideStream {
 class Fsdp2 : public TrainingSetup {
  public:
   explicit Fsdp2(const ParallelOptions& o)
-      : o_(o), world_(std::max(o.mesh.dp_shard, 1) * std::max(o.mesh.cp, 1)), replicas_(std::max(o.mesh.dp_replicate, 1)) {}
+      : o_(o),
+        world_(std::max(o.mesh.dp_shard, 1) * std::max(o.mesh.cp, 1)),
+        replicas_(std::max(o.mesh.dp_replicate, 1)),
+        offload_(o.offload == "params") {}
 
   bool AllocateParameter(StepState& s, TensorId t) override {
     if (groups_.empty()) Init(s);  // before the optimizer state of a steady step asks for the shards
@@ -201,6 +204,7 @@ class Fsdp2 : public TrainingSetup {
   void OnOptimizerParams(const StepState& s, std::vector<OptParam>* ps) override {
     if (groups_.empty()) return;
     ps->clear();
+    if (offload_) return;  // CPUOffloadPolicy: the optimizer steps the host shards (OnSetup's host state)
     // model.parameters() order: fully_shard replaces each parameter where it was registered.
     std::vector<std::pair<size_t, size_t>> order;
     for (size_t u = 0; u < groups_.size(); ++u)
@@ -216,6 +220,16 @@ class Fsdp2 : public TrainingSetup {
       const int64_t elem = ElementSize(s.g.tensors[t].dtype);
       ps->push_back(OptParam{s.g.tensors[t].name + " (shard)", sh.local_numel() * elem, grad_[u], sizes, elem});
     }
+  }
+
+  /// CPUOffloadPolicy: the optimizer's state of the host shards (their unpadded local tensors).
+  void OnSetup(StepState& s) override {
+    if (!offload_) return;
+    if (groups_.empty()) Init(s);
+    for (const Fsdp2Group& grp : groups_)
+      for (size_t i = 0; i < grp.params.size(); ++i)
+        if (s.rg[s.g.parameters[grp.params[i]]])
+          s.ledger.AddHostBytes(s.cfg.optimizer.states * grp.shards[i].local_numel() * ShardElem(s, grp.params[i]));
   }
 
   void AfterOptimizerStep(StepState& s) override {
@@ -262,6 +276,7 @@ class Fsdp2 : public TrainingSetup {
     issued_.assign(n, false);
     grad_.assign(n, kNoStorage);
     accumulated_.assign(s.g.parameters.size(), kNoStorage);
+    host_grad_.assign(n, false);
     pending_.assign(n, 0);
     pre_backward_done_.assign(n, false);
     post_backward_done_.assign(n, false);
@@ -387,6 +402,11 @@ class Fsdp2 : public TrainingSetup {
     const auto [u, i] = where_[k];
     const Fsdp2Shard& sh = groups_[u].shards[i];
     const std::string& name = s.g.tensors[t].name;
+    if (offload_) {  // to_empty on the CPU (torchtitan's init_device with CPU offload): the padded shard in host memory
+      s.ledger.AddHostBytes(sh.padded_numel() * ShardElem(s, k));
+      s.storage[t] = s.ledger.Alloc(0, name + " (unsharded)", Category::kParameter);
+      return true;
+    }
     shard_[u].push_back(s.ledger.Alloc(sh.local_numel() * ShardElem(s, k), name + " (shard)", Category::kParameter));
     s.storage[t] = s.ledger.Alloc(0, name + " (unsharded)", Category::kParameter);
     if (shard_[u].size() < groups_[u].params.size()) return true;
@@ -405,9 +425,11 @@ class Fsdp2 : public TrainingSetup {
     MeshTensors(s);
     if (o_.meta_init) return;  // the shards were materialized as parameters (MaterializeShard)
     const Fsdp2Group& grp = groups_[u];
-    for (size_t i = 0; i < grp.params.size(); ++i)
-      shard_[u].push_back(s.ledger.Alloc(grp.shards[i].padded_numel() * ShardElem(s, grp.params[i]),
-                                         s.g.tensors[s.g.parameters[grp.params[i]]].name + " (shard)", Category::kParameter));
+    for (size_t i = 0; i < grp.params.size(); ++i) {
+      const int64_t bytes = grp.shards[i].padded_numel() * ShardElem(s, grp.params[i]);
+      if (offload_) s.ledger.AddHostBytes(bytes);  // CPUOffloadPolicy: padded_sharded_param.cpu().pin_memory()
+      else shard_[u].push_back(s.ledger.Alloc(bytes, s.g.tensors[s.g.parameters[grp.params[i]]].name + " (shard)", Category::kParameter));
+    }
     for (uint32_t k : grp.params) {  // the original parameters, replaced by the sharded DTensors
       const TensorId t = s.g.parameters[k];
       s.ledger.Unref(s.storage[t]);
@@ -423,6 +445,7 @@ class Fsdp2 : public TrainingSetup {
     const Fsdp2Group& grp = groups_[u];
     if (grp.world == 1) return;
     if (!post_forward_[u].empty()) return GatherPostForward(s, u);
+    if (offload_) return GatherOffloaded(s, u);
     int64_t bytes = 0, low = 0;
     std::vector<StorageId> bits;
     SideStream on(s, kFsdp2AllGatherStream);
@@ -443,15 +466,56 @@ class Fsdp2 : public TrainingSetup {
     for (StorageId b : bits) s.ledger.Unref(b);
   }
 
+  /// CPUOffloadPolicy (Note [FSDP2]): no foreach-copy path; each parameter's all_gather_inputs
+  /// copies its host shard to the device (.to(device, non_blocking=True)), cast to param_dtype
+  /// under MixedPrecisionPolicy (the copy then dropped); foreach_all_gather holds the inputs until
+  /// the collective is issued.
+  void GatherOffloaded(StepState& s, size_t u) {
+    const Fsdp2Group& grp = groups_[u];
+    SideStream on(s, kFsdp2AllGatherStream);
+    std::vector<StorageId> inputs = DeviceInputs(s, u);
+    int64_t bytes = 0;
+    for (size_t i = 0; i < grp.params.size(); ++i) bytes += grp.shards[i].padded_numel() * GatherElem(s, grp.params[i]);
+    all_gather_[u] = s.ledger.Alloc(bytes * grp.world, Name(u) + " all-gather output", Category::kParameter);
+    Collective(s, grp.world, bytes * grp.world, 2, Name(u) + " all-gather (gloo flat output)");
+    FreeAll(s, &inputs);
+  }
+
+  /// The device copies of a group's host shards, each in param_dtype.
+  std::vector<StorageId> DeviceInputs(StepState& s, size_t u) {
+    std::vector<StorageId> out;
+    for (size_t i = 0; i < groups_[u].params.size(); ++i) out.push_back(DeviceInput(s, u, i));
+    return out;
+  }
+
+  /// Entry |i|'s host shard copied to the device, then cast to param_dtype if it differs.
+  StorageId DeviceInput(StepState& s, size_t u, size_t i) {
+    const uint32_t k = groups_[u].params[i];
+    const int64_t n = groups_[u].shards[i].padded_numel();
+    const std::string& name = s.g.tensors[s.g.parameters[k]].name;
+    StorageId copy = s.ledger.Alloc(n * ShardElem(s, k), name + " (shard, copied to the device)", Category::kParameter);
+    if (ParamElem(s, k) == ShardElem(s, k)) return copy;
+    StorageId cast = s.ledger.Alloc(n * ParamElem(s, k), name + " (shard, param_dtype)", Category::kParameter);
+    s.ledger.Unref(copy);
+    return cast;
+  }
+
   /// The all-gather from the post-forward slices (already in param_dtype): over the K ranks of the
   /// rank's post-forward group, into an output of the whole padded parameters.
+  /// Under MixedPrecisionPolicy _get_param_all_gather_inputs still takes its foreach-copy path
+  /// (param_dtype set): the slices copied into one flat param_dtype buffer first.
   void GatherPostForward(StepState& s, size_t u) {
     const Fsdp2Group& grp = groups_[u];
     int64_t bytes = 0;
     for (size_t i = 0; i < grp.params.size(); ++i) bytes += grp.shards[i].padded_numel() * grp.world * GatherElem(s, grp.params[i]);
     SideStream on(s, kFsdp2AllGatherStream);
+    const int k = o_.fsdp2_post_forward_world;
+    StorageId flat = o_.fsdp2_param_dtype.empty()
+                         ? kNoStorage
+                         : s.ledger.Alloc(bytes / k, Name(u) + " all-gather input (cast)", Category::kParameter);
     all_gather_[u] = s.ledger.Alloc(bytes, Name(u) + " all-gather output", Category::kParameter);
-    Collective(s, o_.fsdp2_post_forward_world, bytes, 2, Name(u) + " all-gather (gloo flat output)");
+    Collective(s, k, bytes, 2, Name(u) + " all-gather (gloo flat output)");
+    Free(s, &flat);
   }
 
   /// fsdp_pre_all_gather of a float8 weight (torchao/float8/fsdp_utils.py, without a precomputed
@@ -493,6 +557,12 @@ class Fsdp2 : public TrainingSetup {
       const uint32_t k = grp.params[i];
       const int64_t bytes = grp.shards[i].padded_numel() * grp.world * GatherElem(s, k);
       const std::string& name = s.g.tensors[s.g.parameters[k]].name;
+      if (grp.world == 1 && offload_) {  // all_gather_inputs[0]: the host shard copied (and cast) to the device
+        StorageId in = DeviceInput(s, u, i);
+        unsharded_[u].push_back(s.ledger.Alloc(bytes, name + " (unsharded)", Category::kParameter));
+        s.ledger.Unref(in);
+        continue;
+      }
       const bool cast = grp.world == 1 && ParamElem(s, k) != ShardElem(s, k);
       StorageId in = cast ? s.ledger.Alloc(bytes, name + " all-gather input (cast)", Category::kTemporary) : kNoStorage;
       unsharded_[u].push_back(s.ledger.Alloc(bytes, name + " (unsharded)", Category::kParameter));
@@ -622,10 +692,15 @@ class Fsdp2 : public TrainingSetup {
       s.ledger.Unref(out);
       out = cast;
     }
-    if (grad_[u] == kNoStorage)
-      grad_[u] = out;
-    else
+    if (offload_) {  // CPUOffloadPolicy: new_sharded_grad.to("cpu"); the device output dies with foreach_reduce
+      if (!host_grad_[u]) s.ledger.AddHostBytes(shard_bytes);
+      host_grad_[u] = true;
       s.ledger.Unref(out);
+    } else if (grad_[u] == kNoStorage) {
+      grad_[u] = out;
+    } else {
+      s.ledger.Unref(out);
+    }
     Free(s, &s.param_grad[with_grad.back()]);
     FreeAll(s, &loop_held);
   }
@@ -682,6 +757,8 @@ class Fsdp2 : public TrainingSetup {
   ParallelOptions o_;
   int world_;     ///< the shard group: dp_shard (dp_shard·cp with context parallelism)
   int replicas_;  ///< HSDP's replicate group: dp_replicate
+  bool offload_;  ///< CPUOffloadPolicy (--offload params): shards, grads and optimizer state on the host
+  std::vector<bool> host_grad_;  ///< per group: its sharded grads exist on the host
   std::vector<Fsdp2Group> groups_;
   std::vector<int> group_of_op_, pending_;
   std::vector<bool> pre_backward_done_, post_backward_done_;
