@@ -151,10 +151,13 @@ Status ReadTorchtitan(ConfigTree* t, ConfigFile* out, int64_t world) {
     if (mp.value_or("bfloat16") == "bfloat16" && !(dtype && *dtype == "bfloat16"))
       out->options.push_back({"--fsdp2-mp", std::string("param=bf16,reduce=") +
                                                 (reduce.value_or("float32") == "float32" ? "fp32" : "bf16")});
-    if (reshard && *reshard == "never") out->options.push_back({"--reshard-after-forward", "false"});
+    // get_fsdp_reshard_after_forward_policy: "default" reshards unless pipeline parallel is on
+    const std::string policy = reshard.value_or("default");
+    if (policy == "never" || (policy == "default" && pp > 1)) out->options.push_back({"--reshard-after-forward", "false"});
   }
   MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> cpu_offload, t->Bool("/training/enable_cpu_offload"));
-  if (cpu_offload.value_or(false)) out->not_modelled.push_back("/training/enable_cpu_offload (FSDP2 CPUOffloadPolicy)");
+  if (cpu_offload.value_or(false) && shard) out->options.push_back({"--offload", "params"});  // CPUOffloadPolicy
+  else if (cpu_offload.value_or(false)) out->not_modelled.push_back("/training/enable_cpu_offload (FSDP2 CPUOffloadPolicy: needs FSDP)");
   MEMSIM_RETURN_IF_ERROR(ReadActivationCheckpoint(t, out));
   MEMSIM_ASSIGN_OR_RETURN(std::optional<std::string> name, t->String("/optimizer/name"));
   const std::string opt = name.value_or("AdamW");

@@ -75,7 +75,7 @@ def megatron_pp(h, ffn, heads, groups, layers, vocab, s, b, tp, pp, dp, m, v=Non
 
 def llama70_plans():
     base = ["--mesh", "pp=4,dp_shard=2,tp=8", "--tp-plan", "torchtitan", "--sequence-parallel", "on", "--loss-parallel", "on",
-            "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32",
+            "--wrap", "model.layers.*", "--fsdp2-mp", "param=bf16,reduce=fp32", "--reshard-after-forward", "false",
             "--init", "meta", "--set", "seq=8192", "--batch", "8", "--microbatches", "8", "--optimizer", "adamw",
             "--loop-holds", "loss", "--torch", "2.13", "--gpu", "H100-80GB", "--steps", "2"] + EXPANDABLE
     full = ["--checkpoint", "model.layers.*"]

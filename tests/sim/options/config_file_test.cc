@@ -124,9 +124,19 @@ TEST(ConfigFile, TorchtitanLlama3_8b) {
             std::string::npos);
 }
 
+TEST(ConfigFile, TorchtitanCpuOffloadIsFsdp2sPolicy) {
+  TempConfig t("t.toml", "[training]\nlocal_batch_size = 1\nenable_cpu_offload = true\n[parallelism]\n"
+                         "data_parallel_shard_degree = -1\n");
+  Result<ConfigFile> f = ReadConfigFile(t.path(), 8);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_NE(Flags(*f).find("--offload params"), std::string::npos) << Flags(*f);
+  EXPECT_FALSE(Contains(f->not_modelled, "/training/enable_cpu_offload (FSDP2 CPUOffloadPolicy)"));
+}
+
 TEST(ConfigFile, Torchtitan3dMesh) {
   // A 70B-style run: TP 8 (torchtitan's plan: sequence parallel, loss_parallel), PP 4 under
-  // Interleaved1F1B with microbatches of 1, FSDP2 over the ranks left.
+  // Interleaved1F1B with microbatches of 1, FSDP2 over the ranks left (the "default" reshard
+  // policy: not after forward under PP).
   TempConfig t("t.toml", "[training]\nlocal_batch_size = 8\nseq_len = 8192\n[parallelism]\n"
                          "data_parallel_shard_degree = -1\ntensor_parallel_degree = 8\npipeline_parallel_degree = 4\n"
                          "pipeline_parallel_schedule = \"Interleaved1F1B\"\npipeline_parallel_microbatch_size = 1\n"
@@ -136,7 +146,8 @@ TEST(ConfigFile, Torchtitan3dMesh) {
   EXPECT_EQ(Flags(*f), "--batch 8 --loop-holds loss --set seq=8192 --clip-grad-norm 1.0 --mesh pp=4,dp_shard=2,tp=8 "
                        "--init meta --tp-plan torchtitan --sequence-parallel on --loss-parallel on --pp-schedule "
                        "interleaved1f1b --microbatches 8 --wrap @blocks --fsdp2-mp param=bf16,reduce=fp32 "
-                       "--checkpoint @blocks --checkpoint-early-stop off --optimizer adamw --foreach fused");
+                       "--reshard-after-forward false --checkpoint @blocks --checkpoint-early-stop off --optimizer adamw "
+                       "--foreach fused");
   EXPECT_TRUE(Contains(f->not_modelled, "/parallelism/enable_async_tensor_parallel (compiled micro-pipelining)"));
   TempConfig bad("b.toml", "[training]\nlocal_batch_size = 6\n[parallelism]\npipeline_parallel_degree = 2\n"
                            "pipeline_parallel_microbatch_size = 4\n");
