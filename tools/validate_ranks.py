@@ -139,9 +139,10 @@ def memsim_cmd(memsim, graph, cfg):
         return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
     if cfg.get("mode") == "cp":  # the whole sequence; each rank runs seq/cp of it
         return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]]
-    if cfg.get("mode") == "pp_fsdp2":  # the 2-D mesh: the stage of the pp coordinate, FSDP2 over dp_shard
-        pp = int(cfg["pp"])
-        return cmd[:-2] + ["--mesh", "pp=%d,dp_shard=%d" % (pp, int(cfg["world"]) // pp), "--pp-schedule", cfg["schedule"],
+    if cfg.get("mode") == "pp_fsdp2":  # the 2-D mesh: the stage of the pp coordinate, FSDP2 (HSDP) over dp
+        pp, r = int(cfg["pp"]), int(cfg.get("hsdp", "1"))
+        mesh = "pp=%d,%sdp_shard=%d" % (pp, "dp_replicate=%d," % r if r > 1 else "", int(cfg["world"]) // (pp * r))
+        return cmd[:-2] + ["--mesh", mesh, "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
     if cfg.get("mode") == "pp_tp":  # the stage of the pp coordinate, TP over tp (and FSDP2 over dp_shard)
@@ -265,10 +266,12 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                                                            ", HSDP %s×%d" % (cfg["hsdp"], int(cfg["world"]) // int(cfg["hsdp"]))
                                                            if "hsdp" in cfg else "")
         elif cfg.get("mode") == "pp_fsdp2":
-            c = "batch %s, seq %s, %s, pp=%s, dp_shard=%d, %s%s, %s microbatches, reshard %s" % (
-                cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], int(cfg["world"]) // int(cfg["pp"]), cfg["schedule"],
+            r = int(cfg.get("hsdp", "1"))
+            c = "batch %s, seq %s, %s, pp=%s, %sdp_shard=%d, %s%s, %s microbatches, reshard %s%s" % (
+                cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], "dp_replicate=%d, " % r if r > 1 else "",
+                int(cfg["world"]) // (int(cfg["pp"]) * r), cfg["schedule"],
                 " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
-                cfg["microbatches"], cfg.get("reshard"))
+                cfg["microbatches"], cfg.get("reshard"), ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "")
         elif cfg.get("mode") == "pp_tp":
             dp = int(cfg["world"]) // (int(cfg["pp"]) * int(cfg["tp"]))
             c = "batch %s, seq %s, %s, pp=%s, %stp=%s, %s%s, %s microbatches%s" % (

@@ -550,9 +550,9 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   // HSDP (dp_replicate × dp_shard) is FSDP2 on a 2-D mesh; replicas alone are not simulated yet.
   const std::pair<int, const char*> pending[] = {
       {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
-      // pp × dp_shard × tp (FSDP2 and TP on each stage, Notes [FSDP2], [Pipeline parallel]); pp with the
-      // others is not simulated yet
-      {dims.pp > 1 && dims.world() > int64_t{dims.pp} * dims.dp_shard * dims.tp ? 2 : 1, "pp with cp, ep or dp_replicate"},
+      // pp × [dp_replicate ×] dp_shard × tp (FSDP2 or HSDP and TP on each stage, Notes [FSDP2],
+      // [Pipeline parallel]); pp with cp or ep is not simulated yet
+      {dims.pp > 1 && (dims.cp > 1 || dims.ep > 1) ? 2 : 1, "pp with cp or ep"},
       {dims.cp > 1 && (dims.tp > 1 || dims.pp > 1 || dims.dp_replicate > 1) ? 2 : 1, "cp with tp, pp or dp_replicate"},
       {EpWithUnsupported(dims) ? 2 : 1, "ep with tp, pp, cp or dp_replicate"}};
   for (const auto& [degree, what] : pending)

@@ -413,7 +413,7 @@ memsim_golden_test(run_hf_llama_pp2_dp2_zbv_mp_ranks run_hf_llama_pp2_dp2_zbv_mp
   run tests/data/traces_pp_tp_2_13/graphs/hf_llama_pp_bf16.json --profile cpu --torch 2.13 --batch 4 --set seq=64
   --optimizer adamw --mesh pp=2,dp_shard=2 --pp-schedule zbv --pp-stages-per-rank 2 --microbatches 4
   --wrap "model.layers.*" --reshard-after-forward false --fsdp2-mp param=bf16,reduce=fp32 --top 3)
-memsim_error_test(pp_cp_pending 2 "^memsim: --mesh pp=2,cp=2: pp with cp, ep or dp_replicate is not simulated yet"
+memsim_error_test(pp_cp_pending 2 "^memsim: --mesh pp=2,cp=2: pp with cp or ep is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh pp=2,cp=2)
 # PP × TP and the 3-D mesh PP × FSDP2 × TP (Note [Pipeline parallel]): a Hugging Face Llama (its
 # rotary tables made again on the second stage); tp 0 and 1 of each stage are distinct ranks.
