@@ -134,6 +134,15 @@ class Unet3d(nn.Module):  # a 3-D UNet block: conv3d, max_pool3d (indices), conv
         return s.fc(s.p(h).flatten(1))
 
 
+def rrelu_mlp():  # nn.RReLU in training: rrelu_with_noise's noise (empty_like the input, saved)
+    return nn.Sequential(nn.Linear(256, 128), nn.RReLU(), nn.Linear(128, 128), nn.RReLU(0.1, 0.4), nn.Linear(128, 10)), \
+        (256,), 10
+
+
+def soft_margin(output, target):  # --loss soft_margin (export_torch.py --loss graphs/op_models.py:soft_margin)
+    return F.soft_margin_loss(output, target)
+
+
 def sigmoid_mlp():  # probabilities for F.binary_cross_entropy (trace_step.py --loss bce)
     return nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10), nn.Sigmoid()), (256,), 10
 
@@ -381,6 +390,7 @@ MODELS = {
     "deconv1d_net": lambda: (Deconv1dNet(), (32, 32), 10),
     "unet3d": lambda: (Unet3d(), (3, 8, 16, 16), 10),
     "sigmoid_mlp": sigmoid_mlp,
+    "rrelu_mlp": rrelu_mlp,
     "resample_modes": lambda: (ResampleModes(), (3, 8, 8), 10),
     "norm_mlp": lambda: (NormMlp(), (256,), 10),
     "drop_cnn": lambda: (DropCnn(), (3, 16, 16), 10),
@@ -421,6 +431,7 @@ deconv1d_net_export = _exporter("deconv1d_net")
 unet3d_export = _exporter("unet3d")
 resample_modes_export = _exporter("resample_modes")
 sigmoid_mlp_export = _exporter("sigmoid_mlp")
+rrelu_mlp_export = _exporter("rrelu_mlp")
 norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
 slice_assign_export = _exporter("slice_assign")

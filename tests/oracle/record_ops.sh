@@ -43,6 +43,8 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run mha_cross_net_b8_adam     mha_cross_net --batch 8 --opt adam --marks
   run mha_distinct_net_b8_adam  mha_distinct_net --batch 8 --opt adam --marks
   run transformer_net_b8_adam   transformer_net --batch 8 --opt adam --marks
+  run rrelu_mlp_b16_adam        rrelu_mlp --batch 16 --opt adam --marks
+  run mlp_b64_adam_soft_margin  mlp --batch 64 --opt adam --loss soft_margin --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
@@ -69,6 +71,10 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   # on CPU tensors, at the traced batch
   exp transformer_net "graphs/op_models.py TransformerNet; trace_step.py transformer_net; input float32 [batch,8,16]" \
     graphs/op_models.py:transformer_net_export --input "x=batch,8,16" --loss cross_entropy --set batch=8
+  exp rrelu_mlp "graphs/op_models.py rrelu_mlp; trace_step.py rrelu_mlp; input float32 [batch,256]" \
+    graphs/op_models.py:rrelu_mlp_export --input "x=batch,256" --loss cross_entropy
+  exp mlp_soft_margin "graphs/models.py mlp with F.soft_margin_loss on float targets [batch,10]; trace_step.py mlp --loss soft_margin" \
+    graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:soft_margin --target "batch,10"
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \

@@ -17,6 +17,8 @@ probe merge) and, where it equals the bytes of one of the op's inputs or outputs
 times 1, 2, 4 or 8 bytes, as that relation (``fwd_like`` / ``bwd_like``: ``i0``, ``o0``, ``i1x4``;
 ``-``: the fixed measured bytes), so the rule scales with the graph's symbols.
 """
+import re
+
 import torch
 
 # Buffers smaller than this are not matched to a tensor (a scalar's 4 bytes would match any
@@ -73,13 +75,42 @@ def _real(v, reals):
     return v
 
 
-def _make(spec):
+def _make(spec, grad=True):
     if spec.value is not None:
         t = spec.value.clone()
-        return t.requires_grad_(True) if t.dtype.is_floating_point else t
+        return t.requires_grad_(grad) if t.dtype.is_floating_point else t
     if spec.dtype.is_floating_point:
-        return (torch.rand(spec.shape, dtype=spec.dtype) + 0.5).requires_grad_(True)
+        return (torch.rand(spec.shape, dtype=spec.dtype) + 0.5).requires_grad_(grad)
     return torch.zeros(spec.shape, dtype=spec.dtype)
+
+
+def _not_differentiable(call, args, kwargs, error):
+    """The TSpec index of the argument an op refuses a grad for ("The function 'soft_margin_loss' is
+    not differentiable with respect to argument 'target'": a loss's target, rrelu's noise), or None."""
+    m = re.search(r"not differentiable with respect to argument '(\w+)'", str(error))
+    schema = getattr(call, "_schema", None)
+    if not m or schema is None:
+        return None
+    names = [a.name for a in schema.arguments]
+    if m.group(1) not in names:
+        return None
+    pos = names.index(m.group(1))
+    v = args[pos] if pos < len(args) else kwargs.get(m.group(1))
+    return v.index if isinstance(v, TSpec) else None
+
+
+def measure_any(call, args, kwargs, specs):
+    """measure(), with the floating inputs the op takes no grad for (its schema's
+    non-differentiable arguments, named by its own error) made without requires_grad."""
+    no_grad = set()
+    while True:
+        try:
+            return measure(call, args, kwargs, specs, no_grad)
+        except RuntimeError as e:
+            k = _not_differentiable(call, args, kwargs, e)
+            if k is None or k in no_grad:
+                raise
+            no_grad.add(k)
 
 
 # Ops whose result sizes are counts of values (Note [Data-dependent sizes]), by the last part of
@@ -229,11 +260,12 @@ def _to_meta(v):
     return v
 
 
-def measure(call, args, kwargs, specs):
+def measure(call, args, kwargs, specs, no_grad=frozenset()):
     """The recorded plan (attributes of a `recorded` op) of call(*args, **kwargs), where args and
-    kwargs hold TSpecs numbered into |specs| (the op's inputs, in order)."""
+    kwargs hold TSpecs numbered into |specs| (the op's inputs, in order); the inputs |no_grad|
+    names take no grad."""
     torch.manual_seed(0)
-    leaves = [_make(s) for s in specs]
+    leaves = [_make(s, k not in no_grad) for k, s in enumerate(specs)]
     with torch.enable_grad():  # non-leaf copies (made before the log): an in-place op may write them
         reals = [t.clone() if t.requires_grad else t for t in leaves]
     a, k = _real(args, reals), _real(kwargs, reals)
