@@ -139,6 +139,14 @@ def rrelu_mlp():  # nn.RReLU in training: rrelu_with_noise's noise (empty_like t
         (256,), 10
 
 
+class EmbBagNet(nn.Module):  # nn.EmbeddingBag(mode="mean") over [batch, 8] ids (offset2bag, bag_size, max_indices)
+    def __init__(s):
+        super().__init__(); s.e = nn.EmbeddingBag(30522, 32, mode="mean"); s.fc = nn.Linear(32, 10)
+
+    def forward(s, ids):
+        return s.fc(s.e(ids))
+
+
 def soft_margin(output, target):  # --loss soft_margin (export_torch.py --loss graphs/op_models.py:soft_margin)
     return F.soft_margin_loss(output, target)
 
@@ -391,6 +399,7 @@ MODELS = {
     "unet3d": lambda: (Unet3d(), (3, 8, 16, 16), 10),
     "sigmoid_mlp": sigmoid_mlp,
     "rrelu_mlp": rrelu_mlp,
+    "embbag_net": lambda: (EmbBagNet(), ("ids", 8), 10),
     "resample_modes": lambda: (ResampleModes(), (3, 8, 8), 10),
     "norm_mlp": lambda: (NormMlp(), (256,), 10),
     "drop_cnn": lambda: (DropCnn(), (3, 16, 16), 10),
@@ -432,6 +441,7 @@ unet3d_export = _exporter("unet3d")
 resample_modes_export = _exporter("resample_modes")
 sigmoid_mlp_export = _exporter("sigmoid_mlp")
 rrelu_mlp_export = _exporter("rrelu_mlp")
+embbag_net_export = _exporter("embbag_net")
 norm_mlp_export = _exporter("norm_mlp")
 drop_cnn_export = _exporter("drop_cnn")
 slice_assign_export = _exporter("slice_assign")

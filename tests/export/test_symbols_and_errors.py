@@ -240,3 +240,15 @@ class KeepAlive(unittest.TestCase):
         self.assertIn(enc_in, last_norm["attrs"]["keep_alive"])
         # multi_head_attention_forward keeps the per-head q (and so its contiguous copy) until it returns
         self.assertTrue(any("text_enc:l0.sa.q_h" in k for _, k in keeps))
+
+
+class NearProduct(unittest.TestCase):
+    def test_a_recorded_buffer_a_few_bytes_off_a_product_is_the_product(self):
+        # EmbeddingBag's offset2bag: int64 [batch*5 + 1] = 88, 128 bytes at batch 2, 3
+        from memsim_export.symbols import merge
+        probes = [{"batch": 2}, {"batch": 3}]
+        self.assertEqual(merge([88, 128], probes, ["batch"], "/ops/2/attrs/fwd_bytes/1"), "batch*40")
+        with self.assertRaises(Exception):  # elsewhere (a shape) it stays an error
+            merge([88, 128], probes, ["batch"], "/ops/2/attrs/scalar")
+        with self.assertRaises(Exception):  # too far from a product
+            merge([1080, 1120], probes, ["batch"], "/ops/2/attrs/fwd_bytes/1")

@@ -45,6 +45,7 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run transformer_net_b8_adam   transformer_net --batch 8 --opt adam --marks
   run rrelu_mlp_b16_adam        rrelu_mlp --batch 16 --opt adam --marks
   run mlp_b64_adam_soft_margin  mlp --batch 64 --opt adam --loss soft_margin --marks
+  run embbag_net_b16_adam       embbag_net --batch 16 --opt adam --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
@@ -75,6 +76,8 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:rrelu_mlp_export --input "x=batch,256" --loss cross_entropy
   exp mlp_soft_margin "graphs/models.py mlp with F.soft_margin_loss on float targets [batch,10]; trace_step.py mlp --loss soft_margin" \
     graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:soft_margin --target "batch,10"
+  exp embbag_net "graphs/op_models.py EmbBagNet; trace_step.py embbag_net; input int64 ids [batch,8]" \
+    graphs/op_models.py:embbag_net_export --input "ids=int64:batch,8@0:30522" --loss cross_entropy
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \

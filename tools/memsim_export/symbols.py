@@ -70,6 +70,8 @@ def merge(structs, probes, symbols, where=""):
         if any(isinstance(s, bool) or not isinstance(s, int) for s in structs):
             raise ExportError("value at %s changes type between probes: %s" % (where, structs))
         r = symbolize_int(structs, probes, symbols)
+        if r is None and where.split("/")[-2:-1] in (["fwd_bytes"], ["bwd_bytes"]):
+            r = _near_product(structs, probes, symbols)
         if r is None:
             if where.split("/")[-2:-1] == ["shape"]:
                 return _FAIL
@@ -82,6 +84,28 @@ def merge(structs, probes, symbols, where=""):
                 raise ExportError("value at %s depends on the symbol values: %s" % (where, structs))
         return s0
     raise ExportError("unexpected value at %s: %r" % (where, s0))
+
+
+# A recorded op's buffer of a product of symbols plus a few bytes (EmbeddingBag's offset2bag: int64
+# [n + 1]) is written as the product: at most this many bytes off (Note [Recorded rules]).
+NEAR_PRODUCT_BYTES = 64
+
+
+def _near_product(values, probes, symbols):
+    """A measured byte count v = c·s + d with one symbol s varying between the probes and
+    |d| ≤ NEAR_PRODUCT_BYTES: "s*c" (or None)."""
+    varying = [x for x in symbols if len({p[x] for p in probes}) > 1]
+    if len(varying) != 1 or len(values) < 2:
+        return None
+    x = varying[0]
+    (a, va), (b, vb) = (probes[0][x], values[0]), (probes[1][x], values[1])
+    if (vb - va) % (b - a):
+        return None
+    c = (vb - va) // (b - a)
+    d = va - c * a
+    if c <= 0 or abs(d) > NEAR_PRODUCT_BYTES or any(v != c * p[x] + d for v, p in zip(values, probes)):
+        return None
+    return "%s*%d" % (x, c)
 
 
 class _Fail:
