@@ -182,7 +182,21 @@ def nn_cases():
     return out
 
 
+class _Unpool(nn.Module):
+    """MaxUnpoolNd as models use it: on a MaxPoolNd(return_indices=True)'s output and indices."""
+
+    def __init__(self, cls, k):
+        super().__init__()
+        self.pool = getattr(nn, cls.__name__.replace("Unpool", "Pool"))(k, return_indices=True)
+        self.unpool = cls(k)
+
+    def forward(self, x):
+        return self.unpool(*self.pool(x))
+
+
 def _nn_builder(cls, args, kw, scale):
+    if cls.__name__.startswith("MaxUnpool"):
+        return lambda: Probe(_Unpool(cls, *args), scale)
     return lambda: Probe(cls(*args, **kw), scale)
 
 

@@ -252,3 +252,20 @@ class NearProduct(unittest.TestCase):
             merge([88, 128], probes, ["batch"], "/ops/2/attrs/scalar")
         with self.assertRaises(Exception):  # too far from a product
             merge([1080, 1120], probes, ["batch"], "/ops/2/attrs/fwd_bytes/1")
+
+
+class LazyModules(unittest.TestCase):
+    def test_a_lazy_modules_shapes_come_from_a_first_forward(self):
+        # nn.LazyLinear(8) on [batch, 16]: its weight is [8, 16] once a forward ran (LazyModuleMixin)
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "m.py")
+            with open(src, "w") as f:
+                f.write("import torch.nn as nn\ndef build():\n"
+                        "    return nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.Linear(8, 2))\n")
+            out = os.path.join(d, "g.json")
+            r = run_cli(["tools/export_torch.py", src + ":build", "--input", "batch,16", "-o", out])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                g = json.load(f)
+            check_well_formed(self, g)
+            self.assertEqual(g["parameters"][0]["shape"], [8, 16])

@@ -195,6 +195,9 @@ def main(argv=None):
                 inputs = ["batch,3,224,224"]
             else:
                 raise ExportError("no --input given and the builder returned no input spec")
+        # nn.LazyLinear & co.: their shapes come from a first forward (LazyModuleMixin)
+        model = _materialize_lazy(model, inputs, symbols)
+        builder = _lazy_builder(builder, inputs, symbols)
         if callable(loss):
             inputs = list(inputs) + ["target=" + a.target]
         try:
@@ -315,6 +318,45 @@ def _export(a, model, builder, takes, inputs, opts):
 # --device auto runs a model that needs values on CPU tensors only when its weights take at most
 # this much (a real forward at the exported sizes follows); --device cpu asks for any size.
 CPU_FALLBACK_BYTES = 4 << 30
+
+
+def _materialize_lazy(model, inputs, symbols):
+    """A model with uninitialized (lazy) parameters or buffers: one forward under no_grad on inputs
+    of its specs (zeros; every symbol at its value, batch 2) on the model's device, as its first
+    training step would run, so that LazyModuleMixin gives them their shapes."""
+    import torch
+    from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
+    from .exporter import parse_input_spec
+    if model is None or not any(isinstance(t, (UninitializedParameter, UninitializedBuffer))
+                                for t in list(model.parameters()) + list(model.buffers())):
+        return model
+    values = {"batch": 2, **dict(symbols or {})}
+    device = next((t.device for t in model.parameters() if not isinstance(t, UninitializedParameter)),
+                  torch.device("meta") if any(t.is_meta for t in model.parameters()) else torch.device("cpu"))
+    args = []
+    for text in inputs:
+        sp = parse_input_spec(text)
+        if any(isinstance(d, str) and d not in values for d in sp.dims):
+            raise ExportError("a lazy module's first forward needs a value for every symbol of %s: give --set" % text)
+        shape = [values[d] if isinstance(d, str) else d for d in sp.dims]
+        args.append(torch.zeros(shape, dtype=getattr(torch, sp.dtype), device=device))
+    with torch.no_grad():
+        model(*args)
+    return model
+
+
+def _lazy_builder(builder, inputs, symbols):
+    """|builder|, whose models get their lazy parameters' shapes at once (_materialize_lazy)."""
+    def build(*args, **kw):
+        out = builder(*args, **kw)
+        model, _ = split_built(out)
+        _materialize_lazy(model, inputs, symbols)
+        return out
+    for attr in ("__name__", "__doc__", "__wrapped__"):
+        if hasattr(builder, attr):
+            setattr(build, attr, getattr(builder, attr))
+    build.__signature__ = __import__("inspect").signature(builder)
+    return build
 
 
 def _export_run(a, build, inputs, takes, opts):
