@@ -218,7 +218,9 @@ class Llama(nn.Module):
 
 
 class SdpaAttention(LlamaAttention):
-    """torchtitan's attention: k/v heads repeated, F.scaled_dot_product_attention(is_causal=True)."""
+    """torchtitan's attention: k/v heads repeated, F.scaled_dot_product_attention(is_causal=True).
+    Its projections repeat LlamaAttention.forward's lines on purpose: an exported graph records the
+    Python code's tensor lifetimes, so moving them into a shared helper changes the zoo's graphs."""
 
     def forward(self, x, cos, sin, mask=None):
         b, t, _ = x.shape

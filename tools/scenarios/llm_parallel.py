@@ -108,12 +108,7 @@ def llama70_section(memsim, tmp):
         r = run(memsim, graph, args)
         first = first or r
         w, a = megatron_pp(8192, 28672, 64, 8, 80, 128256, 8192, 1, 8, 4, 2, 8, v)
-        for i, e in enumerate(r["ranks"]):
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                label if i == 0 else "", page_ranks(e["ranks"]), gib(e["peak_allocated_bytes"]),
-                gib(e["peak_reserved_bytes"]), gib(e["peak_device_used_bytes"]),
-                "yes" if e["verdict"] == "fits" else "**%s**" % e["verdict"],
-                gib(e["breakdown_at_peak"].get("activation", 0)), gib(w + a) if i == 0 else ""))
+        lines += rank_rows(label, r, w + a)
     w, a = megatron_pp(8192, 28672, 64, 8, 80, 128256, 8192, 1, 8, 4, 2, 8)
     top = max(first["ranks"], key=lambda e: e["peak_allocated_bytes"])
     lines += ["", "Under 1F1B with every layer checkpointed the highest peak allocated is ranks %s's (%s). The first stage keeps" % (
@@ -186,12 +181,7 @@ def mixtral_section(memsim, tmp):
         r = run(memsim, graph, args)
         results[label] = r
         w, a = megatron_moe(4096, 14336, 8, 32, 8, 32, 32000, 8192, 1, world, 8)
-        for i, e in enumerate(r["ranks"]):
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                label if i == 0 else "", page_ranks(e["ranks"]), gib(e["peak_allocated_bytes"]),
-                gib(e["peak_reserved_bytes"]), gib(e["peak_device_used_bytes"]),
-                "yes" if e["verdict"] == "fits" else "**%s**" % e["verdict"],
-                gib(e["breakdown_at_peak"].get("activation", 0)), gib(w + a) if i == 0 else ""))
+        lines += rank_rows(label, r, w + a)
     b16 = results[plans[1][0]]["ranks"][0]["breakdown_at_peak"]
     hot = [e["peak_allocated_bytes"] for e in results[plans[3][0]]["ranks"]]
     hot_top, hot_low = max(hot), min(hot)
@@ -219,6 +209,19 @@ def mixtral_section(memsim, tmp):
               "counts every layer as dense, whatever the routing (top 2 of 8 experts) and without recomputation; it has",
               "no term for the dispatch's all-to-all buffers or a routing imbalance.", ""]
     return lines
+
+
+def rank_rows(label, r, formula):
+    """One table row per distinct rank of a run: its steady-step figures, fit, activations at the
+    peak, and (first row) the formula's figure."""
+    rows = []
+    for i, e in enumerate(r["ranks"]):
+        rows.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label if i == 0 else "", page_ranks(e["ranks"]), gib(e["peak_allocated_bytes"]),
+            gib(e["peak_reserved_bytes"]), gib(e["peak_device_used_bytes"]),
+            "yes" if e["verdict"] == "fits" else "**%s**" % e["verdict"],
+            gib(e["breakdown_at_peak"].get("activation", 0)), gib(formula) if i == 0 else ""))
+    return rows
 
 
 def torchtitan_split(blocks, stages):
