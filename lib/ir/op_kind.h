@@ -44,7 +44,7 @@ namespace memsim {
   X(kHardshrink, "hardshrink") X(kSoftshrink, "softshrink") X(kPrelu, "prelu")              \
   X(kPad, "pad") X(kUpsample, "upsample") X(kRoll, "roll") X(kRepeat, "repeat")             \
   X(kToDtype, "to_dtype") X(kDetach, "detach") X(kCos, "cos") X(kSin, "sin")               \
-  X(kFull, "full") X(kVectorNorm, "vector_norm")                                           \
+  X(kFull, "full") X(kVectorNorm, "vector_norm") X(kRrelu, "rrelu")                                           \
   X(kBceWithLogits, "binary_cross_entropy_with_logits") X(kSmoothL1Loss, "smooth_l1_loss")  \
   X(kHuberLoss, "huber_loss") X(kBinaryCrossEntropy, "binary_cross_entropy") X(kLinear4bit, "linear_4bit") X(kLinear8bit, "linear_8bit") X(kFp8Linear, "fp8_linear") \
   X(kAllReduce, "all_reduce") X(kGradAllReduce, "grad_all_reduce") X(kAllGather, "all_gather")             \

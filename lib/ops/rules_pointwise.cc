@@ -69,6 +69,17 @@ void FwdActivation(const RuleCtx& c, FwdPlan* p) {
   }
 }
 
+// Note [More activations]: F.rrelu / nn.RReLU. at::rrelu makes its noise with empty_like(self)
+// and calls rrelu_with_noise (rrelu_with_noise_ in place), whose node saves the noise and self
+// (the result in place); its backward (rrelu_with_noise_backward: grad * noise in training,
+// leaky_relu_backward in eval) makes a new grad. Checked: the op probe rrelu_mlp (2.13, 1.13).
+void FwdRrelu(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kExtra, p->AddExtra(Bytes(*c.in[0]), "rrelu noise"));
+  if (c.inplace()) return p->Save(SavedRef::kOutput, 0);
+  p->AllocOutput(0);
+  p->Save(SavedRef::kInput, 0);
+}
+
 bool DropoutActive(const RuleCtx& c) {
   double prob = c.op.attrs.GetFloat("p", 0.5);
   return c.op.attrs.GetBool("training", true) && prob > 0 && c.in[0]->numel() > 0;
@@ -629,6 +640,7 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kMish, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
     {OpKind::kHardshrink, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
     {OpKind::kSoftshrink, 1, 1, kFirst, InferUnary, FwdActivation, nullptr},
+    {OpKind::kRrelu, 1, 1, kFirst, InferUnary, FwdRrelu, nullptr, nullptr, true},
     {OpKind::kBceWithLogits, 2, 2, kFirst, InferLoss, FwdBceWithLogits, BwdBceWithLogits},
     {OpKind::kSmoothL1Loss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
     {OpKind::kHuberLoss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},

@@ -52,6 +52,17 @@ TEST(MoreActivationsTest, KeepTheirInput) {
   EXPECT_THAT(SavedNames(ht, "y"), ElementsAre("h"));
 }
 
+TEST(MoreActivationsTest, RreluKeepsItsNoiseAndItsInput) {
+  // rrelu_with_noise: the noise (empty_like the input) first, then the output; saved: both
+  auto run = testing::Simulate(AfterLinear("rrelu", R"({"lower": 0.125, "upper": 0.333, "training": true})"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("h", "extra:rrelu noise"));
+  auto inplace = testing::Simulate(AfterLinear("rrelu", R"({"training": true, "inplace": true})"));
+  ASSERT_TRUE(inplace.ok) << inplace.error;
+  EXPECT_TRUE(Aliases(inplace, "y", "h"));
+  EXPECT_THAT(SavedNames(inplace, "y"), UnorderedElementsAre("y", "extra:rrelu noise"));
+}
+
 TEST(MoreActivationsTest, EluInplaceKeepsTheResultWithoutAClone) {
   auto run = testing::Simulate(AfterLinear("elu", R"({"inplace": true})"));
   ASSERT_TRUE(run.ok) << run.error;

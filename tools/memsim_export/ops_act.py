@@ -17,6 +17,22 @@ def _elu(cx, x, alpha=1.0, scale=1.0, input_scale=1.0, inplace=False):
                                 "inplace": bool(inplace)}, shape=x.shape)
 
 
+def _rrelu(cx, x, lower, upper, training, inplace):
+    x = T(x)
+    return cx.emit("rrelu", [x], {"lower": float(lower), "upper": float(upper), "training": bool(training),
+                                  "inplace": bool(inplace)}, shape=x.shape)
+
+
+@module(nn.RReLU)
+def m_rrelu(cx, mod, path, x):  # F.rrelu(x, lower, upper, self.training, inplace)
+    return _rrelu(cx, x, mod.lower, mod.upper, mod.training, mod.inplace)
+
+
+@function(F.rrelu)
+def f_rrelu(cx, x, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    return _rrelu(cx, x, lower, upper, training, inplace)
+
+
 @module(nn.ELU)
 def m_elu(cx, mod, path, x):
     return _elu(cx, x, mod.alpha, inplace=mod.inplace)
