@@ -264,7 +264,9 @@ def f_l1_loss(cx, x, target, size_average=None, reduce=None, reduction="mean", w
 
 
 @function(F.mse_loss)
-def f_mse_loss(cx, x, target, size_average=None, reduce=None, reduction="mean"):
+def f_mse_loss(cx, x, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    if weight is not None:  # 2.14's weighted form: recorded as it runs
+        raise Unsupported("F.mse_loss with a weight")
     return cx.emit("mse_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
 
 
