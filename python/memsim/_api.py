@@ -81,6 +81,7 @@ def _export(model, inputs, loss, name, symbols):
     if batch is not None:
         symbols.setdefault("batch", batch)
     name = name or type(model).__name__
+    _materialize_lazy(model, inputs)
     modes = [(m, m.training) for m in model.modules()]
     provenance = "memsim.export(%s)" % type(model).__name__
     try:
@@ -99,6 +100,22 @@ def _export(model, inputs, loss, name, symbols):
         for m, training in modes:
             m.training = training
     return _core.parse_graph(memsim_export.graph_to_json(g), "<%s>" % name), batch
+
+
+def _materialize_lazy(model, inputs):
+    """nn.LazyLinear & co.: their shapes come from a first forward (LazyModuleMixin), which the
+    example tensors give (the CLI makes zeros of the specs: memsim_export.cli._materialize_lazy)."""
+    import torch
+    from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
+    if not any(isinstance(t, (UninitializedParameter, UninitializedBuffer))
+               for t in list(model.parameters()) + list(model.buffers())):
+        return
+    args = list(inputs.values()) if isinstance(inputs, dict) else list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not all(isinstance(x, torch.Tensor) for x in args):
+        raise _core.OptionError("the model has lazy modules (their shapes come from a first forward): pass example "
+                                "tensors as inputs, or run one forward before estimate()")
+    with torch.no_grad():
+        model(*args) if not isinstance(inputs, dict) else model(**inputs)
 
 
 def _meta_copy(model):

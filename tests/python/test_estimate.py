@@ -201,3 +201,15 @@ def test_version_and_python_dash_m_are_the_command_line():
 
 
 RUN_TORCH = ["--torch", running_torch_release()]
+
+
+def test_lazy_modules_take_their_shapes_from_the_example_tensors():
+    # nn.LazyLinear(64) on [8, 32] examples: the same step as nn.Linear(32, 64)
+    lazy = torch.nn.Sequential(torch.nn.LazyLinear(64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    plain = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    x = torch.randn(8, 32)
+    a = memsim.estimate(lazy, x, explain=False)
+    b = memsim.estimate(plain, x, explain=False)
+    assert a.peak_live_bytes == b.peak_live_bytes > 0
+    with pytest.raises(memsim.OptionError, match="lazy modules"):
+        memsim.estimate(torch.nn.Sequential(torch.nn.LazyLinear(4)), "batch,32", explain=False)
