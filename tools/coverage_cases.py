@@ -144,6 +144,7 @@ NN_ARGS = {
     "ReplicationPad1d": ((1,), [SEQ]), "ReplicationPad2d": ((1,), [IMG]), "ReplicationPad3d": ((1,), [VOL]),
     "ZeroPad1d": ((1,), [SEQ]), "ZeroPad2d": ((1,), [IMG]), "ZeroPad3d": ((1,), [VOL]), "CircularPad1d": ((1,), [SEQ]),
     "CircularPad2d": ((1,), [IMG]), "CircularPad3d": ((1,), [VOL]),
+    "Dropout1d": ((), [SEQ]),  # [N, C, L]: 1.13 refuses a 4-D input
     "MaxUnpool1d": ((2,), [SEQ]), "MaxUnpool2d": ((2,), [IMG]), "MaxUnpool3d": ((2,), [VOL]),
     "Threshold": ((0.1, 0.0), [IMG]), "Softmax": ((-1,), [IMG]), "Softmin": ((-1,), [IMG]),
     "LogSoftmax": ((-1,), [IMG]), "GLU": ((1,), [IMG]), "PReLU": ((4,), [IMG]),
