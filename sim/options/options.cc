@@ -41,6 +41,25 @@ bool EpWithUnsupported(const MeshDims& d) {
   return d.ep > 1 && (d.tp > 1 || d.pp > 1 || d.cp > 1 || d.dp_replicate > 1);
 }
 
+/// EP borrowing dp_shard: FSDP2 shards the experts on dim 1 when dp_shard·cp exceeds them, and
+/// refuses an uneven dim-1 shard (_fsdp_param.py: "FSDP does not support uneven sharding on dim").
+Status CheckExpertShards(const Graph& g, const MeshDims& d) {
+  const int efsdp = EfsdpDegree(d);
+  if (int64_t{d.dp_shard} * d.cp <= 1 || efsdp <= 1) return Status::OK();
+  for (TensorId p : g.ep_shards) {
+    const std::vector<DimExpr>& shape = g.tensors[p].shape;
+    if (shape.size() < 2 || !shape[0].is_const() || !shape[1].is_const()) continue;
+    const int64_t experts = shape[0].coeff * g.ep_degree;
+    if (int64_t{efsdp} * g.ep_degree > experts && shape[1].coeff % efsdp != 0)
+      return Status::InvalidArgument("--mesh " + d.ToString() + ": FSDP2 shards " + g.tensors[p].name + " on dim 1 (" +
+                                     std::to_string(efsdp * g.ep_degree) + " ranks > " + std::to_string(experts) +
+                                     " experts) over " + std::to_string(efsdp) + " ranks, which do not divide its " +
+                                     std::to_string(shape[1].coeff) + " rows (torch refuses uneven Shard(1)); choose "
+                                     "dp_shard so that dp_shard/ep divides them");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::pair<std::string, std::vector<int64_t>>> ParseSet(const std::string& s) {
@@ -339,6 +358,7 @@ Result<Graph> ConfigOptions::Adapt(Graph g) const {
     }
     if (dims.ep > 1) {  // Note [Expert parallel]
       MEMSIM_ASSIGN_OR_RETURN(g, ApplyExpertParallel(g, dims.ep));
+      MEMSIM_RETURN_IF_ERROR(CheckExpertShards(g, dims));
     }
   }
   if (!fp8.empty()) {
