@@ -132,8 +132,10 @@ def memsim_cmd(memsim, graph, cfg):
                           "--loss-parallel", "on" if cfg.get("loss_parallel") == "1" else "off", "--set", "seq=" + cfg["seq"]]
         return cmd
     if cfg.get("mode") == "ep":  # every rank's tokens per expert: the rows each rank receives
-        if "ep" in cfg:  # ep borrowing dp_shard: FSDP2 over the world, the experts' over efsdp
-            return cmd[:-2] + ["--mesh", "dp_shard=%s,ep=%s" % (cfg["world"], cfg["ep"]),
+        if "ep" in cfg:  # ep borrowing dp_shard: FSDP2 over the world, the experts' over efsdp (HSDP: per replica)
+            r = int(cfg.get("hsdp", "1"))
+            mesh = ("dp_replicate=%d," % r if r > 1 else "") + "dp_shard=%d,ep=%s" % (int(cfg["world"]) // r, cfg["ep"])
+            return cmd[:-2] + ["--mesh", mesh,
                                "--moe-routing", "ranks=" + cfg["routed_ranks"]] + fsdp2_args(cfg) + \
                    (["--set", "seq=" + cfg["seq"]] if "seq" in cfg else [])
         return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
@@ -290,7 +292,8 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
         elif cfg.get("mode") == "ep":
             c = "batch %s, %s, %s, routed %s" % (
                 cfg["batch"], cfg.get("opt"),
-                "dp_shard=%s, ep=%s" % (cfg["world"], cfg["ep"]) if "ep" in cfg else "ep=%s" % cfg["world"],
+                ("dp_replicate=%s, " % cfg["hsdp"] if "hsdp" in cfg else "") + "dp_shard=%d, ep=%s" % (
+                    int(cfg["world"]) // int(cfg.get("hsdp", "1")), cfg["ep"]) if "ep" in cfg else "ep=%s" % cfg["world"],
                 validate.summarize(ranks_of[name][rank])[0]["routed"])
         elif cfg.get("mode") == "cp":
             c = "batch %s, seq %s, %s, cp=%s, %s rotater" % (cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["cp"],

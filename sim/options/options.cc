@@ -35,10 +35,10 @@ std::map<std::string, std::string> TorchDtypeNames(std::initializer_list<const c
   return out;
 }
 
-/// ep composes with dp_shard (torchtitan's EP borrowing dp_shard, Note [Expert parallel]); with
-/// the other dimensions it is not simulated yet.
+/// ep composes with dp_shard, and HSDP's dp_replicate (torchtitan's EP borrowing dp_shard, Note
+/// [Expert parallel]); with the other dimensions it is not simulated yet.
 bool EpWithUnsupported(const MeshDims& d) {
-  return d.ep > 1 && (d.tp > 1 || d.pp > 1 || d.cp > 1 || d.dp_replicate > 1);
+  return d.ep > 1 && (d.tp > 1 || d.pp > 1 || d.cp > 1 || (d.dp_replicate > 1 && d.dp_shard <= 1));
 }
 
 /// EP borrowing dp_shard: FSDP2 shards the experts on dim 1 when dp_shard·cp exceeds them, and
@@ -574,7 +574,7 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
       // [Pipeline parallel]); pp with cp or ep is not simulated yet
       {dims.pp > 1 && (dims.cp > 1 || dims.ep > 1) ? 2 : 1, "pp with cp or ep"},
       {dims.cp > 1 && (dims.tp > 1 || dims.pp > 1 || dims.dp_replicate > 1) ? 2 : 1, "cp with tp, pp or dp_replicate"},
-      {EpWithUnsupported(dims) ? 2 : 1, "ep with tp, pp, cp or dp_replicate"}};
+      {EpWithUnsupported(dims) ? 2 : 1, "ep with tp, pp or cp"}};
   for (const auto& [degree, what] : pending)
     if (degree > 1)
       return Status::Unsupported("--mesh " + mesh + ": " + what + " is not simulated yet; data parallelism is "

@@ -74,7 +74,7 @@ memsim_golden_test(run_ep_fsdp2_ranks run_ep_fsdp2_ranks.txt
   --mesh dp_shard=8,ep=2 --wrap moe.0 --moe-routing ranks=29,9,2,24:29,9,1,25:30,8,1,25:27,11,1,25:26,10,3,25:28,15,2,19:22,12,6,24:28,13,2,21)
 memsim_error_test(ep_uneven_shard1 2 "--mesh dp_shard=24,ep=2: FSDP2 shards moe.0.experts.w1 on dim 1 \\(24 ranks > 4 experts\\) over 12 ranks, which do not divide its 256 rows"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --batch 32 --mesh dp_shard=24,ep=2 --wrap moe.0)
-memsim_error_test(ep_with_tp 2 "--mesh dp_shard=2,tp=2,ep=2: ep with tp, pp, cp or dp_replicate is not simulated yet"
+memsim_error_test(ep_with_tp 2 "--mesh dp_shard=2,tp=2,ep=2: ep with tp, pp or cp is not simulated yet"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --mesh dp_shard=2,tp=2,ep=2)
 
 memsim_error_test(unknown_op 2 "bad/unknown_op.json: /ops/1/op: unknown op" run tests/cli/bad/unknown_op.json)

@@ -25,3 +25,5 @@ rund moe_mlp2_b32_adamw_ep4_dp4_noreshard  moe_mlp2 --world 4 --ep 4 --batch 32 
 # tests/data/traces_moe_2_13/graphs): attention and router on the dense mesh, the experts on efsdp.
 rund moe_decoder_tiny_b2_s64_adamw_ep2_dp4  moe_decoder_tiny --world 4 --ep 2 --batch 2 --seq 64 --opt adamw --port 29565
 rund moe_decoder_tiny_b2_s64_adam_ep4_dp8   moe_decoder_tiny --world 8 --ep 4 --batch 2 --seq 64 --opt adam --port 29566
+# HSDP with EP: two replicas of dp_shard=4, ep=2 inside each (the experts' HSDP mesh (dp_replicate, efsdp)).
+rund moe_mlp2_b32_adam_ep2_hsdp2x4  moe_mlp2 --world 8 --ep 2 --hsdp 2 --batch 32 --opt adam --port 29567
