@@ -127,7 +127,8 @@ Status ReadAccelerateFsdp2(ConfigTree* t, int64_t procs, const std::string& low,
   MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> reshard, t->Bool("/fsdp_config/fsdp_reshard_after_forward"));
   if (reshard && !*reshard) out->options.push_back({"--reshard-after-forward", "false"});
   MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> offload, t->Bool("/fsdp_config/fsdp_offload_params"));
-  if (offload.value_or(false)) out->not_modelled.push_back("/fsdp_config/fsdp_offload_params (FSDP2 CPUOffloadPolicy)");
+  if (offload.value_or(false) && procs > 1) out->options.push_back({"--offload", "params"});  // CPUOffloadPolicy
+  else if (offload.value_or(false)) out->not_modelled.push_back("/fsdp_config/fsdp_offload_params (one process: no FSDP2 mesh)");
   MEMSIM_ASSIGN_OR_RETURN(std::optional<bool> ac, t->Bool("/fsdp_config/fsdp_activation_checkpointing"));
   if (ac.value_or(false)) out->options.push_back({"--checkpoint", "@blocks"});
   // accelerate FullyShardedDataParallelPlugin.set_mixed_precision: param_dtype = reduce_dtype = that dtype.

@@ -166,6 +166,12 @@ TEST(ConfigFile, AccelerateFsdp2) {
   EXPECT_EQ(Flags(*f), "--mesh dp_shard=8 --wrap @blocks --reshard-after-forward false --checkpoint @blocks "
                        "--fsdp2-mp param=bf16,reduce=bf16");
   EXPECT_TRUE(f->unknown.empty()) << f->Describe();
+  // fsdp_offload_params: CPUOffloadPolicy (--offload params)
+  TempConfig o("o.yaml", "distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
+                         "  fsdp_offload_params: true\n");
+  Result<ConfigFile> g = ReadConfigFile(o.path());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(Flags(*g), "--mesh dp_shard=4 --wrap @blocks --offload params");
 }
 
 TEST(ConfigFile, TorchtitanLayerSelectiveCheckpointing) {
