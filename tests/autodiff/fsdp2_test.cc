@@ -200,6 +200,15 @@ TEST(Fsdp2StepTest, MixedPrecisionGathersInParamDtypeAndReducesInReduceDtype) {
   EXPECT_EQ(ShardBytes(r.events), ShardBytes(SimulateOk(g, Fsdp2Mlp(2, 0)).events));  // fp32 shards
 }
 
+TEST(Fsdp2StepTest, AModelCastByDtypeIsShardedInThatDtype) {
+  // --dtype bf16 without MixedPrecisionPolicy: model.to(bfloat16), so the shards are bf16 too
+  // (only MixedPrecisionPolicy keeps them in the graph's own dtype: ModelElementSize)
+  Graph g = ZooGraph("mlp");
+  SimOptions o = Fsdp2Mlp(2, 0);
+  o.dtype = "bf16";
+  EXPECT_EQ(2 * ShardBytes(SimulateOk(g, o).events), ShardBytes(SimulateOk(g, Fsdp2Mlp(2, 0)).events));
+}
+
 // Note [Meta-device init]: built on the meta device, only the shards are ever allocated; a
 // shard of uneven rows is materialized unpadded (to_empty), then re-padded into a new buffer.
 TEST(Fsdp2MetaInitTest, OnlyTheShardsMaterializeAndUnevenOnesAreRePadded) {

@@ -20,7 +20,8 @@ namespace {
 class ExpertParallel : public TrainingSetup {
  public:
   explicit ExpertParallel(const ParallelOptions& o)
-      : source_(EpCoordOf(o.mesh, o.rank).ep == 0), world_(o.mesh.world()), meta_(o.meta_init) {}
+      : source_(EpCoordOf(o.mesh, o.rank).ep == 0), world_(o.mesh.world()), meta_(o.meta_init),
+        fsdp2_mp_(!o.fsdp2_param_dtype.empty()) {}
 
   /// The full [E, ...] parameter the model was built with. Built on the meta device (Note
   /// [Meta-device init]) there is none: distribute_tensor moves no data and to_empty makes the
@@ -28,7 +29,8 @@ class ExpertParallel : public TrainingSetup {
   bool AllocateParameter(StepState& s, TensorId t) override {
     if (meta_) return false;
     if (std::find(s.g.ep_shards.begin(), s.g.ep_shards.end(), t) == s.g.ep_shards.end()) return false;
-    s.storage[t] = s.ledger.Alloc(OwnBytes(s, t) * s.g.ep_degree, s.g.tensors[t].name + " (full)", Category::kParameter);
+    s.storage[t] = s.ledger.Alloc(ModelBytes(s, t, fsdp2_mp_) * s.g.ep_degree, s.g.tensors[t].name + " (full)",
+                                  Category::kParameter);
     return true;
   }
 
@@ -39,7 +41,7 @@ class ExpertParallel : public TrainingSetup {
     if (s.profile.host_collectives) s.ledger.Alloc(4 * std::max<int64_t>(world_, 1), "DeviceMesh ranks", Category::kParameter);
     std::vector<Ledger::StorageId> full;
     for (TensorId p : s.g.ep_shards) {
-      const int64_t bytes = OwnBytes(s, p);
+      const int64_t bytes = ModelBytes(s, p, fsdp2_mp_);
       const std::string& name = s.g.tensors[p].name;
       const Ledger::StorageId shard = s.ledger.Alloc(bytes, name, Category::kParameter);
       if (source_) s.ledger.Unref(s.ledger.Alloc(bytes * s.g.ep_degree, name + " scatter staging", Category::kTemporary));
@@ -64,12 +66,6 @@ class ExpertParallel : public TrainingSetup {
   }
 
  private:
-  /// The local shard's bytes in the dtype the model keeps (FSDP2's MixedPrecisionPolicy binds the
-  /// graph in param_dtype; the parameters stay in their own).
-  static int64_t OwnBytes(const StepState& s, TensorId t) {
-    return s.bound.metas[t].numel() * ElementSize(s.g.tensors[t].dtype);
-  }
-
   /// Whether the parameter after |p| belongs to another module (its loop ends here).
   static bool NextModule(const StepState& s, TensorId p) {
     auto it = std::find(s.g.ep_shards.begin(), s.g.ep_shards.end(), p);
@@ -86,6 +82,7 @@ class ExpertParallel : public TrainingSetup {
   bool source_;  // the ep group's first rank: distribute_tensor scatters from it
   int64_t world_;
   bool meta_;     // the model built on the meta device
+  bool fsdp2_mp_;  // FSDP2's MixedPrecisionPolicy: the model keeps the graph's dtype (ModelBytes)
   std::map<OpId, Ledger::StorageId> held_;
 };
 

@@ -344,7 +344,9 @@ class Fsdp2 : public TrainingSetup {
   }
 
   std::string Name(size_t u) const { return "FSDP2 " + (groups_[u].module.empty() ? std::string("(root)") : groups_[u].module); }
-  int64_t ShardElem(const StepState& s, uint32_t k) const { return ElementSize(s.g.tensors[s.g.parameters[k]].dtype); }
+  int64_t ShardElem(const StepState& s, uint32_t k) const { return ModelElementSize(s, s.g.parameters[k], Mp()); }
+  /// MixedPrecisionPolicy is on: the graph is bound in param_dtype, the model keeps its own.
+  bool Mp() const { return !o_.fsdp2_param_dtype.empty(); }
   /// The unsharded dtype: MixedPrecisionPolicy's param_dtype (the graph is bound in it), else the shard's.
   int64_t ParamElem(const StepState& s, uint32_t k) const { return ElementSize(s.bound.metas[s.g.parameters[k]].dtype); }
   /// What the all-gather moves and the unsharded parameter holds: a float8 weight's byte, else ParamElem.
@@ -383,10 +385,9 @@ class Fsdp2 : public TrainingSetup {
     s.ledger.Unref(d);
   }
 
-  /// Parameter or buffer |t| whole, in the dtype the model keeps (not the graph's bound one).
-  static void AllocOwnDtype(StepState& s, TensorId t) {
-    s.storage[t] = s.ledger.Alloc(s.bound.metas[t].numel() * ElementSize(s.g.tensors[t].dtype), s.g.tensors[t].name,
-                                  Category::kParameter);
+  /// Parameter or buffer |t| whole, in the dtype the model keeps (ModelElementSize).
+  void AllocOwnDtype(StepState& s, TensorId t) const {
+    s.storage[t] = s.ledger.Alloc(ModelBytes(s, t, Mp()), s.g.tensors[t].name, Category::kParameter);
   }
 
   /// Note [Meta-device init]: to_empty gives the sharded DTensor an unpadded local tensor

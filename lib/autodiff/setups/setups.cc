@@ -1,5 +1,7 @@
 #include "lib/autodiff/setups/setups.h"
 
+#include "lib/autodiff/state.h"
+
 namespace memsim {
 
 std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& options, const Profile& profile) {
@@ -26,6 +28,14 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
   if (options.clip_grad_norm > 0) setups.push_back(MakeClipGradNorm(profile));
   if (options.optimizer_in_backward) setups.push_back(MakeOptimizerInBackward());
   return setups;
+}
+
+int64_t ModelElementSize(const StepState& s, TensorId t, bool fsdp2_mp) {
+  return ElementSize(fsdp2_mp ? s.g.tensors[t].dtype : s.bound.metas[t].dtype);
+}
+
+int64_t ModelBytes(const StepState& s, TensorId t, bool fsdp2_mp) {
+  return s.bound.metas[t].numel() * ModelElementSize(s, t, fsdp2_mp);
 }
 
 }  // namespace memsim

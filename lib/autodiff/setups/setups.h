@@ -117,6 +117,14 @@ struct SetupOptions {
 /// One object per enabled setup, in hook order.
 std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& options, const Profile& profile);
 
+/// The element size of tensor |t| as the model holds it (a parameter or buffer, before any
+/// setup's copy): under FSDP2's MixedPrecisionPolicy (|fsdp2_mp|) the graph is bound in
+/// param_dtype while the model keeps the graph's own dtype (Note [FSDP2]); otherwise the bound
+/// dtype (--dtype casts the model).
+int64_t ModelElementSize(const StepState& s, TensorId t, bool fsdp2_mp);
+/// Its bytes: the bound numel times ModelElementSize.
+int64_t ModelBytes(const StepState& s, TensorId t, bool fsdp2_mp);
+
 // The setups (one file each).
 std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc
 std::unique_ptr<TrainingSetup> MakeCheckpoint(const std::vector<std::string>& modules, CheckpointImpl impl,

@@ -63,10 +63,7 @@ class TensorParallel : public TrainingSetup {
  private:
   /// A rank's shard: the bound size; under FSDP2's MixedPrecisionPolicy (the graph bound in
   /// param_dtype) the model keeps its own dtype, which only FSDP2's unsharded copy is cast from.
-  int64_t ShardBytes(const StepState& s, TensorId t) const {
-    const TensorMeta& m = s.bound.metas[t];
-    return own_dtype_ ? m.numel() * ElementSize(s.g.tensors[t].dtype) : m.bytes();
-  }
+  int64_t ShardBytes(const StepState& s, TensorId t) const { return ModelBytes(s, t, own_dtype_); }
 
   bool source_;     // the tp group's first rank: distribute_tensor scatters from it
   bool own_dtype_;  // FSDP2 MixedPrecisionPolicy on the 2-D mesh
