@@ -103,19 +103,17 @@ def _export(model, inputs, loss, name, symbols):
 
 
 def _materialize_lazy(model, inputs):
-    """nn.LazyLinear & co.: their shapes come from a first forward (LazyModuleMixin), which the
-    example tensors give (the CLI makes zeros of the specs: memsim_export.cli._materialize_lazy)."""
+    """memsim_export.materialize_lazy on the example tensors (the CLI makes zeros of the specs)."""
     import torch
-    from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
-    if not any(isinstance(t, (UninitializedParameter, UninitializedBuffer))
-               for t in list(model.parameters()) + list(model.buffers())):
-        return
-    args = list(inputs.values()) if isinstance(inputs, dict) else list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-    if not all(isinstance(x, torch.Tensor) for x in args):
-        raise _core.OptionError("the model has lazy modules (their shapes come from a first forward): pass example "
-                                "tensors as inputs, or run one forward before estimate()")
-    with torch.no_grad():
-        model(*args) if not isinstance(inputs, dict) else model(**inputs)
+    import memsim_export
+
+    def examples():
+        args = list(inputs.values()) if isinstance(inputs, dict) else list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if not all(isinstance(x, torch.Tensor) for x in args):
+            raise _core.OptionError("the model has lazy modules (their shapes come from a first forward): pass example "
+                                    "tensors as inputs, or run one forward before estimate()")
+        return ([], dict(inputs)) if isinstance(inputs, dict) else (args, {})
+    memsim_export.materialize_lazy(model, examples)
 
 
 def _meta_copy(model):

@@ -321,28 +321,25 @@ CPU_FALLBACK_BYTES = 4 << 30
 
 
 def _materialize_lazy(model, inputs, symbols):
-    """A model with uninitialized (lazy) parameters or buffers: one forward under no_grad on inputs
-    of its specs (zeros; every symbol at its value, batch 2) on the model's device, as its first
-    training step would run, so that LazyModuleMixin gives them their shapes."""
+    """materialize_lazy with zeros of the input specs (every symbol at its value, batch 2) on the
+    model's device."""
     import torch
-    from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
-    from .exporter import parse_input_spec
-    if model is None or not any(isinstance(t, (UninitializedParameter, UninitializedBuffer))
-                                for t in list(model.parameters()) + list(model.buffers())):
-        return model
-    values = {"batch": 2, **dict(symbols or {})}
-    device = next((t.device for t in model.parameters() if not isinstance(t, UninitializedParameter)),
-                  torch.device("meta") if any(t.is_meta for t in model.parameters()) else torch.device("cpu"))
-    args = []
-    for text in inputs:
-        sp = parse_input_spec(text)
-        if any(isinstance(d, str) and d not in values for d in sp.dims):
-            raise ExportError("a lazy module's first forward needs a value for every symbol of %s: give --set" % text)
-        shape = [values[d] if isinstance(d, str) else d for d in sp.dims]
-        args.append(torch.zeros(shape, dtype=getattr(torch, sp.dtype), device=device))
-    with torch.no_grad():
-        model(*args)
-    return model
+    from torch.nn.parameter import UninitializedParameter
+    from .exporter import materialize_lazy, parse_input_spec
+
+    def zeros():
+        values = {"batch": 2, **dict(symbols or {})}
+        device = next((t.device for t in model.parameters() if not isinstance(t, UninitializedParameter)),
+                      torch.device("meta") if any(t.is_meta for t in model.parameters()) else torch.device("cpu"))
+        args = []
+        for text in inputs:
+            sp = parse_input_spec(text)
+            if any(isinstance(d, str) and d not in values for d in sp.dims):
+                raise ExportError("a lazy module's first forward needs a value for every symbol of %s: give --set" % text)
+            shape = [values[d] if isinstance(d, str) else d for d in sp.dims]
+            args.append(torch.zeros(shape, dtype=getattr(torch, sp.dtype), device=device))
+        return args, {}
+    return materialize_lazy(model, zeros)
 
 
 def _lazy_builder(builder, inputs, symbols):

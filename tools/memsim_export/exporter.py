@@ -52,6 +52,21 @@ class InputSpec:
         return s
 
 
+def materialize_lazy(model, make_args):
+    """nn.LazyLinear & co. take their shapes from a first forward (LazyModuleMixin): for a model
+    with uninitialized parameters or buffers, one forward under no_grad on make_args()'s
+    (args, kwargs), as its first training step would run; a model without lazy modules is left
+    as it is and make_args is not called."""
+    from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
+    if model is None or not any(isinstance(t, (UninitializedParameter, UninitializedBuffer))
+                                for t in list(model.parameters()) + list(model.buffers())):
+        return model
+    args, kwargs = make_args()
+    with torch.no_grad():
+        model(*args, **kwargs)
+    return model
+
+
 def parse_input_spec(text):
     """``[name=][dtype:]d0,d1,...[@low:high]`` e.g. ``batch,3,224,224``, ``ids=int64:batch,128@0:30522``."""
     if isinstance(text, InputSpec):
