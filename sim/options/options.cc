@@ -50,7 +50,7 @@ Status CheckExpertShards(const Graph& g, const MeshDims& d) {
     const std::vector<DimExpr>& shape = g.tensors[p].shape;
     if (shape.size() < 2 || !shape[0].is_const() || !shape[1].is_const()) continue;
     const int64_t experts = shape[0].coeff * g.ep_degree;
-    if (int64_t{efsdp} * g.ep_degree > experts && shape[1].coeff % efsdp != 0)
+    if (ExpertShardDim(efsdp, g.ep_degree, experts) == 1 && shape[1].coeff % efsdp != 0)
       return Status::InvalidArgument("--mesh " + d.ToString() + ": FSDP2 shards " + g.tensors[p].name + " on dim 1 (" +
                                      std::to_string(efsdp * g.ep_degree) + " ranks > " + std::to_string(experts) +
                                      " experts) over " + std::to_string(efsdp) + " ranks, which do not divide its " +

@@ -292,7 +292,7 @@ class Fsdp2 : public TrainingSetup {
     e.rank = EpCoordOf(o_.mesh, o_.rank).efsdp;
     const std::vector<int64_t>& sizes = s.bound.metas[e.params.front()].sizes;
     const int64_t experts = sizes.empty() ? 1 : sizes[0] * s.g.ep_degree;
-    e.dim = int64_t{e.world} * s.g.ep_degree > experts ? 1 : 0;
+    e.dim = ExpertShardDim(e.world, s.g.ep_degree, experts);
     return e;
   }
 

@@ -100,4 +100,8 @@ int EfsdpDegree(const MeshDims& d) {
   return f == 1 ? 1 : static_cast<int>(f / d.ep);
 }
 
+int ExpertShardDim(int efsdp, int ep, int64_t experts) {
+  return int64_t{efsdp} * ep > experts ? 1 : 0;
+}
+
 }  // namespace memsim

@@ -61,6 +61,9 @@ struct EpCoord {
 EpCoord EpCoordOf(const MeshDims& dims, int64_t rank);
 /// The ranks of the experts' FSDP dimension (efsdp): dp_shard·cp / ep (1 with ep alone).
 int EfsdpDegree(const MeshDims& dims);
+/// The dim FSDP2 shards the expert weights on over efsdp: 1 when efsdp·ep ranks exceed the
+/// |experts| (torchtitan's apply_fsdp_to_decoder: Shard(1)), else 0.
+int ExpertShardDim(int efsdp, int ep, int64_t experts);
 
 }  // namespace memsim
 
