@@ -211,7 +211,7 @@ class Fsdp2 : public TrainingSetup {
       for (size_t i = 0; i < groups_[u].params.size(); ++i) order.emplace_back(u, i);
     std::sort(order.begin(), order.end(),
               [&](auto x, auto y) { return groups_[x.first].params[x.second] < groups_[y.first].params[y.second]; });
-    for (const auto [u, i] : order) {
+    for (const auto& [u, i] : order) {
       const TensorId t = s.g.parameters[groups_[u].params[i]];
       if (!s.rg[t]) continue;
       const Fsdp2Shard& sh = groups_[u].shards[i];
