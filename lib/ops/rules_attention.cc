@@ -352,7 +352,7 @@ int GradOutCopy(const RuleCtx& c, BwdPlan* p) {
   std::swap(t.sizes[1], t.sizes[2]);
   std::swap(t.strides[1], t.strides[2]);
   if (t.is_contiguous()) return -1;
-  return p->Temp(c.grad_out->numel() * ElementSize(c.grad_out->dtype), "flash backward grad_out copy ([B, L, H, D])");
+  return p->Temp(c.grad_out->bytes(), "flash backward grad_out copy ([B, L, H, D])");
 }
 
 void BwdSdpa(const RuleCtx& c, BwdPlan* p) {
