@@ -501,6 +501,16 @@ class Fsdp2 : public TrainingSetup {
     return cast;
   }
 
+  /// all_gather_inputs[0] of a group of one rank: the host shard copied (and cast) to the device
+  /// under CPUOffloadPolicy, else the shard cast to param_dtype (none when it is in param_dtype).
+  StorageId OneRankInput(StepState& s, size_t u, size_t i, int64_t bytes) {
+    if (offload_) return DeviceInput(s, u, i);
+    const uint32_t k = groups_[u].params[i];
+    if (ParamElem(s, k) == ShardElem(s, k)) return kNoStorage;
+    const std::string& name = s.g.tensors[s.g.parameters[k]].name;
+    return s.ledger.Alloc(bytes, name + " all-gather input (cast)", Category::kTemporary);
+  }
+
   /// The all-gather from the post-forward slices (already in param_dtype): over the K ranks of the
   /// rank's post-forward group, into an output of the whole padded parameters.
   /// Under MixedPrecisionPolicy _get_param_all_gather_inputs still takes its foreach-copy path
@@ -558,14 +568,7 @@ class Fsdp2 : public TrainingSetup {
       const uint32_t k = grp.params[i];
       const int64_t bytes = grp.shards[i].padded_numel() * grp.world * GatherElem(s, k);
       const std::string& name = s.g.tensors[s.g.parameters[k]].name;
-      if (grp.world == 1 && offload_) {  // all_gather_inputs[0]: the host shard copied (and cast) to the device
-        StorageId in = DeviceInput(s, u, i);
-        unsharded_[u].push_back(s.ledger.Alloc(bytes, name + " (unsharded)", Category::kParameter));
-        s.ledger.Unref(in);
-        continue;
-      }
-      const bool cast = grp.world == 1 && ParamElem(s, k) != ShardElem(s, k);
-      StorageId in = cast ? s.ledger.Alloc(bytes, name + " all-gather input (cast)", Category::kTemporary) : kNoStorage;
+      const StorageId in = grp.world == 1 ? OneRankInput(s, u, i, bytes) : kNoStorage;
       unsharded_[u].push_back(s.ledger.Alloc(bytes, name + " (unsharded)", Category::kParameter));
       if (in != kNoStorage) s.ledger.Unref(in);
       if (grp.world > 1 && grp.shards[i].dim != 0)
@@ -573,9 +576,8 @@ class Fsdp2 : public TrainingSetup {
     }
     for (StorageId t : temps) s.ledger.Unref(t);
     FreeAll(s, &post_forward_[u]);  // to_unsharded: the post-forward slices, once copied out
-    if (forward && grp.world == 1) Free(s, &held_all_gather_);
+    if (forward) Free(s, &held_all_gather_);  // the previous group's, held by prev_all_gather_state until here
     if (forward && grp.world > 1) {
-      Free(s, &held_all_gather_);  // the previous group's, held by prev_all_gather_state until here
       held_all_gather_ = all_gather_[u];
       all_gather_[u] = kNoStorage;
     } else {
