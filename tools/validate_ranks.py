@@ -116,41 +116,48 @@ def fsdp2_args(cfg):
     return out
 
 
+def mesh_of(cfg):
+    """The --mesh of a per-rank trace's config (modes tp, cp, ep, pp and those with FSDP2), its
+    dimensions in torchtitan's order; the size-one ones left out."""
+    mode, world, r = cfg["mode"], int(cfg["world"]), int(cfg.get("hsdp", "1"))
+    whole = {"tp": "tp", "cp": "cp", "pp": "pp"}.get(mode) or ("ep" if mode == "ep" and "ep" not in cfg else None)
+    if whole:  # the one dimension is the world
+        return "%s=%d" % (whole, world)
+    pp = int(cfg["pp"]) if mode.startswith("pp_") else 1
+    tp = int(cfg["tp"]) if mode in ("fsdp2_tp", "pp_tp") else 1
+    dims = [("pp", pp), ("dp_replicate", r), ("dp_shard", world // (pp * r * tp)), ("tp", tp), ("ep", int(cfg.get("ep", "1")))]
+    return ",".join("%s=%d" % kv for kv in dims if kv[1] > 1)
+
+
 def memsim_cmd(memsim, graph, cfg):
     cmd = [memsim, "run", graph, "--profile", "cpu", "--torch", validate.trace_release(cfg), "--step", "first",
            "--json", "--batch", cfg["batch"],
            "--optimizer", validate.OPT[cfg.get("opt", "sgd")], "--inplace-activations", "off",
            "--bucket-cap-mb", cfg.get("bucket_mb", "25")]
     if cfg.get("mode") == "fsdp2_tp":  # the 2-D mesh: TP on the "tp" dim, then FSDP2 on "dp_shard" (HSDP: 3-D)
-        tp, r = int(cfg["tp"]), int(cfg.get("hsdp", "1"))
-        mesh = ("dp_replicate=%d," % r if r > 1 else "") + "dp_shard=%d,tp=%d" % (int(cfg["world"]) // (tp * r), tp)
-        return cmd[:-2] + ["--mesh", mesh, "--tp-plan", cfg.get("tp_plan", "layers"),
+        return cmd[:-2] + ["--mesh", mesh_of(cfg), "--tp-plan", cfg.get("tp_plan", "layers"),
                            "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off", "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
     if cfg.get("mode") == "tp":
-        cmd = cmd[:-2] + ["--mesh", "tp=" + cfg["world"], "--tp-plan", cfg.get("tp_plan", "layers"),
+        cmd = cmd[:-2] + ["--mesh", mesh_of(cfg), "--tp-plan", cfg.get("tp_plan", "layers"),
                           "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off",
                           "--loss-parallel", "on" if cfg.get("loss_parallel") == "1" else "off", "--set", "seq=" + cfg["seq"]]
         return cmd
     if cfg.get("mode") == "ep":  # every rank's tokens per expert: the rows each rank receives
         if "ep" in cfg:  # ep borrowing dp_shard: FSDP2 over the world, the experts' over efsdp (HSDP: per replica)
-            r = int(cfg.get("hsdp", "1"))
-            mesh = ("dp_replicate=%d," % r if r > 1 else "") + "dp_shard=%d,ep=%s" % (int(cfg["world"]) // r, cfg["ep"])
-            return cmd[:-2] + ["--mesh", mesh,
+            return cmd[:-2] + ["--mesh", mesh_of(cfg),
                                "--moe-routing", "ranks=" + cfg["routed_ranks"]] + fsdp2_args(cfg) + \
                    (["--set", "seq=" + cfg["seq"]] if "seq" in cfg else [])
-        return cmd[:-2] + ["--mesh", "ep=" + cfg["world"], "--moe-routing", "ranks=" + cfg["routed_ranks"]]
+        return cmd[:-2] + ["--mesh", mesh_of(cfg), "--moe-routing", "ranks=" + cfg["routed_ranks"]]
     if cfg.get("mode") == "cp":  # the whole sequence; each rank runs seq/cp of it
-        return cmd[:-2] + ["--mesh", "cp=" + cfg["cp"], "--set", "seq=" + cfg["seq"]]
+        return cmd[:-2] + ["--mesh", mesh_of(cfg), "--set", "seq=" + cfg["seq"]]
     if cfg.get("mode") == "pp_fsdp2":  # the 2-D mesh: the stage of the pp coordinate, FSDP2 (HSDP) over dp
-        pp, r = int(cfg["pp"]), int(cfg.get("hsdp", "1"))
-        mesh = "pp=%d,%sdp_shard=%d" % (pp, "dp_replicate=%d," % r if r > 1 else "", int(cfg["world"]) // (pp * r))
-        return cmd[:-2] + ["--mesh", mesh, "--pp-schedule", cfg["schedule"],
+        return cmd[:-2] + ["--mesh", mesh_of(cfg), "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
-                           "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg)
+                           "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg) + \
+                          (["--moe-routing", "ranks=" + cfg["routed_ranks"]] if "ep" in cfg else [])  # EP on each stage
     if cfg.get("mode") == "pp_tp":  # the stage of the pp coordinate, TP over tp (and FSDP2 over dp_shard)
-        pp, tp = int(cfg["pp"]), int(cfg["tp"])
-        dp = int(cfg["world"]) // (pp * tp)
-        return cmd[:-2] + ["--mesh", "pp=%d,%stp=%d" % (pp, "dp_shard=%d," % dp if dp > 1 else "", tp),
+        dp = int(cfg["world"]) // (int(cfg["pp"]) * int(cfg["tp"]))
+        return cmd[:-2] + ["--mesh", mesh_of(cfg),
                            "--tp-plan", cfg.get("tp_plan", "layers"), "--pp-schedule", cfg["schedule"],
                            "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off",
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
@@ -158,15 +165,13 @@ def memsim_cmd(memsim, graph, cfg):
                           (["--checkpoint", "model.layers.*"] if cfg.get("ac") == "full" else []) + \
                           (["--init", "meta"] if cfg.get("init") == "meta" else [])
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
-        return cmd[:-2] + ["--mesh", "pp=" + cfg["world"], "--pp-schedule", cfg["schedule"],
+        return cmd[:-2] + ["--mesh", mesh_of(cfg), "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]]
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
     elif cfg.get("mode") == "fsdp2":  # fully_shard on the wrapped modules, then the root
-        r = int(cfg.get("hsdp", "1"))  # HSDP: dp_replicate × dp_shard
-        mesh = "dp_shard=%d" % (int(cfg["world"]) // r) + (",dp_replicate=%d" % r if r > 1 else "")
-        cmd += ["--mesh", mesh] + fsdp2_args(cfg)
+        cmd += ["--mesh", mesh_of(cfg)] + fsdp2_args(cfg)  # HSDP: dp_replicate × dp_shard
         if "seq" in json.load(open(graph)).get("symbols", []):  # language models
             cmd += ["--set", "seq=" + cfg["seq"]]
         return cmd
@@ -207,7 +212,7 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
     ranks_of = trace_sets(d)
     for name, ranks in ranks_of.items():
         cfg = validate.summarize(ranks[min(ranks)])[0]
-        if cfg.get("mode") == "ep":  # each rank routes its own batch (CONFIG routed=)
+        if "routed" in cfg:  # expert parallel: each rank routes its own batch (CONFIG routed=)
             cfg["routed_ranks"] = ":".join(validate.summarize(ranks[r])[0]["routed"] for r in sorted(ranks))
         stem = validate.GRAPH_FOR_MODEL.get(cfg["model"], cfg["model"])
         dirs = graphs if isinstance(graphs, (list, tuple)) else [graphs]  # the first that has the graph
@@ -273,7 +278,8 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["pp"], "dp_replicate=%d, " % r if r > 1 else "",
                 int(cfg["world"]) // (int(cfg["pp"]) * r), cfg["schedule"],
                 " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
-                cfg["microbatches"], cfg.get("reshard"), ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "")
+                cfg["microbatches"], cfg.get("reshard"), ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "") + (
+                ", ep=%s, routed %s" % (cfg["ep"], validate.summarize(ranks_of[name][rank])[0]["routed"]) if "ep" in cfg else "")
         elif cfg.get("mode") == "pp_tp":
             dp = int(cfg["world"]) // (int(cfg["pp"]) * int(cfg["tp"]))
             c = "batch %s, seq %s, %s, pp=%s, %stp=%s, %s%s, %s microbatches%s" % (

@@ -35,10 +35,10 @@ std::map<std::string, std::string> TorchDtypeNames(std::initializer_list<const c
   return out;
 }
 
-/// ep composes with dp_shard, and HSDP's dp_replicate (torchtitan's EP borrowing dp_shard, Note
-/// [Expert parallel]); with the other dimensions it is not simulated yet.
+/// ep composes with dp_shard, HSDP's dp_replicate and pp (torchtitan's EP borrowing dp_shard on
+/// each stage, Note [Expert parallel]); with the other dimensions it is not simulated yet.
 bool EpWithUnsupported(const MeshDims& d) {
-  return d.ep > 1 && (d.tp > 1 || d.pp > 1 || d.cp > 1 || (d.dp_replicate > 1 && d.dp_shard <= 1));
+  return d.ep > 1 && (d.tp > 1 || d.cp > 1 || (d.pp > 1 && d.dp_shard <= 1) || (d.dp_replicate > 1 && d.dp_shard <= 1));
 }
 
 /// EP borrowing dp_shard: FSDP2 shards the experts on dim 1 when dp_shard·cp exceeds them, and
@@ -571,10 +571,10 @@ Status ConfigOptions::ApplyMesh(ParallelOptions* parallel) const {
   const std::pair<int, const char*> pending[] = {
       {dims.dp_shard > 1 ? 1 : dims.dp_replicate, "dp_replicate without dp_shard (replicate)"},
       // pp × [dp_replicate ×] dp_shard × tp (FSDP2 or HSDP and TP on each stage, Notes [FSDP2],
-      // [Pipeline parallel]); pp with cp or ep is not simulated yet
-      {dims.pp > 1 && (dims.cp > 1 || dims.ep > 1) ? 2 : 1, "pp with cp or ep"},
+      // [Pipeline parallel]), with ep borrowing dp_shard; pp with cp is not simulated yet
+      {dims.pp > 1 && dims.cp > 1 ? 2 : 1, "pp with cp"},
       {dims.cp > 1 && (dims.tp > 1 || dims.pp > 1 || dims.dp_replicate > 1) ? 2 : 1, "cp with tp, pp or dp_replicate"},
-      {EpWithUnsupported(dims) ? 2 : 1, "ep with tp, pp or cp"}};
+      {EpWithUnsupported(dims) ? 2 : 1, "ep with tp or cp (or pp without dp_shard)"}};
   for (const auto& [degree, what] : pending)
     if (degree > 1)
       return Status::Unsupported("--mesh " + mesh + ": " + what + " is not simulated yet; data parallelism is "

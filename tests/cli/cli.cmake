@@ -74,7 +74,7 @@ memsim_golden_test(run_ep_fsdp2_ranks run_ep_fsdp2_ranks.txt
   --mesh dp_shard=8,ep=2 --wrap moe.0 --moe-routing ranks=29,9,2,24:29,9,1,25:30,8,1,25:27,11,1,25:26,10,3,25:28,15,2,19:22,12,6,24:28,13,2,21)
 memsim_error_test(ep_uneven_shard1 2 "--mesh dp_shard=24,ep=2: FSDP2 shards moe.0.experts.w1 on dim 1 \\(24 ranks > 4 experts\\) over 12 ranks, which do not divide its 256 rows"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --batch 32 --mesh dp_shard=24,ep=2 --wrap moe.0)
-memsim_error_test(ep_with_tp 2 "--mesh dp_shard=2,tp=2,ep=2: ep with tp, pp or cp is not simulated yet"
+memsim_error_test(ep_with_tp 2 "--mesh dp_shard=2,tp=2,ep=2: ep with tp or cp (or pp without dp_shard) is not simulated yet"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --mesh dp_shard=2,tp=2,ep=2)
 
 memsim_error_test(unknown_op 2 "bad/unknown_op.json: /ops/1/op: unknown op" run tests/cli/bad/unknown_op.json)
@@ -415,7 +415,7 @@ memsim_golden_test(run_hf_llama_pp2_dp2_zbv_mp_ranks run_hf_llama_pp2_dp2_zbv_mp
   run tests/data/traces_pp_tp_2_13/graphs/hf_llama_pp_bf16.json --profile cpu --torch 2.13 --batch 4 --set seq=64
   --optimizer adamw --mesh pp=2,dp_shard=2 --pp-schedule zbv --pp-stages-per-rank 2 --microbatches 4
   --wrap "model.layers.*" --reshard-after-forward false --fsdp2-mp param=bf16,reduce=fp32 --top 3)
-memsim_error_test(pp_cp_pending 2 "^memsim: --mesh pp=2,cp=2: pp with cp or ep is not simulated yet"
+memsim_error_test(pp_cp_pending 2 "^memsim: --mesh pp=2,cp=2: pp with cp is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh pp=2,cp=2)
 # PP × TP and the 3-D mesh PP × FSDP2 × TP (Note [Pipeline parallel]): a Hugging Face Llama (its
 # rotary tables made again on the second stage); tp 0 and 1 of each stage are distinct ranks.

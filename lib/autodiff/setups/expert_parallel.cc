@@ -21,7 +21,7 @@ class ExpertParallel : public TrainingSetup {
  public:
   explicit ExpertParallel(const ParallelOptions& o)
       : source_(EpCoordOf(o.mesh, o.rank).ep == 0), world_(o.mesh.world()), meta_(o.meta_init),
-        fsdp2_mp_(!o.fsdp2_param_dtype.empty()) {}
+        fsdp2_mp_(!o.fsdp2_param_dtype.empty()), pp_(o.mesh.pp > 1) {}
 
   /// The full [E, ...] parameter the model was built with. Built on the meta device (Note
   /// [Meta-device init]) there is none: distribute_tensor moves no data and to_empty makes the
@@ -38,9 +38,10 @@ class ExpertParallel : public TrainingSetup {
   /// device mesh (one int32 per rank), then each MoE layer's expert weights in order.
   void OnSetupBatch(StepState& s) override {
     if (meta_) return;
-    if (s.profile.host_collectives) s.ledger.Alloc(4 * std::max<int64_t>(world_, 1), "DeviceMesh ranks", Category::kParameter);
+    if (s.profile.host_collectives && !pp_) s.ledger.Alloc(4 * std::max<int64_t>(world_, 1), "DeviceMesh ranks", Category::kParameter);
     std::vector<Ledger::StorageId> full;
     for (TensorId p : s.g.ep_shards) {
+      if (s.storage[p] == kNoStorage) continue;  // another pipeline stage's expert
       const int64_t bytes = ModelBytes(s, p, fsdp2_mp_);
       const std::string& name = s.g.tensors[p].name;
       const Ledger::StorageId shard = s.ledger.Alloc(bytes, name, Category::kParameter);
@@ -83,6 +84,7 @@ class ExpertParallel : public TrainingSetup {
   int64_t world_;
   bool meta_;     // the model built on the meta device
   bool fsdp2_mp_;  // FSDP2's MixedPrecisionPolicy: the model keeps the graph's dtype (ModelBytes)
+  bool pp_;        // each pipeline stage's part is parallelized: its own experts only
   std::map<OpId, Ledger::StorageId> held_;
 };
 

@@ -116,8 +116,12 @@ std::vector<OpId> Prologue(const Graph& g, OpId begin, OpId end, const std::vect
 }
 
 /// A buffer no op reads (transformers' rotary original_inv_freq) stays with its module: on the
-/// stages whose ops run in that module (pipeline_llm keeps a stage's modules whole).
+/// stages whose ops run in that module (pipeline_llm keeps a stage's modules whole). The root
+/// module's own buffers (torchtitan's freqs_cis) stay on every stage: pipeline_llm makes a stage
+/// from the whole model by deleting the modules it does not own (layers, embedding, norm, head).
 void KeepUnreadBuffers(const Graph& g, PipelineStagePlan* p) {
+  for (TensorId t = 0; t < g.tensors.size(); ++t)
+    if (g.tensors[t].role == TensorRole::kBuffer && g.tensors[t].name.find('.') == std::string::npos) p->buffers[t] = true;
   std::vector<bool> read(g.tensors.size(), false);
   for (const Op& op : g.ops)
     for (TensorId t : op.inputs) read[t] = true;
