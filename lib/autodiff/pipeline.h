@@ -48,6 +48,7 @@ struct PipelineStagePlan {
   PpSchedule schedule = PpSchedule::k1F1B;
   std::vector<PpStage> local;    ///< this rank's stages, in the order it builds them
   std::vector<bool> params;      ///< per Graph::parameters: this rank's stages'
+  std::vector<int> param_stage;  ///< per Graph::parameters: the first local stage whose ops read it (-1: none)
   std::vector<bool> buffers;     ///< per tensor: a buffer this rank's ops read
   std::vector<bool> inputs;      ///< per tensor: a graph input this rank holds (the whole batch)
   std::vector<int> blocks;       ///< repeated blocks per stage (the split)

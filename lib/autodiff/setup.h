@@ -77,6 +77,10 @@ class TrainingSetup {
   /// The batch is allocated (still the setup phase): the recording kit builds the batch before
   /// it wraps the model, so FSDP2's fully_shard runs here (Note [FSDP2]).
   virtual void OnSetupBatch(StepState&) {}
+  /// With pp, after OnSetupBatch: torchtitan's pipeline_llm parallelizes the rank's model parts
+  /// one after the other (parallelize_fn on each: TP, EP, then fully_shard): local stage |stage|'s
+  /// part (PipelineStagePlan::local index; PipelineStagePlan::param_stage says whose a parameter is).
+  virtual void OnParallelizeStage(StepState&, int) {}
   /// Around the forward of op |o| (phase kForward).
   virtual void BeforeForwardOp(StepState&, OpId, ForwardOpPolicy*) {}
   virtual void AfterForwardOp(StepState&, OpId) {}

@@ -90,6 +90,8 @@ void Setup(StepState& s) {
     if (!made) s.storage[t] = s.ledger.Alloc(s.bound.metas[t].bytes(), s.g.tensors[t].name, Category::kInput);
   }
   s.Hook(&TrainingSetup::OnSetupBatch);
+  for (size_t j = 0; s.cfg.pipeline && j < s.cfg.pipeline->local.size(); ++j)
+    s.Hook(&TrainingSetup::OnParallelizeStage, static_cast<int>(j));
   // A steady-state step of a pipeline stage: the first step() made its recv buffers.
   if (s.cfg.pipeline && !s.cfg.first_step) AllocatePipelineBuffers(s);
 }

@@ -1,4 +1,5 @@
 // memsim run: simulate one training step of a graph and report its peak memory.
+#include <algorithm>
 #include <memory>
 
 #include "lib/util/atomic_file.h"
@@ -21,14 +22,24 @@ struct RunArgs {
   std::string timeline_path;
   bool explain = false;
   bool strict = false;
+  int rank = 0;  ///< whose stream --events, the Chrome trace and the memory_viz pickle write
 };
+
+/// The simulated run standing for rank |rank| (every rank is listed in one run's ranks).
+Result<const RankRun*> RunOfRank(const std::vector<RankRun>& runs, int rank) {
+  for (const RankRun& run : runs)
+    if (std::find(run.ranks.begin(), run.ranks.end(), rank) != run.ranks.end()) return &run;
+  int world = 0;
+  for (const RankRun& run : runs) world += static_cast<int>(run.ranks.size());
+  return Status::InvalidArgument("--rank " + std::to_string(rank) + ": expected a rank from 0 to " +
+                                 std::to_string(std::max(world, 1) - 1));
+}
 
 
 /// Writes the --timeline file, by extension: the page has a panel per distinct rank, the trace
-/// and the memory_viz pickle are rank 0's. The Chrome trace is streamed into the file.
+/// and the memory_viz pickle are |r|'s (the --rank). The Chrome trace is streamed into the file.
 Status WriteTimeline(const std::string& path, const Graph& g, const RunConfig& c, const std::vector<RankRun>& runs,
-                     int top) {
-  const RunResult& r = runs.front().result;
+                     const RunResult& r, int top) {
   if (path.ends_with(".html")) return WriteFileAtomic(path, HtmlTimeline(g, PanelsOf(g, c, runs), top));
   if (path.ends_with(".pickle"))
     return WriteFileAtomic(path, ToPickle(MemoryVizSnapshot(g, r.sim.events, *r.alloc.placement)));
@@ -60,10 +71,11 @@ void Run(const RunArgs& a) {
   // Several ranks: rank 0's run is the report's, every distinct rank is listed (sim/ranks.h).
   std::vector<RankRun> runs = ValueOrFail(RunRanks(g, c));
   RunResult& r = runs.front().result;
+  const RunResult& chosen = ValueOrFail(RunOfRank(runs, a.rank))->result;
   // Output files are complete or absent, and a write error exits 2 (lib/util/atomic_file.h).
-  if (!a.events_path.empty()) OkOrFail(WriteFileAtomic(a.events_path, EventsText(r.sim.events)));
+  if (!a.events_path.empty()) OkOrFail(WriteFileAtomic(a.events_path, EventsText(chosen.sim.events)));
   if (!a.timeline_path.empty())
-    OkOrFail(WriteTimeline(a.timeline_path, g, c, runs, a.top));
+    OkOrFail(WriteTimeline(a.timeline_path, g, c, runs, chosen, a.top));
   RunReport report = MakeRunReport(g, c, r, a.top);
   if (c.sim.parallel.enabled()) report.ranks = MakeRanksReport(g, c, runs);
   OkOrFail(WriteStdout(a.json ? ToJson(report).dump(2) + "\n" : ToText(report)));
@@ -81,6 +93,9 @@ void RegisterRunCommand(CLI::App& app) {
                 "refuse a graph with ops on recorded rules (measured by the exporter: Note [Recorded rules])");
   cmd->add_option("--top", args->top, "how many tensors alive at the peak to list")->capture_default_str();
   cmd->add_option("--events", args->events_path, "write the allocate/free event stream to this file");
+  cmd->add_option("--rank", args->rank,
+                  "with several ranks: the rank whose stream --events and the .json / .pickle --timeline write "
+                  "(default 0; the .html page shows every distinct rank)");
   cmd->add_option("--timeline", args->timeline_path,
                   "write memory over time: FILE.html (standalone page), FILE.json (Chrome trace for Perfetto) "
                   "or FILE.pickle (a _dump_snapshot() for pytorch.org/memory_viz)");

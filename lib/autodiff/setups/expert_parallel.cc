@@ -35,13 +35,24 @@ class ExpertParallel : public TrainingSetup {
   }
 
   /// After the batch exists, as the kit (and torchtitan's parallelize step) applies it: the
-  /// device mesh (one int32 per rank), then each MoE layer's expert weights in order.
+  /// device mesh (one int32 per rank), then each MoE layer's expert weights in order. With pp
+  /// the meshes were made before the model, and each stage's part is parallelized in turn.
   void OnSetupBatch(StepState& s) override {
-    if (meta_) return;
-    if (s.profile.host_collectives && !pp_) s.ledger.Alloc(4 * std::max<int64_t>(world_, 1), "DeviceMesh ranks", Category::kParameter);
+    if (meta_ || pp_) return;
+    if (s.profile.host_collectives) s.ledger.Alloc(4 * std::max<int64_t>(world_, 1), "DeviceMesh ranks", Category::kParameter);
+    Partition(s, -1);
+  }
+
+  /// With pp: the experts of local stage |stage|'s model part.
+  void OnParallelizeStage(StepState& s, int stage) override {
+    if (!meta_) Partition(s, stage);
+  }
+
+  /// Each expert weight of the stage (-1: all) to its shard.
+  void Partition(StepState& s, int stage) {
     std::vector<Ledger::StorageId> full;
     for (TensorId p : s.g.ep_shards) {
-      if (s.storage[p] == kNoStorage) continue;  // another pipeline stage's expert
+      if (stage >= 0 && s.cfg.pipeline->param_stage[s.param_index[p]] != stage) continue;
       const int64_t bytes = ModelBytes(s, p, fsdp2_mp_);
       const std::string& name = s.g.tensors[p].name;
       const Ledger::StorageId shard = s.ledger.Alloc(bytes, name, Category::kParameter);

@@ -86,7 +86,13 @@ class Fsdp2 : public TrainingSetup {
 
   void OnSetupBatch(StepState& s) override {
     if (groups_.empty()) Init(s);
-    for (size_t u = 0; u < groups_.size(); ++u) FullyShard(s, u);
+    for (size_t u = 0; u < groups_.size() && !s.cfg.pipeline; ++u) FullyShard(s, u);
+  }
+
+  /// With pp: fully_shard on local stage |stage|'s blocks, then on its model part.
+  void OnParallelizeStage(StepState& s, int stage) override {
+    for (size_t u = 0; u < groups_.size(); ++u)
+      if (groups_[u].stage == stage) FullyShard(s, u);
   }
 
   void BeforeForwardOp(StepState& s, OpId o, ForwardOpPolicy*) override {

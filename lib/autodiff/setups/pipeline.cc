@@ -188,16 +188,21 @@ Result<PipelineStagePlan> PlanPipelineStage(const Graph& g, PpSchedule schedule,
     p.local.push_back(st);
   }
   p.params.assign(g.parameters.size(), false);
+  p.param_stage.assign(g.parameters.size(), -1);
   p.buffers.assign(g.tensors.size(), false);
   p.inputs.assign(g.tensors.size(), false);
   std::vector<uint32_t> index(g.tensors.size(), kNone);
   for (size_t k = 0; k < g.parameters.size(); ++k) index[g.parameters[k]] = static_cast<uint32_t>(k);
-  for (const PpStage& st : p.local)
-    for (OpId o = 0; o < st.end; ++o) {
+  for (size_t j = 0; j < p.local.size(); ++j)
+    for (OpId o = 0; o < p.local[j].end; ++o) {
+      const PpStage& st = p.local[j];
       if (o < st.begin && !std::binary_search(st.prologue.begin(), st.prologue.end(), o)) continue;
       for (TensorId t : g.ops[o].inputs) {
         const TensorRole role = g.tensors[t].role;
-        if (role == TensorRole::kParameter && index[t] != kNone) p.params[index[t]] = true;
+        if (role == TensorRole::kParameter && index[t] != kNone && !p.params[index[t]]) {
+          p.params[index[t]] = true;
+          p.param_stage[index[t]] = static_cast<int>(j);
+        }
         if (role == TensorRole::kBuffer) p.buffers[t] = true;
         if (role == TensorRole::kInput) p.inputs[t] = true;
       }

@@ -43,10 +43,21 @@ class TensorParallel : public TrainingSetup {
     // With pp, torchtitan made the world mesh before the model (and the stage) were built.
     if (s.profile.host_collectives && !pp_)
       s.ledger.Alloc(4 * std::max<int64_t>(mesh_world_, 1), "DeviceMesh ranks", Category::kParameter);
-    if (meta_) return;  // the shards were materialized as parameters
+    if (meta_ || pp_) return;  // meta: the shards were materialized as parameters; pp: per stage
+    Partition(s, -1);
+  }
+
+  /// With pp: the parameters of local stage |stage|'s model part.
+  void OnParallelizeStage(StepState& s, int stage) override {
+    if (!meta_) Partition(s, stage);
+  }
+
+ private:
+  /// Each parameter of the stage (-1: all) to its shard, in plan order.
+  void Partition(StepState& s, int stage) {
     const int degree = s.g.tp_degree;
     for (const Graph::TpShard& sh : s.g.tp_shards) {
-      if (s.storage[sh.param] == kNoStorage) continue;  // another pipeline stage's parameter
+      if (stage >= 0 && s.cfg.pipeline->param_stage[s.param_index[sh.param]] != stage) continue;
       const int64_t bytes = ShardBytes(s, sh.param);
       const std::string& name = s.g.tensors[sh.param].name;
       std::vector<Ledger::StorageId> chunks;
@@ -60,7 +71,6 @@ class TensorParallel : public TrainingSetup {
     }
   }
 
- private:
   /// A rank's shard: the bound size; under FSDP2's MixedPrecisionPolicy (the graph bound in
   /// param_dtype) the model keeps its own dtype, which only FSDP2's unsharded copy is cast from.
   int64_t ShardBytes(const StepState& s, TensorId t) const { return ModelBytes(s, t, own_dtype_); }
