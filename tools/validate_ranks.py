@@ -72,7 +72,10 @@ EP_INTRO = ["Every rank of each trace set in `tests/data/traces_ep_2_13/` (real 
             "[Expert parallel] in docs/parallel.md). The sets with `dp_shard` are torchtitan's EP borrowing dp_shard",
             "(`--mode ep --ep E`: FSDP2 over the world, each MoE layer's experts on the efsdp mesh of world / E ranks,",
             "`Shard(1)` when the world exceeds the experts, explicit prefetching), predicted with `--mesh",
-            "dp_shard=W,ep=E --wrap moe.N ...`. Same tolerance."]
+            "dp_shard=W,ep=E --wrap moe.N ...`. The sets with `pp` run it on each pipeline stage (`--mode pp_fsdp2 --ep E`:",
+            "the meshes (pp, dp_shard) and (pp, efsdp, ep) made first, each of the rank's stage parts parallelized in turn,",
+            "every microbatch the same tokens so that each routes as `routed=` says), predicted with `--mesh",
+            "pp=P,dp_shard=D,ep=E --pp-schedule S --microbatches M`. Same tolerance."]
 # Context parallel (tests/oracle/record_cp_2_13.sh): Hugging Face decoders, the TP traces' graphs.
 DATA_CP_2_13 = os.path.join(os.path.dirname(HERE), "tests", "data", "traces_cp_2_13")
 CP_TITLE = "Context parallel (ring attention through the kit's CPU shim), per rank, PyTorch 2.13"

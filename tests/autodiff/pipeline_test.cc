@@ -161,6 +161,31 @@ TEST(PipelineSplitTest, StagesCutAtBlocksWithTheEmbeddingFirstAndTheLossLast) {
   EXPECT_FALSE(PlanPipelineStage(testing::ZooGraph("mlp"), PpSchedule::k1F1B, 2, 1, 0, {}).ok());
 }
 
+TEST(PipelineSplitTest, TheRootsBuffersStayOnEveryStageAndEachParameterHasItsStage) {
+  Result<Graph> g = LoadGraph(TestDataPath("traces_moe_2_13/graphs/moe_decoder_tiny.json"));
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  // ZBV over 2 ranks of a 2-layer decoder: rank 0 holds stage 0 (the embedding alone) and stage 3
+  // (norm and head alone); neither reads the rotary cos/sin, which pipeline_llm keeps all the same.
+  Result<PipelineStagePlan> r0 = PlanPipelineStage(*g, PpSchedule::kZBVZeroBubble, 2, 2, 0, {});
+  ASSERT_TRUE(r0.ok()) << r0.status().message();
+  ASSERT_EQ(r0->local.size(), 2u);
+  EXPECT_EQ(r0->local[1].index, 3);
+  EXPECT_TRUE(r0->buffers[g->FindTensor("cos")]);
+  EXPECT_TRUE(r0->buffers[g->FindTensor("sin")]);
+  auto stage_of = [&](const PipelineStagePlan& p, const std::string& name) {
+    for (size_t k = 0; k < g->parameters.size(); ++k)
+      if (g->tensors[g->parameters[k]].name == name) return p.param_stage[k];
+    return -2;
+  };
+  EXPECT_EQ(stage_of(*r0, "embed_tokens.weight"), 0);
+  EXPECT_EQ(stage_of(*r0, "lm_head.weight"), 1);  // local stage 1 (stage 3)
+  EXPECT_EQ(stage_of(*r0, "layers.0.moe.experts.w1"), -1);
+  Result<PipelineStagePlan> r1 = PlanPipelineStage(*g, PpSchedule::kZBVZeroBubble, 2, 2, 1, {});
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(stage_of(*r1, "layers.0.moe.experts.w1"), 0);  // stage 1
+  EXPECT_EQ(stage_of(*r1, "layers.1.moe.experts.w1"), 1);  // stage 2
+}
+
 SimOptions PpCs336(const std::string& schedule) { return testing::PipelineOpts(2, schedule, 4, 4, 64); }
 
 TEST(PipelineStepTest, FirstStageOfOneFOneBHoldsFewerMicrobatchesThanGPipe) {

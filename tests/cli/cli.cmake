@@ -74,7 +74,7 @@ memsim_golden_test(run_ep_fsdp2_ranks run_ep_fsdp2_ranks.txt
   --mesh dp_shard=8,ep=2 --wrap moe.0 --moe-routing ranks=29,9,2,24:29,9,1,25:30,8,1,25:27,11,1,25:26,10,3,25:28,15,2,19:22,12,6,24:28,13,2,21)
 memsim_error_test(ep_uneven_shard1 2 "--mesh dp_shard=24,ep=2: FSDP2 shards moe.0.experts.w1 on dim 1 \\(24 ranks > 4 experts\\) over 12 ranks, which do not divide its 256 rows"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --batch 32 --mesh dp_shard=24,ep=2 --wrap moe.0)
-memsim_error_test(ep_with_tp 2 "--mesh dp_shard=2,tp=2,ep=2: ep with tp or cp (or pp without dp_shard) is not simulated yet"
+memsim_error_test(ep_with_tp 2 "--mesh dp_shard=2,tp=2,ep=2: ep with tp or cp \\(or pp without dp_shard\\) is not simulated yet"
   run tests/data/traces_moe_2_13/graphs/moe_mlp.json --profile cpu --mesh dp_shard=2,tp=2,ep=2)
 
 memsim_error_test(unknown_op 2 "bad/unknown_op.json: /ops/1/op: unknown op" run tests/cli/bad/unknown_op.json)
@@ -500,3 +500,15 @@ memsim_error_test(compile_on_eager_graph 2 "--compile on: graphs/mlp.json has no
   run graphs/mlp.json --compile on)
 memsim_error_test(compile_off_with_budget 2 "--memory-budget selects a compiled program: give it without --compile off"
   run tests/data/traces_compile_2_13/graphs/mlp_b64_budgets.json --batch 64 --compile off --memory-budget 0)
+# EP borrowing dp_shard on each pipeline stage (Note [Expert parallel]): the recorded routing of
+# tests/data/traces_ep_2_13/moe_decoder_tiny_b4_s64_adamw_pp2_dp4_ep2_1f1b_m4 (one microbatch's counts).
+memsim_golden_test(run_moe_pp2_dp4_ep2_1f1b_ranks run_moe_pp2_dp4_ep2_1f1b_ranks.txt
+  run tests/data/traces_moe_2_13/graphs/moe_decoder_tiny.json --batch 4 --set seq=64 --profile cpu --torch 2.13
+  --optimizer adamw --step first --mesh pp=2,dp_shard=4,ep=2 --pp-schedule 1f1b --microbatches 4 --wrap "layers.*"
+  --reshard-after-forward false --top 3
+  --moe-routing ranks=30,32,32,34/32,35,34,27:31,37,31,29/26,32,31,39:34,33,31,30/28,35,38,27:31,40,31,26/38,31,35,24:30,32,32,34/32,35,34,27:31,37,31,29/26,32,31,39:34,33,31,30/28,35,38,27:31,40,31,26/38,31,35,24)
+memsim_error_test(ep_pp_without_dp_shard 2 "--mesh pp=2,ep=2: ep with tp or cp \\(or pp without dp_shard\\) is not simulated yet"
+  run tests/data/traces_moe_2_13/graphs/moe_decoder_tiny.json --profile cpu --mesh pp=2,ep=2)
+memsim_error_test(run_rank_outside 2 "^memsim: --rank 8: expected a rank from 0 to 7"
+  run tests/data/traces_moe_2_13/graphs/moe_decoder_tiny.json --profile cpu --batch 4 --set seq=64 --mesh pp=2,dp_shard=4,ep=2
+  --wrap "layers.*" --rank 8 --events ${CMAKE_CURRENT_BINARY_DIR}/rank_outside.events)

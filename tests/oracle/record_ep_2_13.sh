@@ -27,3 +27,15 @@ rund moe_decoder_tiny_b2_s64_adamw_ep2_dp4  moe_decoder_tiny --world 4 --ep 2 --
 rund moe_decoder_tiny_b2_s64_adam_ep4_dp8   moe_decoder_tiny --world 8 --ep 4 --batch 2 --seq 64 --opt adam --port 29566
 # HSDP with EP: two replicas of dp_shard=4, ep=2 inside each (the experts' HSDP mesh (dp_replicate, efsdp)).
 rund moe_mlp2_b32_adam_ep2_hsdp2x4  moe_mlp2 --world 8 --ep 2 --hsdp 2 --batch 32 --opt adam --port 29567
+# EP borrowing dp_shard on each pipeline stage (--mode pp_fsdp2 --ep E): the world mesh (pp, dp_shard) and the
+# sparse (pp, efsdp, ep) made first, each stage's part parallelized in turn (ExpertParallel, fully_shard).
+# Every microbatch is the same tokens, so each routes as the CONFIG's routed= (one microbatch's counts) says.
+rund_pp() { local name=$1; shift
+  OMP_NUM_THREADS=1 LD_PRELOAD=$spy "$py" "$root/tests/oracle/kit/trace_ddp.py" moe_decoder_tiny "$@" --mode pp_fsdp2 \
+    --seq 64 "$out/$name" && echo "done $name"; }
+rund_pp moe_decoder_tiny_b4_s64_adamw_pp2_dp4_ep2_1f1b_m4          --world 8 --pp 2 --ep 2 --batch 4 --opt adamw --schedule 1f1b --microbatches 4 --reshard false --port 29601
+rund_pp moe_decoder_tiny_b4_s64_sgd_pp2_dp2_ep2_gpipe_m4           --world 4 --pp 2 --ep 2 --batch 4 --opt sgd --schedule gpipe --microbatches 4 --reshard false --port 29611
+rund_pp moe_decoder_tiny_b4_s64_adamw_pp2_dp4_ep4_1f1b_m2_reshard  --world 8 --pp 2 --ep 4 --batch 4 --opt adamw --schedule 1f1b --microbatches 2 --reshard true --port 29612
+# two stages per rank (2 layers, 4 stages: the embedding and the norm + head stages hold no block)
+rund_pp moe_decoder_tiny_b4_s64_adamw_pp2_dp2_ep2_zbv_m4           --world 4 --pp 2 --ep 2 --batch 4 --opt adamw --schedule zbv --stages-per-rank 2 --microbatches 4 --reshard false --port 29613
+rund_pp moe_decoder_tiny_b4_s64_sgd_pp2_dp2_ep2_interleaved1f1b_v2_m4 --world 4 --pp 2 --ep 2 --batch 4 --opt sgd --schedule interleaved1f1b --stages-per-rank 2 --microbatches 4 --reshard false --port 29614
