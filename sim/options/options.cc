@@ -665,12 +665,14 @@ Status ConfigOptions::ApplyFsdp2(SimOptions* sim) const {
   const MeshDims& m = sim->parallel.mesh;
   // With pp: fully_shard on each stage inside every schedule (the multi-stage ones with their
   // UNSHARD / RESHARD actions). The split backward (I / W) runs FSDP2's hooks in the input pass
-  // only; with reshard_after_forward it is not simulated yet (torchtitan's default under PP is false).
+  // only. With reshard_after_forward a recorded 2.13 ZBV step computes no grads for some
+  // parameters (Note [Pipeline parallel]): refused, as memsim would model a step torch does not take.
   const std::optional<PpMulti> multi = MultiStage(ParsePpSchedule(pp_schedule).value_or(PpSchedule::k1F1B));
   if (m.pp > 1 && multi && *multi != PpMulti::kInterleaved1F1B && reshard_after_forward != "false")
     return Status::Unsupported("--mesh " + mesh + ": FSDP2 (dp_shard) with --pp-schedule " + pp_schedule +
-                               " and reshard_after_forward is not simulated yet; give --reshard-after-forward false "
-                               "(torchtitan's default with pipeline parallelism)");
+                               " and reshard_after_forward is not simulated: in torch 2.13 its split backward leaves "
+                               "some parameters without grads; give --reshard-after-forward false (torchtitan's "
+                               "default with pipeline parallelism)");
   // --offload params: CPUOffloadPolicy (Note [FSDP2]); with pp or ep it is not simulated yet.
   if (!offload.empty() && (m.pp > 1 || m.ep > 1))
     return Status::Unsupported("--offload with pp or ep in --mesh " + mesh + " is not simulated yet");
