@@ -229,10 +229,12 @@ Result<SetupOptions> SetupsOf(const Graph& g, const SimOptions& opt, const SimPl
     const std::optional<PpSchedule> schedule = ParsePpSchedule(setup.parallel.pp_schedule);
     if (!schedule)
       return Status::InvalidArgument("--pp-schedule \"" + setup.parallel.pp_schedule + "\": expected gpipe, 1f1b, interleaved1f1b, interleavedzerobubble, zbvzerobubble or dualpipev");
-    if (!setup.checkpoint_modules.empty() && *schedule != PpSchedule::kGPipe && *schedule != PpSchedule::k1F1B &&
-        *schedule != PpSchedule::kInterleaved1F1B)
-      return Status::Unsupported("--checkpoint with --pp-schedule " + setup.parallel.pp_schedule +
-                                 " (a split backward) is not simulated yet; gpipe, 1f1b and interleaved1f1b are");
+    // A split backward recomputes a checkpointed module once per torch.autograd.grad call (Note
+    // [Activation checkpointing]); SAC's cache is taken by the first recomputation only.
+    if ((!opt.sac.empty() || setup.checkpoint_impl == CheckpointImpl::kReentrant) && *schedule != PpSchedule::kGPipe &&
+        *schedule != PpSchedule::k1F1B && *schedule != PpSchedule::kInterleaved1F1B)
+      return Status::Unsupported("--sac or --checkpoint-impl reentrant with --pp-schedule " + setup.parallel.pp_schedule +
+                                 " (a split backward) is not simulated yet; full non-reentrant --checkpoint is");
     const int stages = setup.parallel.mesh.pp, stage = CoordOf(setup.parallel.mesh, setup.parallel.rank).pp;
     const int per_rank = setup.parallel.pp_stages_per_rank;
     if (const std::optional<PpMulti> multi = MultiStage(*schedule)) {  // as the schedule's constructor raises

@@ -119,6 +119,13 @@ def fsdp2_args(cfg):
     return out
 
 
+def ac_args(cfg):
+    """--checkpoint of a pipeline trace's `ac=full`: every decoder layer (a Hugging Face model's under model.)."""
+    if cfg.get("ac") != "full":
+        return []
+    return ["--checkpoint", "model.layers.*" if cfg["model"].startswith("hf_") else "layers.*"]
+
+
 def mesh_of(cfg):
     """The --mesh of a per-rank trace's config (modes tp, cp, ep, pp and those with FSDP2), its
     dimensions in torchtitan's order; the size-one ones left out."""
@@ -157,7 +164,7 @@ def memsim_cmd(memsim, graph, cfg):
         return cmd[:-2] + ["--mesh", mesh_of(cfg), "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + fsdp2_args(cfg) + \
-                          (["--moe-routing", "ranks=" + cfg["routed_ranks"]] if "ep" in cfg else [])  # EP on each stage
+                          (["--moe-routing", "ranks=" + cfg["routed_ranks"]] if "ep" in cfg else []) + ac_args(cfg)
     if cfg.get("mode") == "pp_tp":  # the stage of the pp coordinate, TP over tp (and FSDP2 over dp_shard)
         dp = int(cfg["world"]) // (int(cfg["pp"]) * int(cfg["tp"]))
         return cmd[:-2] + ["--mesh", mesh_of(cfg),
@@ -165,12 +172,13 @@ def memsim_cmd(memsim, graph, cfg):
                            "--sequence-parallel", "on" if cfg.get("sp") == "1" else "off",
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
                            "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + (fsdp2_args(cfg) if dp > 1 else []) + \
-                          (["--checkpoint", "model.layers.*"] if cfg.get("ac") == "full" else []) + \
+                          ac_args(cfg) + \
                           (["--init", "meta"] if cfg.get("init") == "meta" else [])
     if cfg.get("mode") == "pp":  # the rank's stages, the schedule over the microbatches
         return cmd[:-2] + ["--mesh", mesh_of(cfg), "--pp-schedule", cfg["schedule"],
                            "--pp-stages-per-rank", cfg.get("stages_per_rank", "1"),
-                           "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]]
+                           "--microbatches", cfg["microbatches"], "--set", "seq=" + cfg["seq"]] + \
+                          ac_args(cfg)
     if cfg.get("mode") == "zero1":
         cmd += ["--zero", "1", "--world", cfg["world"]]
     elif cfg.get("mode") == "fsdp2":  # fully_shard on the wrapped modules, then the root

@@ -141,6 +141,8 @@ void ReleaseSaved(StepState& s, Node& node) {
   node.saved.clear();
   for (StorageId st : node.unhooked) s.ledger.Unref(st);
   node.unhooked.clear();
+  for (StorageId st : node.earlier_tasks) s.ledger.Unref(st);
+  node.earlier_tasks.clear();
 }
 
 /// Runs node |o|'s plan; returns the grad it produces for each input.
@@ -330,6 +332,7 @@ void RunBackwardPass(StepState& s) {
   const Graph& g = s.g;
   // loss.backward(), or a pipeline stage's backward from its output (StepState::backward_root).
   const TensorId loss = s.backward_root != kNone ? s.backward_root : g.loss;
+  ++s.graph_task;
   const bool trainable = loss != kNone && s.rg[loss] && g.tensors[loss].producer != kNone;
   if (trainable) {
     OpId root = g.tensors[loss].producer;
@@ -376,6 +379,7 @@ void RunBackwardPass(StepState& s) {
 
 void RunGrad(StepState& s, const std::vector<OpId>& roots, GradPass* pass) {
   s.grad_pass = pass;
+  ++s.graph_task;
   for (Node& n : s.nodes) {
     n.deps = 0;
     n.reachable = false;
@@ -398,6 +402,7 @@ void RunGrad(StepState& s, const std::vector<OpId>& roots, GradPass* pass) {
 void DestroyNodes(StepState& s, const std::vector<OpId>& ops) {
   for (OpId o : ops) {
     Node& n = s.nodes[o];
+    n.destroyed = true;
     ReleaseSaved(s, n);
     for (StorageId st : n.ctx_attributes) s.ledger.Unref(st);
     n.ctx_attributes.clear();
@@ -405,6 +410,7 @@ void DestroyNodes(StepState& s, const std::vector<OpId>& ops) {
       if (gbuf.defined()) s.ledger.Unref(gbuf.s);
     n.buffer.clear();
   }
+  s.Hook(&TrainingSetup::AfterNodesDestroyed);
 }
 
 void DropCallerNames(StepState& s, bool forget) {

@@ -301,6 +301,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   if (!recompute) {
     node.exists = c.rg.any();
     node.rg = c.rg;
+    node.destroyed = false;
   }
   FwdPlan plan;
   if (rule.forward) rule.forward(c, &plan);

@@ -101,6 +101,8 @@ class TrainingSetup {
   virtual void OnInputGrad(StepState&, OpId, size_t, Grad*) {}
   /// The backward pass is over: `del out, loss` and the autograd graph destroyed.
   virtual void AfterBackwardPass(StepState&) {}
+  /// Nodes were destroyed outside the engine's run (a split backward's graph let go: DestroyNodes).
+  virtual void AfterNodesDestroyed(StepState&) {}
   /// A torch.autograd.grad run (a pipeline stage's split backward, StepState::grad_pass) is over:
   /// the engine's queued callbacks run (FSDP2's root final callback).
   virtual void AfterGradPass(StepState&) {}

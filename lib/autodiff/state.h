@@ -56,6 +56,11 @@ struct Node {
   int edges = 0;
   int names = 0;
   bool died = false;  ///< destroyed in forward (a dead graph)
+  bool destroyed = false;  ///< destroyed in backward (DestroyNodes): its saved-tensor holders are gone
+  /// A checkpointed node's recomputed saves from earlier graph tasks (torch.autograd.grad calls of a
+  /// split backward) that it did not unpack: the checkpoint frame keeps one per task while the
+  /// node's holders live, so they go with its saved tensors (Note [Activation checkpointing]).
+  std::vector<StorageId> earlier_tasks;
   bool reachable = false;
 };
 
@@ -105,6 +110,9 @@ struct StepState {
   StorageId backward_seed = kNoStorage;
   /// The torch.autograd.grad being run (RunGrad), or null for loss.backward().
   GradPass* grad_pass = nullptr;
+  /// The engine run (a loss.backward() or a torch.autograd.grad) going on or last run, counted
+  /// from 1: torch.utils.checkpoint recomputes once per graph task.
+  uint64_t graph_task = 0;
   /// A pipeline stage's recv buffers per microbatch: activations and output grads (kept across steps).
   std::vector<StorageId> pp_recv_act, pp_recv_grad;
   /// The microbatch slot whose autograd graph is current (a pipeline schedule keeps one per

@@ -118,9 +118,14 @@ class Checkpoint : public TrainingSetup {
     Region& r = regions_[region_[o]];
     if (!r.counted) {
       r.counted = true;
-      for (OpId k = r.first; k <= r.last; ++k) r.pending += s.nodes[k].exists && s.nodes[k].reachable;
+      r.done.assign(r.last - r.first + 1, false);
+      for (OpId k = r.first; k <= r.last; ++k) {
+        r.pending += s.nodes[k].exists && s.nodes[k].reachable;
+        r.holders += s.grad_pass != nullptr && Saves(s, k) && !s.nodes[k].destroyed;
+      }
     }
-    if (!r.recomputed && (rule_.recompute_before_first_node || NeedsSaved(s, o))) {
+    // Once per graph task (unpack_hook's frame.is_recomputed[gid]).
+    if (r.task != s.graph_task && (rule_.recompute_before_first_node || NeedsSaved(s, o))) {
       if (rule_.hold_grads_and_outputs) HoldIncomingGrads(s, r);
       Recompute(s, r);
     }
@@ -130,7 +135,29 @@ class Checkpoint : public TrainingSetup {
     if (region_[o] < 0) return;
     Enter(s);
     Region& r = regions_[region_[o]];
-    if (--r.pending == 0) Release(s, r);
+    if (s.grad_pass == nullptr) {
+      if (--r.pending == 0) Release(s, r);
+      return;
+    }
+    // A split backward: a pass that retains the graph pops the copy the node unpacked (its
+    // holder's handle for this task), the holder stays; one that does not frees the holders.
+    Node& node = s.nodes[o];
+    if (s.grad_pass->retain) {
+      for (size_t k = 0; k < node.saved.size(); ++k)
+        if (!node.released[k]) s.ledger.Unref(node.saved[k]);
+      node.saved.clear();
+      node.released.clear();
+    } else {
+      HolderGone(s, r, o);
+    }
+  }
+
+  /// A split backward's DestroyNodes: the destroyed nodes' holders are gone.
+  void AfterNodesDestroyed(StepState& s) override {
+    Enter(s);
+    for (Region& r : regions_)
+      for (OpId o = r.first; r.counted && o <= r.last; ++o)
+        if (s.nodes[o].destroyed) HolderGone(s, r, o);
   }
 
   void AfterBackwardPass(StepState& s) override {
@@ -140,9 +167,10 @@ class Checkpoint : public TrainingSetup {
       DropCache(s, r);
       if (r.rng_state) s.ledger.Unref(*r.rng_state);  // the graph is destroyed
       r.rng_state.reset();
-      r.recomputed = r.counted = r.entered = false;
+      r.counted = r.entered = false;
       r.released = false;
-      r.pending = 0;
+      r.task = 0;
+      r.pending = r.holders = 0;
     }
   }
 
@@ -155,8 +183,13 @@ class Checkpoint : public TrainingSetup {
     std::vector<StorageId> held;    ///< CheckpointRule::hold_grads_and_outputs, until Release
     std::optional<StorageId> rng_state;
     bool entered = false;  ///< its forward ran in this pass (a pipeline stage runs its own regions only)
-    bool recomputed = false, counted = false, released = false;
+    uint64_t task = 0;  ///< the graph task it was recomputed in (0: none)
+    bool counted = false, released = false;
     int pending = 0;             ///< region nodes still to run in backward
+    /// A split backward: the frame (and with it the args) lives while a node keeps its holders:
+    /// the region's saving nodes not yet run without retain_graph nor destroyed (|done|: per op).
+    int holders = 0;
+    std::vector<bool> done;
     /// Per op of the region: what selective checkpointing keeps from the forward until the
     /// recomputation takes it (Note [Selective activation checkpointing]).
     std::vector<std::vector<StorageId>> sac_cache;
@@ -264,8 +297,31 @@ class Checkpoint : public TrainingSetup {
     return r.first;
   }
 
+  /// Node |o| of |r| let its holders go (a split backward): the last one frees the frame.
+  void HolderGone(StepState& s, Region& r, OpId o) {
+    if (r.done.empty() || r.done[o - r.first] || !Saves(s, o)) return;
+    r.done[o - r.first] = true;
+    if (--r.holders > 0) return;
+    Release(s, r);
+    r = fresh_[&r - regions_.data()];  // the graph task's frame is gone; the next forward makes a new one
+  }
+
+  /// A later graph task's recomputation (a split backward's W after its I): what each node kept
+  /// from an earlier task stays with its holders (Node::earlier_tasks); a destroyed node's
+  /// holders are gone, so it keeps nothing new.
+  static void ParkEarlierTasks(StepState& s, const Region& r) {
+    for (OpId o = r.first; o <= r.last; ++o) {
+      Node& node = s.nodes[o];
+      for (size_t k = 0; k < node.saved.size(); ++k)
+        if (!node.released[k]) node.earlier_tasks.push_back(node.saved[k]);
+      node.saved.clear();
+      node.released.clear();
+    }
+  }
+
   void Recompute(StepState& s, Region& r) {
-    r.recomputed = true;
+    if (s.grad_pass != nullptr) ParkEarlierTasks(s, r);
+    r.task = s.graph_task;
     const OpId stop = StopAt(s, r);
     const uint32_t op = s.ledger.op();
     std::vector<StorageId> storage = s.storage;  // args and parameters as the region sees them
@@ -287,6 +343,8 @@ class Checkpoint : public TrainingSetup {
     for (OpId o = r.first; o <= stop; ++o) {
       s.ledger.set_op(o);
       ForwardOpPolicy policy = keep;
+      // A node whose holders are gone (destroyed, or run without retain_graph) keeps nothing new.
+      policy.save_for_backward = !s.nodes[o].destroyed && (r.done.empty() || !r.done[o - r.first]);
       s.Hook(&TrainingSetup::BeforeRecomputeOp, o, &policy);
       std::vector<StorageId>& cached = r.sac_cache[o - r.first];
       if (!cached.empty()) policy.sac_cached = &cached;
