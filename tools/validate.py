@@ -828,7 +828,8 @@ def table_pp(memsim, failures):
     """Pipeline parallel: every stage rank of tests/data/traces_pp_2_13 against one memsim run."""
     import validate_ranks
     lines, fails, _ = validate_ranks.section(
-        memsim, validate_ranks.GRAPHS_2_13, validate_ranks.DATA_PP_2_13, "2.13",
+        memsim, [validate_ranks.GRAPHS_2_13, os.path.join(validate_ranks.DATA_PP_TP_2_13, "graphs")],
+        validate_ranks.DATA_PP_2_13, "2.13",
         "Pipeline parallel (torch.distributed.pipelining), per stage rank, PyTorch 2.13",
         ["Every stage rank of each trace set in `tests/data/traces_pp_2_13/` (real PyTorch 2.13.0 CPU steps recorded by",
          "`tests/oracle/record_pp_2_13.sh`: the kit's `trace_ddp.py --mode pp`, gloo, one process per stage, the stage",

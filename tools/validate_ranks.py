@@ -290,7 +290,8 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 int(cfg["world"]) // (int(cfg["pp"]) * r), cfg["schedule"],
                 " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "",
                 cfg["microbatches"], cfg.get("reshard"), ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "") + (
-                ", ep=%s, routed %s" % (cfg["ep"], validate.summarize(ranks_of[name][rank])[0]["routed"]) if "ep" in cfg else "")
+                ", ep=%s, routed %s" % (cfg["ep"], validate.summarize(ranks_of[name][rank])[0]["routed"]) if "ep" in cfg else "") + (
+                ", full AC" if cfg.get("ac") == "full" else "")
         elif cfg.get("mode") == "pp_tp":
             dp = int(cfg["world"]) // (int(cfg["pp"]) * int(cfg["tp"]))
             c = "batch %s, seq %s, %s, pp=%s, %stp=%s, %s%s, %s microbatches%s" % (
@@ -303,9 +304,10 @@ def section(memsim, graphs, d=DATA, release="1.13", title=None, intro=None, max_
                 ", mp %s" % cfg["mp"] if cfg.get("mp", "none") != "none" else "") + (
                 ", meta init" if cfg.get("init") == "meta" else "")
         elif cfg.get("mode") == "pp":
-            c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches" % (
+            c = "batch %s, seq %s, %s, pp=%s, %s%s, %s microbatches%s" % (
                 cfg["batch"], cfg["seq"], cfg.get("opt"), cfg["world"], cfg["schedule"],
-                " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "", cfg["microbatches"])
+                " (%s stages per rank)" % cfg["stages_per_rank"] if "stages_per_rank" in cfg else "", cfg["microbatches"],
+                ", full AC" if cfg.get("ac") == "full" else "")
         elif cfg.get("mode") == "ep":
             c = "batch %s, %s, %s, routed %s" % (
                 cfg["batch"], cfg.get("opt"),

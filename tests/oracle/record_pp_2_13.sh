@@ -31,3 +31,11 @@ rund cs336_small_b8_s64_adamw_pp2_zbv_v2_m8         cs336_small --batch 8 --seq 
 rund cs336_small_b6_s64_sgd_pp2_dualpipev_v2_m6     cs336_small --batch 6 --seq 64 --opt sgd --schedule dualpipev --stages-per-rank 2 --microbatches 6
 rund cs336_small_b8_s64_sgd_pp4_zbv_v2_m8           cs336_small --batch 8 --seq 64 --opt sgd --world 4 --schedule zbv --stages-per-rank 2 --microbatches 8
 rund cs336_small_b8_s64_adamw_pp2_interleavedzb_v2_m8 cs336_small --batch 8 --seq 64 --opt adamw --schedule interleavedzb --stages-per-rank 2 --microbatches 8
+# Full activation checkpointing of every layer (--ac full, torchtitan's apply_ac on each stage's part):
+# 1F1B, and the split-backward schedules, which recompute a checkpointed layer once per autograd.grad
+# call (its I, and each W group pass); a Hugging Face Llama (its graph in traces_pp_tp_2_13/graphs).
+rund cs336_small_b4_s64_adamw_pp2_1f1b_m4_ac        cs336_small --batch 4 --seq 64 --opt adamw --schedule 1f1b --microbatches 4 --ac full
+rund cs336_small_b4_s64_adamw_pp2_zbv_m4_ac         cs336_small --batch 4 --seq 64 --opt adamw --schedule zbv --stages-per-rank 2 --microbatches 4 --ac full
+rund cs336_small_b4_s64_adamw_pp2_dualpipev_m4_ac   cs336_small --batch 4 --seq 64 --opt adamw --schedule dualpipev --stages-per-rank 2 --microbatches 4 --ac full
+rund cs336_small_b4_s64_sgd_pp2_interleavedzb_m4_ac cs336_small --batch 4 --seq 64 --opt sgd --schedule interleavedzb --stages-per-rank 2 --microbatches 4 --ac full
+rund hf_llama_pp_b4_s64_adamw_pp2_zbv_m4_ac         hf_llama_pp --batch 4 --seq 64 --opt adamw --schedule zbv --stages-per-rank 2 --microbatches 4 --ac full

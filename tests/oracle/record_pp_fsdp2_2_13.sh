@@ -35,3 +35,5 @@ rund hf_llama_pp_b4_s64_adamw_pp2_dp2_zbv_m4           hf_llama_pp --batch 4 --s
 rund hf_llama_pp_b4_s64_adamw_pp2_dp2_zbv_m4_bf16      hf_llama_pp --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule zbv --stages-per-rank 2 --microbatches 4 --reshard false --mp bf16
 # HSDP on each stage: the world mesh (pp, dp_replicate, dp_shard), FSDP2 on its (dp_replicate, dp_shard) submesh.
 rund cs336_small_b4_s64_adamw_pp2_hsdp2x2_1f1b_m4 cs336_small --batch 4 --seq 64 --opt adamw --world 8 --pp 2 --hsdp 2 --schedule 1f1b --microbatches 4 --reshard false
+# ZBV with full activation checkpointing (apply_ac before apply_fsdp on each stage's part).
+rund cs336_small_b4_s64_adamw_pp2_dp2_zbv_m4_ac cs336_small --batch 4 --seq 64 --opt adamw --world 4 --pp 2 --schedule zbv --stages-per-rank 2 --microbatches 4 --reshard false --ac full
