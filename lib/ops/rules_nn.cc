@@ -187,22 +187,35 @@ int64_t CudnnTrial(const RuleCtx& c, ConvPass pass) {
 /// and 2.x) declines an fp32 CPU convolution unless (strided ∨ dilated ∨ N ≥ 16 ∨ the kernel's
 /// last two sizes are not both 1 ∨ more than one thread) ∧ (groups > 1 ∨ both last kernel sizes
 /// > 3 ∨ N > 1 ∨ N·C·H·W > 20480) — "for 1x1 filters ... THNN is faster when single-threaded";
-/// the call then runs ATen's slow_conv2d. 2-D and 1-D (viewed as 2-D) calls only.
+/// the call then runs ATen's slow_conv2d (slow_conv3d for a 3-D one, whose N·C·H·W reads the
+/// first four sizes, N·C·D·H, and whose kernel sizes are its last two). 1-D calls are viewed as 2-D.
 bool Fp32ConvDeclinesOneDnn(const RuleCtx& c, const std::vector<int64_t>& stride, const std::vector<int64_t>& dil,
                             int64_t groups) {
   const TensorMeta& x = *c.in[0];
   const TensorMeta& w = *c.in[1];
-  if (x.dtype != Dtype::kFloat32 || w.dim() > 4 || x.dim() != w.dim()) return false;
+  if (x.dtype != Dtype::kFloat32 || w.dim() > 5 || x.dim() != w.dim()) return false;
   auto any_not_one = [](const std::vector<int64_t>& v) {
     return std::any_of(v.begin(), v.end(), [](int64_t s) { return s != 1; });
   };
-  const int64_t kw = w.sizes.back(), kh = w.dim() == 4 ? w.sizes[2] : 1;
+  const int64_t kw = w.sizes.back(), kh = w.dim() >= 4 ? w.sizes[w.dim() - 2] : 1;
   int64_t nchw = 1;
-  for (int64_t d : x.sizes) nchw *= d;
+  for (size_t i = 0; i < x.sizes.size() && i < 4; ++i) nchw *= x.sizes[i];
   const int64_t n = x.sizes[0];
   const bool first = any_not_one(stride) || any_not_one(dil) || n >= 16 || kw != 1 || kh != 1 || c.profile.cpu_threads > 1;
   const bool second = groups > 1 || (kw > 3 && kh > 3) || n > 1 || nchw > 20480;
   return !(first && second);
+}
+
+/// The im2col / vol2col columns of the whole batch, [N, Cin·∏kernel, ∏out], in the input's dtype.
+int64_t ColumnsBytes(const RuleCtx& c) {
+  const TensorMeta& x = *c.in[0];
+  const TensorMeta& w = *c.in[1];
+  const TensorMeta& y = *c.out[0];
+  const size_t nsp = static_cast<size_t>(w.dim()) - 2;
+  const int64_t off = x.dim() == w.dim() ? 1 : 0;
+  int64_t cols = (off ? x.sizes[0] : 1) * x.sizes[off] * ElementSize(x.dtype);
+  for (size_t i = 0; i < nsp; ++i) cols *= w.sizes[2 + i] * y.sizes[off + 1 + i];
+  return cols;
 }
 
 /// Note [bf16 convolutions on CPU]: a bf16 convolution on a CPU without oneDNN's bf16 path
@@ -214,7 +227,6 @@ bool Fp32ConvDeclinesOneDnn(const RuleCtx& c, const std::vector<int64_t>& stride
 std::optional<int64_t> SlowConvColumns(const RuleCtx& c) {
   const TensorMeta& x = *c.in[0];
   const TensorMeta& w = *c.in[1];
-  const TensorMeta& y = *c.out[0];
   if (!c.profile.onednn_conv_reorders) return std::nullopt;
   const size_t nsp = static_cast<size_t>(w.dim()) - 2;
   const std::vector<int64_t> ones(nsp, 1), zeros(nsp, 0);
@@ -227,11 +239,7 @@ std::optional<int64_t> SlowConvColumns(const RuleCtx& c) {
   if (!slow || groups != 1 || dil != ones) return std::nullopt;
   bool one_by_one = stride == ones && pad == zeros;
   for (size_t i = 0; i < nsp; ++i) one_by_one &= w.sizes[2 + i] == 1;
-  if (one_by_one) return 0;
-  const int64_t off = x.dim() == w.dim() ? 1 : 0;
-  int64_t cols = (off ? x.sizes[0] : 1) * x.sizes[off] * ElementSize(x.dtype);
-  for (size_t i = 0; i < nsp; ++i) cols *= w.sizes[2 + i] * y.sizes[off + 1 + i];
-  return cols;
+  return one_by_one ? 0 : ColumnsBytes(c);
 }
 
 void FwdConv(const RuleCtx& c, FwdPlan* p) {
@@ -283,13 +291,16 @@ void BwdConv(const RuleCtx& c, BwdPlan* p) {
     // slow_conv2d_backward: grad_input, grad_bias (sum_out), grad_weight, then the columns
     // computed again for the weight's GEMM. The grad_input and grad_weight parts each take
     // `grad_output.contiguous()`: a copy of a non-contiguous grad (an SSD head's output viewed
-    // and permuted), freed when the part returns.
+    // and permuted), freed when the part returns. slow_conv3d_backward's grad_input part
+    // (ConvolutionMM3d.cpp) also fills a whole-batch `fgrad_input` of the columns' size, even
+    // for a 1×1×1 kernel, which col2vol then adds into grad_input.
     const bool bias = c.num_in() > 2 && c.rg_in(2);
     const bool copy_grad = c.grad_out != nullptr && !c.grad_out->is_contiguous();
     const int64_t gbytes = c.out[0]->bytes();
     if (c.rg_in(0)) {
       const int copy = copy_grad ? p->Temp(gbytes, "grad_output contiguous copy") : -1;
       p->GradNew(0);
+      if (c.in[1]->dim() == 5) p->FreeTemp(p->Temp(ColumnsBytes(c), "slow_conv3d fgrad_input columns"));
       if (copy >= 0) p->FreeTemp(copy);
     }
     if (bias) p->GradNew(2);

@@ -161,6 +161,35 @@ class Cli(unittest.TestCase):
             marked = [op["op"] for op in g["ops"] if op.get("attrs", {}).get("data_dependent")]
             self.assertEqual(marked, ["gt"])  # `x.sum() > 0` read by `if`
 
+    def test_graph_fx_traces_but_cannot_run_is_recorded_as_it_runs(self):
+        with tempfile.TemporaryDirectory() as d:
+            # torchvision's swin3d: a torch.fx.wrap'd helper that writes into the list it is given;
+            # fx records it as one call whose list argument is immutable, so the traced graph cannot
+            # run (shape propagation) while the model itself does
+            path = self.write(d, """
+                import torch, torch.fx, torch.nn as nn
+                def window(sizes):
+                    sizes[0] = min(sizes[0], 3)
+                    return sizes[0]
+                torch.fx.wrap("window")
+                class M(nn.Module):
+                    def __init__(s):
+                        super().__init__()
+                        s.lin = nn.Linear(4, 4)
+                    def forward(s, x):
+                        n = window([x.shape[1]])
+                        return s.lin(x[:, :n])
+                def build():
+                    return M()
+            """)
+            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,5,4", "--trace", "fx"])
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("shape propagation failed", r.stderr)
+            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,5,4"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            g = json.loads(r.stdout)
+            self.assertIn("linear", [op["op"] for op in g["ops"]])
+
     def test_module_with_specs_and_python_m(self):
         with tempfile.TemporaryDirectory() as d:
             path = self.write(d, """

@@ -243,6 +243,26 @@ TEST(ThnnConvRuleTest, OneDnnWhenUseMkldnnHolds) {
   EXPECT_TRUE(testing::BuffersContaining(plain.r.events, "grad_output contiguous copy").empty());
 }
 
+TEST(ThnnConvRuleTest, ThreeDCallsReadNCDHAndRunSlowConv3d) {
+  // batch 1, 3x3x3, N·C·D·H = 1·64·4·6 = 1536 <= 20480: use_mkldnn declines, slow_conv3d runs.
+  const std::string body = R"("inputs": [], "parameters": [{"name": "x", "shape": [1, 64, 4, 6, 6]},
+      {"name": "w", "shape": [32, 64, 3, 3, 3]}], "ops": [
+      {"op": "conv3d", "inputs": ["x", "w"], "outputs": ["c"], "attrs": {"padding": 1}},
+      {"op": "mean", "inputs": ["c"], "outputs": ["loss"]}], "loss": "loss")";
+  auto run = testing::Simulate(body, Opts("cpu", "sgd", "2.13"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "onednn").empty());
+  // vol2col columns [1, 64·27, 4·6·6] in forward and for the weight's grad, and the grad_input
+  // part's fgrad_input of the same size (ConvolutionMM3d.cpp)
+  const int64_t cols = 64 * 27 * 4 * 6 * 6 * 4;
+  auto columns = testing::BuffersContaining(run.r.events, "im2col columns");
+  ASSERT_EQ(columns.size(), 2u);
+  EXPECT_EQ(run.r.events.buffers[columns[0]].bytes, cols);
+  auto fgrad = testing::BuffersContaining(run.r.events, "slow_conv3d fgrad_input columns");
+  ASSERT_EQ(fgrad.size(), 1u);
+  EXPECT_EQ(run.r.events.buffers[fgrad[0]].bytes, cols);
+}
+
 // ---------------------------------------------------------------- Note [3-D convolution and pooling]
 std::string Conv3dBody(const std::string& tail_op, const std::string& tail_out) {
   return R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 16, 4, 6, 6], "requires_grad": false},

@@ -40,6 +40,12 @@ record() {  # record PYTHON OUTDIR
   cls efficientnet_b0 4 momentum
   cls regnet_y_400mf 4 sgd
   cls shufflenet_v2_x1_0 4 adam
+  # a video transformer (16 frames of 112 x 112): fx traces swin3d's window helper as one call it
+  # cannot run, so the exporter records it as it runs
+  if "$py" -c "import torchvision.models.video as v; v.swin3d_t" 2>/dev/null; then
+    trace swin3d_t swin3d_t_b1_adamw --batch 1 --opt adamw
+    graph swin3d_t --input "batch,3,16,112,112" --loss cross_entropy
+  fi
 }
 if [ -n "${PY2:-}" ]; then record "$PY2" "$data/traces_torchvision_2_13"; fi
 record "${PY113:-/usr/bin/python3}" "$data/traces_torchvision_1_13"

@@ -302,8 +302,10 @@ def _export(a, model, builder, takes, inputs, opts):
     try:
         return export_model(model, inputs, device=a.device, rebuild=build if takes else None, **opts)
     except ExportError as e:
-        # auto: code fx cannot trace, or an op with no rule (recorded as it runs: Note [Recorded rules])
-        if a.trace == "fx" or not (str(e).startswith("cannot trace") or
+        # auto: code fx cannot trace, a traced graph that does not run (a helper fx recorded as one
+        # call but cannot give values: shape propagation), or an op with no rule (recorded as it
+        # runs: Note [Recorded rules])
+        if a.trace == "fx" or not (str(e).startswith(("cannot trace", "shape propagation failed")) or
                                    (isinstance(e, UnsupportedError) and not a.no_recorded)):
             raise
         fx_error = e
