@@ -87,7 +87,8 @@ class DataDependentError(ExportError):
 # What a failure on meta tensors says when the model needs values (Note [Data-dependent sizes]).
 _NEEDS_VALUES = ("_local_scalar_dense", "'Meta' backend", "meta and cpu", "cpu and meta",
                  "cannot be called on meta tensors", "Cannot copy out of meta tensor",
-                 "data-independent implementation does not exist")
+                 "data-independent implementation does not exist",
+                 "meta tensor without output_size")  # 1.13 repeat_interleave: its repeats' values
 
 
 def export_eager(builder, inputs, loss="cross_entropy", symbols=None, name="model", provenance=None,
