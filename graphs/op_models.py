@@ -78,8 +78,7 @@ class Conv3dNet(nn.Module):  # conv3d, max/avg/adaptive 3-D pooling (a video-sty
         return s.fc(s.p3(h).flatten(1))  # 1, 2, 2
 
 
-# LstmCls records with trace_step.py, but the RNNs have no rule (recorded rules take them:
-# mkldnn_rnn_layer's workspace is not derived). DeconvNet: Note [Transposed convolution].
+# LstmCls & co.: Notes [Recurrent layers] and [oneDNN LSTM]. DeconvNet: Note [Transposed convolution].
 class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decoder)
     def __init__(s):
         super().__init__()
