@@ -101,7 +101,7 @@ void BwdRnnLayer(const RuleCtx& c, BwdPlan* p) {
   Diff(c, kCx, c.in[kCx]->numel() * 4, "diff_cx", p);
   Diff(c, kWih, c.in[kWih]->numel() * 4, "diff_w1", p);
   Diff(c, kWhh, c.in[kWhh]->numel() * 4, "diff_w2", p);
-  Diff(c, kBih, bias_bytes, "diff_b", p);
+  Diff(c, kBih, bias_bytes, "diff_b_", p);
   std::vector<int> ideep;  // in allocation order
   for (auto [bytes, label] : {std::pair{b.bwd_weights_layer, "weights_layer reorder"},
                               {b.bwd_weights_iter, "weights_iter reorder"},
@@ -111,7 +111,7 @@ void BwdRnnLayer(const RuleCtx& c, BwdPlan* p) {
                               {b.bwd_scratchpad, "scratchpad"}})
     if (bytes > 0) ideep.push_back(p->Temp(bytes, label));
   for (auto k = ideep.rbegin(); k != ideep.rend(); ++k) p->FreeTemp(*k);
-  Diff(c, kBhh, bias_bytes, "diff_b2", p);
+  Diff(c, kBhh, bias_bytes, "diff_b2_", p);
   for (int t : {bias, gcy, ghy, gy})
     if (t >= 0) p->FreeTemp(t);
 }
