@@ -23,6 +23,8 @@ Status InferRnnLayer(const RuleCtx& c, InferOut* o) {
   if (!c.profile.onednn_rnn)
     return RuleError(c, "oneDNN's LSTM runs on the CPU under PyTorch 2.x only (profile " + c.profile.name + ", torch " +
                             c.profile.torch + "): export the model under the release simulated");
+  if (c.autocast)  // autocast_mode.cpp lists mkldnn_rnn_layer as lower_precision_fp on the CPU
+    return RuleError(c, "under autocast the LSTM runs in the lower precision: oneDNN's bf16 LSTM is not modelled");
   const TensorMeta& x = *c.in[kX];
   if (x.dim() != 3) return RuleError(c, "input " + x.ShapeString() + " must be [seq, batch, input]");
   const int64_t T = x.sizes[0], B = x.sizes[1], I = x.sizes[2];

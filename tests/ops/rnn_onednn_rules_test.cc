@@ -98,6 +98,14 @@ TEST(OneDnnLstmRuleTest, RefusedOffTheCpu213Profile) {
   }
 }
 
+TEST(OneDnnLstmRuleTest, RefusedUnderAutocast) {
+  SimOptions opt = Opts("cpu");
+  opt.amp = "bf16";
+  auto run = testing::Simulate(Layer(kWithBiases, kMeanIsLoss, kBiasParams), opt);
+  EXPECT_FALSE(run.ok);
+  EXPECT_THAT(run.error, HasSubstr("oneDNN's bf16 LSTM is not modelled"));
+}
+
 TEST(OneDnnLstmRuleTest, RejectsMismatchedShapes) {
   std::string bad = kWithBiases;
   bad.replace(bad.find("\"hx\", \"cx\""), 10, "\"hx\", \"x\"");
