@@ -21,8 +21,9 @@ OneDnnLstm Layer(const RuleCtx& c) {
 
 Status InferRnnLayer(const RuleCtx& c, InferOut* o) {
   if (!c.profile.onednn_rnn)
-    return RuleError(c, "oneDNN's LSTM runs on the CPU under PyTorch 2.x only (profile " + c.profile.name + ", torch " +
-                            c.profile.torch + "): export the model under the release simulated");
+    return RuleError(c, "oneDNN's LSTM runs on the CPU under PyTorch 2.x only (here profile " + c.profile.name +
+                            ", torch " + c.profile.torch + "): CUDA runs cuDNN's LSTM, which memsim does not model; " +
+                            "1.13 runs ATen's composite, as a graph exported under 1.13 has it");
   if (c.autocast)  // autocast_mode.cpp lists mkldnn_rnn_layer as lower_precision_fp on the CPU
     return RuleError(c, "under autocast the LSTM runs in the lower precision: oneDNN's bf16 LSTM is not modelled");
   const TensorMeta& x = *c.in[kX];
