@@ -78,8 +78,7 @@ class Conv3dNet(nn.Module):  # conv3d, max/avg/adaptive 3-D pooling (a video-sty
         return s.fc(s.p3(h).flatten(1))  # 1, 2, 2
 
 
-# LstmCls records with trace_step.py, but the RNNs have no rule (recorded rules take them:
-# mkldnn_rnn_layer's workspace is not derived). DeconvNet: Note [Transposed convolution].
+# LstmCls & co.: Notes [Recurrent layers] and [oneDNN LSTM]. DeconvNet: Note [Transposed convolution].
 class DeconvNet(nn.Module):  # conv_transpose 1-D, 2-D, 3-D (a UNet-style decoder)
     def __init__(s):
         super().__init__()
@@ -235,6 +234,16 @@ class CharRnn(nn.Module):  # a char-RNN: embedding, time-major ReLU nn.RNN (2 la
         h = s.rnn(s.emb(ids).transpose(0, 1))[0]  # [0]: h_n dies at once (a name `_` would keep it)
         h = s.lstm(h)[0]
         return s.fc(h[-1])
+
+
+class BiLstmTagger(nn.Module):  # embedding, time-major bidirectional bias-free nn.LSTM (2 layers, dropout); the
+    def __init__(s):            # last step's output and the last h_n feed the classifier (c_n unused)
+        super().__init__(); s.emb = nn.Embedding(30522, 24)
+        s.lstm = nn.LSTM(24, 40, num_layers=2, bidirectional=True, bias=False, dropout=0.2); s.fc = nn.Linear(120, 10)
+
+    def forward(s, ids):  # [N, 32]
+        out, (h, c) = s.lstm(s.emb(ids).transpose(0, 1))
+        return s.fc(torch.cat([out[-1], h[-1]], 1))
 
 
 class CellLoop(nn.Module):  # LSTMCell, GRUCell and a tanh RNNCell stepped in Python over the sequence
@@ -410,6 +419,7 @@ MODELS = {
     "bigru_tagger": lambda: (BiGruTagger(), ("ids", 32), 10),
     "char_rnn": lambda: (CharRnn(), ("ids", 32), 10),
     "cell_loop": lambda: (CellLoop(), (8, 32), 10),
+    "bilstm_tagger": lambda: (BiLstmTagger(), ("ids", 32), 10),
     "slice_assign": lambda: (SliceAssign(), (256,), 10),
     "unfold_net": lambda: (UnfoldNet(), (3, 16, 16), 10),
     "grid_net": lambda: (GridNet(), (3, 16, 16), 10),
@@ -457,6 +467,7 @@ emb_lstm_cls_export = _exporter("emb_lstm_cls")
 bigru_tagger_export = _exporter("bigru_tagger")
 char_rnn_export = _exporter("char_rnn")
 cell_loop_export = _exporter("cell_loop")
+bilstm_tagger_export = _exporter("bilstm_tagger")
 mha_self_net_export = _exporter("mha_self_net")
 mha_cross_net_export = _exporter("mha_cross_net")
 mha_distinct_net_export = _exporter("mha_distinct_net")

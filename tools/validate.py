@@ -561,9 +561,10 @@ def table_rnn(memsim, failures):
     """The recurrent-layer traces (graphs/op_models.py: nn.LSTM / GRU / RNN and the Cell modules) under both releases."""
     lines = ["", "## Recurrent layers (PyTorch 2.13 and 1.13)", "",
              "nn.LSTM / nn.GRU / nn.RNN classifiers, an embedding → 2-layer LSTM with dropout, a bidirectional GRU",
-             "tagger, a char-RNN (ReLU RNN, 2 layers, dropout; a bias-free LSTM with proj_size) and LSTMCell / GRUCell /",
-             "RNNCell stepped in Python (`graphs/op_models.py`), expanded into the ATen ops of RNN.cpp's CPU composite",
-             "(Note [Recurrent layers]); recorded without a dispatch mode by `tests/oracle/record_rnn.sh` into",
+             "tagger, a char-RNN (ReLU RNN, 2 layers, dropout; a bias-free LSTM with proj_size), LSTMCell / GRUCell /",
+             "RNNCell stepped in Python and (2.13) a bidirectional bias-free LSTM tagger (`graphs/op_models.py`),",
+             "expanded into the ATen ops of RNN.cpp's CPU composite (Note [Recurrent layers]) or, for 2.13's nn.LSTM,",
+             "oneDNN's `mkldnn_rnn_layer` (Note [oneDNN LSTM]); recorded without a dispatch mode by `tests/oracle/record_rnn.sh` into",
              "`tests/data/traces_rnn_2_13/` and `tests/data/traces_rnn_1_13/`, each predicted by `memsim run GRAPH",
              "--profile cpu --torch RELEASE --step first` on the graph exported under the same release. Tolerance:",
              "every peak and phase within %.1f %%, median peak error within %.2f %%." % (MAX_ERR_RNN, MAX_MEDIAN_RNN), ""]

@@ -281,6 +281,7 @@ void RunNode(StepState& s, OpId o, std::priority_queue<OpId>* ready) {
     }
   }
   if (!s.nodes[o].buffer.empty() && s.nodes[o].buffer[0].defined()) c.grad_out = &s.nodes[o].buffer[0].meta;
+  for (const Grad& gr : s.nodes[o].buffer) c.grad_outs.push_back(gr.defined() ? &gr.meta : nullptr);
   std::vector<Grad> produced = RunNodePlan(s, o, c);
   Node& node = s.nodes[o];
   // The setups see the grads in input order (autocast's ToCopyBackward nodes run in that order:

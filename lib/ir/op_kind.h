@@ -53,7 +53,8 @@ namespace memsim {
   X(kGridSample, "grid_sample") X(kRecorded, "recorded") X(kBincount, "bincount") X(kSort, "sort")      \
   X(kFloorDivide, "floor_divide") X(kEpDispatch, "ep_dispatch") X(kEpCombine, "ep_combine")     \
   X(kHistc, "histc") X(kGroupedMm, "grouped_mm")                                                   \
-  X(kAdaptiveMaxPool2d, "adaptive_max_pool2d") X(kAdaptiveMaxPool3d, "adaptive_max_pool3d")
+  X(kAdaptiveMaxPool2d, "adaptive_max_pool2d") X(kAdaptiveMaxPool3d, "adaptive_max_pool3d")             \
+  X(kMkldnnRnnLayer, "mkldnn_rnn_layer")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

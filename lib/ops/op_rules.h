@@ -3,7 +3,8 @@
 // autograd saves given which inputs require grad, and what its backward allocates.
 // Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
 // rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc, rules_compiled.cc,
-// rules_conv_transpose.cc, rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc). Per-op facts (grad alias layout, in-place capable,
+// rules_conv_transpose.cc, rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc,
+// rules_rnn_onednn.cc). Per-op facts (grad alias layout, in-place capable,
 // GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
 // All functions are pure: safe to call concurrently.
@@ -36,6 +37,9 @@ struct RuleCtx {
   const TensorMeta* grad_out = nullptr;
   /// The op runs inside a torch.autocast region (its input casts are already applied to |in|).
   bool autocast = false;
+  /// Backward only: the incoming grad of each output as the engine holds it (null: undefined, as
+  /// for an output nothing differentiable used); grad_outs[0] is grad_out.
+  std::vector<const TensorMeta*> grad_outs = {};
 
   bool rg_in(size_t i) const { return rg.test(i); }
   int64_t num_in() const { return static_cast<int64_t>(in.size()); }
@@ -201,6 +205,7 @@ extern const std::vector<OpRule> kUnfoldRules;
 extern const std::vector<OpRule> kGridRules;
 extern const std::vector<OpRule> kRecordedRules;
 extern const std::vector<OpRule> kMoeRules;
+extern const std::vector<OpRule> kRnnOneDnnRules;
 
 /// Whether input |i| of |rule|'s op is differentiable (OpRule::diff_inputs).
 inline bool Differentiable(const OpRule& rule, size_t i) { return (rule.diff_inputs >> (i < 32 ? i : 31)) & 1u; }

@@ -62,6 +62,8 @@ const std::vector<ProfileRow> kRows = {
      "aten/src/ATen/native/Blas.cpp _scaled_mm_out_cpu: mat_b.contiguous() (emulated) / mkldnn_scaled_mm's contiguous mat2 (2.13 CPU traces of torchao float8)"},
     {"scaled_mm_cpu_emulation", "cpu", "", [](Profile& p) { p.scaled_mm_cpu_emulation = true; },
      "aten/src/ATen/native/Blas.cpp _scaled_mm_out_cpu: mkldnn_scaled_mm for same-dtype fp8 on AMX-INT8 hosts, else _scaled_mm_out_cpu_emulated (fp32 upcasts; 2.13 CPU traces of torchao float8)"},
+    {"onednn_rnn", "cpu", "2.13", [](Profile& p) { p.onednn_rnn = true; },
+     "aten/src/ATen/native/RNN.cpp lstm (2.x): use_mkldnn and no projections -> native/mkldnn/RNN.cpp mkldnn_rnn_layer per layer and direction, oneDNN 3.x's LSTM primitive (1.13 runs the composite; CUDA cuDNN's _cudnn_rnn, not modelled)"},
     // --- PyTorch 1.13, every device ----------------------------------------------------------
     {"cublaslt_workspace_bytes", "", "1.13", [](Profile& p) { p.cublaslt_workspace_bytes = 0; },
      "not modelled for 1.13 (its gemm_and_bias workspace is not in the recordings memsim checks 1.13 against)"},

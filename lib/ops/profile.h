@@ -101,6 +101,11 @@ struct Profile {
   /// on them): the recording machine, a Sapphire Rapids guest (48 KiB L1d; 2 MiB L2, 16 ways,
   /// 2,048 sets).
   OneDnnCaches onednn_caches;
+  /// CPU 2.x: nn.LSTM (no projections, float32) runs oneDNN 3.x's LSTM primitive through
+  /// `mkldnn_rnn_layer`, one op per layer and direction whose workspace, scratchpad and weight
+  /// reorders lib/ops/onednn_rnn.h sizes (Note [oneDNN LSTM]). Off: the op has no model (1.13 runs
+  /// ATen's composite, which the exporter expands; CUDA runs cuDNN).
+  bool onednn_rnn = false;
   /// CPU native_batch_norm: per-channel temporaries in forward, and a backward that allocates
   /// grad_input twice (the first is discarded).
   bool batch_norm_cpu_kernels = false;

@@ -36,6 +36,13 @@ add_test(NAME export.hf
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)
 
+# nn.LSTM on the CPU under torch 2.x: oneDNN's mkldnn_rnn_layer per layer and direction (Note [oneDNN
+# LSTM]); the torch 2.x venv (1.13's nn.LSTM is the composite, test_rnn.py).
+add_test(NAME export.rnn_onednn
+         COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_rnn_onednn.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.rnn_onednn PROPERTIES TIMEOUT 300 LABELS export)
+
 # Mixture of experts (graphs/moe_models.py): the torch 2.x venv (1.13 has no meta kernel for a
 # stable argsort).
 add_test(NAME export.moe

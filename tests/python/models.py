@@ -4,8 +4,8 @@ import torch.nn as nn
 
 
 class TinyLSTM(nn.Module):
-    """An LSTM and torch.erfinv: torch.erfinv has no rule (nor, under 2.x, nn.LSTM: oneDNN's mkldnn_rnn_layer);
-    --trace auto measures them."""
+    """An LSTM and torch.erfinv: torch.erfinv has no rule, --trace auto measures it (the LSTM is expanded:
+    Notes [Recurrent layers], [oneDNN LSTM])."""
 
     def __init__(self):
         super().__init__()

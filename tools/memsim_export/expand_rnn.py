@@ -21,10 +21,15 @@ only), so autograd records one node per ATen op and memsim's rules for those ops
 * ``lstm_cell`` / ``gru_cell`` / ``rnn_*_cell`` (the Cell modules): the same cells without
   ``pre_compute_input``: ``linear_ih(x)`` per call.
 
-torch 2.x runs nn.LSTM on the CPU through oneDNN's ``mkldnn_rnn_layer`` when ``use_mkldnn`` holds
-(mkldnn enabled, float32 / bf16 input, no proj_size); that kernel has no memsim rule yet, so the
-expansion refuses it (its page-rounded oneDNN workspace is no product of the symbols: a recorded
-rule cannot take it either).
+torch 2.x runs nn.LSTM on the CPU through oneDNN when ``use_mkldnn`` holds (mkldnn enabled,
+float32 / bf16 input) and it has no proj_size: ``lstm_mkldnn`` (aten/src/ATen/native/mkldnn/RNN.cpp
+``mkldnn_rnn``) makes the input contiguous (a copy when batch_first), selects each layer-direction's
+``hx[index]`` / ``cx[index]``, passes ``at::zeros`` of the weights' sizes for the biases when there
+are none, and calls ``mkldnn_rnn_layer`` once per layer and direction (Note [oneDNN LSTM]); between
+layers ``at::cat`` of the directions and ``dropout``; then ``at::stack`` of the final h and c. The
+expansion emits those ops, one ``mkldnn_rnn_layer`` op per layer and direction, whose rule sizes
+oneDNN's workspace, scratchpad and weight reorders. Only float32 is modelled: a bf16 LSTM (oneDNN's
+brgemm implementation on AVX512-BF16 hosts) is refused.
 """
 import torch
 import torch.nn as nn
@@ -175,10 +180,12 @@ def rnn_forward(cx, mod, path, x, hx=None):
     """nn.RNNBase.forward in training: _VF.lstm / gru / rnn_tanh / rnn_relu on the CPU."""
     x = T(x)
     mode = mod.mode
-    if mode == "LSTM" and _lstm_uses_onednn(mod, x):
-        raise Unsupported("nn.LSTM on the CPU under torch 2.x (oneDNN mkldnn_rnn_layer)")
     if x.ndim != 3:
         raise Unsupported("nn.%s with an unbatched (2-D) input" % type(mod).__name__)
+    onednn = mode == "LSTM" and _lstm_uses_onednn(mod, x)
+    if onednn and x.dtype != torch.float32:
+        raise Unsupported("nn.LSTM in %s on the CPU under torch 2.x (oneDNN's %s LSTM is not modelled)"
+                          % (dtype_name(x.dtype), dtype_name(x.dtype)))
     e = _Emit(cx, path)
     dirs = 2 if mod.bidirectional else 1
     B = x.shape[0] if mod.batch_first else x.shape[1]
@@ -193,6 +200,10 @@ def rnn_forward(cx, mod, path, x, hx=None):
     else:  # the caller's states (permute_hidden leaves them as they are without a PackedSequence)
         h0, c0 = (T(hx[0]), T(hx[1])) if mode == "LSTM" else (T(hx), None)
     args = [x, h0, c0]
+    if onednn:
+        out, hy, cy = _onednn_lstm(cx, e, mod, x, h0, c0)
+        cx.keep_alive(args)
+        return out, (hy, cy)
     seq = e.op("transpose", [x], {"dim0": 0, "dim1": 1}, shape=(x.shape[1], x.shape[0], x.shape[2]),
                hint="batch_first") if mod.batch_first else x
     hs = _unbind(e, h0, "h0_layers")
@@ -221,6 +232,48 @@ def rnn_forward(cx, mod, path, x, hx=None):
                    hint="out_batch_first")
     cx.keep_alive(args)
     return (out, (hy, cy)) if mode == "LSTM" else (out, hy)
+
+
+def _onednn_lstm(cx, e, mod, x, h0, c0):
+    """RNN.cpp (2.x) lstm_mkldnn -> mkldnn_rnn: (output, hy, cy)."""
+    dirs = 2 if mod.bidirectional else 1
+    seq = x
+    if mod.batch_first:
+        seq = e.op("transpose", [x], {"dim0": 0, "dim1": 1}, shape=(x.shape[1], x.shape[0], x.shape[2]),
+                   hint="batch_first")
+    seq = e.op("contiguous", [seq], shape=seq.shape, hint="input")  # a copy of a transposed input
+    T, B, H = seq.shape[0], seq.shape[1], mod.hidden_size
+    layer_input, hys, cys, outs = seq, [], [], []
+    for l in range(mod.num_layers):
+        outs = []
+        for d in range(dirs):
+            index, h = l * dirs + d, "l%d%s." % (l, "_reverse" if d else "")
+            p = _params(cx, mod, l, "_reverse" if d else "")
+            hx = e.op("select", [h0], {"dim": 0, "index": index}, shape=(B, H), hint=h + "hx")
+            cx_ = e.op("select", [c0], {"dim": 0, "index": index}, shape=(B, H), hint=h + "cx")
+            b_ih, b_hh = p["b_ih"], p["b_hh"]
+            if b_ih is None:  # at::zeros of the weights' sizes, the later argument made first
+                zeros = lambda w, n: e.op("full", [], {"shape": list(w.shape), "dtype": dtype_name(w.dtype)},
+                                          shape=tuple(w.shape), dtype=w.dtype, hint=h + n)
+                b_hh = zeros(p["w_hh"], "zeros_hh")
+                b_ih = zeros(p["w_ih"], "zeros_ih")
+            out, hy, cy = e.op("mkldnn_rnn_layer", [layer_input, p["w_ih"], p["w_hh"], b_ih, b_hh, hx, cx_],
+                               {"reverse": bool(d), "hidden_size": H, "has_biases": p["b_ih"] is not None},
+                               shapes=[(T, B, H), (B, H), (B, H)], hint=h + "lstm")
+            outs.append(out)
+            hys.append(hy)
+            cys.append(cy)
+        layer_input = outs[0] if dirs == 1 else e.op("cat", outs, {"dim": 2}, shape=(T, B, dirs * H), hint="l%d.cat" % l)
+        if mod.dropout and mod.training and l < mod.num_layers - 1:
+            layer_input = e.op("dropout", [layer_input], {"p": float(mod.dropout), "inplace": False, "training": True},
+                               shape=layer_input.shape, hint="l%d.drop" % l)
+    hy = _stack(e, hys, "h_n")
+    cy = _stack(e, cys, "c_n")
+    out = layer_input
+    if mod.batch_first:
+        out = e.op("transpose", [out], {"dim0": 0, "dim1": 1}, shape=(B, T, out.shape[2]), hint="out_batch_first")
+    cx.keep_alive([seq, outs, hys, cys])  # mkldnn_rnn's locals until it returns
+    return out, hy, cy
 
 
 @module(nn.RNN, nn.LSTM, nn.GRU)
