@@ -387,8 +387,14 @@ memsim_error_test(cp_no_seq 2 "^memsim: --mesh cp: mlp has no seq symbol" run gr
 # Note [Meta-device init]: the shards of a sharded model (with pp, each stage's own).
 memsim_error_test(init_meta_needs_sharding 2 "--init meta needs tp=N or dp_shard=N in --mesh"
   run graphs/cs336_small.json --mesh pp=2 --init meta)
-memsim_error_test(pp_checkpoint_split_backward_pending 2 "^memsim: --checkpoint with --pp-schedule zbvzerobubble \\(a split backward\\) is not simulated yet; gpipe, 1f1b and interleaved1f1b are"
-  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule zbvzerobubble --checkpoint "layers.*")
+# Checkpointing in a split backward: recomputed once per I and per W group pass (the config of
+# tests/data/traces_pp_2_13/cs336_small_b4_s64_adamw_pp2_zbv_m4_ac); SAC and reentrant refused there.
+memsim_golden_test(run_cs336_pp2_zbv_ac_ranks run_cs336_pp2_zbv_ac_ranks.txt
+  run tests/data/traces_2_13/graphs/cs336_small.json --batch 4 --set seq=64 --profile cpu --torch 2.13 --optimizer adamw
+  --step first --inplace-activations off --mesh pp=2 --pp-schedule zbv --pp-stages-per-rank 2 --microbatches 4
+  --checkpoint "layers.*" --top 3)
+memsim_error_test(pp_sac_split_backward_pending 2 "^memsim: --sac or --checkpoint-impl reentrant with --pp-schedule zbvzerobubble \\(a split backward\\) is not simulated yet; full non-reentrant --checkpoint is"
+  run graphs/cs336_small.json --batch 4 --mesh pp=2 --pp-schedule zbvzerobubble --checkpoint "layers.*" --checkpoint-impl reentrant)
 memsim_error_test(cp_tp_pending 2 "^memsim: --mesh cp=2,tp=2: cp with tp, pp or dp_replicate is not simulated yet"
   run graphs/llama_1b.json --batch 1 --mesh cp=2,tp=2)
 # Pipeline parallel (Note [Pipeline parallel]): every stage rank with its schedule's timeline, and
