@@ -194,7 +194,7 @@ class EagerContext(Context):
         self.module_path = self.module_stack[-1]
         self.result = real
         try:
-            refs = handler(self, *self.to_refs(args), **self.to_refs(kwargs))
+            refs = _call_handler(handler, self, self.to_refs(args), self.to_refs(kwargs))
         except Unsupported as u:
             for rec, _ in self._node_ops:
                 self.ops.remove(rec)
@@ -283,6 +283,17 @@ class EagerContext(Context):
 
 # Calls through which Python reads a tensor's value (a branch on it, a count): Note [Data-dependent sizes].
 _VALUE_READS = {"bool", "item", "tolist", "int", "float", "index"}
+
+
+def _call_handler(handler, cx, args, kwargs):
+    """handler(cx, *args, **kwargs); a keyword its rule does not take (`torch.pow(x, 2, out=buf)`
+    in a legacy autograd.Function) is a call the rule refuses, so that it is recorded instead."""
+    try:
+        return handler(cx, *args, **kwargs)
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise
+        raise Unsupported("%s with %s" % (getattr(handler, "__name__", "op"), str(e).split("argument", 1)[1].strip())) from e
 
 
 def _values_decide_sizes(name, args):
