@@ -156,7 +156,7 @@ NN_LOSSES = {
     "L1Loss": [VEC, VEC], "MSELoss": [VEC, VEC], "HuberLoss": [VEC, VEC], "SmoothL1Loss": [VEC, VEC],
     "BCELoss": None, "BCEWithLogitsLoss": [VEC, VEC], "CrossEntropyLoss": [VEC, "int64:batch@0:16"],
     "NLLLoss": [VEC, "int64:batch@0:16"], "NLLLoss2d": [IMG, "int64:batch,8,8@0:4"],
-    "KLDivLoss": [VEC, VEC], "PoissonNLLLoss": [VEC, VEC], "GaussianNLLLoss": [VEC, VEC, VEC],
+    "KLDivLoss": [VEC, VEC], "PoissonNLLLoss": [VEC, VEC], "GaussianNLLLoss": [VEC, VEC, VEC + "@1:2"],
     "SoftMarginLoss": [VEC, VEC], "MultiLabelSoftMarginLoss": [VEC, VEC], "MultiMarginLoss": [VEC, "int64:batch@0:16"],
     "MultiLabelMarginLoss": [VEC, "int64:batch,16@0:16"], "HingeEmbeddingLoss": [VEC, VEC],
     "CosineEmbeddingLoss": [VEC, VEC, "batch"], "MarginRankingLoss": [VEC, VEC, VEC],

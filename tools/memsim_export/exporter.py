@@ -109,7 +109,9 @@ def _make_input(spec, binding, device):
     dt = _DTYPES[spec.dtype]
     if device == "meta":
         return torch.empty(shape, dtype=dt, device="meta")
-    if dt.is_floating_point:
+    if dt.is_floating_point:  # @low:high: uniform in [low, high) (a variance that must be positive)
+        if spec.low is not None:
+            return torch.empty(shape, dtype=dt).uniform_(spec.low, spec.high)
         return torch.randn(shape, dtype=dt)
     if dt == torch.bool:
         return torch.randint(0, 2, shape).bool()

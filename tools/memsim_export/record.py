@@ -216,7 +216,11 @@ class EagerContext(Context):
 
     def record_op(self, call, name, real, args, kwargs, target, what=None):
         """An op with no rule: a `recorded` op whose plan recorded.measure fills in after the run
-        (without RECORD: |what| is listed as unsupported)."""
+        (without RECORD: |what| is listed as unsupported). A call that returns no tensor (a value
+        read: `_local_scalar_dense` of `bool(t)` or `.item()`) makes no node and allocates nothing
+        on the device: nothing is recorded."""
+        if not recorded.flat_tensors(real):
+            return None
         if not RECORD:
             self.unsupported.append((what or target, name, self.module_stack[-1], ""))
             return None
