@@ -190,6 +190,29 @@ class Cli(unittest.TestCase):
             g = json.loads(r.stdout)
             self.assertIn("linear", [op["op"] for op in g["ops"]])
 
+    def test_value_reads_are_not_ops_and_float_ranges_hold(self):
+        with tempfile.TemporaryDirectory() as d:
+            # GaussianNLLLoss reads `torch.any(var < 0)` (run on CPU tensors: the variance must be
+            # positive, hence @1:2); the read makes no op of its own
+            path = self.write(d, """
+                import torch, torch.nn as nn
+                class P(nn.Module):
+                    def __init__(s):
+                        super().__init__()
+                        s.w = nn.Parameter(torch.ones(1))
+                        s.f = nn.GaussianNLLLoss()
+                    def forward(s, x, y, var):
+                        return s.f(x * s.w, y, var)
+                def build():
+                    return P()
+            """)
+            r = run_cli(["tools/export_torch.py", "--module", path + ":build", "--input", "batch,16", "--input",
+                         "batch,16", "--input", "var=batch,16@1:2", "--loss", "output"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            g = json.loads(r.stdout)
+            self.assertTrue(all(op["outputs"] for op in g["ops"]), [op for op in g["ops"] if not op["outputs"]])
+            self.assertNotIn("_local_scalar_dense", r.stdout)
+
     def test_module_with_specs_and_python_m(self):
         with tempfile.TemporaryDirectory() as d:
             path = self.write(d, """
