@@ -11,7 +11,7 @@ constexpr size_t kNumKinds = kNumOpKinds;
 
 std::array<const OpRule*, kNumKinds> BuildIndex() {
   std::array<const OpRule*, kNumKinds> idx{};
-  for (const auto* table : {&kNnRules, &kConvTransposeRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
+  for (const auto* table : {&kNnRules, &kConvRules, &kConvTransposeRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
                             &kQuantizedRules, &kFp8Rules, &kCollectiveRules,
                             &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kRecordedRules, &kMoeRules, &kRnnOneDnnRules})
     for (const OpRule& r : *table) idx[static_cast<size_t>(r.kind)] = &r;
@@ -65,6 +65,31 @@ std::optional<TensorMeta> AliasGradView(const Op&, const Bindings&, const Tensor
 Status RuleError(const RuleCtx& c, const std::string& msg) {
   return Status::InvalidArgument(c.op.pointer + ": " + std::string(OpKindName(c.op.kind)) +
                                  " \"" + c.op.name + "\": " + msg);
+}
+
+Status NeedInputs(const RuleCtx& c, size_t lo, size_t hi) {
+  if (c.in.size() < lo || c.in.size() > hi)
+    return RuleError(c, "expected " + std::to_string(lo) + (lo == hi ? "" : "-" + std::to_string(hi)) +
+                            " inputs, got " + std::to_string(c.in.size()));
+  return Status::OK();
+}
+
+std::optional<std::vector<int64_t>> SpatialAttr(const RuleCtx& c, const char* name, size_t n,
+                                                std::optional<std::vector<int64_t>> dflt) {
+  auto v = c.op.attrs.GetInts(name, c.bindings);
+  if (!v) v = dflt;
+  if (!v) return std::nullopt;
+  if (v->size() == 1) v->resize(n, (*v)[0]);
+  if (v->size() != n) return std::nullopt;
+  return v;
+}
+
+int64_t WindowOut(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil) {
+  int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceil ? (span + s - 1) / s : span / s) + 1;
+  if (ceil && (out - 1) * s >= in + pad) --out;
+  return out;
 }
 
 int64_t Bytes(const TensorMeta& m) { return m.bytes(); }

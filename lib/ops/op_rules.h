@@ -190,6 +190,7 @@ const OpRule& RuleFor(OpKind kind);
 
 // Family tables, assembled by RuleFor.
 extern const std::vector<OpRule> kNnRules;
+extern const std::vector<OpRule> kConvRules;
 extern const std::vector<OpRule> kConvTransposeRules;
 extern const std::vector<OpRule> kPointwiseRules;
 extern const std::vector<OpRule> kShapeRules;
@@ -222,6 +223,16 @@ std::optional<TensorMeta> AliasGradView(const Op& op, const Bindings& b, const T
 
 /// Shared helpers for rule implementations.
 Status RuleError(const RuleCtx& c, const std::string& msg);
+/// Refuses an op with fewer than |lo| or more than |hi| inputs.
+Status NeedInputs(const RuleCtx& c, size_t lo, size_t hi);
+/// An int-or-list attribute |name| expanded to |n| spatial values (|dflt| when absent; unset when
+/// neither, or when its length is neither 1 nor n).
+std::optional<std::vector<int64_t>> SpatialAttr(const RuleCtx& c, const char* name, size_t n,
+                                                std::optional<std::vector<int64_t>> dflt);
+/// Positions of a sliding window (convolution, pooling) of size |k| over |in| with stride |s|,
+/// padding |pad| and dilation |dil|; |ceil|: ceil_mode (the last window must start inside the
+/// input or the left padding).
+int64_t WindowOut(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil);
 int64_t Bytes(const TensorMeta& m);
 /// An embedding lookup's output (ids, weight [rows, dim]): the ids' sizes and dim, in the weight's
 /// dtype (embedding, and a RowwiseParallel embedding's tp_embedding).
