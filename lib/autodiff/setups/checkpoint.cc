@@ -119,9 +119,12 @@ class Checkpoint : public TrainingSetup {
     if (!r.counted) {
       r.counted = true;
       r.done.assign(r.last - r.first + 1, false);
+      r.saves.assign(r.last - r.first + 1, false);
       for (OpId k = r.first; k <= r.last; ++k) {
         r.pending += s.nodes[k].exists && s.nodes[k].reachable;
-        r.holders += s.grad_pass != nullptr && Saves(s, k) && !s.nodes[k].destroyed;
+        if (s.grad_pass == nullptr) continue;
+        r.saves[k - r.first] = Saves(s, k);
+        r.holders += r.saves[k - r.first] && !s.nodes[k].destroyed;
       }
     }
     // Once per graph task (unpack_hook's frame.is_recomputed[gid]).
@@ -190,6 +193,7 @@ class Checkpoint : public TrainingSetup {
     /// the region's saving nodes not yet run without retain_graph nor destroyed (|done|: per op).
     int holders = 0;
     std::vector<bool> done;
+    std::vector<bool> saves;  ///< per op: its node packs through the hooks (Saves), a split backward's count
     /// Per op of the region: what selective checkpointing keeps from the forward until the
     /// recomputation takes it (Note [Selective activation checkpointing]).
     std::vector<std::vector<StorageId>> sac_cache;
@@ -299,7 +303,7 @@ class Checkpoint : public TrainingSetup {
 
   /// Node |o| of |r| let its holders go (a split backward): the last one frees the frame.
   void HolderGone(StepState& s, Region& r, OpId o) {
-    if (r.done.empty() || r.done[o - r.first] || !Saves(s, o)) return;
+    if (r.done.empty() || r.done[o - r.first] || !r.saves[o - r.first]) return;
     r.done[o - r.first] = true;
     if (--r.holders > 0) return;
     Release(s, r);

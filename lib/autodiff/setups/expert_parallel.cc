@@ -52,7 +52,7 @@ class ExpertParallel : public TrainingSetup {
   void Partition(StepState& s, int stage) {
     std::vector<Ledger::StorageId> full;
     for (TensorId p : s.g.ep_shards) {
-      if (stage >= 0 && s.cfg.pipeline->param_stage[s.param_index[p]] != stage) continue;
+      if (!OfStage(s, p, stage)) continue;
       const int64_t bytes = ModelBytes(s, p, fsdp2_mp_);
       const std::string& name = s.g.tensors[p].name;
       const Ledger::StorageId shard = s.ledger.Alloc(bytes, name, Category::kParameter);

@@ -34,6 +34,10 @@ int64_t ModelElementSize(const StepState& s, TensorId t, bool fsdp2_mp) {
   return ElementSize(fsdp2_mp ? s.g.tensors[t].dtype : s.bound.metas[t].dtype);
 }
 
+bool OfStage(const StepState& s, TensorId t, int stage) {
+  return stage < 0 || s.cfg.pipeline->param_stage[s.param_index[t]] == stage;
+}
+
 int64_t ModelBytes(const StepState& s, TensorId t, bool fsdp2_mp) {
   return s.bound.metas[t].numel() * ModelElementSize(s, t, fsdp2_mp);
 }

@@ -124,6 +124,9 @@ std::vector<std::unique_ptr<TrainingSetup>> MakeSetups(const SetupOptions& optio
 int64_t ModelElementSize(const StepState& s, TensorId t, bool fsdp2_mp);
 /// Its bytes: the bound numel times ModelElementSize.
 int64_t ModelBytes(const StepState& s, TensorId t, bool fsdp2_mp);
+/// Whether parameter |t| belongs to local pipeline stage |stage| (PipelineStagePlan::param_stage);
+/// -1: any (no pipeline, the whole model parallelized at once).
+bool OfStage(const StepState& s, TensorId t, int stage);
 
 // The setups (one file each).
 std::unique_ptr<TrainingSetup> MakeClipGradNorm(const Profile& profile);           // clip_grad_norm.cc

@@ -57,7 +57,7 @@ class TensorParallel : public TrainingSetup {
   void Partition(StepState& s, int stage) {
     const int degree = s.g.tp_degree;
     for (const Graph::TpShard& sh : s.g.tp_shards) {
-      if (stage >= 0 && s.cfg.pipeline->param_stage[s.param_index[sh.param]] != stage) continue;
+      if (!OfStage(s, sh.param, stage)) continue;
       const int64_t bytes = ShardBytes(s, sh.param);
       const std::string& name = s.g.tensors[sh.param].name;
       std::vector<Ledger::StorageId> chunks;
