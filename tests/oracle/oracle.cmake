@@ -13,7 +13,7 @@ add_test(NAME oracle.gpu_ranks_dry_run
          COMMAND ${MEMSIM_VENV}/bin/python tests/oracle/gpu/record_ranks_gpu.py ${CMAKE_BINARY_DIR}/gpu_ranks_dry_run --dry-run
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(oracle.gpu_ranks_dry_run PROPERTIES TIMEOUT 300 LABELS export
-                     PASS_REGULAR_EXPRESSION "record_ranks_gpu.py: 6 runs, failed: none")
+                     PASS_REGULAR_EXPRESSION "record_ranks_gpu.py: 7 runs, failed: none")
 # tests/oracle/gpu/record_pp_gpu.py (the pipeline ranks of the 70B plan through a fake process group):
 # its --dry-run cuts a tiny Llama into the 4 x 2 stages of the cases and steps each pp rank on the CPU.
 add_test(NAME oracle.gpu_pp_dry_run

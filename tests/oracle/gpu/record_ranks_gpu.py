@@ -64,6 +64,8 @@ CASES = {"llama3_8b_dp8": dict(dp_shard=8, tp=1, sac=""),
          "llama3_8b_dp8_toml": dict(dp_shard=8, tp=1, sac="torchtitan", toml=True),
          # 128k tokens: context parallel 8 (ring attention, all-gather rotation) x FSDP2 over dp_shard_cp (2 x 8)
          "llama3_8b_cp8_dp2": dict(dp_shard=2, tp=1, cp=8, sac="", seq=131072),
+         # torchtitan's enable_cpu_offload: FSDP2's CPUOffloadPolicy (pinned host shards, grads and AdamW state)
+         "llama3_8b_dp8_offload": dict(dp_shard=8, tp=1, sac="", offload=True),
          "cudnn_rnn": None}
 # (mode, input, hidden, layers, bidirectional, batch, seq, dtype, proj_size, batch_first, dropout)
 RNN_GRID = [("LSTM", 512, 1024, 2, False, 32, 256, "float32", 0, True, 0.0),
@@ -117,15 +119,24 @@ def build(a, c, dev):
     if c["tp"] > 1:
         trace_ddp.tensor_parallel(model, SimpleNamespace(sp=False, tp_plan="layers"), mesh["tp"])
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    kw_off = {}
+    if c.get("offload"):
+        from torch.distributed.fsdp import CPUOffloadPolicy
+        kw_off["offload_policy"] = CPUOffloadPolicy(pin_memory=dev == "cuda")  # no pinning without a GPU (the dry run)
     for layer in model.model.layers:
-        fully_shard(layer, mesh=shard_mesh, mp_policy=mp, reshard_after_forward=True)
-    fully_shard(model, mesh=shard_mesh, mp_policy=mp, reshard_after_forward=True)
+        fully_shard(layer, mesh=shard_mesh, mp_policy=mp, reshard_after_forward=True, **kw_off)
+    fully_shard(model, mesh=shard_mesh, mp_policy=mp, reshard_after_forward=True, **kw_off)
     return model, kw, (mesh["cp"] if cp > 1 else None)
 
 
-def materialize(model, kw, dev):
-    """torchtitan's init: to_empty on the device, then every (local) shard initialised in place."""
-    model.to_empty(device=dev)
+def materialize(model, kw, dev, offload=False):
+    """torchtitan's init: to_empty on the device (on the host under CPU offload, the buffers then moved to
+    the device: its init_weights(buffer_device=...)), then every (local) shard initialised in place."""
+    model.to_empty(device="cpu" if offload else dev)
+    if offload:
+        for mod in model.modules():
+            for name, b in list(mod.named_buffers(recurse=False)):
+                mod._buffers[name] = b.to(dev)
     with torch.no_grad():
         for p in model.parameters():
             local = p.to_local() if hasattr(p, "to_local") else p
@@ -158,14 +169,14 @@ def llama_case(name, a, dev):
            "sac": c["sac"] or None, "batch": 1, "seq": 64 if a.dry_run else c.get("seq", 8192),
            "optimizer": "adamw (fused)" if toml else "adamw (foreach)", "clip_grad_norm": 1.0 if toml else None,
            "loss": "torchtitan (logits.float())" if toml else "kit (bf16 logits)",
-           "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", "")}
+           "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", ""), "offload": c.get("offload", False)}
     t = time.time()
     model, kw, cp_mesh = build(a, c, dev)
     row["build_seconds"] = round(time.time() - t, 1)
     if dev == "cuda":
         torch.cuda.memory._record_memory_history(max_entries=a.max_entries, context="alloc", stacks="python")
     t = time.time()
-    materialize(model, kw, dev)
+    materialize(model, kw, dev, c.get("offload", False))
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, kw["vocab_size"], (1, row["seq"]), generator=gen).to(dev)
     y = torch.randint(0, kw["vocab_size"], (1, row["seq"]), generator=gen).to(dev)
