@@ -160,7 +160,9 @@ void BuildSchedule(const Graph& g, const RunConfig& c, const CompileOptions& co,
   }
   std::vector<std::string> symbols;
   for (const SymbolValues& v : co.vary) symbols.push_back(v.symbol);
-  auto sched = SizeSchedule::Build(co.vary, ProbeOf(g, *cs, c.sim, std::move(symbols)), runs, &cs->no_schedule, co.checked);
+  // The budget: half the configurations (a threshold between two probes starts the window again).
+  auto sched = SizeSchedule::Build(co.vary, ProbeOf(g, *cs, c.sim, std::move(symbols)), co.configurations / 2,
+                                   &cs->no_schedule, co.checked);
   if (!sched) return;
   cs->schedule = std::make_shared<const SizeSchedule>(std::move(*sched));
   cs->fixed_symbols = FixedSymbols(c, *cs->schedule);

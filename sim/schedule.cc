@@ -152,7 +152,16 @@ std::optional<SizeSchedule> SizeSchedule::Build(const std::vector<SymbolValues>&
       s.order_ = std::move(*es);
     } else if (!SameOrder(s.order_, *es)) {
       *why = "the order of the events changes with the symbol values";
-      return std::nullopt;
+      // One symbol: a threshold between two probes (CUDA's embedding backward sorts more than
+      // 3072 ids) - the schedule covers the values from the one that changed the order up; those
+      // below take the exact path.
+      if (vary.size() != 1 || !checked || s.runs_ >= max_runs) return std::nullopt;
+      SymbolValues above{vary[0].symbol, {}};
+      for (int64_t x : vary[0].values)
+        if (x >= p[0]) above.values.push_back(x);
+      auto rest = Build({above}, probe, max_runs - s.runs_, why, checked);
+      if (rest) rest->runs_ += s.runs_;
+      return rest;
     }
     const EventStream& got = y.empty() ? s.order_ : *es;
     y.emplace_back();

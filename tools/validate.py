@@ -343,6 +343,10 @@ def main():
     rank_lines, rank_failures = validate_gpu_ranks.section(a.memsim)
     lines += rank_lines
     failures += rank_failures
+    import validate_gpu_pp  # the pipeline ranks of the 70B plan on one H200 (tools/validate_gpu_pp.py)
+    pp_lines, pp_failures = validate_gpu_pp.section(a.memsim)
+    lines += pp_lines
+    failures += pp_failures
     device_lines, device_failures = validate_device.section(a.memsim)
     lines += device_lines
     failures += device_failures

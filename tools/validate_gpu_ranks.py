@@ -73,6 +73,8 @@ def case_run(c, graphs):
     args = torchtitan_args(c["mesh"], c["sac"], c["alloc_conf"], c["seq"])
     if c.get("clip_grad_norm"):
         args += ["--foreach", "fused", "--clip-grad-norm", str(c["clip_grad_norm"])]
+    if c.get("offload"):  # torchtitan's enable_cpu_offload: FSDP2's CPUOffloadPolicy
+        args += ["--offload", "params"]
     return graphs["torchtitan" if c.get("loss", "").startswith("torchtitan") else "kit"], args
 
 
@@ -117,7 +119,9 @@ def section(memsim):
              "The `toml` rows are torchtitan's llama3_8b.toml as given (its loss upcasts the logits to fp32, fused AdamW,",
              "`clip_grad_norm_(1.0)`: memsim `--foreach fused --clip-grad-norm 1.0` on the graph with that loss); the",
              "`cp=8` rows a 131072-token sequence under context parallelism (ring attention, all-gather rotation) with",
-             "FSDP2 over the 16 ranks of dp_shard × cp.", "",
+             "FSDP2 over the 16 ranks of dp_shard × cp; the `CPU offload` rows torchtitan's `enable_cpu_offload` (FSDP2's",
+             "`CPUOffloadPolicy(pin_memory=True)`: shards, grads and AdamW state in pinned host memory, each unshard",
+             "copying the host shards to the device; memsim `--offload params`, recorded in a later session).", "",
              "| mesh | seq | AC | recipe | allocator | step 1 allocated: recorded | memsim | error | step 2: recorded | memsim | error | reserved: recorded | memsim | error |",
              "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c, real, reserved, sim, sim_res in rs:
@@ -129,7 +133,8 @@ def section(memsim):
             cells.append("%.3f GiB | %.3f GiB | %+.3f %%" % (real[k] / GIB, sim[k] / GIB, e))
         lines.append("| %s | %d | %s | %s | %s | %s | %.3f GiB | %.3f GiB | %+.3f %% |" % (
             c["mesh"], c["seq"], "selective (torchtitan op policy)" if c["sac"] else "full",
-            "toml" if c.get("clip_grad_norm") else "kit", c["alloc_conf"] or "default",
+            ("toml" if c.get("clip_grad_norm") else "kit") + (", CPU offload" if c.get("offload") else ""),
+            c["alloc_conf"] or "default",
             " | ".join(cells), reserved / GIB, sim_res / GIB, err(sim_res, reserved)))
     return lines, failures
 

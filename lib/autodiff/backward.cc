@@ -170,11 +170,12 @@ std::vector<Grad> RunNodePlan(StepState& s, OpId o, const RuleCtx& c) {
     switch (a.kind) {
       case BwdPlan::Action::kGradNew:
       case BwdPlan::Action::kGradNewView:
-        produced[a.index] = new_grad(a.index);
         if (a.bytes > 0) {  // the grad views a larger buffer: its storage is that buffer's size
-          s.ledger.Unref(produced[a.index].s);
-          produced[a.index].s = s.ledger.AllocJoined(a.bytes, {s.g.tensors[op.inputs[a.index]].name, ".grad"},
-                                                     Category::kGradient, op.module);
+          produced[a.index] = Grad{s.ledger.AllocJoined(a.bytes, {s.g.tensors[op.inputs[a.index]].name, ".grad"},
+                                                        Category::kGradient, op.module),
+                                   *TensorMeta::Contiguous(c.in[a.index]->dtype, c.in[a.index]->sizes)};
+        } else {
+          produced[a.index] = new_grad(a.index);
         }
         produced[a.index].view = a.kind == BwdPlan::Action::kGradNewView;
         if (rule.gemm) s.workspaces.OnGemm(LibraryWorkspaces::kAutogradThread, &s.ledger);

@@ -237,6 +237,9 @@ int64_t Bytes(const TensorMeta& m);
 /// An embedding lookup's output (ids, weight [rows, dim]): the ids' sizes and dim, in the weight's
 /// dtype (embedding, and a RowwiseParallel embedding's tp_embedding).
 Status InferEmbedding(const RuleCtx& c, InferOut* o);
+/// embedding_dense_backward of a [num_weights, D] table (Note [CUDA embedding backward]): the
+/// grad (|grad_storage_bytes| > 0: a view of a buffer of that size) and the device's temporaries.
+void EmbeddingDenseBackward(const RuleCtx& c, BwdPlan* p, int64_t num_weights, int64_t grad_storage_bytes);
 
 }  // namespace memsim
 

@@ -14,6 +14,8 @@ const std::vector<ProfileRow> kRows = {
     {"cuda", "cpu", "", [](Profile& p) { p.cuda = false; }, "no device: host memory, no caching allocator"},
     {"dropout_keeps_noise", "cpu", "", [](Profile& p) { p.dropout_keeps_noise = true; },
      "aten/src/ATen/native/Dropout.cpp: is_fused_kernel_acceptable needs CUDA/XPU, else _dropout: noise.bernoulli_().div_(1-p), input*noise"},
+    {"embedding_backward_segments", "cpu", "", [](Profile& p) { p.embedding_backward_segments = false; },
+     "aten/src/ATen/native/Embedding.cpp embedding_dense_backward_cpu: index_add_ into the zeros grad; the sort and segment sums are cuda/EmbeddingBackwardKernel.cu's"},
     {"optimizer_foreach", "cpu", "", [](Profile& p) { p.optimizer_foreach = false; },
      "torch/optim/optimizer.py _default_to_fused_or_foreach: foreach only when every tensor is on a foreach-supported device (CUDA)"},
     {"onednn_conv_reorders", "cpu", "", [](Profile& p) { p.onednn_conv_reorders = true; },

@@ -32,6 +32,9 @@ struct Profile {
   /// Dropout in training keeps an input-dtype noise tensor (CPU `_dropout`: bernoulli / (1-p),
   /// then mul) instead of a 1-byte bool mask (CUDA `native_dropout`).
   bool dropout_keeps_noise = false;
+  /// CUDA's embedding_dense_backward sorts more than 3072 ids and sums them per segment in fp32
+  /// partials (Note [CUDA embedding backward]); the CPU kernel writes the zeros grad alone.
+  bool embedding_backward_segments = true;
   /// 1.13: the backward of mean (and of adaptive_avg_pool2d to 1×1, which is a mean) keeps its
   /// input alive; 2.x saves only sizes.
   bool mean_keeps_input = false;

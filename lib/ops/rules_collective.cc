@@ -10,7 +10,9 @@
 //                          new tensor (_FromTorchTensor.backward).
 //   all_gather(x)          Shard(dim) → Replicate: all_gather_into_tensor gathers on dim 0 into a
 //                          new tensor; for dim ≠ 0 the chunks are concatenated on dim into the
-//                          output (a second full-size tensor) and the gathered one freed.
+//                          output (a second full-size tensor) and the gathered one freed, unless
+//                          every dim before dim is 1 (a microbatch of one sequence): then
+//                          _maybe_view_chunk_cat (torch/_utils.py, 2.x) returns a view of it.
 //                          Backward: the Partial grad reduce-scattered (below).
 //   reduce_scatter(x)      Partial → Shard(dim): for dim ≠ 0, reduce_scatter_tensor first
 //                          concatenates the chunks on dim 0 (a full-size tensor), then the
@@ -26,7 +28,8 @@
 //   tp_cross_entropy(x, t) cross entropy of vocabulary-sharded logits inside loss_parallel()
 //                          (torch/distributed/tensor/parallel/loss.py): _log_softmax in the
 //                          computation dtype (a float copy of half logits), its row max and
-//                          sum of exps all-reduced; the result (in the logits' dtype) saved;
+//                          sum of exps all-reduced; the result (in the logits' dtype) saved, the
+//                          float copy and the shifted logits held until it is cast (locals);
 //                          nll_loss gathers the rank's target column (_MaskPartial). Backward
 //                          (_nll_loss_and_log_softmax_backward): zeros_like(x) with the target
 //                          columns set, then (grad_input + exp(x)) * grad_output.
@@ -92,10 +95,18 @@ int64_t FullBytes(const RuleCtx& c) {
   return c.out.empty() ? in : std::max(in, Bytes(*c.out[0]));
 }
 
-/// all_gather / reduce_scatter forward: off dim 0, a full-size staging tensor (the gathered
-/// chunks, or the chunks concatenated for the scatter) lives while the output is made.
+/// Whether an all-gather of |x| on Dim(c) is a view of the gathered buffer: every dim before it
+/// is 1 (_maybe_view_chunk_cat's view case); dim 0 needs no rearranging at all.
+bool GatherIsView(const RuleCtx& c, const TensorMeta& x) {
+  for (int64_t i = 0; i < Dim(c) && i < x.dim(); ++i)
+    if (x.sizes[i] != 1) return false;
+  return true;
+}
+
+/// all_gather forward: off dim 0, a full-size staging tensor (the gathered chunks) lives while
+/// the output is made, unless the output is a view of it.
 void FwdStaged(const RuleCtx& c, FwdPlan* p) {
-  if (Dim(c) == 0) return;
+  if (GatherIsView(c, *c.in[0])) return;
   const int k = p->AddExtra(FullBytes(c), "staging");
   p->AllocOutput(0);
   p->FreeExtra(k);
@@ -111,10 +122,11 @@ void FwdReduceScatter(const RuleCtx& c, FwdPlan* p) {
   if (k >= 0) p->FreeExtra(k);
 }
 
-/// Their backward: the opposite collective on the grad, staged the same way.
+/// Their backward: the opposite collective on the grad, staged the same way (a reduce-scatter
+/// off dim 0 always; an all-gather unless it is a view).
 void BwdStaged(const RuleCtx& c, BwdPlan* p) {
   if (!c.rg_in(0)) return;
-  if (Dim(c) == 0) {
+  if (Dim(c) == 0 || (c.op.kind == OpKind::kReduceScatter && c.grad_out && GatherIsView(c, *c.grad_out))) {
     p->GradNew(0);
     return;
   }
@@ -140,7 +152,7 @@ void FwdTpEmbedding(const RuleCtx& c, FwdPlan* p) {
 }
 
 void BwdTpEmbedding(const RuleCtx& c, BwdPlan* p) {
-  if (c.rg_in(1)) p->GradNewInStorage(1, Bytes(*c.in[1]) * World(c));
+  if (c.rg_in(1)) EmbeddingDenseBackward(c, p, c.in[1]->sizes[0] * World(c), Bytes(*c.in[1]) * World(c));
 }
 
 Status InferTpCrossEntropy(const RuleCtx& c, InferOut* o) {
@@ -165,16 +177,17 @@ void FwdTpCrossEntropy(const RuleCtx& c, FwdPlan* p) {
   p->FreeExtra(sum);
   const int log = p->AddExtra(rows, "logsumexp");
   int result = p->AddExtra(full, "log_softmax");
-  p->FreeExtra(shifted);
-  p->FreeExtra(log);
-  p->FreeExtra(sum_reduced);
-  p->FreeExtra(max);
-  if (copy >= 0) {  // result.to(result_dtype)
+  if (copy >= 0) {  // result = result.to(result_dtype): the float result goes at the rebinding
     const int cast = p->AddExtra(Bytes(x), "log_softmax");
     p->FreeExtra(result);
-    p->FreeExtra(copy);
     result = cast;
   }
+  // _log_softmax returns: its locals go in the order the code first names them
+  if (copy >= 0) p->FreeExtra(copy);
+  p->FreeExtra(shifted);
+  p->FreeExtra(max);
+  p->FreeExtra(sum_reduced);
+  p->FreeExtra(log);
   p->SaveNow(SavedRef::kExtra, result);
   p->SaveNow(SavedRef::kInput, 1);
   p->AllocOutput(0);

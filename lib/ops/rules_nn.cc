@@ -203,9 +203,56 @@ void FwdEmbedding(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 0); 
 // feeding a batch_first recurrent layer gets its grad through the layer's transpose), freed when
 // the kernel returns (Note [Recurrent layers]).
 void BwdEmbedding(const RuleCtx& c, BwdPlan* p) {
-  p->GradNew(1);
-  if (c.rg_in(1) && c.grad_out && !c.grad_out->is_contiguous()) p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad contiguous"));
+  if (!c.rg_in(1)) return;
+  EmbeddingDenseBackward(c, p, c.in[1]->sizes[0], 0);
 }
+
+}  // namespace
+
+// Note [CUDA embedding backward]: embedding_dense_backward_cuda (aten/src/ATen/native/cuda/
+// Embedding.cu) with more than 3072 ids (or scale_grad_by_freq) sorts them (sorted_indices,
+// orig_indices, the arange it sorts as values; cub's own temp storage, ~150 KB at 8192 ids, is not
+// modelled), then embedding_backward_cuda_kernel (EmbeddingBackwardKernel.cu): the zeros
+// grad_weight, segment_offsets [n] and its count, unique_by_key's keys_out [n] (freed at once),
+// partials_per_segment and its offsets [min(n, V)], their count, partial_segment_offset and the
+// fp32 (acc_type) partial sums [n / NROWS_PER_THREAD(10) + min(n, V), D], all freed when it
+// returns. With at most 3072 ids, embedding_backward_feature_kernel writes the zeros grad alone.
+void EmbeddingDenseBackward(const RuleCtx& c, BwdPlan* p, int64_t num_weights, int64_t grad_storage_bytes) {
+  const bool copy = c.grad_out && !c.grad_out->is_contiguous();
+  auto grad = [&] { grad_storage_bytes > 0 ? p->GradNewInStorage(1, grad_storage_bytes) : p->GradNew(1); };
+  if (!c.profile.embedding_backward_segments) {  // the CPU: the zeros grad, then the contiguous grad
+    grad();
+    if (copy) p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad contiguous"));
+    return;
+  }
+  const int contiguous = copy ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  const int64_t n = c.in[0]->numel();
+  const bool scale = c.op.attrs.GetBool("scale_grad_by_freq", false);
+  if (n <= 3072 && !scale) {
+    grad();
+    if (copy) p->FreeTemp(contiguous);
+    return;
+  }
+  const int64_t idx = ElementSize(c.in[0]->dtype), d = c.in[1]->sizes.back();
+  const int64_t acc = std::max<int64_t>(ElementSize(c.in[1]->dtype), 4);
+  const int64_t segments = std::min(n, num_weights), partials = n / 10 + segments;
+  std::vector<int> held = {p->Temp(n * idx, "sorted_indices"), p->Temp(n * idx, "orig_indices")};
+  p->FreeTemp(p->Temp(n * idx, "arange (sorted values)"));
+  if (scale) held.push_back(p->Temp(n * idx, "count"));
+  grad();
+  held.push_back(p->Temp(n * idx, "segment_offsets"));
+  held.push_back(p->Temp(8, "num_of_segments"));
+  p->FreeTemp(p->Temp(n * idx, "unique_by_key keys_out"));
+  held.push_back(p->Temp(segments * idx, "partials_per_segment"));
+  held.push_back(p->Temp(segments * idx, "partials_per_segment_offset"));
+  held.push_back(p->Temp(8, "num_of_partial_segments"));
+  held.push_back(p->Temp(partials * idx, "partial_segment_offset"));
+  held.push_back(p->Temp(partials * d * acc, "grad_weight_per_segment"));
+  for (auto it = held.rbegin(); it != held.rend(); ++it) p->FreeTemp(*it);
+  if (copy) p->FreeTemp(contiguous);
+}
+
+namespace {
 
 // Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);
 // layer_norm / group_norm (X, [weight], [bias]); rms_norm (X, [weight]).

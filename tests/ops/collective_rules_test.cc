@@ -51,6 +51,32 @@ TEST(CollectiveRuleTest, AllGatherOnTheSequenceStagesTheGatheredChunks) {
   EXPECT_EQ(Output(run), full);
 }
 
+// _maybe_view_chunk_cat (torch/_utils.py, 2.x): with every dim before the gather dim of size 1 (a
+// microbatch of one sequence), the gathered buffer itself is the output: no staging, forward or
+// for the reduce-scatter's grad.
+std::string BatchOneBody(const std::string& op) {
+  return R"("inputs": [{"name": "x0", "shape": [1, 4, 8]}], "parameters": [{"name": "w", "shape": [8, 8]}],
+      "ops": [{"op": "linear", "inputs": ["x0", "w"], "outputs": ["x"]},
+              {"op": ")" + op + R"(", "inputs": ["x"], "outputs": ["y"], "attrs": {"world": 2, "dim": 1}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(CollectiveRuleTest, AllGatherOfOneSequenceIsAViewOfTheGatheredBuffer) {
+  auto run = testing::Simulate(BatchOneBody("all_gather"), Opts("cuda"));
+  ASSERT_TRUE(run.ok) << run.error;
+  const int64_t shard = 4 * 8 * 4;
+  EXPECT_EQ(Output(run), 2 * shard);
+  EXPECT_EQ(Allocated(run, "staging"), 2 * shard);  // only the backward's cat before the reduce-scatter
+}
+
+TEST(CollectiveRuleTest, ReduceScatterOfOneSequenceGathersItsGradWithoutStaging) {
+  auto run = testing::Simulate(BatchOneBody("reduce_scatter"), Opts("cuda"));
+  ASSERT_TRUE(run.ok) << run.error;
+  const int64_t full = 4 * 8 * 4;
+  EXPECT_EQ(Allocated(run, "staging"), full);  // only the forward's cat on dim 0
+  EXPECT_EQ(Allocated(run, "x.grad"), full);
+}
+
 TEST(CollectiveRuleTest, ReduceScatterOnTheSequence) {
   auto run = testing::Simulate(Body("reduce_scatter", 4, R"(, "dim": 1)"), Opts("cpu"));
   ASSERT_TRUE(run.ok) << run.error;

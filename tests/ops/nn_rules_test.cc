@@ -449,6 +449,37 @@ TEST(EmbeddingRuleTest, BackwardAllocatesTheFullTableGrad) {
   EXPECT_EQ(run.r.events.events[testing::AllocIndex(run.r.events, *g)].phase, Phase::kBackward);
 }
 
+// Note [CUDA embedding backward]: over 3072 ids the CUDA kernel sorts them and sums fp32 partials
+// per segment; at most 3072, and on the CPU, the zeros grad alone.
+std::string LargeEmbeddingBody(int64_t ids) {
+  return R"("inputs": [{"name": "ids", "shape": [1, )" + std::to_string(ids) + R"(], "dtype": "int64"}],
+      "parameters": [{"name": "emb", "shape": [5000, 16], "dtype": "bfloat16"}],
+      "ops": [{"op": "embedding", "inputs": ["ids", "emb"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(EmbeddingRuleTest, CudaBackwardOfManyIdsSortsThemAndSumsFp32Partials) {
+  auto run = testing::Simulate(LargeEmbeddingBody(4000), testing::Opts("cuda"));
+  ASSERT_TRUE(run.ok) << run.error;
+  const int64_t n = 4000, segments = 4000, partials = n / 10 + segments;
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "grad_weight_per_segment"), partials * 16 * 4);
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "sorted_indices"), n * 8);
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "partial_segment_offset"), partials * 8);
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "partials_per_segment"), 2 * segments * 8);
+  auto g = testing::Buffer(run.r.events, "emb.grad");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(run.r.events.buffers[*g].bytes, 5000 * 16 * 2);
+}
+
+TEST(EmbeddingRuleTest, FewIdsOrTheCpuWriteTheZerosGradAlone) {
+  for (const auto& [ids, profile] : std::vector<std::pair<int64_t, std::string>>{{3072, "cuda"}, {4000, "cpu"}}) {
+    auto run = testing::Simulate(LargeEmbeddingBody(ids), testing::Opts(profile));
+    ASSERT_TRUE(run.ok) << run.error;
+    EXPECT_EQ(testing::AllocatedContaining(run.r.events, "sorted_indices"), 0) << profile << " " << ids;
+    EXPECT_EQ(testing::AllocatedContaining(run.r.events, "grad_weight_per_segment"), 0) << profile << " " << ids;
+  }
+}
+
 TEST(EmbeddingRuleTest, FrozenTableHasNoNode) {
   auto run = testing::Simulate(EmbeddingBody(false));
   ASSERT_TRUE(run.ok) << run.error;

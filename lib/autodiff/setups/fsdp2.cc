@@ -630,10 +630,33 @@ class Fsdp2 : public TrainingSetup {
       if (accumulated_[k] != kNoStorage) Free(s, &grad);
       if (grad == kNoStorage || !UpcastsGrad(s, k)) continue;
       const TensorId t = s.g.parameters[k];
-      accumulated_[k] = s.ledger.Alloc(s.bound.metas[t].numel() * ReduceElem(s, k),
+      // unsharded_grad.to(reduce_dtype): the .grad's whole local tensor (a Replicate grad: all of it)
+      accumulated_[k] = s.ledger.Alloc(s.ledger.bytes(grad) / ParamElem(s, k) * ReduceElem(s, k),
                                        s.g.tensors[t].name + " (unsharded_accumulated_grad)", Category::kGradient);
       Free(s, &grad);
     }
+  }
+
+  /// _get_grad_inner_tensor: a tensor-parallel parameter's grad in another placement than the
+  /// parameter is redistributed to it. The vocabulary-parallel embedding's grad is a Replicate
+  /// DTensor holding the whole [V, h] (its storage larger than the rank's rows; Note [Tensor
+  /// parallel]): Replicate -> Shard(0) is _select_split_tensor(clone=True), the rank's rows copied;
+  /// post_backward then drops the whole grad.
+  void RedistributeReplicateGrad(StepState& s, uint32_t k, int64_t elem) {
+    StorageId& grad = s.param_grad[k];
+    if (grad == kNoStorage || !IsTpShard(s, k)) return;
+    const TensorId t = s.g.parameters[k];
+    const int64_t rows = s.bound.metas[t].numel() * elem;
+    if (s.ledger.bytes(grad) <= rows) return;
+    StorageId local = s.ledger.Alloc(rows, s.g.tensors[t].name + ".grad (Replicate -> Shard(0))", Category::kGradient);
+    Free(s, &grad);
+    grad = local;
+  }
+
+  bool IsTpShard(const StepState& s, uint32_t k) const {
+    for (const Graph::TpShard& sh : s.g.tp_shards)
+      if (sh.param == s.g.parameters[k]) return true;
+    return false;
   }
 
   /// Whether reduce_dtype differs from the unsharded grad's dtype (param_dtype).
@@ -651,12 +674,17 @@ class Fsdp2 : public TrainingSetup {
     // A root without parameters has no FSDPParamGroup (fully_shard makes none), so no
     // post_backward of its own: the previous reduce-scatter input waits for the next one.
     if (grp.params.empty()) return;
-    Reshard(s, u);
-    for (uint32_t k : grp.params)  // the grads a pipeline's microbatches accumulated in reduce_dtype
-      if (accumulated_[k] != kNoStorage) {
+    // post_backward takes each grad (unsharded_grad_data; the grads a pipeline's microbatches
+    // accumulated in reduce_dtype first) before it reshards.
+    for (uint32_t k : grp.params) {
+      const bool accumulated = accumulated_[k] != kNoStorage;
+      if (accumulated) {
         Free(s, &s.param_grad[k]);
         s.param_grad[k] = std::exchange(accumulated_[k], kNoStorage);
       }
+      RedistributeReplicateGrad(s, k, accumulated ? ReduceElem(s, k) : ParamElem(s, k));
+    }
+    Reshard(s, u);
     std::vector<StorageId> loop_held = ChunkShardedGrads(s, u);
     std::vector<uint32_t> with_grad;
     int64_t in_bytes = 0;
