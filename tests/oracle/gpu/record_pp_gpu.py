@@ -40,7 +40,8 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "kit"))
 sys.path.insert(0, HERE)
-from record_gpu import cut_frames, store  # noqa: E402
+from record_gpu import store  # noqa: E402
+from record_ranks_gpu import end_recording, phase_peak as peak, start_summary  # noqa: E402
 
 LLAMA3_70B = dict(vocab_size=128256, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
                   num_attention_heads=64, num_key_value_heads=8, max_position_embeddings=131072,
@@ -119,18 +120,6 @@ def materialize(mods, kw, dev):
                     getattr(m.rotary_emb, name).copy_(inv)
 
 
-def peak(dev, row, key, fn):
-    if dev == "cuda":
-        torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
-    r = fn()
-    if dev == "cuda":
-        torch.cuda.synchronize()
-        row[key] = {"max_memory_allocated": torch.cuda.max_memory_allocated(),
-                    "max_memory_reserved": torch.cuda.max_memory_reserved(),
-                    "memory_allocated_after": torch.cuda.memory_allocated()}
-    return r
-
-
 def pp_case(name, pp_rank, a, dev):
     import torch.distributed.pipelining as pipelining
     from torch.distributed.tensor.parallel import loss_parallel
@@ -188,11 +177,7 @@ def pp_case(name, pp_rank, a, dev):
         s["seconds"] = round(time.time() - t, 2)
         row["steps"].append(s)
     if dev == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        row.update(device_used_after=total - free, device_total=total, reserved_after=torch.cuda.memory_reserved())
-        snap = cut_frames(torch.cuda.memory._snapshot(), a.frames)
-        torch.cuda.memory._record_memory_history(enabled=None)
-        tag = ".expandable" if "expandable_segments:True" in row["alloc_conf"] else ""
+        snap, tag = end_recording(row, a.frames)
         row["snapshot"] = "%s.rank%d%s.pickle.gz" % (name, row["rank"], tag)
         store(a.out, row["snapshot"][:-len(".pickle.gz")], snap)
     return row
@@ -259,16 +244,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     if a.child:
         return one(a)
-    unknown = [c for c in a.cases.split(",") if c not in CASES]
-    if unknown:
-        sys.exit("record_pp_gpu.py: --cases: unknown %s (known: %s)" % (",".join(unknown), ",".join(CASES)))
-    if not a.dry_run and not torch.cuda.is_available():
-        sys.exit("record_pp_gpu.py: no CUDA device here; --dry-run checks the script on the CPU")
-    summary = {"torch": torch.__version__, "cases": []}
-    import transformers
-    summary["transformers"] = transformers.__version__
-    if not a.dry_run:
-        summary.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda)
+    summary = start_summary("record_pp_gpu.py", a, CASES)
     runs = [(name, conf, r) for conf in (a.alloc_confs.split(",") if not a.dry_run else [""])
             for name in a.cases.split(",") for r in range(MESH["pp"])]
     t0 = time.time()

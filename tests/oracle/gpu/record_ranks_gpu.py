@@ -149,6 +149,36 @@ def materialize(model, kw, dev, offload=False):
                 getattr(rot, name).copy_(inv)
 
 
+def start_summary(script, a, known):
+    """The summary of a recording run, after checking its --cases against |known| and that a GPU is
+    there (unless --dry-run): the software's versions and the device."""
+    unknown = [c for c in a.cases.split(",") if c not in known]
+    if unknown:
+        sys.exit("%s: --cases: unknown %s (known: %s)" % (script, ",".join(unknown), ",".join(known)))
+    if not a.dry_run and not torch.cuda.is_available():
+        sys.exit("%s: no CUDA device here; --dry-run checks the script on the CPU" % script)
+    summary = {"torch": torch.__version__, "cases": []}
+    try:
+        import transformers
+        summary["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    if not a.dry_run:
+        summary.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda,
+                       cudnn=torch.backends.cudnn.version())
+    return summary
+
+
+def end_recording(row, frames):
+    """The device's used memory and the reserved bytes into |row|, then the snapshot (frames cut to
+    |frames|) and its file tag (.expandable under expandable segments); the history stops."""
+    free, total = torch.cuda.mem_get_info()
+    row.update(device_used_after=total - free, device_total=total, reserved_after=torch.cuda.memory_reserved())
+    snap = cut_frames(torch.cuda.memory._snapshot(), frames)
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return snap, ".expandable" if "expandable_segments:True" in row["alloc_conf"] else ""
+
+
 def phase_peak(dev, row, key, fn):
     if dev == "cuda":
         torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
@@ -218,11 +248,7 @@ def llama_case(name, a, dev):
         s["seconds"] = round(time.time() - t, 2)
         row["steps"].append(s)
     if dev == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        row.update(device_used_after=total - free, device_total=total, reserved_after=torch.cuda.memory_reserved())
-        snap = cut_frames(torch.cuda.memory._snapshot(), a.frames)
-        torch.cuda.memory._record_memory_history(enabled=None)
-        tag = ".expandable" if "expandable_segments:True" in row["alloc_conf"] else ""
+        snap, tag = end_recording(row, a.frames)
         with gzip.open(os.path.join(a.out, name + tag + ".pickle.gz"), "wb", compresslevel=6) as f:
             pickle.dump(snap, f)
     return row
@@ -300,20 +326,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     if a.child:
         return one(a)
-    unknown = [c for c in a.cases.split(",") if c not in CASES]
-    if unknown:
-        sys.exit("record_ranks_gpu.py: --cases: unknown %s (known: %s)" % (",".join(unknown), ",".join(CASES)))
-    if not a.dry_run and not torch.cuda.is_available():
-        sys.exit("record_ranks_gpu.py: no CUDA device here; --dry-run checks the script on the CPU")
-    summary = {"torch": torch.__version__, "cases": []}
-    try:
-        import transformers
-        summary["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-    if not a.dry_run:
-        summary.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda,
-                       cudnn=torch.backends.cudnn.version())
+    summary = start_summary("record_ranks_gpu.py", a, CASES)
     runs = []
     for name in a.cases.split(","):
         confs = [""] if name == "cudnn_rnn" or a.dry_run else a.alloc_confs.split(",")
