@@ -235,6 +235,7 @@ def main():
     ap.add_argument("--deadline", type=float, default=0, help="seconds after which no new process starts (0: none)")
     ap.add_argument("--frames", type=int, default=4); ap.add_argument("--max-entries", type=int, default=1000000)
     ap.add_argument("--seq", type=int, default=None)
+    ap.add_argument("--pp-ranks", default=None, help="the pp ranks to record, comma-separated (default: all)")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
@@ -246,7 +247,8 @@ def main():
         return one(a)
     summary = start_summary("record_pp_gpu.py", a, CASES)
     runs = [(name, conf, r) for conf in (a.alloc_confs.split(",") if not a.dry_run else [""])
-            for name in a.cases.split(",") for r in range(MESH["pp"])]
+            for name in a.cases.split(",") for r in range(MESH["pp"])
+            if a.pp_ranks is None or str(r) in a.pp_ranks.split(",")]
     t0 = time.time()
     # the first run alone: if it fails, nothing else is started (a device's minutes are few)
     if not collect(a, summary, 0, *runs[0], launch(a, 0, *runs[0]).wait()):
