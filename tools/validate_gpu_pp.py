@@ -19,8 +19,7 @@ DATA = os.path.join(ROOT, "tests", "data", "gpu", "h200_2_11_pp")
 GIB = float(1 << 30)
 TOLERANCE = 1.0  # % of the recorded peak allocated, each rank
 # Interleaved1F1B: memsim is high by 0.4-1.2 % (0.1-0.3 GiB) on every rank, an open gap (see the
-# section's text): the checkpointed backward of a sequence-parallel layer holds 0.2-0.6 GiB more
-# in memsim than recorded, and the interleaved peak falls there.
+# section's text and docs/handoff/torch2.md, thirteenth session).
 TOLERANCE_INTERLEAVED = 1.5
 PLANS = {"llama3_70b_1f1b_ac": 0, "llama3_70b_interleaved_ac": 1, "llama3_70b_1f1b": 2}  # llama70_plans()'s rows
 
@@ -81,8 +80,7 @@ def section(memsim):
              "rows without `--alloc-conf`. Allocated = the run's highest `max_memory_allocated()` (memsim: the rank's",
              "peak allocated); reserved = its `max_memory_reserved()`. Tolerance: allocated within %.1f %% on every rank;" % TOLERANCE,
              "reserved is reported. Interleaved1F1B is an open gap, held to %.1f %%: memsim is 0.4-1.2 %% high on every" % TOLERANCE_INTERLEAVED,
-             "rank (the checkpointed backward of a sequence-parallel layer holds 0.2-0.6 GiB more than recorded, where",
-             "that schedule peaks) and its reserved 7-15 %% high; two of the 1F1B no-checkpointing default-allocator ranks",
+             "rank, its reserved 7-15 %% high (not traced yet); two of the 1F1B no-checkpointing default-allocator ranks",
              "were not recorded (the run's time limit).", "",
              "| plan | allocator | pp rank (global) | allocated: recorded | memsim | error | reserved: recorded | memsim | error |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
