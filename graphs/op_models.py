@@ -392,8 +392,38 @@ class TransformerNet(nn.Module):  # nn.Transformer (1 encoder + 1 decoder layer,
         return s.fc(o.mean(1))
 
 
+class Pool1dNet(nn.Module):  # 1-D pooling (ATen's unsqueeze / 2-D kernel / squeeze composites) and tensor_split
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv1d(4, 16, 3, padding=1); s.mp = nn.MaxPool1d(2); s.ap = nn.AvgPool1d(3, stride=2, padding=1)
+        s.aap = nn.AdaptiveAvgPool1d(4); s.fc = nn.Linear(16 * 8 + 16 * 4 + 16 + 16 * 15, 10)
+
+    def forward(s, x):  # [N, 4, 32]
+        h = s.mp(torch.relu(s.c(x)))                  # [N, 16, 16]
+        cls, rest = torch.tensor_split(h, (1,), dim=2)  # [N, 16, 1], [N, 16, 15] (torchvision MViT's _Pool)
+        return s.fc(torch.cat([s.ap(h).flatten(1), s.aap(h).flatten(1), cls.flatten(1), rest.flatten(1)], 1))
+
+
+class InstNormNet(nn.Module):  # nn.InstanceNorm2d plain and affine with running stats; torchvision's stochastic depth spelled out
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv2d(3, 16, 3, padding=1); s.n1 = nn.InstanceNorm2d(16)
+        s.c2 = nn.Conv2d(16, 16, 3, padding=1); s.n2 = nn.InstanceNorm2d(16, affine=True, track_running_stats=True)
+        s.fc = nn.Linear(16 * 8 * 8, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.n1(s.c1(x)))
+        h = torch.relu(s.n2(s.c2(h)))
+        noise = torch.empty([h.shape[0], 1, 1, 1], dtype=h.dtype, device=h.device)  # torchvision.ops.stochastic_depth
+        noise = noise.bernoulli_(0.9)
+        noise.div_(0.9)
+        return s.fc(F.max_pool2d(h * noise, 2).flatten(1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
+    "pool1d_net": lambda: (Pool1dNet(), (4, 32), 10),
+    "inorm_net": lambda: (InstNormNet(), (3, 16, 16), 10),
     "mha_self_net": lambda: (MhaSelfNet(), (8, 16), 10),
     "mha_cross_net": lambda: (MhaCrossNet(), (8, 16), 10),
     "mha_distinct_net": lambda: (MhaDistinctNet(), (8, 16), 10),
@@ -472,3 +502,5 @@ mha_self_net_export = _exporter("mha_self_net")
 mha_cross_net_export = _exporter("mha_cross_net")
 mha_distinct_net_export = _exporter("mha_distinct_net")
 transformer_net_export = _exporter("transformer_net")
+pool1d_net_export = _exporter("pool1d_net")
+inorm_net_export = _exporter("inorm_net")

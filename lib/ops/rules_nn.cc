@@ -255,9 +255,12 @@ void FwdNorm(const RuleCtx& c, FwdPlan* p) {
   bool training = c.op.attrs.GetBool("training", true);
   if (c.op.kind == OpKind::kBatchNorm && !training) rows = 0;
   p->Save(SavedRef::kInput, 0);
-  // Affine parameters and running stats are kept too; they are existing tensors.
+  // The weight and running stats are kept; the bias only by layer_norm, whose backward reads it
+  // (derivatives.yaml: native_batch_norm_backward / batch_norm_backward and native_group_norm_backward
+  // take no bias). For nn.BatchNorm they are parameters and buffers anyway; instance_norm passes
+  // fresh repeats of them (Note [Instance norm]), and its repeated bias dies with the call.
   for (int i = 1; i < c.num_in(); ++i)
-    if (!(c.op.kind == OpKind::kGroupNorm && i == 2)) p->Save(SavedRef::kInput, i);
+    if (!(c.op.kind != OpKind::kLayerNorm && i == 2)) p->Save(SavedRef::kInput, i);
   bool bn_cpu = c.op.kind == OpKind::kBatchNorm && c.profile.batch_norm_cpu_kernels && training;
   if (c.op.kind == OpKind::kBatchNorm && !training) return;
   p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "mean"));
@@ -453,6 +456,18 @@ void FwdPool(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
 }
 
+// The pooling backward kernels (aten/src/ATen/native/cpu/AvgPoolKernel.cpp cpu_avg_pool_backward,
+// AdaptiveAvgPoolKernel.cpp, MaxPoolKernel.cpp cpu_max_pool_backward, AdaptiveMaxPoolKernel.cpp;
+// 1.13 and 2.x) take `grad_output_.contiguous()` after the structured grad_input is allocated: a
+// copy of a non-contiguous incoming grad (a slice of a cat's grad), freed when the kernel returns
+// (1.13 and 2.13 pool1d_net traces). A global average pool is a mean (MeanBackward: no copy).
+void BwdPool(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  p->GradNew(0);
+  if (IsGlobalAvg(c) || !c.grad_out || c.grad_out->is_contiguous()) return;
+  p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad_output contiguous"));
+}
+
 constexpr uint32_t kNormDiff = 7u;      // X, weight, bias (running stats are not)
 
 }  // namespace
@@ -468,14 +483,14 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kLayerNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kGroupNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kRmsNorm, 1, 2, 3u, InferNorm, FwdRmsNorm, BwdRmsNorm},
-    {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kMaxPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAvgPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveAvgPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveMaxPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
 };
 
 Status InferEmbedding(const RuleCtx& c, InferOut* o) {

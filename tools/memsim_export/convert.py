@@ -40,6 +40,10 @@ def contains_tensor(v):
 class Context:
     """Per-probe conversion state."""
 
+    # An in-place write into a view can be emitted (a view_write op rebinding its base's later uses);
+    # export by execution (record.EagerContext) binds real tensors to names and cannot rebind a base.
+    writes_into_views = True
+
     def __init__(self, gm, values, param_names, buffer_names):
         self.gm = gm
         self.values = values

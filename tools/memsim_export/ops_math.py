@@ -270,6 +270,13 @@ def f_mse_loss(cx, x, target, size_average=None, reduce=None, reduction="mean", 
     return cx.emit("mse_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
 
 
+@function(F.soft_margin_loss)
+def f_soft_margin(cx, x, target, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = torch.nn._reduction.legacy_get_string(size_average, reduce)
+    return cx.emit("soft_margin_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
+
+
 # torch._assert and friends return None: they never reach a handler (no tensor in the value).
 
 

@@ -107,6 +107,46 @@ def f_batch_norm(cx, x, running_mean, running_var, weight=None, bias=None, train
                    {"momentum": momentum, "eps": eps, "training": bool(training)}, shape=x.shape)
 
 
+# instance_norm (aten/src/ATen/native/Normalization.cpp, the same in 1.13 and 2.x): weight, bias and
+# the running stats each repeated B times (`repeat_if_defined`), `input.contiguous().view({1, B*C,
+# ...})`, batch_norm over that in training mode (the repeats are its inputs: the node keeps them),
+# the repeated running stats averaged over B (`view({b, c}).mean(0)`) and copied into the buffers,
+# and the output viewed back to the input's sizes.
+def _instance_norm(cx, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps):
+    x = T(x)
+    if x.ndim < 3:
+        raise Unsupported("instance_norm of an unbatched %d-D input" % x.ndim)
+    if not use_input_stats:
+        raise Unsupported("instance_norm with the running stats (use_input_stats=False)")
+    if (weight is None) != (bias is None) or (weight is None and running_mean is not None) or \
+            (running_mean is None) != (running_var is None):
+        raise Unsupported("instance_norm with running stats but no affine parameters")
+    b, c = x.shape[0], x.shape[1]
+    stats = [cx.emit("repeat", [T(t)], {"repeats": [b]}, shape=(b * c,))
+             for t in (weight, bias, running_mean, running_var) if t is not None]
+    flat = (1, b * c) + tuple(x.shape[2:])
+    v = cx.emit("view", [cx.emit("contiguous", [x], shape=x.shape)], {"shape": list(flat)}, shape=flat)
+    y = cx.emit("batch_norm", [v] + stats, {"momentum": float(momentum or 0.0), "eps": float(eps), "training": True},
+                shape=flat)
+    for r in stats[2:]:
+        per = cx.emit("view", [r], {"shape": [b, c]}, shape=(b, c))
+        cx.emit("mean", [per], {"dim": 0, "keepdim": False}, shape=(c,))  # copied into the buffer
+    return cx.emit("view", [y], {"shape": list(x.shape)}, shape=x.shape)
+
+
+@module(nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
+def m_instance_norm(cx, mod, path, x):
+    use_input_stats = mod.training or not mod.track_running_stats
+    return _instance_norm(cx, x, cx.param(mod.running_mean), cx.param(mod.running_var), cx.param(mod.weight),
+                          cx.param(mod.bias), use_input_stats, mod.momentum, mod.eps)
+
+
+@function(F.instance_norm)
+def f_instance_norm(cx, x, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                    momentum=0.1, eps=1e-5):
+    return _instance_norm(cx, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+
+
 @module(nn.LayerNorm)
 def m_layer_norm(cx, mod, path, x):
     x = T(x)
@@ -369,6 +409,76 @@ def _f_adaptive_max(nd):
 for _nd in (1, 2, 3):
     function(getattr(F, "adaptive_max_pool%dd" % _nd), getattr(F, "_adaptive_max_pool%dd" % _nd, None))(
         _f_adaptive_max(_nd))
+
+
+# 1-D pooling: ATen's composites over the 2-D kernels (aten/src/ATen/native/Pooling.cpp
+# max_pool1d_with_indices and avg_pool1d, AdaptiveAveragePooling.cpp adaptive_avg_pool1d, 1.13 and
+# 2.x): the input unsqueezed at -2, the 2-D op with a window of height 1, the result squeezed, each
+# its own autograd node (a view's grad is a view: only the 2-D node allocates). max_pool1d takes
+# this path whenever its input requires grad (MaxPooling.cpp); on an input without grad it runs
+# max_pool1d_impl, which has no indices (not modelled: a transient of the indices' bytes).
+def _pool1d(cx, op, x, attrs, out_len):
+    x = T(x)
+    if x.ndim not in (2, 3):
+        raise Unsupported("%s of a %d-D input" % (op.replace("2d", "1d"), x.ndim))
+    u = cx.emit("unsqueeze", [x], {"dim": -2}, shape=x.shape[:-1] + (1, x.shape[-1]))
+    y = cx.emit(op, [u], attrs, shape=x.shape[:-1] + (1, out_len))
+    return cx.emit("squeeze", [y], {"dim": -2}, shape=x.shape[:-1] + (out_len,))
+
+
+def _one(v, what):
+    v = _ilist(v)
+    if isinstance(v, list):
+        if len(v) != 1:
+            raise Unsupported("1-D pooling with %s %r" % (what, v))
+        v = v[0]
+    return int(v)
+
+
+def _max_pool1d(cx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        raise Unsupported("max_pool1d(return_indices=True)")
+    k = _one(kernel_size, "kernel_size")
+    s = k if stride is None or stride == [] or stride == () else _one(stride, "stride")
+    pad, dil = _one(padding, "padding"), _one(dilation, "dilation")
+    n = cx.out_shape()[-1]
+    return _pool1d(cx, "max_pool2d", x, {"kernel_size": [1, k], "stride": [1, s], "padding": [0, pad],
+                                         "dilation": [1, dil], "ceil_mode": bool(ceil_mode)}, n)
+
+
+def _avg_pool1d(cx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    k = _one(kernel_size, "kernel_size")
+    s = k if stride is None or stride == [] or stride == () else _one(stride, "stride")
+    pad = _one(padding, "padding")
+    n = cx.out_shape()[-1]
+    return _pool1d(cx, "avg_pool2d", x, {"kernel_size": [1, k], "stride": [1, s], "padding": [0, pad],
+                                         "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad)}, n)
+
+
+def _adaptive_avg1d(cx, x, output_size):
+    o = output_size[0] if isinstance(output_size, (list, tuple)) else output_size
+    o = cx.out_shape()[-1]
+    return _pool1d(cx, "adaptive_avg_pool2d", x, {"output_size": [1, o]}, o)
+
+
+@module(nn.MaxPool1d)
+def m_max_pool1d(cx, mod, path, x):
+    return _max_pool1d(cx, x, mod.kernel_size, mod.stride, mod.padding, mod.dilation, mod.ceil_mode, mod.return_indices)
+
+
+@module(nn.AvgPool1d)
+def m_avg_pool1d(cx, mod, path, x):
+    return _avg_pool1d(cx, x, mod.kernel_size, mod.stride, mod.padding, mod.ceil_mode, mod.count_include_pad)
+
+
+@module(nn.AdaptiveAvgPool1d)
+def m_adaptive_avg1d(cx, mod, path, x):
+    return _adaptive_avg1d(cx, x, mod.output_size)
+
+
+function(F.max_pool1d, getattr(torch, "max_pool1d", None), getattr(F, "_max_pool1d", None))(lambda cx, x, *a, **kw: _max_pool1d(cx, x, *a, **kw))
+function(F.avg_pool1d)(lambda cx, x, *a, **kw: _avg_pool1d(cx, x, *a, **kw))
+function(F.adaptive_avg_pool1d)(lambda cx, x, output_size: _adaptive_avg1d(cx, x, output_size))
 
 
 @module(nn.Flatten)
