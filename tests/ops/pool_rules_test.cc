@@ -1,0 +1,81 @@
+// Pooling rules of lib/ops/rules_nn.cc beyond nn_rules_test.cc: the backward's copy of a
+// non-contiguous incoming grad, and the 1-D composites and instance_norm the exporter spells out of
+// the 2-D / batch_norm rows (Notes [1-D pooling] and [Instance norm] in docs/op-rules.md).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/graph_builder.h"
+
+namespace memsim {
+namespace {
+
+using ::testing::UnorderedElementsAre;
+using testing::Opts;
+using testing::SavedNames;
+
+// x [2, 4, 8, 8] (a parameter) -> avg_pool2d k2 -> y [2, 4, 4, 4]; the loss reads y directly, or a
+// transposed copy of it (its grad, transposed back, reaches the pool non-contiguous).
+std::string PoolGradBody(const std::string& op, const std::string& attrs, bool transposed) {
+  std::string tail = transposed ? R"({"op": "transpose", "inputs": ["y"], "outputs": ["yt"], "attrs": {"dim0": 1, "dim1": 3}},
+      {"op": "contiguous", "inputs": ["yt"], "outputs": ["yc"]}, {"op": "mean", "inputs": ["yc"], "outputs": ["loss"]})"
+                                : R"({"op": "mean", "inputs": ["y"], "outputs": ["loss"]})";
+  return R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 4, 8, 8]}],
+      "ops": [{"op": ")" + op + R"(", "inputs": ["x"], "outputs": ["y"], "attrs": )" + attrs + "}, " + tail +
+         R"(], "loss": "loss")";
+}
+
+TEST(PoolBackwardTest, ANonContiguousIncomingGradIsCopiedAfterTheGradInput) {
+  for (const char* op : {"avg_pool2d", "max_pool2d"}) {
+    auto run = testing::Simulate(PoolGradBody(op, R"({"kernel_size": 2})", true), Opts("cpu"));
+    ASSERT_TRUE(run.ok) << run.error;
+    size_t n = 0;
+    EXPECT_EQ(testing::AllocatedContaining(run.r.events, "y:grad_output contiguous", &n), 2 * 4 * 4 * 4 * 4) << op;
+    EXPECT_EQ(n, 1u) << op;
+  }
+}
+
+TEST(PoolBackwardTest, AContiguousIncomingGradOrAGlobalAverageIsNotCopied) {
+  auto plain = testing::Simulate(PoolGradBody("avg_pool2d", R"({"kernel_size": 2})", false), Opts("cpu"));
+  ASSERT_TRUE(plain.ok) << plain.error;
+  EXPECT_TRUE(testing::BuffersContaining(plain.r.events, "grad_output contiguous").empty());
+  auto global = testing::Simulate(PoolGradBody("adaptive_avg_pool2d", R"({"output_size": [1, 1]})", true), Opts("cpu"));
+  ASSERT_TRUE(global.ok) << global.error;
+  EXPECT_TRUE(testing::BuffersContaining(global.r.events, "grad_output contiguous").empty());
+}
+
+// nn.MaxPool1d(2) as the exporter writes it: unsqueeze(-2), max_pool2d over [1, 2], squeeze(-2).
+TEST(Pool1dCompositeTest, TheViewsAllocateNothingAndTheKernelKeepsItsInputAndIndices) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 4, 16]}],
+      "ops": [{"op": "unsqueeze", "inputs": ["x"], "outputs": ["u"], "attrs": {"dim": -2}},
+              {"op": "max_pool2d", "inputs": ["u"], "outputs": ["p"], "attrs": {"kernel_size": [1, 2], "stride": [1, 2]}},
+              {"op": "squeeze", "inputs": ["p"], "outputs": ["y"], "attrs": {"dim": -2}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")", Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(run.r.bound.metas[run.graph.FindTensor("y")].sizes, (std::vector<int64_t>{2, 4, 8}));
+  EXPECT_THAT(SavedNames(run, "p"), UnorderedElementsAre("u", "extra:max_pool indices"));
+  EXPECT_EQ(testing::Lives(run.r.events, "p").size(), 1u);
+  EXPECT_TRUE(testing::Lives(run.r.events, "y").empty());  // a view of p
+}
+
+// instance_norm of x [2, 4, 5, 5] with affine parameters: weight and bias repeated B times into
+// batch_norm over x viewed as [1, 8, 5, 5]. The node keeps the repeated weight, not the bias.
+TEST(InstanceNormCompositeTest, BatchNormKeepsTheRepeatedWeightAndTheRepeatedBiasDies) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 4, 5, 5]},
+      {"name": "g", "shape": [4]}, {"name": "b", "shape": [4]}],
+      "ops": [{"op": "repeat", "inputs": ["g"], "outputs": ["gr"], "attrs": {"repeats": [2]}},
+              {"op": "repeat", "inputs": ["b"], "outputs": ["br"], "attrs": {"repeats": [2]}},
+              {"op": "view", "inputs": ["x"], "outputs": ["v"], "attrs": {"shape": [1, 8, 5, 5]}},
+              {"op": "batch_norm", "inputs": ["v", "gr", "br"], "outputs": ["n"], "attrs": {"training": true}},
+              {"op": "view", "inputs": ["n"], "outputs": ["y"], "attrs": {"shape": [2, 4, 5, 5]}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")", Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "n"), UnorderedElementsAre("v", "gr", "extra:mean", "extra:rstd"));
+  auto br = testing::Lives(run.r.events, "br");
+  ASSERT_EQ(br.size(), 1u);
+  EXPECT_EQ(br[0].bytes, 8 * 4);
+  EXPECT_TRUE(br[0].freed);
+  EXPECT_EQ(br[0].free, Phase::kForward);
+}
+
+}  // namespace
+}  // namespace memsim
