@@ -207,6 +207,65 @@ void BwdEmbedding(const RuleCtx& c, BwdPlan* p) {
   if (c.rg_in(1) && c.grad_out && !c.grad_out->is_contiguous()) p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad contiguous"));
 }
 
+// embedding_bag(weight [V, D], indices [N], offsets [B]), mode mean (Note [EmbeddingBag]): the
+// CPU kernel of aten/src/ATen/native/EmbeddingBag.cpp _embedding_bag_cpu_impl_out (1.13 and 2.x).
+Status InferEmbeddingBag(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 3, 3));
+  const TensorMeta& w = *c.in[0];
+  if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
+  if (c.in[1]->dim() != 1 || c.in[2]->dim() != 1 || IsFloating(c.in[1]->dtype) || IsFloating(c.in[2]->dtype))
+    return RuleError(c, "indices and offsets must be 1-D integer tensors");
+  if (c.op.attrs.GetString("mode", "mean") != "mean") return RuleError(c, "only mode \"mean\" has a rule");
+  o->Fresh(TensorMeta::Contiguous(w.dtype, {c.in[2]->sizes[0], w.sizes[1]}));
+  return Status::OK();
+}
+
+// The output; make_offset2bag_out: offset2bag = zeros(N + 1), index_add_ of ones_like(offsets),
+// `offset2bag[0] -= 1` (a wrapped number), then `offset2bag = offset2bag.cumsum(0)` (a new N + 1, the
+// first freed; resize_ to N keeps the storage); make_bag_size_out: bag_size [B], its first B - 1 as
+// `offsets[1:] - offsets[:-1]` and the last as `N - offsets[-1]` (temporaries); max_indices [B];
+// apply_bag_size: `max(bag_size, ones_like(bag_size)).to(output)` (temporaries). derivatives.yaml
+// `_embedding_bag`: the node keeps indices, offsets, offset2bag, bag_size, max_indices.
+void FwdEmbeddingBag(const RuleCtx& c, FwdPlan* p) {
+  const int64_t n = c.in[1]->numel(), bags = c.in[2]->numel(), ie = ElementSize(c.in[2]->dtype);
+  p->AllocOutput(0);
+  int first = p->AddExtra((n + 1) * ElementSize(c.in[1]->dtype), "offset2bag zeros");
+  p->FreeExtra(p->AddExtra(Bytes(*c.in[2]), "ones_like(offsets)"));
+  if (c.profile.scalar_operand_bytes > 0) p->FreeExtra(p->AddExtra(c.profile.scalar_operand_bytes, "offset2bag[0] -= 1"));
+  int o2b = p->AddExtra((n + 1) * ElementSize(c.in[1]->dtype), "offset2bag");
+  p->FreeExtra(first);
+  int bag = p->AddExtra(bags * ie, "bag_size");
+  if (bags > 1) p->FreeExtra(p->AddExtra((bags - 1) * ie, "offsets[1:] - offsets[:-1]"));
+  if (bags > 0) p->FreeExtra(p->AddExtra(ie, "N - offsets[-1]"));
+  int maxi = p->AddExtra(bags * ie, "max_indices");
+  int ones = p->AddExtra(bags * ie, "ones_like(bag_size)");
+  int mx = p->AddExtra(bags * ie, "max(bag_size, 1)");
+  int cast = p->AddExtra(bags * ElementSize(c.in[0]->dtype), "bag_size in the output's dtype");
+  p->FreeExtra(mx);
+  p->FreeExtra(ones);
+  p->FreeExtra(cast);
+  p->Save(SavedRef::kInput, 1);
+  p->Save(SavedRef::kInput, 2);
+  for (int k : {o2b, bag, maxi}) p->Save(SavedRef::kExtra, k);
+}
+
+// _embedding_bag_dense_backward_cpu: `grad_.contiguous()`, the zeros [V, D] weight grad, then the
+// indices sorted (values and permutation) and two more index-sized buffers of the counting, each
+// freed in turn (the 1.13 and 2.13 traces of embbag_net).
+void BwdEmbeddingBag(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  int copy = c.grad_out && !c.grad_out->is_contiguous() ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  p->GradNew(0);
+  const int64_t ib = Bytes(*c.in[1]);
+  int sorted = p->Temp(ib, "sorted indices");
+  int perm = p->Temp(ib, "sort permutation");
+  p->FreeTemp(p->Temp(ib, "counts"));
+  p->FreeTemp(p->Temp(ib, "next unique index"));
+  p->FreeTemp(sorted);
+  p->FreeTemp(perm);
+  if (copy >= 0) p->FreeTemp(copy);
+}
+
 // Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);
 // layer_norm / group_norm (X, [weight], [bias]); rms_norm (X, [weight]).
 Status InferNorm(const RuleCtx& c, InferOut* o) {
@@ -479,6 +538,7 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kBmm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kBaddbmm, 3, 3, 7u, InferBaddbmm, FwdBaddbmm, BwdBaddbmm, AliasGradSame, false, true},
     {OpKind::kEmbedding, 2, 2, 2u, InferEmbedding, FwdEmbedding, BwdEmbedding},
+    {OpKind::kEmbeddingBag, 3, 3, 1u, InferEmbeddingBag, FwdEmbeddingBag, BwdEmbeddingBag},
     {OpKind::kBatchNorm, 1, 5, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kLayerNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kGroupNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .registry import T, Unsupported, function, method, module, _ilist, _pair_list
+from .registry import T, Unsupported, dtype_name, function, method, module, _ilist, _pair_list
 
 
 # =================================================================================================
@@ -522,6 +522,36 @@ def f_embedding(cx, ids, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     ids, weight = T(ids), T(weight)
     return cx.emit("embedding", [ids, weight], {"padding_idx": padding_idx}, shape=ids.shape + weight.shape[1:],
                    dtype=weight.dtype)
+
+
+def _embedding_bag(cx, ids, weight, offsets=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, mode="mean",
+                   sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """F.embedding_bag (Note [EmbeddingBag]): a 2-D input's offsets are `arange(0, numel, L)` and the
+    input is flattened (torch/nn/functional.py), then aten::_embedding_bag; mode mean only."""
+    ids, weight = T(ids), T(weight)
+    if mode != "mean" or max_norm is not None or scale_grad_by_freq or sparse or per_sample_weights is not None \
+            or include_last_offset or (padding_idx is not None and padding_idx >= 0):
+        raise Unsupported("embedding_bag other than mode='mean' without options")
+    if ids.ndim == 2:
+        if offsets is not None:
+            raise Unsupported("embedding_bag of a 2-D input with offsets")
+        b = ids.shape[0]
+        offsets = cx.emit("arange", [], {"end": b, "dtype": dtype_name(ids.dtype)}, shape=(b,), dtype=ids.dtype)
+        ids = cx.emit("view", [ids], {"shape": [-1]}, shape=(ids.shape[0] * ids.shape[1],))
+    elif ids.ndim != 1 or offsets is None:
+        raise Unsupported("embedding_bag of a %d-D input" % ids.ndim)
+    offsets = T(offsets, "offsets")
+    return cx.emit("embedding_bag", [weight, ids, offsets], {"mode": mode},
+                   shape=(offsets.shape[0], weight.shape[1]), dtype=weight.dtype)
+
+
+@module(nn.EmbeddingBag)
+def m_embedding_bag(cx, mod, path, ids, offsets=None, per_sample_weights=None):
+    return _embedding_bag(cx, ids, cx.param(mod.weight), offsets, mod.max_norm, mod.norm_type, mod.scale_grad_by_freq,
+                          mod.mode, mod.sparse, per_sample_weights, mod.include_last_offset, mod.padding_idx)
+
+
+function(F.embedding_bag)(_embedding_bag)
 
 
 @module(nn.Identity)

@@ -77,5 +77,50 @@ TEST(InstanceNormCompositeTest, BatchNormKeepsTheRepeatedWeightAndTheRepeatedBia
   EXPECT_EQ(br[0].free, Phase::kForward);
 }
 
+// embedding_bag (mean) of ids [16, 8] flattened: weight [100, 32], offsets [16].
+std::string EmbeddingBagBody(bool frozen = false) {
+  return R"("inputs": [{"name": "ids", "shape": [128], "dtype": "int64"}, {"name": "off", "shape": [16], "dtype": "int64"}],
+      "parameters": [{"name": "w", "shape": [100, 32], "requires_grad": )" + std::string(frozen ? "false" : "true") + R"(},
+                     {"name": "x", "shape": [16, 32]}],
+      "ops": [{"op": "embedding_bag", "inputs": ["w", "ids", "off"], "outputs": ["e"], "attrs": {"mode": "mean"}},
+              {"op": "mul", "inputs": ["e", "x"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
+  std::vector<int64_t> out;
+  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
+  return out;
+}
+
+TEST(EmbeddingBagRuleTest, KeepsIndicesOffsetsOffset2bagBagSizeAndMaxIndices) {
+  auto run = testing::Simulate(EmbeddingBagBody(), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(run.r.bound.metas[run.graph.FindTensor("e")].sizes, (std::vector<int64_t>{16, 32}));
+  EXPECT_THAT(SavedNames(run, "e"),
+              UnorderedElementsAre("ids", "off", "extra:offset2bag", "extra:bag_size", "extra:max_indices"));
+  EXPECT_THAT(AllocBytes(run, "e:offset2bag"), ::testing::ElementsAre(129 * 8));  // N + 1: resize_ keeps it
+  EXPECT_THAT(AllocBytes(run, "e:offset2bag zeros"), ::testing::ElementsAre(129 * 8));
+  EXPECT_THAT(AllocBytes(run, "e:bag_size in the output's dtype"), ::testing::ElementsAre(16 * 4));
+}
+
+TEST(EmbeddingBagRuleTest, BackwardMakesTheTableGradThenSortsTheIndices) {
+  auto run = testing::Simulate(EmbeddingBagBody(), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(AllocBytes(run, "w.grad"), ::testing::ElementsAre(100 * 32 * 4));
+  EXPECT_THAT(AllocBytes(run, "e:sorted indices"), ::testing::ElementsAre(128 * 8));
+  auto frozen = testing::Simulate(EmbeddingBagBody(true), Opts("cpu"));
+  ASSERT_TRUE(frozen.ok) << frozen.error;
+  EXPECT_TRUE(testing::BuffersContaining(frozen.r.events, "sorted indices").empty());
+}
+
+TEST(EmbeddingBagRuleTest, RefusesModesOtherThanMean) {
+  std::string body = EmbeddingBagBody();
+  body.replace(body.find(R"("mean"})"), 6, R"("max")");
+  auto run = testing::Simulate(body);
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, ::testing::HasSubstr("embedding_bag"));
+}
+
 }  // namespace
 }  // namespace memsim
