@@ -176,14 +176,15 @@ def f_arange(cx, *args, dtype=None, device=None, layout=None, requires_grad=Fals
 
 
 def f_factory(cx, *args, **kwargs):
-    """torch.zeros/ones/full/empty/tensor(...) called in forward: a new tensor (the `full` op)."""
+    """torch.zeros/ones/full/empty/tensor/linspace(...) called in forward: a new tensor (the `full` op;
+    linspace and logspace fill their one output, RAFT's correlation lookup grid)."""
     shape, odt = cx.out_shape(), cx.out_dtype()
     if shape is None:
         raise Unsupported("a tensor factory without a tensor result")
     return cx.emit("full", [], {"shape": [int(d) for d in shape], "dtype": dtype_name(odt)}, shape=shape, dtype=odt)
 
 
-for _f in ("zeros", "ones", "full", "empty", "tensor", "as_tensor", "scalar_tensor"):
+for _f in ("zeros", "ones", "full", "empty", "tensor", "as_tensor", "scalar_tensor", "linspace", "logspace"):
     function(getattr(torch, _f, None))(f_factory)
 
 
