@@ -420,8 +420,27 @@ class InstNormNet(nn.Module):  # nn.InstanceNorm2d plain and affine with running
         return s.fc(F.max_pool2d(h * noise, 2).flatten(1))
 
 
+class UnpoolNet(nn.Module):  # nn.MaxPool1d/2d/3d(return_indices=True) into nn.MaxUnpool1d/2d/3d
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.p2 = nn.MaxPool2d(2, return_indices=True); s.u2 = nn.MaxUnpool2d(2)
+        s.p1 = nn.MaxPool1d(2, return_indices=True); s.u1 = nn.MaxUnpool1d(2)
+        s.p3 = nn.MaxPool3d(2, return_indices=True); s.u3 = nn.MaxUnpool3d(2); s.fc = nn.Linear(3 * 16 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        y, i = s.p2(h)
+        a = s.u2(y, i)                              # [N, 16, 16, 16]
+        y1, i1 = s.p1(h.flatten(2))
+        b = s.u1(y1, i1)                            # [N, 16, 256]
+        y3, i3 = s.p3(h.unsqueeze(1))
+        c = s.u3(y3, i3)                            # [N, 1, 16, 16, 16]
+        return s.fc(torch.cat([a.flatten(1), b.flatten(1), c.flatten(1)], 1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
+    "unpool_net": lambda: (UnpoolNet(), (3, 16, 16), 10),
     "pool1d_net": lambda: (Pool1dNet(), (4, 32), 10),
     "inorm_net": lambda: (InstNormNet(), (3, 16, 16), 10),
     "mha_self_net": lambda: (MhaSelfNet(), (8, 16), 10),
@@ -504,3 +523,4 @@ mha_distinct_net_export = _exporter("mha_distinct_net")
 transformer_net_export = _exporter("transformer_net")
 pool1d_net_export = _exporter("pool1d_net")
 inorm_net_export = _exporter("inorm_net")
+unpool_net_export = _exporter("unpool_net")

@@ -450,6 +450,12 @@ bool Is3dPool(OpKind k) {
 bool IsAdaptiveAvg(OpKind k) { return k == OpKind::kAdaptiveAvgPool2d || k == OpKind::kAdaptiveAvgPool3d; }
 bool IsAdaptiveMax(OpKind k) { return k == OpKind::kAdaptiveMaxPool2d || k == OpKind::kAdaptiveMaxPool3d; }
 
+/// max_pool{2,3}d with `return_indices` (nn.MaxPool2d(return_indices=True), for nn.MaxUnpool): the
+/// indices are output 1 instead of a hidden buffer.
+bool ReturnsIndices(const RuleCtx& c) {
+  return (c.op.kind == OpKind::kMaxPool2d || c.op.kind == OpKind::kMaxPool3d) && c.op.attrs.GetBool("return_indices", false);
+}
+
 Status InferPool(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 1, 1));
   const TensorMeta& x = *c.in[0];
@@ -479,6 +485,7 @@ Status InferPool(const RuleCtx& c, InferOut* o) {
     }
   }
   o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  if (ReturnsIndices(c)) o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, sizes));
   return Status::OK();
 }
 
@@ -493,6 +500,13 @@ bool IsGlobalAvg(const RuleCtx& c) {
 }
 
 void FwdPool(const RuleCtx& c, FwdPlan* p) {
+  if (ReturnsIndices(c)) {
+    p->AllocOutput(0);
+    p->AllocOutput(1);
+    p->Save(SavedRef::kInput, 0);
+    p->Save(SavedRef::kOutput, 1);
+    return;
+  }
   if (c.op.kind == OpKind::kMaxPool2d || c.op.kind == OpKind::kMaxPool3d) {
     p->AllocOutput(0);
     int idx = p->AddExtra(c.out[0]->numel() * c.profile.maxpool_index_bytes, "max_pool indices");
@@ -527,6 +541,36 @@ void BwdPool(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad_output contiguous"));
 }
 
+// max_unpool{2,3}d(X, indices) (Note [MaxUnpool]): the output zeroed then scattered into
+// (max_unpooling2d_forward_out_cpu / max_unpooling3d_forward_out_cpu); derivatives.yaml keeps the
+// indices (non-differentiable) and returns max_pool_double_backward(grad, indices, nd)
+// (FunctionsManual.cpp): `grad.contiguous().view(...).gather(-1, indices)`, an X-sized grad (a
+// non-contiguous grad copied first, the copy dying with the expression).
+Status InferMaxUnpool(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+  const TensorMeta& x = *c.in[0];
+  const size_t nd = c.op.kind == OpKind::kMaxUnpool3d ? 3 : 2;
+  if (x.dim() != static_cast<int64_t>(nd) + 1 && x.dim() != static_cast<int64_t>(nd) + 2)
+    return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
+  if (c.in[1]->sizes != x.sizes || IsFloating(c.in[1]->dtype))
+    return RuleError(c, "indices " + c.in[1]->ShapeString() + " must be integers of the input's shape " + x.ShapeString());
+  auto os = c.op.attrs.GetInts("output_size", c.bindings);
+  if (!os || os->size() != nd) return RuleError(c, "needs \"output_size\" with " + std::to_string(nd) + " values");
+  auto sizes = x.sizes;
+  std::copy(os->begin(), os->end(), sizes.end() - nd);
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdMaxUnpool(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1); }
+
+void BwdMaxUnpool(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  int copy = c.grad_out && !c.grad_out->is_contiguous() ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  p->GradNew(0);
+  if (copy >= 0) p->FreeTemp(copy);
+}
+
 constexpr uint32_t kNormDiff = 7u;      // X, weight, bias (running stats are not)
 
 }  // namespace
@@ -551,6 +595,8 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kAdaptiveAvgPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
     {OpKind::kAdaptiveMaxPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
     {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kMaxUnpool2d, 2, 2, 1u, InferMaxUnpool, FwdMaxUnpool, BwdMaxUnpool},
+    {OpKind::kMaxUnpool3d, 2, 2, 1u, InferMaxUnpool, FwdMaxUnpool, BwdMaxUnpool},
 };
 
 Status InferEmbedding(const RuleCtx& c, InferOut* o) {

@@ -77,6 +77,41 @@ TEST(InstanceNormCompositeTest, BatchNormKeepsTheRepeatedWeightAndTheRepeatedBia
   EXPECT_EQ(br[0].free, Phase::kForward);
 }
 
+std::vector<int64_t> AllocBytesOf(const testing::Run& run, const std::string& name) {
+  std::vector<int64_t> out;
+  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
+  return out;
+}
+
+// x [2, 4, 8, 8] -> max_pool2d k2 with return_indices -> (p, i) -> max_unpool2d to 8 x 8 -> u.
+std::string UnpoolBody(const std::string& unpool_attrs = R"({"output_size": [8, 8]})") {
+  return R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 4, 8, 8]}],
+      "ops": [{"op": "max_pool2d", "inputs": ["x"], "outputs": ["p", "i"], "attrs": {"kernel_size": 2, "return_indices": true}},
+              {"op": "max_unpool2d", "inputs": ["p", "i"], "outputs": ["u"], "attrs": )" + unpool_attrs + R"(},
+              {"op": "mean", "inputs": ["u"], "outputs": ["loss"]}], "loss": "loss")";
+}
+
+TEST(MaxUnpoolRuleTest, ThePoolReturnsItsIndicesAndTheUnpoolKeepsThem) {
+  auto run = testing::Simulate(UnpoolBody(), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  const auto& i = run.r.bound.metas[run.graph.FindTensor("i")];
+  EXPECT_EQ(i.dtype, Dtype::kInt64);
+  EXPECT_EQ(i.sizes, (std::vector<int64_t>{2, 4, 4, 4}));
+  EXPECT_EQ(run.r.bound.metas[run.graph.FindTensor("u")].sizes, (std::vector<int64_t>{2, 4, 8, 8}));
+  EXPECT_THAT(SavedNames(run, "p"), UnorderedElementsAre("x", "i"));
+  EXPECT_THAT(SavedNames(run, "u"), UnorderedElementsAre("i"));
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "max_pool indices").empty());  // an output, not a hidden buffer
+  // max_pool_double_backward: the gather's grad of p's size, then the pool's grad of x's.
+  EXPECT_THAT(AllocBytesOf(run, "p.grad"), ::testing::ElementsAre(2 * 4 * 4 * 4 * 4));
+  EXPECT_THAT(AllocBytesOf(run, "x.grad"), ::testing::ElementsAre(2 * 4 * 8 * 8 * 4));
+}
+
+TEST(MaxUnpoolRuleTest, RefusesAMissingOutputSize) {
+  auto run = testing::Simulate(UnpoolBody("{}"));
+  ASSERT_FALSE(run.ok);
+  EXPECT_THAT(run.error, ::testing::HasSubstr("output_size"));
+}
+
 // embedding_bag (mean) of ids [16, 8] flattened: weight [100, 32], offsets [16].
 std::string EmbeddingBagBody(bool frozen = false) {
   return R"("inputs": [{"name": "ids", "shape": [128], "dtype": "int64"}, {"name": "off", "shape": [16], "dtype": "int64"}],

@@ -303,21 +303,21 @@ def _pool_nd(mod_cls_name):
 
 @module(nn.MaxPool2d, nn.MaxPool3d)
 def m_max_pool(cx, mod, path, x):
-    if mod.return_indices:
-        raise Unsupported("nn.%s(return_indices=True)" % type(mod).__name__)
     return _max_pool(cx, _pool_nd(type(mod).__name__), x, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
-                     mod.ceil_mode)
+                     mod.ceil_mode, mod.return_indices)
 
 
 def _max_pool(cx, nd, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     x = T(x)
-    if return_indices:
-        raise Unsupported("max_pool%dd(return_indices=True)" % nd)
     if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
         stride = kernel_size
-    return cx.emit("max_pool%dd" % nd, [x], {"kernel_size": _pair_list(kernel_size, nd), "stride": _pair_list(stride, nd),
-                                             "padding": _pair_list(padding, nd), "dilation": _pair_list(dilation, nd),
-                                             "ceil_mode": bool(ceil_mode)}, shape=cx.out_shape())
+    attrs = {"kernel_size": _pair_list(kernel_size, nd), "stride": _pair_list(stride, nd),
+             "padding": _pair_list(padding, nd), "dilation": _pair_list(dilation, nd), "ceil_mode": bool(ceil_mode)}
+    if return_indices:  # the indices as output 1 (Note [MaxUnpool])
+        out = cx.out_info()[0].shape
+        attrs["return_indices"] = True
+        return tuple(cx.emit("max_pool%dd" % nd, [x], attrs, shapes=[out, out]))
+    return cx.emit("max_pool%dd" % nd, [x], attrs, shape=cx.out_shape())
 
 
 @function(F.max_pool2d, getattr(torch, "max_pool2d", None))
@@ -328,6 +328,11 @@ def f_max_pool2d(cx, x, *args, **kwargs):
 @function(F.max_pool3d, getattr(torch, "max_pool3d", None))
 def f_max_pool3d(cx, x, *args, **kwargs):
     return _max_pool(cx, 3, x, *args, **kwargs)
+
+
+for _nd in (2, 3):
+    function(getattr(F, "max_pool%dd_with_indices" % _nd, None))(
+        lambda cx, x, *a, _nd=_nd, **kw: _max_pool(cx, _nd, x, *a, **dict(kw, return_indices=True)))
 
 
 @module(nn.AvgPool2d, nn.AvgPool3d)
@@ -436,14 +441,18 @@ def _one(v, what):
 
 
 def _max_pool1d(cx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    if return_indices:
-        raise Unsupported("max_pool1d(return_indices=True)")
     k = _one(kernel_size, "kernel_size")
     s = k if stride is None or stride == [] or stride == () else _one(stride, "stride")
     pad, dil = _one(padding, "padding"), _one(dilation, "dilation")
-    n = cx.out_shape()[-1]
-    return _pool1d(cx, "max_pool2d", x, {"kernel_size": [1, k], "stride": [1, s], "padding": [0, pad],
-                                         "dilation": [1, dil], "ceil_mode": bool(ceil_mode)}, n)
+    attrs = {"kernel_size": [1, k], "stride": [1, s], "padding": [0, pad], "dilation": [1, dil],
+             "ceil_mode": bool(ceil_mode)}
+    if not return_indices:
+        return _pool1d(cx, "max_pool2d", x, attrs, cx.out_shape()[-1])
+    x = T(x)  # max_pool1d_with_indices: both results squeezed (Note [MaxUnpool])
+    n = cx.out_info()[0].shape[-1]
+    u = cx.emit("unsqueeze", [x], {"dim": -2}, shape=x.shape[:-1] + (1, x.shape[-1]))
+    y, i = cx.emit("max_pool2d", [u], dict(attrs, return_indices=True), shapes=[x.shape[:-1] + (1, n)] * 2)
+    return tuple(cx.emit("squeeze", [t], {"dim": -2}, shape=x.shape[:-1] + (n,)) for t in (y, i))
 
 
 def _avg_pool1d(cx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -477,6 +486,30 @@ def m_adaptive_avg1d(cx, mod, path, x):
 
 
 function(F.max_pool1d, getattr(torch, "max_pool1d", None), getattr(F, "_max_pool1d", None))(lambda cx, x, *a, **kw: _max_pool1d(cx, x, *a, **kw))
+function(getattr(F, "max_pool1d_with_indices", None), getattr(torch, "max_pool1d_with_indices", None))(
+    lambda cx, x, *a, **kw: _max_pool1d(cx, x, *a, **dict(kw, return_indices=True)))
+
+
+# max_unpool (Note [MaxUnpool]): F.max_unpool1d is max_unpool2d of input.unsqueeze(-1) and
+# indices.unsqueeze(-1), squeezed (torch/nn/functional.py); 2-D and 3-D call the ATen ops directly.
+def _max_unpool(cx, nd, x, indices, *args, **kwargs):
+    x, indices = T(x), T(indices, "indices")
+    out = tuple(cx.out_shape())
+    if nd == 1:
+        xu = cx.emit("unsqueeze", [x], {"dim": -1}, shape=x.shape + (1,))
+        iu = cx.emit("unsqueeze", [indices], {"dim": -1}, shape=indices.shape + (1,), dtype=indices.dtype)
+        y = cx.emit("max_unpool2d", [xu, iu], {"output_size": [out[-1], 1]}, shape=out + (1,))
+        return cx.emit("squeeze", [y], {"dim": -1}, shape=out)
+    return cx.emit("max_unpool%dd" % nd, [x, indices], {"output_size": list(out[-nd:])}, shape=out)
+
+
+@module(nn.MaxUnpool1d, nn.MaxUnpool2d, nn.MaxUnpool3d)
+def m_max_unpool(cx, mod, path, x, indices, output_size=None):
+    return _max_unpool(cx, int(type(mod).__name__[-2]), x, indices)
+
+
+for _nd in (1, 2, 3):
+    function(getattr(F, "max_unpool%dd" % _nd))(lambda cx, x, indices, *a, _nd=_nd, **kw: _max_unpool(cx, _nd, x, indices))
 function(F.avg_pool1d)(lambda cx, x, *a, **kw: _avg_pool1d(cx, x, *a, **kw))
 function(F.adaptive_avg_pool1d)(lambda cx, x, output_size: _adaptive_avg1d(cx, x, output_size))
 
