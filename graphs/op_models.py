@@ -438,8 +438,20 @@ class UnpoolNet(nn.Module):  # nn.MaxPool1d/2d/3d(return_indices=True) into nn.M
         return s.fc(torch.cat([a.flatten(1), b.flatten(1), c.flatten(1)], 1))
 
 
+class FracPoolNet(nn.Module):  # nn.FractionalMaxPool2d (output_size) and 3d (output_ratio)
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.p2 = nn.FractionalMaxPool2d(3, output_size=(10, 10))
+        s.p3 = nn.FractionalMaxPool3d(2, output_ratio=0.5); s.fc = nn.Linear(16 * 10 * 10 + 8 * 8 * 8, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        return s.fc(torch.cat([s.p2(h).flatten(1), s.p3(h.unsqueeze(1)).flatten(1)], 1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
+    "frac_pool_net": lambda: (FracPoolNet(), (3, 16, 16), 10),
     "unpool_net": lambda: (UnpoolNet(), (3, 16, 16), 10),
     "pool1d_net": lambda: (Pool1dNet(), (4, 32), 10),
     "inorm_net": lambda: (InstNormNet(), (3, 16, 16), 10),
@@ -524,3 +536,4 @@ transformer_net_export = _exporter("transformer_net")
 pool1d_net_export = _exporter("pool1d_net")
 inorm_net_export = _exporter("inorm_net")
 unpool_net_export = _exporter("unpool_net")
+frac_pool_net_export = _exporter("frac_pool_net")

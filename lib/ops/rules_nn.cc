@@ -571,6 +571,36 @@ void BwdMaxUnpool(const RuleCtx& c, BwdPlan* p) {
   if (copy >= 0) p->FreeTemp(copy);
 }
 
+// fractional_max_pool{2,3}d(X, random_samples) (Note [Fractional max pooling]): structured kernels
+// (aten/src/ATen/native/FractionalMaxPool2d.cpp / 3d.cpp, 1.13 and 2.x) allocating the output and
+// its int64 indices; derivatives.yaml keeps the input and the indices (`random_samples:
+// non_differentiable`). The indices are output 1 with `return_indices`, else a hidden buffer.
+Status InferFractionalPool(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+  const TensorMeta& x = *c.in[0];
+  const size_t nd = c.op.kind == OpKind::kFractionalMaxPool3d ? 3 : 2;
+  if (x.dim() != static_cast<int64_t>(nd) + 1 && x.dim() != static_cast<int64_t>(nd) + 2)
+    return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
+  auto os = c.op.attrs.GetInts("output_size", c.bindings);
+  if (!os || os->size() != nd) return RuleError(c, "needs \"output_size\" with " + std::to_string(nd) + " values");
+  auto sizes = x.sizes;
+  std::copy(os->begin(), os->end(), sizes.end() - nd);
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  if (c.op.attrs.GetBool("return_indices", false)) o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, sizes));
+  return Status::OK();
+}
+
+void FwdFractionalPool(const RuleCtx& c, FwdPlan* p) {
+  p->AllocOutput(0);
+  p->Save(SavedRef::kInput, 0);
+  if (c.op.attrs.GetBool("return_indices", false)) {
+    p->AllocOutput(1);
+    p->Save(SavedRef::kOutput, 1);
+    return;
+  }
+  p->Save(SavedRef::kExtra, p->AddExtra(c.out[0]->numel() * 8, "fractional_max_pool indices"));
+}
+
 constexpr uint32_t kNormDiff = 7u;      // X, weight, bias (running stats are not)
 
 }  // namespace
@@ -597,6 +627,8 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
     {OpKind::kMaxUnpool2d, 2, 2, 1u, InferMaxUnpool, FwdMaxUnpool, BwdMaxUnpool},
     {OpKind::kMaxUnpool3d, 2, 2, 1u, InferMaxUnpool, FwdMaxUnpool, BwdMaxUnpool},
+    {OpKind::kFractionalMaxPool2d, 2, 2, 1u, InferFractionalPool, FwdFractionalPool, BwdPool},
+    {OpKind::kFractionalMaxPool3d, 2, 2, 1u, InferFractionalPool, FwdFractionalPool, BwdPool},
 };
 
 Status InferEmbedding(const RuleCtx& c, InferOut* o) {

@@ -112,6 +112,21 @@ TEST(MaxUnpoolRuleTest, RefusesAMissingOutputSize) {
   EXPECT_THAT(run.error, ::testing::HasSubstr("output_size"));
 }
 
+// x [2, 4, 8, 8] -> fractional_max_pool2d to 5 x 5 with its random samples [2, 4, 2].
+TEST(FractionalMaxPoolRuleTest, KeepsTheInputAndHiddenInt64IndicesNotTheSamples) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 4, 8, 8]}],
+      "ops": [{"op": "full", "inputs": [], "outputs": ["s"], "attrs": {"shape": [2, 4, 2]}},
+              {"op": "fractional_max_pool2d", "inputs": ["x", "s"], "outputs": ["y"], "attrs": {"kernel_size": [3, 3], "output_size": [5, 5]}},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")", Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(run.r.bound.metas[run.graph.FindTensor("y")].sizes, (std::vector<int64_t>{2, 4, 5, 5}));
+  EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "extra:fractional_max_pool indices"));
+  EXPECT_THAT(AllocBytesOf(run, "y:fractional_max_pool indices"), ::testing::ElementsAre(2 * 4 * 5 * 5 * 8));
+  auto s = testing::Lives(run.r.events, "s");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].free, Phase::kForward);  // the samples die with the call
+}
+
 // embedding_bag (mean) of ids [16, 8] flattened: weight [100, 32], offsets [16].
 std::string EmbeddingBagBody(bool frozen = false) {
   return R"("inputs": [{"name": "ids", "shape": [128], "dtype": "int64"}, {"name": "off", "shape": [16], "dtype": "int64"}],

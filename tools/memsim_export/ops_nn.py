@@ -490,6 +490,37 @@ function(getattr(F, "max_pool1d_with_indices", None), getattr(torch, "max_pool1d
     lambda cx, x, *a, **kw: _max_pool1d(cx, x, *a, **dict(kw, return_indices=True)))
 
 
+# fractional_max_pool (Note [Fractional max pooling]): torch/nn/functional.py draws
+# `_random_samples = torch.rand(N, C, nd)` when none is given (a `full` here), then runs the ATen op.
+def _fractional_max_pool(cx, nd, x, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                         _random_samples=None):
+    x = T(x)
+    if x.ndim != nd + 2:
+        raise Unsupported("fractional_max_pool%dd of an unbatched input" % nd)
+    out = tuple(cx.out_info()[0].shape) if return_indices else tuple(cx.out_shape())
+    if _random_samples is None:
+        _random_samples = cx.emit("full", [], {"shape": [x.shape[0], x.shape[1], nd], "dtype": dtype_name(x.dtype)},
+                                  shape=(x.shape[0], x.shape[1], nd), dtype=x.dtype)
+    attrs = {"kernel_size": _pair_list(kernel_size, nd), "output_size": list(out[-nd:])}
+    if return_indices:
+        return tuple(cx.emit("fractional_max_pool%dd" % nd, [x, T(_random_samples)], dict(attrs, return_indices=True),
+                             shapes=[out, out]))
+    return cx.emit("fractional_max_pool%dd" % nd, [x, T(_random_samples)], attrs, shape=out)
+
+
+@module(nn.FractionalMaxPool2d, nn.FractionalMaxPool3d)
+def m_fractional_max_pool(cx, mod, path, x):
+    return _fractional_max_pool(cx, int(type(mod).__name__[-2]), x, mod.kernel_size, mod.output_size, mod.output_ratio,
+                                mod.return_indices, cx.param(getattr(mod, "_random_samples", None)))
+
+
+for _nd in (2, 3):
+    function(getattr(F, "fractional_max_pool%dd" % _nd), getattr(F, "_fractional_max_pool%dd" % _nd, None))(
+        lambda cx, x, *a, _nd=_nd, **kw: _fractional_max_pool(cx, _nd, x, *a, **kw))
+    function(getattr(F, "fractional_max_pool%dd_with_indices" % _nd, None))(
+        lambda cx, x, *a, _nd=_nd, **kw: _fractional_max_pool(cx, _nd, x, *a, **dict(kw, return_indices=True)))
+
+
 # max_unpool (Note [MaxUnpool]): F.max_unpool1d is max_unpool2d of input.unsqueeze(-1) and
 # indices.unsqueeze(-1), squeezed (torch/nn/functional.py); 2-D and 3-D call the ATen ops directly.
 def _max_unpool(cx, nd, x, indices, *args, **kwargs):
