@@ -449,8 +449,20 @@ class FracPoolNet(nn.Module):  # nn.FractionalMaxPool2d (output_size) and 3d (ou
         return s.fc(torch.cat([s.p2(h).flatten(1), s.p3(h.unsqueeze(1)).flatten(1)], 1))
 
 
+class LpPoolNet(nn.Module):  # nn.LPPool1d and nn.LPPool2d (F.lp_pool: pow, avg_pool, sign * relu(abs), mul, pow)
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.p2 = nn.LPPool2d(2, 2); s.p1 = nn.LPPool1d(3, 4, stride=2)
+        s.fc = nn.Linear(16 * 8 * 8 + 16 * 127, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        return s.fc(torch.cat([s.p2(h).flatten(1), s.p1(h.flatten(2)).flatten(1)], 1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
+    "lp_pool_net": lambda: (LpPoolNet(), (3, 16, 16), 10),
     "frac_pool_net": lambda: (FracPoolNet(), (3, 16, 16), 10),
     "unpool_net": lambda: (UnpoolNet(), (3, 16, 16), 10),
     "pool1d_net": lambda: (Pool1dNet(), (4, 32), 10),
@@ -537,3 +549,4 @@ pool1d_net_export = _exporter("pool1d_net")
 inorm_net_export = _exporter("inorm_net")
 unpool_net_export = _exporter("unpool_net")
 frac_pool_net_export = _exporter("frac_pool_net")
+lp_pool_net_export = _exporter("lp_pool_net")

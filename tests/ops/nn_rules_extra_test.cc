@@ -127,6 +127,18 @@ TEST(FractionalMaxPoolRuleTest, KeepsTheInputAndHiddenInt64IndicesNotTheSamples)
   EXPECT_EQ(s[0].free, Phase::kForward);  // the samples die with the call
 }
 
+// LPPool's sign (lib/ops/rules_activation.cc): nothing kept, a zero grad summed with the other path's.
+TEST(SignRuleTest, KeepsNothingAndItsGradIsNew) {
+  auto run = testing::Simulate(R"("inputs": [], "parameters": [{"name": "x", "shape": [2, 8]}],
+      "ops": [{"op": "sign", "inputs": ["x"], "outputs": ["s"]},
+              {"op": "mul", "inputs": ["s", "x"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")", Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_TRUE(SavedNames(run, "s").empty());
+  EXPECT_THAT(AllocBytesOf(run, "s"), ::testing::ElementsAre(2 * 8 * 4));
+  EXPECT_GE(testing::Lives(run.r.events, "x.grad").size(), 1u);
+}
+
 // embedding_bag (mean) of ids [16, 8] flattened: weight [100, 32], offsets [16].
 std::string EmbeddingBagBody(bool frozen = false) {
   return R"("inputs": [{"name": "ids", "shape": [128], "dtype": "int64"}, {"name": "off", "shape": [16], "dtype": "int64"}],

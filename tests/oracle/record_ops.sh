@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -50,6 +50,7 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run inorm_net_b8_adam         inorm_net --batch 8 --opt adam --marks
   run unpool_net_b4_sgd         unpool_net --batch 4 --opt sgd --marks
   run frac_pool_net_b4_sgd      frac_pool_net --batch 4 --opt sgd --marks
+  run lp_pool_net_b4_sgd        lp_pool_net --batch 4 --opt sgd --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
@@ -90,6 +91,8 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:unpool_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp frac_pool_net "graphs/op_models.py FracPoolNet; trace_step.py frac_pool_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:frac_pool_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp lp_pool_net "graphs/op_models.py LpPoolNet; trace_step.py lp_pool_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:lp_pool_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \

@@ -490,6 +490,41 @@ function(getattr(F, "max_pool1d_with_indices", None), getattr(torch, "max_pool1d
     lambda cx, x, *a, **kw: _max_pool1d(cx, x, *a, **dict(kw, return_indices=True)))
 
 
+# lp_pool (Note [LPPool]): torch/nn/functional.py lp_pool1d/2d/3d, 1.13 and 2.x:
+# `avg_pool(input.pow(p), kernel, stride, 0, ceil_mode)`, then
+# `(torch.sign(out) * relu(torch.abs(out))).mul(prod(kernel)).pow(1 / p)`, each a Python-level op.
+def _lp_pool(cx, nd, x, norm_type, kernel_size, stride=None, ceil_mode=False):
+    from .registry import FUNC_HANDLERS
+    x = T(x)
+    if nd > 1 and x.ndim != nd + 2 and x.ndim != nd + 1:
+        raise Unsupported("lp_pool%dd of a %d-D input" % (nd, x.ndim))
+    k = _pair_list(kernel_size, nd)
+    s = k if stride is None else _pair_list(stride, nd)
+    p = FUNC_HANDLERS[torch.pow](cx, x, norm_type)
+    if nd == 1:
+        out = _avg_pool1d(cx, p, k[0], s[0], 0, ceil_mode)
+    else:
+        out = cx.emit("avg_pool%dd" % nd, [p], {"kernel_size": k, "stride": s, "padding": [0] * nd,
+                                                "ceil_mode": bool(ceil_mode), "count_include_pad": True},
+                      shape=cx.out_shape())
+    sign = cx.emit("sign", [out], shape=out.shape)
+    mag = FUNC_HANDLERS[F.relu](cx, FUNC_HANDLERS[torch.abs](cx, out))
+    prod = 1
+    for v in k:
+        prod *= v
+    m = FUNC_HANDLERS[torch.mul](cx, FUNC_HANDLERS[torch.mul](cx, sign, mag), prod)
+    return FUNC_HANDLERS[torch.pow](cx, m, 1.0 / float(norm_type))
+
+
+@module(*[c for c in (nn.LPPool1d, nn.LPPool2d, getattr(nn, "LPPool3d", None)) if c is not None])
+def m_lp_pool(cx, mod, path, x):
+    return _lp_pool(cx, int(type(mod).__name__[-2]), x, mod.norm_type, mod.kernel_size, mod.stride, mod.ceil_mode)
+
+
+for _nd in (1, 2, 3):
+    function(getattr(F, "lp_pool%dd" % _nd, None))(lambda cx, x, *a, _nd=_nd, **kw: _lp_pool(cx, _nd, x, *a, **kw))
+
+
 # fractional_max_pool (Note [Fractional max pooling]): torch/nn/functional.py draws
 # `_random_samples = torch.rand(N, C, nd)` when none is given (a `full` here), then runs the ATen op.
 def _fractional_max_pool(cx, nd, x, kernel_size, output_size=None, output_ratio=None, return_indices=False,
