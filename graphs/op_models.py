@@ -392,8 +392,81 @@ class TransformerNet(nn.Module):  # nn.Transformer (1 encoder + 1 decoder layer,
         return s.fc(o.mean(1))
 
 
+class Pool1dNet(nn.Module):  # 1-D pooling (ATen's unsqueeze / 2-D kernel / squeeze composites) and tensor_split
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv1d(4, 16, 3, padding=1); s.mp = nn.MaxPool1d(2); s.ap = nn.AvgPool1d(3, stride=2, padding=1)
+        s.aap = nn.AdaptiveAvgPool1d(4); s.fc = nn.Linear(16 * 8 + 16 * 4 + 16 + 16 * 15, 10)
+
+    def forward(s, x):  # [N, 4, 32]
+        h = s.mp(torch.relu(s.c(x)))                  # [N, 16, 16]
+        cls, rest = torch.tensor_split(h, (1,), dim=2)  # [N, 16, 1], [N, 16, 15] (torchvision MViT's _Pool)
+        return s.fc(torch.cat([s.ap(h).flatten(1), s.aap(h).flatten(1), cls.flatten(1), rest.flatten(1)], 1))
+
+
+class InstNormNet(nn.Module):  # nn.InstanceNorm2d plain and affine with running stats; torchvision's stochastic depth spelled out
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv2d(3, 16, 3, padding=1); s.n1 = nn.InstanceNorm2d(16)
+        s.c2 = nn.Conv2d(16, 16, 3, padding=1); s.n2 = nn.InstanceNorm2d(16, affine=True, track_running_stats=True)
+        s.fc = nn.Linear(16 * 8 * 8, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.n1(s.c1(x)))
+        h = torch.relu(s.n2(s.c2(h)))
+        noise = torch.empty([h.shape[0], 1, 1, 1], dtype=h.dtype, device=h.device)  # torchvision.ops.stochastic_depth
+        noise = noise.bernoulli_(0.9)
+        noise.div_(0.9)
+        return s.fc(F.max_pool2d(h * noise, 2).flatten(1))
+
+
+class UnpoolNet(nn.Module):  # nn.MaxPool1d/2d/3d(return_indices=True) into nn.MaxUnpool1d/2d/3d
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.p2 = nn.MaxPool2d(2, return_indices=True); s.u2 = nn.MaxUnpool2d(2)
+        s.p1 = nn.MaxPool1d(2, return_indices=True); s.u1 = nn.MaxUnpool1d(2)
+        s.p3 = nn.MaxPool3d(2, return_indices=True); s.u3 = nn.MaxUnpool3d(2); s.fc = nn.Linear(3 * 16 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        y, i = s.p2(h)
+        a = s.u2(y, i)                              # [N, 16, 16, 16]
+        y1, i1 = s.p1(h.flatten(2))
+        b = s.u1(y1, i1)                            # [N, 16, 256]
+        y3, i3 = s.p3(h.unsqueeze(1))
+        c = s.u3(y3, i3)                            # [N, 1, 16, 16, 16]
+        return s.fc(torch.cat([a.flatten(1), b.flatten(1), c.flatten(1)], 1))
+
+
+class FracPoolNet(nn.Module):  # nn.FractionalMaxPool2d (output_size) and 3d (output_ratio)
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.p2 = nn.FractionalMaxPool2d(3, output_size=(10, 10))
+        s.p3 = nn.FractionalMaxPool3d(2, output_ratio=0.5); s.fc = nn.Linear(16 * 10 * 10 + 8 * 8 * 8, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        return s.fc(torch.cat([s.p2(h).flatten(1), s.p3(h.unsqueeze(1)).flatten(1)], 1))
+
+
+class LpPoolNet(nn.Module):  # nn.LPPool1d and nn.LPPool2d (F.lp_pool: pow, avg_pool, sign * relu(abs), mul, pow)
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.p2 = nn.LPPool2d(2, 2); s.p1 = nn.LPPool1d(3, 4, stride=2)
+        s.fc = nn.Linear(16 * 8 * 8 + 16 * 127, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        return s.fc(torch.cat([s.p2(h).flatten(1), s.p1(h.flatten(2)).flatten(1)], 1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
+    "lp_pool_net": lambda: (LpPoolNet(), (3, 16, 16), 10),
+    "frac_pool_net": lambda: (FracPoolNet(), (3, 16, 16), 10),
+    "unpool_net": lambda: (UnpoolNet(), (3, 16, 16), 10),
+    "pool1d_net": lambda: (Pool1dNet(), (4, 32), 10),
+    "inorm_net": lambda: (InstNormNet(), (3, 16, 16), 10),
     "mha_self_net": lambda: (MhaSelfNet(), (8, 16), 10),
     "mha_cross_net": lambda: (MhaCrossNet(), (8, 16), 10),
     "mha_distinct_net": lambda: (MhaDistinctNet(), (8, 16), 10),
@@ -472,3 +545,8 @@ mha_self_net_export = _exporter("mha_self_net")
 mha_cross_net_export = _exporter("mha_cross_net")
 mha_distinct_net_export = _exporter("mha_distinct_net")
 transformer_net_export = _exporter("transformer_net")
+pool1d_net_export = _exporter("pool1d_net")
+inorm_net_export = _exporter("inorm_net")
+unpool_net_export = _exporter("unpool_net")
+frac_pool_net_export = _exporter("frac_pool_net")
+lp_pool_net_export = _exporter("lp_pool_net")

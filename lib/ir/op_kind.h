@@ -54,7 +54,10 @@ namespace memsim {
   X(kFloorDivide, "floor_divide") X(kEpDispatch, "ep_dispatch") X(kEpCombine, "ep_combine")     \
   X(kHistc, "histc") X(kGroupedMm, "grouped_mm")                                                   \
   X(kAdaptiveMaxPool2d, "adaptive_max_pool2d") X(kAdaptiveMaxPool3d, "adaptive_max_pool3d")             \
-  X(kMkldnnRnnLayer, "mkldnn_rnn_layer")
+  X(kMkldnnRnnLayer, "mkldnn_rnn_layer") X(kSoftMarginLoss, "soft_margin_loss") \
+  X(kEmbeddingBag, "embedding_bag") X(kMaxUnpool2d, "max_unpool2d") X(kMaxUnpool3d, "max_unpool3d") \
+  X(kFractionalMaxPool2d, "fractional_max_pool2d") X(kFractionalMaxPool3d, "fractional_max_pool3d") \
+  X(kSign, "sign")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

@@ -3,7 +3,7 @@
 // autograd saves given which inputs require grad, and what its backward allocates.
 // Rows live in per-family tables (rules_nn.cc, rules_pointwise.cc, rules_shape.cc, rules_llm.cc,
 // rules_attention.cc, rules_activation.cc, rules_fp8.cc, rules_collective.cc, rules_compiled.cc,
-// rules_conv_transpose.cc, rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_recorded.cc,
+// rules_conv_transpose.cc, rules_view_write.cc, rules_unfold.cc, rules_grid.cc, rules_loss.cc, rules_recorded.cc,
 // rules_rnn_onednn.cc). Per-op facts (grad alias layout, in-place capable,
 // GEMM) are columns of the row. docs/op-rules.md
 // summarises the table and holds the Notes the rules cite.
@@ -204,6 +204,7 @@ extern const std::vector<OpRule> kCompiledRules;
 extern const std::vector<OpRule> kViewWriteRules;
 extern const std::vector<OpRule> kUnfoldRules;
 extern const std::vector<OpRule> kGridRules;
+extern const std::vector<OpRule> kLossRules;
 extern const std::vector<OpRule> kRecordedRules;
 extern const std::vector<OpRule> kMoeRules;
 extern const std::vector<OpRule> kRnnOneDnnRules;

@@ -93,6 +93,8 @@ const std::vector<ProfileRow> kRows = {
      "1.13's UpSampleKernel.cpp has no small-output channels-last path (the 1.13 resample_cnn trace: no copies)"},
     {"bce_logits_log_sigmoid", "", "1.13", [](Profile& p) { p.bce_logits_log_sigmoid = false; },
      "aten/src/ATen/native/Loss.cpp 1.13 binary_cross_entropy_with_logits: max_val and exp/log temporaries (a 1.13 CPU trace)"},
+    {"soft_margin_log1p", "", "1.13", [](Profile& p) { p.soft_margin_log1p = false; },
+     "aten/src/ATen/native/Loss.cpp 1.13 soft_margin_loss_out: neg_out(output, input).mul_(target).exp_().add_(1.).log_() (2.x: .log1p_(); the 1.13 and 2.13 mlp soft_margin traces)"},
     {"prelu_kernel", "", "1.13", [](Profile& p) { p.prelu_kernel = false; },
      "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward, the weight grad summed inside from an input-sized collector (the 1.13 act_mlp_a trace)"},
     // --- PyTorch 1.13 on the CPU --------------------------------------------------------------

@@ -215,6 +215,9 @@ struct Profile {
   /// 2.x: binary_cross_entropy_with_logits's forward goes through log_sigmoid; 1.13 spells out
   /// the log-sum-exp with max_val and three more input-sized temporaries.
   bool bce_logits_log_sigmoid = true;
+  /// 2.x: soft_margin_loss's forward ends `exp_().log1p_()`; 1.13's `exp_().add_(1.).log_()`
+  /// runs add_ with a wrapped number (Note [Soft margin loss]).
+  bool soft_margin_log1p = true;
   /// 2.x: `x[:, ...]` over a whole dim at step 1 returns `self` (no SliceBackward0, the grad
   /// passes through); 1.13 records a SliceBackward0 and its zero-filled grad (Note [Whole slices]).
   bool whole_slice_is_self = true;

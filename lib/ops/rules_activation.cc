@@ -1,5 +1,5 @@
 // Activations whose forward or backward is more than one kernel: abs, clamp, log_sigmoid, glu and
-// prelu. What each saves follows tools/autograd/derivatives.yaml; the backward temporaries follow
+// prelu; and sign, whose backward is zeros. What each saves follows tools/autograd/derivatives.yaml; the backward temporaries follow
 // torch/csrc/autograd/FunctionsManual.cpp (Note [More activations] in docs/op-rules.md).
 #include "lib/ops/op_rules.h"
 
@@ -95,6 +95,12 @@ void BwdPrelu(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(collector);
 }
 
+// sign (torch.sign, F.lp_pool's `sign(out) * relu(abs(out))`, Note [LPPool]): derivatives.yaml
+// `self: zeros_like(grad)`: nothing kept, a new zero grad.
+void BwdSign(const RuleCtx& c, BwdPlan* p) {
+  if (c.rg_in(0)) p->GradNew(0);
+}
+
 constexpr uint32_t kFirst = 1u;
 
 }  // namespace
@@ -105,6 +111,7 @@ const std::vector<OpRule> kActivationRules = {
     {OpKind::kLogSigmoid, 1, 1, kFirst, InferSame, FwdLogSigmoid, nullptr},
     {OpKind::kGlu, 1, 1, kFirst, InferGlu, SaveSelf, nullptr},
     {OpKind::kPrelu, 2, 2, 3u, InferPrelu, FwdPrelu, BwdPrelu},
+    {OpKind::kSign, 1, 1, kFirst, InferSame, nullptr, BwdSign},
 };
 
 }  // namespace memsim

@@ -253,6 +253,64 @@ void EmbeddingDenseBackward(const RuleCtx& c, BwdPlan* p, int64_t num_weights, i
 }
 
 namespace {
+// embedding_bag(weight [V, D], indices [N], offsets [B]), mode mean (Note [EmbeddingBag]): the
+// CPU kernel of aten/src/ATen/native/EmbeddingBag.cpp _embedding_bag_cpu_impl_out (1.13 and 2.x).
+Status InferEmbeddingBag(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 3, 3));
+  const TensorMeta& w = *c.in[0];
+  if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
+  if (c.in[1]->dim() != 1 || c.in[2]->dim() != 1 || IsFloating(c.in[1]->dtype) || IsFloating(c.in[2]->dtype))
+    return RuleError(c, "indices and offsets must be 1-D integer tensors");
+  if (c.op.attrs.GetString("mode", "mean") != "mean") return RuleError(c, "only mode \"mean\" has a rule");
+  o->Fresh(TensorMeta::Contiguous(w.dtype, {c.in[2]->sizes[0], w.sizes[1]}));
+  return Status::OK();
+}
+
+// The output; make_offset2bag_out: offset2bag = zeros(N + 1), index_add_ of ones_like(offsets),
+// `offset2bag[0] -= 1` (a wrapped number), then `offset2bag = offset2bag.cumsum(0)` (a new N + 1, the
+// first freed; resize_ to N keeps the storage); make_bag_size_out: bag_size [B], its first B - 1 as
+// `offsets[1:] - offsets[:-1]` and the last as `N - offsets[-1]` (temporaries); max_indices [B];
+// apply_bag_size: `max(bag_size, ones_like(bag_size)).to(output)` (temporaries). derivatives.yaml
+// `_embedding_bag`: the node keeps indices, offsets, offset2bag, bag_size, max_indices.
+void FwdEmbeddingBag(const RuleCtx& c, FwdPlan* p) {
+  const int64_t n = c.in[1]->numel(), bags = c.in[2]->numel(), ie = ElementSize(c.in[2]->dtype);
+  p->AllocOutput(0);
+  int first = p->AddExtra((n + 1) * ElementSize(c.in[1]->dtype), "offset2bag zeros");
+  p->FreeExtra(p->AddExtra(Bytes(*c.in[2]), "ones_like(offsets)"));
+  if (c.profile.scalar_operand_bytes > 0) p->FreeExtra(p->AddExtra(c.profile.scalar_operand_bytes, "offset2bag[0] -= 1"));
+  int o2b = p->AddExtra((n + 1) * ElementSize(c.in[1]->dtype), "offset2bag");
+  p->FreeExtra(first);
+  int bag = p->AddExtra(bags * ie, "bag_size");
+  if (bags > 1) p->FreeExtra(p->AddExtra((bags - 1) * ie, "offsets[1:] - offsets[:-1]"));
+  if (bags > 0) p->FreeExtra(p->AddExtra(ie, "N - offsets[-1]"));
+  int maxi = p->AddExtra(bags * ie, "max_indices");
+  int ones = p->AddExtra(bags * ie, "ones_like(bag_size)");
+  int mx = p->AddExtra(bags * ie, "max(bag_size, 1)");
+  int cast = p->AddExtra(bags * ElementSize(c.in[0]->dtype), "bag_size in the output's dtype");
+  p->FreeExtra(mx);
+  p->FreeExtra(ones);
+  p->FreeExtra(cast);
+  p->Save(SavedRef::kInput, 1);
+  p->Save(SavedRef::kInput, 2);
+  for (int k : {o2b, bag, maxi}) p->Save(SavedRef::kExtra, k);
+}
+
+// _embedding_bag_dense_backward_cpu: `grad_.contiguous()`, the zeros [V, D] weight grad, then the
+// indices sorted (values and permutation) and two more index-sized buffers of the counting, each
+// freed in turn (the 1.13 and 2.13 traces of embbag_net).
+void BwdEmbeddingBag(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  int copy = c.grad_out && !c.grad_out->is_contiguous() ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  p->GradNew(0);
+  const int64_t ib = Bytes(*c.in[1]);
+  int sorted = p->Temp(ib, "sorted indices");
+  int perm = p->Temp(ib, "sort permutation");
+  p->FreeTemp(p->Temp(ib, "counts"));
+  p->FreeTemp(p->Temp(ib, "next unique index"));
+  p->FreeTemp(sorted);
+  p->FreeTemp(perm);
+  if (copy >= 0) p->FreeTemp(copy);
+}
 
 // Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);
 // layer_norm / group_norm (X, [weight], [bias]); rms_norm (X, [weight]).
@@ -302,9 +360,12 @@ void FwdNorm(const RuleCtx& c, FwdPlan* p) {
   bool training = c.op.attrs.GetBool("training", true);
   if (c.op.kind == OpKind::kBatchNorm && !training) rows = 0;
   p->Save(SavedRef::kInput, 0);
-  // Affine parameters and running stats are kept too; they are existing tensors.
+  // The weight and running stats are kept; the bias only by layer_norm, whose backward reads it
+  // (derivatives.yaml: native_batch_norm_backward / batch_norm_backward and native_group_norm_backward
+  // take no bias). For nn.BatchNorm they are parameters and buffers anyway; instance_norm passes
+  // fresh repeats of them (Note [Instance norm]), and its repeated bias dies with the call.
   for (int i = 1; i < c.num_in(); ++i)
-    if (!(c.op.kind == OpKind::kGroupNorm && i == 2)) p->Save(SavedRef::kInput, i);
+    if (!(c.op.kind != OpKind::kLayerNorm && i == 2)) p->Save(SavedRef::kInput, i);
   bool bn_cpu = c.op.kind == OpKind::kBatchNorm && c.profile.batch_norm_cpu_kernels && training;
   if (c.op.kind == OpKind::kBatchNorm && !training) return;
   p->Save(SavedRef::kExtra, p->AddExtra(rows * stat_elem, "mean"));
@@ -435,6 +496,12 @@ bool Is3dPool(OpKind k) {
 bool IsAdaptiveAvg(OpKind k) { return k == OpKind::kAdaptiveAvgPool2d || k == OpKind::kAdaptiveAvgPool3d; }
 bool IsAdaptiveMax(OpKind k) { return k == OpKind::kAdaptiveMaxPool2d || k == OpKind::kAdaptiveMaxPool3d; }
 
+/// max_pool{2,3}d with `return_indices` (nn.MaxPool2d(return_indices=True), for nn.MaxUnpool): the
+/// indices are output 1 instead of a hidden buffer.
+bool ReturnsIndices(const RuleCtx& c) {
+  return (c.op.kind == OpKind::kMaxPool2d || c.op.kind == OpKind::kMaxPool3d) && c.op.attrs.GetBool("return_indices", false);
+}
+
 Status InferPool(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 1, 1));
   const TensorMeta& x = *c.in[0];
@@ -464,6 +531,7 @@ Status InferPool(const RuleCtx& c, InferOut* o) {
     }
   }
   o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  if (ReturnsIndices(c)) o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, sizes));
   return Status::OK();
 }
 
@@ -478,6 +546,13 @@ bool IsGlobalAvg(const RuleCtx& c) {
 }
 
 void FwdPool(const RuleCtx& c, FwdPlan* p) {
+  if (ReturnsIndices(c)) {
+    p->AllocOutput(0);
+    p->AllocOutput(1);
+    p->Save(SavedRef::kInput, 0);
+    p->Save(SavedRef::kOutput, 1);
+    return;
+  }
   if (c.op.kind == OpKind::kMaxPool2d || c.op.kind == OpKind::kMaxPool3d) {
     p->AllocOutput(0);
     int idx = p->AddExtra(c.out[0]->numel() * c.profile.maxpool_index_bytes, "max_pool indices");
@@ -500,6 +575,78 @@ void FwdPool(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
 }
 
+// The pooling backward kernels (aten/src/ATen/native/cpu/AvgPoolKernel.cpp cpu_avg_pool_backward,
+// AdaptiveAvgPoolKernel.cpp, MaxPoolKernel.cpp cpu_max_pool_backward, AdaptiveMaxPoolKernel.cpp;
+// 1.13 and 2.x) take `grad_output_.contiguous()` after the structured grad_input is allocated: a
+// copy of a non-contiguous incoming grad (a slice of a cat's grad), freed when the kernel returns
+// (1.13 and 2.13 pool1d_net traces). A global average pool is a mean (MeanBackward: no copy).
+void BwdPool(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  p->GradNew(0);
+  if (IsGlobalAvg(c) || !c.grad_out || c.grad_out->is_contiguous()) return;
+  p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad_output contiguous"));
+}
+
+// max_unpool{2,3}d(X, indices) (Note [MaxUnpool]): the output zeroed then scattered into
+// (max_unpooling2d_forward_out_cpu / max_unpooling3d_forward_out_cpu); derivatives.yaml keeps the
+// indices (non-differentiable) and returns max_pool_double_backward(grad, indices, nd)
+// (FunctionsManual.cpp): `grad.contiguous().view(...).gather(-1, indices)`, an X-sized grad (a
+// non-contiguous grad copied first, the copy dying with the expression).
+Status InferMaxUnpool(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+  const TensorMeta& x = *c.in[0];
+  const size_t nd = c.op.kind == OpKind::kMaxUnpool3d ? 3 : 2;
+  if (x.dim() != static_cast<int64_t>(nd) + 1 && x.dim() != static_cast<int64_t>(nd) + 2)
+    return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
+  if (c.in[1]->sizes != x.sizes || IsFloating(c.in[1]->dtype))
+    return RuleError(c, "indices " + c.in[1]->ShapeString() + " must be integers of the input's shape " + x.ShapeString());
+  auto os = c.op.attrs.GetInts("output_size", c.bindings);
+  if (!os || os->size() != nd) return RuleError(c, "needs \"output_size\" with " + std::to_string(nd) + " values");
+  auto sizes = x.sizes;
+  std::copy(os->begin(), os->end(), sizes.end() - nd);
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  return Status::OK();
+}
+
+void FwdMaxUnpool(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1); }
+
+void BwdMaxUnpool(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  int copy = c.grad_out && !c.grad_out->is_contiguous() ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  p->GradNew(0);
+  if (copy >= 0) p->FreeTemp(copy);
+}
+
+// fractional_max_pool{2,3}d(X, random_samples) (Note [Fractional max pooling]): structured kernels
+// (aten/src/ATen/native/FractionalMaxPool2d.cpp / 3d.cpp, 1.13 and 2.x) allocating the output and
+// its int64 indices; derivatives.yaml keeps the input and the indices (`random_samples:
+// non_differentiable`). The indices are output 1 with `return_indices`, else a hidden buffer.
+Status InferFractionalPool(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+  const TensorMeta& x = *c.in[0];
+  const size_t nd = c.op.kind == OpKind::kFractionalMaxPool3d ? 3 : 2;
+  if (x.dim() != static_cast<int64_t>(nd) + 1 && x.dim() != static_cast<int64_t>(nd) + 2)
+    return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
+  auto os = c.op.attrs.GetInts("output_size", c.bindings);
+  if (!os || os->size() != nd) return RuleError(c, "needs \"output_size\" with " + std::to_string(nd) + " values");
+  auto sizes = x.sizes;
+  std::copy(os->begin(), os->end(), sizes.end() - nd);
+  o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
+  if (c.op.attrs.GetBool("return_indices", false)) o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, sizes));
+  return Status::OK();
+}
+
+void FwdFractionalPool(const RuleCtx& c, FwdPlan* p) {
+  p->AllocOutput(0);
+  p->Save(SavedRef::kInput, 0);
+  if (c.op.attrs.GetBool("return_indices", false)) {
+    p->AllocOutput(1);
+    p->Save(SavedRef::kOutput, 1);
+    return;
+  }
+  p->Save(SavedRef::kExtra, p->AddExtra(c.out[0]->numel() * 8, "fractional_max_pool indices"));
+}
+
 constexpr uint32_t kNormDiff = 7u;      // X, weight, bias (running stats are not)
 
 }  // namespace
@@ -511,18 +658,23 @@ const std::vector<OpRule> kNnRules = {
     {OpKind::kBmm, 2, 2, 3u, InferMatmul, FwdMatmul, BwdMatmul, nullptr, false, true},
     {OpKind::kBaddbmm, 3, 3, 7u, InferBaddbmm, FwdBaddbmm, BwdBaddbmm, AliasGradSame, false, true},
     {OpKind::kEmbedding, 2, 2, 2u, InferEmbedding, FwdEmbedding, BwdEmbedding},
+    {OpKind::kEmbeddingBag, 3, 3, 1u, InferEmbeddingBag, FwdEmbeddingBag, BwdEmbeddingBag},
     {OpKind::kBatchNorm, 1, 5, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kLayerNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kGroupNorm, 1, 3, kNormDiff, InferNorm, FwdNorm, BwdNorm},
     {OpKind::kRmsNorm, 1, 2, 3u, InferNorm, FwdRmsNorm, BwdRmsNorm},
-    {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveAvgPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveMaxPool2d, 1, 1, 1u, InferPool, FwdPool, nullptr},
-    {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, nullptr},
+    {OpKind::kMaxPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAvgPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveAvgPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kMaxPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAvgPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveAvgPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveMaxPool2d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kAdaptiveMaxPool3d, 1, 1, 1u, InferPool, FwdPool, BwdPool},
+    {OpKind::kMaxUnpool2d, 2, 2, 1u, InferMaxUnpool, FwdMaxUnpool, BwdMaxUnpool},
+    {OpKind::kMaxUnpool3d, 2, 2, 1u, InferMaxUnpool, FwdMaxUnpool, BwdMaxUnpool},
+    {OpKind::kFractionalMaxPool2d, 2, 2, 1u, InferFractionalPool, FwdFractionalPool, BwdPool},
+    {OpKind::kFractionalMaxPool3d, 2, 2, 1u, InferFractionalPool, FwdFractionalPool, BwdPool},
 };
 
 Status InferEmbedding(const RuleCtx& c, InferOut* o) {

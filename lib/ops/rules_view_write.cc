@@ -1,6 +1,6 @@
 // In-place writes into a view of a base tensor (`x[:, :k] = y`, `x[:, 0] = 0.0`,
 // `x[:, k:].masked_fill_(m, v)`, `x[:, idx] = y`, `x[mask] = 0.0`, `x[mask] = y`,
-// `x.masked_scatter_(mask, y)`): the `view_write` op, whose output is the base written in place.
+// `x.masked_scatter_(mask, y)`, `x.zero_()`, `noise.bernoulli_(p)`): the `view_write` op, whose output is the base written in place.
 // Autograd records the inner op's node (CopyBackwards, FillBackward, MaskedFillBackward0,
 // IndexPutBackward0, MaskedScatterBackward0) and, when the write went into a real view of the base,
 // wraps it in a CopySlices node (Note [Writes into views] in docs/op-rules.md).
@@ -11,7 +11,7 @@
 namespace memsim {
 namespace {
 
-enum class Write { kCopy, kFill, kMaskedFill, kIndexPut, kMaskFill, kMaskPut, kMaskedScatter };
+enum class Write { kCopy, kFill, kMaskedFill, kIndexPut, kMaskFill, kMaskPut, kMaskedScatter, kScalar };
 
 std::optional<Write> ParseWrite(const std::string& w) {
   if (w == "copy") return Write::kCopy;
@@ -21,6 +21,7 @@ std::optional<Write> ParseWrite(const std::string& w) {
   if (w == "mask_fill") return Write::kMaskFill;
   if (w == "mask_put") return Write::kMaskPut;
   if (w == "masked_scatter") return Write::kMaskedScatter;
+  if (w == "scalar") return Write::kScalar;
   return std::nullopt;
 }
 
@@ -29,11 +30,14 @@ Write WriteOf(const RuleCtx& c) { return ParseWrite(c.op.attrs.GetString("write"
 /// Inputs: base, view (a view of the base, or the base itself), then per write: copy the value;
 /// masked_fill the mask; index_put the value and a 1-D int64 index (along `dim` of the view);
 /// mask_fill (`x[mask] = number`) the bool mask; mask_put (`x[mask] = y`) and masked_scatter the
-/// value and the bool mask.
+/// value and the bool mask; scalar (an in-place op of the view with no tensor operand:
+/// `fill_(number)`, `zero_()`, `bernoulli_(p)`, `uniform_()`, `normal_()`; its ATen name in `fn`)
+/// nothing more.
 size_t ArityOf(Write w) {
   switch (w) {
     case Write::kCopy: return 3;
     case Write::kFill: return 2;
+    case Write::kScalar: return 2;
     case Write::kMaskedFill: return 3;
     case Write::kIndexPut: return 4;
     case Write::kMaskFill: return 3;
@@ -65,7 +69,8 @@ std::vector<int64_t> IndexedSizes(const RuleCtx& c) {
 
 Status InferViewWrite(const RuleCtx& c, InferOut* o) {
   auto w = ParseWrite(c.op.attrs.GetString("write", "copy"));
-  if (!w) return RuleError(c, "\"write\" must be copy, fill, masked_fill or index_put");
+  if (!w)
+    return RuleError(c, "\"write\" must be copy, fill, masked_fill, index_put, mask_fill, mask_put, masked_scatter or scalar");
   if (c.in.size() != ArityOf(*w))
     return RuleError(c, "expected " + std::to_string(ArityOf(*w)) + " inputs (base, view" +
                             (*w == Write::kCopy ? ", value)" : *w == Write::kMaskedFill ? ", mask)"
@@ -107,6 +112,10 @@ Status InferViewWrite(const RuleCtx& c, InferOut* o) {
 /// with the statement. MaskedFillBackward0 keeps the mask, IndexPutBackward0 the indices;
 /// CopySlices, CopyBackwards and FillBackward keep only sizes.
 ///
+/// A scalar write takes its operand as a C++ Scalar or double (fill_.Scalar, zero_, bernoulli_.float,
+/// uniform_, normal_: no wrapped tensor); its node (FillBackward0, ZeroBackward0, BernoulliBackward1,
+/// ...) keeps nothing and returns zeros_like(grad) (derivatives.yaml).
+///
 /// `x[mask] = number` is index_put_ with a 0-dim value, which canDispatchToMaskedFill
 /// (aten/src/ATen/native/TensorAdvancedIndexing.cpp) sends to masked_fill_: the wrapped value only.
 /// `x[mask] = y` runs index_put_'s expandTensors: mask.nonzero(), an int64 [rows, mask.dim()],
@@ -124,7 +133,8 @@ void FwdViewWrite(const RuleCtx& c, FwdPlan* p) {
       if (src.strides != ContiguousStrides(src.sizes)) p->FreeExtra(p->AddExtra(Bytes(src), "source.contiguous()"));
       break;
     }
-    case Write::kCopy: break;
+    case Write::kCopy:
+    case Write::kScalar: break;
   }
   if (WriteOf(c) == Write::kMaskFill) p->Save(SavedRef::kInput, 2);
   if (WriteOf(c) == Write::kMaskPut || WriteOf(c) == Write::kMaskedScatter) p->Save(SavedRef::kInput, 3);
@@ -140,7 +150,7 @@ bool IntoView(const RuleCtx& c) {
 }
 
 /// The inner node's grad for the written tensor (`self`) at |bytes|, computed only when the base
-/// had history: zeros_like (copy, fill), grad.masked_fill(mask, 0), or
+/// had history: zeros_like (copy, fill, scalar), grad.masked_fill(mask, 0), or
 /// grad.index_put(indices, zeros_like(values)) (derivatives.yaml, CopyBackwards in
 /// torch/csrc/autograd/functions/tensor.cpp). Returns the temp holding it (-1: a grad of input 0).
 ///

@@ -410,6 +410,23 @@ TEST(ViewWriteRuleTest, FillAndMaskedFillKeepWhatTheirNodesKeep) {
   EXPECT_EQ(testing::AllocatedContaining(masked.r.events, "y:masked_fill grad"), 4 * 8 * 4);
 }
 
+// `noise.bernoulli_(p)`, `x.zero_()`: a scalar write allocates nothing; into the whole tensor it is
+// the inner node alone (zeros_like(grad) for a base with history), into a view CopySlices.
+TEST(ViewWriteRuleTest, AScalarWriteAllocatesNothingAndItsNodeKeepsNothing) {
+  auto whole = testing::Simulate(WriteBody(R"({"op": "view_write", "inputs": ["h", "h"], "outputs": ["y"],
+      "attrs": {"write": "scalar", "fn": "zero_"}})"), testing::Opts("cpu"));
+  ASSERT_TRUE(whole.ok) << whole.error;
+  EXPECT_EQ(whole.r.bound.owner[whole.graph.FindTensor("y")], whole.graph.FindTensor("h"));
+  EXPECT_TRUE(testing::SavedNames(whole, "y").empty());
+  EXPECT_TRUE(testing::BuffersContaining(whole.r.events, "y:").empty());
+  auto view = testing::Simulate(WriteBody(R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 1, "start": 4, "end": 8}},
+      {"op": "view_write", "inputs": ["h", "v"], "outputs": ["y"], "attrs": {"write": "scalar", "fn": "zero_"}})"), testing::Opts("cpu"));
+  ASSERT_TRUE(view.ok) << view.error;
+  EXPECT_TRUE(testing::BuffersContaining(view.r.events, "fill value").empty());
+  EXPECT_EQ(testing::AllocatedContaining(view.r.events, "y:written grad"), 4 * 4 * 4);
+  EXPECT_EQ(testing::AllocatedContaining(view.r.events, "y:CopySlices grad slice"), 4 * 4 * 4);
+}
+
 TEST(ViewWriteRuleTest, IndexPutOnAWholeSliceIsCopySlicesOnlyUnder113) {
   const std::string ops = R"({"op": "slice", "inputs": ["h"], "outputs": ["v"], "attrs": {"dim": 0, "start": 0}},
       {"op": "view_write", "inputs": ["h", "v", "g", "idx"], "outputs": ["y"], "attrs": {"write": "index_put", "dim": 1}})";

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -46,6 +46,11 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run rrelu_mlp_b16_adam        rrelu_mlp --batch 16 --opt adam --marks
   run mlp_b64_adam_soft_margin  mlp --batch 64 --opt adam --loss soft_margin --marks
   run embbag_net_b16_adam       embbag_net --batch 16 --opt adam --marks
+  run pool1d_net_b16_sgd        pool1d_net --batch 16 --opt sgd --marks
+  run inorm_net_b8_adam         inorm_net --batch 8 --opt adam --marks
+  run unpool_net_b4_sgd         unpool_net --batch 4 --opt sgd --marks
+  run frac_pool_net_b4_sgd      frac_pool_net --batch 4 --opt sgd --marks
+  run lp_pool_net_b4_sgd        lp_pool_net --batch 4 --opt sgd --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
@@ -78,6 +83,16 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:soft_margin --target "batch,10"
   exp embbag_net "graphs/op_models.py EmbBagNet; trace_step.py embbag_net; input int64 ids [batch,8]" \
     graphs/op_models.py:embbag_net_export --input "ids=int64:batch,8@0:30522" --loss cross_entropy
+  exp pool1d_net "graphs/op_models.py Pool1dNet; trace_step.py pool1d_net; input float32 [batch,4,32]" \
+    graphs/op_models.py:pool1d_net_export --input "x=batch,4,32" --loss cross_entropy
+  exp inorm_net "graphs/op_models.py InstNormNet; trace_step.py inorm_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:inorm_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp unpool_net "graphs/op_models.py UnpoolNet; trace_step.py unpool_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:unpool_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp frac_pool_net "graphs/op_models.py FracPoolNet; trace_step.py frac_pool_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:frac_pool_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp lp_pool_net "graphs/op_models.py LpPoolNet; trace_step.py lp_pool_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:lp_pool_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \

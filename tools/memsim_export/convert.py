@@ -3,7 +3,7 @@
 The converter walks the fx graph in order.  Nodes whose recorded value holds no tensor (``x.size(0)``,
 ``x.shape``, ``torch._assert``, arithmetic on ints) emit nothing and keep their concrete value.
 Every other node is mapped by a handler from the tables in :mod:`memsim_export.registry` (modules
-by class, functions by object, methods by name), filled by :mod:`.ops_nn`, :mod:`.ops_math` and
+by class, functions by object, methods by name), filled by :mod:`.ops_nn`, :mod:`.ops_pool`, :mod:`.ops_math` and
 :mod:`.ops_shape`.  Handlers emit memsim ops through :class:`Context`; modules whose forward
 is functional code fx cannot see are expanded by :mod:`memsim_export.expand`.
 
@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import ops_nn, ops_act, ops_math, ops_shape, ops_llm, ops_hf  # noqa: F401  (register the handlers, in this order)
+from . import ops_nn, ops_pool, ops_act, ops_math, ops_shape, ops_llm, ops_hf  # noqa: F401  (register the handlers, in this order)
 from .registry import FUNC_HANDLERS, METHOD_HANDLERS, MODULE_HANDLERS, TRef, Unsupported
 from .registry import dtype_name  # noqa: F401  (re-exported for the exporter)
 from .shapes import TInfo
@@ -39,6 +39,10 @@ def contains_tensor(v):
 
 class Context:
     """Per-probe conversion state."""
+
+    # An in-place write into a view can be emitted (a view_write op rebinding its base's later uses);
+    # export by execution (record.EagerContext) binds real tensors to names and cannot rebind a base.
+    writes_into_views = True
 
     def __init__(self, gm, values, param_names, buffer_names):
         self.gm = gm

@@ -176,14 +176,15 @@ def f_arange(cx, *args, dtype=None, device=None, layout=None, requires_grad=Fals
 
 
 def f_factory(cx, *args, **kwargs):
-    """torch.zeros/ones/full/empty/tensor(...) called in forward: a new tensor (the `full` op)."""
+    """torch.zeros/ones/full/empty/tensor/linspace(...) called in forward: a new tensor (the `full` op;
+    linspace and logspace fill their one output, RAFT's correlation lookup grid)."""
     shape, odt = cx.out_shape(), cx.out_dtype()
     if shape is None:
         raise Unsupported("a tensor factory without a tensor result")
     return cx.emit("full", [], {"shape": [int(d) for d in shape], "dtype": dtype_name(odt)}, shape=shape, dtype=odt)
 
 
-for _f in ("zeros", "ones", "full", "empty", "tensor", "as_tensor", "scalar_tensor"):
+for _f in ("zeros", "ones", "full", "empty", "tensor", "as_tensor", "scalar_tensor", "linspace", "logspace"):
     function(getattr(torch, _f, None))(f_factory)
 
 
@@ -268,6 +269,13 @@ def f_mse_loss(cx, x, target, size_average=None, reduce=None, reduction="mean", 
     if weight is not None:  # 2.14's weighted form: recorded as it runs
         raise Unsupported("F.mse_loss with a weight")
     return cx.emit("mse_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
+
+
+@function(F.soft_margin_loss)
+def f_soft_margin(cx, x, target, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = torch.nn._reduction.legacy_get_string(size_average, reduce)
+    return cx.emit("soft_margin_loss", [T(x), T(target)], {"reduction": reduction}, shape=cx.out_shape())
 
 
 # torch._assert and friends return None: they never reach a handler (no tensor in the value).

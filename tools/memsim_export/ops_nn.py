@@ -1,10 +1,10 @@
 """Handlers for torch.nn layers (by module class) and their functional forms: linear, conv,
-normalizations, activations, softmax, dropout, pooling, flatten, embedding."""
+normalizations, activations, softmax, dropout, flatten, embedding (pooling: ops_pool.py)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .registry import T, Unsupported, function, method, module, _ilist, _pair_list
+from .registry import T, Unsupported, dtype_name, function, method, module, _ilist, _pair_list
 
 
 # =================================================================================================
@@ -105,6 +105,46 @@ def f_batch_norm(cx, x, running_mean, running_var, weight=None, bias=None, train
         raise Unsupported("F.batch_norm without weight, bias or running stats")
     return cx.emit("batch_norm", [x, weight, bias, running_mean, running_var],
                    {"momentum": momentum, "eps": eps, "training": bool(training)}, shape=x.shape)
+
+
+# instance_norm (aten/src/ATen/native/Normalization.cpp, the same in 1.13 and 2.x): weight, bias and
+# the running stats each repeated B times (`repeat_if_defined`), `input.contiguous().view({1, B*C,
+# ...})`, batch_norm over that in training mode (the repeats are its inputs: the node keeps them),
+# the repeated running stats averaged over B (`view({b, c}).mean(0)`) and copied into the buffers,
+# and the output viewed back to the input's sizes.
+def _instance_norm(cx, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps):
+    x = T(x)
+    if x.ndim < 3:
+        raise Unsupported("instance_norm of an unbatched %d-D input" % x.ndim)
+    if not use_input_stats:
+        raise Unsupported("instance_norm with the running stats (use_input_stats=False)")
+    if (weight is None) != (bias is None) or (weight is None and running_mean is not None) or \
+            (running_mean is None) != (running_var is None):
+        raise Unsupported("instance_norm with running stats but no affine parameters")
+    b, c = x.shape[0], x.shape[1]
+    stats = [cx.emit("repeat", [T(t)], {"repeats": [b]}, shape=(b * c,))
+             for t in (weight, bias, running_mean, running_var) if t is not None]
+    flat = (1, b * c) + tuple(x.shape[2:])
+    v = cx.emit("view", [cx.emit("contiguous", [x], shape=x.shape)], {"shape": list(flat)}, shape=flat)
+    y = cx.emit("batch_norm", [v] + stats, {"momentum": float(momentum or 0.0), "eps": float(eps), "training": True},
+                shape=flat)
+    for r in stats[2:]:
+        per = cx.emit("view", [r], {"shape": [b, c]}, shape=(b, c))
+        cx.emit("mean", [per], {"dim": 0, "keepdim": False}, shape=(c,))  # copied into the buffer
+    return cx.emit("view", [y], {"shape": list(x.shape)}, shape=x.shape)
+
+
+@module(nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
+def m_instance_norm(cx, mod, path, x):
+    use_input_stats = mod.training or not mod.track_running_stats
+    return _instance_norm(cx, x, cx.param(mod.running_mean), cx.param(mod.running_var), cx.param(mod.weight),
+                          cx.param(mod.bias), use_input_stats, mod.momentum, mod.eps)
+
+
+@function(F.instance_norm)
+def f_instance_norm(cx, x, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                    momentum=0.1, eps=1e-5):
+    return _instance_norm(cx, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
 
 
 @module(nn.LayerNorm)
@@ -257,120 +297,6 @@ def f_feature_alpha_dropout(cx, x, p=0.5, training=False, inplace=False):
     return _noise_dropout(cx, x, p, training, inplace, True, True)
 
 
-def _pool_nd(mod_cls_name):
-    return 3 if mod_cls_name.endswith("3d") else 2
-
-
-@module(nn.MaxPool2d, nn.MaxPool3d)
-def m_max_pool(cx, mod, path, x):
-    if mod.return_indices:
-        raise Unsupported("nn.%s(return_indices=True)" % type(mod).__name__)
-    return _max_pool(cx, _pool_nd(type(mod).__name__), x, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
-                     mod.ceil_mode)
-
-
-def _max_pool(cx, nd, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    x = T(x)
-    if return_indices:
-        raise Unsupported("max_pool%dd(return_indices=True)" % nd)
-    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
-        stride = kernel_size
-    return cx.emit("max_pool%dd" % nd, [x], {"kernel_size": _pair_list(kernel_size, nd), "stride": _pair_list(stride, nd),
-                                             "padding": _pair_list(padding, nd), "dilation": _pair_list(dilation, nd),
-                                             "ceil_mode": bool(ceil_mode)}, shape=cx.out_shape())
-
-
-@function(F.max_pool2d, getattr(torch, "max_pool2d", None))
-def f_max_pool2d(cx, x, *args, **kwargs):
-    return _max_pool(cx, 2, x, *args, **kwargs)
-
-
-@function(F.max_pool3d, getattr(torch, "max_pool3d", None))
-def f_max_pool3d(cx, x, *args, **kwargs):
-    return _max_pool(cx, 3, x, *args, **kwargs)
-
-
-@module(nn.AvgPool2d, nn.AvgPool3d)
-def m_avg_pool(cx, mod, path, x):
-    return _avg_pool(cx, _pool_nd(type(mod).__name__), x, mod.kernel_size, mod.stride, mod.padding, mod.ceil_mode,
-                     mod.count_include_pad, mod.divisor_override)
-
-
-def _avg_pool(cx, nd, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
-    x = T(x)
-    if divisor_override is not None:
-        raise Unsupported("avg_pool%dd(divisor_override=...)" % nd)
-    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
-        stride = kernel_size
-    return cx.emit("avg_pool%dd" % nd, [x], {"kernel_size": _pair_list(kernel_size, nd), "stride": _pair_list(stride, nd),
-                                             "padding": _pair_list(padding, nd), "ceil_mode": bool(ceil_mode),
-                                             "count_include_pad": bool(count_include_pad)}, shape=cx.out_shape())
-
-
-@function(F.avg_pool2d)
-def f_avg_pool2d(cx, x, *args, **kwargs):
-    return _avg_pool(cx, 2, x, *args, **kwargs)
-
-
-@function(F.avg_pool3d)
-def f_avg_pool3d(cx, x, *args, **kwargs):
-    return _avg_pool(cx, 3, x, *args, **kwargs)
-
-
-@module(nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)
-def m_adaptive_avg(cx, mod, path, x):
-    return _adaptive_avg(cx, _pool_nd(type(mod).__name__), x, mod.output_size)
-
-
-def _adaptive_avg(cx, nd, x, output_size):
-    x = T(x)
-    osz = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size] * nd
-    osz = [x.shape[-nd + i] if s is None else int(s) for i, s in enumerate(osz)]
-    return cx.emit("adaptive_avg_pool%dd" % nd, [x], {"output_size": osz}, shape=x.shape[:-nd] + tuple(osz))
-
-
-@function(F.adaptive_avg_pool2d)
-def f_adaptive_avg(cx, x, output_size):
-    return _adaptive_avg(cx, 2, x, output_size)
-
-
-@function(F.adaptive_avg_pool3d)
-def f_adaptive_avg3d(cx, x, output_size):
-    return _adaptive_avg(cx, 3, x, output_size)
-
-
-@module(nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d)
-def m_adaptive_max(cx, mod, path, x):
-    return _adaptive_max(cx, int(type(mod).__name__[-2]), x, mod.output_size, mod.return_indices)
-
-
-def _adaptive_max(cx, nd, x, output_size, return_indices=False):
-    """adaptive_max_pool{2,3}d: the output and its int64 indices (Note [Adaptive max pooling]);
-    adaptive_max_pool1d is ATen's composite: adaptive_max_pool2d of x.unsqueeze(-2), squeezed."""
-    x = T(x)
-    if return_indices:
-        raise Unsupported("adaptive_max_pool%dd(return_indices=True)" % nd)
-    osz = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size] * nd
-    osz = [x.shape[-nd + i] if s is None else int(s) for i, s in enumerate(osz)]
-    if nd == 1:
-        u = cx.emit("unsqueeze", [x], {"dim": -2}, shape=x.shape[:-1] + (1, x.shape[-1]))
-        y = cx.emit("adaptive_max_pool2d", [u], {"output_size": [1] + osz}, shape=x.shape[:-1] + (1, osz[0]))
-        return cx.emit("squeeze", [y], {"dim": -2}, shape=x.shape[:-1] + (osz[0],))
-    return cx.emit("adaptive_max_pool%dd" % nd, [x], {"output_size": osz}, shape=x.shape[:-nd] + tuple(osz))
-
-
-def _f_adaptive_max(nd):
-    def h(cx, x, output_size, return_indices=False):
-        return _adaptive_max(cx, nd, x, output_size, return_indices)
-    return h
-
-
-for _nd in (1, 2, 3):
-    function(getattr(F, "adaptive_max_pool%dd" % _nd), getattr(F, "_adaptive_max_pool%dd" % _nd, None))(
-        _f_adaptive_max(_nd))
-
-
 @module(nn.Flatten)
 def m_flatten(cx, mod, path, x):
     return f_flatten(cx, x, mod.start_dim, mod.end_dim)
@@ -412,6 +338,36 @@ def f_embedding(cx, ids, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     ids, weight = T(ids), T(weight)
     return cx.emit("embedding", [ids, weight], {"padding_idx": padding_idx}, shape=ids.shape + weight.shape[1:],
                    dtype=weight.dtype)
+
+
+def _embedding_bag(cx, ids, weight, offsets=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, mode="mean",
+                   sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """F.embedding_bag (Note [EmbeddingBag]): a 2-D input's offsets are `arange(0, numel, L)` and the
+    input is flattened (torch/nn/functional.py), then aten::_embedding_bag; mode mean only."""
+    ids, weight = T(ids), T(weight)
+    if mode != "mean" or max_norm is not None or scale_grad_by_freq or sparse or per_sample_weights is not None \
+            or include_last_offset or (padding_idx is not None and padding_idx >= 0):
+        raise Unsupported("embedding_bag other than mode='mean' without options")
+    if ids.ndim == 2:
+        if offsets is not None:
+            raise Unsupported("embedding_bag of a 2-D input with offsets")
+        b = ids.shape[0]
+        offsets = cx.emit("arange", [], {"end": b, "dtype": dtype_name(ids.dtype)}, shape=(b,), dtype=ids.dtype)
+        ids = cx.emit("view", [ids], {"shape": [-1]}, shape=(ids.shape[0] * ids.shape[1],))
+    elif ids.ndim != 1 or offsets is None:
+        raise Unsupported("embedding_bag of a %d-D input" % ids.ndim)
+    offsets = T(offsets, "offsets")
+    return cx.emit("embedding_bag", [weight, ids, offsets], {"mode": mode},
+                   shape=(offsets.shape[0], weight.shape[1]), dtype=weight.dtype)
+
+
+@module(nn.EmbeddingBag)
+def m_embedding_bag(cx, mod, path, ids, offsets=None, per_sample_weights=None):
+    return _embedding_bag(cx, ids, cx.param(mod.weight), offsets, mod.max_norm, mod.norm_type, mod.scale_grad_by_freq,
+                          mod.mode, mod.sparse, per_sample_weights, mod.include_last_offset, mod.padding_idx)
+
+
+function(F.embedding_bag)(_embedding_bag)
 
 
 @module(nn.Identity)

@@ -136,6 +136,34 @@ def t_split(cx, x, split_size_or_sections, dim=0):
     return tuple(cx.emit("split", [x], attrs, shapes=shapes))
 
 
+# tensor_split (aten/src/ATen/native/TensorShape.cpp, CompositeImplicit in 1.13 and 2.x): one ATen
+# slice per piece, each with its own SliceBackward0 (a whole-dimension piece too: `aten`).
+@function(getattr(torch, "tensor_split", None))
+@method("tensor_split")
+def t_tensor_split(cx, x, indices_or_sections=None, dim=0, *, indices=None, sections=None, tensor_indices_or_sections=None):
+    x = T(x)
+    spec = next(v for v in (indices_or_sections, indices, sections, tensor_indices_or_sections, 0) if v is not None)
+    if isinstance(spec, torch.Tensor) or isinstance(spec, TRef):
+        raise Unsupported("tensor_split at a tensor of indices")
+    d = norm_dim(int(dim), x.ndim)
+    length = x.shape[d]
+    if isinstance(spec, (list, tuple)):
+        cuts = [0] + [max(0, min(length, int(i) + (length if int(i) < 0 else 0))) for i in spec] + [length]
+    else:
+        n = int(spec)
+        cuts = [0]
+        for k in range(n):
+            cuts.append(cuts[-1] + length // n + (1 if k < length % n else 0))
+    outs = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        b = max(a, b)
+        s = list(x.shape)
+        s[d] = b - a
+        outs.append(cx.emit("slice", [x], {"dim": int(dim), "start": a, "end": b, "step": 1, "aten": True},
+                            shape=tuple(s)))
+    return tuple(outs)
+
+
 @function(torch.chunk)
 @method("chunk")
 def t_chunk(cx, x, chunks, dim=0):
@@ -317,6 +345,26 @@ def t_masked_scatter_(cx, x, mask, source):
         raise Unsupported("masked_scatter_ of a %s source into a %s tensor" % (source.dtype, x.dtype))
     base = view_root(x)
     return write_view(cx, base, [base, x, source, mask], {"write": "masked_scatter"})
+
+
+def _scalar_write(fn):
+    """``x.fill_(number)``, ``x.zero_()``, ``x.bernoulli_(p)``, ``x.uniform_()``, ``x.normal_()``: an
+    in-place op with no tensor operand, a ``view_write`` of kind ``scalar`` into x's base (x itself
+    when it is no view; Note [Writes into views])."""
+    def h(cx, x, *args, **kwargs):
+        x = T(x)
+        if any(isinstance(a, (TRef, torch.Tensor)) for a in list(args) + list(kwargs.values())):
+            raise Unsupported("Tensor.%s with a tensor operand" % fn)
+        base = view_root(x)
+        if base is not x and not cx.writes_into_views:
+            raise Unsupported("Tensor.%s into a view under export by execution" % fn)
+        out = write_view(cx, base, [base, x], {"write": "scalar", "fn": fn})
+        return x if base is not x else out
+    return h
+
+
+for _fn in ("fill_", "zero_", "bernoulli_", "uniform_", "normal_"):
+    method(_fn)(_scalar_write(_fn))
 
 
 def setitem_by_execution(cx, x, idx, value):

@@ -1,7 +1,7 @@
 """Handler tables and the helpers every handler uses.
 
 The converter (:mod:`memsim_export.convert`) maps fx nodes through three tables: modules by class,
-functions by object, Tensor methods by name.  Handler modules (:mod:`.ops_nn`, :mod:`.ops_math`,
+functions by object, Tensor methods by name.  Handler modules (:mod:`.ops_nn`, :mod:`.ops_pool`, :mod:`.ops_math`,
 :mod:`.ops_shape`, :mod:`.expand`) fill them with the ``@module`` / ``@function`` / ``@method``
 decorators defined here, and emit ops as :class:`TRef` tensors; :class:`Unsupported` reports an
 op memsim cannot represent.
