@@ -592,18 +592,25 @@ void BwdPool(const RuleCtx& c, BwdPlan* p) {
 // indices (non-differentiable) and returns max_pool_double_backward(grad, indices, nd)
 // (FunctionsManual.cpp): `grad.contiguous().view(...).gather(-1, indices)`, an X-sized grad (a
 // non-contiguous grad copied first, the copy dying with the expression).
-Status InferMaxUnpool(const RuleCtx& c, InferOut* o) {
-  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+/// The sizes of a pooling op's output given by its "output_size" attribute: the input's batch and
+/// channel dims (the input [N, C, *] or [C, *] with |nd| spatial dims), then output_size.
+Result<std::vector<int64_t>> SizedByOutputSize(const RuleCtx& c, size_t nd) {
   const TensorMeta& x = *c.in[0];
-  const size_t nd = c.op.kind == OpKind::kMaxUnpool3d ? 3 : 2;
   if (x.dim() != static_cast<int64_t>(nd) + 1 && x.dim() != static_cast<int64_t>(nd) + 2)
     return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
-  if (c.in[1]->sizes != x.sizes || IsFloating(c.in[1]->dtype))
-    return RuleError(c, "indices " + c.in[1]->ShapeString() + " must be integers of the input's shape " + x.ShapeString());
   auto os = c.op.attrs.GetInts("output_size", c.bindings);
   if (!os || os->size() != nd) return RuleError(c, "needs \"output_size\" with " + std::to_string(nd) + " values");
   auto sizes = x.sizes;
   std::copy(os->begin(), os->end(), sizes.end() - nd);
+  return sizes;
+}
+
+Status InferMaxUnpool(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+  const TensorMeta& x = *c.in[0];
+  if (c.in[1]->sizes != x.sizes || IsFloating(c.in[1]->dtype))
+    return RuleError(c, "indices " + c.in[1]->ShapeString() + " must be integers of the input's shape " + x.ShapeString());
+  MEMSIM_ASSIGN_OR_RETURN(auto sizes, SizedByOutputSize(c, c.op.kind == OpKind::kMaxUnpool3d ? 3 : 2));
   o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   return Status::OK();
 }
@@ -624,13 +631,7 @@ void BwdMaxUnpool(const RuleCtx& c, BwdPlan* p) {
 Status InferFractionalPool(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
   const TensorMeta& x = *c.in[0];
-  const size_t nd = c.op.kind == OpKind::kFractionalMaxPool3d ? 3 : 2;
-  if (x.dim() != static_cast<int64_t>(nd) + 1 && x.dim() != static_cast<int64_t>(nd) + 2)
-    return RuleError(c, "input " + x.ShapeString() + " has the wrong rank");
-  auto os = c.op.attrs.GetInts("output_size", c.bindings);
-  if (!os || os->size() != nd) return RuleError(c, "needs \"output_size\" with " + std::to_string(nd) + " values");
-  auto sizes = x.sizes;
-  std::copy(os->begin(), os->end(), sizes.end() - nd);
+  MEMSIM_ASSIGN_OR_RETURN(auto sizes, SizedByOutputSize(c, c.op.kind == OpKind::kFractionalMaxPool3d ? 3 : 2));
   o->Fresh(TensorMeta::Contiguous(x.dtype, sizes));
   if (c.op.attrs.GetBool("return_indices", false)) o->Fresh(TensorMeta::Contiguous(Dtype::kInt64, sizes));
   return Status::OK();
