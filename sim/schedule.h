@@ -35,8 +35,9 @@ class SizeSchedule {
   using Probe = std::function<Result<EventStream>(const std::vector<int64_t>& point)>;
 
   /// Builds the schedule of |vary| (at most 3 symbols) with at most |max_runs| probe runs.
-  /// nullopt with the reason in |why| when the order changes with the values, a size is not a
-  /// polynomial of degree <= 3 in them, a probe fails, or more runs would be needed.
+  /// nullopt with the reason in |why| when the order changes with the values (with one checked
+  /// symbol, the window first starts again at the value that changed it, within |max_runs|), a
+  /// size is not a polynomial of degree <= 3 in them, a probe fails, or more runs would be needed.
   static std::optional<SizeSchedule> Build(const std::vector<SymbolValues>& vary, const Probe& probe,
                                            size_t max_runs, std::string* why, bool checked = true);
   // |checked| = false skips the check runs: the schedule then covers the probe window up to the

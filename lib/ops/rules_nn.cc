@@ -202,6 +202,15 @@ void FwdEmbedding(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 0); 
 // grad_weight, then `grad_.contiguous()`: a copy of a non-contiguous incoming grad (an embedding
 // feeding a batch_first recurrent layer gets its grad through the layer's transpose), freed when
 // the kernel returns (Note [Recurrent layers]).
+/// `grad.contiguous()` of a strided incoming grad: a grad-sized temporary (its index), else -1.
+int ContiguousGrad(const RuleCtx& c, BwdPlan* p, std::string_view label = "grad contiguous") {
+  return c.grad_out && !c.grad_out->is_contiguous() ? p->Temp(Bytes(*c.grad_out), label) : -1;
+}
+
+void FreeIfTemp(BwdPlan* p, int k) {
+  if (k >= 0) p->FreeTemp(k);
+}
+
 void BwdEmbedding(const RuleCtx& c, BwdPlan* p) {
   if (!c.rg_in(1)) return;
   EmbeddingDenseBackward(c, p, c.in[1]->sizes[0], 0);
@@ -218,19 +227,18 @@ void BwdEmbedding(const RuleCtx& c, BwdPlan* p) {
 // fp32 (acc_type) partial sums [n / NROWS_PER_THREAD(10) + min(n, V), D], all freed when it
 // returns. With at most 3072 ids, embedding_backward_feature_kernel writes the zeros grad alone.
 void EmbeddingDenseBackward(const RuleCtx& c, BwdPlan* p, int64_t num_weights, int64_t grad_storage_bytes) {
-  const bool copy = c.grad_out && !c.grad_out->is_contiguous();
   auto grad = [&] { grad_storage_bytes > 0 ? p->GradNewInStorage(1, grad_storage_bytes) : p->GradNew(1); };
   if (!c.profile.embedding_backward_segments) {  // the CPU: the zeros grad, then the contiguous grad
     grad();
-    if (copy) p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad contiguous"));
+    FreeIfTemp(p, ContiguousGrad(c, p));
     return;
   }
-  const int contiguous = copy ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  const int contiguous = ContiguousGrad(c, p);
   const int64_t n = c.in[0]->numel();
   const bool scale = c.op.attrs.GetBool("scale_grad_by_freq", false);
   if (n <= 3072 && !scale) {
     grad();
-    if (copy) p->FreeTemp(contiguous);
+    FreeIfTemp(p, contiguous);
     return;
   }
   const int64_t idx = ElementSize(c.in[0]->dtype), d = c.in[1]->sizes.back();
@@ -249,7 +257,7 @@ void EmbeddingDenseBackward(const RuleCtx& c, BwdPlan* p, int64_t num_weights, i
   held.push_back(p->Temp(partials * idx, "partial_segment_offset"));
   held.push_back(p->Temp(partials * d * acc, "grad_weight_per_segment"));
   for (auto it = held.rbegin(); it != held.rend(); ++it) p->FreeTemp(*it);
-  if (copy) p->FreeTemp(contiguous);
+  FreeIfTemp(p, contiguous);
 }
 
 namespace {
@@ -300,7 +308,7 @@ void FwdEmbeddingBag(const RuleCtx& c, FwdPlan* p) {
 // freed in turn (the 1.13 and 2.13 traces of embbag_net).
 void BwdEmbeddingBag(const RuleCtx& c, BwdPlan* p) {
   if (!c.rg_in(0)) return;
-  int copy = c.grad_out && !c.grad_out->is_contiguous() ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  const int copy = ContiguousGrad(c, p);
   p->GradNew(0);
   const int64_t ib = Bytes(*c.in[1]);
   int sorted = p->Temp(ib, "sorted indices");
@@ -309,7 +317,7 @@ void BwdEmbeddingBag(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(p->Temp(ib, "next unique index"));
   p->FreeTemp(sorted);
   p->FreeTemp(perm);
-  if (copy >= 0) p->FreeTemp(copy);
+  FreeIfTemp(p, copy);
 }
 
 // Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);
@@ -583,15 +591,9 @@ void FwdPool(const RuleCtx& c, FwdPlan* p) {
 void BwdPool(const RuleCtx& c, BwdPlan* p) {
   if (!c.rg_in(0)) return;
   p->GradNew(0);
-  if (IsGlobalAvg(c) || !c.grad_out || c.grad_out->is_contiguous()) return;
-  p->FreeTemp(p->Temp(Bytes(*c.grad_out), "grad_output contiguous"));
+  if (!IsGlobalAvg(c)) FreeIfTemp(p, ContiguousGrad(c, p, "grad_output contiguous"));
 }
 
-// max_unpool{2,3}d(X, indices) (Note [MaxUnpool]): the output zeroed then scattered into
-// (max_unpooling2d_forward_out_cpu / max_unpooling3d_forward_out_cpu); derivatives.yaml keeps the
-// indices (non-differentiable) and returns max_pool_double_backward(grad, indices, nd)
-// (FunctionsManual.cpp): `grad.contiguous().view(...).gather(-1, indices)`, an X-sized grad (a
-// non-contiguous grad copied first, the copy dying with the expression).
 /// The sizes of a pooling op's output given by its "output_size" attribute: the input's batch and
 /// channel dims (the input [N, C, *] or [C, *] with |nd| spatial dims), then output_size.
 Result<std::vector<int64_t>> SizedByOutputSize(const RuleCtx& c, size_t nd) {
@@ -605,6 +607,11 @@ Result<std::vector<int64_t>> SizedByOutputSize(const RuleCtx& c, size_t nd) {
   return sizes;
 }
 
+// max_unpool{2,3}d(X, indices) (Note [MaxUnpool]): the output zeroed then scattered into
+// (max_unpooling2d_forward_out_cpu / max_unpooling3d_forward_out_cpu); derivatives.yaml keeps the
+// indices (non-differentiable) and returns max_pool_double_backward(grad, indices, nd)
+// (FunctionsManual.cpp): `grad.contiguous().view(...).gather(-1, indices)`, an X-sized grad (a
+// non-contiguous grad copied first, the copy dying with the expression).
 Status InferMaxUnpool(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
   const TensorMeta& x = *c.in[0];
@@ -619,9 +626,9 @@ void FwdMaxUnpool(const RuleCtx& c, FwdPlan* p) { p->Save(SavedRef::kInput, 1); 
 
 void BwdMaxUnpool(const RuleCtx& c, BwdPlan* p) {
   if (!c.rg_in(0)) return;
-  int copy = c.grad_out && !c.grad_out->is_contiguous() ? p->Temp(Bytes(*c.grad_out), "grad contiguous") : -1;
+  const int copy = ContiguousGrad(c, p);
   p->GradNew(0);
-  if (copy >= 0) p->FreeTemp(copy);
+  FreeIfTemp(p, copy);
 }
 
 // fractional_max_pool{2,3}d(X, random_samples) (Note [Fractional max pooling]): structured kernels
