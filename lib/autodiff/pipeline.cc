@@ -274,16 +274,24 @@ class EngineRuntime : public PpRuntime {
   }
 
   void Bind(Name name, std::vector<PpSend> sends) override {
-    for (const PpSend& x : sends) s_.ledger.Ref(Storage(x));
-    for (const PpSend& x : names_[name]) s_.ledger.Unref(Storage(x));
+    if (Holds(name)) {
+      for (const PpSend& x : sends) s_.ledger.Ref(Storage(x));
+      for (const PpSend& x : names_[name]) s_.ledger.Unref(Storage(x));
+    }
     names_[name] = std::move(sends);
     Pop(names_[name]);
   }
 
   void Append(Name name, PpSend send) override {
-    s_.ledger.Ref(Storage(send));
+    if (Holds(name)) s_.ledger.Ref(Storage(send));
     names_[name].push_back(send);
     Pop({send});
+  }
+
+  /// Whether |name| keeps its tensors: a list of P2POps always does; the Works a send returned
+  /// only where the backend's Work holds them (Note [Pipeline sends on CUDA]).
+  bool Holds(Name name) const {
+    return name == kFwdSends || name == kBwdSends || s_.profile.p2p_send_work_holds_tensor;
   }
 
   void Unshard(int j) override { s_.Hook(&TrainingSetup::OnStageShard, j, TrainingSetup::StageShard::kIssue); }

@@ -16,6 +16,8 @@ const std::vector<ProfileRow> kRows = {
      "aten/src/ATen/native/Dropout.cpp: is_fused_kernel_acceptable needs CUDA/XPU, else _dropout: noise.bernoulli_().div_(1-p), input*noise"},
     {"embedding_backward_segments", "cpu", "", [](Profile& p) { p.embedding_backward_segments = false; },
      "aten/src/ATen/native/Embedding.cpp embedding_dense_backward_cpu: index_add_ into the zeros grad; the sort and segment sums are cuda/EmbeddingBackwardKernel.cu's"},
+    {"p2p_send_work_holds_tensor", "cpu", "", [](Profile& p) { p.p2p_send_work_holds_tensor = true; },
+     "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp: no coalescing, batch_isend_irecv returns one SendWork per op, holding its tensor until wait()"},
     {"optimizer_foreach", "cpu", "", [](Profile& p) { p.optimizer_foreach = false; },
      "torch/optim/optimizer.py _default_to_fused_or_foreach: foreach only when every tensor is on a foreach-supported device (CUDA)"},
     {"onednn_conv_reorders", "cpu", "", [](Profile& p) { p.onednn_conv_reorders = true; },

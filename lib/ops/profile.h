@@ -35,6 +35,10 @@ struct Profile {
   /// CUDA's embedding_dense_backward sorts more than 3072 ids and sums them per segment in fp32
   /// partials (Note [CUDA embedding backward]); the CPU kernel writes the zeros grad alone.
   bool embedding_backward_segments = true;
+  /// A pipeline schedule's p2p send Works hold the tensors they send until the schedule waits on
+  /// them (gloo's SendWork); NCCL's coalesced send Work releases them once the send completes
+  /// (Note [Pipeline sends on CUDA] in docs/parallel.md).
+  bool p2p_send_work_holds_tensor = false;
   /// 1.13: the backward of mean (and of adaptive_avg_pool2d to 1×1, which is a mean) keeps its
   /// input alive; 2.x saves only sizes.
   bool mean_keeps_input = false;
