@@ -201,7 +201,7 @@ class Fsdp2 : public TrainingSetup {
     for (int pass = 0; pass < 2; ++pass)  // the root first, then the blocks
       for (size_t u = 0; u < groups_.size(); ++u) {
         if (groups_[u].stage != stage || groups_[u].root != (pass == 0)) continue;
-        if (what == StageShard::kIssue) Unshard(s, u);
+        if (what == StageShard::kIssue) Unshard(s, u, /*async_op=*/true);
         else if (what == StageShard::kWait) CopyOut(s, u, /*forward=*/false);
         else Reshard(s, u);
       }
@@ -445,17 +445,21 @@ class Fsdp2 : public TrainingSetup {
   }
 
   /// The all-gather of a group (foreach_all_gather), unless it is unsharded or pending. A group
-  /// of one rank (efsdp of 1) gathers nothing: its copy-out copies the shards.
-  void Unshard(StepState& s, size_t u) {
+  /// of one rank (efsdp of 1) gathers nothing: its copy-out copies the shards. Its buffers go to
+  /// the all-gather streams, except under unshard(async_op=True) (a pipeline's UNSHARD action):
+  /// get_all_gather_streams gives the side streams only to an implicit (forward, pre-backward)
+  /// unshard, an explicit one runs on the current stream (_fsdp_param_group.py).
+  void Unshard(StepState& s, size_t u, bool async_op = false) {
     if (issued_[u] || !unsharded_[u].empty() || groups_[u].params.empty()) return;
     issued_[u] = true;
     const Fsdp2Group& grp = groups_[u];
     if (grp.world == 1) return;
-    if (!post_forward_[u].empty()) return GatherPostForward(s, u);
-    if (offload_) return GatherOffloaded(s, u);
+    const uint8_t stream = async_op ? 0 : kFsdp2AllGatherStream;
+    if (!post_forward_[u].empty()) return GatherPostForward(s, u, stream);
+    if (offload_) return GatherOffloaded(s, u, stream);
     int64_t bytes = 0, low = 0;
     std::vector<StorageId> bits;
-    SideStream on(s, kFsdp2AllGatherStream);
+    SideStream on(s, stream);
     for (size_t i = 0; i < grp.params.size(); ++i) {
       bytes += grp.shards[i].padded_numel() * GatherElem(s, grp.params[i]);
       if (float8_[grp.params[i]]) bits.push_back(Float8Cast(s, u, grp.params[i], grp.shards[i].padded_numel()));
@@ -477,9 +481,9 @@ class Fsdp2 : public TrainingSetup {
   /// copies its host shard to the device (.to(device, non_blocking=True)), cast to param_dtype
   /// under MixedPrecisionPolicy (the copy then dropped); foreach_all_gather holds the inputs until
   /// the collective is issued.
-  void GatherOffloaded(StepState& s, size_t u) {
+  void GatherOffloaded(StepState& s, size_t u, uint8_t stream) {
     const Fsdp2Group& grp = groups_[u];
-    SideStream on(s, kFsdp2AllGatherStream);
+    SideStream on(s, stream);
     std::vector<StorageId> inputs = DeviceInputs(s, u);
     int64_t bytes = 0;
     for (size_t i = 0; i < grp.params.size(); ++i) bytes += grp.shards[i].padded_numel() * GatherElem(s, grp.params[i]);
@@ -521,11 +525,11 @@ class Fsdp2 : public TrainingSetup {
   /// rank's post-forward group, into an output of the whole padded parameters.
   /// Under MixedPrecisionPolicy _get_param_all_gather_inputs still takes its foreach-copy path
   /// (param_dtype set): the slices copied into one flat param_dtype buffer first.
-  void GatherPostForward(StepState& s, size_t u) {
+  void GatherPostForward(StepState& s, size_t u, uint8_t stream) {
     const Fsdp2Group& grp = groups_[u];
     int64_t bytes = 0;
     for (size_t i = 0; i < grp.params.size(); ++i) bytes += grp.shards[i].padded_numel() * grp.world * GatherElem(s, grp.params[i]);
-    SideStream on(s, kFsdp2AllGatherStream);
+    SideStream on(s, stream);
     const int k = o_.fsdp2_post_forward_world;
     StorageId flat = o_.fsdp2_param_dtype.empty()
                          ? kNoStorage
