@@ -18,9 +18,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "scenarios"))
 DATA = os.path.join(ROOT, "tests", "data", "gpu", "h200_2_11_pp")
 GIB = float(1 << 30)
 TOLERANCE = 1.0  # % of the recorded peak allocated, each rank
-# Interleaved1F1B: memsim is high by 0.4-1.2 % (0.1-0.3 GiB) on every rank, an open gap (see the
-# section's text and docs/handoff/torch2.md, thirteenth session).
-TOLERANCE_INTERLEAVED = 1.5
+TOLERANCE_RESERVED = 2.0  # % of the recorded peak reserved, each rank
 PLANS = {"llama3_70b_1f1b_ac": 0, "llama3_70b_interleaved_ac": 1, "llama3_70b_1f1b": 2}  # llama70_plans()'s rows
 
 
@@ -79,19 +77,18 @@ def section(memsim):
              "steps. memsim: that page's plans (`tools/scenarios/llm_parallel.py`) with `--gpu H200`, default allocator",
              "rows without `--alloc-conf`. Allocated = the run's highest `max_memory_allocated()` (memsim: the rank's",
              "peak allocated); reserved = its `max_memory_reserved()`. Tolerance: allocated within %.1f %% on every rank;" % TOLERANCE,
-             "reserved is reported. Interleaved1F1B is an open gap, held to %.1f %%: memsim is 0.4-1.2 %% high on every" % TOLERANCE_INTERLEAVED,
-             "rank, its reserved 7-15 %% high (not traced yet); two of the 1F1B no-checkpointing default-allocator ranks",
-             "were not recorded (the run's time limit).", "",
+             "reserved within %.1f %%. The fake group's p2p sends return Works that hold nothing, as NCCL's coalesced" % TOLERANCE_RESERVED,
+             "send Work does once the send completes (Note [Pipeline sends on CUDA] in `docs/parallel.md`).", "",
              "| plan | allocator | pp rank (global) | allocated: recorded | memsim | error | reserved: recorded | memsim | error |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     errors = []
     for c, label, (alloc, res), (salloc, sres) in rs:
         e = err(salloc, alloc)
         errors.append(abs(e))
-        tol = TOLERANCE_INTERLEAVED if "interleaved" in c["case"] else TOLERANCE
-        if abs(e) > tol:
-            failures.append("gpu pp %s %s pp rank %d: %.3f %% (tolerance %.1f %%)" % (
-                c["case"], c["alloc_conf"] or "default", c["pp_rank"], e, tol))
+        for what, x, tol in (("allocated", e, TOLERANCE), ("reserved", err(sres, res), TOLERANCE_RESERVED)):
+            if abs(x) > tol:
+                failures.append("gpu pp %s %s pp rank %d: %s %.3f %% (tolerance %.1f %%)" % (
+                    c["case"], c["alloc_conf"] or "default", c["pp_rank"], what, x, tol))
         lines.append("| %s | %s | %d (%d) | %.3f GiB | %.3f GiB | %+.2f %% | %.3f GiB | %.3f GiB | %+.2f %% |" % (
             label, "expandable" if "expandable" in c["alloc_conf"] else "default", c["pp_rank"], c["rank"],
             alloc / GIB, salloc / GIB, e, res / GIB, sres / GIB, err(sres, res)))
