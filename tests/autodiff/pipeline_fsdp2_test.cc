@@ -3,6 +3,8 @@
 // perform_reduce_grad (Notes [FSDP2] and [Pipeline parallel] in docs/parallel.md).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "lib/autodiff/setups/fsdp2.h"
 #include "lib/autodiff/setups/pipeline.h"
 #include "lib/io/graph_json.h"
@@ -100,6 +102,25 @@ TEST(PipelineFsdp2StepTest, InterleavedUnshardsBothStagesBeforeTheFirstAction) {
     before += r.events.events[i].kind == EventKind::kAlloc &&
               r.events.buffers[r.events.events[i].buffer].name.find("all-gather output") != std::string::npos;
   EXPECT_EQ(before, 7);
+}
+
+TEST(PipelineFsdp2StepTest, OnCudaTheUnshardActionGathersOnTheCurrentStream) {
+  Graph g = Cs336();
+  auto streams = [&](const std::string& schedule, int per_rank) {
+    SimOptions o = PpFsdp2(schedule, /*reshard=*/false, 0);
+    o.optimizer = "sgd";
+    o.profile = "cuda";
+    o.parallel.pp_stages_per_rank = per_rank;
+    SimResult r = SimulateOk(g, o);
+    std::set<int> out;
+    for (const Buffer& b : r.events.buffers)
+      if (b.name.find("all-gather output") != std::string::npos) out.insert(b.stream);
+    return out;
+  };
+  // Interleaved1F1B's runtime unshards each stage explicitly (unshard(async_op=True)): the
+  // current stream. 1F1B leaves it to the pre-forward hook, an implicit unshard: the side stream.
+  EXPECT_EQ(streams("interleaved1f1b", 2), (std::set<int>{0}));
+  EXPECT_EQ(streams("1f1b", 1), (std::set<int>{kFsdp2AllGatherStream}));
 }
 
 TEST(PipelineFsdp2StepTest, RanksStandInForTheirStageAndDpShardCoordinate) {

@@ -2,6 +2,8 @@
 // and one stage rank's step (Note [Pipeline parallel] in docs/parallel.md).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "lib/autodiff/pipeline.h"
 #include "lib/autodiff/setups/pipeline.h"
 #include "lib/io/graph_json.h"
@@ -240,6 +242,36 @@ TEST(PipelineStepTest, InterleavedRanksHoldTwoStagesLoopStyle) {
   EXPECT_EQ(grads, 8);
   ASSERT_EQ(one.events.actions.size(), 16u);
   EXPECT_EQ(one.events.actions[2].label, "2F0");
+}
+
+TEST(PipelineStepTest, OnCudaASentActivationDiesWithItsLastHolderNotWithTheRuntimesSendOps) {
+  Graph g = Cs336();
+  // Rank 0 of Interleaved1F1B holds stages 0 and 2, whose outputs (add_17, add_59: each stage's
+  // last block's residual add) it sends to rank 1. Which of them are alive when the last action
+  // (0B3) starts: gloo's SendWork holds each sent output in send_ops to the end of the step; NCCL's
+  // coalesced Work releases it once sent, so only fwd_cache's microbatch 3 of stage 0 is left
+  // (Note [Pipeline sends on CUDA]).
+  auto live_outputs = [&](const std::string& profile) {
+    SimOptions o = PpCs336("interleaved1f1b");
+    o.optimizer = "sgd";
+    o.profile = profile;
+    o.parallel.pp_stages_per_rank = 2;
+    SimResult r = SimulateOk(g, o);
+    EXPECT_EQ(r.events.actions.back().label, "0B3");
+    std::vector<int> live(r.events.buffers.size(), 0);
+    for (size_t i = 0; i < r.events.actions.back().event; ++i) {
+      const MemEvent& e = r.events.events[i];
+      live[e.buffer] = e.kind == EventKind::kAlloc;
+    }
+    std::pair<int, int> n{0, 0};
+    for (size_t b = 0; b < live.size(); ++b) {
+      n.first += live[b] && r.events.buffers[b].name == "add_17";
+      n.second += live[b] && r.events.buffers[b].name == "add_59";
+    }
+    return n;
+  };
+  EXPECT_EQ(live_outputs("cpu"), std::make_pair(4, 4));
+  EXPECT_EQ(live_outputs("cuda"), std::make_pair(1, 0));
 }
 
 TEST(PipelineStepTest, SplitBackwardKeepsTheGraphUntilW) {
