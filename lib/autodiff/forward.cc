@@ -307,6 +307,12 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
   if (rule.forward) rule.forward(c, &plan);
   WaitPending(s, op);
   if (policy.sac_cached) return RunCachedOp(s, o, storage, policy, plan);
+  if (policy.stops_before_kernel) {  // the pack hook raised: the node holds its inputs alone
+    if (node.exists && policy.save_for_backward)
+      KeepSaved(s, node, op, plan, storage, policy, std::vector<StorageId>(plan.extras.size(), kNoStorage));
+    node.released.resize(node.saved.size(), false);
+    return;
+  }
   const bool saves = node.exists && policy.save_for_backward;
   const bool pack = saves && policy.pack != ForwardOpPolicy::Pack::kNone;
   std::vector<StorageId> packed(pack ? plan.saved.size() : 0, kNoStorage);

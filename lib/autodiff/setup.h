@@ -41,6 +41,10 @@ struct ForwardOpPolicy {
   /// does not run) and its node saves from them.
   std::vector<uint32_t>* sac_cache = nullptr;
   const std::vector<uint32_t>* sac_cached = nullptr;
+  /// A non-reentrant checkpoint's early stop raises in this op's pack hook before its kernel
+  /// (every tensor its node packs is an input, packed before the kernel): the node saves its
+  /// inputs, nothing is allocated (Note [Activation checkpointing]).
+  bool stops_before_kernel = false;
   /// saved_tensors_hooks that pack each tensor the node saves (torch.autograd.graph.save_on_cpu,
   /// Note [Activation offloading]): inputs as they are saved, before the op's kernel; outputs and
   /// extras after it. kCopy: into a new tensor in the same memory (the CPU, pin_memory=True),

@@ -301,6 +301,19 @@ class Checkpoint : public TrainingSetup {
     return r.first;
   }
 
+  /// Whether the early stop raises before |o|'s kernel runs: every tensor its node packs is an
+  /// input, which autograd packs before calling the kernel (an output or a kernel-made extra is
+  /// packed after it, and a composite that saves between its kernels part-way: both run).
+  bool StopsBeforeKernel(StepState& s, OpId o) const {
+    FwdPlan plan;
+    RuleFor(s.g.ops[o].kind).forward(s.Ctx(o), &plan);
+    return std::all_of(plan.saved.begin(), plan.saved.end(), [&](const SavedRef& r) {
+      if (r.ctx_attribute) return true;
+      if (r.kind == SavedRef::kExtra && plan.extras[r.index].wrapped_number && s.profile.wrapped_number_skips_hooks) return true;
+      return r.kind == SavedRef::kInput && r.pack_after < 0;
+    });
+  }
+
   /// Node |o| of |r| let its holders go (a split backward): the last one frees the frame.
   void HolderGone(StepState& s, Region& r, OpId o) {
     if (r.done.empty() || r.done[o - r.first] || !r.saves[o - r.first]) return;
@@ -327,6 +340,8 @@ class Checkpoint : public TrainingSetup {
     if (s.grad_pass != nullptr) ParkEarlierTasks(s, r);
     r.task = s.graph_task;
     const OpId stop = StopAt(s, r);
+    const bool early = s.profile.checkpoint_early_stop && !rule_.hold_grads_and_outputs && Saves(s, stop);
+    const bool before_kernel = early && StopsBeforeKernel(s, stop);
     const uint32_t op = s.ledger.op();
     std::vector<StorageId> storage = s.storage;  // args and parameters as the region sees them
     // The recomputation's Python names: each tensor it makes dies after its last use inside the
@@ -352,12 +367,14 @@ class Checkpoint : public TrainingSetup {
       s.Hook(&TrainingSetup::BeforeRecomputeOp, o, &policy);
       std::vector<StorageId>& cached = r.sac_cache[o - r.first];
       if (!cached.empty()) policy.sac_cached = &cached;
+      policy.stops_before_kernel = o == stop && before_kernel && cached.empty();
       ExecuteForwardOp(s, o, storage, policy, /*recompute=*/true);
       KeepDeadSaves(s, r, o, storage, &dead_saved);
       for (StorageId st : cached) s.ledger.Unref(st);  // taken: popped from the cache
       cached.clear();
       s.Hook(&TrainingSetup::AfterRecomputeOp, o);
       for (TensorId t : s.g.ops[o].outputs) {
+        if (policy.stops_before_kernel) break;  // never made
         made.push_back(t);
         if (returned(t)) {
           s.ledger.Ref(storage[t]);
