@@ -25,11 +25,12 @@ says which ran) the experts are wrapped apart as torchtitan did before: fully_sh
 efsdp (Shard(1) past 8 ranks), then on the layer over fsdp, the explicit prefetch naming both (experts_wrapped_apart).
 
 What is patched, so that the rank sees the balanced routing the page simulates:
-  * the router: a forward hook on each MoE layer's gate adds 100 in place (under no_grad: no allocation, no
-    autograd node; the gate's output is saved by no backward) to the logits of experts (t*k + j) mod E, j < k, of
-    token t, so top-k picks exactly those: every expert receives tokens * k / E rows from every rank (2048 at
+  * the router: a forward hook on each MoE layer's gate sets its logits in place (under no_grad: no allocation, no
+    autograd node; the gate's output is saved by no backward) to 0, and to 10 for experts (t*k + j) mod E, j < k,
+    of token t, so top-k picks exactly those: every expert receives tokens * k / E rows from every rank (2048 at
     8192 tokens, top 2, 8 experts), as `--moe-routing balanced` counts them. The hook runs again in the
-    checkpointed recompute, with the same result.
+    checkpointed recompute, with the same result. (Set, not biased: past the first layer the activations hold
+    what the fake routed all-to-all left, uninitialized memory on 2.11, and NaN logits would steer top-k.)
   * the counts all-to-all (the kit's dist.all_to_all_single of the per-expert counts into empty_like(counts)): the
     fake group leaves the output as it was (2.11) or copies its own input (2.12+); after the call the output is
     overwritten, in place, with what a symmetric world sends (every source rank routed as this one: source s's
@@ -84,7 +85,7 @@ CASES = {"mixtral_dp8_ep8_ac": dict(dp_shard=8, ac=True, plan=0, gib=96),
          "mixtral_dp32_ep8_ac": dict(dp_shard=32, ac=True, plan=4, gib=32),
          "mixtral_dp16_ep8": dict(dp_shard=16, ac=False, plan=2, gib=139)}
 DEFAULT = "mixtral_dp16_ep8_ac,mixtral_dp8_ep8_ac,mixtral_dp64_ep8_ac"
-BIAS = 100.0  # added to the chosen experts' router logits (theirs are O(1))
+BIAS = 10.0  # the chosen experts' router logits (the others' 0)
 
 
 def ranks_of(c):
@@ -93,13 +94,15 @@ def ranks_of(c):
 
 
 def balanced_router(model, tokens):
-    """Each MoE layer's gate: the logits of experts (t*k + j) mod E (j < k) of token t raised by BIAS in place."""
+    """Each MoE layer's gate: its logits set in place to 0, those of experts (t*k + j) mod E (j < k) of token t to BIAS.
+    Set, not raised: from the second layer on the tokens carry what the fake routed all-to-all left in its output
+    (on 2.11 uninitialized memory, so NaN or inf logits that top-k would follow)."""
     def hook(mod, inputs, out):
         e, k = mod.out_features, model.layers[0].moe.top_k
         period = e // math.gcd(e, k)
         assert out.shape == (tokens, e) and tokens % period == 0, (out.shape, tokens, period)
         with torch.no_grad():
-            grid = out.detach().view(tokens // period, period, e)
+            grid = out.detach().zero_().view(tokens // period, period, e)
             for i in range(period):
                 for j in range(k):
                     grid[:, i, (i * k + j) % e].add_(BIAS)
@@ -361,7 +364,7 @@ def main():
     if a.child:
         return one(a)
     summary = start_summary("record_ep_gpu.py", a, CASES)
-    summary["patches"] = ["router: gate logits of experts (t*k+j) mod E raised by %g in place (balanced top-k)" % BIAS,
+    summary["patches"] = ["router: gate logits set in place to 0, those of experts (t*k+j) mod E to %g (balanced top-k)" % BIAS,
                           "counts all_to_all_single: output set to a symmetric world's (every source routes as this rank)"]
     confs = a.alloc_confs.split(",") if not a.dry_run else [""]
     runs = []
