@@ -127,8 +127,8 @@ def section(memsim, data=DATA):
             label, c.get("fsdp_flow", "per-parameter"), "expandable" if "expandable" in c["alloc_conf"] else "default",
             c["rank"], " | ".join(cells(rec, sim))))
     errors.sort()
-    lines += ["", "%d ranks recorded on the device: allocated error median %.2f %%, worst %.2f %%." % (
-        len(errors), errors[len(errors) // 2] if errors else 0.0, errors[-1] if errors else 0.0)]
+    lines += ["", "%d ranks (%d recorded on the device): allocated error median %.2f %%, worst %.2f %%." % (
+        len(rs), len(errors), errors[len(errors) // 2] if errors else 0.0, errors[-1] if errors else 0.0)]
     return lines, failures
 
 
