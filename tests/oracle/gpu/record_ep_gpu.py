@@ -22,7 +22,8 @@ filled in place; the loss the kit's cross_entropy(logits.view(-1, V), y.view(-1)
 layer gives the experts their own mesh through shard_placement_fn's ShardPlacementResult(mesh_info=...), which
 torch 2.11 lacks (it came after the 2.11 branch cut); there (--fsdp-flow auto picks it, the summary's fsdp_flow
 says which ran) the experts are wrapped apart as torchtitan did before: fully_shard on each layer's experts over
-efsdp (Shard(1) past 8 ranks), then on the layer over fsdp, the explicit prefetch naming both (experts_wrapped_apart).
+efsdp (Shard(1) past 8 ranks), then on the layer over fsdp, the explicit prefetch naming both (the kit's
+ep_fully_shard_apart, its `--ep-flow apart`).
 
 What is patched, so that the rank sees the balanced routing the page simulates:
   * the router: a forward hook on each MoE layer's gate sets its logits in place (under no_grad: no allocation, no
@@ -146,10 +147,8 @@ def build(a, c, rank, dev):
     if c["ac"]:  # torchtitan's apply_ac before apply_fsdp: every decoder layer (non-reentrant)
         trace_step._checkpoint_modules(model, r"layers\.\d+")
     ns = SimpleNamespace(reshard="true", mp="bf16", world=world, hsdp=1)
-    if a.fsdp_flow == "per-parameter":
-        trace_ddp.ep_fully_shard(model, ns, sparse["ep"], sparse["efsdp"], dense, world)
-    else:
-        experts_wrapped_apart(model, ns, sparse["ep"], sparse["efsdp"], dense, world)
+    shard = trace_ddp.ep_fully_shard if a.fsdp_flow == "per-parameter" else trace_ddp.ep_fully_shard_apart
+    shard(model, ns, sparse["ep"], sparse["efsdp"], dense, world)
     balanced_router(model, RUN["batch"] * a.seq)
     return model, kw
 
@@ -164,31 +163,6 @@ def per_parameter_mesh():
     import dataclasses
     return dataclasses.is_dataclass(ShardPlacementResult) and \
         "mesh_info" in {f.name for f in dataclasses.fields(ShardPlacementResult)}
-
-
-def experts_wrapped_apart(model, a, ep_mesh, edp_mesh, dense, shard_ranks):
-    """torchtitan's apply_fsdp for MoE models before fully_shard took a mesh per parameter: ExpertParallel on
-    |ep_mesh|, then per block fully_shard on its experts over |edp_mesh| (Shard(1) when the shard ranks exceed the
-    experts), then on the block over |dense|, then the root; explicit prefetch of the next (previous) block and
-    its experts. The kit's ep_fully_shard otherwise (reshard, mixed precision)."""
-    from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
-    from torch.distributed.tensor import Shard
-    import trace_ddp
-    trace_ddp.expert_parallel(model, a, ep_mesh)
-    kw = dict(reshard_after_forward=True,
-              mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
-    blocks = trace_ddp.moe_blocks(model)
-    for blk in blocks:
-        dim1 = shard_ranks > blk.moe.experts_n
-        fully_shard(blk.moe.experts, mesh=edp_mesh, shard_placement_fn=(lambda p: Shard(1)) if dim1 else None, **kw)
-        fully_shard(blk, mesh=dense, **kw)
-    fully_shard(model, mesh=dense, **kw)
-    for i, blk in enumerate(blocks):
-        if i + 1 < len(blocks):
-            blk.set_modules_to_forward_prefetch([blocks[i + 1], blocks[i + 1].moe.experts])
-        if i > 0:
-            blk.set_modules_to_backward_prefetch([blocks[i - 1], blocks[i - 1].moe.experts])
-    return model
 
 
 def by_mesh(model):
