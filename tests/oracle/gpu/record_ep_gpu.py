@@ -7,7 +7,7 @@ heads, 8 experts of d_ff 14336, top 2, vocab 32000): expert parallelism over 8 r
 ranks, every decoder layer checkpointed, MixedPrecisionPolicy(bf16, fp32), meta-device init, fused AdamW, batch
 1 x 8192 tokens per rank, balanced routing. A full rank fits an H200 (the 8-GPU plan, the largest checkpointed
 one, is ~92 GiB). This script runs one rank per process through PyTorch's `fake` process group, as
-record_ranks_gpu.py does for FSDP2: every collective is a no-op (or, from 2.12 on, a local copy), every buffer
+record_ranks_gpu.py does for FSDP2: every collective is a no-op (2.11; 2.13 copies local values), every buffer
 (the shards, FSDP2's all-gather and reduce-scatter buffers on both meshes, the dispatch's counts, permutation and
 received rows, the combine's) is allocated as on the real rank, on the real CUDA caching allocator, streams and
 kernels. What it misses: NCCL's own buffers, the timing of the other ranks.
@@ -33,13 +33,14 @@ What is patched, so that the rank sees the balanced routing the page simulates:
     checkpointed recompute, with the same result. (Set, not biased: past the first layer the activations hold
     what the fake routed all-to-all left, uninitialized memory on 2.11, and NaN logits would steer top-k.)
   * the counts all-to-all (the kit's dist.all_to_all_single of the per-expert counts into empty_like(counts)): the
-    fake group leaves the output as it was (2.11) or copies its own input (2.12+); after the call the output is
+    fake group leaves the output as it was (2.11) or copies its own input (2.13); after the call the output is
     overwritten, in place, with what a symmetric world sends (every source rank routed as this one: source s's
     chunk for this ep rank r is counts[r*E/ep:(r+1)*E/ep]), so the splits, the permutation and the experts'
     rows are those of the balanced plan. The received rows' values (the routed all-to-all) are whatever the
     fake group leaves: the memory does not depend on them.
   * tests/oracle/kit/trace_ddp.py's dispatch makes its permutation's aranges on the counts' device (on the CPU,
     as before; here on the GPU, as torchtitan's _permute does).
+  * AdamW (fused, torchtitan's default) takes one param group per device mesh (by_mesh): the memory of one group.
 The ep ranks of a balanced plan are identical; its ranks differ only where FSDP2's dim-0 chunks do (the router's
 [8, 4096] gate over 16 or 64 ranks: the ranks past 8 hold no row), so each case records rank 0 and, past 8
 ranks, the last rank.
