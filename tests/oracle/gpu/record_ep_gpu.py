@@ -40,7 +40,6 @@ What is patched, so that the rank sees the balanced routing the page simulates:
     fake group leaves: the memory does not depend on them.
   * tests/oracle/kit/trace_ddp.py's dispatch makes its permutation's aranges on the counts' device (on the CPU,
     as before; here on the GPU, as torchtitan's _permute does).
-  * AdamW (fused, torchtitan's default) takes one param group per device mesh (by_mesh): the memory of one group.
 The ep ranks of a balanced plan are identical; its ranks differ only where FSDP2's dim-0 chunks do (the router's
 [8, 4096] gate over 16 or 64 ranks: the ranks past 8 hold no row), so each case records rank 0 and, past 8
 ranks, the last rank.
@@ -166,16 +165,6 @@ def per_parameter_mesh():
         "mesh_info" in {f.name for f in dataclasses.fields(ShardPlacementResult)}
 
 
-def by_mesh(model):
-    """The parameters as one param group per device mesh, in the model's order: one fused AdamW call may not mix
-    DTensors of two meshes (the experts' and the rest) in older torch. Memory as one group: the state is made
-    for every parameter of a group before its kernel, which allocates nothing."""
-    groups = {}
-    for p in model.parameters():
-        groups.setdefault(getattr(p, "device_mesh", None), []).append(p)
-    return [{"params": ps} for ps in groups.values()]
-
-
 def materialize(model, kw, seq, dev):
     """to_empty on the device, every local shard filled in place, the rotary tables as MoeDecoder makes them."""
     model.to_empty(device=dev)
@@ -208,7 +197,7 @@ def ep_case(name, rank, a, dev):
     gen = torch.Generator().manual_seed(1000 + rank)  # the kit's make_batch: each rank its own batch
     x = torch.randint(0, kw["vocab"], (RUN["batch"], a.seq), generator=gen).to(dev)
     y = torch.randint(0, kw["vocab"], (RUN["batch"], a.seq), generator=gen).to(dev)
-    opt = torch.optim.AdamW(by_mesh(model), lr=1e-4, fused=True)  # torchtitan's default implementation
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # torchtitan's default implementation
     if dev == "cuda":
         torch.cuda.synchronize()
         row["setup"] = {"memory_allocated": torch.cuda.memory_allocated(),
