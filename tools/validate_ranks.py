@@ -72,7 +72,9 @@ EP_INTRO = ["Every rank of each trace set in `tests/data/traces_ep_2_13/` (real 
             "[Expert parallel] in docs/parallel.md). The sets with `dp_shard` are torchtitan's EP borrowing dp_shard",
             "(`--mode ep --ep E`: FSDP2 over the world, each MoE layer's experts on the efsdp mesh of world / E ranks,",
             "`Shard(1)` when the world exceeds the experts, explicit prefetching), predicted with `--mesh",
-            "dp_shard=W,ep=E --wrap moe.N ...`. The sets with `pp` run it on each pipeline stage (`--mode pp_fsdp2 --ep E`:",
+            "dp_shard=W,ep=E --wrap moe.N ...`; the `_apart` sets wrap each layer's experts in a `fully_shard` of their",
+            "own before the layer's (`--ep-flow apart`, torchtitan's flow on torch 2.11), predicted with their `--wrap`",
+            "before the layer's. The sets with `pp` run it on each pipeline stage (`--mode pp_fsdp2 --ep E`:",
             "the meshes (pp, dp_shard) and (pp, efsdp, ep) made first, each of the rank's stage parts parallelized in turn,",
             "every microbatch the same tokens so that each routes as `routed=` says), predicted with `--mesh",
             "pp=P,dp_shard=D,ep=E --pp-schedule S --microbatches M`. Same tolerance."]

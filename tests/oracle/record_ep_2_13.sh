@@ -25,6 +25,10 @@ rund moe_mlp2_b32_adamw_ep4_dp4_noreshard  moe_mlp2 --world 4 --ep 4 --batch 32 
 # tests/data/traces_moe_2_13/graphs): attention and router on the dense mesh, the experts on efsdp.
 rund moe_decoder_tiny_b2_s64_adamw_ep2_dp4  moe_decoder_tiny --world 4 --ep 2 --batch 2 --seq 64 --opt adamw --port 29565
 rund moe_decoder_tiny_b2_s64_adam_ep4_dp8   moe_decoder_tiny --world 8 --ep 4 --batch 2 --seq 64 --opt adam --port 29566
+# torchtitan's flow before fully_shard took a mesh per parameter (torch 2.11, tests/oracle/gpu/record_ep_gpu.py):
+# each layer's experts a fully_shard call of their own on efsdp before the layer's (--ep-flow apart)
+rund moe_decoder_tiny_b2_s64_adamw_ep2_dp4_apart  moe_decoder_tiny --world 4 --ep 2 --ep-flow apart --batch 2 --seq 64 --opt adamw --port 29568
+rund moe_decoder_tiny_b2_s64_adamw_ep4_dp8_apart  moe_decoder_tiny --world 8 --ep 4 --ep-flow apart --batch 2 --seq 64 --opt adamw --port 29569
 # HSDP with EP: two replicas of dp_shard=4, ep=2 inside each (the experts' HSDP mesh (dp_replicate, efsdp)).
 rund moe_mlp2_b32_adam_ep2_hsdp2x4  moe_mlp2 --world 8 --ep 2 --hsdp 2 --batch 32 --opt adam --port 29567
 # EP borrowing dp_shard on each pipeline stage (--mode pp_fsdp2 --ep E): the world mesh (pp, dp_shard) and the
