@@ -129,6 +129,11 @@ class Fsdp2 : public TrainingSetup {
     }
     if (CallEnd(u) > static_cast<size_t>(u) + 1) return PrefetchPreviousCall(s, u + 1);
     if (groups_[u].params.empty()) return;
+    if (s.g.ep_degree > 1 && !groups_[u].root && !Nested(u) && Apart()) {
+      // set_modules_to_backward_prefetch([previous block, its experts]): no default prefetch
+      for (size_t v : NeighbourBlock(u, /*next=*/false)) Unshard(s, v);
+      return;
+    }
     // _backward_prefetch: the group whose post_forward preceded this one's last (its index popped).
     auto it = std::find(post_forward_order_.rbegin(), post_forward_order_.rend(), static_cast<size_t>(u));
     if (it == post_forward_order_.rend()) return;
@@ -323,9 +328,48 @@ class Fsdp2 : public TrainingSetup {
         CopyOut(s, v, /*forward=*/true);
       }
     if (s.g.ep_degree <= 1 || groups_[u].root) return;
+    if (Apart()) {  // each block names the next block and its experts; the experts name nothing
+      if (!Nested(u))
+        for (size_t v : NeighbourBlock(u, /*next=*/true)) Unshard(s, v);
+      return;
+    }
     const size_t next = CallEnd(u);
     if (next >= groups_.size() || groups_[next].root || groups_[next].stage != groups_[u].stage) return;
     for (size_t v = next; v < CallEnd(next); ++v) Unshard(s, v);
+  }
+
+  /// A call whose module lies inside another wrapped call's: under ep, each block's experts
+  /// wrapped apart before the block (torchtitan's flow before fully_shard took a mesh per
+  /// parameter, torch < 2.12: Note [Expert parallel]).
+  bool Nested(size_t u) const {
+    if (groups_[u].root) return false;
+    return std::any_of(groups_.begin(), groups_.end(), [&](const Fsdp2Group& w) {
+      return !w.root && w.module != groups_[u].module && WithinModule(groups_[u].module, w.module);
+    });
+  }
+
+  bool Apart() const {
+    for (size_t u = 0; u < groups_.size(); ++u)
+      if (Nested(u)) return true;
+    return false;
+  }
+
+  /// The groups of the block call after (|next|) or before the block call |u| on its stage, then
+  /// of the calls nested in it: the explicit prefetch list [block, block's experts].
+  std::vector<size_t> NeighbourBlock(size_t u, bool next) const {
+    int best = -1;
+    for (size_t w = 0; w < groups_.size(); ++w) {
+      if (w == u || CallBegin(w) != w || groups_[w].root || groups_[w].stage != groups_[u].stage || Nested(w)) continue;
+      if ((groups_[w].first > groups_[u].first) != next) continue;
+      if (best < 0 || (groups_[w].first < groups_[best].first) == next) best = static_cast<int>(w);
+    }
+    std::vector<size_t> out;
+    if (best < 0) return out;
+    for (size_t v = best; v < CallEnd(best); ++v) out.push_back(v);
+    for (size_t w = 0; w < groups_.size(); ++w)
+      if (CallBegin(w) == w && Nested(w) && WithinModule(groups_[w].module, groups_[best].module))
+        for (size_t v = w; v < CallEnd(w); ++v) out.push_back(v);
+    return out;
   }
 
   /// _backward_prefetch of a call's second group (_num_param_groups > 1): walking back the
