@@ -347,6 +347,10 @@ def main():
     pp_lines, pp_failures = validate_gpu_pp.section(a.memsim)
     lines += pp_lines
     failures += pp_failures
+    import validate_gpu_ep  # the expert-parallel ranks of the Mixtral plans on one H200 (tools/validate_gpu_ep.py)
+    ep_lines, ep_failures = validate_gpu_ep.section(a.memsim)
+    lines += ep_lines
+    failures += ep_failures
     device_lines, device_failures = validate_device.section(a.memsim)
     lines += device_lines
     failures += device_failures
