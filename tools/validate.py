@@ -19,7 +19,8 @@ GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2
                    "eager_mid_mlp": "mlp"}  # eager: graph_break() and torch.compiler.disable are no-ops
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
 GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "bce": "_bce", "smooth_l1": "_smooth_l1",
-                  "l1": "_l1", "huber": "_huber", "soft_margin": "_soft_margin"}
+                  "l1": "_l1", "huber": "_huber", "soft_margin": "_soft_margin",
+                  "multi_margin": "_multi_margin", "multilabel_margin": "_multilabel_margin"}
 # The course's hand-written AdamW is recorded into the cs336 graphs by the exporter
 # (--optimizer graphs/llm_models.py:CS336AdamW, Note [Recorded optimizers]) and replayed.
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",
