@@ -489,14 +489,13 @@ class MiscMathNet(nn.Module):  # nn.Threshold, torch.flip, torch.maximum, torch.
 
 
 class PixelShuffleNet(nn.Module):  # nn.PixelShuffle and nn.PixelUnshuffle between convolutions
-    def __init__(s):
+    def __init__(s):  # (16-channel convolutions: oneDNN pads fewer output channels, not modelled)
         super().__init__()
-        s.c1 = nn.Conv2d(3, 16, 3, padding=1); s.ps = nn.PixelShuffle(2); s.c2 = nn.Conv2d(4, 8, 3, padding=1)
-        s.pu = nn.PixelUnshuffle(4); s.fc = nn.Linear(128 * 8 * 8, 10)
+        s.c1 = nn.Conv2d(3, 64, 3, padding=1); s.ps = nn.PixelShuffle(2); s.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        s.pu = nn.PixelUnshuffle(2); s.fc = nn.Linear(64 * 16 * 16, 10)
 
-    def forward(s, x):  # [N, 3, 16, 16]
-        h = s.c2(s.ps(s.c1(x)))                     # [N, 8, 32, 32]
-        return s.fc(s.pu(h).flatten(1))             # [N, 128, 8, 8]
+    def forward(s, x):  # [N, 3, 16, 16] -> [N, 16, 32, 32] -> [N, 64, 16, 16]
+        return s.fc(s.pu(s.c2(s.ps(s.c1(x)))).flatten(1))
 
 
 class BilinearNet(nn.Module):  # nn.Bilinear (aten::bilinear: _trilinear, then + bias) of two projections
@@ -510,8 +509,8 @@ class BilinearNet(nn.Module):  # nn.Bilinear (aten::bilinear: _trilinear, then +
 class ChannelShuffleNet(nn.Module):  # nn.ChannelShuffle (aten::channel_shuffle) between convolutions
     def __init__(s):
         super().__init__()
-        s.c1 = nn.Conv2d(3, 16, 3, padding=1); s.cs = nn.ChannelShuffle(4); s.c2 = nn.Conv2d(16, 8, 3, padding=1)
-        s.fc = nn.Linear(8 * 16 * 16, 10)
+        s.c1 = nn.Conv2d(3, 16, 3, padding=1); s.cs = nn.ChannelShuffle(4); s.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        s.fc = nn.Linear(16 * 16 * 16, 10)
 
     def forward(s, x):  # [N, 3, 16, 16]
         return s.fc(s.c2(s.cs(s.c1(x))).flatten(1))

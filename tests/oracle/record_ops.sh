@@ -111,10 +111,11 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:pixel_shuffle_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp bilinear_net "graphs/op_models.py BilinearNet; trace_step.py bilinear_net; input float32 [batch,256]" \
     graphs/op_models.py:bilinear_net_export --input "x=batch,256" --loss cross_entropy
+  # 1.13's multi(label)_margin_loss has no meta kernel: exported by running on CPU tensors, at the traced batch
   exp mlp_multi_margin "graphs/models.py mlp with F.multi_margin_loss on class indices [batch]; trace_step.py mlp --loss multi_margin" \
-    graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multi_margin --target "int64:batch@0:10"
+    graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multi_margin --target "int64:batch@0:10" --set batch=64
   exp mlp_multilabel_margin "graphs/models.py mlp with F.multilabel_margin_loss on int64 targets [batch,10]; trace_step.py mlp --loss multilabel_margin" \
-    graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multilabel_margin --target "int64:batch,10@0:10"
+    graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multilabel_margin --target "int64:batch,10@0:10" --set batch=64
   exp cross_map_lrn_net "graphs/op_models.py CrossMapLrnNet; trace_step.py cross_map_lrn_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:cross_map_lrn_net_export --input "x=batch,3,16,16" --loss cross_entropy
   [ $two = 1 ] && exp channel_shuffle_net "graphs/op_models.py ChannelShuffleNet; trace_step.py channel_shuffle_net; input float32 [batch,3,16,16]" \

@@ -14,6 +14,16 @@ def _legacy(size_average, reduce, reduction):
     return reduction
 
 
+@module(nn.MultiMarginLoss)
+def m_multi_margin(cx, mod, path, x, target):
+    return f_multi_margin(cx, x, target, mod.p, mod.margin, cx.param(mod.weight), reduction=mod.reduction)
+
+
+@module(nn.MultiLabelMarginLoss)
+def m_multilabel_margin(cx, mod, path, x, target):
+    return f_multilabel_margin(cx, x, target, reduction=mod.reduction)
+
+
 @function(F.multi_margin_loss)
 def f_multi_margin(cx, x, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
     """aten::multi_margin_loss: keeps self, target (and weight)."""
@@ -28,6 +38,11 @@ def f_multilabel_margin(cx, x, target, size_average=None, reduce=None, reduction
     """aten::multilabel_margin_loss_forward: the output and is_target (kept with self and target)."""
     return cx.emit("multilabel_margin_loss", [T(x), T(target, "target")],
                    {"reduction": _legacy(size_average, reduce, reduction)}, shape=cx.out_shape())
+
+
+@module(nn.Bilinear)
+def m_bilinear(cx, mod, path, x1, x2):
+    return f_bilinear(cx, x1, x2, cx.param(mod.weight), cx.param(mod.bias))
 
 
 @function(F.bilinear)

@@ -527,6 +527,11 @@ def m_pixel_unshuffle(cx, mod, path, x):
     return _pixel_shuffle(cx, x, mod.downscale_factor, False)
 
 
+@module(getattr(nn, "ChannelShuffle", None))
+def m_channel_shuffle(cx, mod, path, x):
+    return f_channel_shuffle(cx, x, mod.groups)
+
+
 @function(getattr(F, "channel_shuffle", None), getattr(torch, "channel_shuffle", None))
 def f_channel_shuffle(cx, x, groups):
     """nn.ChannelShuffle / F.channel_shuffle: aten::channel_shuffle, a new tensor, nothing kept. PyTorch
