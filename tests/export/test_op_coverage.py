@@ -245,6 +245,11 @@ class MoreOps(unittest.TestCase):  # issue 26: ops that ran on recorded rules (N
         self.assertEqual(ops_of(g, "flip")[0]["attrs"], {"dims": [1]})
         self.assertEqual([o["attrs"]["dim"] for o in ops_of(g, "var")], [1, None])
 
+    def test_max_min_of_two_tensors_are_maximum_minimum(self):  # Note [Elementwise maximum]
+        g = export_model(Lambda(lambda x: torch.max(x, x.flip(-1)) + torch.min(x, x * 2)), ["batch,8"], name="m")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["flip", "maximum", "mul", "minimum", "add", "cross_entropy"])
+
     def test_pixel_and_channel_shuffle(self):
         g = export("pixel_shuffle_net")
         check_well_formed(self, g)

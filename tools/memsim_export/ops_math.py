@@ -183,6 +183,7 @@ def _maximum(op):
     return h
 
 
+MAXIMUM = {"max": _maximum("maximum"), "min": _maximum("minimum")}  # torch.max(a, b) / torch.min(a, b) (ops_llm)
 for _op in ("maximum", "minimum"):  # Note [Elementwise maximum]
     function(getattr(torch, _op))(_maximum(_op))
     method(_op)(_maximum(_op))
