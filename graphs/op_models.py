@@ -526,6 +526,16 @@ class CrossMapLrnNet(nn.Module):  # nn.CrossMapLRN2d (torch's own autograd.Funct
         return s.fc(s.lrn(s.c1(x)).flatten(1))
 
 
+class Drop3dNet(nn.Module):  # nn.Dropout3d of a 4-D input (unsqueezed: one draw per sample) and of a 5-D one
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.d = nn.Dropout3d(0.3); s.fc = nn.Linear(2 * 16 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        return s.fc(torch.cat([s.d(h).flatten(1), s.d(h.unsqueeze(1)).flatten(1)], 1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "lp_pool_net": lambda: (LpPoolNet(), (3, 16, 16), 10),
@@ -535,6 +545,7 @@ MODELS = {
     "bilinear_net": lambda: (BilinearNet(), (256,), 10),
     "channel_shuffle_net": lambda: (ChannelShuffleNet(), (3, 16, 16), 10),
     "cross_map_lrn_net": lambda: (CrossMapLrnNet(), (3, 16, 16), 10),
+    "drop3d_net": lambda: (Drop3dNet(), (3, 16, 16), 10),
     "frac_pool_net": lambda: (FracPoolNet(), (3, 16, 16), 10),
     "unpool_net": lambda: (UnpoolNet(), (3, 16, 16), 10),
     "pool1d_net": lambda: (Pool1dNet(), (4, 32), 10),
@@ -628,3 +639,4 @@ pixel_shuffle_net_export = _exporter("pixel_shuffle_net")
 bilinear_net_export = _exporter("bilinear_net")
 channel_shuffle_net_export = _exporter("channel_shuffle_net")
 cross_map_lrn_net_export = _exporter("cross_map_lrn_net")
+drop3d_net_export = _exporter("drop3d_net")

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling; EmbeddingBag sum and max; Threshold, flip, maximum, var; PixelShuffle/Unshuffle; Bilinear; the multi(label) margin losses; ChannelShuffle (2.x only); CrossMapLRN2d) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling; EmbeddingBag sum and max; Threshold, flip, maximum, var; PixelShuffle/Unshuffle; Bilinear; the multi(label) margin losses; ChannelShuffle (2.x only); CrossMapLRN2d; Dropout3d of 4-D and 5-D inputs) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -58,6 +58,7 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run mlp_b64_sgd_multi_margin  mlp --batch 64 --opt sgd --loss multi_margin --marks
   run mlp_b64_sgd_multilabel_margin mlp --batch 64 --opt sgd --loss multilabel_margin --marks
   run cross_map_lrn_net_b2_sgd  cross_map_lrn_net --batch 2 --opt sgd --marks
+  run drop3d_net_b4_sgd         drop3d_net --batch 4 --opt sgd --marks
   local two=0  # 2.x only: PyTorch 1.13 has no derivative for channel_shuffle
   "$py" -c 'import sys, torch; sys.exit(torch.__version__.startswith("1."))' && two=1
   [ $two = 1 ] && run channel_shuffle_net_b4_sgd channel_shuffle_net --batch 4 --opt sgd --marks
@@ -116,6 +117,8 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multi_margin --target "int64:batch@0:10" --set batch=64
   exp mlp_multilabel_margin "graphs/models.py mlp with F.multilabel_margin_loss on int64 targets [batch,10]; trace_step.py mlp --loss multilabel_margin" \
     graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multilabel_margin --target "int64:batch,10@0:10" --set batch=64
+  exp drop3d_net "graphs/op_models.py Drop3dNet; trace_step.py drop3d_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:drop3d_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp cross_map_lrn_net "graphs/op_models.py CrossMapLrnNet; trace_step.py cross_map_lrn_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:cross_map_lrn_net_export --input "x=batch,3,16,16" --loss cross_entropy
   [ $two = 1 ] && exp channel_shuffle_net "graphs/op_models.py ChannelShuffleNet; trace_step.py channel_shuffle_net; input float32 [batch,3,16,16]" \
