@@ -150,6 +150,14 @@ def soft_margin(output, target):  # --loss soft_margin (export_torch.py --loss g
     return F.soft_margin_loss(output, target)
 
 
+def multi_margin(output, target):  # --loss multi_margin (export_torch.py --loss graphs/op_models.py:multi_margin)
+    return F.multi_margin_loss(output, target)
+
+
+def multilabel_margin(output, target):  # --loss multilabel_margin (int64 targets [batch, classes])
+    return F.multilabel_margin_loss(output, target)
+
+
 def sigmoid_mlp():  # probabilities for F.binary_cross_entropy (trace_step.py --loss bce)
     return nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10), nn.Sigmoid()), (256,), 10
 
@@ -460,9 +468,84 @@ class LpPoolNet(nn.Module):  # nn.LPPool1d and nn.LPPool2d (F.lp_pool: pow, avg_
         return s.fc(torch.cat([s.p2(h).flatten(1), s.p1(h.flatten(2)).flatten(1)], 1))
 
 
+class EmbBagSumMaxNet(nn.Module):  # nn.EmbeddingBag modes sum and max over [batch, 8] ids
+    def __init__(s):
+        super().__init__()
+        s.es = nn.EmbeddingBag(30522, 32, mode="sum"); s.em = nn.EmbeddingBag(30522, 32, mode="max")
+        s.fc = nn.Linear(64, 10)
+
+    def forward(s, ids):
+        return s.fc(torch.cat([s.es(ids), s.em(ids)], 1))
+
+
+class MiscMathNet(nn.Module):  # nn.Threshold, torch.flip, torch.maximum, torch.var (dim and whole)
+    def __init__(s):
+        super().__init__(); s.f1 = nn.Linear(256, 128); s.th = nn.Threshold(0.1, 0.0); s.f2 = nn.Linear(129, 10)
+
+    def forward(s, x):  # [N, 256]
+        h = s.th(s.f1(x))
+        m = torch.maximum(h, torch.flip(h, (1,)))
+        return s.f2(torch.cat([m, m.var(1, keepdim=True)], 1)) * m.var()
+
+
+class PixelShuffleNet(nn.Module):  # nn.PixelShuffle and nn.PixelUnshuffle between convolutions
+    def __init__(s):  # (16-channel convolutions: oneDNN pads fewer output channels, not modelled)
+        super().__init__()
+        s.c1 = nn.Conv2d(3, 64, 3, padding=1); s.ps = nn.PixelShuffle(2); s.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        s.pu = nn.PixelUnshuffle(2); s.fc = nn.Linear(64 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16] -> [N, 16, 32, 32] -> [N, 64, 16, 16]
+        return s.fc(s.pu(s.c2(s.ps(s.c1(x)))).flatten(1))
+
+
+class BilinearNet(nn.Module):  # nn.Bilinear (aten::bilinear: _trilinear, then + bias) of two projections
+    def __init__(s):
+        super().__init__(); s.a = nn.Linear(256, 32); s.b = nn.Linear(256, 24); s.bl = nn.Bilinear(32, 24, 10)
+
+    def forward(s, x):  # [N, 256]
+        return s.bl(torch.relu(s.a(x)), torch.relu(s.b(x)))
+
+
+class ChannelShuffleNet(nn.Module):  # nn.ChannelShuffle (aten::channel_shuffle) between convolutions
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv2d(3, 16, 3, padding=1); s.cs = nn.ChannelShuffle(4); s.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        s.fc = nn.Linear(16 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        return s.fc(s.c2(s.cs(s.c1(x))).flatten(1))
+
+
+class CrossMapLrnNet(nn.Module):  # nn.CrossMapLRN2d (torch's own autograd.Function _cross_map_lrn2d)
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv2d(3, 16, 3, padding=1); s.lrn = nn.CrossMapLRN2d(5, 1e-4, 0.75, 1.0)
+        s.fc = nn.Linear(16 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        return s.fc(s.lrn(s.c1(x)).flatten(1))
+
+
+class Drop3dNet(nn.Module):  # nn.Dropout3d of a 4-D input (unsqueezed: one draw per sample) and of a 5-D one
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 16, 3, padding=1); s.d = nn.Dropout3d(0.3); s.fc = nn.Linear(2 * 16 * 16 * 16, 10)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
+        return s.fc(torch.cat([s.d(h).flatten(1), s.d(h.unsqueeze(1)).flatten(1)], 1))
+
+
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
     "lp_pool_net": lambda: (LpPoolNet(), (3, 16, 16), 10),
+    "embbag_sum_max_net": lambda: (EmbBagSumMaxNet(), ("ids", 8), 10),
+    "misc_math_net": lambda: (MiscMathNet(), (256,), 10),
+    "pixel_shuffle_net": lambda: (PixelShuffleNet(), (3, 16, 16), 10),
+    "bilinear_net": lambda: (BilinearNet(), (256,), 10),
+    "channel_shuffle_net": lambda: (ChannelShuffleNet(), (3, 16, 16), 10),
+    "cross_map_lrn_net": lambda: (CrossMapLrnNet(), (3, 16, 16), 10),
+    "drop3d_net": lambda: (Drop3dNet(), (3, 16, 16), 10),
     "frac_pool_net": lambda: (FracPoolNet(), (3, 16, 16), 10),
     "unpool_net": lambda: (UnpoolNet(), (3, 16, 16), 10),
     "pool1d_net": lambda: (Pool1dNet(), (4, 32), 10),
@@ -550,3 +633,10 @@ inorm_net_export = _exporter("inorm_net")
 unpool_net_export = _exporter("unpool_net")
 frac_pool_net_export = _exporter("frac_pool_net")
 lp_pool_net_export = _exporter("lp_pool_net")
+embbag_sum_max_net_export = _exporter("embbag_sum_max_net")
+misc_math_net_export = _exporter("misc_math_net")
+pixel_shuffle_net_export = _exporter("pixel_shuffle_net")
+bilinear_net_export = _exporter("bilinear_net")
+channel_shuffle_net_export = _exporter("channel_shuffle_net")
+cross_map_lrn_net_export = _exporter("cross_map_lrn_net")
+drop3d_net_export = _exporter("drop3d_net")

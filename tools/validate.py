@@ -19,7 +19,8 @@ GRAPH_FOR_MODEL = {"alexnet": "alexnet_torchvision", "gpt2_small": "nanogpt_gpt2
                    "eager_mid_mlp": "mlp"}  # eager: graph_break() and torch.compiler.disable are no-ops
 # The course's hand-written loss: a graph whose model returns it (trace_step.py --loss cs336).
 GRAPH_FOR_LOSS = {"cs336": "_course_loss", "bce_logits": "_bce_logits", "bce": "_bce", "smooth_l1": "_smooth_l1",
-                  "l1": "_l1", "huber": "_huber", "soft_margin": "_soft_margin"}
+                  "l1": "_l1", "huber": "_huber", "soft_margin": "_soft_margin",
+                  "multi_margin": "_multi_margin", "multilabel_margin": "_multilabel_margin"}
 # The course's hand-written AdamW is recorded into the cs336 graphs by the exporter
 # (--optimizer graphs/llm_models.py:CS336AdamW, Note [Recorded optimizers]) and replayed.
 OPT = {"sgd": "sgd", "momentum": "momentum", "adam": "adam", "adamw": "adamw", "none": "none",
@@ -539,7 +540,9 @@ def table_ops(memsim, failures):
              "and LP pooling, EmbeddingBag and soft margin loss of Notes [More activations], [Broadcast grads], [Padding and",
              "resampling], [Elementwise losses], [3-D convolution and pooling], [Transposed convolution], [Channel and alpha dropout], [Vector",
              "norms], [Upsample index buffers], [Writes into views], [Unfold and fold], [Grid sampling], [1-D pooling], [Instance norm],",
-             "[MaxUnpool], [Fractional max pooling], [LPPool], [EmbeddingBag] and [Soft margin loss] (`graphs/op_models.py`, `mlp` with `--loss`), recorded by",
+             "[MaxUnpool], [Fractional max pooling], [LPPool], [EmbeddingBag] (modes sum, mean, max), [Soft margin loss], [Elementwise",
+             "maximum], [Variance], [Flip and pixel shuffle] (with threshold and channel shuffle, 2.x only), [Margin losses], [Bilinear]",
+             "and [CrossMapLRN2d] (`graphs/op_models.py`, `mlp` with `--loss`), recorded by",
              "`tests/oracle/record_ops.sh` into `tests/data/traces_ops_2_13/` (the 2.13.0 pip wheel, `--check-spy`)",
              "and `tests/data/traces_ops_1_13/` (Debian's 1.13), each predicted by `memsim run GRAPH --profile cpu",
              "--torch RELEASE --step first` on the graph exported under the same release (`graphs/` beside the",

@@ -235,12 +235,17 @@ void KeepUnhookedWrappedNumbers(StepState& s, Node& node, const FwdPlan& plan, c
 /// them (checkpointing keeps them too) and release_variables leaves them; the node holds them
 /// until the graph is destroyed. A recomputation's node dies with its recomputed graph.
 void KeepCtxAttributes(StepState& s, Node& node, const Op& op, const FwdPlan& plan,
-                       const std::vector<StorageId>& storage) {
-  for (const SavedRef& r : plan.saved)
-    if (r.ctx_attribute && r.kind == SavedRef::kInput && storage[op.inputs[r.index]] != kNoStorage) {
-      s.ledger.Ref(storage[op.inputs[r.index]]);
-      node.ctx_attributes.push_back(storage[op.inputs[r.index]]);
-    }
+                       const std::vector<StorageId>& storage, const std::vector<StorageId>& extras) {
+  for (const SavedRef& r : plan.saved) {
+    if (!r.ctx_attribute) continue;
+    // an input (`ctx.A = A`) or a buffer the Function made (`ctx.scale = input.new()`)
+    const StorageId st = r.kind == SavedRef::kInput   ? storage[op.inputs[r.index]]
+                         : r.kind == SavedRef::kExtra ? extras[r.index]
+                                                      : kNoStorage;
+    if (st == kNoStorage) continue;
+    s.ledger.Ref(st);
+    node.ctx_attributes.push_back(st);
+  }
 }
 
 /// Selective checkpointing's forward of a cached op: its outputs, then the extras its node would
@@ -375,7 +380,7 @@ void ExecuteForwardOp(StepState& s, OpId o, std::vector<StorageId>& storage, con
     } else if (!recompute && policy.saved_tensor_hooks && s.profile.wrapped_number_skips_hooks) {
       KeepUnhookedWrappedNumbers(s, node, plan, extras);
     }
-    if (!recompute) KeepCtxAttributes(s, node, op, plan, storage);
+    if (!recompute) KeepCtxAttributes(s, node, op, plan, storage, extras);
     node.released.resize(node.saved.size(), false);
     if (!recompute) node.buffer.assign(op.outputs.size(), Grad{});
   }

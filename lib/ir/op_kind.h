@@ -57,7 +57,10 @@ namespace memsim {
   X(kMkldnnRnnLayer, "mkldnn_rnn_layer") X(kSoftMarginLoss, "soft_margin_loss") \
   X(kEmbeddingBag, "embedding_bag") X(kMaxUnpool2d, "max_unpool2d") X(kMaxUnpool3d, "max_unpool3d") \
   X(kFractionalMaxPool2d, "fractional_max_pool2d") X(kFractionalMaxPool3d, "fractional_max_pool3d") \
-  X(kSign, "sign")
+  X(kSign, "sign") X(kThreshold, "threshold") X(kMaximum, "maximum") X(kMinimum, "minimum")       \
+  X(kVar, "var") X(kFlip, "flip") X(kPixelShuffle, "pixel_shuffle") X(kPixelUnshuffle, "pixel_unshuffle") \
+  X(kMultiMarginLoss, "multi_margin_loss") X(kMultilabelMarginLoss, "multilabel_margin_loss") X(kBilinear, "bilinear")       \
+  X(kChannelShuffle, "channel_shuffle") X(kCrossMapLrn2d, "cross_map_lrn2d")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

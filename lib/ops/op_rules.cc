@@ -13,7 +13,8 @@ std::array<const OpRule*, kNumKinds> BuildIndex() {
   std::array<const OpRule*, kNumKinds> idx{};
   for (const auto* table : {&kNnRules, &kConvRules, &kConvTransposeRules, &kPointwiseRules, &kShapeRules, &kLlmRules, &kAttentionRules, &kActivationRules,
                             &kQuantizedRules, &kFp8Rules, &kCollectiveRules,
-                            &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kLossRules, &kRecordedRules, &kMoeRules, &kRnnOneDnnRules})
+                            &kCompiledRules, &kViewWriteRules, &kUnfoldRules, &kGridRules, &kLossRules, &kRecordedRules, &kMoeRules, &kRnnOneDnnRules,
+                            &kNnExtraRules})
     for (const OpRule& r : *table) idx[static_cast<size_t>(r.kind)] = &r;
   return idx;
 }

@@ -198,6 +198,7 @@ extern const std::vector<OpRule> kLlmRules;
 extern const std::vector<OpRule> kAttentionRules;
 extern const std::vector<OpRule> kActivationRules;
 extern const std::vector<OpRule> kQuantizedRules;
+extern const std::vector<OpRule> kNnExtraRules;  // rules_nn_extra.cc
 extern const std::vector<OpRule> kFp8Rules;
 extern const std::vector<OpRule> kCollectiveRules;
 extern const std::vector<OpRule> kCompiledRules;

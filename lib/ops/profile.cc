@@ -99,6 +99,8 @@ const std::vector<ProfileRow> kRows = {
      "aten/src/ATen/native/Loss.cpp 1.13 soft_margin_loss_out: neg_out(output, input).mul_(target).exp_().add_(1.).log_() (2.x: .log1p_(); the 1.13 and 2.13 mlp soft_margin traces)"},
     {"prelu_kernel", "", "1.13", [](Profile& p) { p.prelu_kernel = false; },
      "aten/src/ATen/native/Activation.cpp 1.13: prelu / prelu_backward, the weight grad summed inside from an input-sized collector (the 1.13 act_mlp_a trace)"},
+    {"trilinear_saves_all", "", "1.13", [](Profile& p) { p.trilinear_saves_all = true; },
+     "tools/autograd/derivatives.yaml 1.13 _trilinear: `i1, i2, i3: _trilinear_backward(grad, i1, i2, i3, ...)` (2.x: wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), ...)"},
     // --- PyTorch 1.13 on the CPU --------------------------------------------------------------
     {"conv_transpose_slow", "cpu", "1.13", [](Profile& p) { p.conv_transpose_slow = true; },
      "aten/src/ATen/native/Convolution.cpp 1.13 ConvParams::use_mkldnn: float CPU input only `!transposed`, so SlowTranspose2d/3d (NaiveConvolutionTranspose2d/3d.cpp; the 1.13 traces of dcgan_gen, deconv1d_net, unet3d)"},

@@ -202,6 +202,9 @@ struct Profile {
   /// shape (the engine sums it to the weight's); 1.13's prelu_backward sums it inside (an
   /// input-sized collector, freed in the node).
   bool prelu_kernel = true;
+  /// 2.x derivatives.yaml `_trilinear` (bilinear) keeps each of i1, i2, i3 only if another input's
+  /// grad needs it (wrap_opt_if); 1.13 keeps all three (Note [Bilinear]).
+  bool trilinear_saves_all = false;
   /// CPU 2.x: upsample_nearest2d / upsample_bilinear2d of a contiguous input with C > 1 and an
   /// output with H + W <= 128 run the channels-last kernel (an input copy and an output scratch,
   /// Note [Padding and resampling]).

@@ -261,54 +261,106 @@ void EmbeddingDenseBackward(const RuleCtx& c, BwdPlan* p, int64_t num_weights, i
 }
 
 namespace {
-// embedding_bag(weight [V, D], indices [N], offsets [B]), mode mean (Note [EmbeddingBag]): the
-// CPU kernel of aten/src/ATen/native/EmbeddingBag.cpp _embedding_bag_cpu_impl_out (1.13 and 2.x).
+// embedding_bag(weight [V, D], indices [N], offsets [B]), modes sum, mean, max (Note [EmbeddingBag]):
+// the CPU kernel of aten/src/ATen/native/EmbeddingBag.cpp _embedding_bag_cpu_impl_out (1.13 and 2.x).
 Status InferEmbeddingBag(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 3, 3));
   const TensorMeta& w = *c.in[0];
   if (w.dim() != 2) return RuleError(c, "weight must be [num_embeddings, dim]");
   if (c.in[1]->dim() != 1 || c.in[2]->dim() != 1 || IsFloating(c.in[1]->dtype) || IsFloating(c.in[2]->dtype))
     return RuleError(c, "indices and offsets must be 1-D integer tensors");
-  if (c.op.attrs.GetString("mode", "mean") != "mean") return RuleError(c, "only mode \"mean\" has a rule");
+  const std::string mode = c.op.attrs.GetString("mode", "mean");
+  if (mode != "mean" && mode != "sum" && mode != "max") return RuleError(c, "mode must be sum, mean or max");
+  if (mode == "sum" && w.dtype != Dtype::kFloat32) return RuleError(c, "mode \"sum\" has a rule for float32 weights only");
   o->Fresh(TensorMeta::Contiguous(w.dtype, {c.in[2]->sizes[0], w.sizes[1]}));
   return Status::OK();
 }
 
-// The output; make_offset2bag_out: offset2bag = zeros(N + 1), index_add_ of ones_like(offsets),
-// `offset2bag[0] -= 1` (a wrapped number), then `offset2bag = offset2bag.cumsum(0)` (a new N + 1, the
-// first freed; resize_ to N keeps the storage); make_bag_size_out: bag_size [B], its first B - 1 as
-// `offsets[1:] - offsets[:-1]` and the last as `N - offsets[-1]` (temporaries); max_indices [B];
-// apply_bag_size: `max(bag_size, ones_like(bag_size)).to(output)` (temporaries). derivatives.yaml
-// `_embedding_bag`: the node keeps indices, offsets, offset2bag, bag_size, max_indices.
+// make_offset2bag: offset2bag = zeros(N + 1), index_add_ of ones_like(offsets), `offset2bag[0] -= 1`
+// (a wrapped number), then `offset2bag = offset2bag.cumsum(0)` (a new N + 1, the first freed; resize_
+// to N keeps the storage). |alloc| / |release| make and free one buffer (forward extras or backward
+// temporaries); returns the kept offset2bag.
+template <typename Alloc, typename Release>
+int MakeOffset2bag(const RuleCtx& c, Alloc alloc, Release release) {
+  const int64_t o2b = (c.in[1]->numel() + 1) * ElementSize(c.in[1]->dtype);
+  int first = alloc(o2b, "offset2bag zeros");
+  release(alloc(Bytes(*c.in[2]), "ones_like(offsets)"));
+  if (c.profile.scalar_operand_bytes > 0) release(alloc(c.profile.scalar_operand_bytes, "offset2bag[0] -= 1"));
+  int kept = alloc(o2b, "offset2bag");
+  release(first);
+  return kept;
+}
+
+// The output; offset2bag (make_offset2bag_out skips it on sum's fast path: float32 weights, no
+// per-sample weights or padding_idx); make_bag_size_out: bag_size [B], its first B - 1 as
+// `offsets[1:] - offsets[:-1]` and the last as `N - offsets[-1]` (temporaries);
+// make_max_indices_out: max_indices = empty(B), resize_d to [B, D] for max (a new buffer, the first
+// freed); mean: apply_bag_size, `max(bag_size, ones_like(bag_size)).to(output)` (temporaries).
+// derivatives.yaml `_embedding_bag`: the node keeps indices, offsets, offset2bag, bag_size, max_indices.
 void FwdEmbeddingBag(const RuleCtx& c, FwdPlan* p) {
-  const int64_t n = c.in[1]->numel(), bags = c.in[2]->numel(), ie = ElementSize(c.in[2]->dtype);
+  const std::string mode = c.op.attrs.GetString("mode", "mean");
+  const int64_t bags = c.in[2]->numel(), ie = ElementSize(c.in[2]->dtype);
   p->AllocOutput(0);
-  int first = p->AddExtra((n + 1) * ElementSize(c.in[1]->dtype), "offset2bag zeros");
-  p->FreeExtra(p->AddExtra(Bytes(*c.in[2]), "ones_like(offsets)"));
-  if (c.profile.scalar_operand_bytes > 0) p->FreeExtra(p->AddExtra(c.profile.scalar_operand_bytes, "offset2bag[0] -= 1"));
-  int o2b = p->AddExtra((n + 1) * ElementSize(c.in[1]->dtype), "offset2bag");
-  p->FreeExtra(first);
+  int o2b = -1;
+  if (mode != "sum")
+    o2b = MakeOffset2bag(c, [&](int64_t b, std::string_view l) { return p->AddExtra(b, l); },
+                         [&](int k) { p->FreeExtra(k); });
   int bag = p->AddExtra(bags * ie, "bag_size");
   if (bags > 1) p->FreeExtra(p->AddExtra((bags - 1) * ie, "offsets[1:] - offsets[:-1]"));
   if (bags > 0) p->FreeExtra(p->AddExtra(ie, "N - offsets[-1]"));
   int maxi = p->AddExtra(bags * ie, "max_indices");
-  int ones = p->AddExtra(bags * ie, "ones_like(bag_size)");
-  int mx = p->AddExtra(bags * ie, "max(bag_size, 1)");
-  int cast = p->AddExtra(bags * ElementSize(c.in[0]->dtype), "bag_size in the output's dtype");
-  p->FreeExtra(mx);
-  p->FreeExtra(ones);
-  p->FreeExtra(cast);
+  if (mode == "max") {
+    int full = p->AddExtra(bags * c.in[0]->sizes[1] * ie, "max_indices resized to [B, D]");
+    p->FreeExtra(maxi);
+    maxi = full;
+  }
+  if (mode == "mean") {
+    int ones = p->AddExtra(bags * ie, "ones_like(bag_size)");
+    int mx = p->AddExtra(bags * ie, "max(bag_size, 1)");
+    int cast = p->AddExtra(bags * ElementSize(c.in[0]->dtype), "bag_size in the output's dtype");
+    p->FreeExtra(mx);
+    p->FreeExtra(ones);
+    p->FreeExtra(cast);
+  }
   p->Save(SavedRef::kInput, 1);
   p->Save(SavedRef::kInput, 2);
-  for (int k : {o2b, bag, maxi}) p->Save(SavedRef::kExtra, k);
+  for (int k : {o2b, bag, maxi})
+    if (k >= 0) p->Save(SavedRef::kExtra, k);
 }
 
-// _embedding_bag_dense_backward_cpu: `grad_.contiguous()`, the zeros [V, D] weight grad, then the
-// indices sorted (values and permutation) and two more index-sized buffers of the counting, each
-// freed in turn (the 1.13 and 2.13 traces of embbag_net).
+// _embedding_bag_dense_backward_cpu_max: the zeros [V, D] grad; `max_indices.index_select(0,
+// bag_size.nonzero().view(-1))` and `grad.index_select(...)` (each nonzero [B, 1] int64 freed after
+// it; every bag assumed non-empty); per column d, index_add_ of the strided index column (made
+// contiguous, [B], freed in turn).
+void BwdEmbeddingBagMax(const RuleCtx& c, BwdPlan* p, int copy) {
+  const int64_t bags = c.in[2]->numel(), d = c.in[0]->sizes[1], ie = ElementSize(c.in[2]->dtype);
+  p->GradNew(0);
+  int nz = p->Temp(bags * 8, "bag_size.nonzero()");
+  int idx = p->Temp(bags * d * ie, "nonempty_max_indices");
+  p->FreeTemp(nz);
+  nz = p->Temp(bags * 8, "bag_size.nonzero()");
+  int g = p->Temp(bags * d * ElementSize(c.grad_out->dtype), "nonempty_grad");
+  p->FreeTemp(nz);
+  for (int64_t k = 0; k < d; ++k) p->FreeTemp(p->Temp(bags * ie, "index column, contiguous"));
+  p->FreeTemp(g);
+  p->FreeTemp(idx);
+  FreeIfTemp(p, copy);
+}
+
+// Sum's fast path left offset2bag empty: _embedding_bag_backward remakes it first (make_offset2bag,
+// freed at the end). _embedding_bag_dense_backward_cpu: `grad_.contiguous()`, then max's path, or
+// for sum and mean the zeros [V, D] weight grad, the indices sorted (values and permutation) and two
+// more index-sized buffers of the counting, each freed in turn (the 1.13 and 2.13 traces of
+// embbag_net and embbag_sum_max_net).
 void BwdEmbeddingBag(const RuleCtx& c, BwdPlan* p) {
   if (!c.rg_in(0)) return;
+  const std::string mode = c.op.attrs.GetString("mode", "mean");
+  int o2b = -1;
+  if (mode == "sum")
+    o2b = MakeOffset2bag(c, [&](int64_t b, std::string_view l) { return p->Temp(b, l); },
+                         [&](int k) { p->FreeTemp(k); });
   const int copy = ContiguousGrad(c, p);
+  if (mode == "max") return BwdEmbeddingBagMax(c, p, copy);
   p->GradNew(0);
   const int64_t ib = Bytes(*c.in[1]);
   int sorted = p->Temp(ib, "sorted indices");
@@ -318,6 +370,7 @@ void BwdEmbeddingBag(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(sorted);
   p->FreeTemp(perm);
   FreeIfTemp(p, copy);
+  FreeIfTemp(p, o2b);
 }
 
 // Normalisation. Inputs: batch_norm (X, weight, bias, running_mean, running_var);

@@ -47,6 +47,8 @@ constexpr ActivationRow kActivations[] = {
     {OpKind::kElu, Keeps::kSelf, false},         {OpKind::kHardtanh, Keeps::kSelf, true},
     {OpKind::kSoftplus, Keeps::kSelf, true},     {OpKind::kMish, Keeps::kSelf, true},
     {OpKind::kHardshrink, Keeps::kSelf, true},   {OpKind::kSoftshrink, Keeps::kSelf, true},
+    // threshold: threshold_backward(grad, self, threshold); threshold_ keeps original self.
+    {OpKind::kThreshold, Keeps::kSelf, true},
 };
 
 const ActivationRow& Activation(OpKind k) {
@@ -604,6 +606,73 @@ void FwdStochasticDepth(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kExtra, k);
 }
 
+/// TransientScalar in a backward: the wrapped number and its cast (freed at once), with an
+/// |out_bytes| result made between them (`grad / 2`); returns that result's temporary (-1: none).
+int TransientScalarTemp(const RuleCtx& c, BwdPlan* p, Dtype dt, int64_t out_bytes, std::string_view what) {
+  if (c.profile.scalar_operand_bytes == 0) return out_bytes > 0 ? p->Temp(out_bytes, what) : -1;
+  int k = p->Temp(c.profile.scalar_operand_bytes, "wrapped scalar");
+  int cast = p->Temp(ElementSize(dt), "wrapped scalar, cast");
+  int out = out_bytes > 0 ? p->Temp(out_bytes, what) : -1;
+  p->FreeTemp(cast);
+  p->FreeTemp(k);
+  return out;
+}
+
+// Note [Elementwise maximum]: maximum / minimum keep self and other; MaximumBackward0 computes
+// other's grad first, then self's, each `at::where(self == other, grad / 2, grad).masked_fill_(self
+// > other, 0)` (< for self; swapped for minimum): grad / 2 (a wrapped number, output-sized), the
+// bool `self == other`, the where (the grad, at the output's shape), the bool comparison for
+// masked_fill_; the temporaries die at the statement's end.
+void FwdSaveBoth(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+}
+
+void BwdMaximum(const RuleCtx& c, BwdPlan* p) {
+  const TensorMeta& y = *c.out[0];
+  for (int i : {1, 0}) {
+    if (!c.rg_in(i)) continue;
+    int half = TransientScalarTemp(c, p, y.dtype, Bytes(y), "grad / 2");
+    int eq = p->Temp(y.numel(), "self == other");
+    GradAtOutputShape(c, p, i);
+    int cmp = p->Temp(y.numel(), "self > other");
+    p->FreeTemp(cmp);
+    p->FreeTemp(eq);
+    p->FreeTemp(half);
+  }
+}
+
+// Note [Variance]: var.correction keeps self. A CPU reduction to one element of float32/float64
+// (ReduceOps.cpp std_var_out: std_var_all_cpu) takes `self.mean().item()` first (its 0-dim result
+// and mean's wrapped divisor); other reductions write the result alone. var_backward
+// (FunctionsManual.cpp): `(2 / dof) * grad * (self - self.mean(dim, true))`, the right factor first.
+bool VarAllCpu(const RuleCtx& c) {
+  const Dtype dt = c.in[0]->dtype;
+  return !c.profile.cuda && c.out[0]->numel() <= 1 && (dt == Dtype::kFloat32 || dt == Dtype::kFloat64);
+}
+
+void FwdVar(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  if (!VarAllCpu(c)) return;
+  p->AllocOutput(0);
+  int mean = p->AddExtra(ElementSize(c.in[0]->dtype), "self.mean()");
+  TransientScalar(c, p);
+  p->FreeExtra(mean);
+}
+
+void BwdVar(const RuleCtx& c, BwdPlan* p) {
+  if (!c.rg_in(0)) return;
+  const TensorMeta& y = *c.out[0];
+  int mean = p->Temp(Bytes(y), "self.mean(dim, true)");
+  TransientScalarTemp(c, p, y.dtype, 0, "");
+  int sub = p->Temp(Bytes(*c.in[0]), "self - mean");
+  int scaled = TransientScalarTemp(c, p, y.dtype, Bytes(y), "(2 / dof) * grad");
+  p->GradNew(0);
+  p->FreeTemp(scaled);
+  p->FreeTemp(sub);
+  p->FreeTemp(mean);
+}
+
 constexpr uint32_t kFirst = 1u;
 constexpr uint32_t kBoth = 3u;
 
@@ -645,6 +714,10 @@ const std::vector<OpRule> kPointwiseRules = {
     {OpKind::kSmoothL1Loss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
     {OpKind::kHuberLoss, 2, 2, kFirst, InferLoss, FwdSmoothL1, nullptr},
     {OpKind::kBinaryCrossEntropy, 2, 2, kFirst, InferLoss, FwdBce, BwdBce},
+    {OpKind::kThreshold, 1, 1, kFirst, InferUnary, FwdActivation, nullptr, nullptr, true},
+    {OpKind::kMaximum, 2, 2, kBoth, InferBinary, FwdSaveBoth, BwdMaximum},
+    {OpKind::kMinimum, 2, 2, kBoth, InferBinary, FwdSaveBoth, BwdMaximum},
+    {OpKind::kVar, 1, 1, kFirst, InferReduce, FwdVar, BwdVar},
 };
 
 }  // namespace memsim

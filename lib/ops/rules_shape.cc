@@ -472,6 +472,40 @@ Status InferSameNew(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+/// pixel_shuffle(X [*, C·r², H, W], upscale_factor r) -> [*, C, H·r, W·r]; pixel_unshuffle(X [*, C,
+/// H·r, W·r], downscale_factor r) -> [*, C·r², H, W]. Both CPU kernels (PixelShuffle.cpp, 1.13 and
+/// 2.x) write a new tensor; derivatives.yaml: each one's grad is the other of the grad, nothing kept
+/// (Note [Flip and pixel shuffle]).
+Status InferPixelShuffle(const RuleCtx& c, InferOut* o) {
+  const TensorMeta& x = *c.in[0];
+  const bool up = c.op.kind == OpKind::kPixelShuffle;
+  const int64_t r = c.op.attrs.GetInt(up ? "upscale_factor" : "downscale_factor", c.bindings).value_or(0);
+  if (r <= 0 || x.dim() < 3) return RuleError(c, "needs a positive factor and an input [*, C, H, W]");
+  std::vector<int64_t> s = x.sizes;
+  const size_t n = s.size();
+  if (up) {
+    if (s[n - 3] % (r * r) != 0) return RuleError(c, "channels of " + x.ShapeString() + " not divisible by r^2");
+    s[n - 3] /= r * r, s[n - 2] *= r, s[n - 1] *= r;
+  } else {
+    if (s[n - 2] % r != 0 || s[n - 1] % r != 0) return RuleError(c, "H, W of " + x.ShapeString() + " not divisible by r");
+    s[n - 3] *= r * r, s[n - 2] /= r, s[n - 1] /= r;
+  }
+  o->Fresh(TensorMeta::Contiguous(x.dtype, s));
+  return Status::OK();
+}
+
+/// channel_shuffle(X [N, C, *], groups g): the CPU kernel (ChanelShuffle.cpp, 2.x) writes a new
+/// tensor; derivatives.yaml: `channel_shuffle(grad, C / g)`, nothing kept. 1.13 has no derivative
+/// (the exporter refuses it there; Note [Flip and pixel shuffle]).
+Status InferChannelShuffle(const RuleCtx& c, InferOut* o) {
+  const TensorMeta& x = *c.in[0];
+  const int64_t g = c.op.attrs.GetInt("groups", c.bindings).value_or(0);
+  if (g <= 0 || x.dim() < 3 || x.sizes[1] % g != 0)
+    return RuleError(c, "groups must divide the channels of " + x.ShapeString());
+  o->Fresh(TensorMeta::Contiguous(x.dtype, x.sizes));
+  return Status::OK();
+}
+
 /// repeat(X): `repeats`, one per output dim (at least X's rank). RepeatBackward0 keeps sizes;
 /// its backward sums a view of the grad to X's shape (one new grad).
 Status InferRepeat(const RuleCtx& c, InferOut* o) {
@@ -538,6 +572,10 @@ const std::vector<OpRule> kShapeRules = {
     {OpKind::kPad, 1, 1, kFirst, InferPad, FwdPad, BwdNarrowing},
     {OpKind::kUpsample, 1, 1, kFirst, InferUpsample, FwdUpsample, BwdNarrowing},
     {OpKind::kRoll, 1, 1, kFirst, InferSameNew, nullptr, BwdNarrowing},
+    {OpKind::kFlip, 1, 1, kFirst, InferSameNew, nullptr, BwdNarrowing},
+    {OpKind::kPixelShuffle, 1, 1, kFirst, InferPixelShuffle, nullptr, BwdNarrowing},
+    {OpKind::kPixelUnshuffle, 1, 1, kFirst, InferPixelShuffle, nullptr, BwdNarrowing},
+    {OpKind::kChannelShuffle, 1, 1, kFirst, InferChannelShuffle, nullptr, BwdNarrowing},
     {OpKind::kRepeat, 1, 1, kFirst, InferRepeat, nullptr, BwdNarrowing},
     {OpKind::kToDtype, 1, 2, kFirst, InferToDtype, nullptr, BwdToDtype, AliasGradSame},
     {OpKind::kDetach, 1, 1, 0, InferDetach, nullptr, nullptr},

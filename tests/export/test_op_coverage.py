@@ -1,6 +1,7 @@
 """Exporter mappings of the op-coverage ops (Notes [More activations], [Broadcast grads], [Padding
 and resampling], [Elementwise losses], [3-D convolution and pooling], [Channel and alpha dropout],
-[Vector norms], [Upsample index buffers], [Binary cross entropy], [Transposed convolution]): the models of graphs/op_models.py and the elementwise
+[Vector norms], [Upsample index buffers], [Binary cross entropy], [Transposed convolution], and issue 26's
+EmbeddingBag sum/max, threshold, flip, maximum, var, pixel/channel shuffle, bilinear, CrossMapLRN2d): the models of graphs/op_models.py and the elementwise
 --loss options give the memsim ops PyTorch runs, with their attributes."""
 import unittest
 
@@ -220,6 +221,60 @@ class OpCoverage(unittest.TestCase):
                                             "slice"])
         self.assertEqual(ops_of(g, "full")[0]["attrs"]["shape"][-1], 7)
         self.assertTrue(all(o["attrs"]["aten"] for o in ops_of(g, "slice")))
+
+
+class MoreOps(unittest.TestCase):  # issue 26: ops that ran on recorded rules (Notes in docs/op-rules.md)
+    def test_embbag_sum_max_net(self):  # Note [EmbeddingBag]
+        g = export("embbag_sum_max_net")
+        check_well_formed(self, g)
+        self.assertEqual([o["attrs"]["mode"] for o in ops_of(g, "embedding_bag")], ["sum", "max"])
+        self.assertFalse(ops_of(g, "recorded"))
+
+    def test_embedding_bag_options_and_half_sum_are_recorded(self):
+        for kw, dtype in (({"mode": "sum"}, torch.float16), ({"mode": "max", "padding_idx": 0}, torch.float32)):
+            m = nn.Sequential(nn.EmbeddingBag(50, 8, **kw).to(dtype), nn.Linear(8, 2).to(dtype))
+            with self.assertRaises(UnsupportedError):
+                export_model(m, ["int64:batch,4@0:50"], name="e")
+
+    def test_misc_math_net(self):  # Notes [Elementwise maximum], [Variance], [Flip and pixel shuffle]
+        g = export("misc_math_net")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["linear", "threshold", "flip", "maximum", "var", "cat", "linear", "var", "mul",
+                                       "cross_entropy"])
+        self.assertEqual(ops_of(g, "threshold")[0]["attrs"], {"threshold": 0.1, "value": 0.0, "inplace": False})
+        self.assertEqual(ops_of(g, "flip")[0]["attrs"], {"dims": [1]})
+        self.assertEqual([o["attrs"]["dim"] for o in ops_of(g, "var")], [1, None])
+
+    def test_max_min_of_two_tensors_are_maximum_minimum(self):  # Note [Elementwise maximum]
+        g = export_model(Lambda(lambda x: torch.max(x, x.flip(-1)) + torch.min(x, x * 2)), ["batch,8"], name="m")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g), ["flip", "maximum", "mul", "minimum", "add", "cross_entropy"])
+
+    def test_pixel_and_channel_shuffle(self):
+        g = export("pixel_shuffle_net")
+        check_well_formed(self, g)
+        self.assertEqual(ops_of(g, "pixel_shuffle")[0]["attrs"], {"upscale_factor": 2})
+        self.assertEqual(ops_of(g, "pixel_unshuffle")[0]["attrs"], {"downscale_factor": 2})
+        if torch.__version__.startswith("1."):  # no derivative in 1.13: refused with the reason
+            with self.assertRaisesRegex(Exception, "no derivative"):
+                export("channel_shuffle_net")
+        else:
+            self.assertEqual(ops_of(export("channel_shuffle_net"), "channel_shuffle")[0]["attrs"], {"groups": 4})
+
+    def test_bilinear_and_cross_map_lrn(self):  # Notes [Bilinear], [CrossMapLRN2d]
+        g = export("bilinear_net")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g)[-3:], ["bilinear", "add", "cross_entropy"])
+        g = export("cross_map_lrn_net")
+        check_well_formed(self, g)
+        self.assertEqual(ops_of(g, "cross_map_lrn2d")[0]["attrs"], {"size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1.0})
+
+    def test_dropout3d_of_a_4d_input_is_unsqueezed(self):  # Note [Channel and alpha dropout]
+        g = export_model(nn.Sequential(nn.Conv2d(3, 4, 1), nn.Dropout3d(0.2), nn.Flatten(), nn.Linear(4 * 4 * 4, 2)),
+                         ["batch,3,4,4"], name="d")
+        check_well_formed(self, g)
+        self.assertEqual(op_names(g)[1:4], ["unsqueeze", "dropout", "squeeze"])
+        self.assertTrue(ops_of(g, "dropout")[0]["attrs"]["feature"])
 
 
 if __name__ == "__main__":

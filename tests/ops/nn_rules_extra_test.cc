@@ -176,12 +176,49 @@ TEST(EmbeddingBagRuleTest, BackwardMakesTheTableGradThenSortsTheIndices) {
   EXPECT_TRUE(testing::BuffersContaining(frozen.r.events, "sorted indices").empty());
 }
 
-TEST(EmbeddingBagRuleTest, RefusesModesOtherThanMean) {
+std::string WithMode(const std::string& mode) {
   std::string body = EmbeddingBagBody();
-  body.replace(body.find(R"("mean"})"), 6, R"("max")");
-  auto run = testing::Simulate(body);
+  body.replace(body.find(R"("mean"})"), 6, "\"" + mode + "\"");
+  return body;
+}
+
+TEST(EmbeddingBagRuleTest, RefusesUnknownModesAndSumOffFloat32) {
+  auto run = testing::Simulate(WithMode("min"));
   ASSERT_FALSE(run.ok);
   EXPECT_THAT(run.error, ::testing::HasSubstr("embedding_bag"));
+  std::string half = WithMode("sum");
+  half.replace(half.find(R"("shape": [100, 32])"), 18, R"("shape": [100, 32], "dtype": "float16")");
+  half.replace(half.find(R"("shape": [16, 32]})"), 18, R"("shape": [16, 32], "dtype": "float16"})");
+  auto h = testing::Simulate(half);
+  ASSERT_FALSE(h.ok);
+  EXPECT_THAT(h.error, ::testing::HasSubstr("float32"));
+}
+
+// Sum's fast path skips offset2bag in the forward (nothing kept for it) and its backward makes it
+// again before the sort; no apply_bag_size.
+TEST(EmbeddingBagRuleTest, SumSkipsOffset2bagUntilTheBackwardRemakesIt) {
+  auto run = testing::Simulate(WithMode("sum"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "e"), UnorderedElementsAre("ids", "off", "extra:bag_size", "extra:max_indices"));
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "bag_size in the output's dtype").empty());
+  size_t n = 0;
+  EXPECT_EQ(testing::AllocatedContaining(run.r.events, "offset2bag zeros", &n), 129 * 8);
+  EXPECT_EQ(n, 1u);  // made once, in the backward
+  EXPECT_THAT(AllocBytes(run, "e:sorted indices"), ::testing::ElementsAre(128 * 8));
+}
+
+// Max resizes max_indices to [B, D] (kept); its backward selects the non-empty bags' indices and grad
+// and adds one index column at a time, no sort.
+TEST(EmbeddingBagRuleTest, MaxKeepsBDIndicesAndAddsAColumnAtATime) {
+  auto run = testing::Simulate(WithMode("max"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "e"),
+              UnorderedElementsAre("ids", "off", "extra:offset2bag", "extra:bag_size", "extra:max_indices resized to [B, D]"));
+  EXPECT_THAT(AllocBytes(run, "e:max_indices resized to [B, D]"), ::testing::ElementsAre(16 * 32 * 8));
+  EXPECT_THAT(AllocBytes(run, "e:nonempty_max_indices"), ::testing::ElementsAre(16 * 32 * 8));
+  EXPECT_THAT(AllocBytes(run, "e:nonempty_grad"), ::testing::ElementsAre(16 * 32 * 4));
+  EXPECT_EQ(AllocBytes(run, "e:index column, contiguous").size(), 32u);
+  EXPECT_TRUE(testing::BuffersContaining(run.r.events, "sorted indices").empty());
 }
 
 }  // namespace

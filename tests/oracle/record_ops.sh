@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling; EmbeddingBag sum and max; Threshold, flip, maximum, var; PixelShuffle/Unshuffle; Bilinear; the multi(label) margin losses; ChannelShuffle (2.x only); CrossMapLRN2d; Dropout3d of 4-D and 5-D inputs) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -51,6 +51,17 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   run unpool_net_b4_sgd         unpool_net --batch 4 --opt sgd --marks
   run frac_pool_net_b4_sgd      frac_pool_net --batch 4 --opt sgd --marks
   run lp_pool_net_b4_sgd        lp_pool_net --batch 4 --opt sgd --marks
+  run embbag_sum_max_net_b16_sgd embbag_sum_max_net --batch 16 --opt sgd --marks
+  run misc_math_net_b64_sgd     misc_math_net --batch 64 --opt sgd --marks
+  run pixel_shuffle_net_b4_sgd  pixel_shuffle_net --batch 4 --opt sgd --marks
+  run bilinear_net_b64_sgd      bilinear_net --batch 64 --opt sgd --marks
+  run mlp_b64_sgd_multi_margin  mlp --batch 64 --opt sgd --loss multi_margin --marks
+  run mlp_b64_sgd_multilabel_margin mlp --batch 64 --opt sgd --loss multilabel_margin --marks
+  run cross_map_lrn_net_b2_sgd  cross_map_lrn_net --batch 2 --opt sgd --marks
+  run drop3d_net_b4_sgd         drop3d_net --batch 4 --opt sgd --marks
+  local two=0  # 2.x only: PyTorch 1.13 has no derivative for channel_shuffle
+  "$py" -c 'import sys, torch; sys.exit(torch.__version__.startswith("1."))' && two=1
+  [ $two = 1 ] && run channel_shuffle_net_b4_sgd channel_shuffle_net --batch 4 --opt sgd --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
@@ -93,6 +104,25 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:frac_pool_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp lp_pool_net "graphs/op_models.py LpPoolNet; trace_step.py lp_pool_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:lp_pool_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp embbag_sum_max_net "graphs/op_models.py EmbBagSumMaxNet; trace_step.py embbag_sum_max_net; input int64 ids [batch,8]" \
+    graphs/op_models.py:embbag_sum_max_net_export --input "ids=int64:batch,8@0:30522" --loss cross_entropy
+  exp misc_math_net "graphs/op_models.py MiscMathNet; trace_step.py misc_math_net; input float32 [batch,256]" \
+    graphs/op_models.py:misc_math_net_export --input "x=batch,256" --loss cross_entropy
+  exp pixel_shuffle_net "graphs/op_models.py PixelShuffleNet; trace_step.py pixel_shuffle_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:pixel_shuffle_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp bilinear_net "graphs/op_models.py BilinearNet; trace_step.py bilinear_net; input float32 [batch,256]" \
+    graphs/op_models.py:bilinear_net_export --input "x=batch,256" --loss cross_entropy
+  # 1.13's multi(label)_margin_loss has no meta kernel: exported by running on CPU tensors, at the traced batch
+  exp mlp_multi_margin "graphs/models.py mlp with F.multi_margin_loss on class indices [batch]; trace_step.py mlp --loss multi_margin" \
+    graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multi_margin --target "int64:batch@0:10" --set batch=64
+  exp mlp_multilabel_margin "graphs/models.py mlp with F.multilabel_margin_loss on int64 targets [batch,10]; trace_step.py mlp --loss multilabel_margin" \
+    graphs/models.py:mlp --input "x=batch,1000" --loss graphs/op_models.py:multilabel_margin --target "int64:batch,10@0:10" --set batch=64
+  exp drop3d_net "graphs/op_models.py Drop3dNet; trace_step.py drop3d_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:drop3d_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp cross_map_lrn_net "graphs/op_models.py CrossMapLrnNet; trace_step.py cross_map_lrn_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:cross_map_lrn_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  [ $two = 1 ] && exp channel_shuffle_net "graphs/op_models.py ChannelShuffleNet; trace_step.py channel_shuffle_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:channel_shuffle_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \

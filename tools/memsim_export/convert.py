@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import ops_nn, ops_pool, ops_act, ops_math, ops_shape, ops_llm, ops_hf  # noqa: F401  (register the handlers, in this order)
+from . import ops_nn, ops_pool, ops_act, ops_math, ops_shape, ops_llm, ops_hf, ops_nn_extra  # noqa: F401  (register the handlers, in this order)
 from .registry import FUNC_HANDLERS, METHOD_HANDLERS, MODULE_HANDLERS, TRef, Unsupported
 from .registry import dtype_name  # noqa: F401  (re-exported for the exporter)
 from .shapes import TInfo
@@ -40,8 +40,8 @@ def contains_tensor(v):
 class Context:
     """Per-probe conversion state."""
 
-    # An in-place write into a view can be emitted (a view_write op rebinding its base's later uses);
-    # export by execution (record.EagerContext) binds real tensors to names and cannot rebind a base.
+    # An in-place write into a view can be emitted (a view_write op rebinding its base's later uses;
+    # export by execution, record.EagerContext, renames every ref of the base once the node is named).
     writes_into_views = True
 
     def __init__(self, gm, values, param_names, buffer_names):

@@ -212,3 +212,25 @@ def f_tanhshrink(cx, x):  # torch/nn/functional.py: input - input.tanh()
     x = T(x)
     t = cx.emit("tanh", [x], {"inplace": False}, shape=x.shape)
     return cx.emit("sub", [x, t], {"inplace": False}, shape=x.shape)
+
+
+def _threshold(cx, x, threshold, value, inplace=False):
+    """F.threshold / nn.Threshold: aten::threshold keeps self (threshold_ a clone of it)."""
+    x = T(x)
+    return cx.emit("threshold", [x], {"threshold": float(threshold), "value": float(value), "inplace": bool(inplace)},
+                   shape=x.shape)
+
+
+@module(nn.Threshold)
+def m_threshold(cx, mod, path, x):
+    return _threshold(cx, x, mod.threshold, mod.value, mod.inplace)
+
+
+@function(F.threshold)
+def f_threshold(cx, x, threshold, value, inplace=False):
+    return _threshold(cx, x, threshold, value, inplace)
+
+
+@function(F.threshold_)
+def f_threshold_(cx, x, threshold, value):
+    return _threshold(cx, x, threshold, value, True)

@@ -92,8 +92,9 @@ def f_square(cx, x):
 def _maxmin(op):
     def h(cx, x, dim=None, keepdim=False, *, out=None):
         x = T(x)
-        if isinstance(dim, TRef):
-            raise Unsupported("torch.%s of two tensors (elementwise maximum)" % op)
+        if isinstance(dim, TRef):  # torch.max(a, b): elementwise, as torch.maximum (Note [Elementwise maximum])
+            from . import ops_math
+            return ops_math.MAXIMUM[op](cx, x, dim, out=out)
         if dim is None:
             return cx.emit(op, [x], shape=())
         r = cx.out_info()

@@ -154,6 +154,41 @@ def _reduce(op):
     return h
 
 
+def _var(cx, x, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """torch.var / Tensor.var (var.correction; `unbiased` is correction 1 or 0): keeps self (Note [Variance])."""
+    x = T(x)
+    if out is not None:
+        raise Unsupported("var(out=...)")
+    if isinstance(dim, bool):  # var(input, unbiased)
+        dim, unbiased = None, dim
+    if isinstance(dim, (list, tuple)):
+        dim = [int(d) for d in dim]
+    elif dim is not None:
+        dim = int(dim)
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    return cx.emit("var", [x], {"dim": dim, "keepdim": bool(keepdim), "correction": float(correction)},
+                   shape=cx.out_shape())
+
+
+function(torch.var)(_var)
+method("var")(_var)
+
+
+def _maximum(op):
+    def h(cx, a, b, *, out=None):
+        if out is not None or not isinstance(a, TRef) or not isinstance(b, TRef):
+            raise Unsupported("%s of %s and %s" % (op, type(a).__name__, type(b).__name__))
+        return cx.emit(op, [a, b], {}, shape=cx.out_shape() or _broadcast(a.shape, b.shape))
+    return h
+
+
+MAXIMUM = {"max": _maximum("maximum"), "min": _maximum("minimum")}  # torch.max(a, b) / torch.min(a, b) (ops_llm)
+for _op in ("maximum", "minimum"):  # Note [Elementwise maximum]
+    function(getattr(torch, _op))(_maximum(_op))
+    method(_op)(_maximum(_op))
+
+
 function(torch.mean)(_reduce("mean"))
 method("mean")(_reduce("mean"))
 function(torch.sum)(_reduce("sum"))

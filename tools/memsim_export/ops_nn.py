@@ -266,8 +266,23 @@ def _noise_dropout(cx, x, p, training, inplace, feature, alpha, batched_dim=0):
     return cx.emit("dropout", [x], attrs, shape=x.shape)
 
 
+def _dropout3d(cx, x, p, training, inplace):
+    """F.dropout3d (1.13 and 2.x): a 5-D input is batched; any other is unsqueeze(0)d, channel-dropped
+    ([1, N] noise draws) and squeeze(0)d (Note [Channel and alpha dropout])."""
+    x = T(x)
+    if x.ndim == 5:
+        return _noise_dropout(cx, x, p, training, inplace, True, False, 5)
+    if inplace:
+        raise Unsupported("in-place dropout3d of an unbatched %d-D input" % x.ndim)
+    u = cx.emit("unsqueeze", [x], {"dim": 0}, shape=(1,) + tuple(x.shape))
+    d = _noise_dropout(cx, u, p, training, False, True, False)
+    return cx.emit("squeeze", [d], {"dim": 0}, shape=tuple(x.shape))
+
+
 @module(*_NOISE_DROPOUT)
 def m_noise_dropout(cx, mod, path, x):
+    if type(mod) is nn.Dropout3d:
+        return _dropout3d(cx, x, mod.p, mod.training, mod.inplace)
     feature, alpha, nd = next(v for k, v in _NOISE_DROPOUT.items() if type(mod) is k)
     return _noise_dropout(cx, x, mod.p, mod.training, mod.inplace, feature, alpha, nd)
 
@@ -284,7 +299,7 @@ def f_dropout2d(cx, x, p=0.5, training=True, inplace=False):
 
 @function(F.dropout3d)
 def f_dropout3d(cx, x, p=0.5, training=True, inplace=False):
-    return _noise_dropout(cx, x, p, training, inplace, True, False, 5)
+    return _dropout3d(cx, x, p, training, inplace)
 
 
 @function(F.alpha_dropout)
@@ -343,11 +358,14 @@ def f_embedding(cx, ids, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 def _embedding_bag(cx, ids, weight, offsets=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, mode="mean",
                    sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
     """F.embedding_bag (Note [EmbeddingBag]): a 2-D input's offsets are `arange(0, numel, L)` and the
-    input is flattened (torch/nn/functional.py), then aten::_embedding_bag; mode mean only."""
+    input is flattened (torch/nn/functional.py), then aten::_embedding_bag; modes sum (float32 weights:
+    the CPU kernel's fast path), mean and max, without options."""
     ids, weight = T(ids), T(weight)
-    if mode != "mean" or max_norm is not None or scale_grad_by_freq or sparse or per_sample_weights is not None \
-            or include_last_offset or (padding_idx is not None and padding_idx >= 0):
-        raise Unsupported("embedding_bag other than mode='mean' without options")
+    if mode not in ("sum", "mean", "max") or max_norm is not None or scale_grad_by_freq or sparse \
+            or per_sample_weights is not None or include_last_offset or (padding_idx is not None and padding_idx >= 0):
+        raise Unsupported("embedding_bag with options (per_sample_weights, include_last_offset, padding_idx, ...)")
+    if mode == "sum" and weight.dtype != torch.float32:
+        raise Unsupported("embedding_bag mode='sum' on %s weights" % weight.dtype)
     if ids.ndim == 2:
         if offsets is not None:
             raise Unsupported("embedding_bag of a 2-D input with offsets")

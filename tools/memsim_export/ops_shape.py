@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .errors import ExportError
 from .registry import T, TRef, Unsupported, _ilist, function, method, module, norm_dim, view_out_shape, _tuple_arg
 
 
@@ -487,6 +488,59 @@ def f_roll(cx, x, shifts, dims=None):
     x = T(x)
     return cx.emit("roll", [x], {"shifts": _ilist(shifts), "dims": _ilist(dims) if dims is not None else None},
                    shape=x.shape)
+
+
+@function(torch.flip)
+@method("flip")
+def f_flip(cx, x, *dims):
+    """torch.flip: a new tensor; FlipBackward0 flips the grad back (Note [Flip and pixel shuffle])."""
+    x = T(x)
+    return cx.emit("flip", [x], {"dims": _ilist(_tuple_arg(dims))}, shape=x.shape)
+
+
+def _pixel_shuffle(cx, x, r, up):
+    x = T(x)
+    r = int(r)
+    *lead, ch, h, w = x.shape
+    shape = tuple(lead) + ((ch // (r * r), h * r, w * r) if up else (ch * r * r, h // r, w // r))
+    return cx.emit("pixel_shuffle" if up else "pixel_unshuffle", [x],
+                   {"upscale_factor" if up else "downscale_factor": r}, shape=shape)
+
+
+@function(F.pixel_shuffle, torch.pixel_shuffle)
+def f_pixel_shuffle(cx, x, upscale_factor):
+    return _pixel_shuffle(cx, x, upscale_factor, True)
+
+
+@function(F.pixel_unshuffle, torch.pixel_unshuffle)
+def f_pixel_unshuffle(cx, x, downscale_factor):
+    return _pixel_shuffle(cx, x, downscale_factor, False)
+
+
+@module(nn.PixelShuffle)
+def m_pixel_shuffle(cx, mod, path, x):
+    return _pixel_shuffle(cx, x, mod.upscale_factor, True)
+
+
+@module(nn.PixelUnshuffle)
+def m_pixel_unshuffle(cx, mod, path, x):
+    return _pixel_shuffle(cx, x, mod.downscale_factor, False)
+
+
+@module(getattr(nn, "ChannelShuffle", None))
+def m_channel_shuffle(cx, mod, path, x):
+    return f_channel_shuffle(cx, x, mod.groups)
+
+
+@function(getattr(F, "channel_shuffle", None), getattr(torch, "channel_shuffle", None))
+def f_channel_shuffle(cx, x, groups):
+    """nn.ChannelShuffle / F.channel_shuffle: aten::channel_shuffle, a new tensor, nothing kept. PyTorch
+    1.13 has no derivative for it (its backward raises): refused there (Note [Flip and pixel shuffle])."""
+    x = T(x)
+    if torch.__version__.startswith("1."):
+        raise ExportError("channel_shuffle: PyTorch %s has no derivative for it (its backward raises \"derivative "
+                          "for channel_shuffle is not implemented\"): no training step to export" % torch.__version__)
+    return cx.emit("channel_shuffle", [x], {"groups": int(groups)}, shape=x.shape)
 
 
 @method("repeat")

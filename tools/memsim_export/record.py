@@ -61,7 +61,7 @@ class _Node:
 
 class EagerContext(Context):
     """Context for recorded execution: tensors are real (meta) tensors, mapped to TRefs by id."""
-    writes_into_views = False  # Context.writes_into_views
+    writes_into_views = True  # Context.writes_into_views: _apply_rebinds renames the written base's refs
 
     def __init__(self, param_names, buffer_names):
         super().__init__(None, {}, param_names, buffer_names)
