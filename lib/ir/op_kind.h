@@ -57,7 +57,8 @@ namespace memsim {
   X(kMkldnnRnnLayer, "mkldnn_rnn_layer") X(kSoftMarginLoss, "soft_margin_loss") \
   X(kEmbeddingBag, "embedding_bag") X(kMaxUnpool2d, "max_unpool2d") X(kMaxUnpool3d, "max_unpool3d") \
   X(kFractionalMaxPool2d, "fractional_max_pool2d") X(kFractionalMaxPool3d, "fractional_max_pool3d") \
-  X(kSign, "sign")
+  X(kSign, "sign") X(kXlogy, "xlogy") X(kAny, "any") X(kBitwiseAnd, "bitwise_and")                 \
+  X(kBitwiseNot, "bitwise_not")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

@@ -1,5 +1,6 @@
 // Losses beyond the pointwise family's (rules_pointwise.cc: cross_entropy, nll, mse, bce, smooth
-// L1, huber): soft_margin_loss (Note [Soft margin loss] in docs/op-rules.md).
+// L1, huber): soft_margin_loss (Note [Soft margin loss] in docs/op-rules.md); xlogy, the
+// elementwise op of kl_div's composite (Note [Composite losses]).
 #include "lib/ops/op_rules.h"
 
 namespace memsim {
@@ -70,10 +71,47 @@ void BwdSoftMargin(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(z);
 }
 
+/// xlogy(self, other) of two tensors: broadcast, the wider floating dtype.
+Status InferXlogy(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+  auto b = BroadcastShapes(c.in[0]->sizes, c.in[1]->sizes);
+  if (!b) return RuleError(c, "cannot broadcast " + c.in[0]->ShapeString() + " with " + c.in[1]->ShapeString());
+  Dtype dt = c.in[0]->dtype;
+  if (IsFloating(c.in[1]->dtype) && (!IsFloating(dt) || ElementSize(c.in[1]->dtype) > ElementSize(dt))) dt = c.in[1]->dtype;
+  o->Fresh(TensorMeta::Contiguous(dt, *b));
+  return Status::OK();
+}
+
+// derivatives.yaml xlogy.Tensor: `self: grad * at::xlogy((self != 0), other)`, `other: grad *
+// self / other`: the node keeps self and other (1.13 and 2.x).
+void FwdXlogy(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+}
+
+// other's grad first (the generated node's order, as DivBackward0's): `grad * self` (output-sized)
+// then `/ other`; self's: the bool mask `self != 0`, xlogy(mask, other), then `grad *` it.
+void BwdXlogy(const RuleCtx& c, BwdPlan* p) {
+  const int64_t out = c.out.empty() ? Bytes(*c.in[0]) : Bytes(*c.out[0]);
+  if (c.rg_in(1)) {
+    int t = p->Temp(out, "grad * self");
+    p->GradNew(1);
+    p->FreeTemp(t);
+  }
+  if (c.rg_in(0)) {
+    int mask = p->Temp(c.in[0]->numel(), "self != 0");
+    int x = p->Temp(out, "xlogy(self != 0, other)");
+    p->GradNew(0);
+    p->FreeTemp(x);
+    p->FreeTemp(mask);
+  }
+}
+
 }  // namespace
 
 const std::vector<OpRule> kLossRules = {
     {OpKind::kSoftMarginLoss, 2, 2, 1u, InferSoftMargin, FwdSoftMargin, BwdSoftMargin},
+    {OpKind::kXlogy, 2, 2, 3u, InferXlogy, FwdXlogy, BwdXlogy},
 };
 
 }  // namespace memsim
