@@ -82,28 +82,43 @@ Status InferXlogy(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
-// derivatives.yaml xlogy.Tensor: `self: grad * at::xlogy((self != 0), other)`, `other: grad *
-// self / other`: the node keeps self and other (1.13 and 2.x).
+// derivatives.yaml xlogy.Tensor (2.13): `self: at::xlogy(grad, other).masked_fill((self == 0.) &
+// (other <= 0.), 0.)`, `other: grad * self / other`: the node keeps self and other.
 void FwdXlogy(const RuleCtx& c, FwdPlan* p) {
   p->Save(SavedRef::kInput, 0);
   p->Save(SavedRef::kInput, 1);
 }
 
-// other's grad first (the generated node's order, as DivBackward0's): `grad * self` (output-sized)
-// then `/ other`; self's: the bool mask `self != 0`, xlogy(mask, other), then `grad *` it.
+/// A comparison with a number inside a formula (`self == 0.`): its bool mask, and on the CPU the
+/// wrapped number and its cast around it (Note [Scalar overloads]).
+int CompareMask(const RuleCtx& c, BwdPlan* p, const TensorMeta& x, std::string_view label) {
+  if (c.profile.scalar_operand_bytes == 0) return p->Temp(x.numel(), label);
+  int w = p->Temp(c.profile.scalar_operand_bytes, "wrapped number");
+  int cast = p->Temp(ElementSize(x.dtype), "wrapped number, cast");
+  int m = p->Temp(x.numel(), label);
+  p->FreeTemp(cast);
+  p->FreeTemp(w);
+  return m;
+}
+
+// other's grad first (the generated node's order, as DivBackward0's): `grad * self`, then `/ other`.
+// self's: xlogy(grad, other), the masks `self == 0.`, `other <= 0.` and their `&`, then the
+// masked_fill copy: the grad; the statement's temporaries die after it.
 void BwdXlogy(const RuleCtx& c, BwdPlan* p) {
   const int64_t out = c.out.empty() ? Bytes(*c.in[0]) : Bytes(*c.out[0]);
+  const int64_t n = c.out.empty() ? c.in[0]->numel() : c.out[0]->numel();
   if (c.rg_in(1)) {
     int t = p->Temp(out, "grad * self");
     p->GradNew(1);
     p->FreeTemp(t);
   }
   if (c.rg_in(0)) {
-    int mask = p->Temp(c.in[0]->numel(), "self != 0");
-    int x = p->Temp(out, "xlogy(self != 0, other)");
+    std::vector<int> temps = {p->Temp(out, "xlogy(grad, other)")};
+    temps.push_back(CompareMask(c, p, *c.in[0], "self == 0"));
+    temps.push_back(CompareMask(c, p, *c.in[1], "other <= 0"));
+    temps.push_back(p->Temp(n, "mask & mask"));
     p->GradNew(0);
-    p->FreeTemp(x);
-    p->FreeTemp(mask);
+    for (auto t = temps.rbegin(); t != temps.rend(); ++t) p->FreeTemp(*t);
   }
 }
 

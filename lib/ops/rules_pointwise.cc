@@ -363,8 +363,11 @@ Status InferReduce(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+// Profile::mean_keeps_input (1.13): mean.dim's backward reads self; mean.default's (no `dim`,
+// `grad.expand(self.sizes()) / self.numel()`) keeps sizes only (the 1.13 traces of nll_loss_mlp:
+// gaussian_nll_loss's and poisson_nll_loss's `loss.mean()` free their input).
 void FwdMean(const RuleCtx& c, FwdPlan* p) {
-  if (c.profile.mean_keeps_input) p->Save(SavedRef::kInput, 0);
+  if (c.profile.mean_keeps_input && c.op.attrs.GetInts("dim", c.bindings).has_value()) p->Save(SavedRef::kInput, 0);
 }
 
 // torch.linalg.vector_norm (derivatives.yaml linalg_vector_norm: linalg_vector_norm_backward(grad,

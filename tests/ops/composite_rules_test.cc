@@ -39,8 +39,11 @@ TEST(XlogyRuleTest, KeepsSelfAndOtherAndMakesBothGrads) {
   EXPECT_THAT(testing::SavedNames(run, "l"), UnorderedElementsAre("h", "g"));
   EXPECT_THAT(AllocBytes(run, "l"), ElementsAre(kH));
   EXPECT_THAT(AllocBytes(run, "l:grad * self"), ElementsAre(kH));
-  EXPECT_THAT(AllocBytes(run, "l:self != 0"), ElementsAre(kH / 4));  // a bool mask
-  EXPECT_THAT(AllocBytes(run, "l:xlogy(self != 0, other)"), ElementsAre(kH));
+  EXPECT_THAT(AllocBytes(run, "l:xlogy(grad, other)"), ElementsAre(kH));
+  EXPECT_THAT(AllocBytes(run, "l:self == 0"), ElementsAre(kH / 4));  // bool masks
+  EXPECT_THAT(AllocBytes(run, "l:other <= 0"), ElementsAre(kH / 4));
+  EXPECT_THAT(AllocBytes(run, "l:mask & mask"), ElementsAre(kH / 4));
+  EXPECT_THAT(AllocBytes(run, "l:wrapped number"), ElementsAre(8, 8));
   EXPECT_THAT(AllocBytes(run, "h.grad"), ElementsAre(kH));
   EXPECT_THAT(AllocBytes(run, "g.grad"), ElementsAre(kH));
 }
