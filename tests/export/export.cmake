@@ -37,10 +37,10 @@ add_test(NAME export.hf
 set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)
 
 # ATen ops of composite losses on explicit rules under torch 2.x (export.aten_rules: 1.13).
-add_test(NAME export.aten_rules_venv
+add_test(NAME export.aten_rules_2x
          COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_aten_rules.py -v
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(export.aten_rules_venv PROPERTIES TIMEOUT 300 LABELS export)
+set_tests_properties(export.aten_rules_2x PROPERTIES TIMEOUT 300 LABELS export)
 
 # nn.LSTM on the CPU under torch 2.x: oneDNN's mkldnn_rnn_layer per layer and direction (Note [oneDNN
 # LSTM]); the torch 2.x venv (1.13's nn.LSTM is the composite, test_rnn.py).

@@ -1,7 +1,7 @@
 """ATen ops of composite functions on explicit rules (Note [ATen ops on explicit rules] in
 docs/exporter.md): the losses and distances PyTorch writes as C++ or Python composites export with no
 recorded op, under whichever torch runs the test (1.13 by ctest's export.aten_rules, 2.x by
-export.aten_rules_venv)."""
+export.aten_rules_2x)."""
 import unittest
 
 import export_util  # noqa: F401  (sets sys.path)

@@ -1,7 +1,7 @@
 // Rules the ATen ops of composite losses map to (Note [Composite losses] in docs/op-rules.md):
 // xlogy (rules_loss.cc), the bool ops any / bitwise_and / bitwise_not and a comparison's
 // `.Scalar` overload (rules_llm.cc), a `.Scalar` overload of add / mul and `number - X`'s grad
-// (rules_pointwise.cc, Note [Scalar overloads]).
+// (rules_pointwise.cc, Note [Scalar overloads]); 1.13's mean.default and aten.clone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -122,6 +122,26 @@ TEST(ScalarOverloadTest, NumberMinusXMakesANewGrad) {
   ASSERT_TRUE(rsub.ok && sub.ok) << rsub.error << sub.error;
   EXPECT_THAT(AllocBytes(rsub, "h.grad"), ElementsAre(kH));
   EXPECT_THAT(AllocBytes(sub, "h.grad"), IsEmpty());  // the incoming grad itself
+}
+
+// Profile::mean_keeps_input (1.13) is mean.dim's: mean.default keeps sizes only.
+TEST(MeanRuleTest, Under113OnlyMeanDimKeepsItsInput) {
+  auto global = testing::Simulate(Body(R"({"op": "mean", "inputs": ["h"], "outputs": ["l"]})"), Opts("cpu", "sgd", "1.13"));
+  auto dim = testing::Simulate(Body(R"({"op": "mean", "inputs": ["h"], "outputs": ["l"], "attrs": {"dim": [1]}})"),
+                               Opts("cpu", "sgd", "1.13"));
+  ASSERT_TRUE(global.ok && dim.ok) << global.error << dim.error;
+  EXPECT_THAT(testing::SavedNames(global, "l"), IsEmpty());
+  EXPECT_THAT(testing::SavedNames(dim, "l"), ElementsAre("h"));
+}
+
+// aten.clone (`contiguous` with `clone`) copies a contiguous input; plain `contiguous` does not.
+TEST(CloneRuleTest, CloneCopiesAContiguousInput) {
+  auto clone = testing::Simulate(Body(R"({"op": "contiguous", "inputs": ["h"], "outputs": ["l"], "attrs": {"clone": true}})"),
+                                 Opts("cpu"));
+  auto plain = testing::Simulate(Body(R"({"op": "contiguous", "inputs": ["h"], "outputs": ["l"]})"), Opts("cpu"));
+  ASSERT_TRUE(clone.ok && plain.ok) << clone.error << plain.error;
+  EXPECT_THAT(AllocBytes(clone, "l"), ElementsAre(kH));
+  EXPECT_THAT(AllocBytes(plain, "l"), IsEmpty());
 }
 
 }  // namespace
