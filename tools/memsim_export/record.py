@@ -373,15 +373,17 @@ class AtenRecorder(TorchDispatchMode):
         self.cx = cx
 
     def run(self, func, args, kwargs):
-        """func(*args, **kwargs) under this mode, with grad mode on, on detached aliases of its tensor
-        arguments: no autograd graph is built, and an op the composite runs under its own no-grad
-        guard (cosine_similarity's clamp_min_ of the norms) is seen with grad mode off."""
+        """func(*args, **kwargs) under this mode with grad mode on, its arguments that require grad
+        (parameters: the model runs under no_grad) replaced by detached aliases: no autograd graph is
+        built, and an op the composite runs under its own no-grad guard (cosine_similarity's
+        clamp_min_ of the norms) is seen with grad mode off. Other tensors pass as they are, so an
+        in-place change of their sizes (`output.resize_as_(input)`) stays theirs."""
         cx = self.cx
         outer = cx.aliases
         cx.aliases = dict(outer)
 
         def detach(v):
-            if isinstance(v, torch.Tensor):
+            if isinstance(v, torch.Tensor) and v.requires_grad:
                 d = v.detach()
                 cx.aliases[id(d)] = (d, v)
                 return d
