@@ -80,6 +80,11 @@ class ComposedLossesTest(unittest.TestCase):
         self.assertTrue(adds[0]["attrs"]["scalar_overload"])
         self.assertEqual(len(ops_of(g, "vector_norm")), 1)  # norm.ScalarOpt_dim: its own node
 
+    def test_python_number_minus_tensor_is_rsub_scalar(self):
+        g = export(lambda p, q, r: (1 - p).sum())  # Tensor.__rsub__: aten.rsub.Scalar, which wraps the 1
+        (s,) = [o for o in ops_of(g, "sub") if o["attrs"].get("reverse")]
+        self.assertTrue(s["attrs"]["scalar_overload"])
+
     def test_kl_div_is_xlogy_of_the_target(self):
         g = export(CASES["kl_div"])
         (x,) = ops_of(g, "xlogy")
