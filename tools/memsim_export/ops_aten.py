@@ -19,8 +19,7 @@ import operator
 
 import torch
 
-from . import ops_act, ops_math, ops_pool
-from .ops_llm import _compare
+from . import ops_act, ops_llm, ops_math, ops_pool  # noqa: F401  (ops_llm: the comparison and unary handlers the tables name)
 from .registry import FUNC_HANDLERS, METHOD_HANDLERS, T, TRef, Unsupported, aten, function, method
 
 # ATen overload -> the torch function whose handler takes the same arguments
@@ -168,6 +167,3 @@ def f_xlogy(cx, a, b):
     if not (isinstance(a, TRef) and isinstance(b, TRef)):
         raise Unsupported("xlogy with a number")
     return cx.emit("xlogy", [a, b], shape=cx.out_shape())
-
-
-_ = _compare  # comparisons: ops_llm's handlers, named by ATEN_AS_FUNCTION
