@@ -534,10 +534,57 @@ class Drop3dNet(nn.Module):  # nn.Dropout3d of a 4-D input (unsqueezed: one draw
     def forward(s, x):  # [N, 3, 16, 16]
         h = torch.relu(s.c(x))                      # [N, 16, 16, 16]
         return s.fc(torch.cat([s.d(h).flatten(1), s.d(h.unsqueeze(1)).flatten(1)], 1))
+class PairLossMlp(nn.Module):  # embedding losses of C++ composites: cosine_embedding, hinge_embedding,
+    # margin_ranking, triplet_margin (and with_distance: pairwise_distance), kl_div (xlogy), summed into the logits
+    def __init__(s):
+        super().__init__(); s.a = nn.Linear(32, 64); s.p = nn.Linear(64, 512); s.q = nn.Linear(64, 512)
+        s.r = nn.Linear(64, 512); s.c = nn.Linear(64, 10)
+
+    def forward(s, x):  # [N, 32]
+        h = torch.relu(s.a(x))
+        p, q, r = s.p(h), s.q(h), s.r(h)
+        y = x.new_ones(x.shape[0])
+        aux = F.cosine_embedding_loss(p, q, y) + F.hinge_embedding_loss(p - q, torch.ones_like(p))
+        aux = aux + F.margin_ranking_loss(p.sum(1), q.sum(1), y) + F.triplet_margin_loss(p, q, r)
+        aux = aux + F.triplet_margin_with_distance_loss(p, r, q)
+        aux = aux + F.kl_div(F.log_softmax(p, -1), F.softmax(q, -1), reduction="batchmean")
+        return s.c(h) + aux
+
+
+class NllLossMlp(nn.Module):  # Python composites seen whole: gaussian_nll (its no-grad clamp_ of var),
+    # poisson_nll, multilabel_soft_margin (log_sigmoid_forward, rsub), summed into the logits
+    def __init__(s):
+        super().__init__(); s.a = nn.Linear(32, 64); s.p = nn.Linear(64, 512); s.q = nn.Linear(64, 512)
+        s.r = nn.Linear(64, 512); s.c = nn.Linear(64, 10)
+
+    def forward(s, x):  # [N, 32]
+        h = torch.relu(s.a(x))
+        p, q, r = s.p(h), s.q(h), s.r(h)
+        aux = F.gaussian_nll_loss(p, q, r.exp()) + F.poisson_nll_loss(p, torch.sigmoid(q))
+        aux = aux + F.multilabel_soft_margin_loss(r, torch.sigmoid(q))
+        return s.c(h) + aux
+
+
+class SimNet(nn.Module):  # nn.LocalResponseNorm (constant_pad_nd, avg_pool3d), nn.CosineSimilarity,
+    # nn.PairwiseDistance (norm.ScalarOpt_dim), nn.Softmin
+    def __init__(s):
+        super().__init__()
+        s.conv = nn.Conv2d(3, 8, 3, padding=1); s.lrn = nn.LocalResponseNorm(3)
+        s.p = nn.Linear(8 * 8 * 8, 256); s.q = nn.Linear(8 * 8 * 8, 256)
+        s.cos = nn.CosineSimilarity(); s.dist = nn.PairwiseDistance(); s.fc = nn.Linear(258, 10); s.smin = nn.Softmin(-1)
+
+    def forward(s, x):  # [N, 3, 16, 16]
+        h = F.max_pool2d(s.lrn(torch.relu(s.conv(x))), 2).flatten(1)  # [N, 512]
+        p, q = s.p(h), s.q(h)
+        z = torch.cat([p, s.cos(p, q).unsqueeze(1), s.dist(p, q).unsqueeze(1)], 1)
+        return s.smin(s.fc(z))
 
 
 MODELS = {
     "act_mlp_a": act_mlp_a, "act_mlp_b": act_mlp_b,
+    "pair_loss_mlp": lambda: (PairLossMlp(), (32,), 10),
+    "nll_loss_mlp": lambda: (NllLossMlp(), (32,), 10),
+    "sim_net": lambda: (SimNet(), (3, 16, 16), 10),
     "lp_pool_net": lambda: (LpPoolNet(), (3, 16, 16), 10),
     "embbag_sum_max_net": lambda: (EmbBagSumMaxNet(), ("ids", 8), 10),
     "misc_math_net": lambda: (MiscMathNet(), (256,), 10),
@@ -640,3 +687,6 @@ bilinear_net_export = _exporter("bilinear_net")
 channel_shuffle_net_export = _exporter("channel_shuffle_net")
 cross_map_lrn_net_export = _exporter("cross_map_lrn_net")
 drop3d_net_export = _exporter("drop3d_net")
+pair_loss_mlp_export = _exporter("pair_loss_mlp")
+nll_loss_mlp_export = _exporter("nll_loss_mlp")
+sim_net_export = _exporter("sim_net")

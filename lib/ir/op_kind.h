@@ -60,7 +60,8 @@ namespace memsim {
   X(kSign, "sign") X(kThreshold, "threshold") X(kMaximum, "maximum") X(kMinimum, "minimum")       \
   X(kVar, "var") X(kFlip, "flip") X(kPixelShuffle, "pixel_shuffle") X(kPixelUnshuffle, "pixel_unshuffle") \
   X(kMultiMarginLoss, "multi_margin_loss") X(kMultilabelMarginLoss, "multilabel_margin_loss") X(kBilinear, "bilinear")       \
-  X(kChannelShuffle, "channel_shuffle") X(kCrossMapLrn2d, "cross_map_lrn2d")
+  X(kChannelShuffle, "channel_shuffle") X(kCrossMapLrn2d, "cross_map_lrn2d") X(kXlogy, "xlogy") X(kAny, "any")     \
+  X(kBitwiseAnd, "bitwise_and") X(kBitwiseNot, "bitwise_not")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

@@ -1,4 +1,4 @@
-// Ops language-model code uses: comparisons, where, exp/log/pow/rsqrt/sqrt/neg/cos/sin, value-selecting
+// Ops language-model code uses: comparisons, bool ops (any, bitwise_and, bitwise_not), where, exp/log/pow/rsqrt/sqrt/neg/cos/sin, value-selecting
 // reductions (max/min/topk and their indices, amax, logsumexp), gather/scatter, advanced
 // indexing, unbind, tril/triu, cumsum and repeat_interleave. What each saves and what its
 // backward allocates follows derivatives.yaml (1.13 and 2.x agree for these ops unless a
@@ -26,6 +26,51 @@ Status InferCompare(const RuleCtx& c, InferOut* o) {
     return Fail(c, "needs a second input or a \"scalar\" attribute");
   }
   o->Fresh(TensorMeta::Contiguous(Dtype::kBool, sizes));
+  return Status::OK();
+}
+
+/// Note [Scalar overloads]: a comparison with a number is its `.Scalar` overload, whose kernel
+/// wraps the number (`wrapped_scalar_tensor`: 8 bytes, Profile::scalar_operand_bytes) and the
+/// CPU TensorIterator copies it to X's dtype; both die when the op returns, the output made
+/// between them. Only ops the exporter marks `scalar_overload` (ATen ops of a composite) take it.
+void FwdCompare(const RuleCtx& c, FwdPlan* p) {
+  if (c.in.size() != 1 || !c.op.attrs.GetBool("scalar_overload", false) || c.profile.scalar_operand_bytes == 0) return;
+  int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
+  int cast = p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast");
+  p->AllocOutput(0);
+  p->FreeExtra(cast);
+  p->FreeExtra(k);
+}
+
+// ---- bool ops: any (a reduction), bitwise_and / bitwise_not (elementwise); not differentiable ---
+Status InferAny(const RuleCtx& c, InferOut* o) {
+  if (c.in.size() != 1) return Fail(c, "expected 1 input");
+  const TensorMeta& x = *c.in[0];
+  std::vector<int64_t> sizes;
+  if (auto dims = c.op.attrs.GetInts("dim", c.bindings)) {
+    std::vector<bool> reduce(x.dim(), false);
+    for (int64_t d : *dims) {
+      auto w = WrapDim(d, x.dim());
+      if (!w) return Fail(c, "dim out of range");
+      if (x.dim() > 0) reduce[*w] = true;
+    }
+    const bool keep = c.op.attrs.GetBool("keepdim", false);
+    for (int64_t i = 0; i < x.dim(); ++i)
+      if (!reduce[i] || keep) sizes.push_back(reduce[i] ? 1 : x.sizes[i]);
+  }
+  o->Fresh(TensorMeta::Contiguous(Dtype::kBool, sizes));
+  return Status::OK();
+}
+
+Status InferBitwise(const RuleCtx& c, InferOut* o) {
+  if (c.in.empty() || c.in.size() > 2) return Fail(c, "expected 1 or 2 inputs");
+  std::vector<int64_t> sizes = c.in[0]->sizes;
+  if (c.in.size() == 2) {
+    auto b = BroadcastShapes(sizes, c.in[1]->sizes);
+    if (!b) return Fail(c, "inputs do not broadcast");
+    sizes = *b;
+  }
+  o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, sizes));
   return Status::OK();
 }
 
@@ -291,12 +336,15 @@ constexpr uint32_t kNotDiff = 0u;
 }  // namespace
 
 const std::vector<OpRule> kLlmRules = {
-    {OpKind::kEq, 1, 2, kNotDiff, InferCompare, nullptr, nullptr},
-    {OpKind::kNe, 1, 2, kNotDiff, InferCompare, nullptr, nullptr},
-    {OpKind::kLt, 1, 2, kNotDiff, InferCompare, nullptr, nullptr},
-    {OpKind::kLe, 1, 2, kNotDiff, InferCompare, nullptr, nullptr},
-    {OpKind::kGt, 1, 2, kNotDiff, InferCompare, nullptr, nullptr},
-    {OpKind::kGe, 1, 2, kNotDiff, InferCompare, nullptr, nullptr},
+    {OpKind::kEq, 1, 2, kNotDiff, InferCompare, FwdCompare, nullptr},
+    {OpKind::kNe, 1, 2, kNotDiff, InferCompare, FwdCompare, nullptr},
+    {OpKind::kLt, 1, 2, kNotDiff, InferCompare, FwdCompare, nullptr},
+    {OpKind::kLe, 1, 2, kNotDiff, InferCompare, FwdCompare, nullptr},
+    {OpKind::kGt, 1, 2, kNotDiff, InferCompare, FwdCompare, nullptr},
+    {OpKind::kGe, 1, 2, kNotDiff, InferCompare, FwdCompare, nullptr},
+    {OpKind::kAny, 1, 1, kNotDiff, InferAny, nullptr, nullptr},
+    {OpKind::kBitwiseAnd, 2, 2, kNotDiff, InferBitwise, nullptr, nullptr},
+    {OpKind::kBitwiseNot, 1, 1, kNotDiff, InferBitwise, nullptr, nullptr},
     {OpKind::kWhere, 1, 3, ~1u, InferWhere, FwdWhere, BwdEachNew},
     {OpKind::kExp, 1, 1, kFirst, InferSameShape, SaveOutput, BwdOneNew},
     {OpKind::kLog, 1, 1, kFirst, InferSameShape, SaveInput, BwdOneNew},

@@ -1,5 +1,6 @@
 // Losses beyond the pointwise family's (rules_pointwise.cc: cross_entropy, nll, mse, bce, smooth
-// L1, huber): soft_margin_loss (Note [Soft margin loss] in docs/op-rules.md).
+// L1, huber): soft_margin_loss (Note [Soft margin loss] in docs/op-rules.md); xlogy, the
+// elementwise op of kl_div's composite (Note [Composite losses]).
 #include "lib/ops/op_rules.h"
 
 namespace memsim {
@@ -70,10 +71,62 @@ void BwdSoftMargin(const RuleCtx& c, BwdPlan* p) {
   p->FreeTemp(z);
 }
 
+/// xlogy(self, other) of two tensors: broadcast, the wider floating dtype.
+Status InferXlogy(const RuleCtx& c, InferOut* o) {
+  MEMSIM_RETURN_IF_ERROR(NeedInputs(c, 2, 2));
+  auto b = BroadcastShapes(c.in[0]->sizes, c.in[1]->sizes);
+  if (!b) return RuleError(c, "cannot broadcast " + c.in[0]->ShapeString() + " with " + c.in[1]->ShapeString());
+  Dtype dt = c.in[0]->dtype;
+  if (IsFloating(c.in[1]->dtype) && (!IsFloating(dt) || ElementSize(c.in[1]->dtype) > ElementSize(dt))) dt = c.in[1]->dtype;
+  o->Fresh(TensorMeta::Contiguous(dt, *b));
+  return Status::OK();
+}
+
+// derivatives.yaml xlogy.Tensor (2.13): `self: at::xlogy(grad, other).masked_fill((self == 0.) &
+// (other <= 0.), 0.)`, `other: grad * self / other`: the node keeps self and other.
+void FwdXlogy(const RuleCtx& c, FwdPlan* p) {
+  p->Save(SavedRef::kInput, 0);
+  p->Save(SavedRef::kInput, 1);
+}
+
+/// A comparison with a number inside a formula (`self == 0.`): its bool mask, and on the CPU the
+/// wrapped number and its cast around it (Note [Scalar overloads]).
+int CompareMask(const RuleCtx& c, BwdPlan* p, const TensorMeta& x, std::string_view label) {
+  if (c.profile.scalar_operand_bytes == 0) return p->Temp(x.numel(), label);
+  int w = p->Temp(c.profile.scalar_operand_bytes, "wrapped number");
+  int cast = p->Temp(ElementSize(x.dtype), "wrapped number, cast");
+  int m = p->Temp(x.numel(), label);
+  p->FreeTemp(cast);
+  p->FreeTemp(w);
+  return m;
+}
+
+// other's grad first (the generated node's order, as DivBackward0's): `grad * self`, then `/ other`.
+// self's: xlogy(grad, other), the masks `self == 0.`, `other <= 0.` and their `&`, then the
+// masked_fill copy: the grad; the statement's temporaries die after it.
+void BwdXlogy(const RuleCtx& c, BwdPlan* p) {
+  const int64_t out = c.out.empty() ? Bytes(*c.in[0]) : Bytes(*c.out[0]);
+  const int64_t n = c.out.empty() ? c.in[0]->numel() : c.out[0]->numel();
+  if (c.rg_in(1)) {
+    int t = p->Temp(out, "grad * self");
+    p->GradNew(1);
+    p->FreeTemp(t);
+  }
+  if (c.rg_in(0)) {
+    std::vector<int> temps = {p->Temp(out, "xlogy(grad, other)")};
+    temps.push_back(CompareMask(c, p, *c.in[0], "self == 0"));
+    temps.push_back(CompareMask(c, p, *c.in[1], "other <= 0"));
+    temps.push_back(p->Temp(n, "mask & mask"));
+    p->GradNew(0);
+    for (auto t = temps.rbegin(); t != temps.rend(); ++t) p->FreeTemp(*t);
+  }
+}
+
 }  // namespace
 
 const std::vector<OpRule> kLossRules = {
     {OpKind::kSoftMarginLoss, 2, 2, 1u, InferSoftMargin, FwdSoftMargin, BwdSoftMargin},
+    {OpKind::kXlogy, 2, 2, 3u, InferXlogy, FwdXlogy, BwdXlogy},
 };
 
 }  // namespace memsim

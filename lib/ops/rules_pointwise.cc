@@ -265,15 +265,21 @@ Status InferBinary(const RuleCtx& c, InferOut* o) {
 }
 
 /// The wrapped-number tensor of a Python number operand (Profile::scalar_operand_bytes),
-/// allocated before the output; -1 when there is none.
+/// allocated before the output; -1 when there is none. An op marked `scalar_overload` (an ATen
+/// `.Scalar` overload a composite calls from C++, Note [Scalar overloads]) wraps its number
+/// inside the call: the double and its cast (under 1.13 as under 2.13) die when it returns, and
+/// the node keeps no tensor of it (mul.Scalar saves the Scalar itself).
 int ScalarOperand(const RuleCtx& c, FwdPlan* p) {
   if (c.in.size() != 1 || c.profile.scalar_operand_bytes == 0) return -1;
+  const bool overload = c.op.attrs.GetBool("scalar_overload", false);
   int k = p->AddExtra(c.profile.scalar_operand_bytes, "wrapped scalar");
-  p->extras[k].wrapped_number = true;
-  int cast = c.profile.scalar_operand_cast ? p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast") : -1;
+  p->extras[k].wrapped_number = !overload;
+  int cast = c.profile.scalar_operand_cast || overload ? p->AddExtra(ElementSize(c.in[0]->dtype), "wrapped scalar, cast") : -1;
   if (!c.inplace()) p->AllocOutput(0);
   if (cast >= 0) p->FreeExtra(cast);
-  return k;
+  if (!overload) return k;
+  p->FreeExtra(k);
+  return -1;
 }
 
 void FwdAddSub(const RuleCtx& c, FwdPlan* p) {  // transient
@@ -301,7 +307,10 @@ void FwdDiv(const RuleCtx& c, FwdPlan* p) {
 }
 
 void BwdAddSub(const RuleCtx& c, BwdPlan* p) {
-  if (c.rg_in(0)) p->GradAlias(0);
+  // `number - X` (rsub.Scalar, Python's 2 - x): derivatives.yaml `self: maybe_multiply(-grad,
+  // alpha)`, a new tensor.
+  if (c.rg_in(0) && c.op.attrs.GetBool("reverse", false)) p->GradNew(0);
+  else if (c.rg_in(0)) p->GradAlias(0);
   // sub's second grad is -grad, a new tensor; add's is the grad itself (maybe * alpha).
   double alpha = c.op.attrs.GetFloat("alpha", 1.0);
   if (c.num_in() > 1 && c.rg_in(1)) {
@@ -356,8 +365,11 @@ Status InferReduce(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+// Profile::mean_keeps_input (1.13): mean.dim's backward reads self; mean.default's (no `dim`,
+// `grad.expand(self.sizes()) / self.numel()`) keeps sizes only (the 1.13 traces of nll_loss_mlp:
+// gaussian_nll_loss's and poisson_nll_loss's `loss.mean()` free their input).
 void FwdMean(const RuleCtx& c, FwdPlan* p) {
-  if (c.profile.mean_keeps_input) p->Save(SavedRef::kInput, 0);
+  if (c.profile.mean_keeps_input && c.op.attrs.GetInts("dim", c.bindings).has_value()) p->Save(SavedRef::kInput, 0);
 }
 
 // torch.linalg.vector_norm (derivatives.yaml linalg_vector_norm: linalg_vector_norm_backward(grad,

@@ -170,10 +170,11 @@ Status InferSqueeze(const RuleCtx& c, InferOut* o) {
   return Status::OK();
 }
 
+// `clone`: ATen's clone (aten.clone of a composite, Tensor.clone) copies whatever the layout.
 Status InferContiguous(const RuleCtx& c, InferOut* o) {
   MEMSIM_RETURN_IF_ERROR(Arity(c, 1));
   const TensorMeta& x = *c.in[0];
-  if (x.is_contiguous()) View(c, o, x.sizes, x.strides);
+  if (x.is_contiguous() && !c.op.attrs.GetBool("clone", false)) View(c, o, x.sizes, x.strides);
   else o->Fresh(TensorMeta::Contiguous(x.dtype, x.sizes));
   return Status::OK();
 }

@@ -1,6 +1,6 @@
 # Exporter tests (tools/export_torch.py, graphs/): Python unittest under Debian's torch 1.13.
 # /usr/bin/python3 explicitly: the python3 on PATH may be one without torch.
-foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey llm op_coverage rnn)
+foreach(t seed_models torchvision symbols_and_errors generate aten_parity survey llm op_coverage rnn aten_rules)
   add_test(NAME export.${t}
            COMMAND /usr/bin/python3 -m unittest discover -s tests/export -p test_${t}.py -v
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
@@ -35,6 +35,12 @@ add_test(NAME export.hf
          COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_hf.py -v
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(export.hf PROPERTIES TIMEOUT 300 LABELS export)
+
+# ATen ops of composite losses on explicit rules under torch 2.x (export.aten_rules: 1.13).
+add_test(NAME export.aten_rules_2x
+         COMMAND ${MEMSIM_VENV}/bin/python -m unittest discover -s tests/export -p test_aten_rules.py -v
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(export.aten_rules_2x PROPERTIES TIMEOUT 300 LABELS export)
 
 # nn.LSTM on the CPU under torch 2.x: oneDNN's mkldnn_rnn_layer per layer and direction (Note [oneDNN
 # LSTM]); the torch 2.x venv (1.13's nn.LSTM is the composite, test_rnn.py).

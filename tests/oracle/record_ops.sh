@@ -1,6 +1,6 @@
 #!/bin/bash
 # Records the op-coverage traces (graphs/op_models.py: activations, padding and resampling, broadcast
-# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling; EmbeddingBag sum and max; Threshold, flip, maximum, var; PixelShuffle/Unshuffle; Bilinear; the multi(label) margin losses; ChannelShuffle (2.x only); CrossMapLRN2d; Dropout3d of 4-D and 5-D inputs) under PyTorch 2.13 (the .venv) into
+# binary ops; writes into views (slices, bool masks, masked_scatter_); adaptive max pooling; unfold/fold; grid_sample, affine_grid, circular pad; upsample modes; 3-D convolution and pooling; transposed convolution 1-D/2-D/3-D; vector norms; binary_cross_entropy; channel and alpha dropout; mlp with elementwise losses; 1-D pooling and tensor_split; instance norm and an in-place bernoulli_; max pooling with indices into MaxUnpool 1-D/2-D/3-D; fractional max pooling; LP pooling; EmbeddingBag sum and max; Threshold, flip, maximum, var; PixelShuffle/Unshuffle; Bilinear; the multi(label) margin losses; ChannelShuffle (2.x only); CrossMapLRN2d; Dropout3d of 4-D and 5-D inputs; composite losses and distances) under PyTorch 2.13 (the .venv) into
 # tests/data/traces_ops_2_13 and under 1.13 (Debian's /usr/bin/python3) into tests/data/traces_ops_1_13,
 # and exports the graphs each set is checked on under the same torch (tools/validate.py table_ops).
 #   tests/oracle/record_ops.sh [DATADIR]   (PY213=..., PY113=... pick the interpreters)
@@ -62,6 +62,9 @@ record() {  # record PYTHON OUTDIR [--check-spy]
   local two=0  # 2.x only: PyTorch 1.13 has no derivative for channel_shuffle
   "$py" -c 'import sys, torch; sys.exit(torch.__version__.startswith("1."))' && two=1
   [ $two = 1 ] && run channel_shuffle_net_b4_sgd channel_shuffle_net --batch 4 --opt sgd --marks
+  run pair_loss_mlp_b64_adam    pair_loss_mlp --batch 64 --opt adam --marks
+  run nll_loss_mlp_b32_sgd      nll_loss_mlp --batch 32 --opt sgd --marks
+  run sim_net_b16_sgd           sim_net --batch 16 --opt sgd --marks
   exp() { local name=$1 prov=$2; shift 2
     (cd "$root" && "$py" tools/export_torch.py "$@" --name "$name" --provenance "$prov" -o "$out/graphs/$name.json"); }
   for m in act_mlp_a act_mlp_b clamp_abs_mlp scale_mlp norm_mlp slice_assign mask_write; do
@@ -123,6 +126,13 @@ record() {  # record PYTHON OUTDIR [--check-spy]
     graphs/op_models.py:cross_map_lrn_net_export --input "x=batch,3,16,16" --loss cross_entropy
   [ $two = 1 ] && exp channel_shuffle_net "graphs/op_models.py ChannelShuffleNet; trace_step.py channel_shuffle_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:channel_shuffle_net_export --input "x=batch,3,16,16" --loss cross_entropy
+  exp pair_loss_mlp "graphs/op_models.py PairLossMlp; trace_step.py pair_loss_mlp; input float32 [batch,32]" \
+    graphs/op_models.py:pair_loss_mlp_export --input "x=batch,32" --loss cross_entropy
+  # F.gaussian_nll_loss reads torch.any(var < 0): exported by running on CPU tensors, at the traced batch
+  exp nll_loss_mlp "graphs/op_models.py NllLossMlp; trace_step.py nll_loss_mlp; input float32 [batch,32]" \
+    graphs/op_models.py:nll_loss_mlp_export --input "x=batch,32" --loss cross_entropy --set batch=32
+  exp sim_net "graphs/op_models.py SimNet; trace_step.py sim_net; input float32 [batch,3,16,16]" \
+    graphs/op_models.py:sim_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp grid_net "graphs/op_models.py GridNet; trace_step.py grid_net; input float32 [batch,3,16,16]" \
     graphs/op_models.py:grid_net_export --input "x=batch,3,16,16" --loss cross_entropy
   exp circ_pad_cnn "graphs/op_models.py CircPadCnn; trace_step.py circ_pad_cnn; input float32 [batch,3,16,16]" \

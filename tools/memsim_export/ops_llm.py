@@ -246,7 +246,9 @@ def a_expand(cx, x, size, implicit=False):
 
 @aten("clone")
 def a_clone(cx, x, memory_format=None):
-    return cx.emit("contiguous", [T(x)], shape=T(x).shape)
+    """aten.clone copies whatever the layout (a composite's `.contiguous()` reaches ATen as clone
+    only when it copies; `var.clone()` of F.gaussian_nll_loss copies a contiguous tensor)."""
+    return cx.emit("contiguous", [T(x)], {"clone": True}, shape=T(x).shape)
 
 
 @aten("bmm", "mm")

@@ -45,8 +45,10 @@ def _arith(op, inplace=False, reverse=False):
             if op in ("add", "mul"):
                 return cx.emit(op, [b], {"scalar": a, "inplace": False}, shape=b.shape)
             if op == "sub" and alpha == 1:
-                # number - X: same memory behaviour as X - number (saves nothing, one output)
-                return cx.emit("sub", [b], {"scalar": a, "inplace": False, "reverse": True}, shape=b.shape)
+                # number - X: rsub.Scalar, which wraps the number inside the call (Note [Scalar
+                # overloads]); it saves nothing, its grad is -grad
+                return cx.emit("sub", [b], {"scalar": a, "inplace": False, "reverse": True, "scalar_overload": True},
+                               shape=b.shape)
             raise Unsupported("number %s tensor (%s)" % ({"sub": "-", "div": "/"}.get(op, op),
                                                          "rsub" if op == "sub" else "reciprocal"))
         raise Unsupported("%s of %s and %s" % (op, type(a).__name__, type(b).__name__))

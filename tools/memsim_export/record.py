@@ -27,7 +27,7 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import expand, expand_rnn, ops_llm, ops_moe, ops_shape, recorded  # noqa: F401  (ops_llm, ops_moe register handlers)
+from . import expand, expand_rnn, ops_aten, ops_llm, ops_moe, ops_shape, recorded  # noqa: F401  (ops_llm, ops_moe register handlers)
 from .convert import Context
 from .registry import dtype_name
 from .registry import ATEN_HANDLERS, FUNC_HANDLERS, METHOD_HANDLERS, PROPERTY_HANDLERS, TRef, Unsupported
@@ -79,6 +79,7 @@ class EagerContext(Context):
         self.on_cpu = False     # the model runs on CPU tensors (values kept for recorded ops)
         self.preexisting = {}   # id -> tensor: every tensor alive before the call (constants)
         self.constants = []     # (buffer name, tensor): plain tensor attributes the call read
+        self.aliases = {}       # id(detached alias) -> (alias, argument) while a composite runs (AtenRecorder.run)
 
     def unique(self, base):
         """base, base_1, base_2, ...: the first one not yet used as a tensor or node name."""
@@ -106,6 +107,8 @@ class EagerContext(Context):
         r = self.refs.get(id(t))
         if r is not None:
             return r
+        if id(t) in self.aliases:  # a detached alias of a composite's argument (AtenRecorder.run)
+            return self.ref(self.aliases[id(t)][1])
         try:
             r = self.param(t)
         except Unsupported:
@@ -362,26 +365,77 @@ def _has_tensor(v):
 
 
 class AtenRecorder(TorchDispatchMode):
-    """Records the ATen ops of a composite call (einsum) through ATEN_HANDLERS."""
+    """Records the ATen ops of a composite call (einsum, F.cosine_embedding_loss) through ATEN_HANDLERS
+    and the fx-level handlers of ops_aten's tables (Note [ATen ops on explicit rules] in docs/exporter.md)."""
 
     def __init__(self, cx):
         super().__init__()
         self.cx = cx
 
+    def run(self, func, args, kwargs):
+        """func(*args, **kwargs) under this mode with grad mode on, its arguments that require grad
+        (parameters: the model runs under no_grad) replaced by detached aliases: no autograd graph is
+        built, and an op the composite runs under its own no-grad guard (cosine_similarity's
+        clamp_min_ of the norms) is seen with grad mode off. Other tensors pass as they are, so an
+        in-place change of their sizes (`output.resize_as_(input)`) stays theirs."""
+        cx = self.cx
+        outer = cx.aliases
+        cx.aliases = dict(outer)
+
+        def detach(v):
+            if isinstance(v, torch.Tensor) and v.requires_grad:
+                d = v.detach()
+                cx.aliases[id(d)] = (d, v)
+                return d
+            if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+                return type(v)(detach(x) for x in v)
+            if isinstance(v, dict):
+                return {k: detach(x) for k, x in v.items()}
+            return v
+
+        def original(v):
+            if isinstance(v, torch.Tensor):
+                a = cx.aliases.get(id(v))
+                return a[1] if a is not None and a[0] is v else v
+            if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+                return type(v)(original(x) for x in v)
+            return v
+        try:
+            dargs, dkwargs = detach(args), detach(kwargs)
+            with torch.enable_grad(), self:
+                out = func(*dargs, **dkwargs)
+            del dargs, dkwargs
+            out = original(out)
+        finally:
+            for key, (d, v) in cx.aliases.items():
+                r = cx.refs.pop(key, None) if key not in outer else None
+                if r is not None:  # written in place: the argument is now read as the write's output
+                    cx.bind(v, r)
+            cx.aliases = outer
+        return out
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        h = ATEN_HANDLERS.get(str(func)) or ATEN_HANDLERS.get(name)
+        overload = str(func)
+        h = ATEN_HANDLERS.get(overload) or ATEN_HANDLERS.get(name) or ops_aten.aten_handler(overload)
+        grad = torch.is_grad_enabled()
         try:
-            out = func(*args, **kwargs)
+            with torch.no_grad():
+                out = func(*args, **kwargs)
         except NotImplementedError:
             if h is not None:
                 raise
             out = recorded.run_on_cpu(func, args, kwargs)  # no meta kernel: its sizes from CPU tensors
+        if not grad and name.endswith("_") and args and out is args[0]:
+            return out  # an in-place write under the composite's no-grad guard: no node, no allocation
         if h is None:  # no memsim rule: measured (Note [Recorded rules])
-            self.cx.record_op(func, name, out, args, kwargs, str(func), "ATen op %s" % func)
+            self.cx.record_op(func, name, out, args, kwargs, overload, "ATen op %s" % func)
             return out
-        self.cx.convert(h, name, out, args, kwargs)
+
+        def fallback(name, real, _args, _kwargs):  # the handler refused these arguments: measured
+            return self.cx.record_op(func, name, real, args, kwargs, overload, "ATen op %s" % func)
+        self.cx.convert(h, name, out, args, kwargs, fallback=fallback)
         return out
 
 
@@ -427,8 +481,7 @@ class FunctionRecorder(TorchFunctionMode):
             return out
         if h is None and _needs_recording(func, args, kwargs):
             # no memsim op for the call as a whole (torch.einsum): record the ATen ops it runs
-            with AtenRecorder(self.cx):
-                return func(*args, **kwargs)
+            return AtenRecorder(self.cx).run(func, args, kwargs)
         out = func(*args, **kwargs)
         if h is None or not (_has_tensor(out) or _is_inplace_call(func)):
             return out
