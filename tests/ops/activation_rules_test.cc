@@ -9,6 +9,9 @@
 namespace memsim {
 namespace {
 
+using testing::SizesOf;
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
@@ -30,15 +33,7 @@ bool Aliases(const testing::Run& run, const std::string& a, const std::string& b
   return run.r.bound.owner[ta] == run.r.bound.owner[tb];
 }
 
-std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
-  return run.r.bound.metas[run.graph.FindTensor(name)].sizes;
-}
 
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 TEST(MoreActivationsTest, KeepTheirInput) {
   for (const char* op : {"elu", "softplus", "mish", "hardshrink", "softshrink", "abs"}) {

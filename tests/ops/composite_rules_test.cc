@@ -10,6 +10,8 @@
 namespace memsim {
 namespace {
 
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -18,11 +20,6 @@ using testing::Opts;
 
 constexpr int64_t kH = 4 * 16 * 4;  // h [4, 16] float32
 
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 // x [4, 8] -> linear -> h [4, 16], g = linear(x, w2); then |ops| on h and g, ending in "l".
 std::string Body(const std::string& ops) {

@@ -8,17 +8,14 @@
 namespace memsim {
 namespace {
 
+using testing::SizesOf;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 using testing::Opts;
 using testing::SavedNames;
 
-std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
-  TensorId t = run.graph.FindTensor(name);
-  EXPECT_NE(t, kNone) << name;
-  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
-}
 
 // An input x (grad as |x_rg|), weight w and optional bias b feeding one conv_transpose, then mean.
 std::string Body(const std::string& op, const std::string& x, const std::string& w, const std::string& attrs,

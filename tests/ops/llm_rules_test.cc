@@ -8,17 +8,14 @@
 namespace memsim {
 namespace {
 
+using testing::SizesOf;
+
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using testing::Opts;
 using testing::SavedNames;
 
-std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
-  TensorId t = run.graph.FindTensor(name);
-  EXPECT_NE(t, kNone) << name;
-  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
-}
 
 Dtype DtypeOf(const testing::Run& run, const std::string& name) {
   return run.r.bound.metas[run.graph.FindTensor(name)].dtype;

@@ -7,6 +7,8 @@
 namespace memsim {
 namespace {
 
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
@@ -23,11 +25,6 @@ std::string SoftMarginBody(const std::string& reduction, const std::string& targ
          reduction + R"("}}, {"op": "sum", "inputs": ["l"], "outputs": ["loss"]}], "loss": "loss")";
 }
 
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 TEST(SoftMarginRuleTest, KeepsInputAndTargetAndTheZeroDimLossKeepsAnInputSizedStorage) {
   auto run = testing::Simulate(SoftMarginBody("mean"), Opts("cpu"));

@@ -9,6 +9,9 @@
 namespace memsim {
 namespace {
 
+using testing::SizesOf;
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -16,17 +19,7 @@ using ::testing::UnorderedElementsAre;
 using testing::Opts;
 using testing::SavedNames;
 
-std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
-  TensorId t = run.graph.FindTensor(name);
-  EXPECT_NE(t, kNone) << name;
-  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
-}
 
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 // a [4, 16], b [4, 16] (parameters) -> <op>(a, b) or <op>(a) -> y -> mean -> loss.
 std::string Body(const std::string& op, const std::string& ins, const std::string& attrs,

@@ -8,22 +8,15 @@
 namespace memsim {
 namespace {
 
+using testing::SizesOf;
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using testing::Opts;
 using testing::SavedNames;
 
-std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
-  TensorId t = run.graph.FindTensor(name);
-  EXPECT_NE(t, kNone) << name;
-  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
-}
 
-std::vector<int64_t> AllocBytesOf(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 // A one-layer MoE on x [8, 4], top-2 of 2 experts: router, topk, bincount, argsort, floor
 // division, gather, the routed split by routed0_e0/e1, one Linear-free "expert" per slice (a mul
@@ -160,12 +153,12 @@ TEST(MoeRuleTest, GroupedMmPadsRowsAndGivesTheWeightItsOwnLayout) {
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_THAT(SizesOf(run, "y"), ElementsAre(12, 24));
   EXPECT_THAT(SavedNames(run, "y"), ElementsAre("offs", "x"));  // x only needs no grad: B is not kept
-  EXPECT_THAT(AllocBytesOf(run, "y"), ElementsAre(12 * 24 * 4));
+  EXPECT_THAT(AllocBytes(run, "y"), ElementsAre(12 * 24 * 4));
   // the weight's grad is [4, 24, 16] dense: AccumulateGrad steals it (one buffer, no copy)
-  EXPECT_THAT(AllocBytesOf(run, "wt.grad"), ElementsAre(4 * 24 * 16 * 4));
+  EXPECT_THAT(AllocBytes(run, "wt.grad"), ElementsAre(4 * 24 * 16 * 4));
   auto padded = testing::Simulate(Grouped(6), Opts("cpu"));  // 6 floats = 24 bytes: rows of 8
   ASSERT_TRUE(padded.ok) << padded.error;
-  EXPECT_THAT(AllocBytesOf(padded, "y"), ElementsAre(12 * 8 * 4));
+  EXPECT_THAT(AllocBytes(padded, "y"), ElementsAre(12 * 8 * 4));
   EXPECT_EQ(padded.r.bound.metas[padded.graph.FindTensor("y")].strides, (std::vector<int64_t>{8, 1}));
 }
 

@@ -9,6 +9,8 @@
 namespace memsim {
 namespace {
 
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -16,11 +18,6 @@ using ::testing::UnorderedElementsAre;
 using testing::Opts;
 using testing::SavedNames;
 
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 // x [8, 10] (a parameter) and int64 targets -> <loss> -> loss.
 std::string LossBody(const std::string& op, const std::string& target_shape, const std::string& attrs = "{}") {

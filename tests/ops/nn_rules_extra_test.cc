@@ -9,6 +9,8 @@
 namespace memsim {
 namespace {
 
+using testing::AllocBytes;
+
 using ::testing::UnorderedElementsAre;
 using testing::Opts;
 using testing::SavedNames;
@@ -77,11 +79,6 @@ TEST(InstanceNormCompositeTest, BatchNormKeepsTheRepeatedWeightAndTheRepeatedBia
   EXPECT_EQ(br[0].free, Phase::kForward);
 }
 
-std::vector<int64_t> AllocBytesOf(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 // x [2, 4, 8, 8] -> max_pool2d k2 with return_indices -> (p, i) -> max_unpool2d to 8 x 8 -> u.
 std::string UnpoolBody(const std::string& unpool_attrs = R"({"output_size": [8, 8]})") {
@@ -102,8 +99,8 @@ TEST(MaxUnpoolRuleTest, ThePoolReturnsItsIndicesAndTheUnpoolKeepsThem) {
   EXPECT_THAT(SavedNames(run, "u"), UnorderedElementsAre("i"));
   EXPECT_TRUE(testing::BuffersContaining(run.r.events, "max_pool indices").empty());  // an output, not a hidden buffer
   // max_pool_double_backward: the gather's grad of p's size, then the pool's grad of x's.
-  EXPECT_THAT(AllocBytesOf(run, "p.grad"), ::testing::ElementsAre(2 * 4 * 4 * 4 * 4));
-  EXPECT_THAT(AllocBytesOf(run, "x.grad"), ::testing::ElementsAre(2 * 4 * 8 * 8 * 4));
+  EXPECT_THAT(AllocBytes(run, "p.grad"), ::testing::ElementsAre(2 * 4 * 4 * 4 * 4));
+  EXPECT_THAT(AllocBytes(run, "x.grad"), ::testing::ElementsAre(2 * 4 * 8 * 8 * 4));
 }
 
 TEST(MaxUnpoolRuleTest, RefusesAMissingOutputSize) {
@@ -121,7 +118,7 @@ TEST(FractionalMaxPoolRuleTest, KeepsTheInputAndHiddenInt64IndicesNotTheSamples)
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_EQ(run.r.bound.metas[run.graph.FindTensor("y")].sizes, (std::vector<int64_t>{2, 4, 5, 5}));
   EXPECT_THAT(SavedNames(run, "y"), UnorderedElementsAre("x", "extra:fractional_max_pool indices"));
-  EXPECT_THAT(AllocBytesOf(run, "y:fractional_max_pool indices"), ::testing::ElementsAre(2 * 4 * 5 * 5 * 8));
+  EXPECT_THAT(AllocBytes(run, "y:fractional_max_pool indices"), ::testing::ElementsAre(2 * 4 * 5 * 5 * 8));
   auto s = testing::Lives(run.r.events, "s");
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].free, Phase::kForward);  // the samples die with the call
@@ -135,7 +132,7 @@ TEST(SignRuleTest, KeepsNothingAndItsGradIsNew) {
               {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")", Opts("cpu"));
   ASSERT_TRUE(run.ok) << run.error;
   EXPECT_TRUE(SavedNames(run, "s").empty());
-  EXPECT_THAT(AllocBytesOf(run, "s"), ::testing::ElementsAre(2 * 8 * 4));
+  EXPECT_THAT(AllocBytes(run, "s"), ::testing::ElementsAre(2 * 8 * 4));
   EXPECT_GE(testing::Lives(run.r.events, "x.grad").size(), 1u);
 }
 
@@ -149,11 +146,6 @@ std::string EmbeddingBagBody(bool frozen = false) {
               {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
 }
 
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 TEST(EmbeddingBagRuleTest, KeepsIndicesOffsetsOffset2bagBagSizeAndMaxIndices) {
   auto run = testing::Simulate(EmbeddingBagBody(), Opts("cpu"));

@@ -8,6 +8,8 @@
 namespace memsim {
 namespace {
 
+using testing::SizesOf;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -19,11 +21,6 @@ using testing::SavedNames;
 
 std::string Rg(bool b) { return b ? "true" : "false"; }
 
-std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
-  TensorId t = run.graph.FindTensor(name);
-  EXPECT_NE(t, kNone) << name;
-  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
-}
 
 // A parameter "x" (so that its requires_grad is controllable) feeding one op, then mean.
 std::string ParamXBody(const std::string& params, const std::string& op, const std::string& out = "y") {

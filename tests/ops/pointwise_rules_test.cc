@@ -8,6 +8,9 @@
 namespace memsim {
 namespace {
 
+using testing::SizesOf;
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -18,11 +21,6 @@ using testing::SavedNames;
 
 std::string Rg(bool b) { return b ? "true" : "false"; }
 
-std::vector<int64_t> SizesOf(const testing::Run& run, const std::string& name) {
-  TensorId t = run.graph.FindTensor(name);
-  EXPECT_NE(t, kNone) << name;
-  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
-}
 
 bool Aliases(const testing::Run& run, const std::string& a, const std::string& b) {
   TensorId ta = run.graph.FindTensor(a), tb = run.graph.FindTensor(b);
@@ -508,11 +506,6 @@ TEST(MseLossRuleTest, SavesInputAndTarget) {
 
 
 // ---------------------------------------------------------------- Note [Broadcast grads]
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 TEST(BroadcastGradTest, MulMakesTheBroadcastInputsGradAtTheOutputShapeThenSumsIt) {
   auto run = testing::Simulate(BinaryBody("mul", "[4, 8]", true, "[8]", true));

@@ -8,6 +8,8 @@
 namespace memsim {
 namespace {
 
+using testing::AllocBytes;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -239,11 +241,6 @@ TEST(ArangeRuleTest, MakesFreshTensorWithoutInputs) {
 
 
 // ---------------------------------------------------------------- Note [Padding and resampling]
-std::vector<int64_t> AllocBytes(const testing::Run& run, const std::string& name) {
-  std::vector<int64_t> out;
-  for (const auto& l : testing::Lives(run.r.events, name)) out.push_back(l.bytes);
-  return out;
-}
 
 TEST(PadRuleTest, ConstantKeepsNothingReflectKeepsSelf) {
   auto c = Run1(R"({"op": "pad", "inputs": ["a"], "outputs": ["y"], "attrs": {"pad": [1, 2, 0, 1]}})");

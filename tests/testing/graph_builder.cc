@@ -252,4 +252,16 @@ std::string Dump(const EventStream& s) {
   return os.str();
 }
 
+std::vector<int64_t> AllocBytes(const Run& run, const std::string& name) {
+  std::vector<int64_t> out;
+  for (const auto& l : Lives(run.r.events, name)) out.push_back(l.bytes);
+  return out;
+}
+
+std::vector<int64_t> SizesOf(const Run& run, const std::string& name) {
+  TensorId t = run.graph.FindTensor(name);
+  EXPECT_NE(t, kNone) << name;
+  return t == kNone ? std::vector<int64_t>{} : run.r.bound.metas[t].sizes;
+}
+
 }  // namespace memsim::testing

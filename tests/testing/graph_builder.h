@@ -67,6 +67,10 @@ struct Life {
 };
 /// The allocations of the buffers named |name|, in event order.
 std::vector<Life> Lives(const EventStream& s, const std::string& name);
+/// The bytes of each allocation of the tensor |name| in |run|'s event stream, in order.
+std::vector<int64_t> AllocBytes(const Run& run, const std::string& name);
+/// The bound sizes of the tensor |name| of |run| (a test failure, and empty, when it has none).
+std::vector<int64_t> SizesOf(const Run& run, const std::string& name);
 
 /// Buffer ids whose name equals |name|.
 std::vector<uint32_t> BuffersNamed(const EventStream& s, const std::string& name);
