@@ -72,7 +72,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "kit"))
 sys.path.insert(0, os.path.join(ROOT, "graphs"))
 sys.path.insert(0, HERE)
 from record_gpu import store  # noqa: E402
-from record_ranks_gpu import end_recording, phase_peak as peak, start_summary  # noqa: E402
+from record_ranks_gpu import collect_run, end_recording, phase_peak as peak, start_summary  # noqa: E402
 
 # graphs/llm_zoo.py mixtral_8x7b's MoeDecoder arguments, in fp32 (FSDP2's mixed precision computes in bf16)
 MIXTRAL = dict(vocab=32000, d=4096, layers=32, heads=32, kv_heads=8, ff=14336, experts=8, top_k=2, theta=1e6)
@@ -255,20 +255,7 @@ def launch(a, i, name, conf, rank):
 
 
 def collect(a, summary, i, name, conf, rank, rc):
-    path = os.path.join(a.out, "_%s_%d.json" % (name, i))
-    if os.path.exists(path):
-        with open(path) as f:
-            row = json.load(f)
-        os.remove(path)
-    else:
-        row = {"case": name, "rank": rank, "alloc_conf": conf, "error": "the process ended with %d" % rc}
-    summary["cases"].append(row)
-    summary["cases"].sort(key=lambda r: (r["case"], r.get("alloc_conf", ""), r["rank"]))
-    print("record_ep_gpu.py: %s rank %d [%s] %s" % (name, rank, conf or "default",
-                                                     row.get("error", "%.1f s" % row.get("case_seconds", 0))), flush=True)
-    with open(os.path.join(a.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1, sort_keys=True)
-    return "error" not in row
+    return collect_run(a, summary, i, name, conf, rank, rc, "rank", "record_ep_gpu.py")
 
 
 def schedule(a, runs, summary):

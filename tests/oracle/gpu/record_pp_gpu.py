@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "kit"))
 sys.path.insert(0, HERE)
 from record_gpu import store  # noqa: E402
-from record_ranks_gpu import end_recording, phase_peak as peak, start_summary  # noqa: E402
+from record_ranks_gpu import collect_run, end_recording, phase_peak as peak, start_summary  # noqa: E402
 
 LLAMA3_70B = dict(vocab_size=128256, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
                   num_attention_heads=64, num_key_value_heads=8, max_position_embeddings=131072,
@@ -208,20 +208,7 @@ def launch(a, i, name, conf, pp_rank):
 
 
 def collect(a, summary, i, name, conf, pp_rank, rc):
-    path = os.path.join(a.out, "_%s_%d.json" % (name, i))
-    if os.path.exists(path):
-        with open(path) as f:
-            row = json.load(f)
-        os.remove(path)
-    else:
-        row = {"case": name, "pp_rank": pp_rank, "alloc_conf": conf, "error": "the process ended with %d" % rc}
-    summary["cases"].append(row)
-    summary["cases"].sort(key=lambda r: (r["case"], r.get("alloc_conf", ""), r["pp_rank"]))
-    print("record_pp_gpu.py: %s pp rank %d [%s] %s" % (name, pp_rank, conf or "default",
-                                                        row.get("error", "%.1f s" % row.get("case_seconds", 0))), flush=True)
-    with open(os.path.join(a.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1, sort_keys=True)
-    return "error" not in row
+    return collect_run(a, summary, i, name, conf, pp_rank, rc, "pp_rank", "record_pp_gpu.py")
 
 
 def main():

@@ -179,6 +179,25 @@ def end_recording(row, frames):
     return snap, ".expandable" if "expandable_segments:True" in row["alloc_conf"] else ""
 
 
+def collect_run(a, summary, i, name, conf, rank, rc, rank_key, script):
+    """Run |i|'s row (the _CASE_I.json its process wrote, or an error row when it wrote none) into |summary|,
+    kept sorted by case, allocator and |rank_key|, and rewritten to OUT/summary.json; whether it succeeded."""
+    path = os.path.join(a.out, "_%s_%d.json" % (name, i))
+    if os.path.exists(path):
+        with open(path) as f:
+            row = json.load(f)
+        os.remove(path)
+    else:
+        row = {"case": name, rank_key: rank, "alloc_conf": conf, "error": "the process ended with %d" % rc}
+    summary["cases"].append(row)
+    summary["cases"].sort(key=lambda r: (r["case"], r.get("alloc_conf", ""), r[rank_key]))
+    print("%s: %s %s %d [%s] %s" % (script, name, rank_key.replace("_", " "), rank, conf or "default",
+                                     row.get("error", "%.1f s" % row.get("case_seconds", 0))), flush=True)
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+    return "error" not in row
+
+
 def phase_peak(dev, row, key, fn):
     if dev == "cuda":
         torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
