@@ -14,15 +14,23 @@ std::optional<int64_t> Dim(const RuleCtx& c, int64_t rank, int64_t dflt = -1) {
   return WrapDim(c.op.attrs.GetInt("dim", c.bindings).value_or(dflt), rank);
 }
 
+/// The sizes of one input, or of two broadcast together (comparisons, bitwise ops).
+Status OneOrTwoBroadcast(const RuleCtx& c, std::vector<int64_t>* sizes) {
+  if (c.in.empty() || c.in.size() > 2) return Fail(c, "expected 1 or 2 inputs");
+  *sizes = c.in[0]->sizes;
+  if (c.in.size() == 2) {
+    auto b = BroadcastShapes(*sizes, c.in[1]->sizes);
+    if (!b) return Fail(c, "inputs do not broadcast");
+    *sizes = *b;
+  }
+  return Status::OK();
+}
+
 // ---- comparisons: eq ne lt le gt ge (X, [Y] or `scalar`) → bool, not differentiable -----------
 Status InferCompare(const RuleCtx& c, InferOut* o) {
-  if (c.in.empty() || c.in.size() > 2) return Fail(c, "expected 1 or 2 inputs");
-  std::vector<int64_t> sizes = c.in[0]->sizes;
-  if (c.in.size() == 2) {
-    auto b = BroadcastShapes(sizes, c.in[1]->sizes);
-    if (!b) return Fail(c, "inputs do not broadcast");
-    sizes = *b;
-  } else if (!c.op.attrs.Has("scalar")) {
+  std::vector<int64_t> sizes;
+  if (Status st = OneOrTwoBroadcast(c, &sizes); !st.ok()) return st;
+  if (c.in.size() == 1 && !c.op.attrs.Has("scalar")) {
     return Fail(c, "needs a second input or a \"scalar\" attribute");
   }
   o->Fresh(TensorMeta::Contiguous(Dtype::kBool, sizes));
@@ -63,13 +71,8 @@ Status InferAny(const RuleCtx& c, InferOut* o) {
 }
 
 Status InferBitwise(const RuleCtx& c, InferOut* o) {
-  if (c.in.empty() || c.in.size() > 2) return Fail(c, "expected 1 or 2 inputs");
-  std::vector<int64_t> sizes = c.in[0]->sizes;
-  if (c.in.size() == 2) {
-    auto b = BroadcastShapes(sizes, c.in[1]->sizes);
-    if (!b) return Fail(c, "inputs do not broadcast");
-    sizes = *b;
-  }
+  std::vector<int64_t> sizes;
+  if (Status st = OneOrTwoBroadcast(c, &sizes); !st.ok()) return st;
   o->Fresh(TensorMeta::Contiguous(c.in[0]->dtype, sizes));
   return Status::OK();
 }
