@@ -16,6 +16,29 @@
 namespace memsim {
 namespace {
 
+TEST(Fsdp2GroupsTest, ExpertsWrappedApartArePrefetchedWithTheirBlock) {
+  // torch 2.11's EP flow: fully_shard(layers.i.moe.experts) then fully_shard(layers.i), in that
+  // order per layer, then the root; each block's explicit prefetch is [next block, its experts].
+  std::vector<Fsdp2Group> g;
+  auto add = [&](const std::string& m, OpId first, bool root = false) {
+    g.push_back(Fsdp2Group{});
+    g.back().module = m;
+    g.back().first = first;
+    g.back().root = root;
+    g.back().call = static_cast<int>(g.size() - 1);
+  };
+  add("layers.0.moe.experts", 5);
+  add("layers.0", 1);
+  add("layers.1.moe.experts", 15);
+  add("layers.1", 11);
+  add("", 0, /*root=*/true);
+  const std::vector<bool> nested = NestedGroups(g);
+  EXPECT_EQ(nested, (std::vector<bool>{true, false, true, false, false}));
+  EXPECT_EQ(NeighbourBlock(g, nested, 1, /*next=*/true), (std::vector<size_t>{3, 2}));
+  EXPECT_EQ(NeighbourBlock(g, nested, 3, /*next=*/false), (std::vector<size_t>{1, 0}));
+  EXPECT_TRUE(NeighbourBlock(g, nested, 3, /*next=*/true).empty());  // the root is no block
+}
+
 using testing::SimulateOk;
 using testing::ZooGraph;
 

@@ -131,7 +131,7 @@ class Fsdp2 : public TrainingSetup {
     if (groups_[u].params.empty()) return;
     if (s.g.ep_degree > 1 && !groups_[u].root && !Nested(u) && Apart()) {
       // set_modules_to_backward_prefetch([previous block, its experts]): no default prefetch
-      for (size_t v : NeighbourBlock(u, /*next=*/false)) Unshard(s, v);
+      for (size_t v : NeighbourBlock(groups_, nested_, u, /*next=*/false)) Unshard(s, v);
       return;
     }
     // _backward_prefetch: the group whose post_forward preceded this one's last (its index popped).
@@ -268,6 +268,8 @@ class Fsdp2 : public TrainingSetup {
       if (calls.empty() || calls.back() != std::make_pair(grp.stage, grp.call)) calls.emplace_back(grp.stage, grp.call);
       grp.call = static_cast<int>(calls.size() - 1);
     }
+    nested_ = NestedGroups(groups_);
+    apart_ = std::find(nested_.begin(), nested_.end(), true) != nested_.end();
     float8_.assign(s.g.parameters.size(), false);
     for (const Op& op : s.g.ops)
       if (op.kind == OpKind::kFp8Linear && op.attrs.GetString("weight", "") == "float8")
@@ -330,7 +332,7 @@ class Fsdp2 : public TrainingSetup {
     if (s.g.ep_degree <= 1 || groups_[u].root) return;
     if (Apart()) {  // each block names the next block and its experts; the experts name nothing
       if (!Nested(u))
-        for (size_t v : NeighbourBlock(u, /*next=*/true)) Unshard(s, v);
+        for (size_t v : NeighbourBlock(groups_, nested_, u, /*next=*/true)) Unshard(s, v);
       return;
     }
     const size_t next = CallEnd(u);
@@ -338,39 +340,8 @@ class Fsdp2 : public TrainingSetup {
     for (size_t v = next; v < CallEnd(next); ++v) Unshard(s, v);
   }
 
-  /// A call whose module lies inside another wrapped call's: under ep, each block's experts
-  /// wrapped apart before the block (torchtitan's flow before fully_shard took a mesh per
-  /// parameter, torch < 2.12: Note [Expert parallel]).
-  bool Nested(size_t u) const {
-    if (groups_[u].root) return false;
-    return std::any_of(groups_.begin(), groups_.end(), [&](const Fsdp2Group& w) {
-      return !w.root && w.module != groups_[u].module && WithinModule(groups_[u].module, w.module);
-    });
-  }
-
-  bool Apart() const {
-    for (size_t u = 0; u < groups_.size(); ++u)
-      if (Nested(u)) return true;
-    return false;
-  }
-
-  /// The groups of the block call after (|next|) or before the block call |u| on its stage, then
-  /// of the calls nested in it: the explicit prefetch list [block, block's experts].
-  std::vector<size_t> NeighbourBlock(size_t u, bool next) const {
-    int best = -1;
-    for (size_t w = 0; w < groups_.size(); ++w) {
-      if (w == u || CallBegin(w) != w || groups_[w].root || groups_[w].stage != groups_[u].stage || Nested(w)) continue;
-      if ((groups_[w].first > groups_[u].first) != next) continue;
-      if (best < 0 || (groups_[w].first < groups_[best].first) == next) best = static_cast<int>(w);
-    }
-    std::vector<size_t> out;
-    if (best < 0) return out;
-    for (size_t v = best; v < CallEnd(best); ++v) out.push_back(v);
-    for (size_t w = 0; w < groups_.size(); ++w)
-      if (CallBegin(w) == w && Nested(w) && WithinModule(groups_[w].module, groups_[best].module))
-        for (size_t v = w; v < CallEnd(w); ++v) out.push_back(v);
-    return out;
-  }
+  bool Nested(size_t u) const { return nested_[u]; }
+  bool Apart() const { return apart_; }
 
   /// _backward_prefetch of a call's second group (_num_param_groups > 1): walking back the
   /// post-forward order past its own call, every group of the call before it, last first.
@@ -845,6 +816,8 @@ class Fsdp2 : public TrainingSetup {
   bool offload_;  ///< CPUOffloadPolicy (--offload params): shards, grads and optimizer state on the host
   std::vector<bool> host_grad_;  ///< per group: its sharded grads exist on the host
   std::vector<Fsdp2Group> groups_;
+  std::vector<bool> nested_;  ///< per group: an experts call wrapped apart inside a block's (NestedGroups)
+  bool apart_ = false;        ///< any nested_
   std::vector<int> group_of_op_, pending_;
   std::vector<bool> pre_backward_done_, post_backward_done_;
   std::vector<bool> float8_;  ///< per Graph::parameters index: a weight all-gathered in float8

@@ -66,6 +66,16 @@ std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, con
                                         int world, int rank, OpId begin = 0, OpId end = kNone,
                                         const Fsdp2Experts* experts = nullptr);
 
+/// Per group: whether its module lies inside another wrapped call's (under ep, each block's
+/// experts wrapped apart before the block: torchtitan's flow before fully_shard took a mesh per
+/// parameter, torch < 2.12; Note [Expert parallel]).
+std::vector<bool> NestedGroups(const std::vector<Fsdp2Group>& groups);
+
+/// The groups of the block call after (|next|) or before the call starting at group |u| on its
+/// stage, then of the calls nested in it: a block's explicit prefetch list [block, its experts].
+std::vector<size_t> NeighbourBlock(const std::vector<Fsdp2Group>& groups, const std::vector<bool>& nested, size_t u,
+                                   bool next);
+
 }  // namespace memsim
 
 #endif  // MEMSIM_LIB_AUTODIFF_SETUPS_FSDP2_H_

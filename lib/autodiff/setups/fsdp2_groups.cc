@@ -118,4 +118,33 @@ std::vector<Fsdp2Group> MakeFsdp2Groups(const Graph& g, const BoundGraph& b, con
 }
 
 
+std::vector<bool> NestedGroups(const std::vector<Fsdp2Group>& groups) {
+  std::vector<bool> out(groups.size(), false);
+  for (size_t u = 0; u < groups.size(); ++u)
+    out[u] = !groups[u].root && std::any_of(groups.begin(), groups.end(), [&](const Fsdp2Group& w) {
+               return !w.root && w.module != groups[u].module && WithinModule(groups[u].module, w.module);
+             });
+  return out;
+}
+
+std::vector<size_t> NeighbourBlock(const std::vector<Fsdp2Group>& groups, const std::vector<bool>& nested, size_t u,
+                                   bool next) {
+  auto begins = [&](size_t w) { return w == 0 || groups[w - 1].call != groups[w].call; };
+  auto call = [&](size_t w, std::vector<size_t>* out) {
+    for (size_t v = w; v < groups.size() && groups[v].call == groups[w].call; ++v) out->push_back(v);
+  };
+  int best = -1;
+  for (size_t w = 0; w < groups.size(); ++w) {
+    if (w == u || !begins(w) || groups[w].root || groups[w].stage != groups[u].stage || nested[w]) continue;
+    if ((groups[w].first > groups[u].first) != next) continue;
+    if (best < 0 || (groups[w].first < groups[best].first) == next) best = static_cast<int>(w);
+  }
+  std::vector<size_t> out;
+  if (best < 0) return out;
+  call(best, &out);
+  for (size_t w = 0; w < groups.size(); ++w)
+    if (begins(w) && nested[w] && WithinModule(groups[w].module, groups[best].module)) call(w, &out);
+  return out;
+}
+
 }  // namespace memsim
