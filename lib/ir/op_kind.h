@@ -61,7 +61,8 @@ namespace memsim {
   X(kVar, "var") X(kFlip, "flip") X(kPixelShuffle, "pixel_shuffle") X(kPixelUnshuffle, "pixel_unshuffle") \
   X(kMultiMarginLoss, "multi_margin_loss") X(kMultilabelMarginLoss, "multilabel_margin_loss") X(kBilinear, "bilinear")       \
   X(kChannelShuffle, "channel_shuffle") X(kCrossMapLrn2d, "cross_map_lrn2d") X(kXlogy, "xlogy") X(kAny, "any")     \
-  X(kBitwiseAnd, "bitwise_and") X(kBitwiseNot, "bitwise_not")
+  X(kBitwiseAnd, "bitwise_and") X(kBitwiseNot, "bitwise_not") X(kBitwiseOr, "bitwise_or") X(kLog2, "log2") \
+  X(kRound, "round") X(kFloor, "floor") X(kCeil, "ceil") X(kTrunc, "trunc")
 
 enum class OpKind : uint8_t {
 #define MEMSIM_OP_ENUM_(e, n) e,

@@ -128,6 +128,8 @@ void BwdPow(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 2, "pow backward
 // temporary (derivatives.yaml).
 void BwdCos(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 2, "cos backward"); }
 void BwdSin(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 1, "sin backward"); }
+// log2: grad / (self * 0.6931471805599453) — the product, then the quotient (derivatives.yaml).
+void BwdLog2(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 1, "log2 backward"); }
 // rsqrt: -0.5 * grad * result.pow(3) — two temporaries.
 void BwdRsqrt(const RuleCtx& c, BwdPlan* p) { GradWithTemps(c, p, 2, "rsqrt backward"); }
 // sqrt: grad / (2 * result) — one temporary.
@@ -348,6 +350,7 @@ const std::vector<OpRule> kLlmRules = {
     {OpKind::kAny, 1, 1, kNotDiff, InferAny, nullptr, nullptr},
     {OpKind::kBitwiseAnd, 2, 2, kNotDiff, InferBitwise, nullptr, nullptr},
     {OpKind::kBitwiseNot, 1, 1, kNotDiff, InferBitwise, nullptr, nullptr},
+    {OpKind::kBitwiseOr, 2, 2, kNotDiff, InferBitwise, nullptr, nullptr},
     {OpKind::kWhere, 1, 3, ~1u, InferWhere, FwdWhere, BwdEachNew},
     {OpKind::kExp, 1, 1, kFirst, InferSameShape, SaveOutput, BwdOneNew},
     {OpKind::kLog, 1, 1, kFirst, InferSameShape, SaveInput, BwdOneNew},
@@ -355,6 +358,12 @@ const std::vector<OpRule> kLlmRules = {
     {OpKind::kRsqrt, 1, 1, kFirst, InferSameShape, SaveOutput, BwdRsqrt},
     {OpKind::kSqrt, 1, 1, kFirst, InferSameShape, SaveOutput, BwdSqrt},
     {OpKind::kNeg, 1, 1, kFirst, InferSameShape, nullptr, BwdOneNew},
+    {OpKind::kLog2, 1, 1, kFirst, InferSameShape, SaveInput, BwdLog2},
+    // round, floor, ceil, trunc: zeros_like(grad), nothing saved (derivatives.yaml)
+    {OpKind::kRound, 1, 1, kFirst, InferSameShape, nullptr, BwdOneNew},
+    {OpKind::kFloor, 1, 1, kFirst, InferSameShape, nullptr, BwdOneNew},
+    {OpKind::kCeil, 1, 1, kFirst, InferSameShape, nullptr, BwdOneNew},
+    {OpKind::kTrunc, 1, 1, kFirst, InferSameShape, nullptr, BwdOneNew},
     {OpKind::kCos, 1, 1, kFirst, InferSameShape, SaveInput, BwdCos},
     {OpKind::kSin, 1, 1, kFirst, InferSameShape, SaveInput, BwdSin},
     {OpKind::kMax, 1, 1, kFirst, InferMaxMin, FwdMaxMin, BwdMaxMin},

@@ -39,6 +39,9 @@ CASES = {
     "pairwise_distance": lambda p, q, r: F.pairwise_distance(p, q).sum(),
     "local_response_norm": lambda p, q, r: F.local_response_norm(p.view(p.shape[0], 4, 4), 2).sum(),
     "softmin": lambda p, q, r: F.softmin(p, -1).sum(),
+    # detection's box coders and level mappers: log2, rounding, masks or-ed together
+    "rounding": lambda p, q, r: (torch.log2(p.abs() + 1) + torch.round(q) + torch.floor(r) + torch.ceil(p)
+                                 + torch.trunc(q) + ((p > 0) | (q < 0)).float()).sum(),
 }
 
 

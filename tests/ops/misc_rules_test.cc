@@ -44,6 +44,31 @@ TEST(ThresholdRuleTest, KeepsItsInputAndInPlaceAClone) {
   EXPECT_THAT(SavedNames(inplace, "y"), ElementsAre("extra:pre-inplace clone"));
 }
 
+TEST(RoundingRuleTest, SaveNothingAndLog2KeepsItsInputAndOneTemporary) {
+  for (const char* op : {"round", "floor", "ceil", "trunc"}) {
+    auto run = testing::Simulate(Body(op, R"(["a"])", "{}"), Opts("cpu"));
+    ASSERT_TRUE(run.ok) << op << ": " << run.error;
+    EXPECT_THAT(SizesOf(run, "y"), ElementsAre(4, 16));
+    EXPECT_THAT(SavedNames(run, "y"), IsEmpty()) << op;  // zeros_like(grad)
+  }
+  // log2: grad / (self * ln 2), the measured backward of both releases: the product, then the grad
+  auto run = testing::Simulate(Body("log2", R"(["a"])", "{}"), Opts("cpu"));
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_THAT(SavedNames(run, "y"), ElementsAre("a"));
+  EXPECT_THAT(AllocBytes(run, "y:log2 backward"), ElementsAre(256));
+  // bitwise_or of two bool masks: a bool mask, not differentiable
+  std::string body = R"("inputs": [], "parameters": [{"name": "a", "shape": [4, 16]}],
+      "ops": [{"op": "gt", "inputs": ["a"], "outputs": ["p"], "attrs": {"scalar": 0}},
+              {"op": "lt", "inputs": ["a"], "outputs": ["q"], "attrs": {"scalar": -1}},
+              {"op": "bitwise_or", "inputs": ["p", "q"], "outputs": ["m"]},
+              {"op": "to_dtype", "inputs": ["m"], "outputs": ["f"], "attrs": {"dtype": "float32"}},
+              {"op": "mul", "inputs": ["a", "f"], "outputs": ["y"]},
+              {"op": "mean", "inputs": ["y"], "outputs": ["loss"]}], "loss": "loss")";
+  auto mask = testing::Simulate(body, Opts("cpu"));
+  ASSERT_TRUE(mask.ok) << mask.error;
+  EXPECT_THAT(AllocBytes(mask, "m"), ElementsAre(64));
+}
+
 TEST(MaximumRuleTest, KeepsBothAndMakesOthersGradFirst) {
   for (const char* op : {"maximum", "minimum"}) {
     auto run = testing::Simulate(Body(op, R"(["a", "b"])", "{}"), Opts("cpu"));

@@ -30,6 +30,8 @@ ATEN_AS_FUNCTION = {
     "aten.div.Tensor": torch.div, "aten.div.Scalar": torch.div, "aten.mul.Scalar": torch.mul,
     "aten.neg.default": torch.neg, "aten.exp.default": torch.exp, "aten.log.default": torch.log,
     "aten.sqrt.default": torch.sqrt, "aten.rsqrt.default": torch.rsqrt, "aten.abs.default": torch.abs,
+    "aten.log2.default": torch.log2, "aten.round.default": torch.round, "aten.floor.default": torch.floor,
+    "aten.ceil.default": torch.ceil, "aten.trunc.default": torch.trunc,
     "aten.pow.Tensor_Scalar": torch.pow, "aten.where.self": torch.where,
     "aten.mean.default": torch.mean, "aten.mean.dim": torch.mean,
     "aten.clamp.default": torch.clamp, "aten.clamp_min.default": torch.clamp_min,
@@ -48,6 +50,7 @@ ATEN_AS_METHOD = {
     "aten.div_.Tensor": "div_", "aten.div_.Scalar": "div_",
     "aten.sqrt_.default": "sqrt_", "aten.exp_.default": "exp_", "aten.log_.default": "log_",
     "aten.neg_.default": "neg_", "aten.fill_.Scalar": "fill_", "aten.zero_.default": "zero_",
+    "aten.log2_.default": "log2_", "aten.floor_.default": "floor_", "aten.ceil_.default": "ceil_",
     "aten.clamp_.default": "clamp_", "aten.clamp_min_.default": "clamp_min_",
     "aten.clamp_max_.default": "clamp_max_",
 }
@@ -147,6 +150,15 @@ def f_bitwise_and(cx, a, b):
     if not (isinstance(a, TRef) and isinstance(b, TRef)):
         raise Unsupported("bitwise_and with a number")
     return cx.emit("bitwise_and", [a, b], shape=cx.out_shape(), dtype=cx.out_dtype() or a.dtype)
+
+
+@function(torch.bitwise_or, torch.logical_or, operator.or_)
+@method("bitwise_or", "logical_or")
+@aten("aten.bitwise_or.Tensor", "aten.logical_or.default")
+def f_bitwise_or(cx, a, b):
+    if not (isinstance(a, TRef) and isinstance(b, TRef)):
+        raise Unsupported("bitwise_or with a number")
+    return cx.emit("bitwise_or", [a, b], shape=cx.out_shape(), dtype=cx.out_dtype() or a.dtype)
 
 
 @function(torch.bitwise_not, torch.logical_not, operator.invert)

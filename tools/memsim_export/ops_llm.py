@@ -62,11 +62,21 @@ def _unary(op, inplace=False):
     return h
 
 
-for _op in ("exp", "log", "rsqrt", "sqrt", "neg", "cos", "sin"):
+for _op in ("exp", "log", "log2", "rsqrt", "sqrt", "neg", "cos", "sin", "floor", "ceil", "trunc"):
     function(getattr(torch, _op))(_unary(_op))
     method(_op)(_unary(_op))
     method(_op + "_")(_unary(_op, inplace=True))
 function(operator.neg)(_unary("neg"))
+
+
+@function(torch.round)
+@method("round")
+def f_round(cx, x, *, decimals=0):
+    """round(x, decimals=d): one output of x's shape, a zeros grad (derivatives.yaml round.decimals)."""
+    x = T(x)
+    return cx.emit("round", [x], shape=x.shape)
+
+
 method("negative")(_unary("neg"))
 
 
