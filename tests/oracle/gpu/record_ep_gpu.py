@@ -60,7 +60,7 @@ dispatch received in the first forward) and the snapshots (torch.cuda.memory._sn
 Usage (GPU):    python3 tests/oracle/gpu/record_ep_gpu.py OUT [--cases a,b] [--steps 2] [--deadline S]
 Usage (no GPU): python3 tests/oracle/gpu/record_ep_gpu.py OUT --dry-run   (a tiny MoE decoder on the CPU)
 """
-import argparse, json, math, os, subprocess, sys, time
+import argparse, math, os, subprocess, sys, time
 from types import SimpleNamespace
 
 import torch
@@ -71,8 +71,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(HERE, "..", "kit"))
 sys.path.insert(0, os.path.join(ROOT, "graphs"))
 sys.path.insert(0, HERE)
-from record_gpu import store  # noqa: E402
-from record_ranks_gpu import collect_run, end_recording, phase_peak as peak, start_summary  # noqa: E402
+from record_ranks_gpu import collect_run, keep_snapshot, phase_peak as peak, run_child, start_summary  # noqa: E402
 
 # graphs/llm_zoo.py mixtral_8x7b's MoeDecoder arguments, in fp32 (FSDP2's mixed precision computes in bf16)
 MIXTRAL = dict(vocab=32000, d=4096, layers=32, heads=32, kv_heads=8, ff=14336, experts=8, top_k=2, theta=1e6)
@@ -223,26 +222,15 @@ def ep_case(name, rank, a, dev):
     row["routed_counts"] = [c for c, _ in seen[:kw["layers"]]]
     row["received_counts"] = [r for _, r in seen[:kw["layers"]]]
     if dev == "cuda":
-        snap, tag = end_recording(row, a.frames)
-        row["snapshot"] = "%s.rank%d%s.pickle.gz" % (name, rank, tag)
-        store(a.out, row["snapshot"][:-len(".pickle.gz")], snap)
+        keep_snapshot(a, row, name, rank)
     return row
 
 
 def one(a):
     """One rank of one case in this process (a child of main)."""
     dev = "cpu" if a.dry_run else "cuda"
-    t = time.time()
-    try:
-        row = ep_case(a.cases, a.rank, a, dev)
-    except Exception as e:  # the summary says which run failed and why; the others still run
-        import traceback
-        row = {"case": a.cases, "rank": a.rank, "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", ""),
-               "error": "%s: %s" % (type(e).__name__, e), "traceback": traceback.format_exc()[-3000:]}
-    row["case_seconds"] = round(time.time() - t, 1)
-    with open(os.path.join(a.out, "_%s_%d.json" % (a.cases, a.index)), "w") as f:
-        json.dump(row, f)
-    return 0
+    ids = {"case": a.cases, "rank": a.rank, "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", "")}
+    return run_child(a, ids, lambda: ep_case(a.cases, a.rank, a, dev))
 
 
 def launch(a, i, name, conf, rank):

@@ -31,7 +31,7 @@ schedule's step, the optimizer step and zero_grad; memory after setup) and the s
 Usage (GPU):    python3 tests/oracle/gpu/record_pp_gpu.py OUT [--cases a,b] [--steps 2] [--deadline S]
 Usage (no GPU): python3 tests/oracle/gpu/record_pp_gpu.py OUT --dry-run   (a tiny Llama on the CPU)
 """
-import argparse, json, os, subprocess, sys, time
+import argparse, os, subprocess, sys, time
 from types import SimpleNamespace
 
 import torch
@@ -40,8 +40,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "kit"))
 sys.path.insert(0, HERE)
-from record_gpu import store  # noqa: E402
-from record_ranks_gpu import collect_run, end_recording, phase_peak as peak, start_summary  # noqa: E402
+from record_ranks_gpu import collect_run, keep_snapshot, phase_peak as peak, run_child, start_summary  # noqa: E402
 
 LLAMA3_70B = dict(vocab_size=128256, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
                   num_attention_heads=64, num_key_value_heads=8, max_position_embeddings=131072,
@@ -177,26 +176,14 @@ def pp_case(name, pp_rank, a, dev):
         s["seconds"] = round(time.time() - t, 2)
         row["steps"].append(s)
     if dev == "cuda":
-        snap, tag = end_recording(row, a.frames)
-        row["snapshot"] = "%s.rank%d%s.pickle.gz" % (name, row["rank"], tag)
-        store(a.out, row["snapshot"][:-len(".pickle.gz")], snap)
+        keep_snapshot(a, row, name, row["rank"])
     return row
 
 
 def one(a):
     """One pp rank of one case in this process (a child of main)."""
     dev = "cpu" if a.dry_run else "cuda"
-    t = time.time()
-    try:
-        row = pp_case(a.cases, a.pp_rank, a, dev)
-    except Exception as e:  # the summary says which run failed and why; the others still run
-        import traceback
-        row = {"case": a.cases, "pp_rank": a.pp_rank, "error": "%s: %s" % (type(e).__name__, e),
-               "traceback": traceback.format_exc()[-3000:]}
-    row["case_seconds"] = round(time.time() - t, 1)
-    with open(os.path.join(a.out, "_%s_%d.json" % (a.cases, a.index)), "w") as f:
-        json.dump(row, f)
-    return 0
+    return run_child(a, {"case": a.cases, "pp_rank": a.pp_rank}, lambda: pp_case(a.cases, a.pp_rank, a, dev))
 
 
 def launch(a, i, name, conf, pp_rank):

@@ -50,7 +50,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "kit"))
 sys.path.insert(0, HERE)
-from record_gpu import cut_frames  # noqa: E402  (the snapshot's frames cut to --frames)
+from record_gpu import cut_frames, store  # noqa: E402  (the snapshot's frames cut to --frames)
 
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072,
@@ -177,6 +177,28 @@ def end_recording(row, frames):
     snap = cut_frames(torch.cuda.memory._snapshot(), frames)
     torch.cuda.memory._record_memory_history(enabled=None)
     return snap, ".expandable" if "expandable_segments:True" in row["alloc_conf"] else ""
+
+
+def run_child(a, ids, fn):
+    """A child process's one run: fn()'s row, or when it raises a row of |ids| with the error (the summary
+    says which run failed and why; the others still run), timed and written to OUT/_CASE_INDEX.json."""
+    t = time.time()
+    try:
+        row = fn()
+    except Exception as e:
+        import traceback
+        row = dict(ids, error="%s: %s" % (type(e).__name__, e), traceback=traceback.format_exc()[-3000:])
+    row["case_seconds"] = round(time.time() - t, 1)
+    with open(os.path.join(a.out, "_%s_%d.json" % (a.cases, a.index)), "w") as f:
+        json.dump(row, f)
+    return 0
+
+
+def keep_snapshot(a, row, name, rank):
+    """The run's snapshot stored as CASE.rankR[.expandable].pickle.gz, named in |row|."""
+    snap, tag = end_recording(row, a.frames)
+    row["snapshot"] = "%s.rank%d%s.pickle.gz" % (name, rank, tag)
+    store(a.out, row["snapshot"][:-len(".pickle.gz")], snap)
 
 
 def collect_run(a, summary, i, name, conf, rank, rc, rank_key, script):
@@ -318,16 +340,7 @@ def one(a):
     """One case in this process (a child of main)."""
     dev = "cpu" if a.dry_run else "cuda"
     name = a.cases
-    t = time.time()
-    try:
-        row = rnn_case(a, dev) if name == "cudnn_rnn" else llama_case(name, a, dev)
-    except Exception as e:  # the summary says which case failed and why; the others still run
-        import traceback
-        row = {"case": name, "error": "%s: %s" % (type(e).__name__, e), "traceback": traceback.format_exc()[-3000:]}
-    row["case_seconds"] = round(time.time() - t, 1)
-    with open(os.path.join(a.out, "_%s_%d.json" % (name, a.index)), "w") as f:
-        json.dump(row, f)
-    return 0
+    return run_child(a, {"case": name}, lambda: rnn_case(a, dev) if name == "cudnn_rnn" else llama_case(name, a, dev))
 
 
 def main():
