@@ -211,12 +211,17 @@ def section(memsim):
     return lines, failures
 
 
-def main(section=section, doc=__doc__):
-    """Prints one section (a module's section(memsim)) and its failures; exit 1 on any."""
+def main(section=section, doc=__doc__, data=None):
+    """Prints one section (a module's section(memsim), or section(memsim, data) with --data, whose default
+    is |data|) and its failures; exit 1 on any."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--memsim", default=os.path.join(ROOT, "build", "memsim"))
+    if data is not None:
+        ap.add_argument("--data", default=data, help="a recording's folder (default: %(default)s)")
     a = ap.parse_args()
-    lines, failures = section(a.memsim)
+    if data is not None and not os.path.exists(os.path.join(a.data, "summary.json")):
+        sys.exit("%s: %s: no summary.json (the recorder writes it)" % (os.path.basename(sys.argv[0]), a.data))
+    lines, failures = section(a.memsim, a.data) if data is not None else section(a.memsim)
     print("\n".join(lines))
     for f in failures:
         print("FAIL:", f, file=sys.stderr)

@@ -18,7 +18,7 @@ Alone: validate_gpu_ep.py [--memsim build/memsim] [--data DIR] (DIR: a record_ep
 has no device figures: its rows show memsim's alone, as a check of this script). Not yet a section of
 tools/validate.py: it becomes one once the recording is in tests/data/gpu/h200_2_11_ep/.
 """
-import argparse, json, os, subprocess, sys, tempfile
+import json, os, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "scenarios"))
@@ -135,19 +135,7 @@ def section(memsim, data=DATA):
     return lines, failures
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--memsim", default=os.path.join(ROOT, "build", "memsim"))
-    ap.add_argument("--data", default=DATA, help="a record_ep_gpu.py output folder (default: %(default)s)")
-    a = ap.parse_args()
-    if not os.path.exists(os.path.join(a.data, "summary.json")):
-        sys.exit("validate_gpu_ep.py: %s: no summary.json (record_ep_gpu.py writes it)" % a.data)
-    lines, failures = section(a.memsim, a.data)
-    print("\n".join(lines))
-    for f in failures:
-        print("FAIL:", f, file=sys.stderr)
-    return 1 if failures else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import validate_gpu
+    sys.exit(validate_gpu.main(section, __doc__, DATA))
