@@ -337,24 +337,13 @@ def main():
     lines += gpu_stream_section(a.memsim, a.graphs, validate_device.DATA)
     lines += llm_gpu_section(a.memsim, a.graphs)
     import validate_gpu  # real H100 recordings of PyTorch 2.11 (tools/validate_gpu.py)
-    gpu_lines, gpu_failures = validate_gpu.section(a.memsim)
-    lines += gpu_lines
-    failures += gpu_failures
     import validate_gpu_ranks  # rank 0 of FSDP2 / FSDP2 x TP steps on one H200 (tools/validate_gpu_ranks.py)
-    rank_lines, rank_failures = validate_gpu_ranks.section(a.memsim)
-    lines += rank_lines
-    failures += rank_failures
     import validate_gpu_pp  # the pipeline ranks of the 70B plan on one H200 (tools/validate_gpu_pp.py)
-    pp_lines, pp_failures = validate_gpu_pp.section(a.memsim)
-    lines += pp_lines
-    failures += pp_failures
     import validate_gpu_ep  # the expert-parallel ranks of the Mixtral plans on one H200 (tools/validate_gpu_ep.py)
-    ep_lines, ep_failures = validate_gpu_ep.section(a.memsim)
-    lines += ep_lines
-    failures += ep_failures
-    device_lines, device_failures = validate_device.section(a.memsim)
-    lines += device_lines
-    failures += device_failures
+    for module in (validate_gpu, validate_gpu_ranks, validate_gpu_pp, validate_gpu_ep, validate_device):
+        section_lines, section_failures = module.section(a.memsim)
+        lines += section_lines
+        failures += section_failures
     import validate_ranks  # the per-rank section (tools/validate_ranks.py); imports this module
     rank_lines, rank_failures, _ = validate_ranks.section(a.memsim, a.graphs)
     lines += rank_lines
